@@ -1,0 +1,65 @@
+# Top-level build: criu/criu (with the restorer blob linked in), plugins, tests.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(PREFIX)/sbin
+LIBDIR := $(PREFIX)/lib
+INCLUDEDIR := $(PREFIX)/include/criu
+PLUGINDIR := $(LIBDIR)/criu
+
+CC ?= gcc
+LD ?= ld
+OBJCOPY ?= objcopy
+PROTOC_C ?= protoc-c
+
+WARN := -Wall -Wextra -Werror
+ifeq ($(ASAN),1)
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
+endif
+CFLAGS ?= -O2 -g
+CFLAGS += $(WARN) $(SANITIZE) -D_GNU_SOURCE -MMD -MP -DCR_PLUGIN_DEFAULT_DIR='"$(PLUGINDIR)"'
+CPPFLAGS += -Icriu/include -Icompel/include -Iimages -I.
+LDLIBS := -lprotobuf-c -ldl -lpthread
+
+PROTOS := $(wildcard images/*.proto)
+PB_C := $(PROTOS:.proto=.pb-c.c)
+PB_H := $(PROTOS:.proto=.pb-c.h)
+PB_OBJS := $(PB_C:.c=.o)
+
+CRIU_SRCS := $(wildcard criu/*.c compel/*.c)
+CRIU_OBJS := $(CRIU_SRCS:.c=.o)
+
+.PHONY: all test demo bench install clean check-tools
+all: criu/criu
+
+# The restorer blob (criu/pie/) has its own flags and rules.
+-include criu/pie/Makefile.inc
+
+images/%.pb-c.c images/%.pb-c.h: images/%.proto
+	$(PROTOC_C) --proto_path=images --c_out=images $<
+
+$(PB_OBJS): CFLAGS += -Wno-unused-parameter
+$(CRIU_OBJS): | $(PB_H) $(RESTORER_BLOB_H)
+
+criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+
+-include $(CRIU_OBJS:.o=.d) $(PB_OBJS:.o=.d)
+
+test: all
+	$(MAKE) -C test run
+
+demo: all
+	./scripts/demo.sh
+
+bench: all
+	$(MAKE) -C test bench
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PLUGINDIR)
+	install -m 755 criu/criu $(DESTDIR)$(BINDIR)/criu
+	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu-plugin.h
+
+clean:
+	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
+	$(MAKE) -C test clean
+	$(PIE_CLEAN)

@@ -1,0 +1,388 @@
+/*
+ * The restore pipeline (DESIGN.md §4), main-process side: read the tree, fork every
+ * task with its original pid, wait until each has rebuilt itself and parked in the
+ * restorer, then release them all together. A failure anywhere kills what we created.
+ */
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "crtools.h"
+#include "files.h"
+#include "image.h"
+#include "kerndat.h"
+#include "log.h"
+#include "pstree.h"
+#include "restorer-setup.h"
+#include "servicefd.h"
+
+#include "core.pb-c.h"
+#include "inventory.pb-c.h"
+#include "mm.pb-c.h"
+
+/* A task being restored, as the main process tracks it. */
+struct rst_task {
+	struct pstree_item *item;
+	pid_t pid; /* 0 until forked */
+	int sync_fd; /* our end of the task's report/release socket */
+	bool ready;
+};
+
+static struct rst_task root_task = { .sync_fd = -1 };
+
+static double now_secs(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int read_inventory(void)
+{
+	struct cr_img *img = open_image(CR_IMG_INVENTORY, O_RDONLY, 0);
+	InventoryEntry *inv;
+	int ret;
+
+	if (!img)
+		return -1;
+	ret = pb_read_one_required(img, (void **)&inv);
+	if (!ret && inv->img_version != IMG_FORMAT_VERSION) {
+		pr_err("inventory: images have version %u, this criu restores version %u\n",
+		       inv->img_version, IMG_FORMAT_VERSION);
+		ret = -1;
+	}
+	if (!ret)
+		pb_free(img, inv);
+	close_image(img);
+	return ret ? -1 : 0;
+}
+
+/* clone3(set_tid) needs the pid free; say so plainly instead of failing with EEXIST later. */
+static int check_pid_free(pid_t pid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (access(path, F_OK) == 0) {
+		pr_err("pid %d is already in use: cannot restore the task with its original pid\n", pid);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- in the forked task ---- */
+
+static int restore_sid_pgid(struct pstree_item *item)
+{
+	if (item->sid == item->pid) {
+		if (setsid() < 0) {
+			pr_perror("task %d: setsid", item->pid);
+			return -1;
+		}
+	} else if (item->pgid == item->pid) {
+		if (setpgid(0, 0) < 0) {
+			pr_perror("task %d: setpgid", item->pid);
+			return -1;
+		}
+	} else if (getsid(0) != item->sid || getpgid(0) != item->pgid) {
+		/* A session or group led from outside the dumped tree: we join criu's. */
+		pr_info("task %d: sid %d pgid %d were led from outside the tree; inheriting criu's\n",
+			item->pid, item->sid, item->pgid);
+	}
+	return 0;
+}
+
+static int read_task_images(pid_t pid, CoreEntry **core, MmEntry **mm)
+{
+	struct cr_img *img;
+	int ret;
+
+	img = open_image(CR_IMG_CORE, O_RDONLY, pid);
+	if (!img)
+		return -1;
+	ret = pb_read_one_required(img, (void **)core);
+	close_image(img);
+	if (ret)
+		return -1;
+	if ((*core)->mtype != MARCH__X86_64) {
+		pr_err("core-%d.img: not an x86_64 task\n", pid);
+		return -1;
+	}
+
+	img = open_image(CR_IMG_MM, O_RDONLY, pid);
+	if (!img)
+		return -1;
+	ret = pb_read_one_required(img, (void **)mm);
+	close_image(img);
+	return ret ? -1 : 0;
+}
+
+static void report_failure(int sync_fd, int err)
+{
+	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL };
+
+	if (write(sync_fd, &report, sizeof(report)) < 0) {
+		/* criu sees the EOF when we exit */
+	}
+}
+
+/*
+ * The task's own part up to the restorer: session, files, cwd/root, then the jump.
+ * Order matters: fds first (service fds were moved out of the way), because the
+ * restorer setup opens the page image and mapped files at numbers the task lacks.
+ */
+static int restore_task_body(struct pstree_item *item, int sync_fd)
+{
+	struct rst_task_ctx ctx = { .pid = item->pid, .loglevel = log_get_level() };
+	static char prefix[32];
+	int ret;
+
+	snprintf(prefix, sizeof(prefix), "%d: ", item->pid);
+	log_set_prefix(prefix);
+	pr_info("restoring task %d\n", item->pid);
+
+	if (restore_sid_pgid(item))
+		return -1;
+	if (read_task_images(item->pid, &ctx.core, &ctx.mm))
+		return -1;
+
+	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
+	if (ctx.sync_fd < 0)
+		return ctx.sync_fd;
+	if (log_get_fd() >= 0) {
+		ctx.log_fd = install_service_fd(LOG_SFD, dup(log_get_fd()));
+		if (ctx.log_fd < 0)
+			return ctx.log_fd;
+	} else {
+		ctx.log_fd = -1;
+	}
+	images_dir_fd = install_service_fd(IMG_SFD, images_dir_fd);
+	if (images_dir_fd < 0)
+		return images_dir_fd;
+
+	if (prepare_fds(item->pid) || restore_task_fs(item->pid))
+		return -1;
+
+	ret = restorer_jump(&ctx);
+	pr_err("task %d: cannot enter the restorer: %s\n", item->pid, strerror(-ret));
+	return ret;
+}
+
+static int task_main(struct rst_task *task, int child_sock)
+{
+	int ret = restore_task_body(task->item, child_sock);
+
+	/* Only failures come back here; the sync fd may have moved, so report on both. */
+	report_failure(get_service_fd(SYNC_SFD) >= 0 ? get_service_fd(SYNC_SFD) : child_sock, ret);
+	_exit(1);
+}
+
+/* ---- in criu ---- */
+
+static pid_t clone_with_pid(pid_t pid)
+{
+	struct clone_args args = { .exit_signal = SIGCHLD };
+
+	args.set_tid = (unsigned long)&pid;
+	args.set_tid_size = 1;
+	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
+	if (opts.restore_sibling)
+		args.flags |= CLONE_PARENT;
+	return syscall(SYS_clone3, &args, sizeof(args));
+}
+
+/* Fallback for kernels without clone3(set_tid): ask for pid-1 as the last one given out. */
+static pid_t fork_with_ns_last_pid(pid_t pid)
+{
+	char buf[16];
+	int fd, len;
+	pid_t child;
+
+	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	len = snprintf(buf, sizeof(buf), "%d", pid - 1);
+	if (write(fd, buf, len) != len) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	child = fork();
+	if (child > 0 && child != pid) {
+		pr_err("pid %d was taken by another process while restoring\n", pid);
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		errno = EEXIST;
+		return -1;
+	}
+	return child;
+}
+
+static int fork_task(struct rst_task *task)
+{
+	int socks[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks)) {
+		pr_perror("socketpair");
+		return -1;
+	}
+	task->pid = 0;
+	if (kerndat_has_clone3_set_tid())
+		pid = clone_with_pid(task->item->pid);
+	else
+		pid = fork_with_ns_last_pid(task->item->pid);
+	if (pid < 0) {
+		pr_perror("cannot create task with pid %d", task->item->pid);
+		close(socks[0]);
+		close(socks[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(socks[0]);
+		task_main(task, socks[1]);
+	}
+	close(socks[1]);
+	task->pid = pid;
+	task->sync_fd = socks[0];
+	pr_info("forked task %d\n", pid);
+	return 0;
+}
+
+/* Waits for the task's report: 0 once it is parked before its final sigreturn. */
+static int wait_task_ready(struct rst_task *task)
+{
+	struct pollfd pfd = { task->sync_fd, POLLIN, 0 };
+	int timeout_ms = opts.timeout ? (int)opts.timeout * 1000 : -1;
+	struct rst_report report;
+	ssize_t n;
+	int ret;
+
+	do
+		ret = poll(&pfd, 1, timeout_ms);
+	while (ret < 0 && errno == EINTR);
+	if (ret == 0) {
+		pr_err("task %d: not restored within %u s (--timeout)\n", task->pid, opts.timeout);
+		return -1;
+	}
+	n = read(task->sync_fd, &report, sizeof(report));
+	if (n != sizeof(report) || report.magic != RST_REPORT_MAGIC) {
+		pr_err("task %d died while restoring (see the log above)\n", task->pid);
+		return -1;
+	}
+	if (report.status) {
+		pr_err("task %d failed to restore: %s\n", task->pid, strerror(-report.status));
+		return -1;
+	}
+	task->ready = true;
+	return 0;
+}
+
+static int release_task(struct rst_task *task)
+{
+	char go = RST_CMD_GO;
+
+	if (write(task->sync_fd, &go, 1) != 1) {
+		pr_perror("task %d: cannot release it", task->pid);
+		return -1;
+	}
+	close(task->sync_fd);
+	task->sync_fd = -1;
+	return 0;
+}
+
+/* A failed restore leaves nothing behind: kill what we forked and reap it. */
+static void kill_created_tasks(void)
+{
+	if (root_task.pid <= 0)
+		return;
+	kill(root_task.pid, SIGKILL);
+	if (!opts.restore_sibling)
+		waitpid(root_task.pid, NULL, 0);
+	root_task.pid = 0;
+}
+
+static int write_pidfile(pid_t pid)
+{
+	FILE *f;
+
+	if (!opts.pidfile)
+		return 0;
+	f = fopen(opts.pidfile, "w");
+	if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
+		pr_perror("cannot write pidfile %s", opts.pidfile);
+		return -1;
+	}
+	return 0;
+}
+
+/* Without -d criu waits for the restored root and exits with its status, as CRIU does. */
+static int wait_root_task(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			pr_perror("waitpid %d", pid);
+			return -1;
+		}
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}
+
+int cr_restore_tasks(void)
+{
+	double t_start = now_secs(), t_forked, t_ready;
+	sigset_t all, old;
+	int ret = -1;
+
+	if (read_inventory() || pstree_read() || check_pid_free(root_item->pid) || files_collect())
+		return -1;
+
+	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+
+	root_task.item = root_item;
+	if (fork_task(&root_task))
+		goto out;
+	t_forked = now_secs();
+
+	if (wait_task_ready(&root_task))
+		goto out;
+	t_ready = now_secs();
+
+	if (release_task(&root_task))
+		goto out;
+	if (write_pidfile(root_task.pid))
+		goto out;
+	ret = 0;
+
+	if (opts.display_stats)
+		printf("Restore stats: fork %.3f s, restore %.3f s, total %.3f s\n", t_forked - t_start,
+		       t_ready - t_forked, now_secs() - t_start);
+	pr_info("Restore finished successfully. Tasks resumed.\n");
+out:
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		kill_created_tasks();
+		return -1;
+	}
+	if (!opts.restore_detach && !opts.restore_sibling)
+		return wait_root_task(root_task.pid);
+	return 0;
+}

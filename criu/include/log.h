@@ -1,0 +1,40 @@
+/*
+ * Logging at CRIU's levels (-v0..-v4): errors always, then warnings, info, debug.
+ * Messages go to the log file (-o, relative to the work dir) and errors also to stderr.
+ */
+#ifndef CR_LOG_H
+#define CR_LOG_H
+
+#include <errno.h>
+#include <string.h>
+
+enum {
+	LOG_MSG = 0, /* printed whatever the level */
+	LOG_ERROR = 1,
+	LOG_WARN = 2,
+	LOG_INFO = 3,
+	LOG_DEBUG = 4,
+};
+
+#define DEFAULT_LOGLEVEL LOG_WARN
+
+int log_init(int dirfd, const char *path, int level);
+void log_fini(void);
+int log_get_fd(void);
+int log_get_level(void);
+void log_set_prefix(const char *prefix);
+void print_on_level(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#ifndef LOG_PREFIX
+#define LOG_PREFIX ""
+#endif
+
+#define pr_msg(fmt, ...) print_on_level(LOG_MSG, fmt, ##__VA_ARGS__)
+#define pr_err(fmt, ...) \
+	print_on_level(LOG_ERROR, "Error (%s:%d): " LOG_PREFIX fmt, __FILE__, __LINE__, ##__VA_ARGS__)
+#define pr_warn(fmt, ...) print_on_level(LOG_WARN, "Warn: " LOG_PREFIX fmt, ##__VA_ARGS__)
+#define pr_info(fmt, ...) print_on_level(LOG_INFO, LOG_PREFIX fmt, ##__VA_ARGS__)
+#define pr_debug(fmt, ...) print_on_level(LOG_DEBUG, LOG_PREFIX fmt, ##__VA_ARGS__)
+#define pr_perror(fmt, ...) pr_err(fmt ": %s\n", ##__VA_ARGS__, strerror(errno))
+
+#endif

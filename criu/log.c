@@ -1,0 +1,104 @@
+/*
+ * The log: messages at or below the chosen level go to the log file; errors and
+ * LOG_MSG also go to stderr so a failing command says why in one line.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static int log_fd = -1;
+static int log_level = DEFAULT_LOGLEVEL;
+static struct timespec log_start;
+static const char *log_prefix = "";
+
+int log_init(int dirfd, const char *path, int level)
+{
+	log_level = level;
+	clock_gettime(CLOCK_MONOTONIC, &log_start);
+	if (!path || !path[0])
+		return 0;
+	if (path[0] == '-' && path[1] == '\0') {
+		log_fd = dup(STDERR_FILENO);
+		return log_fd < 0 ? -errno : 0;
+	}
+	log_fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	if (log_fd < 0) {
+		int err = errno;
+
+		fprintf(stderr, "Error: cannot open log file %s: %s\n", path, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+void log_fini(void)
+{
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+}
+
+int log_get_fd(void)
+{
+	return log_fd;
+}
+
+int log_get_level(void)
+{
+	return log_level;
+}
+
+/* Restored tasks log with their pid so interleaved lines stay readable. */
+void log_set_prefix(const char *prefix)
+{
+	log_prefix = prefix;
+}
+
+/* A failed log write has nowhere left to be reported: drop it. */
+static void log_write(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= n;
+	}
+}
+
+void print_on_level(int level, const char *fmt, ...)
+{
+	char buf[4096];
+	struct timespec now;
+	int hdr, len;
+	va_list args;
+
+	if (level > log_level && level != LOG_MSG)
+		return;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	double secs = (now.tv_sec - log_start.tv_sec) + (now.tv_nsec - log_start.tv_nsec) / 1e9;
+	hdr = snprintf(buf, sizeof(buf), "(%08.6f) %s", secs, log_prefix);
+
+	va_start(args, fmt);
+	len = vsnprintf(buf + hdr, sizeof(buf) - hdr, fmt, args);
+	va_end(args);
+	if (len < 0)
+		return;
+	len += hdr;
+	if (len >= (int)sizeof(buf))
+		len = sizeof(buf) - 1;
+
+	if (log_fd >= 0 && log_fd != STDERR_FILENO)
+		log_write(log_fd, buf, len);
+	/* Errors reach the user on stderr, plain messages on stdout, without the timestamp. */
+	if (level == LOG_MSG)
+		log_write(STDOUT_FILENO, buf + hdr, len - hdr);
+	else if (level <= LOG_ERROR || log_fd < 0)
+		log_write(STDERR_FILENO, buf + hdr, len - hdr);
+}

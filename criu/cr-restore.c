@@ -9,14 +9,18 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
 #include "files.h"
@@ -26,6 +30,7 @@
 #include "pstree.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
+#include "vma.h"
 
 #include "core.pb-c.h"
 #include "inventory.pb-c.h"
@@ -35,8 +40,10 @@
 struct rst_task {
 	struct pstree_item *item;
 	pid_t pid; /* 0 until forked */
-	int sync_fd; /* our end of the task's report/release socket */
+	int sync_fd; /* our end of the task's report socket */
 	bool ready;
+	MmEntry *mm; /* its address space, for the release */
+	uint64_t region_start, region_len; /* where its restorer runs */
 };
 
 static struct rst_task root_task = { .sync_fd = -1 };
@@ -104,7 +111,19 @@ static int restore_sid_pgid(struct pstree_item *item)
 	return 0;
 }
 
-static int read_task_images(pid_t pid, CoreEntry **core, MmEntry **mm)
+static int read_task_mm(pid_t pid, MmEntry **mm)
+{
+	struct cr_img *img = open_image(CR_IMG_MM, O_RDONLY, pid);
+	int ret;
+
+	if (!img)
+		return -1;
+	ret = pb_read_one_required(img, (void **)mm);
+	close_image(img);
+	return ret ? -1 : 0;
+}
+
+static int read_task_core(pid_t pid, CoreEntry **core)
 {
 	struct cr_img *img;
 	int ret;
@@ -120,18 +139,12 @@ static int read_task_images(pid_t pid, CoreEntry **core, MmEntry **mm)
 		pr_err("core-%d.img: not an x86_64 task\n", pid);
 		return -1;
 	}
-
-	img = open_image(CR_IMG_MM, O_RDONLY, pid);
-	if (!img)
-		return -1;
-	ret = pb_read_one_required(img, (void **)mm);
-	close_image(img);
-	return ret ? -1 : 0;
+	return 0;
 }
 
 static void report_failure(int sync_fd, int err)
 {
-	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL };
+	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL, 0, 0 };
 
 	if (write(sync_fd, &report, sizeof(report)) < 0) {
 		/* criu sees the EOF when we exit */
@@ -143,9 +156,10 @@ static void report_failure(int sync_fd, int err)
  * Order matters: fds first (service fds were moved out of the way), because the
  * restorer setup opens the page image and mapped files at numbers the task lacks.
  */
-static int restore_task_body(struct pstree_item *item, int sync_fd)
+static int restore_task_body(struct rst_task *task, int sync_fd)
 {
-	struct rst_task_ctx ctx = { .pid = item->pid, .loglevel = log_get_level() };
+	struct pstree_item *item = task->item;
+	struct rst_task_ctx ctx = { .pid = item->pid, .mm = task->mm, .loglevel = log_get_level() };
 	static char prefix[32];
 	int ret;
 
@@ -155,19 +169,17 @@ static int restore_task_body(struct pstree_item *item, int sync_fd)
 
 	if (restore_sid_pgid(item))
 		return -1;
-	if (read_task_images(item->pid, &ctx.core, &ctx.mm))
+	if (read_task_core(item->pid, &ctx.core))
 		return -1;
 
 	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
 	if (ctx.sync_fd < 0)
 		return ctx.sync_fd;
-	if (log_get_fd() >= 0) {
-		ctx.log_fd = install_service_fd(LOG_SFD, dup(log_get_fd()));
-		if (ctx.log_fd < 0)
-			return ctx.log_fd;
-	} else {
-		ctx.log_fd = -1;
-	}
+	/* Without -o the log is criu's stderr: keep a copy, the task's fd 2 will differ. */
+	ctx.log_fd = install_service_fd(LOG_SFD, log_get_fd() >= 0 ? log_get_fd() : dup(STDERR_FILENO));
+	if (ctx.log_fd < 0)
+		return ctx.log_fd;
+	log_set_task_fd(ctx.log_fd);
 	images_dir_fd = install_service_fd(IMG_SFD, images_dir_fd);
 	if (images_dir_fd < 0)
 		return images_dir_fd;
@@ -182,7 +194,12 @@ static int restore_task_body(struct pstree_item *item, int sync_fd)
 
 static int task_main(struct rst_task *task, int child_sock)
 {
-	int ret = restore_task_body(task->item, child_sock);
+	char seized;
+	int ret = -EPIPE;
+
+	/* The restorer ends on a trap only a tracer may catch: start once criu traces us. */
+	if (read(child_sock, &seized, 1) == 1)
+		ret = restore_task_body(task, child_sock);
 
 	/* Only failures come back here; the sync fd may have moved, so report on both. */
 	report_failure(get_service_fd(SYNC_SFD) >= 0 ? get_service_fd(SYNC_SFD) : child_sock, ret);
@@ -230,6 +247,25 @@ static pid_t fork_with_ns_last_pid(pid_t pid)
 	return child;
 }
 
+/*
+ * Trace the task from its first instruction: it must not outlive criu half restored
+ * (PTRACE_O_EXITKILL), and criu catches it after its last restorer step.
+ */
+static int seize_task(struct rst_task *task)
+{
+	char go = 1;
+
+	if (ptrace(PTRACE_SEIZE, task->pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD)) {
+		pr_perror("cannot trace task %d", task->pid);
+		return -1;
+	}
+	if (write(task->sync_fd, &go, 1) != 1) {
+		pr_perror("cannot start task %d", task->pid);
+		return -1;
+	}
+	return 0;
+}
+
 static int fork_task(struct rst_task *task)
 {
 	int socks[2];
@@ -258,10 +294,37 @@ static int fork_task(struct rst_task *task)
 	task->pid = pid;
 	task->sync_fd = socks[0];
 	pr_info("forked task %d\n", pid);
-	return 0;
+	return seize_task(task);
 }
 
-/* Waits for the task's report: 0 once it is parked before its final sigreturn. */
+/* Waits for the task's next ptrace stop; 0 when it stopped with sig (a signal or a syscall stop). */
+static int wait_task_stop(struct rst_task *task, int sig, const char *what)
+{
+	int status;
+
+	while (waitpid(task->pid, &status, __WALL) < 0) {
+		if (errno != EINTR) {
+			pr_perror("task %d: waitpid", task->pid);
+			return -1;
+		}
+	}
+	if (WIFSTOPPED(status) && WSTOPSIG(status) == sig)
+		return 0;
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		pr_err("task %d died %s (%s %d)\n", task->pid, what,
+		       WIFEXITED(status) ? "exit status" : "signal",
+		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		task->pid = 0;
+	} else {
+		pr_err("task %d: unexpected stop (signal %d) %s\n", task->pid, WSTOPSIG(status), what);
+	}
+	return -1;
+}
+
+/*
+ * Waits for the task's report, then for the trap that parks it before its final
+ * rt_sigreturn: from there on it runs no code of its own until release_task().
+ */
 static int wait_task_ready(struct rst_task *task)
 {
 	struct pollfd pfd = { task->sync_fd, POLLIN, 0 };
@@ -286,18 +349,99 @@ static int wait_task_ready(struct rst_task *task)
 		pr_err("task %d failed to restore: %s\n", task->pid, strerror(-report.status));
 		return -1;
 	}
+	task->region_start = report.region_start;
+	task->region_len = report.region_len;
+	if (wait_task_stop(task, SIGTRAP, "before its release"))
+		return -1;
 	task->ready = true;
 	return 0;
 }
 
-static int release_task(struct rst_task *task)
+/* An executable address of the restored program, where compel may place a syscall. */
+static unsigned long find_exec_addr(const MmEntry *mm)
 {
-	char go = RST_CMD_GO;
+	for (size_t i = 0; i < mm->n_vmas; i++) {
+		const VmaEntry *vma = mm->vmas[i];
 
-	if (write(task->sync_fd, &go, 1) != 1) {
-		pr_perror("task %d: cannot release it", task->pid);
+		if ((vma->status & VMA_AREA_REGULAR) && (vma->prot & PROT_EXEC))
+			return vma->start;
+	}
+	return 0;
+}
+
+/* Unmaps the restorer region through a syscall injected into the restored program. */
+static int unmap_restorer(struct rst_task *task, unsigned long exec_addr)
+{
+	struct compel_ctl *ctl;
+	long result;
+	int ret;
+
+	ret = compel_infect(task->pid, exec_addr, &ctl);
+	if (ret)
+		return ret;
+	ret = compel_syscall(ctl, &result, __NR_munmap, task->region_start, task->region_len, 0, 0, 0, 0);
+	if (!ret && result) {
+		pr_err("task %d: cannot unmap the restorer region: %s\n", task->pid, strerror(-result));
+		ret = result;
+	}
+	if (compel_cure(ctl) && !ret)
+		ret = -EIO;
+	return ret;
+}
+
+/* One syscall of the task, from its entry stop to its exit stop: which one it was. */
+static int step_one_syscall(struct rst_task *task, long *nr)
+{
+	struct user_regs_struct regs;
+
+	if (ptrace(PTRACE_SYSCALL, task->pid, 0, 0)) {
+		pr_perror("task %d: PTRACE_SYSCALL", task->pid);
 		return -1;
 	}
+	if (wait_task_stop(task, SIGTRAP | 0x80, "leaving the restorer"))
+		return -1;
+	if (compel_get_regs(task->pid, &regs))
+		return -1;
+	*nr = regs.orig_rax;
+	if (ptrace(PTRACE_SYSCALL, task->pid, 0, 0)) {
+		pr_perror("task %d: PTRACE_SYSCALL", task->pid);
+		return -1;
+	}
+	return wait_task_stop(task, SIGTRAP | 0x80, "leaving the restorer");
+}
+
+/* The restorer's last steps are a few close()s and rt_sigreturn; stop after the latter. */
+static int follow_to_sigreturn_exit(struct rst_task *task)
+{
+	long nr = -1;
+
+	for (int i = 0; i < 4096; i++) {
+		if (step_one_syscall(task, &nr))
+			return -1;
+		if (nr == __NR_rt_sigreturn)
+			return 0;
+	}
+	pr_err("task %d: did not reach rt_sigreturn\n", task->pid);
+	return -1;
+}
+
+/*
+ * Lets the task leave the trap: it closes criu's fds and does rt_sigreturn into the
+ * program. We stop it at the exit of that syscall (registers are the program's),
+ * remove the restorer region, and detach.
+ */
+static int release_task(struct rst_task *task)
+{
+	unsigned long exec_addr = find_exec_addr(task->mm);
+
+	if (!exec_addr) {
+		pr_err("task %d has no executable mapping to finish the restore from\n", task->pid);
+		return -1;
+	}
+	if (follow_to_sigreturn_exit(task))
+		return -1;
+	if (unmap_restorer(task, exec_addr) || compel_detach(task->pid))
+		return -1;
 	close(task->sync_fd);
 	task->sync_fd = -1;
 	return 0;
@@ -308,9 +452,8 @@ static void kill_created_tasks(void)
 {
 	if (root_task.pid <= 0)
 		return;
-	kill(root_task.pid, SIGKILL);
-	if (!opts.restore_sibling)
-		waitpid(root_task.pid, NULL, 0);
+	/* A traced task is reaped by its tracer even with --restore-sibling. */
+	compel_kill(root_task.pid);
 	root_task.pid = 0;
 }
 
@@ -358,6 +501,8 @@ int cr_restore_tasks(void)
 	sigprocmask(SIG_BLOCK, &all, &old);
 
 	root_task.item = root_item;
+	if (read_task_mm(root_item->pid, &root_task.mm))
+		goto out;
 	if (fork_task(&root_task))
 		goto out;
 	t_forked = now_secs();

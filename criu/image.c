@@ -204,9 +204,8 @@ int pb_write_one(struct cr_img *img, const void *msg)
 	return ret;
 }
 
-int pb_read_one(struct cr_img *img, void **msg)
+static int read_record(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg)
 {
-	const ProtobufCMessageDescriptor *desc = cr_img_descs[img->type].pb_desc;
 	uint32_t len;
 	ssize_t n;
 	void *buf;
@@ -240,15 +239,25 @@ int pb_read_one(struct cr_img *img, void **msg)
 	return 1;
 }
 
-int pb_read_one_required(struct cr_img *img, void **msg)
+int pb_read_one(struct cr_img *img, void **msg)
 {
-	int ret = pb_read_one(img, msg);
+	return read_record(img, cr_img_descs[img->type].pb_desc, msg);
+}
+
+int pb_read_one_required_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg)
+{
+	int ret = read_record(img, desc, msg);
 
 	if (ret == 0) {
 		pr_err("%s: image is empty or truncated\n", img->name);
 		return -EINVAL;
 	}
 	return ret < 0 ? ret : 0;
+}
+
+int pb_read_one_required(struct cr_img *img, void **msg)
+{
+	return pb_read_one_required_as(img, cr_img_descs[img->type].pb_desc, msg);
 }
 
 void pb_free(struct cr_img *img, void *msg)

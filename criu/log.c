@@ -3,6 +3,7 @@
  * LOG_MSG also go to stderr so a failing command says why in one line.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -14,6 +15,7 @@ static int log_fd = -1;
 static int log_level = DEFAULT_LOGLEVEL;
 static struct timespec log_start;
 static const char *log_prefix = "";
+static bool log_echo_errors = true;
 
 int log_init(int dirfd, const char *path, int level)
 {
@@ -45,6 +47,16 @@ void log_fini(void)
 int log_get_fd(void)
 {
 	return log_fd;
+}
+
+/*
+ * A restore task moves the log to a service fd; from then on its stderr may be the
+ * restored program's, so errors go only to the log (criu's main process reports them).
+ */
+void log_set_task_fd(int fd)
+{
+	log_fd = fd;
+	log_echo_errors = false;
 }
 
 int log_get_level(void)
@@ -99,6 +111,6 @@ void print_on_level(int level, const char *fmt, ...)
 	/* Errors reach the user on stderr, plain messages on stdout, without the timestamp. */
 	if (level == LOG_MSG)
 		log_write(STDOUT_FILENO, buf + hdr, len - hdr);
-	else if (level <= LOG_ERROR || log_fd < 0)
+	else if (log_echo_errors && (level <= LOG_ERROR || log_fd < 0))
 		log_write(STDERR_FILENO, buf + hdr, len - hdr);
 }

@@ -8,7 +8,6 @@
  * hex_fields[] below, which print as "0x..." strings (as CRIU's crit prints them); int(v, 0)
  * in Python reads either form. Absent optional fields and empty repeated fields are omitted.
  */
-#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "fdinfo.pb-c.h"
+#include "pagemap.pb-c.h"
 #include "image.h"
 #include "log.h"
 
@@ -39,7 +39,7 @@ struct show_ctx {
 /* Address-like fields, printed as hex strings: a reader compares them with /proc/PID/maps. */
 static const char *const hex_fields[] = {
 	"start", "end", "vaddr", "handler", "restorer", "rseq_abi_pointer", "ss_sp",
-	"clear_tid_addr", "robust_list", "sival_ptr", "ip", "sp", "bp", "fs_base", "gs_base",
+	"clear_tid_addr", "robust_list", "sival_ptr", "ip", "sp", "fs_base", "gs_base",
 	"mm_start_code", "mm_end_code", "mm_start_data", "mm_end_data", "mm_start_stack",
 	"mm_start_brk", "mm_brk", "mm_arg_start", "mm_arg_end", "mm_env_start", "mm_env_end",
 };
@@ -201,7 +201,7 @@ static void json_value(FILE *out, const ProtobufCFieldDescriptor *field, const v
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
 		if (is_hex_field(field->name))
-			fprintf(out, "\"%#" PRIx64 "\"", *(const uint64_t *)value_ptr);
+			fprintf(out, "\"0x%" PRIx64 "\"", *(const uint64_t *)value_ptr);
 		else
 			fprintf(out, "%" PRIu64, *(const uint64_t *)value_ptr);
 		break;
@@ -366,15 +366,19 @@ static int show_read_record(struct show_ctx *ctx, const ProtobufCMessageDescript
 	return n < 0 ? n : 1;
 }
 
-/* Print every record of a protobuf image. */
-static int show_records(struct show_ctx *ctx, const ProtobufCMessageDescriptor *desc)
+/*
+ * Print every record of a protobuf image: the first one of type first_desc (a head record,
+ * as pagemap images have), the others of type desc.
+ */
+static int show_records(struct show_ctx *ctx, const ProtobufCMessageDescriptor *first_desc,
+			const ProtobufCMessageDescriptor *desc)
 {
 	int nr_records = 0;
 
 	fputs(",\n    \"entries\": [", ctx->out);
 	for (;;) {
 		ProtobufCMessage *msg;
-		int ret = show_read_record(ctx, desc, &msg);
+		int ret = show_read_record(ctx, nr_records ? desc : first_desc, &msg);
 
 		if (ret < 0)
 			return ret;
@@ -441,20 +445,6 @@ static int show_ghost_file(struct show_ctx *ctx)
 	return 0;
 }
 
-/* "ghost-file-%d.img" -> "GHOST_FILE", the name crit users know the image by. */
-static void img_magic_name(const char *fmt, char *name, size_t size)
-{
-	size_t len = 0;
-
-	while (fmt[len] && fmt[len] != '%' && fmt[len] != '.' && len + 1 < size) {
-		name[len] = fmt[len] == '-' ? '_' : toupper((unsigned char)fmt[len]);
-		len++;
-	}
-	while (len && name[len - 1] == '_')
-		len--;
-	name[len] = '\0';
-}
-
 /* Check the header and find which image this is: its index in cr_img_descs[] or -errno. */
 static int show_header(struct show_ctx *ctx)
 {
@@ -492,12 +482,14 @@ static int show_body(struct show_ctx *ctx, enum cr_img_type type)
 		return show_pages(ctx);
 	if (type == CR_IMG_GHOST_FILE)
 		return show_ghost_file(ctx);
-	return show_records(ctx, cr_img_descs[type].pb_desc);
+	/* pagemap-PID.img starts with a pagemap_head naming its pages image. */
+	if (type == CR_IMG_PAGEMAP)
+		return show_records(ctx, &pagemap_head__descriptor, cr_img_descs[type].pb_desc);
+	return show_records(ctx, cr_img_descs[type].pb_desc, cr_img_descs[type].pb_desc);
 }
 
 static int show_file(struct show_ctx *ctx)
 {
-	char magic_name[64];
 	struct stat st;
 	int type, ret;
 
@@ -516,8 +508,7 @@ static int show_file(struct show_ctx *ctx)
 	type = show_header(ctx);
 	if (type < 0)
 		return type;
-	img_magic_name(cr_img_descs[type].fmt, magic_name, sizeof(magic_name));
-	fprintf(ctx->out, "{\n    \"magic\": \"%s\",\n    \"version\": %u", magic_name,
+	fprintf(ctx->out, "{\n    \"magic\": \"%s\",\n    \"version\": %u", cr_img_descs[type].name,
 		IMG_FORMAT_VERSION);
 	ret = show_body(ctx, type);
 	if (ret)

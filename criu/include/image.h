@@ -64,6 +64,8 @@ int pb_write_one(struct cr_img *img, const void *msg);
 int pb_read_one(struct cr_img *img, void **msg);
 /* Read exactly one record; end of file is an error. */
 int pb_read_one_required(struct cr_img *img, void **msg);
+/* Read exactly one record of another type (an image's head record, e.g. pagemap_head). */
+int pb_read_one_required_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg);
 void pb_free(struct cr_img *img, void *msg);
 /* Raw bytes (ghost file contents after its header): full read/write or -errno. */
 int img_write_raw(struct cr_img *img, const void *buf, size_t len);

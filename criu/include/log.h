@@ -21,6 +21,7 @@ enum {
 int log_init(int dirfd, const char *path, int level);
 void log_fini(void);
 int log_get_fd(void);
+void log_set_task_fd(int fd);
 int log_get_level(void);
 void log_set_prefix(const char *prefix);
 void print_on_level(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,275 @@
+/*
+ * compel: seizing and releasing a task, and the task state ptrace exposes
+ * (registers, xstate, sigmask, queued signals, rseq registration).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <elf.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <asm/unistd.h>
+
+#include "compel.h"
+
+#define LOG_PREFIX "compel: "
+#include "log.h"
+
+/* Kernel-internal restart codes a syscall interrupted by a stop leaves in ax. */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+/* The x86 syscall instruction is two bytes long: restarting means going back over it. */
+#define SYSCALL_INSN_LEN 2
+
+/*
+ * Wait for the interrupt stop. A signal may be on its way to the task when we interrupt
+ * it: we then see its signal-delivery stop first, hand the signal over unchanged, and
+ * wait again; the pending PTRACE_INTERRUPT makes the task stop right after.
+ */
+static int wait_interrupt_stop(pid_t pid)
+{
+	int status;
+
+	for (;;) {
+		if (waitpid(pid, &status, __WALL) != pid) {
+			int err = errno;
+
+			pr_err("waiting for %d to stop: %s\n", pid, strerror(err));
+			return -err;
+		}
+		if (!WIFSTOPPED(status)) {
+			pr_err("task %d exited while being seized (status %#x)\n", pid, status);
+			return -ESRCH;
+		}
+		if (status >> 16 == PTRACE_EVENT_STOP)
+			return 0;
+		pr_debug("task %d: passing signal %d on before its stop\n", pid, WSTOPSIG(status));
+		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)WSTOPSIG(status))) {
+			int err = errno;
+
+			pr_err("resuming %d with signal %d: %s\n", pid, WSTOPSIG(status), strerror(err));
+			return -err;
+		}
+	}
+}
+
+int compel_seize(pid_t pid)
+{
+	int err;
+
+	/* TRACESYSGOOD tells syscall stops (used by remote syscalls) from real SIGTRAPs. */
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
+		err = errno;
+		pr_err("cannot seize %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
+		err = errno;
+		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+		return -err;
+	}
+	err = wait_interrupt_stop(pid);
+	if (err)
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	return err;
+}
+
+int compel_detach(pid_t pid)
+{
+	if (ptrace(PTRACE_DETACH, pid, NULL, NULL)) {
+		int err = errno;
+
+		pr_err("cannot detach from %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+int compel_kill(pid_t pid)
+{
+	int status;
+
+	if (kill(pid, SIGKILL)) {
+		int err = errno;
+
+		pr_err("cannot kill %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	/* A tracer sees its tracee's death first; collect it so the task can be reaped. */
+	while (waitpid(pid, &status, __WALL) == pid) {
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			break;
+	}
+	return 0;
+}
+
+int compel_get_regs(pid_t pid, struct user_regs_struct *regs)
+{
+	struct iovec iov = { .iov_base = regs, .iov_len = sizeof(*regs) };
+
+	if (ptrace(PTRACE_GETREGSET, pid, (void *)NT_PRSTATUS, &iov)) {
+		int err = errno;
+
+		pr_err("cannot read registers of %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+int compel_set_regs(pid_t pid, const struct user_regs_struct *regs)
+{
+	struct iovec iov = { .iov_base = (void *)regs, .iov_len = sizeof(*regs) };
+
+	if (ptrace(PTRACE_SETREGSET, pid, (void *)NT_PRSTATUS, &iov)) {
+		int err = errno;
+
+		pr_err("cannot set registers of %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+/*
+ * The XSAVE area size depends on the CPU features the kernel enabled (AMX makes it
+ * about 11 KiB); ask with a buffer larger than any current layout and keep what came back.
+ */
+#define XSTATE_BUF_MAX (64u << 10)
+
+int compel_get_xstate(pid_t pid, void **buf, size_t *len)
+{
+	struct iovec iov;
+	void *xstate;
+
+	xstate = malloc(XSTATE_BUF_MAX);
+	if (!xstate) {
+		pr_err("no memory for the xstate of %d\n", pid);
+		return -ENOMEM;
+	}
+	iov.iov_base = xstate;
+	iov.iov_len = XSTATE_BUF_MAX;
+	if (ptrace(PTRACE_GETREGSET, pid, (void *)NT_X86_XSTATE, &iov)) {
+		int err = errno;
+
+		pr_err("cannot read the xstate of %d: %s\n", pid, strerror(err));
+		free(xstate);
+		return -err;
+	}
+	*buf = xstate;
+	*len = iov.iov_len;
+	return 0;
+}
+
+int compel_get_sigmask(pid_t pid, uint64_t *mask)
+{
+	if (ptrace(PTRACE_GETSIGMASK, pid, (void *)sizeof(*mask), mask)) {
+		int err = errno;
+
+		pr_err("cannot read the blocked signals of %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+int compel_set_sigmask(pid_t pid, uint64_t mask)
+{
+	if (ptrace(PTRACE_SETSIGMASK, pid, (void *)sizeof(mask), &mask)) {
+		int err = errno;
+
+		pr_err("cannot set the blocked signals of %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+/* Peek this many queued signals per call; the queue may be long (RT signals). */
+#define PEEK_BATCH 32
+
+int compel_get_pending(pid_t pid, bool shared, siginfo_t **infos, unsigned int *nr)
+{
+	struct __ptrace_peeksiginfo_args args = {
+		.flags = shared ? PTRACE_PEEKSIGINFO_SHARED : 0,
+		.nr = PEEK_BATCH,
+	};
+	siginfo_t *all = NULL;
+	unsigned int count = 0;
+
+	for (;;) {
+		siginfo_t *grown = realloc(all, (count + PEEK_BATCH) * sizeof(*all));
+		long got;
+
+		if (!grown) {
+			pr_err("no memory for the pending signals of %d\n", pid);
+			free(all);
+			return -ENOMEM;
+		}
+		all = grown;
+		args.off = count;
+		got = ptrace(PTRACE_PEEKSIGINFO, pid, &args, all + count);
+		if (got < 0) {
+			int err = errno;
+
+			pr_err("cannot peek %s pending signals of %d: %s\n",
+			       shared ? "shared" : "thread", pid, strerror(err));
+			free(all);
+			return -err;
+		}
+		if (got == 0)
+			break;
+		count += got;
+	}
+	if (!count) {
+		free(all);
+		all = NULL;
+	}
+	*infos = all;
+	*nr = count;
+	return 0;
+}
+
+int compel_get_rseq(pid_t pid, struct compel_rseq *rseq)
+{
+	struct __ptrace_rseq_configuration conf;
+
+	memset(&conf, 0, sizeof(conf));
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, pid, (void *)sizeof(conf), &conf) < 0) {
+		int err = errno;
+
+		pr_err("cannot read the rseq registration of %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	rseq->abi_pointer = conf.rseq_abi_pointer;
+	rseq->abi_size = conf.rseq_abi_size;
+	rseq->signature = conf.signature;
+	rseq->flags = conf.flags;
+	return 0;
+}
+
+void compel_fixup_syscall_restart(struct user_regs_struct *regs)
+{
+	/* orig_ax < 0: the task was not stopped inside a syscall. */
+	if ((long)regs->orig_rax < 0)
+		return;
+
+	switch ((long)regs->rax) {
+	case -ERESTARTSYS:
+	case -ERESTARTNOINTR:
+	case -ERESTARTNOHAND:
+		regs->rax = regs->orig_rax;
+		regs->rip -= SYSCALL_INSN_LEN;
+		break;
+	case -ERESTART_RESTARTBLOCK:
+		/*
+		 * restart_syscall continues the interrupted call from the task's
+		 * restart_block; in a restored task that block is empty and the call
+		 * returns EINTR, which callers of nanosleep & co. must handle anyway.
+		 */
+		regs->rax = __NR_restart_syscall;
+		regs->rip -= SYSCALL_INSN_LEN;
+		break;
+	}
+}

@@ -1,0 +1,575 @@
+/*
+ * The generic part of file descriptors: walking a stopped task's fds on dump (one
+ * file_entry per open file description, one fdinfo_entry per fd), and on restore the
+ * file table by id and placing each fd at its number. Kinds plug in through fdtype_ops.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "image.h"
+#include "log.h"
+#include "servicefd.h"
+
+static const struct fdtype_ops *const fdtype_ops_table[] = {
+	&reg_fdtype_ops,
+	&tty_fdtype_ops,
+};
+
+#define NR_FDTYPE_OPS (sizeof(fdtype_ops_table) / sizeof(fdtype_ops_table[0]))
+
+static const struct fdtype_ops *ops_by_type(FdTypes type)
+{
+	for (size_t i = 0; i < NR_FDTYPE_OPS; i++)
+		if (fdtype_ops_table[i]->type == type)
+			return fdtype_ops_table[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- dump ---- */
+
+static struct cr_img *files_img;
+static uint32_t last_file_id;
+
+/* The first fd seen of each dumped description: later fds are compared to it by kcmp. */
+struct dumped_desc {
+	pid_t pid;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	uint32_t id;
+};
+
+static struct dumped_desc *dumped_descs;
+static size_t nr_dumped_descs;
+
+int files_dump_init(void)
+{
+	files_img = open_image(CR_IMG_FILES, O_WRONLY, 0);
+	return files_img ? 0 : -EIO;
+}
+
+int files_dump_fini(void)
+{
+	close_image(files_img);
+	files_img = NULL;
+	free(dumped_descs);
+	dumped_descs = NULL;
+	nr_dumped_descs = 0;
+	return 0;
+}
+
+uint32_t files_new_id(void)
+{
+	return ++last_file_id;
+}
+
+int write_file_entry(const FileEntry *fe)
+{
+	if (!files_img) {
+		pr_err("file %u: files.img is not open (files_dump_init() not called)\n", fe->id);
+		return -EBADF;
+	}
+	return pb_write_one(files_img, fe);
+}
+
+static int read_fdinfo_fields(struct fd_parms *p)
+{
+	char path[64], line[256];
+	bool have_pos = false, have_flags = false;
+	unsigned int flags;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", p->pid, p->fd);
+	f = fopen(path, "re");
+	if (!f) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long pos;
+
+		if (sscanf(line, "pos: %llu", &pos) == 1) {
+			p->pos = pos;
+			have_pos = true;
+		} else if (sscanf(line, "flags: %o", &flags) == 1) {
+			have_flags = true;
+		}
+	}
+	fclose(f);
+	if (!have_pos || !have_flags) {
+		pr_err("%s: no pos or flags line\n", path);
+		return -EINVAL;
+	}
+	/* fdinfo shows the fd's close-on-exec as O_CLOEXEC: it belongs to the fd, not the file. */
+	p->cloexec = flags & O_CLOEXEC;
+	p->flags = flags & ~O_CLOEXEC;
+	return 0;
+}
+
+static int fill_fd_parms(pid_t pid, int fd, struct fd_parms *p)
+{
+	char path[64];
+	ssize_t len;
+
+	p->pid = pid;
+	p->fd = fd;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	len = readlink(path, p->link, sizeof(p->link) - 1);
+	if (len < 0) {
+		pr_perror("cannot read link %s", path);
+		return -errno;
+	}
+	p->link[len] = '\0';
+	if (stat(path, &p->st)) {
+		pr_perror("cannot stat %s (%s)", path, p->link);
+		return -errno;
+	}
+	return read_fdinfo_fields(p);
+}
+
+/* Kinds that later issues will add, named so the refusal says what the fd is. */
+static const char *unsupported_kind(const struct fd_parms *p)
+{
+	if (S_ISSOCK(p->st.st_mode))
+		return "sockets are";
+	if (S_ISFIFO(p->st.st_mode))
+		return "pipes and FIFOs are";
+	if (!strncmp(p->link, "anon_inode:", 11))
+		return "anonymous-inode files (eventfd, epoll, signalfd, timerfd, ...) are";
+	if (S_ISCHR(p->st.st_mode))
+		return "this character device is";
+	if (S_ISBLK(p->st.st_mode))
+		return "block devices are";
+	if (p->st.st_nlink == 0)
+		return "deleted files of this type are";
+	return "files of this type are";
+}
+
+static const struct fdtype_ops *ops_owning(const struct fd_parms *p)
+{
+	for (size_t i = 0; i < NR_FDTYPE_OPS; i++)
+		if (fdtype_ops_table[i]->owns(p))
+			return fdtype_ops_table[i];
+	if (S_ISCHR(p->st.st_mode) || S_ISBLK(p->st.st_mode))
+		pr_err("fd %d of task %d (%s, device %u:%u): %s not supported\n", p->fd, p->pid,
+		       p->link, major(p->st.st_rdev), minor(p->st.st_rdev), unsupported_kind(p));
+	else
+		pr_err("fd %d of task %d (%s): %s not supported\n", p->fd, p->pid, p->link,
+		       unsupported_kind(p));
+	return NULL;
+}
+
+static int kcmp_files(pid_t pid1, int fd1, pid_t pid2, int fd2)
+{
+	return syscall(SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2);
+}
+
+/*
+ * fds that are dups (or were inherited over fork) share one description: it must be
+ * restored once and dup'ed, or offsets and flags would stop being shared. Only the
+ * same inode can be the same description, so kcmp runs on those candidates alone.
+ * Returns the id (0: a new description) or -errno.
+ */
+static int64_t find_dumped_desc(const struct fd_parms *p)
+{
+	for (size_t i = 0; i < nr_dumped_descs; i++) {
+		struct dumped_desc *d = &dumped_descs[i];
+		int ret;
+
+		if (d->dev != p->st.st_dev || d->ino != p->st.st_ino)
+			continue;
+		ret = kcmp_files(p->pid, p->fd, d->pid, d->fd);
+		if (ret < 0) {
+			pr_perror("kcmp of fd %d of task %d with fd %d of task %d", p->fd, p->pid,
+				  d->fd, d->pid);
+			return -errno;
+		}
+		if (ret == 0)
+			return d->id;
+	}
+	return 0;
+}
+
+static int remember_dumped_desc(const struct fd_parms *p, uint32_t id)
+{
+	struct dumped_desc *grown = realloc(dumped_descs, (nr_dumped_descs + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("out of memory remembering fd %d of task %d\n", p->fd, p->pid);
+		return -ENOMEM;
+	}
+	dumped_descs = grown;
+	dumped_descs[nr_dumped_descs++] = (struct dumped_desc){
+		.pid = p->pid, .fd = p->fd, .dev = p->st.st_dev, .ino = p->st.st_ino, .id = id
+	};
+	return 0;
+}
+
+static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
+{
+	FdinfoEntry fdi = FDINFO_ENTRY__INIT;
+	const struct fdtype_ops *ops;
+	struct fd_parms p;
+	int64_t id;
+	int ret;
+
+	ret = fill_fd_parms(pid, fd, &p);
+	if (ret)
+		return ret;
+	ops = ops_owning(&p);
+	if (!ops)
+		return -ENOTSUP;
+
+	id = find_dumped_desc(&p);
+	if (id < 0)
+		return id;
+	if (id == 0) {
+		id = files_new_id();
+		ret = ops->dump(&p, id);
+		if (!ret)
+			ret = remember_dumped_desc(&p, id);
+		if (ret)
+			return ret;
+		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p.link,
+			 (uint32_t)id);
+	} else {
+		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, (uint32_t)id);
+	}
+
+	fdi.fd = fd;
+	fdi.id = id;
+	fdi.type = ops->type;
+	fdi.flags = p.cloexec ? FD_CLOEXEC : 0;
+	return pb_write_one(fdinfo_img, &fdi);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The fd numbers listed in a /proc fd directory, sorted. */
+static int list_fds(const char *path, int **fds_out, size_t *nr_out)
+{
+	struct dirent *de;
+	int *fds = NULL;
+	size_t nr = 0;
+	DIR *dir;
+
+	dir = opendir(path);
+	if (!dir) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	while ((de = readdir(dir))) {
+		int *grown;
+
+		if (de->d_name[0] == '.')
+			continue;
+		grown = realloc(fds, (nr + 1) * sizeof(*fds));
+		if (!grown) {
+			pr_err("out of memory listing %s\n", path);
+			free(fds);
+			closedir(dir);
+			return -ENOMEM;
+		}
+		fds = grown;
+		fds[nr++] = atoi(de->d_name);
+	}
+	closedir(dir);
+	qsort(fds, nr, sizeof(*fds), cmp_int);
+	*fds_out = fds;
+	*nr_out = nr;
+	return 0;
+}
+
+int dump_task_files(pid_t pid)
+{
+	struct cr_img *fdinfo_img;
+	size_t nr_fds;
+	char path[64];
+	int *fds, ret;
+
+	pr_info("dumping the fds of task %d\n", pid);
+	/* The task is stopped, so the list cannot change under us. */
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	ret = list_fds(path, &fds, &nr_fds);
+	if (ret)
+		return ret;
+	fdinfo_img = open_image(CR_IMG_FDINFO, O_WRONLY, pid);
+	if (!fdinfo_img) {
+		free(fds);
+		return -EIO;
+	}
+	for (size_t i = 0; i < nr_fds && !ret; i++)
+		ret = dump_one_fd(pid, fds[i], fdinfo_img);
+	close_image(fdinfo_img);
+	free(fds);
+	return ret;
+}
+
+/* ------------------------------------------------------------- restore ---- */
+
+/* files.img, sorted by id. Collected before forking, so every task inherits it. */
+static FileEntry **file_table;
+static size_t nr_file_table;
+
+static int cmp_file_entry_id(const void *a, const void *b)
+{
+	uint32_t x = (*(FileEntry *const *)a)->id, y = (*(FileEntry *const *)b)->id;
+
+	return (x > y) - (x < y);
+}
+
+const FileEntry *find_file_entry(uint32_t id)
+{
+	FileEntry key = { .id = id }, *keyp = &key, **found;
+
+	if (!file_table)
+		return NULL;
+	found = bsearch(&keyp, file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
+	return found ? *found : NULL;
+}
+
+static int collect_one_file(FileEntry *fe)
+{
+	const struct fdtype_ops *ops = ops_by_type(fe->type);
+
+	if (!ops) {
+		pr_err("files.img: file %u has unknown type %d\n", fe->id, fe->type);
+		return -EINVAL;
+	}
+	return ops->collect(fe);
+}
+
+static int check_unique_ids(void)
+{
+	for (size_t i = 1; i < nr_file_table; i++) {
+		if (file_table[i]->id == file_table[i - 1]->id) {
+			pr_err("files.img: file id %u appears twice\n", file_table[i]->id);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int read_file_table(struct cr_img *img)
+{
+	FileEntry *fe;
+	int ret;
+
+	while ((ret = pb_read_one(img, (void **)&fe)) > 0) {
+		FileEntry **grown = realloc(file_table, (nr_file_table + 1) * sizeof(*grown));
+
+		if (!grown) {
+			pr_err("out of memory reading files.img\n");
+			pb_free(img, fe);
+			return -ENOMEM;
+		}
+		file_table = grown;
+		file_table[nr_file_table++] = fe;
+		ret = collect_one_file(fe);
+		if (ret)
+			return ret;
+	}
+	return ret;
+}
+
+int files_collect(void)
+{
+	struct cr_img *img = open_image(CR_IMG_FILES, O_RDONLY, 0);
+	int ret;
+
+	if (!img)
+		return -EIO;
+	ret = read_file_table(img);
+	close_image(img);
+	if (ret)
+		return ret;
+	qsort(file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
+	ret = check_unique_ids();
+	if (!ret)
+		pr_info("collected %zu files from files.img\n", nr_file_table);
+	return ret;
+}
+
+static int cmp_fdinfo_fd(const void *a, const void *b)
+{
+	uint32_t x = (*(FdinfoEntry *const *)a)->fd, y = (*(FdinfoEntry *const *)b)->fd;
+
+	return (x > y) - (x < y);
+}
+
+static void free_fdinfos(FdinfoEntry **fdis, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		fdinfo_entry__free_unpacked(fdis[i], NULL);
+	free(fdis);
+}
+
+/* An fdinfo entry must name a collected file of its own type at a number we can use. */
+static int check_fdinfo(pid_t pid, const FdinfoEntry *fdi)
+{
+	const FileEntry *fe = find_file_entry(fdi->id);
+	int lowest, highest;
+
+	if (!fe) {
+		pr_err("fdinfo-%d.img: fd %u refers to file id %u, which is not in files.img\n",
+		       pid, fdi->fd, fdi->id);
+		return -ENOENT;
+	}
+	if (fe->type != fdi->type) {
+		pr_err("fdinfo-%d.img: fd %u has type %d but file %u has type %d\n", pid, fdi->fd,
+		       fdi->type, fdi->id, fe->type);
+		return -EINVAL;
+	}
+	service_fd_range(&lowest, &highest);
+	if (fdi->fd >= (uint32_t)lowest) {
+		pr_err("task %d: fd %u is not below criu's service fds %d..%d (criu's RLIMIT_NOFILE is %d); "
+		       "restore with a higher soft RLIMIT_NOFILE\n",
+		       pid, fdi->fd, lowest, highest, highest + 1);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static int read_fdinfos(pid_t pid, FdinfoEntry ***fdis_out, size_t *nr_out)
+{
+	struct cr_img *img = open_image(CR_IMG_FDINFO, O_RDONLY, pid);
+	FdinfoEntry **fdis = NULL, *fdi;
+	size_t nr = 0;
+	int ret;
+
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&fdi)) > 0) {
+		FdinfoEntry **grown = realloc(fdis, (nr + 1) * sizeof(*grown));
+
+		if (!grown) {
+			pr_err("out of memory reading fdinfo-%d.img\n", pid);
+			pb_free(img, fdi);
+			ret = -ENOMEM;
+			break;
+		}
+		fdis = grown;
+		fdis[nr++] = fdi;
+		ret = check_fdinfo(pid, fdi);
+		if (ret)
+			break;
+	}
+	close_image(img);
+	if (ret < 0) {
+		free_fdinfos(fdis, nr);
+		return ret;
+	}
+	qsort(fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+	for (size_t i = 1; i < nr; i++) {
+		if (fdis[i]->fd == fdis[i - 1]->fd) {
+			pr_err("fdinfo-%d.img: fd %u appears twice\n", pid, fdis[i]->fd);
+			free_fdinfos(fdis, nr);
+			return -EINVAL;
+		}
+	}
+	*fdis_out = fdis;
+	*nr_out = nr;
+	return 0;
+}
+
+/*
+ * Open (or dup, when an earlier fd shares the description) and move to its number.
+ * Whatever of criu's still sits at that number is not a service fd (check_fdinfo), so
+ * dup2 may replace it.
+ */
+static int place_fd(FdinfoEntry **fdis, size_t idx)
+{
+	const FdinfoEntry *fdi = fdis[idx];
+	const FileEntry *fe = find_file_entry(fdi->id);
+	int fd = fdi->fd, src = -1;
+	bool opened = false;
+
+	for (size_t i = 0; i < idx && src < 0; i++)
+		if (fdis[i]->id == fdi->id)
+			src = fdis[i]->fd;
+	if (src < 0) {
+		src = ops_by_type(fe->type)->open(fe);
+		if (src < 0)
+			return src;
+		opened = true;
+	}
+	if (src != fd) {
+		if (dup2(src, fd) < 0) {
+			int err = errno;
+
+			pr_err("cannot place file %u at fd %d: %s\n", fdi->id, fd, strerror(err));
+			if (opened)
+				close(src);
+			return -err;
+		}
+		if (opened)
+			close(src);
+	}
+	if (fcntl(fd, F_SETFD, fdi->flags & FD_CLOEXEC)) {
+		pr_perror("cannot set the fd flags of fd %d", fd);
+		return -errno;
+	}
+	pr_debug("fd %d: file %u%s%s\n", fd, fdi->id, opened ? "" : " (shared)",
+		 (fdi->flags & FD_CLOEXEC) ? ", cloexec" : "");
+	return 0;
+}
+
+static bool is_restored_fd(FdinfoEntry **fdis, size_t nr, int fd)
+{
+	FdinfoEntry key = { .fd = fd }, *keyp = &key;
+
+	return fd >= 0 && bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+}
+
+/* Whatever criu inherited or left open must not leak into the restored task. */
+static int close_stray_fds(FdinfoEntry **fdis, size_t nr)
+{
+	int *fds;
+	size_t nr_fds;
+	int ret;
+
+	ret = list_fds("/proc/self/fd", &fds, &nr_fds);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr_fds; i++) {
+		int fd = fds[i];
+
+		if (is_service_fd(fd) || is_restored_fd(fdis, nr, fd))
+			continue;
+		/* The directory list_fds read is already closed: EBADF is expected once. */
+		if (close(fd) == 0)
+			pr_debug("closed criu's fd %d\n", fd);
+	}
+	free(fds);
+	return 0;
+}
+
+int prepare_fds(pid_t pid)
+{
+	FdinfoEntry **fdis;
+	size_t nr;
+	int ret;
+
+	pr_info("restoring the fds of task %d\n", pid);
+	ret = read_fdinfos(pid, &fdis, &nr);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr && !ret; i++)
+		ret = place_fd(fdis, i);
+	if (!ret)
+		ret = close_stray_fds(fdis, nr);
+	free_fdinfos(fdis, nr);
+	return ret;
+}

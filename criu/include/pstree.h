@@ -1,0 +1,46 @@
+/*
+ * The process tree being dumped or restored: one pstree_item per process, linked to
+ * its parent and children, and pstree.img (parents before children).
+ */
+#ifndef CR_PSTREE_H
+#define CR_PSTREE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct pstree_item {
+	pid_t pid;
+	pid_t ppid; /* as the dumped process saw it; the root's parent is outside the tree */
+	pid_t pgid;
+	pid_t sid;
+	unsigned int nr_threads;
+	pid_t *threads; /* tids, the main thread (== pid) first */
+	struct pstree_item *parent; /* NULL for the root */
+	struct pstree_item *first_child;
+	struct pstree_item *next_sibling;
+	struct pstree_item *last_child; /* to keep children in the order they were added */
+};
+
+extern struct pstree_item *root_item;
+
+/* A new item under parent (NULL: it becomes root_item), with only its pid set. */
+struct pstree_item *pstree_add_item(struct pstree_item *parent, pid_t pid);
+/* Free the whole tree; root_item becomes NULL. */
+void pstree_free(void);
+
+bool has_children(struct pstree_item *item);
+
+/* Walk the tree parents first: for (i = root_item; i; i = pstree_next(i)). */
+struct pstree_item *pstree_next(struct pstree_item *item);
+
+/*
+ * Dump side: fill an item's ppid/pgid/sid from /proc/PID/stat and its threads from
+ * /proc/PID/task. 0 or -errno.
+ */
+int pstree_collect_ids(struct pstree_item *item);
+
+/* pstree.img: write every item, parents first; read it back into root_item. 0 or -errno. */
+int pstree_write(void);
+int pstree_read(void);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * The args block handed from restorer-setup.c (criu, libc) to the restorer blob
+ * (criu/pie, freestanding): fixed-width types only, so both sides agree on the layout.
+ * The block and every array it points to live inside the restorer region, already at
+ * their final addresses, so plain pointers (as u64) are valid in the blob.
+ */
+#ifndef CR_RESTORER_ARGS_H
+#define CR_RESTORER_ARGS_H
+
+#include <stdint.h>
+
+/* The sync protocol with the main criu process (sync_fd). */
+#define RST_REPORT_MAGIC 0x52535452u /* "RSTR" */
+#define RST_CMD_GO 'G'
+
+/* Sent once by the task: status 0 when parked before its final sigreturn, or -errno. */
+struct rst_report {
+	uint32_t magic;
+	int32_t status;
+	/* The region the blob runs in: criu unmaps it once the task has left it. */
+	uint64_t region_start;
+	uint64_t region_len;
+};
+
+#define RST_ARGS_MAGIC 0x52535441u /* "RSTA": the blob checks it came from this criu */
+
+#define RST_NSIG 64
+#define RST_SIGINFO_SIZE 128
+#define RST_MAX_WORKERS 8
+#define RST_WORKER_STACK_SIZE (64u << 10)
+#define RST_MAIN_STACK_SIZE (128u << 10)
+
+/* One VMA to recreate (VMA_AREA_REGULAR ones only). */
+struct rst_vma {
+	uint64_t start;
+	uint64_t end;
+	uint64_t pgoff; /* bytes, as mmap() takes it */
+	uint64_t madv; /* VMA_MADV_* */
+	uint32_t prot; /* final PROT_* */
+	uint32_t flags; /* MAP_* as mmap() takes them */
+	uint32_t status; /* VMA_* */
+	int32_t fd; /* the mapped file, -1 for anonymous memory */
+};
+
+/* A special mapping ([vvar], [vvar_vclock], [vdso]): where it is now, where it goes. */
+struct rst_special {
+	uint64_t cur_start; /* 0: this kernel does not have it */
+	uint64_t dumped_start;
+	uint64_t len;
+	uint64_t scratch; /* where it waits in the region while the others move */
+};
+
+enum {
+	RST_SPECIAL_VVAR,
+	RST_SPECIAL_VVAR_VCLOCK,
+	RST_SPECIAL_VDSO,
+	RST_NR_SPECIALS,
+};
+
+/*
+ * One preadv() of the page image: nr_iov iovecs (struct iovec layout: base, len)
+ * starting at iov_first, filled from the file starting at file_off. Workers pull
+ * reads from a shared counter.
+ */
+struct rst_page_read {
+	uint64_t file_off;
+	uint64_t bytes;
+	uint32_t iov_first;
+	uint32_t nr_iov;
+};
+
+struct rst_iovec {
+	uint64_t base;
+	uint64_t len;
+};
+
+/* The kernel's struct sigaction for rt_sigaction() on x86_64. */
+struct rst_sigaction {
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+struct rst_siginfo {
+	uint8_t raw[RST_SIGINFO_SIZE];
+};
+
+struct rst_posix_timer {
+	uint32_t id;
+	uint32_t clock_id;
+	uint32_t signo;
+	uint32_t notify; /* SIGEV_* */
+	uint32_t notify_tid;
+	uint32_t pad;
+	uint64_t sival;
+	uint64_t interval_sec, interval_nsec;
+	uint64_t value_sec, value_nsec;
+};
+
+/* struct user_regs_struct order; the blob turns it into a sigcontext. */
+struct rst_gpregs {
+	uint64_t r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	uint64_t ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+	uint64_t fs_base, gs_base;
+};
+
+/* The kernel's struct prctl_mm_map (PR_SET_MM_MAP). */
+struct rst_mm_map {
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv; /* pointer to the auxv words */
+	uint32_t auxv_size; /* bytes */
+	uint32_t exe_fd; /* (u32)-1: leave /proc/PID/exe alone */
+};
+
+struct rst_creds {
+	uint32_t uid, gid, euid, egid, suid, sgid, fsuid, fsgid;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
+	uint32_t secbits;
+	uint32_t no_new_privs;
+	uint32_t nr_groups;
+	uint32_t pad;
+	uint64_t groups; /* pointer to u32 gids */
+};
+
+struct rst_args {
+	uint32_t magic;
+	int32_t pid;
+	int32_t log_fd; /* -1: no log */
+	int32_t loglevel;
+	int32_t sync_fd;
+	int32_t pages_fd;
+
+	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
+	uint64_t region_len;
+	uint64_t task_size; /* top of user address space: unmap up to here */
+
+	uint64_t vmas; /* struct rst_vma[nr_vmas] */
+	uint32_t nr_vmas;
+	uint32_t nr_page_reads;
+	uint64_t page_reads; /* struct rst_page_read[nr_page_reads] */
+	uint64_t iovs; /* struct rst_iovec[] */
+	uint64_t total_page_bytes;
+
+	/* Parallel page reading: worker i runs on the stack ending at worker_stack_top[i]. */
+	uint32_t nr_workers; /* extra threads besides the task itself; 0: read alone */
+	uint32_t next_read; /* shared work counter */
+	uint32_t worker_tids[RST_MAX_WORKERS]; /* cleared by the kernel at thread exit */
+	int32_t worker_err; /* first failure of a worker, -errno */
+	uint32_t pad0;
+	uint64_t worker_stack_top[RST_MAX_WORKERS];
+
+	struct rst_special specials[RST_NR_SPECIALS];
+
+	struct rst_mm_map mm_map;
+	char comm[16];
+
+	struct rst_sigaction sigactions[RST_NSIG]; /* index sig - 1 */
+	uint64_t sigaction_set; /* bit sig - 1: dumped, restore it */
+
+	uint64_t itimers[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s, us, value s, us */
+	uint32_t nr_itimers;
+	uint32_t nr_posix_timers;
+	uint64_t posix_timers; /* struct rst_posix_timer[] */
+
+	uint32_t has_pdeath_sig, pdeath_sig;
+	uint32_t has_dumpable, dumpable;
+	uint32_t has_child_subreaper, child_subreaper;
+	uint32_t has_thp_disabled, thp_disabled;
+
+	uint32_t has_rseq;
+	uint32_t rseq_len;
+	uint64_t rseq_ptr;
+	uint32_t rseq_sig;
+	uint32_t pad1;
+	uint64_t clear_tid_addr;
+	uint64_t robust_list, robust_list_len;
+
+	uint32_t nr_thread_pending, nr_shared_pending;
+	uint64_t thread_pending; /* struct rst_siginfo[] */
+	uint64_t shared_pending;
+
+	uint32_t has_creds;
+	uint32_t pad2;
+	struct rst_creds creds;
+
+	/* The final frame. */
+	struct rst_gpregs regs;
+	uint64_t blk_sigset;
+	uint64_t xsave; /* 64-byte aligned copy of the NT_X86_XSTATE buffer, + 4 for magic2 */
+	uint32_t xsave_len;
+	uint32_t has_sas;
+	uint64_t sas_sp, sas_size;
+	uint32_t sas_flags;
+
+	/* criu's fds (sync, log, pages, mapped files, images dir): closed before sigreturn. */
+	uint32_t nr_close_fds;
+	uint64_t close_fds; /* int32_t[] */
+};
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * Entering the restorer blob from a forked restore task (criu side, libc code): reads the
+ * page map, applies what libc can still do, maps the restorer region and jumps into it.
+ * The sync protocol with the main process (struct rst_report, RST_CMD_GO) is in
+ * restorer-args.h, shared with the blob.
+ */
+#ifndef CR_RESTORER_SETUP_H
+#define CR_RESTORER_SETUP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "restorer-args.h"
+#include "core.pb-c.h"
+#include "mm.pb-c.h"
+
+struct rst_task_ctx {
+	pid_t pid; /* the task's (original == current) pid */
+	CoreEntry *core; /* core-PID.img, already read */
+	MmEntry *mm; /* mm-PID.img, already read */
+	int sync_fd; /* socket to the main criu process */
+	int log_fd; /* criu's log file; the blob logs here (-1: none) */
+	int loglevel;
+};
+
+/*
+ * In the forked task, all signals blocked, after prepare_fds(). Never returns on success:
+ * the process becomes the dumped program once criu sends RST_CMD_GO. On failure before
+ * the jump returns -errno (logged); failures inside the blob are logged and reported on
+ * sync_fd by the blob itself, which then exits.
+ */
+int restorer_jump(struct rst_task_ctx *ctx);
+
+/*
+ * Lowest page-aligned start of a len-byte gap in [lo, hi) that overlaps none of the
+ * nr busy ranges (start, end pairs, any order; the array is sorted in place).
+ * 0 and *start set, or -ENOMEM. Exposed for tests.
+ */
+struct rst_range {
+	uint64_t start, end;
+};
+int rst_find_hole(struct rst_range *busy, unsigned int nr, uint64_t len, uint64_t lo, uint64_t hi,
+		  uint64_t *start);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * Service fds: criu's own descriptors inside a restored task (log, images dir, sync
+ * socket, ...), parked at fixed high numbers just below RLIMIT_NOFILE so that the
+ * task's own fd numbers never collide with them.
+ */
+#ifndef CR_SERVICEFD_H
+#define CR_SERVICEFD_H
+
+#include <stdbool.h>
+
+/* Each kind gets one number: base - kind. Add new kinds before SERVICE_FD_MAX. */
+enum sfd_type {
+	LOG_SFD,     /* the log file */
+	IMG_SFD,     /* the images directory */
+	SYNC_SFD,    /* the task's report/release socket to the main process */
+	FDSTORE_SFD, /* the socket that reaches the main process's fdstore */
+	SERVICE_FD_MAX,
+};
+
+/*
+ * Move fd to the number reserved for type (close-on-exec) and close fd. Returns the new
+ * number or -errno (logged). A negative fd is an error (-EBADF), so a failed dup() can
+ * be passed straight in.
+ */
+int install_service_fd(enum sfd_type type, int fd);
+/* The number of an installed service fd, or -EBADF when that kind is not installed. */
+int get_service_fd(enum sfd_type type);
+/* Close an installed service fd (no-op when it is not installed). */
+void close_service_fd(enum sfd_type type);
+/* Whether fd lies in the range reserved for service fds (installed or not). */
+bool is_service_fd(int fd);
+/*
+ * The reserved range [*lowest, *highest]: restored fds must stay below it, and the
+ * restorer closes it at the very end so nothing of criu's leaks into the task.
+ */
+void service_fd_range(int *lowest, int *highest);
+
+#endif

@@ -1,0 +1,816 @@
+/*
+ * The restorer blob: runs inside the task being restored, on a stack in its own region,
+ * after restorer-setup.c jumped here. Freestanding: no libc, no globals, raw syscalls
+ * through syscalls.h only; everything comes from the args block (restorer-args.h).
+ * It rebuilds the address space and task state, reports to criu, waits for GO, and
+ * becomes the dumped program with rt_sigreturn.
+ */
+#include <stdint.h>
+#include <linux/capability.h>
+#include <linux/futex.h>
+#include <linux/mman.h>
+#include <linux/prctl.h>
+#include <linux/sched.h>
+#include <linux/securebits.h>
+#include <asm/prctl.h>
+
+#include "pie-lib.h"
+#include "syscalls.h"
+#include "restorer-args.h"
+#include "vma.h"
+
+#define PAGE_SIZE 4096ul
+#define EINTR 4
+#define EIO 5
+#define EINVAL 22
+#define EPROTO 71
+
+#define SIGKILL 9
+#define SIGSTOP 19
+#define SS_DISABLE 2
+
+#define PR_TIMER_CREATE_RESTORE_IDS 77 /* kernel 6.17+: timer_create() takes the id asked for */
+
+#define UC_FP_XSTATE 0x1
+#define UC_SIGCONTEXT_SS 0x2
+#define UC_STRICT_RESTORE_SS 0x4
+
+#define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->pid, level, fmt, ##__VA_ARGS__)
+#define pr_err(a, fmt, ...) pr_log(a, RST_LOG_ERROR, fmt, ##__VA_ARGS__)
+#define pr_warn(a, fmt, ...) pr_log(a, RST_LOG_WARN, fmt, ##__VA_ARGS__)
+#define pr_info(a, fmt, ...) pr_log(a, RST_LOG_INFO, fmt, ##__VA_ARGS__)
+#define pr_debug(a, fmt, ...) pr_log(a, RST_LOG_DEBUG, fmt, ##__VA_ARGS__)
+
+/* The x86_64 signal frame as rt_sigreturn reads it (arch/x86 uapi sigcontext/ucontext). */
+struct rst_sigcontext {
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t di, si, bp, bx, dx, ax, cx, sp, ip, flags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2;
+	uint64_t fpstate;
+	uint64_t reserved1[8];
+};
+
+struct rst_ucontext {
+	uint64_t uc_flags;
+	uint64_t uc_link;
+	uint64_t ss_sp;
+	int32_t ss_flags;
+	uint32_t ss_pad;
+	uint64_t ss_size;
+	struct rst_sigcontext mcontext;
+	uint64_t sigmask;
+};
+
+struct rst_sigframe {
+	uint64_t pretcode; /* rt_sigreturn finds the frame at sp - 8 */
+	struct rst_ucontext uc;
+	uint8_t info[RST_SIGINFO_SIZE];
+};
+
+static __attribute__((noreturn)) void fail(struct rst_args *a, long err)
+{
+	struct rst_report report = { RST_REPORT_MAGIC, (int32_t)err, a->region_start, a->region_len };
+
+	sys_write(a->sync_fd, &report, sizeof(report));
+	sys_exit_group(1);
+	__builtin_unreachable();
+}
+
+/* ---- 1. unmap everything that is not ours ---- */
+
+struct range {
+	uint64_t start, end;
+};
+
+/* Keeps the region and the current special mappings; everything else goes. */
+static long unmap_old(struct rst_args *a)
+{
+	struct range keep[1 + RST_NR_SPECIALS], tmp;
+	uint64_t pos = 0;
+	int nr = 0, i, j;
+	long ret;
+
+	keep[nr++] = (struct range){ a->region_start, a->region_start + a->region_len };
+	for (i = 0; i < RST_NR_SPECIALS; i++)
+		if (a->specials[i].cur_start)
+			keep[nr++] = (struct range){ a->specials[i].cur_start,
+						     a->specials[i].cur_start + a->specials[i].len };
+	for (i = 1; i < nr; i++)
+		for (j = i; j > 0 && keep[j - 1].start > keep[j].start; j--) {
+			tmp = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = tmp;
+		}
+	for (i = 0; i <= nr; i++) {
+		uint64_t hole_end = i < nr ? keep[i].start : a->task_size;
+
+		if (hole_end > pos) {
+			ret = sys_munmap(pos, hole_end - pos);
+			if (ret) {
+				pr_err(a, "unmap %lx-%lx: %ld", pos, hole_end, ret);
+				return ret;
+			}
+		}
+		if (i < nr)
+			pos = keep[i].end;
+	}
+	pr_debug(a, "unmapped all but the region %lx-%lx and the vdso", a->region_start,
+		 a->region_start + a->region_len);
+	return 0;
+}
+
+/* ---- 2. special mappings to their dumped addresses ---- */
+
+static long move_special(struct rst_args *a, uint64_t from, uint64_t len, uint64_t to)
+{
+	long ret = sys_mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+
+	if (ret != (long)to) {
+		pr_err(a, "move special mapping %lx (%lu bytes) to %lx: %ld", from, len, to, ret);
+		return ret < 0 ? ret : -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * MREMAP_FIXED unmaps whatever sits at the destination, which may be another special
+ * mapping not moved yet; parking all of them in scratch space first avoids that.
+ */
+static long move_specials(struct rst_args *a)
+{
+	struct rst_special *sp;
+	long ret;
+	int i;
+
+	for (i = 0; i < RST_NR_SPECIALS; i++) {
+		sp = &a->specials[i];
+		if (sp->cur_start && sp->cur_start != sp->dumped_start) {
+			ret = move_special(a, sp->cur_start, sp->len, sp->scratch);
+			if (ret)
+				return ret;
+		}
+	}
+	for (i = 0; i < RST_NR_SPECIALS; i++) {
+		sp = &a->specials[i];
+		if (sp->cur_start && sp->cur_start != sp->dumped_start) {
+			ret = move_special(a, sp->scratch, sp->len, sp->dumped_start);
+			if (ret)
+				return ret;
+			pr_debug(a, "special mapping %d: %lx -> %lx", i, sp->cur_start, sp->dumped_start);
+		}
+	}
+	return 0;
+}
+
+/* ---- 3. map every VMA ---- */
+
+/* Shared file mappings hold no stored pages and may sit on a read-only fd: map as is. */
+static int vma_is_filled(const struct rst_vma *vma)
+{
+	return !(vma->status & VMA_FILE_SHARED);
+}
+
+static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
+{
+	static const struct {
+		uint32_t bit;
+		int advice;
+	} madv_map[] = {
+		{ VMA_MADV_DONTFORK, MADV_DONTFORK },	{ VMA_MADV_DONTDUMP, MADV_DONTDUMP },
+		{ VMA_MADV_HUGEPAGE, MADV_HUGEPAGE },	{ VMA_MADV_NOHUGEPAGE, MADV_NOHUGEPAGE },
+		{ VMA_MADV_RANDOM, MADV_RANDOM },	{ VMA_MADV_SEQUENTIAL, MADV_SEQUENTIAL },
+		{ VMA_MADV_WIPEONFORK, MADV_WIPEONFORK }, { VMA_MADV_MERGEABLE, MADV_MERGEABLE },
+	};
+	unsigned int i;
+	long ret;
+
+	for (i = 0; i < sizeof(madv_map) / sizeof(madv_map[0]); i++) {
+		if (!(vma->madv & madv_map[i].bit))
+			continue;
+		ret = sys_madvise(vma->start, vma->end - vma->start, madv_map[i].advice);
+		if (ret) {
+			pr_err(a, "madvise(%d) %lx-%lx: %ld", madv_map[i].advice, vma->start, vma->end, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static long map_vma(struct rst_args *a, const struct rst_vma *vma)
+{
+	uint32_t prot = vma->prot;
+	long addr;
+
+	if (vma_is_filled(vma))
+		prot |= PROT_READ | PROT_WRITE;
+	addr = sys_mmap(vma->start, vma->end - vma->start, prot, vma->flags | MAP_FIXED_NOREPLACE, vma->fd,
+			vma->pgoff);
+	if (addr != (long)vma->start) {
+		pr_err(a, "map vma %lx-%lx prot %x flags %x fd %d: %ld", vma->start, vma->end, vma->prot,
+		       vma->flags, vma->fd, addr);
+		if (addr >= 0) {
+			sys_munmap(addr, vma->end - vma->start);
+			return -EINVAL;
+		}
+		return addr;
+	}
+	pr_debug(a, "mapped %lx-%lx prot %x flags %x fd %d", vma->start, vma->end, vma->prot, vma->flags,
+		 vma->fd);
+	return apply_madvise(a, vma);
+}
+
+static long map_vmas(struct rst_args *a)
+{
+	struct rst_vma *vmas = (struct rst_vma *)a->vmas;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < a->nr_vmas; i++) {
+		ret = map_vma(a, &vmas[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- 4. pages, read straight into place ---- */
+
+/* One page-image read; a short preadv (over 2 GiB, signals) continues where it stopped. */
+static long do_page_read(struct rst_args *a, struct rst_page_read *rd)
+{
+	struct rst_iovec *iov = (struct rst_iovec *)a->iovs + rd->iov_first;
+	uint64_t off = rd->file_off, left = rd->bytes;
+	uint32_t nr_iov = rd->nr_iov;
+	long done;
+
+	while (left) {
+		done = sys_preadv(a->pages_fd, iov, nr_iov, off);
+		if (done == -EINTR)
+			continue;
+		if (done <= 0) {
+			pr_err(a, "read %lu bytes of pages at file offset %lx into %lx: %ld", left, off,
+			       iov->base, done ? done : -EIO);
+			return done ? done : -EIO;
+		}
+		off += done;
+		left -= done;
+		while (done) {
+			if ((uint64_t)done >= iov->len) {
+				done -= iov->len;
+				iov++;
+				nr_iov--;
+			} else {
+				iov->base += done;
+				iov->len -= done;
+				done = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Every reader (the task and its workers) takes the next read until none is left. */
+static long read_pages_loop(struct rst_args *a)
+{
+	struct rst_page_read *reads = (struct rst_page_read *)a->page_reads;
+	uint32_t idx;
+	long ret;
+
+	while ((idx = __atomic_fetch_add(&a->next_read, 1, __ATOMIC_RELAXED)) < a->nr_page_reads) {
+		if (__atomic_load_n(&a->worker_err, __ATOMIC_RELAXED))
+			return 0;
+		ret = do_page_read(a, &reads[idx]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void page_worker(struct rst_args *a)
+{
+	long ret = read_pages_loop(a);
+	int32_t none = 0;
+
+	if (ret)
+		__atomic_compare_exchange_n(&a->worker_err, &none, (int32_t)ret, 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+}
+
+/*
+ * clone() a thread of this task running fn(a) on its own stack, then exiting. The kernel
+ * stores its tid in *tid and clears it (with a futex wake) when the thread is gone.
+ */
+static long clone_worker(struct rst_args *a, uint64_t stack_top, uint32_t *tid, void (*fn)(struct rst_args *))
+{
+	register ulong r10 asm("r10") = (ulong)tid; /* child_tid */
+	register ulong r8 asm("r8") = 0; /* tls */
+	register ulong r12 asm("r12") = (ulong)fn;
+	register ulong r13 asm("r13") = (ulong)a;
+	ulong flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+		      CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+	long ret;
+
+	asm volatile("syscall\n\t"
+		     "test %%rax, %%rax\n\t"
+		     "jnz 1f\n\t"
+		     "xor %%ebp, %%ebp\n\t"
+		     "mov %%r13, %%rdi\n\t"
+		     "call *%%r12\n\t"
+		     "mov %[nr_exit], %%eax\n\t"
+		     "xor %%edi, %%edi\n\t"
+		     "syscall\n\t"
+		     "hlt\n"
+		     "1:"
+		     : "=a"(ret)
+		     : "a"(__NR_clone), "D"(flags), "S"(stack_top), "d"(tid), "r"(r10), "r"(r8), "r"(r12),
+		       "r"(r13), [nr_exit] "i"(__NR_exit)
+		     : "rcx", "r11", "memory");
+	return ret;
+}
+
+static void join_workers(struct rst_args *a, uint32_t nr_started)
+{
+	uint32_t i, tid;
+
+	for (i = 0; i < nr_started; i++)
+		while ((tid = __atomic_load_n(&a->worker_tids[i], __ATOMIC_ACQUIRE)) != 0)
+			sys_futex(&a->worker_tids[i], FUTEX_WAIT, tid, 0);
+}
+
+/*
+ * First-touch faults, not the copy, dominate restore time (DESIGN.md §8): several
+ * threads reading disjoint parts spread the faults over the cores.
+ */
+static long read_pages(struct rst_args *a)
+{
+	uint32_t started = 0;
+	long ret = 0;
+
+	while (started < a->nr_workers) {
+		ret = clone_worker(a, a->worker_stack_top[started], &a->worker_tids[started], page_worker);
+		if (ret < 0) {
+			pr_warn(a, "cannot start page reader %u: %ld; reading with fewer", started, ret);
+			break;
+		}
+		started++;
+	}
+	ret = read_pages_loop(a);
+	join_workers(a, started);
+	if (!ret)
+		ret = a->worker_err;
+	if (!ret)
+		pr_debug(a, "read %lu bytes of pages in %u reads with %u threads", a->total_page_bytes,
+			 a->nr_page_reads, started + 1);
+	return ret;
+}
+
+/* ---- 5. final protections, mlock ---- */
+
+static long finish_vmas(struct rst_args *a)
+{
+	struct rst_vma *vmas = (struct rst_vma *)a->vmas, *vma;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < a->nr_vmas; i++) {
+		vma = &vmas[i];
+		if (vma_is_filled(vma)) {
+			ret = sys_mprotect(vma->start, vma->end - vma->start, vma->prot);
+			if (ret) {
+				pr_err(a, "mprotect %lx-%lx to %x: %ld", vma->start, vma->end, vma->prot, ret);
+				return ret;
+			}
+		}
+		if (vma->status & VMA_LOCKED) {
+			ret = sys_mlock(vma->start, vma->end - vma->start);
+			if (ret) {
+				pr_err(a, "mlock %lx-%lx: %ld", vma->start, vma->end, ret);
+				return ret;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- 6. mm fields ---- */
+
+static long restore_mm(struct rst_args *a)
+{
+	long ret = sys_prctl(PR_SET_MM, PR_SET_MM_MAP, &a->mm_map, sizeof(a->mm_map), 0);
+
+	if (ret)
+		pr_err(a, "prctl(PR_SET_MM_MAP) brk %lx-%lx stack %lx exe_fd %d: %ld", a->mm_map.start_brk,
+		       a->mm_map.brk, a->mm_map.start_stack, (int)a->mm_map.exe_fd, ret);
+	return ret;
+}
+
+/* ---- 7. task-wide state ---- */
+
+static long restore_sigactions(struct rst_args *a)
+{
+	long ret;
+	int sig;
+
+	for (sig = 1; sig <= RST_NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || !(a->sigaction_set & (1ull << (sig - 1))))
+			continue;
+		ret = sys_rt_sigaction(sig, &a->sigactions[sig - 1], 0, sizeof(uint64_t));
+		if (ret) {
+			pr_err(a, "rt_sigaction(%d) handler %lx flags %lx: %ld", sig, a->sigactions[sig - 1].handler,
+			       a->sigactions[sig - 1].flags, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static long restore_itimers(struct rst_args *a)
+{
+	uint32_t which;
+	long ret;
+
+	for (which = 0; which < a->nr_itimers; which++) {
+		ret = sys_setitimer(which, a->itimers[which], 0);
+		if (ret) {
+			pr_err(a, "setitimer(%u): %ld", which, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* The kernel's struct sigevent for timer_create(). */
+struct rst_sigevent {
+	uint64_t value;
+	int32_t signo;
+	int32_t notify;
+	int32_t tid;
+	int32_t pad[11];
+};
+
+static long create_posix_timer(struct rst_args *a, const struct rst_posix_timer *t)
+{
+	struct rst_sigevent sev = { .value = t->sival, .signo = t->signo, .notify = t->notify,
+				    .tid = t->notify_tid };
+	uint64_t spec[4] = { t->interval_sec, t->interval_nsec, t->value_sec, t->value_nsec };
+	int32_t id = t->id;
+	long ret;
+
+	ret = sys_timer_create(t->clock_id, &sev, &id);
+	if (!ret && id != (int32_t)t->id)
+		ret = -EINVAL;
+	if (!ret)
+		ret = sys_timer_settime(id, 0, spec, 0);
+	if (ret)
+		pr_err(a, "posix timer %u (clock %u, signal %u): %ld", t->id, t->clock_id, t->signo, ret);
+	return ret;
+}
+
+/* Timer ids are visible to the program; PR_TIMER_CREATE_RESTORE_IDS keeps them. */
+static long restore_posix_timers(struct rst_args *a)
+{
+	struct rst_posix_timer *timers = (struct rst_posix_timer *)a->posix_timers;
+	long ret = 0;
+	uint32_t i;
+
+	if (!a->nr_posix_timers)
+		return 0;
+	ret = sys_prctl(PR_TIMER_CREATE_RESTORE_IDS, 1, 0, 0, 0);
+	if (ret) {
+		pr_err(a, "prctl(PR_TIMER_CREATE_RESTORE_IDS): %ld", ret);
+		return ret;
+	}
+	for (i = 0; i < a->nr_posix_timers && !ret; i++)
+		ret = create_posix_timer(a, &timers[i]);
+	sys_prctl(PR_TIMER_CREATE_RESTORE_IDS, 0, 0, 0, 0);
+	return ret;
+}
+
+static long restore_task_state(struct rst_args *a)
+{
+	long ret = sys_prctl(PR_SET_NAME, a->comm, 0, 0, 0);
+
+	if (ret) {
+		pr_err(a, "prctl(PR_SET_NAME): %ld", ret);
+		return ret;
+	}
+	if (a->has_thp_disabled) {
+		ret = sys_prctl(PR_SET_THP_DISABLE, a->thp_disabled, 0, 0, 0);
+		if (ret) {
+			pr_err(a, "prctl(PR_SET_THP_DISABLE, %u): %ld", a->thp_disabled, ret);
+			return ret;
+		}
+	}
+	if (a->has_child_subreaper) {
+		ret = sys_prctl(PR_SET_CHILD_SUBREAPER, a->child_subreaper, 0, 0, 0);
+		if (ret) {
+			pr_err(a, "prctl(PR_SET_CHILD_SUBREAPER): %ld", ret);
+			return ret;
+		}
+	}
+	ret = restore_sigactions(a);
+	if (!ret)
+		ret = restore_itimers(a);
+	if (!ret)
+		ret = restore_posix_timers(a);
+	return ret;
+}
+
+/* ---- 8. per-thread kernel state ---- */
+
+static long restore_thread_state(struct rst_args *a)
+{
+	long ret;
+
+	if (a->has_rseq) {
+		ret = sys_rseq(a->rseq_ptr, a->rseq_len, 0, a->rseq_sig);
+		if (ret) {
+			pr_err(a, "rseq register %lx len %u: %ld", a->rseq_ptr, a->rseq_len, ret);
+			return ret;
+		}
+	}
+	sys_set_tid_address(a->clear_tid_addr);
+	if (a->robust_list_len) {
+		ret = sys_set_robust_list(a->robust_list, a->robust_list_len);
+		if (ret) {
+			pr_err(a, "set_robust_list %lx len %lu: %ld", a->robust_list, a->robust_list_len, ret);
+			return ret;
+		}
+	}
+	/* rt_sigreturn does not touch the segment bases. */
+	ret = sys_arch_prctl(ARCH_SET_FS, a->regs.fs_base);
+	if (!ret)
+		ret = sys_arch_prctl(ARCH_SET_GS, a->regs.gs_base);
+	if (ret)
+		pr_err(a, "arch_prctl fs_base %lx gs_base %lx: %ld", a->regs.fs_base, a->regs.gs_base, ret);
+	return ret;
+}
+
+/* ---- 9. pending signals, queued while everything is blocked ---- */
+
+static int siginfo_signo(const struct rst_siginfo *info)
+{
+	return *(const int32_t *)info->raw;
+}
+
+static long queue_pending(struct rst_args *a)
+{
+	struct rst_siginfo *info;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < a->nr_thread_pending; i++) {
+		info = (struct rst_siginfo *)a->thread_pending + i;
+		ret = sys_rt_tgsigqueueinfo(a->pid, a->pid, siginfo_signo(info), info->raw);
+		if (ret) {
+			pr_err(a, "queue thread signal %d: %ld", siginfo_signo(info), ret);
+			return ret;
+		}
+	}
+	for (i = 0; i < a->nr_shared_pending; i++) {
+		info = (struct rst_siginfo *)a->shared_pending + i;
+		ret = sys_rt_sigqueueinfo(a->pid, siginfo_signo(info), info->raw);
+		if (ret) {
+			pr_err(a, "queue process signal %d: %ld", siginfo_signo(info), ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* ---- 10. credentials: last, they may drop what the steps above needed ---- */
+
+static long drop_bounding_caps(struct rst_args *a, uint64_t keep)
+{
+	long ret;
+	int cap;
+
+	for (cap = 0; cap < 64; cap++) {
+		if (keep & (1ull << cap))
+			continue;
+		ret = sys_prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+		if (ret == -EINVAL)
+			break; /* past the kernel's last capability */
+		if (ret <= 0)
+			continue;
+		ret = sys_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+		if (ret) {
+			pr_err(a, "drop capability %d from the bounding set: %ld", cap, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static long set_ids(struct rst_args *a, const struct rst_creds *c)
+{
+	long ret = sys_setgroups(c->nr_groups, c->groups);
+
+	if (!ret)
+		ret = sys_setresgid(c->gid, c->egid, c->sgid);
+	if (!ret)
+		ret = sys_setresuid(c->uid, c->euid, c->suid);
+	if (ret) {
+		pr_err(a, "set ids uid %u/%u/%u gid %u/%u/%u: %ld", c->uid, c->euid, c->suid, c->gid, c->egid,
+		       c->sgid, ret);
+		return ret;
+	}
+	/* setfs[ug]id return the previous id, never an error. */
+	sys_setfsgid(c->fsgid);
+	sys_setfsuid(c->fsuid);
+	return 0;
+}
+
+static long set_caps(struct rst_args *a, const struct rst_creds *c)
+{
+	struct {
+		uint32_t version;
+		int32_t pid;
+	} hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct {
+		uint32_t effective, permitted, inheritable;
+	} data[2] = {
+		{ (uint32_t)c->cap_eff, (uint32_t)c->cap_prm, (uint32_t)c->cap_inh },
+		{ (uint32_t)(c->cap_eff >> 32), (uint32_t)(c->cap_prm >> 32), (uint32_t)(c->cap_inh >> 32) },
+	};
+	long ret = sys_capset(&hdr, data);
+	int cap;
+
+	if (ret) {
+		pr_err(a, "capset eff %lx prm %lx inh %lx: %ld", c->cap_eff, c->cap_prm, c->cap_inh, ret);
+		return ret;
+	}
+	for (cap = 0; cap < 64; cap++) {
+		if (!(c->cap_amb & (1ull << cap)))
+			continue;
+		ret = sys_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+		if (ret) {
+			pr_err(a, "raise ambient capability %d: %ld", cap, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Order: the bounding set and ids need CAP_SETPCAP/CAP_SET[UG]ID, so they go first;
+ * SECBIT_NO_SETUID_FIXUP keeps the kernel from clearing capabilities on the uid change,
+ * then the dumped securebits and capability sets are set exactly.
+ */
+static long restore_creds(struct rst_args *a)
+{
+	const struct rst_creds *c = &a->creds;
+	long ret;
+
+	if (!a->has_creds)
+		return 0;
+	ret = drop_bounding_caps(a, c->cap_bnd);
+	if (ret)
+		return ret;
+	ret = sys_prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0);
+	if (ret) {
+		pr_err(a, "prctl(PR_SET_SECUREBITS, NO_SETUID_FIXUP): %ld", ret);
+		return ret;
+	}
+	ret = set_ids(a, c);
+	if (ret)
+		return ret;
+	ret = sys_prctl(PR_SET_SECUREBITS, c->secbits, 0, 0, 0);
+	if (ret) {
+		pr_err(a, "prctl(PR_SET_SECUREBITS, %x): %ld", c->secbits, ret);
+		return ret;
+	}
+	ret = set_caps(a, c);
+	if (!ret && c->no_new_privs) {
+		ret = sys_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		if (ret)
+			pr_err(a, "prctl(PR_SET_NO_NEW_PRIVS): %ld", ret);
+	}
+	return ret;
+}
+
+/* A credential change resets the parent-death signal and dumpable: set them after. */
+static long restore_post_creds(struct rst_args *a)
+{
+	long ret;
+
+	if (a->has_pdeath_sig) {
+		ret = sys_prctl(PR_SET_PDEATHSIG, a->pdeath_sig, 0, 0, 0);
+		if (ret) {
+			pr_err(a, "prctl(PR_SET_PDEATHSIG, %u): %ld", a->pdeath_sig, ret);
+			return ret;
+		}
+	}
+	if (a->has_dumpable) {
+		ret = sys_prctl(PR_SET_DUMPABLE, a->dumpable, 0, 0, 0);
+		if (ret) {
+			pr_err(a, "prctl(PR_SET_DUMPABLE, %u): %ld", a->dumpable, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* ---- 11. report, wait for criu's release, become the program ---- */
+
+/*
+ * criu traces the task from its creation. The trap stops the task here until criu has
+ * run RESUME_DEVICES_LATE for every task; criu then lets it go on to rt_sigreturn and
+ * unmaps this region once the task has left it (the blob cannot unmap the code it
+ * runs). If criu dies, PTRACE_O_EXITKILL kills the task: it never runs half restored.
+ */
+static long report_and_stop(struct rst_args *a)
+{
+	struct rst_report report = { RST_REPORT_MAGIC, 0, a->region_start, a->region_len };
+	long ret;
+
+	pr_info(a, "restored; waiting for criu to release the task");
+	ret = sys_write(a->sync_fd, &report, sizeof(report));
+	if (ret != sizeof(report)) {
+		pr_err(a, "report to criu: %ld", ret);
+		return ret < 0 ? ret : -EIO;
+	}
+	asm volatile("int3" ::: "memory");
+	return 0;
+}
+
+static void build_sigframe(struct rst_args *a, struct rst_sigframe *frame)
+{
+	const struct rst_gpregs *r = &a->regs;
+	struct rst_sigcontext *mc = &frame->uc.mcontext;
+
+	memset(frame, 0, sizeof(*frame));
+	frame->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (a->xsave ? UC_FP_XSTATE : 0);
+	if (a->has_sas) {
+		frame->uc.ss_sp = a->sas_sp;
+		frame->uc.ss_size = a->sas_size;
+		frame->uc.ss_flags = a->sas_flags;
+	} else {
+		frame->uc.ss_flags = SS_DISABLE;
+	}
+	mc->r8 = r->r8, mc->r9 = r->r9, mc->r10 = r->r10, mc->r11 = r->r11;
+	mc->r12 = r->r12, mc->r13 = r->r13, mc->r14 = r->r14, mc->r15 = r->r15;
+	mc->di = r->di, mc->si = r->si, mc->bp = r->bp, mc->bx = r->bx;
+	mc->dx = r->dx, mc->ax = r->ax, mc->cx = r->cx, mc->sp = r->sp;
+	mc->ip = r->ip, mc->flags = r->flags;
+	mc->cs = 0x33; /* __USER_CS: 64-bit user code */
+	mc->ss = 0x2b; /* __USER_DS */
+	mc->fpstate = a->xsave;
+	frame->uc.sigmask = a->blk_sigset;
+}
+
+static __attribute__((noreturn)) void sigreturn_to_program(struct rst_sigframe *frame)
+{
+	asm volatile("mov %0, %%rsp\n\t"
+		     "mov %1, %%eax\n\t"
+		     "syscall\n\t"
+		     "hlt"
+		     :
+		     : "r"(&frame->uc), "i"(__NR_rt_sigreturn)
+		     : "memory");
+	__builtin_unreachable();
+}
+
+static void close_criu_fds(struct rst_args *a)
+{
+	int32_t *fds = (int32_t *)a->close_fds;
+	uint32_t i;
+
+	for (i = 0; i < a->nr_close_fds; i++)
+		sys_close(fds[i]);
+}
+
+#define STEP(a, call)                      \
+	do {                               \
+		long __ret = (call);       \
+		if (__ret)                 \
+			fail(a, __ret);    \
+	} while (0)
+
+/* Entry, at offset 0 of the blob (pie.lds): called with the region stack and the args. */
+__attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rst_args *a)
+{
+	struct rst_sigframe frame;
+
+	if (a->magic != RST_ARGS_MAGIC)
+		fail(a, -EINVAL);
+	pr_debug(a, "in the restorer at %lx, %u vmas, %lu bytes of pages", a->region_start, a->nr_vmas,
+		 a->total_page_bytes);
+	STEP(a, unmap_old(a));
+	STEP(a, move_specials(a));
+	STEP(a, map_vmas(a));
+	STEP(a, read_pages(a));
+	STEP(a, finish_vmas(a));
+	STEP(a, restore_mm(a));
+	STEP(a, restore_task_state(a));
+	STEP(a, restore_thread_state(a));
+	STEP(a, queue_pending(a));
+	STEP(a, restore_creds(a));
+	STEP(a, restore_post_creds(a));
+	STEP(a, report_and_stop(a));
+
+	build_sigframe(a, &frame);
+	close_criu_fds(a);
+	sigreturn_to_program(&frame);
+}

@@ -1,0 +1,94 @@
+/*
+ * Service fds: criu's own descriptors parked at fixed numbers just below the soft
+ * RLIMIT_NOFILE, where a restored task's fds are least likely to be.
+ */
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "servicefd.h"
+
+/* Highest reserved number; 0 until first computed. Inherited by forked restore tasks. */
+static int service_fd_base;
+static bool service_fd_installed[SERVICE_FD_MAX];
+
+/*
+ * Computed once: criu may change its limits later, but numbers already handed out
+ * must stay where they are.
+ */
+static int sfd_base(void)
+{
+	struct rlimit rl;
+
+	if (service_fd_base)
+		return service_fd_base;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > (1u << 20))
+		rl.rlim_cur = 1u << 20; /* the kernel's default nr_open */
+	service_fd_base = (int)rl.rlim_cur - 1;
+	return service_fd_base;
+}
+
+static int sfd_number(enum sfd_type type)
+{
+	return sfd_base() - (int)type;
+}
+
+void service_fd_range(int *lowest, int *highest)
+{
+	*highest = sfd_base();
+	*lowest = sfd_base() - (SERVICE_FD_MAX - 1);
+}
+
+bool is_service_fd(int fd)
+{
+	int lowest, highest;
+
+	service_fd_range(&lowest, &highest);
+	return fd >= lowest && fd <= highest;
+}
+
+int install_service_fd(enum sfd_type type, int fd)
+{
+	int nr = sfd_number(type);
+
+	if (fd < 0) {
+		pr_err("service fd %d: no descriptor to install\n", type);
+		return -EBADF;
+	}
+	if (fd == nr) {
+		if (fcntl(fd, F_SETFD, FD_CLOEXEC)) {
+			pr_perror("service fd %d: cannot set close-on-exec on %d", type, fd);
+			return -errno;
+		}
+	} else {
+		if (dup3(fd, nr, O_CLOEXEC) < 0) {
+			int err = errno;
+
+			pr_err("service fd %d: cannot move fd %d to %d: %s\n", type, fd, nr,
+			       strerror(err));
+			close(fd);
+			return -err;
+		}
+		close(fd);
+	}
+	service_fd_installed[type] = true;
+	pr_debug("service fd %d installed at %d\n", type, nr);
+	return nr;
+}
+
+int get_service_fd(enum sfd_type type)
+{
+	if (type >= SERVICE_FD_MAX || !service_fd_installed[type])
+		return -EBADF;
+	return sfd_number(type);
+}
+
+void close_service_fd(enum sfd_type type)
+{
+	if (type >= SERVICE_FD_MAX || !service_fd_installed[type])
+		return;
+	close(sfd_number(type));
+	service_fd_installed[type] = false;
+}

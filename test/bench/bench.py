@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Dump/restore benchmark (make bench): times criu dump, criu restore -d and the floor (the
+same page images preadv'd into fresh anonymous memory by one thread) for a holder process of
+each size, interleaved round by round, and prints medians. The holder checks every word of
+its memory when it is finally stopped, so a wrong restore fails the benchmark.
+
+Environment: BENCH_SIZES_MIB (default "1024 4096"), BENCH_ROUNDS (default 3),
+BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
+"""
+import ctypes
+import glob
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRIU = os.path.normpath(os.path.join(HERE, "..", "..", "criu", "criu"))
+HOLDER = os.path.join(HERE, "holder")
+FLOOR = os.path.join(HERE, "floor")
+
+SIZES_MIB = [int(s) for s in os.environ.get("BENCH_SIZES_MIB", "1024 4096").split()]
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+SCRATCH_PARENT = os.environ.get("BENCH_DIR", "/tmp")
+
+PR_SET_CHILD_SUBREAPER = 36
+HOLDER_READY_TIMEOUT_S = 120
+CRIU_TIMEOUT_S = 300
+
+
+class BenchError(Exception):
+    pass
+
+
+def become_subreaper():
+    """criu restore -d exits once the holder runs again; the holder is then reparented to us,
+    so we can reap it and read its exit status (its verdict)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0):
+        raise BenchError("prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
+
+
+def check_memory(size_mib):
+    """The holder, its page images in page cache and the floor's copy live at once."""
+    with open("/proc/meminfo") as meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo)
+    avail_mib = int(fields["MemAvailable"].split()[0]) // 1024
+    need_mib = 3 * size_mib + 512
+    if avail_mib < need_mib:
+        raise BenchError(f"{size_mib} MiB case needs about {need_mib} MiB free memory, "
+                         f"{avail_mib} MiB available")
+
+
+def spawn_holder(size_mib, log_path):
+    """Start the holder in its own session, fds only on files criu can dump."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    # posix_spawn, not subprocess: Popen may waitpid() a pid it thinks is its own, and the
+    # restored holder reuses that pid.
+    return os.posix_spawn(HOLDER, [HOLDER, str(size_mib)], os.environ,
+                          file_actions=actions, setsid=True)
+
+
+def read_log(log_path):
+    with open(log_path) as log:
+        return log.read()
+
+
+def wait_ready(pid, log_path):
+    deadline = time.monotonic() + HOLDER_READY_TIMEOUT_S
+    while "ready" not in read_log(log_path):
+        done_pid, status = os.waitpid(pid, os.WNOHANG)
+        if done_pid:
+            raise BenchError(f"holder {pid} exited before it was ready (status {status:#x}): "
+                             + read_log(log_path).strip())
+        if time.monotonic() > deadline:
+            raise BenchError(f"holder {pid} not ready after {HOLDER_READY_TIMEOUT_S} s")
+        time.sleep(0.05)
+
+
+def run_timed(argv, what, log_hint):
+    start = time.monotonic()
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=CRIU_TIMEOUT_S)
+    elapsed = time.monotonic() - start
+    if proc.returncode:
+        raise BenchError(f"{what} failed (exit {proc.returncode}): "
+                         f"{proc.stderr.strip() or proc.stdout.strip()} (see {log_hint})")
+    return elapsed, proc.stdout
+
+
+def fresh_dir(path):
+    """Old images go first: deleting them also frees their page cache."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path)
+
+
+def dump(pid, img_dir):
+    fresh_dir(img_dir)
+    seconds, _ = run_timed([CRIU, "dump", "-t", str(pid), "-D", img_dir, "-o", "dump.log"],
+                           f"criu dump -t {pid}", os.path.join(img_dir, "dump.log"))
+    # The dump killed the holder; its pid must be free before restore can reuse it.
+    os.waitpid(pid, 0)
+    # Write the dirty images back now, outside any timing, so that restore and floor both
+    # read clean page cache instead of competing with writeback. Nothing is dropped.
+    os.sync()
+    return seconds
+
+
+def restore(pid, img_dir):
+    seconds, _ = run_timed([CRIU, "restore", "-D", img_dir, "-d", "-o", "restore.log"],
+                           "criu restore -d", os.path.join(img_dir, "restore.log"))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise BenchError(f"holder {pid} is not running after restore") from None
+    return seconds
+
+
+def floor(img_dir):
+    pages = sorted(glob.glob(os.path.join(img_dir, "pages-*.img")))
+    if not pages:
+        raise BenchError(f"no pages-*.img in {img_dir}")
+    _, out = run_timed([FLOOR] + pages, "floor", img_dir)
+    return float(out)
+
+
+def stop_holder(pid, log_path):
+    """SIGTERM makes the holder check its whole memory; exit 0 means every word is intact."""
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or "PASS" not in read_log(log_path):
+        raise BenchError(f"holder {pid} memory check failed (status {status:#x}): "
+                         + read_log(log_path).strip().splitlines()[-1])
+
+
+def bench_size(size_mib, scratch, live):
+    check_memory(size_mib)
+    img_dir = os.path.join(scratch, f"images-{size_mib}M")
+    log_path = os.path.join(scratch, f"holder-{size_mib}M.log")
+    pid = spawn_holder(size_mib, log_path)
+    live.add(pid)
+    wait_ready(pid, log_path)
+    rounds = []
+    # Each round dumps the holder that the previous round restored, so the final memory
+    # check covers every restore.
+    for round_nr in range(1, ROUNDS + 1):
+        dump_s = dump(pid, img_dir)
+        live.discard(pid)
+        restore_s = restore(pid, img_dir)
+        live.add(pid)
+        floor_s = floor(img_dir)
+        rounds.append((dump_s, restore_s, floor_s))
+        print(f"{size_mib:6d} MiB round {round_nr}: dump {dump_s:.3f} s, restore {restore_s:.3f} s, "
+              f"floor {floor_s:.3f} s", flush=True)
+    stop_holder(pid, log_path)
+    live.discard(pid)
+    shutil.rmtree(img_dir)
+    return rounds
+
+
+def print_table(results):
+    print()
+    print(f"{'size':>8} {'dump s':>8} {'restore s':>10} {'floor s':>8} {'restore/floor':>14}")
+    for size_mib, rounds in results:
+        dump_s = statistics.median(r[0] for r in rounds)
+        restore_s = statistics.median(r[1] for r in rounds)
+        floor_s = statistics.median(r[2] for r in rounds)
+        ratio = statistics.median(r[1] / r[2] for r in rounds)
+        size = f"{size_mib // 1024} GiB" if size_mib % 1024 == 0 else f"{size_mib} MiB"
+        print(f"{size:>8} {dump_s:8.3f} {restore_s:10.3f} {floor_s:8.3f} {ratio:14.2f}")
+    print(f"(medians of {ROUNDS} interleaved rounds; restore/floor is the median of the "
+          "per-round ratios)")
+    print(f"restore/floor = {statistics.median(r[1] / r[2] for r in results[-1][1]):.2f}")
+
+
+def kill_leftovers(live):
+    for pid in live:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def main():
+    if os.geteuid() != 0:
+        print("bench: must run as root (criu needs it)", file=sys.stderr)
+        return 1
+    for prog in (CRIU, HOLDER, FLOOR):
+        if not os.access(prog, os.X_OK):
+            print(f"bench: {prog} is missing; run make first", file=sys.stderr)
+            return 1
+    scratch = tempfile.mkdtemp(prefix="criu-bench-", dir=SCRATCH_PARENT)
+    live = set()
+    results = []
+    ok = False
+    try:
+        become_subreaper()
+        print(f"criu dump/restore benchmark: sizes {SIZES_MIB} MiB, {ROUNDS} rounds each, "
+              f"images in page cache under {scratch}", flush=True)
+        for size_mib in SIZES_MIB:
+            results.append((size_mib, bench_size(size_mib, scratch, live)))
+        ok = True
+    except (BenchError, subprocess.TimeoutExpired, OSError) as err:
+        print(f"bench: FAIL: {err}", file=sys.stderr)
+    finally:
+        kill_leftovers(live)
+    if not ok:
+        # Keep the logs for whoever debugs this, not gigabytes of pages.
+        for pages in glob.glob(os.path.join(scratch, "*", "pages-*.img")):
+            os.unlink(pages)
+        print(f"bench: logs kept in {scratch}", file=sys.stderr)
+        return 1
+    shutil.rmtree(scratch)
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,595 @@
+#!/usr/bin/env python3
+# zdtm-style runner: starts each test program, waits until it is ready, dumps and
+# restores it with ../criu/criu (in the way its mode says), signals it, and collects its
+# own PASS/FAIL verdict. Python 3 standard library only.
+import argparse
+import ctypes
+import hashlib
+import os
+import pty
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TEST_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT_DIR = os.path.dirname(TEST_DIR)
+CRIU = os.path.join(ROOT_DIR, 'criu', 'criu')
+BIN_DIR = os.path.join(TEST_DIR, 'bin')
+OUT_DIR = os.path.join(TEST_DIR, 'out')
+
+READY_TIMEOUT = 30  # seconds for a test to set itself up
+CRIU_TIMEOUT = 120  # seconds for one criu command
+EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
+LOG_TAIL_LINES = 15
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def corrupt_core_magic(img_dir, pid):
+    """Flip the bytes of core-PID.img's type magic (the u32 after the common magic)."""
+    path = os.path.join(img_dir, 'core-%d.img' % pid)
+    with open(path, 'r+b') as img:
+        img.seek(4)
+        magic = img.read(4)
+        img.seek(4)
+        img.write(bytes(b ^ 0xff for b in magic))
+
+
+def truncate_mm_image(img_dir, pid):
+    """Cut mm-PID.img in half: the last record is cut off mid-way."""
+    path = os.path.join(img_dir, 'mm-%d.img' % pid)
+    os.truncate(path, os.path.getsize(path) // 2)
+
+
+# name -> how to run it. bin: program in test/bin (default: the name); mode:
+#   default        dump (kills), restore -d, SIGTERM, verdict
+#   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
+#   twice          restore, verdict, restore again from the same images, verdict
+#   no_detach      restore without -d: criu stays the parent until the task exits
+#   tty            stdio on a pty, dump and restore with --shell-job
+#   dump_fails     the dump must fail; the process stays alive and passes its checks
+#   restore_fails  dump, damage the images with 'corrupt', restore must fail
+#   pid_in_use     dump -R, restore while the original still runs: must fail
+#   cli            criu with 'args' must fail with one line on stderr
+# max_pages_bytes: upper bound for the page images (only touched pages are stored).
+# cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
+TESTS = {
+    'mem_anon_private': {},
+    'static_mem_anon_private': {},
+    'mem_private_file_cow': {},
+    'mem_shared_anon': {},
+    'mem_shared_anon_alias': {},
+    'mem_shared_file': {},
+    'mem_prot_none_guard': {},
+    'maps_equal': {},
+    'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
+    'mem_madvise_vmflags': {},
+    'mem_mlock': {},
+    'regs_fpu_avx': {},
+    'static_regs_fpu_avx': {},
+    'regs_avx512': {'cpu_flags': ['avx512f', 'avx512bw']},
+    'sig_blocked_mask': {},
+    'sig_pending_std': {},
+    'sig_queued_rt': {},
+    'sigaction_all': {},
+    'sigaltstack': {},
+    'rseq_registered': {},
+    'tid_address': {},
+    'robust_list': {},
+    'personality': {},
+    'mm_fields': {},
+    'rlimits': {},
+    'umask': {},
+    'cwd_tmpdir': {},
+    'root_chroot': {},
+    'comm': {},
+    'creds': {},
+    'itimers': {},
+    'posix_timers': {},
+    'file_reg_flags_offset': {},
+    'file_deleted_open': {},
+    'file_dev_null_zero_urandom': {},
+    'file_dup_shared_offset': {},
+    'tty_shell_job': {'mode': 'tty'},
+    'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
+    'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
+    'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
+    'dump_fail_unsupported_fd': {'mode': 'dump_fails'},
+    'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                   'corrupt': corrupt_core_magic},
+    'restore_fail_truncated_mm': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                  'corrupt': truncate_mm_image},
+    'restore_fail_missing_dir': {'mode': 'cli',
+                                 'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
+    'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
+    'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
+    'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
+    'cli_dump_no_such_pid': {'mode': 'cli',
+                             'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
+}
+
+
+class TestFailure(Exception):
+    """A test failed; log names the criu log whose tail explains it."""
+
+    def __init__(self, reason, log=None):
+        super().__init__(reason)
+        self.log = log
+
+
+def reap_orphans():
+    """Reap children reparented to us (we are a subreaper); no Popen is alive here."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def cpu_flags():
+    with open('/proc/cpuinfo') as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith('flags'):
+                return set(line.split(':', 1)[1].split())
+    return set()
+
+
+def pid_alive(pid):
+    try:
+        with open('/proc/%d/status' % pid) as status:
+            state = [l for l in status if l.startswith('State:')][0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return 'Z' not in state.split()[1]
+
+
+def proc_status(pid, field):
+    with open('/proc/%d/status' % pid) as status:
+        for line in status:
+            if line.startswith(field + ':'):
+                return line.split(':', 1)[1].strip()
+    return ''
+
+
+def free_pid():
+    """A PID no process has (high, so nothing is likely to take it meanwhile)."""
+    with open('/proc/sys/kernel/pid_max') as pid_max_file:
+        pid = int(pid_max_file.read()) - 7
+    while os.path.exists('/proc/%d' % pid):
+        pid -= 1
+    return pid
+
+
+def images_checksum(img_dir):
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(img_dir)):
+        path = os.path.join(img_dir, name)
+        if not name.endswith('.img') or not os.path.isfile(path):
+            continue
+        digest.update(name.encode() + b'\0')
+        with open(path, 'rb') as img:
+            digest.update(img.read())
+    return digest.hexdigest()
+
+
+class TestRun:
+    """One test: its directories, its process, and the criu commands run on it."""
+
+    def __init__(self, name, desc, use_criu):
+        self.name = name
+        self.desc = desc
+        self.use_criu = use_criu
+        self.out = os.path.join(OUT_DIR, name)
+        self.img = os.path.join(self.out, 'img')
+        self.work = os.path.join(self.out, 'work')
+        self.pidfile = os.path.join(self.out, 'test.pid')
+        self.output = os.path.join(self.out, 'output')
+        self.pid = None  # the test process, while it may exist
+        self.is_child = False  # whether self.pid is ours to waitpid()
+        self.pty_master = None
+        self.pty_slave_path = None
+        self.tty_output = b''
+
+    # --- the test process -------------------------------------------------
+    def start(self):
+        shutil.rmtree(self.out, ignore_errors=True)
+        os.makedirs(self.work)
+        os.makedirs(self.img)
+        prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        if self.desc.get('mode') == 'tty':
+            self.pty_master, slave_fd = pty.openpty()
+            self.pty_slave_path = os.ttyname(slave_fd)
+            os.close(slave_fd)
+        pid = os.fork()
+        if pid == 0:
+            self.exec_test(prog)
+        self.pid, self.is_child = pid, True
+
+    def exec_test(self, prog):
+        """In the forked child: stdio, cwd, then exec; never returns."""
+        try:
+            os.chdir(self.work)
+            if self.pty_slave_path:
+                stdin = stdout = os.open(self.pty_slave_path, os.O_RDWR | os.O_NOCTTY)
+            else:
+                stdin = os.open('/dev/null', os.O_RDONLY)
+                stdout = os.open(self.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(stdin, 0)
+            os.dup2(stdout, 1)
+            os.dup2(stdout, 2)
+            os.closerange(3, 65536)
+            os.execv(prog, [prog, self.pidfile])
+        except OSError as err:
+            os.write(2, ('exec %s: %s\n' % (prog, err)).encode())
+        os._exit(127)
+
+    def wait_ready(self):
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not os.path.exists(self.pidfile):
+            if self.is_child and os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
+                self.pid = None
+                raise TestFailure('exited before it was ready: ' + self.verdict_text())
+            if time.monotonic() > deadline:
+                raise TestFailure('not ready after %d s' % READY_TIMEOUT)
+            time.sleep(0.01)
+
+    def wait_exit(self, timeout=EXIT_TIMEOUT):
+        """Wait for our child self.pid to exit; returns its wait status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.pid = None
+                return status
+            if time.monotonic() > deadline:
+                raise TestFailure('still running %d s after SIGTERM' % timeout)
+            self.drain_pty()
+            time.sleep(0.01)
+
+    def drain_pty(self):
+        """Keep the pty from filling up (the test blocks on a full terminal)."""
+        if self.pty_master is None:
+            return
+        os.set_blocking(self.pty_master, False)
+        try:
+            while True:
+                chunk = os.read(self.pty_master, 4096)
+                if not chunk:
+                    break
+                self.tty_output += chunk
+        except (BlockingIOError, OSError):
+            pass
+
+    def verdict_text(self):
+        self.drain_pty()
+        text = self.tty_output.decode(errors='replace').replace('\r', '')
+        if os.path.exists(self.output):
+            with open(self.output, errors='replace') as output:
+                text += output.read()
+        return text.strip()
+
+    def finish_and_judge(self):
+        """SIGTERM the (restored) test, wait for it, and require its PASS."""
+        os.kill(self.pid, signal.SIGTERM)
+        status = self.wait_exit()
+        text = self.verdict_text()
+        last = text.splitlines()[-1] if text else ''
+        if last != 'PASS' or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            how = ('exit %d' % os.WEXITSTATUS(status) if os.WIFEXITED(status)
+                   else 'killed by signal %d' % os.WTERMSIG(status))
+            raise TestFailure('%s (%s)' % (last or 'no verdict', how), 'restore.log')
+
+    def truncate_output(self):
+        """A second run of the same images expects the output file as it was dumped."""
+        with open(self.output, 'r+b') as output:
+            output.truncate(0)
+
+    def kill_leftovers(self):
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self.is_child:
+                try:
+                    os.waitpid(self.pid, 0)
+                except ChildProcessError:
+                    pass
+            self.pid = None
+        if self.pty_master is not None:
+            os.close(self.pty_master)
+            self.pty_master = None
+
+    # --- criu --------------------------------------------------------------
+    def criu(self, action, args, log=None, stdin=None, expect_ok=True):
+        """Run criu; returns (returncode, stderr text). Fails the test on a timeout."""
+        cmd = [CRIU, action] + args
+        if log:
+            cmd += ['-v4', '-o', log]
+        base = os.path.join(self.out, 'criu-' + action)
+        with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
+            try:
+                proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
+                                      stderr=err, timeout=CRIU_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise TestFailure('criu %s did not finish in %d s' % (action, CRIU_TIMEOUT), log)
+            err.seek(0)
+            stderr = err.read().decode(errors='replace')
+        if expect_ok and proc.returncode != 0:
+            raise TestFailure('criu %s exited %d: %s' % (action, proc.returncode,
+                                                       stderr.strip()[-300:]), log)
+        return proc.returncode, stderr
+
+    def dump(self, extra=()):
+        extra = list(extra) + (['-j'] if self.pty_slave_path else [])
+        self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log')
+        if '-R' in extra:
+            return
+        # the default dump kills the task: reap it so its PID is free for restore
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status):
+            raise TestFailure('after dump the test exited by itself: ' + self.verdict_text(),
+                              'dump.log')
+        self.check_pages_size()
+
+    def check_pages_size(self):
+        limit = self.desc.get('max_pages_bytes')
+        if limit is None:
+            return
+        total = sum(os.path.getsize(os.path.join(self.img, n))
+                    for n in os.listdir(self.img) if n.startswith('pages-'))
+        if total > limit:
+            raise TestFailure('page images hold %d bytes, more than %d: untouched pages '
+                              'were stored' % (total, limit), 'dump.log')
+
+    def restore(self, pid, detach=True):
+        if os.path.exists(self.pidfile):
+            os.unlink(self.pidfile)
+        args = ['-D', self.img, '--pidfile', self.pidfile]
+        stdin = None
+        if detach:
+            args.append('-d')
+        if self.pty_slave_path:
+            args.append('-j')
+            stdin = open(self.pty_slave_path, 'rb+', buffering=0)
+        try:
+            self.criu('restore', args, 'restore.log', stdin=stdin)
+        finally:
+            if stdin:
+                stdin.close()
+        self.expect_restored_pid(pid)
+
+    def expect_restored_pid(self, pid):
+        with open(self.pidfile) as pidfile:
+            restored = int(pidfile.read().split()[0])
+        if restored != pid:
+            self.pid, self.is_child = restored, False
+            raise TestFailure('restored with pid %d, dumped as %d' % (restored, pid),
+                              'restore.log')
+        # criu exited (-d); the task was reparented to us, the subreaper
+        self.pid, self.is_child = pid, True
+
+    def expect_alive_untouched(self, why):
+        if not pid_alive(self.pid):
+            raise TestFailure('%s: the process is gone' % why, 'dump.log')
+        state = proc_status(self.pid, 'State')
+        tracer = proc_status(self.pid, 'TracerPid')
+        if state.startswith(('T', 't')) or tracer != '0':
+            raise TestFailure('%s: the process is left %s, TracerPid %s' % (why, state, tracer),
+                              'dump.log')
+
+    def expect_one_error_line(self, stderr, what, log=None):
+        lines = [l for l in stderr.splitlines() if l.strip()]
+        if len(lines) != 1:
+            raise TestFailure('%s: expected one error line on stderr, got %d: %r'
+                              % (what, len(lines), lines[:5]), log)
+
+    def expect_no_process(self, pid, log):
+        reap_orphans()
+        if pid_alive(pid) or os.path.exists('/proc/%d' % pid):
+            self.pid, self.is_child = pid, False
+            raise TestFailure('pid %d exists after the failed restore' % pid, log)
+
+    def log_tail(self, log):
+        path = os.path.join(self.img, log)
+        if not os.path.exists(path):
+            return []
+        with open(path, errors='replace') as log_file:
+            return log_file.read().splitlines()[-LOG_TAIL_LINES:]
+
+    # --- modes ---------------------------------------------------------------
+    def run(self):
+        mode = self.desc.get('mode', 'default')
+        if mode == 'cli':
+            return self.run_cli()
+        self.start()
+        self.wait_ready()
+        if not self.use_criu:
+            return self.finish_and_judge()
+        getattr(self, 'run_' + mode)()
+
+    def run_default(self):
+        pid = self.pid
+        self.dump()
+        self.restore(pid)
+        self.finish_and_judge()
+
+    run_tty = run_default
+
+    def run_leave_running(self):
+        self.dump(['-R'])
+        self.expect_alive_untouched('after dump -R')
+        self.finish_and_judge()
+
+    def run_twice(self):
+        pid = self.pid
+        self.dump()
+        checksum = images_checksum(self.img)
+        for attempt in ('first', 'second'):
+            self.truncate_output()
+            self.restore(pid)
+            self.finish_and_judge()
+            if images_checksum(self.img) != checksum:
+                raise TestFailure('the %s restore changed the images' % attempt, 'restore.log')
+
+    def run_no_detach(self):
+        pid = self.pid
+        self.dump()
+        os.unlink(self.pidfile)
+        cmd = [CRIU, 'restore', '-D', self.img, '--pidfile', self.pidfile, '-v4', '-o',
+               'restore.log']
+        with open(os.path.join(self.out, 'criu-restore.err'), 'wb') as err:
+            criu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        try:
+            deadline = time.monotonic() + CRIU_TIMEOUT
+            while not os.path.exists(self.pidfile):
+                if criu.poll() is not None:
+                    raise TestFailure('criu restore exited %d before the task was restored'
+                                      % criu.returncode, 'restore.log')
+                if time.monotonic() > deadline:
+                    raise TestFailure('no pidfile from criu restore', 'restore.log')
+                time.sleep(0.01)
+            with open(self.pidfile) as pidfile:
+                self.pid, self.is_child = int(pidfile.read().split()[0]), False
+            if self.pid != pid:
+                raise TestFailure('restored with pid %d, dumped as %d' % (self.pid, pid),
+                                  'restore.log')
+            if criu.poll() is not None:
+                raise TestFailure('criu restore did not stay to wait for the task',
+                                  'restore.log')
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                criu.wait(EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise TestFailure('criu restore still running after the task got SIGTERM',
+                                  'restore.log')
+            self.pid = None
+            text = self.verdict_text()
+            last = text.splitlines()[-1] if text else ''
+            if last != 'PASS':
+                raise TestFailure(last or 'no verdict', 'restore.log')
+            if criu.returncode != 0:
+                raise TestFailure('criu restore exited %d after the task passed'
+                                  % criu.returncode, 'restore.log')
+        finally:
+            if criu.poll() is None:
+                criu.kill()
+                criu.wait()
+
+    def run_dump_fails(self):
+        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img], 'dump.log',
+                                 expect_ok=False)
+        if code == 0:
+            raise TestFailure('dump succeeded but must fail', 'dump.log')
+        self.expect_one_error_line(stderr, 'failed dump', 'dump.log')
+        self.expect_alive_untouched('after the failed dump')
+        self.finish_and_judge()
+
+    def run_restore_fails(self):
+        pid = self.pid
+        self.dump()
+        self.desc['corrupt'](self.img, pid)
+        checksum = images_checksum(self.img)
+        code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile],
+                                 'restore.log', expect_ok=False)
+        if code == 0:
+            self.pid, self.is_child = pid, False
+            raise TestFailure('restore of damaged images succeeded', 'restore.log')
+        self.expect_one_error_line(stderr, 'failed restore', 'restore.log')
+        self.expect_no_process(pid, 'restore.log')
+        if images_checksum(self.img) != checksum:
+            raise TestFailure('the failed restore changed the images', 'restore.log')
+
+    def run_pid_in_use(self):
+        self.dump(['-R'])
+        checksum = images_checksum(self.img)
+        code, stderr = self.criu('restore', ['-D', self.img, '-d'], 'restore.log',
+                                 expect_ok=False)
+        if code == 0:
+            raise TestFailure('restore succeeded while the pid was in use', 'restore.log')
+        self.expect_one_error_line(stderr, 'failed restore', 'restore.log')
+        self.expect_alive_untouched('after the refused restore')
+        if images_checksum(self.img) != checksum:
+            raise TestFailure('the failed restore changed the images', 'restore.log')
+        self.finish_and_judge()
+
+    def run_cli(self):
+        shutil.rmtree(self.out, ignore_errors=True)
+        os.makedirs(self.out)
+        fields = {'out': self.out, 'free_pid': free_pid()}
+        args = [a.format(**fields) for a in self.desc['args']]
+        code, stderr = self.criu(args[0], args[1:], expect_ok=False)
+        if code == 0:
+            raise TestFailure('criu %s succeeded but must fail' % ' '.join(args))
+        self.expect_one_error_line(stderr, 'criu ' + ' '.join(args))
+
+
+def run_one(name, use_criu):
+    test = TestRun(name, dict(TESTS[name]), use_criu)
+    try:
+        test.run()
+    except TestFailure as failure:
+        print('FAIL %s: %s' % (name, failure))
+        for line in test.log_tail(failure.log) if failure.log else []:
+            print('    | ' + line)
+        return False
+    except OSError as err:
+        # e.g. criu said it restored but wrote no pidfile: a failure of this test only
+        print('FAIL %s: %s' % (name, err))
+        return False
+    finally:
+        test.kill_leftovers()
+        reap_orphans()
+    print('PASS %s' % name)
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description='Run zdtm tests against criu/criu.')
+    parser.add_argument('action', choices=['run', 'list'])
+    parser.add_argument('-t', '--test', action='append', default=[],
+                        help='run this test (repeatable)')
+    parser.add_argument('-a', '--all', action='store_true', help='run every test')
+    parser.add_argument('--no-criu', action='store_true',
+                        help='only start, signal and judge the tests (checks the tests)')
+    args = parser.parse_args()
+
+    if args.action == 'list':
+        print('\n'.join(TESTS))
+        return 0
+    names = list(TESTS) if args.all else args.test
+    unknown = [n for n in names if n not in TESTS]
+    if unknown or not names:
+        parser.error('unknown test(s): %s' % ' '.join(unknown) if unknown
+                     else 'give -t NAME or --all')
+    if args.no_criu:
+        names = [n for n in names if TESTS[n].get('mode', 'default') != 'cli']
+    have_flags = cpu_flags()
+    for name in [n for n in names if not set(TESTS[n].get('cpu_flags', [])) <= have_flags]:
+        print('not run (this CPU lacks %s): %s' % (' '.join(TESTS[name]['cpu_flags']), name))
+        names.remove(name)
+
+    # restored tasks are reparented to the nearest subreaper when criu -d exits
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0):
+        print('prctl(PR_SET_CHILD_SUBREAPER): %s' % os.strerror(ctypes.get_errno()))
+        return 1
+    # Ctrl-C and SIGTERM unwind through run_one's cleanup
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+    passed = failed = 0
+    for name in names:
+        if run_one(name, not args.no_criu):
+            passed += 1
+        else:
+            failed += 1
+        sys.stdout.flush()
+    print('%d passed, %d failed' % (passed, failed))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,302 @@
+/*
+ * The zdtm test library: ready/SIGTERM/verdict protocol with test/zdtm.py, byte
+ * patterns, and /proc readers that do not allocate (so they do not change the state
+ * they observe).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zdtmtst.h"
+
+volatile sig_atomic_t test_sigterm_received;
+
+static char pidfile_path[PATH_MAX];
+static char pidfile_tmp_path[PATH_MAX + 8];
+/*
+ * The pidfile's directory, opened at init: tests may chroot or chdir before they are
+ * ready, and the runner's path must still resolve. Closed by test_ready(), because an
+ * open directory fd is not something every dumper supports.
+ */
+static int pidfile_dir_fd = -1;
+static const char *pidfile_name;
+static const char *pidfile_tmp_name;
+
+void test_fail(const char *fmt, ...)
+{
+	va_list args;
+
+	fputs("FAIL: ", stdout);
+	va_start(args, fmt);
+	vfprintf(stdout, fmt, args);
+	va_end(args);
+	fputc('\n', stdout);
+	fflush(stdout);
+	exit(1);
+}
+
+void test_fail_errno(const char *what)
+{
+	test_fail("%s: %s", what, strerror(errno));
+}
+
+void test_pass(void)
+{
+	fputs("PASS\n", stdout);
+	fflush(stdout);
+	exit(0);
+}
+
+static void sigterm_handler(int signo)
+{
+	(void)signo;
+	test_sigterm_received = 1;
+}
+
+void test_init(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = sigterm_handler };
+	sigset_t term_set;
+	char *slash;
+
+	if (argc < 2 || argv[1][0] != '/')
+		test_fail("usage: %s /ABSOLUTE/PIDFILE", argv[0]);
+	if (strlen(argv[1]) >= sizeof(pidfile_path))
+		test_fail("pidfile path too long");
+	strcpy(pidfile_path, argv[1]);
+	snprintf(pidfile_tmp_path, sizeof(pidfile_tmp_path), "%s.tmp", pidfile_path);
+
+	slash = strrchr(pidfile_path, '/');
+	pidfile_name = slash + 1;
+	pidfile_tmp_name = strrchr(pidfile_tmp_path, '/') + 1;
+	*slash = '\0';
+	pidfile_dir_fd = open(slash == pidfile_path ? "/" : pidfile_path, O_PATH | O_DIRECTORY);
+	*slash = '/';
+	if (pidfile_dir_fd < 0)
+		test_fail_errno("open pidfile directory");
+
+	sigemptyset(&term_set);
+	sigaddset(&term_set, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &term_set, NULL))
+		test_fail_errno("block SIGTERM");
+	if (sigaction(SIGTERM, &sa, NULL))
+		test_fail_errno("sigaction(SIGTERM)");
+}
+
+static void write_pidfile_tmp(void)
+{
+	char pid_text[32];
+	int len = snprintf(pid_text, sizeof(pid_text), "%d\n", getpid());
+	int fd = openat(pidfile_dir_fd, pidfile_tmp_name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		test_fail_errno("create pidfile");
+	if (write(fd, pid_text, len) != len)
+		test_fail_errno("write pidfile");
+	if (close(fd))
+		test_fail_errno("close pidfile");
+}
+
+void test_ready_prepare(const char **tmp_path, const char **final_path)
+{
+	write_pidfile_tmp();
+	close(pidfile_dir_fd);
+	pidfile_dir_fd = -1;
+	*tmp_path = pidfile_tmp_path;
+	*final_path = pidfile_path;
+}
+
+void test_ready(void)
+{
+	write_pidfile_tmp();
+	/* rename is atomic: the runner never sees a half-written pidfile */
+	if (renameat(pidfile_dir_fd, pidfile_tmp_name, pidfile_dir_fd, pidfile_name))
+		test_fail_errno("publish pidfile");
+	close(pidfile_dir_fd);
+	pidfile_dir_fd = -1;
+}
+
+void test_wait_sigterm(void)
+{
+	sigset_t wait_mask;
+
+	if (sigprocmask(SIG_BLOCK, NULL, &wait_mask))
+		test_fail_errno("read sigmask");
+	sigdelset(&wait_mask, SIGTERM);
+	while (!test_sigterm_received)
+		sigsuspend(&wait_mask);
+}
+
+/* splitmix64: cheap, and every output bit depends on every input bit */
+static uint64_t pattern_word(uint64_t seed, uint64_t index)
+{
+	uint64_t z = seed + (index + 1) * 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void pattern_fill(void *buf, size_t len, uint64_t seed)
+{
+	unsigned char *bytes = buf;
+	size_t off;
+
+	for (off = 0; off + 8 <= len; off += 8) {
+		uint64_t word = pattern_word(seed, off / 8);
+
+		memcpy(bytes + off, &word, 8);
+	}
+	if (off < len) {
+		uint64_t word = pattern_word(seed, off / 8);
+
+		memcpy(bytes + off, &word, len - off);
+	}
+}
+
+ssize_t pattern_check(const void *buf, size_t len, uint64_t seed)
+{
+	const unsigned char *bytes = buf;
+	size_t off, i;
+
+	for (off = 0; off < len; off += 8) {
+		uint64_t word = pattern_word(seed, off / 8);
+		size_t chunk = len - off < 8 ? len - off : 8;
+
+		if (!memcmp(bytes + off, &word, chunk))
+			continue;
+		for (i = 0; i < chunk; i++)
+			if (bytes[off + i] != ((unsigned char *)&word)[i])
+				return off + i;
+	}
+	return -1;
+}
+
+void pattern_expect(const void *buf, size_t len, uint64_t seed, const char *what)
+{
+	ssize_t bad = pattern_check(buf, len, seed);
+
+	if (bad >= 0)
+		test_fail("%s: byte %zd of %zu differs (at %p)", what, bad, len,
+			  (const char *)buf + bad);
+}
+
+size_t read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	size_t len = 0;
+	ssize_t ret;
+
+	if (fd < 0)
+		test_fail("open %s: %s", path, strerror(errno));
+	while ((ret = read(fd, buf + len, size - 1 - len)) > 0) {
+		len += ret;
+		if (len == size - 1)
+			test_fail("%s does not fit in %zu bytes", path, size);
+	}
+	if (ret < 0)
+		test_fail("read %s: %s", path, strerror(errno));
+	close(fd);
+	buf[len] = '\0';
+	return len;
+}
+
+void write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0)
+		test_fail("create %s: %s", path, strerror(errno));
+	if (write(fd, buf, len) != (ssize_t)len)
+		test_fail("write %s: %s", path, strerror(errno));
+	if (close(fd))
+		test_fail("close %s: %s", path, strerror(errno));
+}
+
+/* Big enough for smaps of a test process (about 1 KiB per VMA) */
+static char proc_buf[1 << 20];
+
+/* The line of a /proc/self/{maps,smaps} header whose range holds addr, or NULL */
+static char *find_vma_header(char *text, const void *addr)
+{
+	unsigned long target = (unsigned long)addr, start, end;
+	char *line = text;
+
+	while (line && *line) {
+		/* smaps has "Key: value" lines between the headers; they do not parse */
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2 && start <= target && target < end)
+			return line;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return NULL;
+}
+
+bool vmflags_has(const char *vmflags, const char *flag)
+{
+	size_t flag_len = strlen(flag);
+
+	for (const char *pos = vmflags; (pos = strstr(pos, flag)); pos += flag_len)
+		if ((pos == vmflags || pos[-1] == ' ') &&
+		    (pos[flag_len] == ' ' || pos[flag_len] == '\0'))
+			return true;
+	return false;
+}
+
+static void copy_line(char *out, size_t size, const char *line)
+{
+	size_t len = strcspn(line, "\n");
+
+	if (len >= size)
+		test_fail("line too long for its buffer: %.40s...", line);
+	memcpy(out, line, len);
+	out[len] = '\0';
+}
+
+void maps_line(const void *addr, char *out, size_t size)
+{
+	char *line;
+
+	read_file("/proc/self/maps", proc_buf, sizeof(proc_buf));
+	line = find_vma_header(proc_buf, addr);
+	if (!line)
+		test_fail("no VMA holds %p in /proc/self/maps", addr);
+	copy_line(out, size, line);
+}
+
+void smaps_vmflags(const void *addr, char *out, size_t size)
+{
+	char *vma, *flags;
+
+	read_file("/proc/self/smaps", proc_buf, sizeof(proc_buf));
+	vma = find_vma_header(proc_buf, addr);
+	if (!vma)
+		test_fail("no VMA holds %p in /proc/self/smaps", addr);
+	flags = strstr(vma, "\nVmFlags:");
+	if (!flags)
+		test_fail("no VmFlags for the VMA at %p", addr);
+	flags += strlen("\nVmFlags:");
+	flags += strspn(flags, " \t");
+	copy_line(out, size, flags);
+}
+
+void status_field(const char *name, char *out, size_t size)
+{
+	char key[64];
+	char *field;
+
+	snprintf(key, sizeof(key), "\n%s:", name);
+	read_file("/proc/self/status", proc_buf, sizeof(proc_buf));
+	field = strstr(proc_buf, key);
+	if (!field)
+		test_fail("no %s in /proc/self/status", name);
+	field += strlen(key);
+	field += strspn(field, " \t");
+	copy_line(out, size, field);
+}

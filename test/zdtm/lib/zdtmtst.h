@@ -1,0 +1,70 @@
+/*
+ * Shared helpers of the zdtm test programs: the ready/SIGTERM/verdict protocol with
+ * the runner, deterministic byte patterns, and small /proc readers.
+ */
+#ifndef ZDTMTST_H
+#define ZDTMTST_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * Protocol: the runner starts "PROG PIDFILE". test_init() blocks SIGTERM (it stays
+ * blocked outside test_wait_sigterm(), so the wait has no lost-wakeup race; tests that
+ * compare their sigmask see it blocked on both sides). test_ready() publishes PIDFILE
+ * atomically; the runner then dumps and restores; test_wait_sigterm() returns once the
+ * runner's SIGTERM arrived; the test checks its state and ends with test_pass() or
+ * test_fail().
+ */
+void test_init(int argc, char **argv);
+void test_ready(void);
+void test_wait_sigterm(void);
+
+/*
+ * For tests that must be inside hand-written code when the dump happens (registers):
+ * writes PIDFILE's temporary twin and returns both absolute paths; the caller renames
+ * tmp to final (rename(2)) when its state is loaded. No fd stays open.
+ */
+void test_ready_prepare(const char **tmp_path, const char **final_path);
+
+/* Set by the SIGTERM handler of test_init(); read it from asm by this name. */
+extern volatile sig_atomic_t test_sigterm_received;
+
+/* Verdicts: print "PASS" or "FAIL: reason" on stdout and exit 0 / 1. */
+void test_pass(void) __attribute__((noreturn));
+void test_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* A setup step failed: "FAIL: <what>: strerror(errno)". */
+void test_fail_errno(const char *what) __attribute__((noreturn));
+
+/*
+ * Deterministic pattern: every byte depends on seed and its offset, so shifted,
+ * swapped or zeroed pages are all caught. pattern_check() returns the offset of the
+ * first wrong byte, or -1 when all of buf matches.
+ */
+void pattern_fill(void *buf, size_t len, uint64_t seed);
+ssize_t pattern_check(const void *buf, size_t len, uint64_t seed);
+/* Checks and fails the test with what and the first bad offset. */
+void pattern_expect(const void *buf, size_t len, uint64_t seed, const char *what);
+
+/*
+ * Read a whole (proc) file into buf with raw read(2), no allocation, so reading
+ * /proc/self/maps does not itself change the address space. NUL-terminated.
+ * Returns the length; fails the test when the file does not fit or cannot be read.
+ */
+size_t read_file(const char *path, char *buf, size_t size);
+/* Write len bytes to a new file (created with mode 0600). */
+void write_file(const char *path, const void *buf, size_t len);
+
+/* The VmFlags of the smaps entry holding addr, into out (a line, no "VmFlags:"). */
+void smaps_vmflags(const void *addr, char *out, size_t size);
+/* Whether a VmFlags line has the two-letter flag as a whole word. */
+bool vmflags_has(const char *vmflags, const char *flag);
+/* The /proc/self/maps line of the VMA holding addr (without newline). */
+void maps_line(const void *addr, char *out, size_t size);
+/* The value of "Name:" in /proc/self/status, trimmed. */
+void status_field(const char *name, char *out, size_t size);
+
+#endif

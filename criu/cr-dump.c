@@ -263,8 +263,10 @@ static int collect_rseq_and_robust_list(struct dump_task *task)
 		task->thread.rseq = &task->rseq;
 	}
 	if (syscall(SYS_get_robust_list, pid, &head, &len)) {
+		int err = errno;
+
 		pr_perror("cannot read the robust list of %d", pid);
-		return -errno;
+		return -err;
 	}
 	task->thread.robust_list = head;
 	task->thread.robust_list_len = len;
@@ -665,8 +667,10 @@ static int write_inventory(pid_t root_pid)
 	int ret;
 
 	if (uname(&uts)) {
+		int err = errno;
+
 		pr_perror("uname");
-		return -errno;
+		return -err;
 	}
 	inv.img_version = IMG_FORMAT_VERSION;
 	inv.root_pid = root_pid;
@@ -689,8 +693,10 @@ static int remove_old_inventory(void)
 
 	snprintf(name, sizeof(name), cr_img_descs[CR_IMG_INVENTORY].fmt, 0UL);
 	if (unlinkat(images_dir_fd, name, 0) && errno != ENOENT) {
+		int err = errno;
+
 		pr_perror("cannot remove the old %s", name);
-		return -errno;
+		return -err;
 	}
 	return 0;
 }

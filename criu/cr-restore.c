@@ -144,7 +144,8 @@ static int read_task_core(pid_t pid, CoreEntry **core)
 
 static void report_failure(int sync_fd, int err)
 {
-	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL, 0, 0 };
+	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL, 0, 0,
+				     log_error_was_shown(), 0 };
 
 	if (write(sync_fd, &report, sizeof(report)) < 0) {
 		/* criu sees the EOF when we exit */
@@ -184,7 +185,8 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	if (images_dir_fd < 0)
 		return images_dir_fd;
 
-	if (prepare_fds(item->pid) || restore_task_fs(item->pid))
+	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
+	if (prepare_fds(item->pid))
 		return -1;
 
 	ret = restorer_jump(&ctx);
@@ -346,12 +348,17 @@ static int wait_task_ready(struct rst_task *task)
 		return -1;
 	}
 	if (report.status) {
-		pr_err("task %d failed to restore: %s\n", task->pid, strerror(-report.status));
+		/* One failure, one line: the task may have said it on our stderr already. */
+		if (report.error_shown)
+			pr_info("task %d failed to restore\n", task->pid);
+		else
+			pr_err("task %d failed to restore: %s (see the log)\n", task->pid,
+			       strerror(-report.status));
 		return -1;
 	}
 	task->region_start = report.region_start;
 	task->region_len = report.region_len;
-	if (wait_task_stop(task, SIGTRAP, "before its release"))
+	if (wait_task_stop(task, SIGSTOP, "before its release"))
 		return -1;
 	task->ready = true;
 	return 0;

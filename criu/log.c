@@ -16,6 +16,7 @@ static int log_level = DEFAULT_LOGLEVEL;
 static struct timespec log_start;
 static const char *log_prefix = "";
 static bool log_echo_errors = true;
+static bool log_error_shown;
 
 int log_init(int dirfd, const char *path, int level)
 {
@@ -57,6 +58,11 @@ void log_set_task_fd(int fd)
 {
 	log_fd = fd;
 	log_echo_errors = false;
+}
+
+bool log_error_was_shown(void)
+{
+	return log_error_shown;
 }
 
 int log_get_level(void)
@@ -111,6 +117,8 @@ void print_on_level(int level, const char *fmt, ...)
 	/* Errors reach the user on stderr, plain messages on stdout, without the timestamp. */
 	if (level == LOG_MSG)
 		log_write(STDOUT_FILENO, buf + hdr, len - hdr);
-	else if (log_echo_errors && (level <= LOG_ERROR || log_fd < 0))
+	else if (log_echo_errors && (level <= LOG_ERROR || log_fd < 0)) {
 		log_write(STDERR_FILENO, buf + hdr, len - hdr);
+		log_error_shown |= level == LOG_ERROR;
+	}
 }

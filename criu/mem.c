@@ -115,9 +115,11 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, vma->start, vma->end);
 	if (stat(path, &st)) {
+		int err = errno;
+
 		pr_perror("task %d: cannot stat the file mapped at %lx-%lx (%s)", pid, vma->start,
 			  vma->end, vma->path);
-		return -errno;
+		return -err;
 	}
 	if (!S_ISREG(st.st_mode) || (vma->vmflags & (VMFLAG_IO | VMFLAG_PFNMAP)))
 		return classify_device(pid, vma);
@@ -197,6 +199,8 @@ static int fill_vma_entry(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 		ve->flags |= MAP_GROWSDOWN;
 	if (vma->vmflags & VMFLAG_LOCKED)
 		ve->status |= VMA_LOCKED;
+	if (vma->vmflags & VMFLAG_ACCOUNT)
+		ve->status |= VMA_ACCOUNT;
 	ve->madv = vma_madv_bits(vma->vmflags);
 	ve->has_madv = ve->madv != 0;
 	pr_debug("task %d: vma %lx-%lx prot %x flags %x status %#x pgoff %lx %s\n", pid,
@@ -442,8 +446,10 @@ static int dump_shared_anon_pages(struct page_writer *pw, const VmaEntry *ve)
 		 (unsigned long)ve->start, (unsigned long)ve->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
+		int err = errno;
+
 		pr_perror("task %d: cannot open shared memory %s", pw->pid, path);
-		return -errno;
+		return -err;
 	}
 	for (data = obj_start; data < obj_end; data = hole) {
 		data = lseek(fd, data, SEEK_DATA);
@@ -486,8 +492,10 @@ static int open_page_writer(struct page_writer *pw, pid_t pid, struct mem_dump_s
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
 	pw->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (pw->mem_fd < 0) {
+		int err = errno;
+
 		pr_perror("cannot open %s", path);
-		return -errno;
+		return -err;
 	}
 	pw->buf = malloc(PAGES_BUF_SIZE);
 	if (!pw->buf) {

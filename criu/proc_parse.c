@@ -2,7 +2,6 @@
  * Parsers of /proc/PID files for the dump: stat, status, limits, auxv, personality,
  * comm, timers, smaps. Each returns 0 or -errno and logs what it could not parse.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,8 +23,13 @@ static FILE *open_proc_file(pid_t pid, const char *name)
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
 	f = fopen(path, "re");
-	if (!f)
+	if (!f) {
+		int err = errno;
+
 		pr_perror("cannot open %s", path);
+		/* Callers return -errno: keep the fopen() error past the logging. */
+		errno = err;
+	}
 	return f;
 }
 
@@ -285,8 +289,10 @@ int parse_pid_auxv(pid_t pid, uint64_t *words, unsigned int *nr_words)
 	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
+		int err = errno;
+
 		pr_perror("cannot open %s", path);
-		return -errno;
+		return -err;
 	}
 	len = read(fd, words, PROC_AUXV_MAX_WORDS * sizeof(*words));
 	if (len < 0) {
@@ -333,32 +339,6 @@ int parse_pid_comm(pid_t pid, char *comm, size_t size)
 		return len;
 	if (len > 0 && comm[len - 1] == '\n')
 		comm[len - 1] = '\0';
-	return 0;
-}
-
-int count_pid_threads(pid_t pid, int *nr_threads)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *dir;
-	int nr = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	if (!dir) {
-		int err = errno;
-
-		if (err == ENOENT)
-			pr_err("no process with pid %d\n", pid);
-		else
-			pr_err("cannot open %s: %s\n", path, strerror(err));
-		return -err;
-	}
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			nr++;
-	closedir(dir);
-	*nr_threads = nr;
 	return 0;
 }
 
@@ -452,7 +432,7 @@ static const struct {
 	{ "pf", VMFLAG_PFNMAP },	{ "mw", VMFLAG_MAYWRITE },   { "dc", VMFLAG_DONTFORK },
 	{ "dd", VMFLAG_DONTDUMP },	{ "hg", VMFLAG_HUGEPAGE },   { "nh", VMFLAG_NOHUGEPAGE },
 	{ "rr", VMFLAG_RANDOM },	{ "sr", VMFLAG_SEQUENTIAL }, { "wf", VMFLAG_WIPEONFORK },
-	{ "mg", VMFLAG_MERGEABLE },	{ "sh", VMFLAG_SHARED },
+	{ "mg", VMFLAG_MERGEABLE },	{ "sh", VMFLAG_SHARED },     { "ac", VMFLAG_ACCOUNT },
 };
 
 static uint32_t parse_vmflags(const char *list)

@@ -583,6 +583,20 @@ static int map_region(struct rst_plan *plan, const struct rst_task_ctx *ctx, uin
 
 /* ---- the args block ---- */
 
+/* Whether any stored page falls into the VMA (runs are sorted by address). */
+static bool vma_has_pages(const struct task_pages *pages, const VmaEntry *vma)
+{
+	for (unsigned int i = 0; i < pages->nr_runs; i++) {
+		const struct page_run *run = &pages->runs[i];
+
+		if (run->vaddr >= vma->end)
+			break;
+		if (run->vaddr + run->len > vma->start)
+			return true;
+	}
+	return false;
+}
+
 static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst_vma *out)
 {
 	size_t i;
@@ -599,7 +613,8 @@ static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst
 			.madv = vma->has_madv ? vma->madv : 0,
 			.prot = vma->prot,
 			.flags = vma->flags,
-			.status = vma->status,
+			.status = vma->status |
+				  (vma_has_pages(&plan->pages, vma) ? RST_VMA_HAS_PAGES : 0),
 			.fd = plan->vma_fds[i],
 		};
 	}
@@ -892,6 +907,9 @@ int restorer_jump(struct rst_task_ctx *ctx)
 		ret = map_region(&plan, ctx, &region);
 	if (!ret)
 		ret = fill_args(&plan, ctx, region, &args);
+	/* cwd and root last: once chrooted, the paths used above (/proc, files) would not resolve. */
+	if (!ret)
+		ret = restore_task_fs(ctx->pid);
 	if (!ret)
 		ret = unregister_own_rseq();
 	if (ret)

@@ -6,6 +6,7 @@
 #define CR_LOG_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 enum {
@@ -22,6 +23,8 @@ int log_init(int dirfd, const char *path, int level);
 void log_fini(void);
 int log_get_fd(void);
 void log_set_task_fd(int fd);
+/* Whether an error line already reached the user on stderr. */
+bool log_error_was_shown(void);
 int log_get_level(void);
 void log_set_prefix(const char *prefix);
 void print_on_level(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,6 @@
 /*
  * Parsers of /proc/PID files: stat, status, limits, auxv, personality, comm, timers,
- * smaps (VMAs with their VmFlags) and the task list.
+ * smaps (VMAs with their VmFlags).
  */
 #ifndef CR_PROC_PARSE_H
 #define CR_PROC_PARSE_H
@@ -50,7 +50,6 @@ int parse_pid_auxv(pid_t pid, uint64_t *words, unsigned int *nr_words);
 int parse_pid_personality(pid_t pid, uint32_t *personality);
 /* comm is TASK_COMM_LEN (16) bytes in the kernel. */
 int parse_pid_comm(pid_t pid, char *comm, size_t size);
-int count_pid_threads(pid_t pid, int *nr_threads);
 
 /* One POSIX timer from /proc/PID/timers. */
 struct proc_posix_timer {
@@ -78,6 +77,7 @@ int parse_pid_timers(pid_t pid, struct proc_posix_timer **timers, unsigned int *
 #define VMFLAG_WIPEONFORK (1u << 11) /* wf */
 #define VMFLAG_MERGEABLE (1u << 12) /* mg */
 #define VMFLAG_SHARED (1u << 13) /* sh */
+#define VMFLAG_ACCOUNT (1u << 14) /* ac: VM_ACCOUNT, the mapping was once writable and private */
 
 /* One line of /proc/PID/smaps with its VmFlags. */
 struct proc_vma {

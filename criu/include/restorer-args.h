@@ -20,6 +20,9 @@ struct rst_report {
 	/* The region the blob runs in: criu unmaps it once the task has left it. */
 	uint64_t region_start;
 	uint64_t region_len;
+	/* The task already printed its error on criu's stderr: criu need not repeat it. */
+	uint32_t error_shown;
+	uint32_t pad;
 };
 
 #define RST_ARGS_MAGIC 0x52535441u /* "RSTA": the blob checks it came from this criu */
@@ -31,6 +34,9 @@ struct rst_report {
 #define RST_MAIN_STACK_SIZE (128u << 10)
 
 /* One VMA to recreate (VMA_AREA_REGULAR ones only). */
+/* rst_vma.status bit beside the VMA_* ones: stored pages must be read into this VMA. */
+#define RST_VMA_HAS_PAGES (1u << 31)
+
 struct rst_vma {
 	uint64_t start;
 	uint64_t end;

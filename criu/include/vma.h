@@ -15,6 +15,12 @@
 #define VMA_AREA_VSYSCALL (1u << 10) /* not restored: the kernel provides it */
 #define VMA_LOCKED (1u << 11) /* mlock()ed (VmFlags "lo") */
 #define VMA_DEVICE (1u << 12) /* backed by a device object a plugin owns */
+/*
+ * VmFlags "ac": VM_ACCOUNT, set on private mappings that were ever writable. The kernel
+ * does not merge neighbours that differ in it, so restore must give it to exactly the
+ * VMAs that had it, or /proc/PID/maps comes back with merged lines.
+ */
+#define VMA_ACCOUNT (1u << 13)
 
 /* madvise state visible in VmFlags, restored by madvise() */
 #define VMA_MADV_DONTFORK (1u << 0) /* "dc" */

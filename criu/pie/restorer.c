@@ -70,7 +70,7 @@ struct rst_sigframe {
 
 static __attribute__((noreturn)) void fail(struct rst_args *a, long err)
 {
-	struct rst_report report = { RST_REPORT_MAGIC, (int32_t)err, a->region_start, a->region_len };
+	struct rst_report report = { RST_REPORT_MAGIC, (int32_t)err, a->region_start, a->region_len, 0, 0 };
 
 	sys_write(a->sync_fd, &report, sizeof(report));
 	sys_exit_group(1);
@@ -165,10 +165,20 @@ static long move_specials(struct rst_args *a)
 
 /* ---- 3. map every VMA ---- */
 
-/* Shared file mappings hold no stored pages and may sit on a read-only fd: map as is. */
+/*
+ * Which VMAs are mapped writable while their pages are read in. Only those with
+ * VM_ACCOUNT (private and once writable: where stored pages live) and shared anonymous
+ * memory: adding PROT_WRITE to any other private VMA would give it VM_ACCOUNT, and the
+ * kernel would then merge it with a neighbour it stood apart from at dump time.
+ */
 static int vma_is_filled(const struct rst_vma *vma)
 {
-	return !(vma->status & VMA_FILE_SHARED);
+	/*
+	 * A VMA without VM_ACCOUNT holding stored pages (a ptrace poke COW'ed them) must be
+	 * writable too; it then may merge with a neighbour, which the dump side avoids by
+	 * not storing pages equal to the file.
+	 */
+	return (vma->status & (VMA_ACCOUNT | VMA_ANON_SHARED | RST_VMA_HAS_PAGES)) != 0;
 }
 
 static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
@@ -715,14 +725,14 @@ static long restore_post_creds(struct rst_args *a)
 /* ---- 11. report, wait for criu's release, become the program ---- */
 
 /*
- * criu traces the task from its creation. The trap stops the task here until criu has
+ * criu traces the task from its creation. The stop parks the task here until criu has
  * run RESUME_DEVICES_LATE for every task; criu then lets it go on to rt_sigreturn and
  * unmaps this region once the task has left it (the blob cannot unmap the code it
  * runs). If criu dies, PTRACE_O_EXITKILL kills the task: it never runs half restored.
  */
 static long report_and_stop(struct rst_args *a)
 {
-	struct rst_report report = { RST_REPORT_MAGIC, 0, a->region_start, a->region_len };
+	struct rst_report report = { RST_REPORT_MAGIC, 0, a->region_start, a->region_len, 0, 0 };
 	long ret;
 
 	pr_info(a, "restored; waiting for criu to release the task");
@@ -731,8 +741,14 @@ static long report_and_stop(struct rst_args *a)
 		pr_err(a, "report to criu: %ld", ret);
 		return ret < 0 ? ret : -EIO;
 	}
-	asm volatile("int3" ::: "memory");
-	return 0;
+	/*
+	 * SIGSTOP, not int3: a trap with SIGTRAP blocked makes the kernel reset the
+	 * program's SIGTRAP handler to SIG_DFL; SIGSTOP touches no handler.
+	 */
+	ret = sys_kill(a->pid, SIGSTOP);
+	if (ret)
+		pr_err(a, "cannot stop for criu: %ld", ret);
+	return ret;
 }
 
 static void build_sigframe(struct rst_args *a, struct rst_sigframe *frame)

@@ -121,6 +121,22 @@ static int count_fds(pid_t pid)
 	return count;
 }
 
+/* Connections closed by earlier tests are torn down by daemon threads: wait until stable. */
+static int settled_fd_count(pid_t pid)
+{
+	int count = count_fds(pid), stable = 0;
+
+	for (int i = 0; i < 200 && stable < 5; i++) {
+		int now;
+
+		usleep(10000);
+		now = count_fds(pid);
+		stable = now == count ? stable + 1 : 0;
+		count = now;
+	}
+	return count;
+}
+
 /* The daemon frees a dead client's state on its own thread: give it a moment. */
 static uint64_t vram_used_settled(struct kfdemu_conn *conn, uint64_t expected)
 {
@@ -800,7 +816,7 @@ static int test_protocol_errors(void)
 {
 	struct kfdemu_frame frame = hello_frame(1);
 	char bytes[sizeof(frame) + sizeof(struct kfdemu_hello)] = {};
-	int before = count_fds(main_emu.pid);
+	int before = settled_fd_count(main_emu.pid);
 	int sock, passed[4];
 	char cbuf[CMSG_SPACE(sizeof(passed))];
 	struct iovec iov;
@@ -844,9 +860,7 @@ static int test_protocol_errors(void)
 	usleep(100000);
 	close(sock);
 
-	for (int i = 0; i < 100 && count_fds(main_emu.pid) != before; i++)
-		usleep(10000);
-	CHECK(count_fds(main_emu.pid) == before, "daemon fds %d, before %d", count_fds(main_emu.pid),
+	CHECK(settled_fd_count(main_emu.pid) == before, "daemon fds %d, before %d", count_fds(main_emu.pid),
 	      before);
 	CHECK(daemon_alive(&main_emu), "daemon died");
 	return 0;
@@ -921,7 +935,7 @@ static int run_dying_child(void (*body)(void))
 static int test_clients_dying_mid_command(void)
 {
 	struct app_spec spec = { .nr_bos = 300, .bo_size = PAGE };
-	int before = count_fds(main_emu.pid);
+	int before = settled_fd_count(main_emu.pid);
 	struct kfd_ioctl_criu_args args = { .op = KFD_CRIU_OP_UNPAUSE };
 	struct kfdemu_conn *conn;
 	uint64_t sock_ino, *handles = NULL;
@@ -950,9 +964,7 @@ static int test_clients_dying_mid_command(void)
 	kill_and_reap(app);
 	CHECK(vram_used_settled(conn, 0) == 0, "dead clients' VRAM freed");
 	kfdemu_close(conn);
-	for (int i = 0; i < 200 && count_fds(main_emu.pid) != before; i++)
-		usleep(10000);
-	CHECK(count_fds(main_emu.pid) == before, "daemon fds %d, before %d", count_fds(main_emu.pid),
+	CHECK(settled_fd_count(main_emu.pid) == before, "daemon fds %d, before %d", count_fds(main_emu.pid),
 	      before);
 	return 0;
 }

@@ -11,7 +11,7 @@
 
 #include "emu.h"
 
-#define EMU_VENDOR_AMD 0x1002
+#define EMU_VENDOR_AMD 0x1002U
 #define EMU_RENDER_MINOR_BASE 128
 
 /* Build a path; topology paths are short, an overlong --topology is refused. */

@@ -609,13 +609,15 @@ static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst
 		*out++ = (struct rst_vma){
 			.start = vma->start,
 			.end = vma->end,
-			.pgoff = plan->vma_fds[i] >= 0 ? vma->pgoff : 0,
+			/* Offsets matter for files and for aliases of shared anonymous memory. */
+			.pgoff = (plan->vma_fds[i] >= 0 || (vma->status & VMA_ANON_SHARED)) ? vma->pgoff : 0,
 			.madv = vma->has_madv ? vma->madv : 0,
 			.prot = vma->prot,
 			.flags = vma->flags,
 			.status = vma->status |
 				  (vma_has_pages(&plan->pages, vma) ? RST_VMA_HAS_PAGES : 0),
 			.fd = plan->vma_fds[i],
+			.shmid = vma->has_shmid ? vma->shmid : 0,
 		};
 	}
 }

@@ -46,6 +46,7 @@ struct rst_vma {
 	uint32_t flags; /* MAP_* as mmap() takes them */
 	uint32_t status; /* VMA_* */
 	int32_t fd; /* the mapped file, -1 for anonymous memory */
+	uint64_t shmid; /* shared anonymous memory: VMAs with one shmid share their pages */
 };
 
 /* A special mapping ([vvar], [vvar_vclock], [vdso]): where it is now, where it goes. */

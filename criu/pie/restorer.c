@@ -207,15 +207,46 @@ static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
 	return 0;
 }
 
+/*
+ * An earlier VMA of the same shared anonymous object that covers this one's offsets:
+ * mremap() with old_size 0 then maps the same pages again, as the task had them.
+ */
+static const struct rst_vma *shared_anon_twin(struct rst_args *a, const struct rst_vma *vma)
+{
+	const struct rst_vma *vmas = (const struct rst_vma *)a->vmas;
+	uint64_t len = vma->end - vma->start;
+
+	if (!(vma->status & VMA_ANON_SHARED) || !vma->shmid)
+		return 0;
+	for (const struct rst_vma *twin = vmas; twin < vma; twin++) {
+		if ((twin->status & VMA_ANON_SHARED) && twin->shmid == vma->shmid &&
+		    twin->pgoff <= vma->pgoff && vma->pgoff + len <= twin->pgoff + (twin->end - twin->start))
+			return twin;
+	}
+	return 0;
+}
+
 static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 {
+	const struct rst_vma *twin = shared_anon_twin(a, vma);
 	uint32_t prot = vma->prot;
 	long addr;
+
+	if (twin) {
+		addr = sys_mremap(twin->start + (vma->pgoff - twin->pgoff), 0, vma->end - vma->start,
+				  MREMAP_MAYMOVE | MREMAP_FIXED, vma->start);
+		if (addr != (long)vma->start) {
+			pr_err(a, "share vma %lx-%lx with %lx: %ld", vma->start, vma->end, twin->start, addr);
+			return addr < 0 ? addr : -EINVAL;
+		}
+		pr_debug(a, "mapped %lx-%lx as an alias of %lx", vma->start, vma->end, twin->start);
+		return apply_madvise(a, vma);
+	}
 
 	if (vma_is_filled(vma))
 		prot |= PROT_READ | PROT_WRITE;
 	addr = sys_mmap(vma->start, vma->end - vma->start, prot, vma->flags | MAP_FIXED_NOREPLACE, vma->fd,
-			vma->pgoff);
+			vma->fd >= 0 ? vma->pgoff : 0);
 	if (addr != (long)vma->start) {
 		pr_err(a, "map vma %lx-%lx prot %x flags %x fd %d: %ld", vma->start, vma->end, vma->prot,
 		       vma->flags, vma->fd, addr);

@@ -24,6 +24,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "plugin.h"
 #include "proc_parse.h"
 #include "pstree.h"
 #include "core.pb-c.h"
@@ -677,7 +678,10 @@ static int write_inventory(pid_t root_pid)
 	inv.kernel_release = uts.release;
 	inv.has_page_size = true;
 	inv.page_size = sysconf(_SC_PAGESIZE);
-	/* Plugins: cr_plugins_to_inventory(&inv) records the plugins this dump needs. */
+	/* Restore refuses these images without the plugins that took objects here. */
+	ret = cr_plugins_to_inventory(&inv);
+	if (ret)
+		return ret;
 	img = open_image(CR_IMG_INVENTORY, O_WRONLY, 0);
 	if (!img)
 		return -EIO;
@@ -699,6 +703,20 @@ static int remove_old_inventory(void)
 		return -err;
 	}
 	return 0;
+}
+
+/*
+ * Devices first, before any of the task's state is read: a plugin must quiesce a device
+ * (stop its queues) before criu looks at the memory the device writes into.
+ */
+static int checkpoint_devices(pid_t pid)
+{
+	int ret = run_plugins(PAUSE_DEVICES, pid);
+
+	/* -ENOTSUP: no plugin has a device in this task, nothing to do. */
+	if (ret >= 0 || ret == -ENOTSUP)
+		ret = run_plugins(CHECKPOINT_DEVICES, pid);
+	return ret >= 0 || ret == -ENOTSUP ? 0 : ret;
 }
 
 static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
@@ -790,6 +808,10 @@ int cr_dump_tasks(pid_t pid)
 
 	pr_info("Dumping process %d\n", pid);
 	clock_gettime(CLOCK_MONOTONIC, &stats.start);
+	/* Before touching the task: a plugin that fails to load leaves it as it was. */
+	ret = cr_plugin_init(CR_PLUGIN_STAGE__DUMP);
+	if (ret)
+		return -1;
 	ret = remove_old_inventory();
 	if (ret)
 		goto out;
@@ -804,10 +826,10 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		goto out;
 
-	/*
-	 * 2. Devices: PAUSE_DEVICES then CHECKPOINT_DEVICES for each task go here, once
-	 * the whole tree is seized and before any of its state is read.
-	 */
+	/* 2. Devices: once the whole tree is seized and before any of its state is read. */
+	ret = checkpoint_devices(pid);
+	if (ret)
+		goto out;
 
 	/* 3. Task state. */
 	ret = collect_task_state(&task);
@@ -838,10 +860,16 @@ int cr_dump_tasks(pid_t pid)
 	ret = files_dump_fini();
 	if (ret)
 		goto out;
+	/* Plugins may still add images; inventory.img, written last, seals the dump. */
+	ret = run_plugins(DUMP_DEVICES_LATE, pid);
+	if (ret)
+		goto out;
 	ret = write_inventory(pid);
 out:
 	if (files_open)
 		files_dump_fini();
+	/* Before the task runs again: on failure plugins resume the devices they paused. */
+	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
 	/* 7. Kill the task (or resume it with --leave-running); resume it on failure. */
 	release_task(&task, ret == 0);
 	if (!ret)

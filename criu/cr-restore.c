@@ -23,10 +23,12 @@
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
+#include "fdstore.h"
 #include "files.h"
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "plugin.h"
 #include "pstree.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
@@ -56,24 +58,47 @@ static double now_secs(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Kept until the end: the plugins it names are checked once they are loaded. */
+static InventoryEntry *inventory;
+
 static int read_inventory(void)
 {
 	struct cr_img *img = open_image(CR_IMG_INVENTORY, O_RDONLY, 0);
-	InventoryEntry *inv;
 	int ret;
 
 	if (!img)
 		return -1;
-	ret = pb_read_one_required(img, (void **)&inv);
-	if (!ret && inv->img_version != IMG_FORMAT_VERSION) {
+	ret = pb_read_one_required(img, (void **)&inventory);
+	if (!ret && inventory->img_version != IMG_FORMAT_VERSION) {
 		pr_err("inventory: images have version %u, this criu restores version %u\n",
-		       inv->img_version, IMG_FORMAT_VERSION);
+		       inventory->img_version, IMG_FORMAT_VERSION);
 		ret = -1;
 	}
-	if (!ret)
-		pb_free(img, inv);
 	close_image(img);
 	return ret ? -1 : 0;
+}
+
+/*
+ * fdstore before the plugins: a plugin's init may park fds there (DESIGN.md §4), and
+ * both before forking, so the tasks inherit the store and the loaded plugins.
+ */
+static int prepare_plugins(void)
+{
+	if (fdstore_init() || cr_plugin_init(CR_PLUGIN_STAGE__RESTORE))
+		return -1;
+	if (cr_plugins_check_inventory(inventory)) {
+		cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, -ENOENT);
+		return -1;
+	}
+	return 0;
+}
+
+/* The join point for devices restored in the background: errors surface here. */
+static int resume_devices(struct rst_task *task)
+{
+	int ret = run_plugins(RESUME_DEVICES_LATE, task->pid);
+
+	return ret >= 0 || ret == -ENOTSUP ? 0 : -1;
 }
 
 /* clone3(set_tid) needs the pid free; say so plainly instead of failing with EEXIST later. */
@@ -500,8 +525,12 @@ int cr_restore_tasks(void)
 	sigset_t all, old;
 	int ret = -1;
 
-	if (read_inventory() || pstree_read() || check_pid_free(root_item->pid) || files_collect())
+	if (read_inventory() || pstree_read() || check_pid_free(root_item->pid) || files_collect() ||
+	    prepare_plugins()) {
+		pb_free(NULL, inventory);
+		inventory = NULL;
 		return -1;
+	}
 
 	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
 	sigfillset(&all);
@@ -513,11 +542,17 @@ int cr_restore_tasks(void)
 	if (fork_task(&root_task))
 		goto out;
 	t_forked = now_secs();
+	/* Before waiting: plugins start work here that overlaps the tasks' own restore. */
+	if (run_plugins(POST_FORKING))
+		goto out;
 
 	if (wait_task_ready(&root_task))
 		goto out;
 	t_ready = now_secs();
 
+	/* The task is parked in the restorer and runs none of its own code before this. */
+	if (resume_devices(&root_task))
+		goto out;
 	if (release_task(&root_task))
 		goto out;
 	if (write_pidfile(root_task.pid))
@@ -530,10 +565,14 @@ int cr_restore_tasks(void)
 	pr_info("Restore finished successfully. Tasks resumed.\n");
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (ret) {
+	if (ret)
 		kill_created_tasks();
+	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
+	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret);
+	pb_free(NULL, inventory);
+	inventory = NULL;
+	if (ret)
 		return -1;
-	}
 	if (!opts.restore_detach && !opts.restore_sibling)
 		return wait_root_task(root_task.pid);
 	return 0;

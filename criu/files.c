@@ -20,6 +20,7 @@
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
+	&ext_fdtype_ops, /* last: it owns everything */
 };
 
 #define NR_FDTYPE_OPS (sizeof(fdtype_ops_table) / sizeof(fdtype_ops_table[0]))
@@ -134,36 +135,14 @@ static int fill_fd_parms(pid_t pid, int fd, struct fd_parms *p)
 	return read_fdinfo_fields(p);
 }
 
-/* Kinds that later issues will add, named so the refusal says what the fd is. */
-static const char *unsupported_kind(const struct fd_parms *p)
-{
-	if (S_ISSOCK(p->st.st_mode))
-		return "sockets are";
-	if (S_ISFIFO(p->st.st_mode))
-		return "pipes and FIFOs are";
-	if (!strncmp(p->link, "anon_inode:", 11))
-		return "anonymous-inode files (eventfd, epoll, signalfd, timerfd, ...) are";
-	if (S_ISCHR(p->st.st_mode))
-		return "this character device is";
-	if (S_ISBLK(p->st.st_mode))
-		return "block devices are";
-	if (p->st.st_nlink == 0)
-		return "deleted files of this type are";
-	return "files of this type are";
-}
-
+/* The last kind, ext, owns every fd: what no core kind takes goes to the plugins. */
 static const struct fdtype_ops *ops_owning(const struct fd_parms *p)
 {
-	for (size_t i = 0; i < NR_FDTYPE_OPS; i++)
-		if (fdtype_ops_table[i]->owns(p))
-			return fdtype_ops_table[i];
-	if (S_ISCHR(p->st.st_mode) || S_ISBLK(p->st.st_mode))
-		pr_err("fd %d of task %d (%s, device %u:%u): %s not supported\n", p->fd, p->pid,
-		       p->link, major(p->st.st_rdev), minor(p->st.st_rdev), unsupported_kind(p));
-	else
-		pr_err("fd %d of task %d (%s): %s not supported\n", p->fd, p->pid, p->link,
-		       unsupported_kind(p));
-	return NULL;
+	size_t i = 0;
+
+	while (!fdtype_ops_table[i]->owns(p))
+		i++;
+	return fdtype_ops_table[i];
 }
 
 static int kcmp_files(pid_t pid1, int fd1, pid_t pid2, int fd2)
@@ -224,8 +203,6 @@ static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
 	if (ret)
 		return ret;
 	ops = ops_owning(&p);
-	if (!ops)
-		return -ENOTSUP;
 
 	id = find_dumped_desc(&p);
 	if (id < 0)

@@ -9,7 +9,9 @@ CRIU="$SRC_DIR/criu/criu"
 COUNTER="$SRC_DIR/test/demo/counter"
 MEM_MIB=64
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Step titles in bold on a terminal, plain in a log.
+if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD='' PLAIN=''; fi
+step() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 say() { printf '   %s\n' "$*"; }
 die() { printf 'demo: FAILED: %s\n' "$*" >&2; exit 1; }
 # Poll instead of sleeping blind: the counter prints every 0.5 s.

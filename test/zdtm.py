@@ -5,6 +5,7 @@
 import argparse
 import ctypes
 import hashlib
+import json
 import os
 import pty
 import shutil
@@ -18,6 +19,10 @@ ROOT_DIR = os.path.dirname(TEST_DIR)
 CRIU = os.path.join(ROOT_DIR, 'criu', 'criu')
 BIN_DIR = os.path.join(TEST_DIR, 'bin')
 OUT_DIR = os.path.join(TEST_DIR, 'out')
+PLUGINS_DIR = os.path.join(TEST_DIR, 'plugins')
+# lib/: test_trace (10), test_fail (20), testdev (30); lib-notestdev/: the first two.
+PLUGIN_LIB = os.path.join(PLUGINS_DIR, 'lib')
+PLUGIN_LIB_NO_TESTDEV = os.path.join(PLUGINS_DIR, 'lib-notestdev')
 
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
@@ -52,6 +57,13 @@ def truncate_mm_image(img_dir, pid):
 #   restore_fails  dump, damage the images with 'corrupt', restore must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr
+#   plugin_round_trip      test/plugins/plugin_dev dumped and restored with the test
+#                          plugins (-L), then the trace/images/log check named by 'check'
+#   plugin_dump_fails      test_fail fails at hook 'fail': dump fails naming it, the
+#                          process runs on untouched, plugins got exit(ret != 0)
+#   plugin_restore_fails   restore fails (test_fail at 'fail', or plugins from 'libdir'):
+#                          error names 'names', nothing left, images unchanged; then a
+#                          clean restore must still work
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 TESTS = {
@@ -107,7 +119,21 @@ TESTS = {
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
+    'plugin_hook_order_and_pids': {'mode': 'plugin_round_trip', 'check': 'hook_order'},
+    'plugin_enotsup_chaining': {'mode': 'plugin_round_trip', 'check': 'enotsup_chain'},
+    'plugin_fdstore_worker_exchange': {'mode': 'plugin_round_trip',
+                                       'check': 'fdstore_exchange'},
+    'plugin_resume_devices_late_before_run': {'mode': 'plugin_round_trip'},
+    'plugin_missing_at_restore': {'mode': 'plugin_restore_fails',
+                                  'libdir': PLUGIN_LIB_NO_TESTDEV, 'names': 'testdev'},
 }
+for _hook in ('INIT', 'PAUSE_DEVICES', 'CHECKPOINT_DEVICES', 'DUMP_EXT_FILE',
+              'DUMP_DEVICES_LATE'):
+    TESTS['plugin_dump_fails_at_' + _hook] = {'mode': 'plugin_dump_fails', 'fail': _hook}
+for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE',
+              'RESUME_DEVICES_LATE'):
+    TESTS['plugin_restore_fails_at_' + _hook] = {'mode': 'plugin_restore_fails',
+                                                 'fail': _hook, 'names': 'test_fail'}
 
 
 class TestFailure(Exception):
@@ -192,13 +218,18 @@ class TestRun:
         self.pty_master = None
         self.pty_slave_path = None
         self.tty_output = b''
+        self.criu_env = {}  # extra environment of the criu commands
+        self.trace = os.path.join(self.out, 'trace')  # written by the test_trace plugin
 
     # --- the test process -------------------------------------------------
     def start(self):
         shutil.rmtree(self.out, ignore_errors=True)
         os.makedirs(self.work)
         os.makedirs(self.img)
-        prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        if self.desc.get('mode', '').startswith('plugin_'):
+            prog = os.path.join(PLUGINS_DIR, 'plugin_dev')
+        else:
+            prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
         if self.desc.get('mode') == 'tty':
             self.pty_master, slave_fd = pty.openpty()
             self.pty_slave_path = os.ttyname(slave_fd)
@@ -221,7 +252,11 @@ class TestRun:
             os.dup2(stdout, 1)
             os.dup2(stdout, 2)
             os.closerange(3, 65536)
-            os.execv(prog, [prog, self.pidfile])
+            # plugin_dev: a failed dump never restores it, so no flag is to come
+            env = dict(os.environ)
+            if self.desc.get('mode') == 'plugin_dump_fails':
+                env['TESTDEV_EXPECT_FLAG'] = '0'
+            os.execve(prog, [prog, self.pidfile], env)
         except OSError as err:
             os.write(2, ('exec %s: %s\n' % (prog, err)).encode())
         os._exit(127)
@@ -313,7 +348,8 @@ class TestRun:
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
-                                      stderr=err, timeout=CRIU_TIMEOUT)
+                                      stderr=err, timeout=CRIU_TIMEOUT,
+                                      env=dict(os.environ, **self.criu_env))
             except subprocess.TimeoutExpired:
                 raise TestFailure('criu %s did not finish in %d s' % (action, CRIU_TIMEOUT), log)
             err.seek(0)
@@ -345,10 +381,10 @@ class TestRun:
             raise TestFailure('page images hold %d bytes, more than %d: untouched pages '
                               'were stored' % (total, limit), 'dump.log')
 
-    def restore(self, pid, detach=True):
+    def restore(self, pid, detach=True, extra=()):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
-        args = ['-D', self.img, '--pidfile', self.pidfile]
+        args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
         stdin = None
         if detach:
             args.append('-d')
@@ -525,6 +561,166 @@ class TestRun:
         if code == 0:
             raise TestFailure('criu %s succeeded but must fail' % ' '.join(args))
         self.expect_one_error_line(stderr, 'criu ' + ' '.join(args))
+
+
+    # --- plugins (test/plugins) ------------------------------------------------
+    def plugin_env(self, fail=None):
+        self.criu_env = {'CRIU_TEST_TRACE': self.trace,
+                         'CRIU_TESTDEV_ADDRS': self.pidfile + '.addrs'}
+        if fail:
+            self.criu_env['CRIU_TEST_FAIL'] = fail
+
+    def take_trace(self):
+        """[(pid, event)] the test_trace plugin wrote since the last call."""
+        if not os.path.exists(self.trace):
+            return []
+        with open(self.trace) as trace:
+            lines = trace.read().splitlines()
+        os.unlink(self.trace)
+        events = []
+        for line in lines:
+            pid, event = line.split(' ', 1)
+            events.append((int(pid[len('pid='):]), event))
+        return events
+
+    def expect_trace(self, events, criu_expected, task_expected, what, log):
+        """criu's events (pid of its INIT) and the task's, each exactly in this order."""
+        criu_pid = events[0][0] if events else None
+        criu_events = [e for p, e in events if p == criu_pid]
+        task_events = [e for p, e in events if p == self.pid_dumped]
+        stray = [(p, e) for p, e in events if p not in (criu_pid, self.pid_dumped)]
+        if (criu_pid == self.pid_dumped or stray or criu_events != criu_expected or
+                task_events != task_expected):
+            raise TestFailure('%s: hooks ran as %r; expected criu: %r, task %d: %r' %
+                              (what, events, criu_expected, self.pid_dumped, task_expected),
+                              log)
+        return criu_pid
+
+    def plugin_dump(self):
+        self.pid_dumped = self.pid
+        self.plugin_env()
+        self.dump(['-L', PLUGIN_LIB])
+
+    def plugin_restore(self, libdir=PLUGIN_LIB):
+        self.restore(self.pid_dumped, extra=['-L', libdir])
+
+    def inventory_plugins(self):
+        code, out = subprocess.getstatusoutput('%s show %s' % (
+            CRIU, os.path.join(self.img, 'inventory.img')))
+        if code != 0:
+            raise TestFailure('criu show inventory.img failed: ' + out)
+        return json.loads(out)['entries'][0].get('plugins', [])
+
+    def run_plugin_round_trip(self):
+        self.plugin_dump()
+        dump_trace = self.take_trace()
+        self.plugin_restore()
+        restore_trace = self.take_trace()
+        check = self.desc.get('check')
+        if check:
+            getattr(self, 'check_plugin_' + check)(dump_trace, restore_trace)
+        # plugin_dev's verdict: the flag RESUME_DEVICES_LATE wrote was there before the
+        # task's next loop iteration, and fd 10 is the device, with its flags
+        self.finish_and_judge()
+
+    def check_plugin_hook_order(self, dump_trace, restore_trace):
+        pid = self.pid_dumped
+        ext = [e for _, e in dump_trace if e.startswith('DUMP_EXT_FILE')]
+        self.expect_trace(dump_trace, ['INIT stage=0', 'PAUSE_DEVICES arg=%d' % pid,
+                                       'CHECKPOINT_DEVICES arg=%d' % pid] + ext[:1] +
+                          ['DUMP_DEVICES_LATE arg=%d' % pid, 'EXIT stage=0 ret=0'], [],
+                          'dump', 'dump.log')
+        if len(ext) != 1:
+            raise TestFailure('dump: DUMP_EXT_FILE seen %d times, expected once' % len(ext))
+        file_id = ext[0].split()[1]  # arg=ID
+        # RESUME_DEVICES_LATE after the task's RESTORE_EXT_FILE: the trace's order is the
+        # time order (O_APPEND writes), checked across both processes here
+        events = [e for _, e in restore_trace]
+        self.expect_trace(restore_trace, ['INIT stage=2', 'RESTORE_INIT', 'POST_FORKING',
+                                          'RESUME_DEVICES_LATE arg=%d' % pid,
+                                          'EXIT stage=2 ret=0'],
+                          ['RESTORE_EXT_FILE %s retry_ptr=1' % file_id], 'restore',
+                          'restore.log')
+        if (events.index('RESTORE_EXT_FILE %s retry_ptr=1' % file_id) >
+                events.index('RESUME_DEVICES_LATE arg=%d' % pid)):
+            raise TestFailure('RESUME_DEVICES_LATE ran before the task opened its files: %r'
+                              % restore_trace, 'restore.log')
+
+    def check_plugin_enotsup_chain(self, dump_trace, restore_trace):
+        # test_trace (first) and test_fail returned -ENOTSUP, and testdev still got it
+        if not any(e.startswith('DUMP_EXT_FILE') for _, e in dump_trace):
+            raise TestFailure('test_trace never saw DUMP_EXT_FILE', 'dump.log')
+        if not any(p == self.pid_dumped and e.startswith('RESTORE_EXT_FILE')
+                   for p, e in restore_trace):
+            raise TestFailure('test_trace never saw RESTORE_EXT_FILE in the task',
+                              'restore.log')
+        # only the plugin that took an object is recorded as needed
+        plugins = self.inventory_plugins()
+        if plugins != ['testdev']:
+            raise TestFailure('inventory.img names plugins %r, expected [\'testdev\']'
+                              % plugins, 'dump.log')
+
+    def check_plugin_fdstore_exchange(self, dump_trace, restore_trace):
+        with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
+            text = log.read()
+        parked = text.find('testdev: socket parked in fdstore')
+        pinged = text.find('testdev: worker: task %d pinged for file' % self.pid_dumped)
+        if parked < 0 or pinged < parked:
+            raise TestFailure('no fdstore socket parked at init and answered by the '
+                              'POST_FORKING worker for task %d' % self.pid_dumped,
+                              'restore.log')
+
+    def run_plugin_dump_fails(self):
+        hook = self.desc['fail']
+        self.pid_dumped = self.pid
+        self.plugin_env(hook)
+        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img, '-L',
+                                          PLUGIN_LIB], 'dump.log', expect_ok=False)
+        if code == 0:
+            raise TestFailure('dump succeeded but test_fail failed at ' + hook, 'dump.log')
+        if 'test_fail' not in stderr:
+            raise TestFailure('the error does not name the plugin: %r' % stderr[-300:],
+                              'dump.log')
+        if os.path.exists(os.path.join(self.img, 'inventory.img')):
+            raise TestFailure('the failed dump left an inventory.img', 'dump.log')
+        trace = self.take_trace()
+        if not trace or not trace[-1][1].startswith('EXIT stage=0 ret=-'):
+            raise TestFailure('plugins did not get exit(DUMP, error) last: %r' % trace,
+                              'dump.log')
+        self.expect_alive_untouched('after the failed dump')
+        self.finish_and_judge()
+
+    def run_plugin_restore_fails(self):
+        self.plugin_dump()
+        checksum = images_checksum(self.img)
+        self.take_trace()
+        self.plugin_env(self.desc.get('fail'))
+        code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
+                                             '-L', self.desc.get('libdir', PLUGIN_LIB)],
+                                 'restore.log', expect_ok=False)
+        if code == 0:
+            self.pid, self.is_child = self.pid_dumped, False
+            raise TestFailure('restore succeeded but must fail', 'restore.log')
+        # a hook that fails in the task logs to restore.log only: the task's stderr is
+        # the restored program's own
+        with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
+            errors = [l for l in log.read().splitlines() if 'Error' in l]
+        if not any(self.desc['names'] in l for l in stderr.splitlines() + errors):
+            raise TestFailure('the error does not name %s: %r' % (self.desc['names'],
+                                                                 stderr[-300:]),
+                              'restore.log')
+        self.expect_no_process(self.pid_dumped, 'restore.log')
+        if images_checksum(self.img) != checksum:
+            raise TestFailure('the failed restore changed the images', 'restore.log')
+        trace = self.take_trace()
+        if 'fail' in self.desc and (not trace or
+                                    not trace[-1][1].startswith('EXIT stage=2 ret=-')):
+            raise TestFailure('plugins did not get exit(RESTORE, error) last: %r' % trace,
+                              'restore.log')
+        # nothing the failure left behind stands in the way of a good restore
+        self.plugin_env()
+        self.plugin_restore()
+        self.finish_and_judge()
 
 
 def run_one(name, use_criu):

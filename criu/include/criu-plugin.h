@@ -64,9 +64,10 @@ enum {
 	/*
 	 * RESTORE_EXT_FILE(id, &retry_needed), the task, restore, while it opens its fds:
 	 * re-create the file dumped as id and return its fd (>= 0); criu moves it to the
-	 * task's fd number and sets its fd flags. Or set *retry_needed = true and return 0
-	 * to be called again for this id after the task's other fds are open. Plugins
-	 * written for older CRIU that take only (id) work unchanged.
+	 * task's fd number and sets its fd flags. CRIU lets a plugin set *retry_needed to
+	 * be called again after the task's other fds; this criu opens fds in one pass and
+	 * fails the restore, naming the file, when a plugin asks. Plugins written for older
+	 * CRIU that take only (id) work unchanged.
 	 */
 	CR_PLUGIN_HOOK__RESTORE_EXT_FILE = 3,
 

@@ -44,6 +44,8 @@ struct fdtype_ops {
 
 extern const struct fdtype_ops reg_fdtype_ops;
 extern const struct fdtype_ops tty_fdtype_ops;
+/* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
+extern const struct fdtype_ops ext_fdtype_ops;
 
 /* ---- dump side (cr-dump.c, task ptrace-stopped) ---- */
 

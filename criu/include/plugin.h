@@ -40,8 +40,8 @@
  *   criu: fork the tree
  *   criu: run_plugins(POST_FORKING)              right after forking, before waiting
  *   task: run_plugins(RESTORE_EXT_FILE, id, &retry)   fd the core cannot open; >= 0 is
- *                                                the fd; retry set: call again after the
- *                                                task's other fds
+ *                                                the fd; retry set: refused (files-ext.c
+ *                                                opens fds in one pass)
  *   task: run_plugins(UPDATE_VMA_MAP, path, addr, old_pgoff, &new_pgoff, &plugin_fd)
  *                                                for each VMA_DEVICE VMA; 1: map plugin_fd
  *   criu: run_plugins(RESUME_DEVICES_LATE, pid)  per task once it is parked, before any

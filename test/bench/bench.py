@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Dump/restore benchmark (make bench): times criu dump, criu restore -d and the floor (the
 same page images preadv'd into fresh anonymous memory by one thread) for a holder process of
-each size, interleaved round by round, and prints medians. The holder checks every word of
-its memory when it is finally stopped, so a wrong restore fails the benchmark.
+each size, interleaved round by round (restore and floor swap order every round), and
+prints medians. The holder checks every word of its memory when it is finally stopped, so a
+wrong restore fails the benchmark.
 
 Environment: BENCH_SIZES_MIB (default "1024 4096"), BENCH_ROUNDS (default 3),
 BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
@@ -29,6 +30,7 @@ SCRATCH_PARENT = os.environ.get("BENCH_DIR", "/tmp")
 
 PR_SET_CHILD_SUBREAPER = 36
 HOLDER_READY_TIMEOUT_S = 120
+HOLDER_CHECK_TIMEOUT_S = 60
 CRIU_TIMEOUT_S = 300
 
 
@@ -114,9 +116,10 @@ def dump(pid, img_dir):
     return seconds
 
 
-def restore(pid, img_dir):
+def restore(pid, img_dir, live):
     seconds, _ = run_timed([CRIU, "restore", "-D", img_dir, "-d", "-o", "restore.log"],
                            "criu restore -d", os.path.join(img_dir, "restore.log"))
+    live.add(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -135,7 +138,15 @@ def floor(img_dir):
 def stop_holder(pid, log_path):
     """SIGTERM makes the holder check its whole memory; exit 0 means every word is intact."""
     os.kill(pid, signal.SIGTERM)
-    _, status = os.waitpid(pid, 0)
+    deadline = time.monotonic() + HOLDER_CHECK_TIMEOUT_S
+    while True:
+        done_pid, status = os.waitpid(pid, os.WNOHANG)
+        if done_pid:
+            break
+        if time.monotonic() > deadline:
+            raise BenchError(f"holder {pid} did not finish its memory check within "
+                             f"{HOLDER_CHECK_TIMEOUT_S} s of SIGTERM")
+        time.sleep(0.05)
     if os.waitstatus_to_exitcode(status) != 0 or "PASS" not in read_log(log_path):
         raise BenchError(f"holder {pid} memory check failed (status {status:#x}): "
                          + read_log(log_path).strip().splitlines()[-1])
@@ -154,9 +165,14 @@ def bench_size(size_mib, scratch, live):
     for round_nr in range(1, ROUNDS + 1):
         dump_s = dump(pid, img_dir)
         live.discard(pid)
-        restore_s = restore(pid, img_dir)
-        live.add(pid)
-        floor_s = floor(img_dir)
+        # Whichever runs second gets memory the first one just freed (and the host still
+        # backs): alternate the order so neither side always has that advantage.
+        if round_nr % 2:
+            restore_s = restore(pid, img_dir, live)
+            floor_s = floor(img_dir)
+        else:
+            floor_s = floor(img_dir)
+            restore_s = restore(pid, img_dir, live)
         rounds.append((dump_s, restore_s, floor_s))
         print(f"{size_mib:6d} MiB round {round_nr}: dump {dump_s:.3f} s, restore {restore_s:.3f} s, "
               f"floor {floor_s:.3f} s", flush=True)

@@ -1,5 +1,5 @@
 /*
- * Test plugin "testdev": takes /dev/full fds (a device the core does not handle) and
+ * Test plugin "testdev": takes TESTDEV_PATH (/dev/kmsg) fds (a device the core does not handle) and
  * exercises the restore timeline of DESIGN.md §4 the way the GPU plugin does:
  *   init(RESTORE)        parks one end of a socket pair in fdstore;
  *   POST_FORKING         starts a worker thread in criu serving that socket;
@@ -39,6 +39,7 @@ static int server_sk = -1; /* criu's end, served by the worker */
 static pthread_t worker;
 static bool worker_running;
 static int worker_status;
+static bool worker_stopping; /* set by exit() before it shuts the socket: not an error */
 static int pinged_pid, pinged_id;
 
 static int image_name(char *buf, size_t size, int id)
@@ -127,7 +128,7 @@ static int testdev_dump_ext_file(int fd, int id)
 		return -ENOTSUP;
 	f = addrs ? fopen(addrs, "r") : NULL;
 	if (!f) {
-		pr_err("a /dev/full fd, but no readable $CRIU_TESTDEV_ADDRS\n");
+		pr_err("a %s fd, but no readable $CRIU_TESTDEV_ADDRS\n", TESTDEV_PATH);
 		return -EINVAL;
 	}
 	ret = fscanf(f, "%d %" SCNx64 " %" SCNx64 " %" SCNx64, &img.pid, &img.flag_addr, &img.iters_addr,
@@ -189,6 +190,10 @@ static void *worker_main(void *arg)
 	(void)arg;
 	ret = wait_readable(server_sk);
 	len = ret ? -1 : recv(server_sk, msg, sizeof(msg) - 1, 0);
+	if (len <= 0 && __atomic_load_n(&worker_stopping, __ATOMIC_ACQUIRE)) {
+		worker_status = -ECANCELED;
+		return NULL;
+	}
 	if (len <= 0) {
 		pr_err("worker: no ping from the task: %s\n", ret ? strerror(-ret) : "connection closed");
 		worker_status = ret ? ret : -ECONNRESET;
@@ -254,9 +259,9 @@ static int testdev_restore_ext_file(int id, bool *retry_needed)
 	ret = exchange_with_worker(id);
 	if (ret)
 		return ret;
-	fd = open("/dev/full", img.flags | O_CLOEXEC);
+	fd = open(TESTDEV_PATH, img.flags | O_CLOEXEC);
 	if (fd < 0) {
-		pr_perror("file %d: open /dev/full", id);
+		pr_perror("file %d: open %s", id, TESTDEV_PATH);
 		return -errno;
 	}
 	return fd;
@@ -301,6 +306,7 @@ static void testdev_exit(int stage, int ret)
 	(void)ret;
 	if (stage != CR_PLUGIN_STAGE__RESTORE || server_sk < 0)
 		return;
+	__atomic_store_n(&worker_stopping, true, __ATOMIC_RELEASE);
 	shutdown(server_sk, SHUT_RDWR);
 	join_worker();
 	close(server_sk);

@@ -62,4 +62,5 @@ install: all
 clean:
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
+	$(MAKE) -C test/demo clean
 	$(PIE_CLEAN)

@@ -90,9 +90,19 @@ int compel_detach(pid_t pid)
 	return 0;
 }
 
-int compel_kill(pid_t pid)
+/* Waits until a dying seized thread is reported gone (its tracer must reap it). */
+static void reap_dead_thread(pid_t tid)
 {
 	int status;
+
+	while (waitpid(tid, &status, __WALL) == tid)
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			break;
+}
+
+int compel_kill_process(pid_t pid, const pid_t *tids, unsigned int nr)
+{
+	unsigned int i;
 
 	if (kill(pid, SIGKILL)) {
 		int err = errno;
@@ -100,12 +110,20 @@ int compel_kill(pid_t pid)
 		pr_err("cannot kill %d: %s\n", pid, strerror(err));
 		return -err;
 	}
-	/* A tracer sees its tracee's death first; collect it so the task can be reaped. */
-	while (waitpid(pid, &status, __WALL) == pid) {
-		if (WIFEXITED(status) || WIFSIGNALED(status))
-			break;
-	}
+	/*
+	 * A traced thread stays a zombie until its tracer waits for it, and the leader is
+	 * not reported dead while its group has threads: reap the threads first.
+	 */
+	for (i = 0; i < nr; i++)
+		if (tids[i] != pid)
+			reap_dead_thread(tids[i]);
+	reap_dead_thread(pid);
 	return 0;
+}
+
+int compel_kill(pid_t pid)
+{
+	return compel_kill_process(pid, NULL, 0);
 }
 
 int compel_get_regs(pid_t pid, struct user_regs_struct *regs)

@@ -1,7 +1,7 @@
 /*
- * The dump pipeline (DESIGN.md §3): seize the task, collect its state, memory and
- * files, write the images (inventory.img last), then kill it or let it run. Any
- * failure on the way leaves the task running as it was.
+ * The dump pipeline (DESIGN.md §3): seize the process tree, collect each task's state,
+ * memory and files, write the images (inventory.img last), then kill the tree or let it
+ * run. Any failure on the way leaves every task running as it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,43 +92,120 @@ static uint64_t usec_since(const struct timespec *since)
 
 /* ------------------------------------------------------ the process tree ---- */
 
-/* One process for now: the root alone; its threads are refused until they are supported. */
-static int collect_pstree(pid_t pid, struct dump_task *task)
-{
-	struct proc_pid_stat st;
-	int ret;
+/* Every process of the tree, parents before their children. */
+static struct dump_task **dump_tasks;
+static unsigned int nr_dump_tasks;
 
-	ret = parse_pid_stat(pid, &st);
-	if (ret)
-		return ret;
-	if (st.state == 'Z') {
-		pr_err("process %d is a zombie, there is nothing to dump\n", pid);
-		return -EINVAL;
-	}
-	task->proc_state = st.state;
-	task->item = pstree_add_item(NULL, pid);
-	if (!task->item)
-		return -ENOMEM;
-	ret = pstree_collect_ids(task->item);
-	if (ret)
-		return ret;
+/* Threads are refused until they are supported. */
+static int check_threads(struct dump_task *task)
+{
 	if (task->item->nr_threads != 1) {
 		pr_err("process %d has %u threads; multi-threaded processes are not supported yet\n",
-		       pid, task->item->nr_threads);
+		       task->item->pid, task->item->nr_threads);
 		return -ENOTSUP;
 	}
 	return 0;
 }
 
-static int seize_tree(struct dump_task *task)
+static struct dump_task *new_dump_task(pid_t pid)
 {
-	int ret = compel_seize(task->item->pid);
+	struct dump_task *task = calloc(1, sizeof(*task));
+	struct dump_task **grown = realloc(dump_tasks, (nr_dump_tasks + 1) * sizeof(*grown));
 
+	if (grown)
+		dump_tasks = grown;
+	if (!task || !grown) {
+		pr_err("no memory for process %d\n", pid);
+		free(task);
+		return NULL;
+	}
+	dump_tasks[nr_dump_tasks++] = task;
+	return task;
+}
+
+/*
+ * Put pid in the tree under parent and seize it. A zombie cannot be traced and has
+ * nothing left but its exit status, which /proc/PID/stat still shows.
+ */
+static int add_task(struct pstree_item *parent, pid_t pid)
+{
+	struct proc_pid_stat st;
+	struct dump_task *task;
+	int ret;
+
+	ret = parse_pid_stat(pid, &st);
+	if (ret)
+		return ret;
+	if (!parent && st.state == 'Z') {
+		pr_err("process %d is a zombie, there is nothing to dump\n", pid);
+		return -EINVAL;
+	}
+	task = new_dump_task(pid);
+	if (!task)
+		return -ENOMEM;
+	task->proc_state = st.state;
+	task->item = pstree_add_item(parent, pid);
+	if (!task->item)
+		return -ENOMEM;
+	if (st.state == 'Z') {
+		task->item->zombie = true;
+		task->item->exit_status = st.exit_code;
+		pr_info("process %d is a zombie (wait status %#x)\n", pid, st.exit_code);
+		return pstree_collect_ids(task->item);
+	}
+	ret = compel_seize(pid);
 	if (ret)
 		return ret;
 	task->seized = true;
-	pr_info("seized task %d\n", task->item->pid);
-	return 0;
+	pr_info("seized task %d\n", pid);
+	/* Ids once it is stopped: a running process may still change its group. */
+	ret = pstree_collect_ids(task->item);
+	return ret ? ret : check_threads(task);
+}
+
+/* Seize and add the children of task that the tree does not hold yet; *added counts them. */
+static int add_new_children(struct dump_task *task, unsigned int *added)
+{
+	struct pstree_item *item = task->item;
+	unsigned int nr = 0, i;
+	pid_t *children = NULL;
+	int ret = 0;
+
+	for (i = 0; i < item->nr_threads && !ret; i++)
+		ret = pstree_read_children(item->pid, item->threads[i], &children, &nr);
+	for (i = 0; i < nr && !ret; i++) {
+		if (pstree_find(children[i]))
+			continue;
+		ret = add_task(item, children[i]);
+		(*added)++;
+	}
+	free(children);
+	return ret;
+}
+
+/*
+ * The root, then its children, theirs and so on, each seized as it is found. Passes
+ * repeat until one finds nobody new: a child forked while its parent was being seized
+ * shows up only in the next pass. Seized processes fork no more, so this ends.
+ */
+static int collect_and_seize_tree(pid_t root_pid)
+{
+	unsigned int added, i;
+	int ret;
+
+	ret = add_task(NULL, root_pid);
+	while (!ret) {
+		added = 0;
+		/* dump_tasks grows inside the loop: new tasks are scanned in the same pass. */
+		for (i = 0; i < nr_dump_tasks && !ret; i++)
+			if (!dump_tasks[i]->item->zombie)
+				ret = add_new_children(dump_tasks[i], &added);
+		if (!added)
+			break;
+	}
+	if (!ret)
+		pr_info("the tree of %d holds %u processes\n", root_pid, nr_dump_tasks);
+	return ret;
 }
 
 /* ------------------------------------------------ state read from outside ---- */
@@ -727,7 +804,7 @@ static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
 	pr_info("dumping the memory of task %d\n", task->item->pid);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, task->brk, &stats->mem);
-	stats->memdump_us = usec_since(&start);
+	stats->memdump_us += usec_since(&start);
 	return ret;
 }
 
@@ -741,11 +818,65 @@ static int dump_files(struct dump_task *task)
 	return ret ? ret : dump_task_fs(task->item->pid);
 }
 
-static int write_task_images(struct dump_task *task)
+/* A live process: its state, memory, files and core image. */
+static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 {
-	int ret = write_core(task);
+	int ret = collect_task_state(task);
 
-	return ret ? ret : pstree_write();
+	if (!ret)
+		ret = dump_task_memory(task, stats);
+	if (!ret)
+		ret = dump_files(task);
+	return ret ? ret : write_core(task);
+}
+
+/* A zombie has no memory or files left: its core holds its name and exit status. */
+static int dump_zombie(struct dump_task *task)
+{
+	int ret;
+
+	core_entry__init(&task->core);
+	task_core_entry__init(&task->tc);
+	thread_core_entry__init(&task->thread);
+	user_x86_regs_entry__init(&task->regs);
+	task->core.mtype = MARCH__X86_64;
+	task->core.tc = &task->tc;
+	task->core.thread = &task->thread;
+	task->thread.tid = task->item->pid;
+	task->thread.gpregs = &task->regs;
+	ret = parse_pid_comm(task->item->pid, task->comm, sizeof(task->comm));
+	if (ret)
+		return ret;
+	task->tc.comm = task->comm;
+	task->tc.state = TASK_STATE__TASK_ZOMBIE;
+	task->tc.has_exit_code = true;
+	task->tc.exit_code = task->item->exit_status;
+	return write_core(task);
+}
+
+static int dump_tree(struct dump_stats *stats)
+{
+	unsigned int i;
+	int ret = 0;
+
+	for (i = 0; i < nr_dump_tasks && !ret; i++) {
+		struct dump_task *task = dump_tasks[i];
+
+		ret = task->item->zombie ? dump_zombie(task) : dump_one_task(task, stats);
+	}
+	return ret;
+}
+
+/* Devices of every process, before any process's state is read. */
+static int checkpoint_tree_devices(void)
+{
+	unsigned int i;
+	int ret = 0;
+
+	for (i = 0; i < nr_dump_tasks && !ret; i++)
+		if (dump_tasks[i]->seized)
+			ret = checkpoint_devices(dump_tasks[i]->item->pid);
+	return ret;
 }
 
 /* ------------------------------------------------------------ the end ---- */
@@ -782,6 +913,27 @@ static void free_dump_task(struct dump_task *task)
 	free(task->posix_timer_ptrs);
 	free(task->proc_timers);
 	free_pid_status(&task->status);
+	free(task);
+}
+
+/* 7. Kill the tree (or resume it with --leave-running); resume it on failure. */
+static void release_tree(bool dumped)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_dump_tasks; i++)
+		release_task(dump_tasks[i], dumped);
+}
+
+static void free_tree(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_dump_tasks; i++)
+		free_dump_task(dump_tasks[i]);
+	free(dump_tasks);
+	dump_tasks = NULL;
+	nr_dump_tasks = 0;
 	pstree_free();
 }
 
@@ -801,7 +953,6 @@ static void print_stats(const struct dump_stats *stats)
 
 int cr_dump_tasks(pid_t pid)
 {
-	struct dump_task task = { 0 };
 	struct dump_stats stats = { 0 };
 	bool files_open = false;
 	int ret;
@@ -815,45 +966,32 @@ int cr_dump_tasks(pid_t pid)
 	ret = remove_old_inventory();
 	if (ret)
 		goto out;
-	ret = collect_pstree(pid, &task);
-	if (ret)
-		goto out;
 
-	/* 1. Freeze. */
+	/* 1. Freeze the whole tree. */
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
-	ret = seize_tree(&task);
+	ret = collect_and_seize_tree(pid);
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	if (ret)
 		goto out;
 
 	/* 2. Devices: once the whole tree is seized and before any of its state is read. */
-	ret = checkpoint_devices(pid);
+	ret = checkpoint_tree_devices();
 	if (ret)
 		goto out;
 
-	/* 3. Task state. */
-	ret = collect_task_state(&task);
-	if (ret)
-		goto out;
-
-	/* files.img stays open across memory (mapped files, exe) and fds. */
+	/* files.img stays open across memory (mapped files, exe) and fds of every task. */
 	ret = files_dump_init();
 	if (ret)
 		goto out;
 	files_open = true;
 
-	/* 4. Memory. */
-	ret = dump_task_memory(&task, &stats);
+	/* 3.-5. Each task: its state, memory, files and core image. */
+	ret = dump_tree(&stats);
 	if (ret)
 		goto out;
 
-	/* 5. Files. */
-	ret = dump_files(&task);
-	if (ret)
-		goto out;
-
-	/* 6. Images: core and pstree, then inventory.img last, once all else is on disk. */
-	ret = write_task_images(&task);
+	/* 6. Images: pstree, then inventory.img last, once all else is on disk. */
+	ret = pstree_write();
 	if (ret)
 		goto out;
 	files_open = false;
@@ -868,12 +1006,11 @@ int cr_dump_tasks(pid_t pid)
 out:
 	if (files_open)
 		files_dump_fini();
-	/* Before the task runs again: on failure plugins resume the devices they paused. */
+	/* Before the tree runs again: on failure plugins resume the devices they paused. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
-	/* 7. Kill the task (or resume it with --leave-running); resume it on failure. */
-	release_task(&task, ret == 0);
+	release_tree(ret == 0);
 	if (!ret)
 		print_stats(&stats);
-	free_dump_task(&task);
+	free_tree();
 	return ret ? -1 : 0;
 }

@@ -20,6 +20,8 @@
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
+	&pipe_fdtype_ops,
+	&fifo_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 

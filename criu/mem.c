@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "plugin.h"
 #include "proc_parse.h"
 #include "vma.h"
 #include "mm.pb-c.h"
@@ -96,15 +98,73 @@ static bool classify_special(const struct proc_vma *vma, VmaEntry *ve)
 }
 
 /*
- * A shared mapping of something that is not a regular file (a device). Plugins get
- * HANDLE_DEVICE_VMA here (plugin framework, DESIGN.md §3.6) and a taken VMA becomes
- * VMA_DEVICE with no pages; until a plugin takes it, it cannot be restored.
+ * What restore could not reopen by path: a device (a DRM render node, ...) or a memfd
+ * (the KFD emulator's buffer objects): only a plugin can re-create the object.
  */
-static int classify_device(pid_t pid, const struct proc_vma *vma)
+static bool maps_device_object(const struct proc_vma *vma, const struct stat *st)
 {
-	pr_err("task %d: VMA %lx-%lx maps device %s (%x:%x), which cannot be dumped\n", pid,
-	       vma->start, vma->end, vma->path, vma->dev_major, vma->dev_minor);
-	return -ENOTSUP;
+	return !S_ISREG(st->st_mode) || (vma->vmflags & (VMFLAG_IO | VMFLAG_PFNMAP)) ||
+	       path_starts(vma, "/memfd:");
+}
+
+/* HANDLE_DEVICE_VMA on criu's own open copy of the mapped object; -ENOTSUP: nobody took it. */
+static int offer_device_vma(pid_t pid, const struct proc_vma *vma, const char *map_path)
+{
+	struct stat st;
+	int fd, ret;
+
+	fd = open(map_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = -errno;
+		pr_perror("task %d: cannot open the object mapped at %lx-%lx (%s)", pid, vma->start,
+			  vma->end, vma->path);
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	ret = run_plugins(HANDLE_DEVICE_VMA, fd, &st);
+	close(fd);
+	return ret;
+}
+
+/*
+ * A shared device VMA a plugin takes becomes VMA_DEVICE: no pages are stored (the plugin
+ * keeps the contents), and restore maps whatever fd UPDATE_VMA_MAP returns for
+ * device_path. Private device mappings, and shared ones nobody takes, are refused.
+ */
+static int classify_device(pid_t pid, const struct proc_vma *vma, const char *map_path, VmaEntry *ve)
+{
+	char link[PATH_MAX];
+	ssize_t len;
+	int ret;
+
+	ret = vma->shared ? offer_device_vma(pid, vma, map_path) : -ENOTSUP;
+	if (ret == -ENOTSUP) {
+		pr_err("task %d: VMA %lx-%lx maps %s (%x:%x), a device or memfd no plugin takes: it cannot be dumped\n",
+		       pid, vma->start, vma->end, vma->path, vma->dev_major, vma->dev_minor);
+		return -ENOTSUP;
+	}
+	if (ret < 0)
+		return ret; /* run_plugins() named the plugin */
+
+	len = readlink(map_path, link, sizeof(link) - 1);
+	if (len < 0) {
+		ret = -errno;
+		pr_perror("task %d: cannot read %s", pid, map_path);
+		return ret;
+	}
+	link[len] = '\0';
+	ve->device_path = strdup(link);
+	if (!ve->device_path) {
+		pr_err("task %d: no memory for the path of VMA %lx-%lx\n", pid, vma->start, vma->end);
+		return -ENOMEM;
+	}
+	ve->status = VMA_AREA_REGULAR | VMA_DEVICE;
+	ve->flags = MAP_SHARED;
+	ve->has_fdflags = true;
+	/* Only an object opened for writing can be mapped shared-writable, even later. */
+	ve->fdflags = (vma->vmflags & VMFLAG_MAYWRITE) ? O_RDWR : O_RDONLY;
+	return 0;
 }
 
 static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
@@ -121,8 +181,8 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 			  vma->end, vma->path);
 		return -err;
 	}
-	if (!S_ISREG(st.st_mode) || (vma->vmflags & (VMFLAG_IO | VMFLAG_PFNMAP)))
-		return classify_device(pid, vma);
+	if (maps_device_object(vma, &st))
+		return classify_device(pid, vma, path, ve);
 
 	ret = dump_mapped_file(pid, vma->start, vma->end, &ve->file_id);
 	if (ret)
@@ -591,6 +651,8 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas, u
 		ret = write_mm_image(pid, nr_vmas, brk, entries);
 	if (!ret)
 		ret = dump_pages(pid, entries, nr_vmas, stats);
+	for (i = 0; i < nr_vmas; i++)
+		free(entries[i].device_path);
 	free(entries);
 	return ret;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "image.h"
 #include "log.h"
@@ -133,6 +134,48 @@ int pstree_collect_ids(struct pstree_item *item)
 	return collect_threads(item);
 }
 
+int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *nr)
+{
+	char path[64], buf[4096];
+	unsigned int pos = 0;
+	ssize_t len;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno;
+		pr_err("cannot open %s: %s\n", path, strerror(err));
+		return -err;
+	}
+	/* The kernel fills the file in one go; a tree too wide for buf is refused plainly. */
+	len = read(fd, buf, sizeof(buf) - 1);
+	err = errno;
+	close(fd);
+	if (len < 0 || len == sizeof(buf) - 1) {
+		pr_err("cannot read %s: %s\n", path, len < 0 ? strerror(err) : "too many children");
+		return len < 0 ? -err : -E2BIG;
+	}
+	buf[len] = '\0';
+	while (pos < len) {
+		char *end;
+		long child = strtol(buf + pos, &end, 10);
+		pid_t *grown;
+
+		if (end == buf + pos)
+			break;
+		pos = end - buf;
+		grown = realloc(*children, (*nr + 1) * sizeof(*grown));
+		if (!grown) {
+			pr_err("no memory for the children of %d\n", pid);
+			return -ENOMEM;
+		}
+		*children = grown;
+		(*children)[(*nr)++] = child;
+	}
+	return 0;
+}
+
 static int write_one_item(struct cr_img *img, struct pstree_item *item)
 {
 	PstreeEntry entry = PSTREE_ENTRY__INIT;
@@ -173,7 +216,7 @@ int pstree_write(void)
 	return ret;
 }
 
-static struct pstree_item *find_item(pid_t pid)
+struct pstree_item *pstree_find(pid_t pid)
 {
 	struct pstree_item *item;
 
@@ -188,13 +231,13 @@ static int add_item_from_entry(const PstreeEntry *entry)
 	struct pstree_item *parent = NULL, *item;
 	size_t i;
 
-	if (entry->pid == 0 || find_item(entry->pid)) {
+	if (entry->pid == 0 || pstree_find(entry->pid)) {
 		pr_err("pstree.img: bad or repeated pid %u\n", entry->pid);
 		return -EINVAL;
 	}
 	/* Parents come before children: any entry but the first names a known parent. */
 	if (root_item) {
-		parent = find_item(entry->ppid);
+		parent = pstree_find(entry->ppid);
 		if (!parent) {
 			pr_err("pstree.img: parent %u of %u is not in the tree before it\n",
 			       entry->ppid, entry->pid);

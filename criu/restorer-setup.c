@@ -19,6 +19,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "plugin.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
 #include "vma.h"
@@ -325,8 +326,8 @@ static int check_run_in_vmas(const MmEntry *mm, const struct page_run *run)
 	for (i = 0; i < mm->n_vmas && pos < end; i++) {
 		const VmaEntry *vma = mm->vmas[i];
 
-		if (vma_is_restored(vma) && !(vma->status & VMA_FILE_SHARED) && vma->start <= pos &&
-		    pos < vma->end)
+		if (vma_is_restored(vma) && !(vma->status & (VMA_FILE_SHARED | VMA_DEVICE)) &&
+		    vma->start <= pos && pos < vma->end)
 			pos = vma->end;
 	}
 	if (pos < end) {
@@ -409,7 +410,7 @@ static int vma_file_fd(struct rst_plan *plan, const MmEntry *mm, size_t idx)
 	int fd;
 
 	for (i = 0; i < idx; i++)
-		if (plan->vma_fds[i] >= 0 && mm->vmas[i]->file_id == vma->file_id &&
+		if (plan->vma_fds[i] >= 0 && mm->vmas[i]->has_file_id && mm->vmas[i]->file_id == vma->file_id &&
 		    (mm->vmas[i]->has_fdflags ? mm->vmas[i]->fdflags : O_RDONLY) == fdflags)
 			return plan->vma_fds[i];
 	fd = open_vma_file(vma->file_id, fdflags);
@@ -417,6 +418,59 @@ static int vma_file_fd(struct rst_plan *plan, const MmEntry *mm, size_t idx)
 		pr_err("vma %#llx-%#llx: cannot open its file %u: %s\n", (unsigned long long)vma->start,
 		       (unsigned long long)vma->end, vma->file_id, strerror(-fd));
 	return fd;
+}
+
+/* The dumped path itself, when UPDATE_VMA_MAP's plugin says it is still valid (returns 0). */
+static int open_device_path(const VmaEntry *vma)
+{
+	int fd = open(vma->device_path, (vma->has_fdflags ? vma->fdflags : O_RDONLY) | O_CLOEXEC);
+
+	if (fd < 0) {
+		fd = -errno;
+		pr_perror("vma %#llx-%#llx: cannot open %s, which its plugin left to criu",
+			  (unsigned long long)vma->start, (unsigned long long)vma->end, vma->device_path);
+	}
+	return fd;
+}
+
+/*
+ * A VMA a plugin took at dump (VMA_DEVICE): UPDATE_VMA_MAP, here in the task before its
+ * memory is rebuilt, returns 1 with the re-created object's fd and the offset into it
+ * (bytes, like vma_entry.pgoff). The offset goes into the in-memory entry, which
+ * fill_vmas() hands to the blob; the image is not changed.
+ */
+static int device_vma_fd(VmaEntry *vma)
+{
+	uint64_t new_pgoff = vma->pgoff;
+	int plugin_fd = -1, ret;
+
+	if (!vma->device_path) {
+		pr_err("mm: device vma %#llx-%#llx has no path\n", (unsigned long long)vma->start,
+		       (unsigned long long)vma->end);
+		return -EINVAL;
+	}
+	ret = run_plugins(UPDATE_VMA_MAP, vma->device_path, vma->start, vma->pgoff, &new_pgoff,
+			  &plugin_fd);
+	if (ret == -ENOTSUP)
+		pr_err("vma %#llx-%#llx maps %s, which a plugin took at dump: no loaded plugin restores it\n",
+		       (unsigned long long)vma->start, (unsigned long long)vma->end, vma->device_path);
+	if (ret < 0)
+		return ret; /* other errors: run_plugins() named the plugin */
+	if (ret == 0)
+		return open_device_path(vma);
+	if (plugin_fd < 0 || new_pgoff % PAGE_SIZE) {
+		pr_err("vma %#llx-%#llx (%s): UPDATE_VMA_MAP gave fd %d at offset %#llx: not a mappable fd at a page boundary\n",
+		       (unsigned long long)vma->start, (unsigned long long)vma->end, vma->device_path,
+		       plugin_fd, (unsigned long long)new_pgoff);
+		if (plugin_fd >= 0)
+			close(plugin_fd);
+		return -EINVAL;
+	}
+	pr_debug("vma %#llx-%#llx (%s): plugin fd %d at offset %#llx (dumped at %#llx)\n",
+		 (unsigned long long)vma->start, (unsigned long long)vma->end, vma->device_path,
+		 plugin_fd, (unsigned long long)new_pgoff, (unsigned long long)vma->pgoff);
+	vma->pgoff = new_pgoff;
+	return plugin_fd;
 }
 
 static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
@@ -436,9 +490,13 @@ static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 		const VmaEntry *vma = mm->vmas[i];
 
 		plan->vma_fds[i] = -1;
-		if (!vma_is_restored(vma) || !(vma->status & (VMA_FILE_PRIVATE | VMA_FILE_SHARED)))
+		if (!vma_is_restored(vma) ||
+		    !(vma->status & (VMA_FILE_PRIVATE | VMA_FILE_SHARED | VMA_DEVICE)))
 			continue;
-		plan->vma_fds[i] = vma_file_fd(plan, mm, i);
+		if (vma->status & VMA_DEVICE)
+			plan->vma_fds[i] = device_vma_fd(mm->vmas[i]);
+		else
+			plan->vma_fds[i] = vma_file_fd(plan, mm, i);
 		if (plan->vma_fds[i] < 0)
 			return plan->vma_fds[i];
 		add_close_fd(plan, plan->vma_fds[i]);

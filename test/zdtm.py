@@ -63,7 +63,7 @@ def truncate_mm_image(img_dir, pid):
 #                          process runs on untouched, plugins got exit(ret != 0)
 #   plugin_restore_fails   restore fails (test_fail at 'fail', or plugins from 'libdir'):
 #                          error names 'names', nothing left, images unchanged; then a
-#                          clean restore must still work
+#                          clean restore must still work; 'env': extra criu environment
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 TESTS = {
@@ -103,6 +103,10 @@ TESTS = {
     'file_deleted_open': {},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
+    'pipe_queued_bytes': {},
+    'fifo_queued_bytes': {},
+    'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
+    'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
@@ -126,11 +130,15 @@ TESTS = {
     'plugin_resume_devices_late_before_run': {'mode': 'plugin_round_trip'},
     'plugin_missing_at_restore': {'mode': 'plugin_restore_fails',
                                   'libdir': PLUGIN_LIB_NO_TESTDEV, 'names': 'testdev'},
+    'plugin_device_vma_memfd': {'mode': 'plugin_round_trip', 'check': 'device_vma'},
+    'plugin_device_vma_declined_at_restore': {
+        'mode': 'plugin_restore_fails', 'env': {'CRIU_TESTDEV_DECLINE_VMA': '1'},
+        'names': 'no loaded plugin restores it'},
 }
-for _hook in ('INIT', 'PAUSE_DEVICES', 'CHECKPOINT_DEVICES', 'DUMP_EXT_FILE',
-              'DUMP_DEVICES_LATE'):
+for _hook in ('INIT', 'PAUSE_DEVICES', 'CHECKPOINT_DEVICES', 'HANDLE_DEVICE_VMA',
+              'DUMP_EXT_FILE', 'DUMP_DEVICES_LATE'):
     TESTS['plugin_dump_fails_at_' + _hook] = {'mode': 'plugin_dump_fails', 'fail': _hook}
-for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE',
+for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDATE_VMA_MAP',
               'RESUME_DEVICES_LATE'):
     TESTS['plugin_restore_fails_at_' + _hook] = {'mode': 'plugin_restore_fails',
                                                  'fail': _hook, 'names': 'test_fail'}
@@ -626,8 +634,13 @@ class TestRun:
     def check_plugin_hook_order(self, dump_trace, restore_trace):
         pid = self.pid_dumped
         ext = [e for _, e in dump_trace if e.startswith('DUMP_EXT_FILE')]
+        # memory before files: the memfd windows' VMAs come before the device fd
+        vmas = [e for _, e in dump_trace if e.startswith('HANDLE_DEVICE_VMA')]
+        if len(vmas) != 2:
+            raise TestFailure('dump: HANDLE_DEVICE_VMA seen %d times, expected twice'
+                              % len(vmas), 'dump.log')
         self.expect_trace(dump_trace, ['INIT stage=0', 'PAUSE_DEVICES arg=%d' % pid,
-                                       'CHECKPOINT_DEVICES arg=%d' % pid] + ext[:1] +
+                                       'CHECKPOINT_DEVICES arg=%d' % pid] + vmas + ext[:1] +
                           ['DUMP_DEVICES_LATE arg=%d' % pid, 'EXIT stage=0 ret=0'], [],
                           'dump', 'dump.log')
         if len(ext) != 1:
@@ -636,11 +649,16 @@ class TestRun:
         # RESUME_DEVICES_LATE after the task's RESTORE_EXT_FILE: the trace's order is the
         # time order (O_APPEND writes), checked across both processes here
         events = [e for _, e in restore_trace]
+        # UPDATE_VMA_MAP in the task, after its fds, once per window
+        vma_maps = [e for p, e in restore_trace if p == pid and e.startswith('UPDATE_VMA_MAP')]
         self.expect_trace(restore_trace, ['INIT stage=2', 'RESTORE_INIT', 'POST_FORKING',
                                           'RESUME_DEVICES_LATE arg=%d' % pid,
                                           'EXIT stage=2 ret=0'],
-                          ['RESTORE_EXT_FILE %s retry_ptr=1' % file_id], 'restore',
+                          ['RESTORE_EXT_FILE %s retry_ptr=1' % file_id] + vma_maps, 'restore',
                           'restore.log')
+        if len(vma_maps) != 2:
+            raise TestFailure('restore: UPDATE_VMA_MAP seen %d times in the task, expected '
+                              'twice' % len(vma_maps), 'restore.log')
         if (events.index('RESTORE_EXT_FILE %s retry_ptr=1' % file_id) >
                 events.index('RESUME_DEVICES_LATE arg=%d' % pid)):
             raise TestFailure('RESUME_DEVICES_LATE ran before the task opened its files: %r'
@@ -659,6 +677,25 @@ class TestRun:
         if plugins != ['testdev']:
             raise TestFailure('inventory.img names plugins %r, expected [\'testdev\']'
                               % plugins, 'dump.log')
+
+    def check_plugin_device_vma(self, dump_trace, restore_trace):
+        # the windows were handed to the plugin (path, dumped offsets in bytes), their
+        # pages stayed out of the page image, and the plugin saved the object instead;
+        # plugin_dev then checks bytes, sharing and maps lines itself
+        path = '/memfd:testdev-vma (deleted)'
+        offsets = sorted(int(e.split('pgoff=')[1]) for p, e in restore_trace
+                         if p == self.pid_dumped and e.startswith('UPDATE_VMA_MAP') and
+                         ('path=%s ' % path) in e)
+        if offsets != [2 * 4096, 3 * 4096]:
+            raise TestFailure('UPDATE_VMA_MAP got offsets %r for %s, expected [8192, 12288]'
+                              % (offsets, path), 'restore.log')
+        if not os.path.exists(os.path.join(self.img, 'testdev-vma.img')):
+            raise TestFailure('testdev saved no testdev-vma.img', 'dump.log')
+        with open(os.path.join(self.img, 'dump.log'), errors='replace') as log:
+            stored = [l for l in log.read().splitlines() if 'status 0x1001 ' in l]
+        if len(stored) != 2 or not all(path in l for l in stored):
+            raise TestFailure('dump.log shows %d VMA_DEVICE VMAs of %s, expected 2'
+                              % (len(stored), path), 'dump.log')
 
     def check_plugin_fdstore_exchange(self, dump_trace, restore_trace):
         with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
@@ -695,6 +732,7 @@ class TestRun:
         checksum = images_checksum(self.img)
         self.take_trace()
         self.plugin_env(self.desc.get('fail'))
+        self.criu_env.update(self.desc.get('env', {}))
         code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
                                              '-L', self.desc.get('libdir', PLUGIN_LIB)],
                                  'restore.log', expect_ok=False)

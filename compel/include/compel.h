@@ -21,6 +21,11 @@ int compel_seize(pid_t pid);
 int compel_detach(pid_t pid);
 /* SIGKILL a seized task and wait until it is gone from the tracer's view. */
 int compel_kill(pid_t pid);
+/*
+ * SIGKILL a process whose leader pid and other threads (nr tids) are all seized, and
+ * reap every one: the leader's exit is held back until its traced threads are reaped.
+ */
+int compel_kill_process(pid_t pid, const pid_t *tids, unsigned int nr);
 
 int compel_get_regs(pid_t pid, struct user_regs_struct *regs);
 int compel_set_regs(pid_t pid, const struct user_regs_struct *regs);

@@ -92,9 +92,12 @@ enum {
 
 	/*
 	 * UPDATE_VMA_MAP(path, addr, old_pgoff, &new_pgoff, &plugin_fd), the task, restore,
-	 * before its memory is rebuilt: a device VMA taken at dump. Return 1 after setting
-	 * *plugin_fd (an fd to map; criu closes it once mapped) and *new_pgoff (offset into
-	 * it, in pages); 0 to map path at old_pgoff as dumped.
+	 * before its memory is rebuilt: a VMA taken by HANDLE_DEVICE_VMA at dump. path is what
+	 * /proc/PID/map_files named the object then, addr the VMA's start. Both offsets are in
+	 * bytes, as mmap() takes them (as CRIU passes them, whatever the names say). Return 1
+	 * after setting *plugin_fd (an fd to map MAP_SHARED; criu closes it once mapped) and
+	 * *new_pgoff (page aligned); 0 to have criu open path and map it at old_pgoff. If
+	 * every plugin returns -ENOTSUP, the restore fails naming the VMA.
 	 */
 	CR_PLUGIN_HOOK__UPDATE_VMA_MAP = 8,
 

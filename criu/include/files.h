@@ -44,6 +44,9 @@ struct fdtype_ops {
 
 extern const struct fdtype_ops reg_fdtype_ops;
 extern const struct fdtype_ops tty_fdtype_ops;
+/* Pipe ends and FIFOs, with their size and queued bytes (pipes.c). */
+extern const struct fdtype_ops pipe_fdtype_ops;
+extern const struct fdtype_ops fifo_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 

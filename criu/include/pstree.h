@@ -19,6 +19,8 @@ struct pstree_item {
 	struct pstree_item *first_child;
 	struct pstree_item *next_sibling;
 	struct pstree_item *last_child; /* to keep children in the order they were added */
+	bool zombie; /* dead and not reaped by its parent: only its exit status is restored */
+	int exit_status; /* a zombie's wait status, as waitpid() reports it */
 };
 
 extern struct pstree_item *root_item;
@@ -30,6 +32,9 @@ void pstree_free(void);
 
 bool has_children(struct pstree_item *item);
 
+/* The item of pid, or NULL. */
+struct pstree_item *pstree_find(pid_t pid);
+
 /* Walk the tree parents first: for (i = root_item; i; i = pstree_next(i)). */
 struct pstree_item *pstree_next(struct pstree_item *item);
 
@@ -38,6 +43,12 @@ struct pstree_item *pstree_next(struct pstree_item *item);
  * /proc/PID/task. 0 or -errno.
  */
 int pstree_collect_ids(struct pstree_item *item);
+
+/*
+ * Dump side: the children of one thread (/proc/PID/task/TID/children) appended to
+ * *children (malloc'ed, *nr entries; the caller frees it). 0 or -errno.
+ */
+int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *nr);
 
 /* pstree.img: write every item, parents first; read it back into root_item. 0 or -errno. */
 int pstree_write(void);

@@ -47,6 +47,14 @@ static int fail_dump_ext_file(int fd, int id)
 }
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__DUMP_EXT_FILE, fail_dump_ext_file)
 
+static int fail_handle_device_vma(int fd, const struct stat *st)
+{
+	(void)fd;
+	(void)st;
+	return FAIL_OR("HANDLE_DEVICE_VMA", -ENOTSUP);
+}
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA, fail_handle_device_vma)
+
 static int fail_dump_devices_late(int id)
 {
 	(void)id;
@@ -73,6 +81,18 @@ static int fail_restore_ext_file(int id, bool *retry_needed)
 	return FAIL_OR("RESTORE_EXT_FILE", -ENOTSUP);
 }
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__RESTORE_EXT_FILE, fail_restore_ext_file)
+
+static int fail_update_vma_map(const char *path, const uint64_t addr, const uint64_t old_pgoff,
+			       uint64_t *new_pgoff, int *plugin_fd)
+{
+	(void)path;
+	(void)addr;
+	(void)old_pgoff;
+	(void)new_pgoff;
+	(void)plugin_fd;
+	return FAIL_OR("UPDATE_VMA_MAP", -ENOTSUP);
+}
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__UPDATE_VMA_MAP, fail_update_vma_map)
 
 static int fail_resume_devices_late(int pid)
 {

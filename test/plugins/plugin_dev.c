@@ -6,6 +6,8 @@
  * Usage: plugin_dev PIDFILE. Writes "PID FLAG ITERS EXPECTED" (addresses) to
  * PIDFILE.addrs for the plugin, then PIDFILE; after SIGTERM prints PASS or FAIL: why.
  * $TESTDEV_EXPECT_FLAG=0: the task is never restored (a failed dump), so no flag comes.
+ * It also maps two windows of a memfd MAP_SHARED (testdev.h) and checks, at the end, their
+ * bytes, that they still share one object, and their /proc/self/maps perms and offsets.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -22,7 +25,10 @@
 
 #define TESTDEV_FD 10
 
+#define PAGE 4096
+
 static volatile uint64_t flag, iters, expected;
+static unsigned char *window_a, *window_b; /* the memfd's windows (testdev.h) */
 static volatile sig_atomic_t terminated;
 
 static void on_sigterm(int sig)
@@ -58,6 +64,84 @@ static const char *check_fd(void)
 	return "PASS\n";
 }
 
+static int map_memfd_windows(void)
+{
+	unsigned char page[PAGE];
+	int fd, p, i;
+
+	fd = memfd_create(TESTDEV_VMA_NAME, MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, TESTDEV_VMA_PAGES * PAGE))
+		return -1;
+	for (p = 0; p < TESTDEV_VMA_PAGES; p++) {
+		for (i = 0; i < PAGE; i++)
+			page[i] = TESTDEV_VMA_BYTE(p, i);
+		if (pwrite(fd, page, PAGE, p * PAGE) != PAGE)
+			return -1;
+	}
+	window_a = mmap(NULL, TESTDEV_VMA_A_PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			TESTDEV_VMA_A_PAGE * PAGE);
+	window_b = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, TESTDEV_VMA_B_PAGE * PAGE);
+	/* Only the mappings hold the memfd now, like a device buffer mapped by a runtime. */
+	close(fd);
+	return window_a == MAP_FAILED || window_b == MAP_FAILED ? -1 : 0;
+}
+
+/* The maps line of the VMA at addr: perms and offset as mapped, the memfd's name. */
+static const char *check_maps_line(const void *addr, const char *perms, unsigned long offset)
+{
+	unsigned long start, end, off;
+	char line[512], line_perms[8], path[256];
+	const char *why = "FAIL: a memfd window is missing from /proc/self/maps\n";
+	FILE *maps = fopen("/proc/self/maps", "r");
+
+	while (maps && fgets(line, sizeof(line), maps)) {
+		path[0] = '\0';
+		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %255[^\n]", &start, &end, line_perms, &off,
+			   path) < 4 || start != (unsigned long)addr)
+			continue;
+		if (strcmp(line_perms, perms) || off != offset ||
+		    strncmp(path, "/memfd:" TESTDEV_VMA_NAME, strlen("/memfd:" TESTDEV_VMA_NAME)))
+			why = "FAIL: a memfd window's maps line lost its perms, offset or memfd\n";
+		else
+			why = NULL;
+		break;
+	}
+	if (maps)
+		fclose(maps);
+	return why;
+}
+
+static const char *check_memfd_windows(void)
+{
+	const char *why;
+	int p, i;
+
+	for (p = 0; p < TESTDEV_VMA_A_PAGES; p++)
+		for (i = 0; i < PAGE; i++)
+			if (window_a[p * PAGE + i] != TESTDEV_VMA_BYTE(TESTDEV_VMA_A_PAGE + p, i))
+				return "FAIL: window A of the memfd lost its bytes\n";
+	for (i = 0; i < PAGE; i++)
+		if (window_b[i] != TESTDEV_VMA_BYTE(TESTDEV_VMA_B_PAGE, i))
+			return "FAIL: window B of the memfd lost its bytes\n";
+	why = check_maps_line(window_a, "rw-s", TESTDEV_VMA_A_PAGE * PAGE);
+	if (!why)
+		why = check_maps_line(window_b, "r--s", TESTDEV_VMA_B_PAGE * PAGE);
+	if (why)
+		return why;
+	/* A write through A lands in the object: B, the same page, sees it. */
+	window_a[(TESTDEV_VMA_B_PAGE - TESTDEV_VMA_A_PAGE) * PAGE + 5] ^= 0xff;
+	if (window_b[5] != (unsigned char)~TESTDEV_VMA_BYTE(TESTDEV_VMA_B_PAGE, 5))
+		return "FAIL: a write through window A is not seen through window B\n";
+	return NULL;
+}
+
+static const char *check_state(void)
+{
+	const char *why = check_memfd_windows();
+
+	return why ? why : check_fd();
+}
+
 /* Right after the loop, while iters is what the restore left. */
 static const char *check_after_flag(void)
 {
@@ -70,7 +154,7 @@ static const char *check_after_flag(void)
 			 iters, expected);
 		return why;
 	}
-	return check_fd();
+	return check_state();
 }
 
 static const char *check_without_flag(bool flag_expected)
@@ -79,7 +163,7 @@ static const char *check_without_flag(bool flag_expected)
 		return "FAIL: SIGTERM came, but RESUME_DEVICES_LATE never set the flag\n";
 	if (iters < 2)
 		return "FAIL: the loop never ran\n";
-	return check_fd();
+	return check_state();
 }
 
 int main(int argc, char **argv)
@@ -102,6 +186,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	close(fd);
+	if (map_memfd_windows()) {
+		perror("memfd windows");
+		return 1;
+	}
 	/* iters starts at 1 so a plugin that never wrote "expected" (0) is caught. */
 	iters = 1;
 	snprintf(addrs_path, sizeof(addrs_path), "%s.addrs", argv[1]);

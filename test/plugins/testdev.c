@@ -8,6 +8,10 @@
  *   RESUME_DEVICES_LATE  joins the worker and writes a flag into the task's memory, which
  *                        the test program must see before it runs another loop iteration.
  * Dump reads the addresses from the file the program writes ($CRIU_TESTDEV_ADDRS).
+ * It also takes the program's shared mappings of the TESTDEV_VMA_NAME memfd:
+ *   HANDLE_DEVICE_VMA    (criu) saves the memfd's contents in testdev-vma.img;
+ *   UPDATE_VMA_MAP       (the task) re-creates the memfd from it, once per task, and
+ *                        returns it for every VMA, at the dumped offsets.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -146,6 +151,123 @@ static int testdev_dump_ext_file(int fd, int id)
 	return write_image(id, &img);
 }
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__DUMP_EXT_FILE, testdev_dump_ext_file)
+
+/* ---- the memfd mapped as a device ---- */
+
+#define VMA_IMAGE "testdev-vma.img"
+
+/* Whether path (a /proc link, or UPDATE_VMA_MAP's path) names the test's memfd. */
+static bool is_testdev_memfd(const char *path)
+{
+	static const char prefix[] = "/memfd:" TESTDEV_VMA_NAME " ";
+
+	return !strncmp(path, prefix, sizeof(prefix) - 1);
+}
+
+static int copy_fd(int dst, int src, off_t size, const char *what)
+{
+	char buf[4096];
+	off_t off;
+
+	for (off = 0; off < size;) {
+		ssize_t got = pread(src, buf, sizeof(buf), off);
+
+		if (got <= 0 || pwrite(dst, buf, got, off) != got) {
+			pr_err("%s: copy failed at %lld: %s\n", what, (long long)off,
+			       got < 0 ? strerror(errno) : "short read or write");
+			return -EIO;
+		}
+		off += got;
+	}
+	return 0;
+}
+
+/* Both windows map the one memfd: saving it again for the second is harmless. */
+static int testdev_handle_device_vma(int fd, const struct stat *st)
+{
+	char proc[64], link[256];
+	ssize_t len;
+	int img, ret;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	len = readlink(proc, link, sizeof(link) - 1);
+	if (len < 0)
+		return -ENOTSUP;
+	link[len] = '\0';
+	if (!is_testdev_memfd(link))
+		return -ENOTSUP;
+	img = openat(criu_get_image_dir(), VMA_IMAGE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (img < 0) {
+		pr_perror("cannot create %s", VMA_IMAGE);
+		return -EIO;
+	}
+	ret = copy_fd(img, fd, st->st_size, VMA_IMAGE);
+	close(img);
+	if (!ret)
+		pr_info("memfd %s: %lld bytes saved\n", link, (long long)st->st_size);
+	return ret;
+}
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA, testdev_handle_device_vma)
+
+/*
+ * In the task. The first VMA gets the new memfd itself, later ones a dup: criu closes
+ * each returned fd once everything is mapped, so the task keeps no extra fd.
+ */
+static int restored_memfd = -1;
+
+static int recreate_memfd(void)
+{
+	struct stat st;
+	int img, fd, ret;
+
+	img = openat(criu_get_image_dir(), VMA_IMAGE, O_RDONLY | O_CLOEXEC);
+	if (img < 0 || fstat(img, &st)) {
+		pr_perror("cannot open %s", VMA_IMAGE);
+		if (img >= 0)
+			close(img);
+		return -EIO;
+	}
+	fd = memfd_create(TESTDEV_VMA_NAME, MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, st.st_size)) {
+		pr_perror("cannot create the memfd");
+		ret = -EIO;
+	} else {
+		ret = copy_fd(fd, img, st.st_size, "memfd");
+	}
+	close(img);
+	if (ret) {
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+static int testdev_update_vma_map(const char *path, const uint64_t addr, const uint64_t old_pgoff,
+				  uint64_t *new_pgoff, int *plugin_fd)
+{
+	int fd;
+
+	if (!is_testdev_memfd(path) || getenv(TESTDEV_DECLINE_VMA_ENV))
+		return -ENOTSUP;
+	if (restored_memfd < 0) {
+		restored_memfd = recreate_memfd();
+		if (restored_memfd < 0)
+			return restored_memfd;
+		fd = restored_memfd;
+	} else {
+		fd = fcntl(restored_memfd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0) {
+			pr_perror("dup of the memfd");
+			return -errno;
+		}
+	}
+	pr_info("vma %#" PRIx64 ": memfd fd %d at offset %#" PRIx64 "\n", addr, fd, old_pgoff);
+	*new_pgoff = old_pgoff;
+	*plugin_fd = fd;
+	return 1;
+}
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__UPDATE_VMA_MAP, testdev_update_vma_map)
 
 /* ---- restore ---- */
 

@@ -1,0 +1,72 @@
+/*
+ * BO contents I/O shared by both device backends: the CPU copies between a BO's fd
+ * (dma-buf on hardware, memfd on the emulator) and an image file through an mmap of the
+ * BO, in bounded windows, so a BO of any (64-bit) size needs little address space.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define LOG_PREFIX "amdgpu: "
+#include "criu-plugin.h"
+#include "amdgpu_dev.h"
+
+/* 64 MiB: large enough that the mmap cost vanishes, small enough for any address space. */
+#define COPY_WINDOW (64ULL << 20)
+
+static int file_io_full(int file_fd, void *buf, uint64_t len, uint64_t off, bool read_file)
+{
+	while (len) {
+		ssize_t done = read_file ? pread(file_fd, buf, len, off) : pwrite(file_fd, buf, len, off);
+
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done < 0)
+			return -errno;
+		/* A short image: it was truncated. */
+		if (done == 0)
+			return -ENODATA;
+		buf = (char *)buf + done;
+		len -= done;
+		off += done;
+	}
+	return 0;
+}
+
+int amdgpu_copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
+			 bool to_bo)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	while (len) {
+		uint64_t map_off = bo_off & ~((uint64_t)page - 1);
+		uint64_t lead = bo_off - map_off;
+		uint64_t chunk = len < COPY_WINDOW ? len : COPY_WINDOW;
+		void *map;
+		int ret;
+
+		map = mmap(NULL, chunk + lead, to_bo ? PROT_WRITE : PROT_READ, MAP_SHARED, bo_fd,
+			   map_off);
+		if (map == MAP_FAILED) {
+			ret = -errno;
+			pr_err("cannot map %llu bytes of a BO at %#llx: %s\n",
+			       (unsigned long long)chunk, (unsigned long long)bo_off, strerror(-ret));
+			return ret;
+		}
+		/* to_bo: read the image straight into the BO's pages (one copy). */
+		ret = file_io_full(file_fd, (char *)map + lead, chunk, file_off, to_bo);
+		munmap(map, chunk + lead);
+		if (ret) {
+			pr_err("BO contents at %#llx (%llu bytes): cannot %s the image at offset %llu: %s\n",
+			       (unsigned long long)bo_off, (unsigned long long)chunk,
+			       to_bo ? "read" : "write", (unsigned long long)file_off,
+			       ret == -ENODATA ? "the image is truncated" : strerror(-ret));
+			return ret;
+		}
+		bo_off += chunk;
+		file_off += chunk;
+		len -= chunk;
+	}
+	return 0;
+}

@@ -29,10 +29,12 @@ CRIU_SRCS := $(wildcard criu/*.c compel/*.c)
 CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 
 .PHONY: all test demo bench install clean check-tools
-all: criu/criu
+all: criu/criu $(AMDGPU_PLUGIN)
 
 # The restorer blob (criu/pie/) has its own flags and rules.
 -include criu/pie/Makefile.inc
+# The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
+-include plugins/amdgpu/Makefile.inc
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
 	$(PROTOC_C) --proto_path=images --c_out=images $<
@@ -58,9 +60,11 @@ install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PLUGINDIR)
 	install -m 755 criu/criu $(DESTDIR)$(BINDIR)/criu
 	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu-plugin.h
+	install -m 755 $(AMDGPU_PLUGIN) $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
 
 clean:
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean
 	$(PIE_CLEAN)
+	$(AMDGPU_CLEAN)

@@ -41,10 +41,28 @@ struct kernel_sigaction {
 	uint64_t mask;
 };
 
+/* One thread's own state, and the storage its ThreadCoreEntry points into. */
+struct dump_thread {
+	pid_t tid;
+	ThreadCoreEntry core;
+	UserX86RegsEntry regs;
+	RseqEntry rseq;
+	SigaltstackEntry sas;
+	void *xstate;
+	siginfo_t *pending;
+	SiginfoEntry *pending_entries;
+	SiginfoEntry **pending_ptrs;
+};
+
 /* Everything learnt about one task, and the storage its CoreEntry points into. */
 struct dump_task {
 	struct pstree_item *item;
 	bool seized;
+	struct dump_thread main_thread;
+	/* The other threads, seized ones first: nr_other_threads of them are seized. */
+	struct dump_thread *other_threads;
+	unsigned int nr_other_threads;
+	ThreadCoreEntry **other_thread_ptrs;
 	char proc_state; /* /proc/PID/stat state before seizing */
 	struct proc_vma *vmas;
 	unsigned int nr_vmas;
@@ -52,10 +70,6 @@ struct dump_task {
 
 	CoreEntry core;
 	TaskCoreEntry tc;
-	ThreadCoreEntry thread;
-	UserX86RegsEntry regs;
-	RseqEntry rseq;
-	SigaltstackEntry sas;
 	CredsEntry creds;
 	char comm[32];
 	SaEntry sa[NR_SIGNALS];
@@ -68,11 +82,10 @@ struct dump_task {
 	PosixTimerEntry **posix_timer_ptrs;
 	struct proc_posix_timer *proc_timers;
 	unsigned int nr_proc_timers;
-	siginfo_t *pending, *shared_pending;
-	SiginfoEntry *pending_entries, *shared_pending_entries;
-	SiginfoEntry **pending_ptrs, **shared_pending_ptrs;
+	siginfo_t *shared_pending;
+	SiginfoEntry *shared_pending_entries;
+	SiginfoEntry **shared_pending_ptrs;
 	struct proc_pid_status status;
-	void *xstate;
 };
 
 struct dump_stats {
@@ -96,15 +109,83 @@ static uint64_t usec_since(const struct timespec *since)
 static struct dump_task **dump_tasks;
 static unsigned int nr_dump_tasks;
 
-/* Threads are refused until they are supported. */
-static int check_threads(struct dump_task *task)
+static bool thread_seized(const struct dump_task *task, pid_t tid)
 {
-	if (task->item->nr_threads != 1) {
-		pr_err("process %d has %u threads; multi-threaded processes are not supported yet\n",
-		       task->item->pid, task->item->nr_threads);
-		return -ENOTSUP;
+	unsigned int i;
+
+	if (tid == task->item->pid)
+		return true;
+	for (i = 0; i < task->nr_other_threads; i++)
+		if (task->other_threads[i].tid == tid)
+			return true;
+	return false;
+}
+
+static int seize_one_thread(struct dump_task *task, pid_t tid)
+{
+	struct dump_thread *grown;
+	int ret;
+
+	grown = realloc(task->other_threads, (task->nr_other_threads + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("no memory for the threads of %d\n", task->item->pid);
+		return -ENOMEM;
 	}
+	task->other_threads = grown;
+	ret = compel_seize(tid);
+	if (ret)
+		return ret;
+	memset(&grown[task->nr_other_threads], 0, sizeof(*grown));
+	grown[task->nr_other_threads++].tid = tid;
+	pr_info("seized thread %d of %d\n", tid, task->item->pid);
 	return 0;
+}
+
+/* pstree.img lists the threads in the order their core entries are written: ours. */
+static int fix_thread_list(struct dump_task *task)
+{
+	struct pstree_item *item = task->item;
+	unsigned int i;
+
+	/* Every listed thread is seized; fewer listed means a seized one died (SIGKILL). */
+	if (item->nr_threads != task->nr_other_threads + 1) {
+		pr_err("process %d: a thread exited while the process was being seized\n", item->pid);
+		return -ESRCH;
+	}
+	item->threads[0] = item->pid;
+	for (i = 0; i < task->nr_other_threads; i++)
+		item->threads[i + 1] = task->other_threads[i].tid;
+	return 0;
+}
+
+/*
+ * The main thread is seized; seize the others as /proc/PID/task lists them. A thread
+ * still running may start new ones, so the list is read again until a pass finds no
+ * thread that is not seized; seized threads start no more, so this ends.
+ */
+static int seize_other_threads(struct dump_task *task)
+{
+	struct pstree_item *item = task->item;
+	unsigned int i, found;
+	int ret;
+
+	do {
+		found = 0;
+		for (i = 0; i < item->nr_threads; i++) {
+			if (thread_seized(task, item->threads[i]))
+				continue;
+			ret = seize_one_thread(task, item->threads[i]);
+			if (ret)
+				return ret;
+			found++;
+		}
+		if (found) {
+			ret = pstree_collect_ids(item);
+			if (ret)
+				return ret;
+		}
+	} while (found);
+	return fix_thread_list(task);
 }
 
 static struct dump_task *new_dump_task(pid_t pid)
@@ -160,7 +241,7 @@ static int add_task(struct pstree_item *parent, pid_t pid)
 	pr_info("seized task %d\n", pid);
 	/* Ids once it is stopped: a running process may still change its group. */
 	ret = pstree_collect_ids(task->item);
-	return ret ? ret : check_threads(task);
+	return ret ? ret : seize_other_threads(task);
 }
 
 /* Seize and add the children of task that the tree does not hold yet; *added counts them. */
@@ -242,30 +323,29 @@ static void fill_regs(UserX86RegsEntry *re, const struct user_regs_struct *r)
 	re->gs = r->gs;
 }
 
-static int collect_regs(struct dump_task *task)
+static int collect_thread_regs(struct dump_thread *th)
 {
-	pid_t pid = task->item->pid;
 	struct user_regs_struct regs;
 	size_t xstate_len;
 	int ret;
 
-	ret = compel_get_regs(pid, &regs);
+	ret = compel_get_regs(th->tid, &regs);
 	if (ret)
 		return ret;
-	/* Stored as the task must resume: an interrupted syscall is set up to restart. */
+	/* Stored as the thread must resume: an interrupted syscall is set up to restart. */
 	compel_fixup_syscall_restart(&regs);
-	fill_regs(&task->regs, &regs);
-	task->thread.gpregs = &task->regs;
-	pr_debug("task %d: ip %llx sp %llx ax %llx orig_ax %llx\n", pid, regs.rip, regs.rsp,
-		 regs.rax, regs.orig_rax);
+	fill_regs(&th->regs, &regs);
+	th->core.gpregs = &th->regs;
+	pr_debug("thread %d: ip %llx sp %llx ax %llx orig_ax %llx fs_base %llx\n", th->tid,
+		 regs.rip, regs.rsp, regs.rax, regs.orig_rax, regs.fs_base);
 
-	ret = compel_get_xstate(pid, &task->xstate, &xstate_len);
+	ret = compel_get_xstate(th->tid, &th->xstate, &xstate_len);
 	if (ret)
 		return ret;
-	task->thread.xsave.data = task->xstate;
-	task->thread.xsave.len = xstate_len;
-	pr_debug("task %d: %zu bytes of xstate\n", pid, xstate_len);
-	return compel_get_sigmask(pid, &task->thread.blk_sigset);
+	th->core.xsave.data = th->xstate;
+	th->core.xsave.len = xstate_len;
+	pr_debug("thread %d: %zu bytes of xstate\n", th->tid, xstate_len);
+	return compel_get_sigmask(th->tid, &th->core.blk_sigset);
 }
 
 /* Wrap the raw siginfos in image entries (the arrays are owned by task). */
@@ -291,20 +371,30 @@ static int wrap_siginfos(siginfo_t *infos, unsigned int nr, SiginfoEntry **entri
 	return 0;
 }
 
-static int collect_pending_signals(struct dump_task *task)
+/* Signals queued for this thread alone. */
+static int collect_thread_pending(struct dump_thread *th)
+{
+	unsigned int nr;
+	int ret;
+
+	ret = compel_get_pending(th->tid, false, &th->pending, &nr);
+	if (ret)
+		return ret;
+	ret = wrap_siginfos(th->pending, nr, &th->pending_entries, &th->pending_ptrs);
+	if (ret)
+		return ret;
+	th->core.n_pending = nr;
+	th->core.pending = th->pending_ptrs;
+	pr_debug("thread %d: %u pending signals\n", th->tid, nr);
+	return 0;
+}
+
+/* Signals queued for the whole process. */
+static int collect_shared_pending(struct dump_task *task)
 {
 	pid_t pid = task->item->pid;
 	unsigned int nr;
 	int ret;
-
-	ret = compel_get_pending(pid, false, &task->pending, &nr);
-	if (ret)
-		return ret;
-	ret = wrap_siginfos(task->pending, nr, &task->pending_entries, &task->pending_ptrs);
-	if (ret)
-		return ret;
-	task->thread.n_pending = nr;
-	task->thread.pending = task->pending_ptrs;
 
 	ret = compel_get_pending(pid, true, &task->shared_pending, &nr);
 	if (ret)
@@ -315,39 +405,37 @@ static int collect_pending_signals(struct dump_task *task)
 		return ret;
 	task->tc.n_shared_pending = nr;
 	task->tc.shared_pending = task->shared_pending_ptrs;
-	pr_debug("task %d: %zu thread and %u shared pending signals\n", pid,
-		 task->thread.n_pending, nr);
+	pr_debug("task %d: %u shared pending signals\n", pid, nr);
 	return 0;
 }
 
-static int collect_rseq_and_robust_list(struct dump_task *task)
+static int collect_rseq_and_robust_list(struct dump_thread *th)
 {
-	pid_t pid = task->item->pid;
 	struct compel_rseq rseq;
 	unsigned long head;
 	size_t len;
 	int ret;
 
-	ret = compel_get_rseq(pid, &rseq);
+	ret = compel_get_rseq(th->tid, &rseq);
 	if (ret)
 		return ret;
 	if (rseq.abi_pointer) {
-		rseq_entry__init(&task->rseq);
-		task->rseq.rseq_abi_pointer = rseq.abi_pointer;
-		task->rseq.rseq_abi_size = rseq.abi_size;
-		task->rseq.signature = rseq.signature;
-		task->rseq.has_flags = true;
-		task->rseq.flags = rseq.flags;
-		task->thread.rseq = &task->rseq;
+		rseq_entry__init(&th->rseq);
+		th->rseq.rseq_abi_pointer = rseq.abi_pointer;
+		th->rseq.rseq_abi_size = rseq.abi_size;
+		th->rseq.signature = rseq.signature;
+		th->rseq.has_flags = true;
+		th->rseq.flags = rseq.flags;
+		th->core.rseq = &th->rseq;
 	}
-	if (syscall(SYS_get_robust_list, pid, &head, &len)) {
+	if (syscall(SYS_get_robust_list, th->tid, &head, &len)) {
 		int err = errno;
 
-		pr_perror("cannot read the robust list of %d", pid);
+		pr_perror("cannot read the robust list of thread %d", th->tid);
 		return -err;
 	}
-	task->thread.robust_list = head;
-	task->thread.robust_list_len = len;
+	th->core.robust_list = head;
+	th->core.robust_list_len = len;
 	return 0;
 }
 
@@ -514,7 +602,7 @@ static int collect_itimers(struct dump_task *task, struct compel_ctl *ctl)
 	return 0;
 }
 
-static int collect_thread_misc(struct dump_task *task, struct compel_ctl *ctl)
+static int collect_thread_misc(struct dump_thread *th, struct compel_ctl *ctl)
 {
 	unsigned long scratch = compel_scratch_addr(ctl);
 	uint64_t tid_address;
@@ -525,17 +613,17 @@ static int collect_thread_misc(struct dump_task *task, struct compel_ctl *ctl)
 			       __NR_prctl, PR_GET_TID_ADDRESS, scratch, 0, 0);
 	if (ret)
 		return ret;
-	task->thread.clear_tid_addr = tid_address;
+	th->core.clear_tid_addr = tid_address;
 
 	ret = remote_call_read(ctl, "sigaltstack", &ss, sizeof(ss), __NR_sigaltstack, 0, scratch,
 			       0, 0);
 	if (ret)
 		return ret;
-	sigaltstack_entry__init(&task->sas);
-	task->sas.ss_sp = (unsigned long)ss.ss_sp;
-	task->sas.ss_size = ss.ss_size;
-	task->sas.ss_flags = ss.ss_flags;
-	task->thread.sas = &task->sas;
+	sigaltstack_entry__init(&th->sas);
+	th->sas.ss_sp = (unsigned long)ss.ss_sp;
+	th->sas.ss_size = ss.ss_size;
+	th->sas.ss_flags = ss.ss_flags;
+	th->core.sas = &th->sas;
 	return 0;
 }
 
@@ -678,7 +766,7 @@ static int collect_injected_state(struct dump_task *task)
 		return ret;
 	ret = collect_sigactions(task, ctl);
 	if (!ret)
-		ret = collect_thread_misc(task, ctl);
+		ret = collect_thread_misc(&task->main_thread, ctl);
 	if (!ret)
 		ret = collect_itimers(task, ctl);
 	if (!ret)
@@ -690,6 +778,68 @@ static int collect_injected_state(struct dump_task *task)
 	return ret ? ret : cure_ret;
 }
 
+/*
+ * The tid address and sigaltstack of another thread are read by that thread itself.
+ * Threads share the code page the syscall goes to: one thread is infected at a time.
+ */
+static int collect_other_thread_injected(struct dump_thread *th, unsigned long ip)
+{
+	struct compel_ctl *ctl;
+	int ret, cure_ret;
+
+	ret = compel_infect(th->tid, ip, &ctl);
+	if (ret)
+		return ret;
+	ret = collect_thread_misc(th, ctl);
+	cure_ret = compel_cure(ctl);
+	return ret ? ret : cure_ret;
+}
+
+/* Registers, signals, rseq and robust list: what ptrace shows of one thread. */
+static int collect_thread_state(struct dump_thread *th)
+{
+	int ret;
+
+	thread_core_entry__init(&th->core);
+	th->core.tid = th->tid;
+	ret = collect_thread_regs(th);
+	if (!ret)
+		ret = collect_thread_pending(th);
+	return ret ? ret : collect_rseq_and_robust_list(th);
+}
+
+/* Every thread but the main one: its own state, then core.threads in pstree order. */
+static int collect_other_threads(struct dump_task *task)
+{
+	unsigned int i, nr = task->nr_other_threads;
+	unsigned long ip;
+	int ret;
+
+	if (!nr)
+		return 0;
+	ret = find_syscall_ip(task, &ip);
+	if (ret)
+		return ret;
+	task->other_thread_ptrs = calloc(nr, sizeof(*task->other_thread_ptrs));
+	if (!task->other_thread_ptrs) {
+		pr_err("no memory for the %u threads of %d\n", nr, task->item->pid);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		struct dump_thread *th = &task->other_threads[i];
+
+		ret = collect_thread_state(th);
+		if (!ret)
+			ret = collect_other_thread_injected(th, ip);
+		if (ret)
+			return ret;
+		task->other_thread_ptrs[i] = &th->core;
+	}
+	task->core.n_threads = nr;
+	task->core.threads = task->other_thread_ptrs;
+	return 0;
+}
+
 static int collect_task_state(struct dump_task *task)
 {
 	int ret;
@@ -697,20 +847,17 @@ static int collect_task_state(struct dump_task *task)
 	pr_info("collecting the state of task %d\n", task->item->pid);
 	core_entry__init(&task->core);
 	task_core_entry__init(&task->tc);
-	thread_core_entry__init(&task->thread);
 	task->core.mtype = MARCH__X86_64;
 	task->core.tc = &task->tc;
-	task->core.thread = &task->thread;
-	task->thread.tid = task->item->pid;
+	task->core.thread = &task->main_thread.core;
+	task->main_thread.tid = task->item->pid;
 
 	/* VMAs first: the injection needs an executable address of the task. */
 	ret = parse_pid_smaps(task->item->pid, &task->vmas, &task->nr_vmas);
 	if (!ret)
-		ret = collect_regs(task);
+		ret = collect_thread_state(&task->main_thread);
 	if (!ret)
-		ret = collect_pending_signals(task);
-	if (!ret)
-		ret = collect_rseq_and_robust_list(task);
+		ret = collect_shared_pending(task);
 	if (!ret)
 		ret = collect_creds(task);
 	if (!ret)
@@ -719,6 +866,8 @@ static int collect_task_state(struct dump_task *task)
 		ret = collect_proc_misc(task);
 	if (!ret)
 		ret = collect_injected_state(task);
+	if (!ret)
+		ret = collect_other_threads(task);
 	return ret;
 }
 
@@ -837,13 +986,13 @@ static int dump_zombie(struct dump_task *task)
 
 	core_entry__init(&task->core);
 	task_core_entry__init(&task->tc);
-	thread_core_entry__init(&task->thread);
-	user_x86_regs_entry__init(&task->regs);
+	thread_core_entry__init(&task->main_thread.core);
+	user_x86_regs_entry__init(&task->main_thread.regs);
 	task->core.mtype = MARCH__X86_64;
 	task->core.tc = &task->tc;
-	task->core.thread = &task->thread;
-	task->thread.tid = task->item->pid;
-	task->thread.gpregs = &task->regs;
+	task->core.thread = &task->main_thread.core;
+	task->main_thread.core.tid = task->item->pid;
+	task->main_thread.core.gpregs = &task->main_thread.regs;
 	ret = parse_pid_comm(task->item->pid, task->comm, sizeof(task->comm));
 	if (ret)
 		return ret;
@@ -889,25 +1038,37 @@ static void release_task(struct dump_task *task, bool dumped)
 		return;
 	pid = task->item->pid;
 	if (dumped && !opts.leave_running) {
-		compel_kill(pid);
+		/* After a dump every thread the item lists is seized (fix_thread_list). */
+		compel_kill_process(pid, task->item->threads, task->item->nr_threads);
 		pr_info("task %d killed after the dump\n", pid);
 		return;
 	}
 	/* A task that was group-stopped stays stopped: the kernel re-stops it on detach. */
+	for (unsigned int i = 0; i < task->nr_other_threads; i++)
+		compel_detach(task->other_threads[i].tid);
 	if (compel_detach(pid))
 		return;
 	pr_info("task %d resumed\n", pid);
 }
 
+static void free_dump_thread(struct dump_thread *th)
+{
+	free(th->xstate);
+	free(th->pending);
+	free(th->pending_entries);
+	free(th->pending_ptrs);
+}
+
 static void free_dump_task(struct dump_task *task)
 {
 	free_proc_vmas(task->vmas, task->nr_vmas);
-	free(task->xstate);
-	free(task->pending);
+	free_dump_thread(&task->main_thread);
+	for (unsigned int i = 0; i < task->nr_other_threads; i++)
+		free_dump_thread(&task->other_threads[i]);
+	free(task->other_threads);
+	free(task->other_thread_ptrs);
 	free(task->shared_pending);
-	free(task->pending_entries);
 	free(task->shared_pending_entries);
-	free(task->pending_ptrs);
 	free(task->shared_pending_ptrs);
 	free(task->posix_timers);
 	free(task->posix_timer_ptrs);

@@ -3,6 +3,7 @@
  * task with its original pid, wait until each has rebuilt itself and parked in the
  * restorer, then release them all together. A failure anywhere kills what we created.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +34,7 @@
 #include "pstree.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
+#include "shmem.h"
 #include "vma.h"
 
 #include "core.pb-c.h"
@@ -43,12 +46,27 @@ struct rst_task {
 	struct pstree_item *item;
 	pid_t pid; /* 0 until forked */
 	int sync_fd; /* our end of the task's report socket */
+	int task_sock; /* the task's end: created by criu, kept by the task alone */
+	bool forked; /* it reported that its children exist */
+	bool zombie; /* it only exits with its dumped status */
 	bool ready;
 	MmEntry *mm; /* its address space, for the release */
 	uint64_t region_start, region_len; /* where its restorer runs */
 };
 
-static struct rst_task root_task = { .sync_fd = -1 };
+/* Every process of the tree in pstree order (parents first): rst_tasks[0] is the root. */
+static struct rst_task *rst_tasks;
+static unsigned int nr_rst_tasks;
+
+/*
+ * Messages on a task's socket before its final struct rst_report: criu sends GO once it
+ * traces the task and GROUPS once every task has forked its children; the task sends
+ * one stage byte once its own children exist.
+ */
+#define TASK_CMD_GO 'G'
+#define TASK_CMD_GROUPS 'P'
+#define TASK_STAGE_ALIVE 'A'
+#define TASK_STAGE_ZOMBIE 'Z'
 
 static double now_secs(void)
 {
@@ -101,22 +119,40 @@ static int resume_devices(struct rst_task *task)
 	return ret >= 0 || ret == -ENOTSUP ? 0 : -1;
 }
 
-/* clone3(set_tid) needs the pid free; say so plainly instead of failing with EEXIST later. */
-static int check_pid_free(pid_t pid)
+/* clone3(set_tid) needs the pids free; say so plainly instead of failing with EEXIST later. */
+static int check_pids_free(void)
 {
+	struct pstree_item *item;
 	char path[32];
 
-	snprintf(path, sizeof(path), "/proc/%d", pid);
-	if (access(path, F_OK) == 0) {
-		pr_err("pid %d is already in use: cannot restore the task with its original pid\n", pid);
-		return -1;
+	for (item = root_item; item; item = pstree_next(item)) {
+		snprintf(path, sizeof(path), "/proc/%d", item->pid);
+		if (access(path, F_OK) == 0) {
+			pr_err("pid %d is already in use: cannot restore its task with that pid\n",
+			       item->pid);
+			return -1;
+		}
 	}
 	return 0;
 }
 
+static struct rst_task *task_of(const struct pstree_item *item)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++)
+		if (rst_tasks[i].item == item)
+			return &rst_tasks[i];
+	return NULL;
+}
+
 /* ---- in the forked task ---- */
 
-static int restore_sid_pgid(struct pstree_item *item)
+/*
+ * Before forking children, which inherit both: a session or group this task leads.
+ * setsid() first: it makes the task the leader of a group of its own as well.
+ */
+static int restore_own_leadership(struct pstree_item *item)
 {
 	if (item->sid == item->pid) {
 		if (setsid() < 0) {
@@ -128,10 +164,37 @@ static int restore_sid_pgid(struct pstree_item *item)
 			pr_perror("task %d: setpgid", item->pid);
 			return -1;
 		}
-	} else if (getsid(0) != item->sid || getpgid(0) != item->pgid) {
-		/* A session or group led from outside the dumped tree: we join criu's. */
-		pr_info("task %d: sid %d pgid %d were led from outside the tree; inheriting criu's\n",
-			item->pid, item->sid, item->pgid);
+	}
+	return 0;
+}
+
+/*
+ * After GROUPS, when every leader in the tree has made its group: join the group led by
+ * another task (a sibling or cousin may lead it, and may have been forked after us).
+ */
+static int join_session_and_group(struct pstree_item *item)
+{
+	if (item->pgid != item->pid && getpgid(0) != item->pgid) {
+		if (pstree_find(item->pgid)) {
+			if (setpgid(0, item->pgid) < 0) {
+				pr_perror("task %d: cannot join process group %d", item->pid,
+					  item->pgid);
+				return -1;
+			}
+		} else {
+			/* A group led from outside the dumped tree: we stay in criu's. */
+			pr_info("task %d: pgid %d was led from outside the tree; inheriting %d\n",
+				item->pid, item->pgid, getpgid(0));
+		}
+	}
+	if (getsid(0) != item->sid) {
+		if (pstree_find(item->sid)) {
+			pr_err("task %d: cannot get back into session %d (it is in %d)\n",
+			       item->pid, item->sid, getsid(0));
+			return -1;
+		}
+		pr_info("task %d: sid %d was led from outside the tree; inheriting %d\n", item->pid,
+			item->sid, getsid(0));
 	}
 	return 0;
 }
@@ -178,24 +241,18 @@ static void report_failure(int sync_fd, int err)
 }
 
 /*
- * The task's own part up to the restorer: session, files, cwd/root, then the jump.
+ * The task's own part up to the restorer: files, cwd/root, then the jump.
  * Order matters: fds first (service fds were moved out of the way), because the
  * restorer setup opens the page image and mapped files at numbers the task lacks.
  */
-static int restore_task_body(struct rst_task *task, int sync_fd)
+static int restore_task_body(struct rst_task *task, CoreEntry *core, int sync_fd)
 {
 	struct pstree_item *item = task->item;
-	struct rst_task_ctx ctx = { .pid = item->pid, .mm = task->mm, .loglevel = log_get_level() };
-	static char prefix[32];
+	struct rst_task_ctx ctx = { .pid = item->pid, .core = core, .loglevel = log_get_level() };
 	int ret;
 
-	snprintf(prefix, sizeof(prefix), "%d: ", item->pid);
-	log_set_prefix(prefix);
 	pr_info("restoring task %d\n", item->pid);
-
-	if (restore_sid_pgid(item))
-		return -1;
-	if (read_task_core(item->pid, &ctx.core))
+	if (read_task_mm(item->pid, &ctx.mm))
 		return -1;
 
 	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
@@ -219,31 +276,151 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	return ret;
 }
 
-static int task_main(struct rst_task *task, int child_sock)
+static bool core_is_zombie(const CoreEntry *core)
 {
-	char seized;
-	int ret = -EPIPE;
+	/* CRIU's images call a zombie TASK_DEAD; ours say TASK_ZOMBIE. */
+	return core->tc->state == TASK_STATE__TASK_ZOMBIE ||
+	       core->tc->state == TASK_STATE__TASK_DEAD;
+}
 
-	/* The restorer ends on a trap only a tracer may catch: start once criu traces us. */
-	if (read(child_sock, &seized, 1) == 1)
-		ret = restore_task_body(task, child_sock);
+/*
+ * A zombie is re-created by dying the way it died: criu, its tracer, lets it go, and its
+ * parent (not reaping during restore) finds it dead with the dumped wait status.
+ */
+static void __attribute__((noreturn)) exit_as_zombie(int wait_status)
+{
+	int sig = wait_status & 0x7f;
+
+	if (sig) {
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		struct rlimit no_core = { 0, 0 };
+		sigset_t set;
+
+		/* The original core file, if any, was written when it died. */
+		setrlimit(RLIMIT_CORE, &no_core);
+		sigaction(sig, &dfl, NULL);
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		kill(getpid(), sig);
+	}
+	_exit((wait_status >> 8) & 0xff);
+}
+
+static pid_t clone_with_pid(pid_t pid, unsigned long flags);
+static pid_t fork_with_ns_last_pid(pid_t pid);
+static void __attribute__((noreturn)) task_main(struct rst_task *task);
+
+/* Each child with its original pid; it waits for criu to trace it before doing anything. */
+static int fork_children(struct pstree_item *item)
+{
+	struct pstree_item *child;
+	pid_t pid;
+
+	for (child = item->first_child; child; child = child->next_sibling) {
+		if (kerndat_has_clone3_set_tid())
+			pid = clone_with_pid(child->pid, 0);
+		else
+			pid = fork_with_ns_last_pid(child->pid);
+		if (pid < 0) {
+			pr_perror("task %d: cannot create child %d", item->pid, child->pid);
+			return -1;
+		}
+		if (pid == 0)
+			task_main(task_of(child));
+		pr_debug("forked child %d\n", pid);
+	}
+	return 0;
+}
+
+/* Children hold copies of every socket: each keeps only its own once its children exist. */
+static void close_other_task_socks(struct rst_task *self)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (&rst_tasks[i] == self || rst_tasks[i].task_sock < 0)
+			continue;
+		close(rst_tasks[i].task_sock);
+		rst_tasks[i].task_sock = -1;
+	}
+}
+
+static int recv_cmd(int sock, char expected)
+{
+	char cmd;
+	ssize_t n;
+
+	do
+		n = read(sock, &cmd, 1);
+	while (n < 0 && errno == EINTR);
+	/* EOF: criu gave up on the restore and said why; nothing more to say here. */
+	return n == 1 && cmd == expected ? 0 : -EPIPE;
+}
+
+/*
+ * Traced from GO on: session and group it leads, children, stage report, GROUPS, the
+ * group it joins; then a zombie dies, a live task rebuilds itself.
+ */
+static int task_stages(struct rst_task *task, int sock, CoreEntry **core)
+{
+	struct pstree_item *item = task->item;
+	char stage;
+
+	if (recv_cmd(sock, TASK_CMD_GO) || read_task_core(item->pid, core))
+		return -1;
+	task->zombie = core_is_zombie(*core);
+	if (task->zombie && has_children(item)) {
+		pr_err("task %d: a zombie with children in pstree.img\n", item->pid);
+		return -1;
+	}
+	if (restore_own_leadership(item) || fork_children(item))
+		return -1;
+	close_other_task_socks(task);
+	stage = task->zombie ? TASK_STAGE_ZOMBIE : TASK_STAGE_ALIVE;
+	if (write(sock, &stage, 1) != 1) {
+		pr_perror("task %d: cannot report its children", item->pid);
+		return -1;
+	}
+	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item))
+		return -1;
+	if (task->zombie)
+		exit_as_zombie((*core)->tc->exit_code);
+	return 0;
+}
+
+static void __attribute__((noreturn)) task_main(struct rst_task *task)
+{
+	static char prefix[32];
+	int sock = task->task_sock;
+	CoreEntry *core = NULL;
+	unsigned int i;
+	int ret = -1;
+
+	snprintf(prefix, sizeof(prefix), "%d: ", task->item->pid);
+	log_set_prefix(prefix);
+	/* criu's ends: only the root inherits them, its children see them closed. */
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (rst_tasks[i].sync_fd >= 0)
+			close(rst_tasks[i].sync_fd);
+		rst_tasks[i].sync_fd = -1;
+	}
+	if (!task_stages(task, sock, &core))
+		ret = restore_task_body(task, core, sock);
 
 	/* Only failures come back here; the sync fd may have moved, so report on both. */
-	report_failure(get_service_fd(SYNC_SFD) >= 0 ? get_service_fd(SYNC_SFD) : child_sock, ret);
+	report_failure(get_service_fd(SYNC_SFD) >= 0 ? get_service_fd(SYNC_SFD) : sock, ret);
 	_exit(1);
 }
 
 /* ---- in criu ---- */
 
-static pid_t clone_with_pid(pid_t pid)
+static pid_t clone_with_pid(pid_t pid, unsigned long flags)
 {
-	struct clone_args args = { .exit_signal = SIGCHLD };
+	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD };
 
 	args.set_tid = (unsigned long)&pid;
 	args.set_tid_size = 1;
-	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
-	if (opts.restore_sibling)
-		args.flags |= CLONE_PARENT;
 	return syscall(SYS_clone3, &args, sizeof(args));
 }
 
@@ -280,7 +457,7 @@ static pid_t fork_with_ns_last_pid(pid_t pid)
  */
 static int seize_task(struct rst_task *task)
 {
-	char go = 1;
+	char go = TASK_CMD_GO;
 
 	if (ptrace(PTRACE_SEIZE, task->pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD)) {
 		pr_perror("cannot trace task %d", task->pid);
@@ -293,59 +470,191 @@ static int seize_task(struct rst_task *task)
 	return 0;
 }
 
-static int fork_task(struct rst_task *task)
+/* One socket per task, all made before the root is forked: every task inherits its own. */
+static int create_task_sockets(void)
 {
+	unsigned int i;
 	int socks[2];
-	pid_t pid;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks)) {
-		pr_perror("socketpair");
-		return -1;
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks)) {
+			pr_perror("socketpair for task %d", rst_tasks[i].item->pid);
+			return -1;
+		}
+		rst_tasks[i].sync_fd = socks[0];
+		rst_tasks[i].task_sock = socks[1];
 	}
-	task->pid = 0;
-	if (kerndat_has_clone3_set_tid())
-		pid = clone_with_pid(task->item->pid);
-	else
-		pid = fork_with_ns_last_pid(task->item->pid);
-	if (pid < 0) {
-		pr_perror("cannot create task with pid %d", task->item->pid);
-		close(socks[0]);
-		close(socks[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		close(socks[0]);
-		task_main(task, socks[1]);
-	}
-	close(socks[1]);
-	task->pid = pid;
-	task->sync_fd = socks[0];
-	pr_info("forked task %d\n", pid);
-	return seize_task(task);
+	return 0;
 }
 
-/* Waits for the task's next ptrace stop; 0 when it stopped with sig (a signal or a syscall stop). */
-static int wait_task_stop(struct rst_task *task, int sig, const char *what)
+static int prepare_rst_tasks(void)
+{
+	struct pstree_item *item;
+	unsigned int i = 0;
+
+	for (item = root_item; item; item = pstree_next(item))
+		nr_rst_tasks++;
+	rst_tasks = calloc(nr_rst_tasks, sizeof(*rst_tasks));
+	if (!rst_tasks) {
+		pr_err("no memory for %u tasks\n", nr_rst_tasks);
+		return -1;
+	}
+	for (item = root_item; item; item = pstree_next(item), i++)
+		rst_tasks[i] = (struct rst_task){ .item = item, .sync_fd = -1, .task_sock = -1 };
+	return create_task_sockets();
+}
+
+/* The root, from criu; it forks the rest of the tree itself. */
+static int fork_root_task(void)
+{
+	struct rst_task *root = &rst_tasks[0];
+	unsigned int i;
+	pid_t pid;
+
+	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
+	if (kerndat_has_clone3_set_tid())
+		pid = clone_with_pid(root->item->pid, opts.restore_sibling ? CLONE_PARENT : 0);
+	else
+		pid = fork_with_ns_last_pid(root->item->pid);
+	if (pid < 0) {
+		pr_perror("cannot create task with pid %d", root->item->pid);
+		return -1;
+	}
+	if (pid == 0)
+		task_main(root);
+	for (i = 0; i < nr_rst_tasks; i++) {
+		close(rst_tasks[i].task_sock);
+		rst_tasks[i].task_sock = -1;
+	}
+	root->pid = pid;
+	pr_info("forked task %d\n", pid);
+	return seize_task(root);
+}
+
+/* A task that reported a failure (or died) instead of the next stage. */
+static void log_task_failure(struct rst_task *task, const struct rst_report *report,
+			     const char *stage)
+{
+	if (!report)
+		pr_err("task %d died %s (see the log above)\n", task->pid, stage);
+	else if (report->error_shown)
+		pr_info("task %d failed %s\n", task->pid, stage);
+	else
+		pr_err("task %d failed %s: %s (see the log)\n", task->pid, stage,
+		       strerror(-report->status));
+}
+
+/* The task's stage byte: its children exist, and whether it is alive or a zombie. */
+static int wait_task_forked(struct rst_task *task)
+{
+	union {
+		char stage;
+		struct rst_report report;
+	} msg;
+	ssize_t n;
+
+	if (task->forked)
+		return 0;
+	do
+		n = read(task->sync_fd, &msg, sizeof(msg));
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && (msg.stage == TASK_STAGE_ALIVE || msg.stage == TASK_STAGE_ZOMBIE)) {
+		task->forked = true;
+		task->zombie = msg.stage == TASK_STAGE_ZOMBIE;
+		/* criu follows a live task out of the restorer: it needs the task's VMAs. */
+		return task->zombie ? 0 : read_task_mm(task->pid, &task->mm);
+	}
+	log_task_failure(task, n == sizeof(msg.report) && msg.report.magic == RST_REPORT_MAGIC ?
+				       &msg.report : NULL, "before forking its children");
+	return -1;
+}
+
+/*
+ * Parents first: a task is traced and let go once its parent has forked it; a sibling
+ * forks its own children meanwhile. Ends when every task has reported its stage.
+ */
+static int seize_tree_tasks(void)
+{
+	unsigned int i;
+
+	for (i = 1; i < nr_rst_tasks; i++) {
+		struct rst_task *task = &rst_tasks[i];
+
+		if (wait_task_forked(task_of(task->item->parent)))
+			return -1;
+		task->pid = task->item->pid;
+		if (seize_task(task))
+			return -1;
+	}
+	for (i = 0; i < nr_rst_tasks; i++)
+		if (wait_task_forked(&rst_tasks[i]))
+			return -1;
+	return 0;
+}
+
+/*
+ * Every leader made its session or group before it reported its stage: members may join
+ * now, whatever their place in the tree.
+ */
+static int release_groups(void)
+{
+	char cmd = TASK_CMD_GROUPS;
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (write(rst_tasks[i].sync_fd, &cmd, 1) != 1) {
+			pr_perror("cannot let task %d set its group", rst_tasks[i].pid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Waits for the next ptrace stop of thread tid of the task; 0 when it stopped with sig
+ * (a signal or a syscall stop).
+ */
+static int wait_task_stop(struct rst_task *task, pid_t tid, int sig, const char *what)
 {
 	int status;
 
-	while (waitpid(task->pid, &status, __WALL) < 0) {
+	while (waitpid(tid, &status, __WALL) < 0) {
 		if (errno != EINTR) {
-			pr_perror("task %d: waitpid", task->pid);
+			pr_perror("task %d: waitpid %d", task->pid, tid);
 			return -1;
 		}
 	}
 	if (WIFSTOPPED(status) && WSTOPSIG(status) == sig)
 		return 0;
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		pr_err("task %d died %s (%s %d)\n", task->pid, what,
+		pr_err("task %d: thread %d died %s (%s %d)\n", task->pid, tid, what,
 		       WIFEXITED(status) ? "exit status" : "signal",
 		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-		task->pid = 0;
+		if (tid == task->pid)
+			task->pid = 0;
 	} else {
-		pr_err("task %d: unexpected stop (signal %d) %s\n", task->pid, WSTOPSIG(status), what);
+		pr_err("task %d: thread %d: unexpected stop (signal %d) %s\n", task->pid, tid,
+		       WSTOPSIG(status), what);
 	}
 	return -1;
+}
+
+/*
+ * The other threads wait in the restorer until the main one is released. Trace each
+ * and hold it in a ptrace stop now, so that none can leave the restorer unseen: criu
+ * follows every one out in release_task().
+ */
+static int seize_task_threads(struct rst_task *task)
+{
+	struct pstree_item *item = task->item;
+	unsigned int i;
+
+	for (i = 0; i < item->nr_threads; i++)
+		if (item->threads[i] != task->pid && compel_seize(item->threads[i]))
+			return -1;
+	if (item->nr_threads > 1)
+		pr_info("task %d: %u threads traced\n", task->pid, item->nr_threads);
+	return 0;
 }
 
 /*
@@ -383,7 +692,9 @@ static int wait_task_ready(struct rst_task *task)
 	}
 	task->region_start = report.region_start;
 	task->region_len = report.region_len;
-	if (wait_task_stop(task, SIGSTOP, "before its release"))
+	if (wait_task_stop(task, task->pid, SIGSTOP, "before its release"))
+		return -1;
+	if (seize_task_threads(task))
 		return -1;
 	task->ready = true;
 	return 0;
@@ -421,46 +732,79 @@ static int unmap_restorer(struct rst_task *task, unsigned long exec_addr)
 	return ret;
 }
 
-/* One syscall of the task, from its entry stop to its exit stop: which one it was. */
-static int step_one_syscall(struct rst_task *task, long *nr)
+/* One syscall of a thread, from its entry stop to its exit stop: which one it was. */
+static int step_one_syscall(struct rst_task *task, pid_t tid, long *nr)
 {
 	struct user_regs_struct regs;
 
-	if (ptrace(PTRACE_SYSCALL, task->pid, 0, 0)) {
-		pr_perror("task %d: PTRACE_SYSCALL", task->pid);
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
+		pr_perror("task %d: thread %d: PTRACE_SYSCALL", task->pid, tid);
 		return -1;
 	}
-	if (wait_task_stop(task, SIGTRAP | 0x80, "leaving the restorer"))
+	if (wait_task_stop(task, tid, SIGTRAP | 0x80, "leaving the restorer"))
 		return -1;
-	if (compel_get_regs(task->pid, &regs))
+	if (compel_get_regs(tid, &regs))
 		return -1;
 	*nr = regs.orig_rax;
-	if (ptrace(PTRACE_SYSCALL, task->pid, 0, 0)) {
-		pr_perror("task %d: PTRACE_SYSCALL", task->pid);
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
+		pr_perror("task %d: thread %d: PTRACE_SYSCALL", task->pid, tid);
 		return -1;
 	}
-	return wait_task_stop(task, SIGTRAP | 0x80, "leaving the restorer");
+	return wait_task_stop(task, tid, SIGTRAP | 0x80, "leaving the restorer");
 }
 
-/* The restorer's last steps are a few close()s and rt_sigreturn; stop after the latter. */
-static int follow_to_sigreturn_exit(struct rst_task *task)
+/*
+ * The restorer's last steps are a futex (the release of the other threads, or their
+ * wait for it), a few close()s and rt_sigreturn; stop the thread after the latter.
+ */
+static int follow_to_sigreturn_exit(struct rst_task *task, pid_t tid)
 {
 	long nr = -1;
 
 	for (int i = 0; i < 4096; i++) {
-		if (step_one_syscall(task, &nr))
+		if (step_one_syscall(task, tid, &nr))
 			return -1;
 		if (nr == __NR_rt_sigreturn)
 			return 0;
 	}
-	pr_err("task %d: did not reach rt_sigreturn\n", task->pid);
+	pr_err("task %d: thread %d did not reach rt_sigreturn\n", task->pid, tid);
 	return -1;
 }
 
 /*
- * Lets the task leave the trap: it closes criu's fds and does rt_sigreturn into the
- * program. We stop it at the exit of that syscall (registers are the program's),
- * remove the restorer region, and detach.
+ * The main thread first: on its way out it sets the flag the others wait for (they
+ * re-check it when we let them run, so no wake-up is lost while they are stopped).
+ */
+static int follow_threads_out(struct rst_task *task)
+{
+	struct pstree_item *item = task->item;
+	unsigned int i;
+
+	if (follow_to_sigreturn_exit(task, task->pid))
+		return -1;
+	for (i = 0; i < item->nr_threads; i++)
+		if (item->threads[i] != task->pid && follow_to_sigreturn_exit(task, item->threads[i]))
+			return -1;
+	return 0;
+}
+
+/* Every thread stands at the exit of its rt_sigreturn: let them all run. */
+static int detach_threads(struct rst_task *task)
+{
+	struct pstree_item *item = task->item;
+	unsigned int i;
+
+	for (i = 0; i < item->nr_threads; i++)
+		if (item->threads[i] != task->pid && compel_detach(item->threads[i]))
+			return -1;
+	return compel_detach(task->pid);
+}
+
+/*
+ * Lets the task leave the trap: it releases its threads, closes criu's fds and does
+ * rt_sigreturn into the program; so does every thread. We stop each at the exit of that
+ * syscall (registers are the program's), remove the restorer region once none is in it,
+ * and detach them all: no thread runs program code before the others are out.
  */
 static int release_task(struct rst_task *task)
 {
@@ -470,23 +814,113 @@ static int release_task(struct rst_task *task)
 		pr_err("task %d has no executable mapping to finish the restore from\n", task->pid);
 		return -1;
 	}
-	if (follow_to_sigreturn_exit(task))
+	if (follow_threads_out(task))
 		return -1;
-	if (unmap_restorer(task, exec_addr) || compel_detach(task->pid))
+	if (unmap_restorer(task, exec_addr) || detach_threads(task))
 		return -1;
 	close(task->sync_fd);
 	task->sync_fd = -1;
 	return 0;
 }
 
-/* A failed restore leaves nothing behind: kill what we forked and reap it. */
+/*
+ * A zombie's death, seen by criu as its tracer first: a signal it kills itself with
+ * stops it on the way and is passed on. Once criu has seen it, the kernel hands the
+ * zombie over to its parent.
+ */
+static int wait_zombie_exit(struct rst_task *task)
+{
+	int status;
+
+	for (;;) {
+		if (waitpid(task->pid, &status, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			pr_perror("zombie %d: waitpid", task->pid);
+			return -1;
+		}
+		if (!WIFSTOPPED(status))
+			break;
+		if (ptrace(PTRACE_CONT, task->pid, 0, WSTOPSIG(status))) {
+			pr_perror("zombie %d: cannot pass signal %d on", task->pid, WSTOPSIG(status));
+			return -1;
+		}
+	}
+	pr_info("zombie %d re-created (wait status %#x)\n", task->pid, status);
+	return 0;
+}
+
+/* Every task's report: live ones parked before their sigreturn, zombies dead. */
+static int wait_tree_ready(void)
+{
+	unsigned int i;
+	int ret = 0;
+
+	for (i = 0; i < nr_rst_tasks && !ret; i++) {
+		struct rst_task *task = &rst_tasks[i];
+
+		ret = task->zombie ? wait_zombie_exit(task) : wait_task_ready(task);
+	}
+	return ret;
+}
+
+static int resume_tree_devices(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++)
+		if (!rst_tasks[i].zombie && resume_devices(&rst_tasks[i]))
+			return -1;
+	return 0;
+}
+
+static int release_tree(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++)
+		if (!rst_tasks[i].zombie && release_task(&rst_tasks[i]))
+			return -1;
+	return 0;
+}
+
+/*
+ * A failed restore leaves nothing behind. criu traces every task it let go: SIGKILL
+ * those. The others still wait for GO and exit once our sockets close. Orphans come to
+ * criu, the subreaper, so waiting until no child or tracee is left reaps them all.
+ */
 static void kill_created_tasks(void)
 {
-	if (root_task.pid <= 0)
-		return;
-	/* A traced task is reaped by its tracer even with --restore-sibling. */
-	compel_kill(root_task.pid);
-	root_task.pid = 0;
+	unsigned int i;
+	int status;
+
+	for (i = 0; i < nr_rst_tasks; i++)
+		if (rst_tasks[i].pid > 0)
+			kill(rst_tasks[i].pid, SIGKILL);
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (rst_tasks[i].sync_fd >= 0)
+			close(rst_tasks[i].sync_fd);
+		rst_tasks[i].sync_fd = -1;
+		rst_tasks[i].pid = 0;
+	}
+	while (waitpid(-1, &status, __WALL) > 0 || errno == EINTR)
+		;
+}
+
+static void free_rst_tasks(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_rst_tasks; i++) {
+		if (rst_tasks[i].sync_fd >= 0)
+			close(rst_tasks[i].sync_fd);
+		if (rst_tasks[i].task_sock >= 0)
+			close(rst_tasks[i].task_sock);
+		pb_free(NULL, rst_tasks[i].mm);
+	}
+	free(rst_tasks);
+	rst_tasks = NULL;
+	nr_rst_tasks = 0;
 }
 
 static int write_pidfile(pid_t pid)
@@ -522,40 +956,49 @@ static int wait_root_task(pid_t pid)
 int cr_restore_tasks(void)
 {
 	double t_start = now_secs(), t_forked, t_ready;
+	pid_t root_pid;
 	sigset_t all, old;
 	int ret = -1;
 
-	if (read_inventory() || pstree_read() || check_pid_free(root_item->pid) || files_collect() ||
+	if (read_inventory() || pstree_read() || check_pids_free() || files_collect() ||
 	    prepare_plugins()) {
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
 	}
+	root_pid = root_item->pid;
 
 	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
-
-	root_task.item = root_item;
-	if (read_task_mm(root_item->pid, &root_task.mm))
+	/* Tasks orphaned by a failure come to criu, which reaps them (kill_created_tasks()). */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+		pr_perror("cannot become a subreaper");
 		goto out;
-	if (fork_task(&root_task))
+	}
+
+	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
+	if (prepare_rst_tasks() || shmem_restore_objects())
+		goto out;
+	if (fork_root_task() || seize_tree_tasks())
 		goto out;
 	t_forked = now_secs();
+	if (release_groups())
+		goto out;
 	/* Before waiting: plugins start work here that overlaps the tasks' own restore. */
 	if (run_plugins(POST_FORKING))
 		goto out;
 
-	if (wait_task_ready(&root_task))
+	if (wait_tree_ready())
 		goto out;
 	t_ready = now_secs();
 
-	/* The task is parked in the restorer and runs none of its own code before this. */
-	if (resume_devices(&root_task))
+	/* The tasks are parked in the restorer and run none of their own code before this. */
+	if (resume_tree_devices())
 		goto out;
-	if (release_task(&root_task))
+	if (release_tree())
 		goto out;
-	if (write_pidfile(root_task.pid))
+	if (write_pidfile(root_pid))
 		goto out;
 	ret = 0;
 
@@ -567,6 +1010,10 @@ out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (ret)
 		kill_created_tasks();
+	/* Orphans of the restored tree from now on are none of criu's business. */
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	free_rst_tasks();
+	shmem_fini();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret);
 	pb_free(NULL, inventory);
@@ -574,6 +1021,6 @@ out:
 	if (ret)
 		return -1;
 	if (!opts.restore_detach && !opts.restore_sibling)
-		return wait_root_task(root_task.pid);
+		return wait_root_task(root_pid);
 	return 0;
 }

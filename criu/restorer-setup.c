@@ -20,8 +20,10 @@
 #include "image.h"
 #include "log.h"
 #include "plugin.h"
+#include "pstree.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
+#include "shmem.h"
 #include "vma.h"
 
 #include "pagemap.pb-c.h"
@@ -59,8 +61,10 @@ struct task_pages {
 /* Where each piece of the region lives, as offsets from its start. */
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
-	uint64_t args, vmas, reads, iovs, thread_pending, shared_pending, timers;
-	uint64_t groups, auxv, close_fds, xsave;
+	uint64_t args, vmas, reads, iovs, shared_pending, timers;
+	uint64_t groups, auxv, close_fds;
+	uint64_t threads; /* struct rst_thread[] */
+	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
 	uint64_t scratch[RST_NR_SPECIALS];
 	uint64_t worker_stack_top[RST_MAX_WORKERS];
 	uint64_t main_stack_top;
@@ -473,6 +477,24 @@ static int device_vma_fd(VmaEntry *vma)
 	return plugin_fd;
 }
 
+/* Shared anonymous memory: the object criu re-created, one fd for all VMAs of one shmid. */
+static int shmem_vma_fd(struct rst_plan *plan, const MmEntry *mm, size_t idx)
+{
+	const VmaEntry *vma = mm->vmas[idx];
+	size_t i;
+
+	if (!vma->has_shmid) {
+		pr_err("mm: shared anonymous vma %#llx-%#llx has no shmid\n",
+		       (unsigned long long)vma->start, (unsigned long long)vma->end);
+		return -EINVAL;
+	}
+	for (i = 0; i < idx; i++)
+		if (plan->vma_fds[i] >= 0 && (mm->vmas[i]->status & VMA_ANON_SHARED) &&
+		    mm->vmas[i]->shmid == vma->shmid)
+			return plan->vma_fds[i];
+	return shmem_open(vma->shmid);
+}
+
 static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 {
 	const MmEntry *mm = ctx->mm;
@@ -491,10 +513,12 @@ static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 
 		plan->vma_fds[i] = -1;
 		if (!vma_is_restored(vma) ||
-		    !(vma->status & (VMA_FILE_PRIVATE | VMA_FILE_SHARED | VMA_DEVICE)))
+		    !(vma->status & (VMA_FILE_PRIVATE | VMA_FILE_SHARED | VMA_DEVICE | VMA_ANON_SHARED)))
 			continue;
 		if (vma->status & VMA_DEVICE)
 			plan->vma_fds[i] = device_vma_fd(mm->vmas[i]);
+		else if (vma->status & VMA_ANON_SHARED)
+			plan->vma_fds[i] = shmem_vma_fd(plan, mm, i);
 		else
 			plan->vma_fds[i] = vma_file_fd(plan, mm, i);
 		if (plan->vma_fds[i] < 0)
@@ -528,11 +552,35 @@ static uint64_t region_take(uint64_t *pos, uint64_t len, uint64_t align)
 	return off;
 }
 
+/* Thread i of the core: 0 is the main thread, then core->threads in order. */
+static const ThreadCoreEntry *core_thread(const CoreEntry *core, size_t i)
+{
+	return i ? core->threads[i - 1] : core->thread;
+}
+
+/* Where one thread's pieces go: one walk sizes the region, the same walk fills it. */
+struct thread_layout {
+	uint64_t pending, xsave, stack_top;
+};
+
+static void take_thread_layout(uint64_t *pos, const ThreadCoreEntry *th, bool main_thread,
+			       struct thread_layout *tl)
+{
+	tl->pending = region_take(pos, th->n_pending * sizeof(struct rst_siginfo), 64);
+	/* XRSTOR from the signal frame needs 64-byte alignment; magic2 follows the buffer. */
+	tl->xsave = region_take(pos, th->xsave.len + sizeof(uint32_t), 64);
+	/* The main thread runs on the region's main stack. */
+	tl->stack_top = 0;
+	if (!main_thread)
+		tl->stack_top = region_take(pos, RST_THREAD_STACK_SIZE, PAGE_SIZE) +
+				RST_THREAD_STACK_SIZE;
+}
+
 static void plan_layout(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 {
 	const TaskCoreEntry *tc = ctx->core->tc;
-	const ThreadCoreEntry *th = ctx->core->thread;
 	struct region_layout *l = &plan->layout;
+	struct thread_layout tl;
 	uint64_t pos = restorer_blob_end - restorer_blob;
 	unsigned int i;
 
@@ -542,14 +590,15 @@ static void plan_layout(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 	l->vmas = region_take(&pos, plan->nr_vmas * sizeof(struct rst_vma), 64);
 	l->reads = region_take(&pos, plan->nr_reads * sizeof(struct rst_page_read), 64);
 	l->iovs = region_take(&pos, plan->nr_iovs * sizeof(struct rst_iovec), 64);
-	l->thread_pending = region_take(&pos, th->n_pending * sizeof(struct rst_siginfo), 64);
 	l->shared_pending = region_take(&pos, tc->n_shared_pending * sizeof(struct rst_siginfo), 64);
 	l->timers = region_take(&pos, tc->n_posix_timers * sizeof(struct rst_posix_timer), 64);
 	l->groups = region_take(&pos, (tc->creds ? tc->creds->n_groups : 0) * sizeof(uint32_t), 64);
 	l->auxv = region_take(&pos, ctx->mm->n_mm_saved_auxv * sizeof(uint64_t), 64);
 	l->close_fds = region_take(&pos, plan->nr_close_fds * sizeof(int32_t), 64);
-	/* XRSTOR from the signal frame needs 64-byte alignment; magic2 follows the buffer. */
-	l->xsave = region_take(&pos, th->xsave.len + sizeof(uint32_t), 64);
+	l->threads = region_take(&pos, (ctx->core->n_threads + 1) * sizeof(struct rst_thread), 64);
+	l->thread_data = pos;
+	for (i = 0; i <= ctx->core->n_threads; i++)
+		take_thread_layout(&pos, core_thread(ctx->core, i), i == 0, &tl);
 	for (i = 0; i < RST_NR_SPECIALS; i++)
 		l->scratch[i] = region_take(&pos, plan->cur_special[i].end - plan->cur_special[i].start,
 					    PAGE_SIZE);
@@ -570,6 +619,74 @@ static unsigned int count_reader_threads(uint64_t total_bytes)
 	return cpus - 1 < RST_MAX_WORKERS ? cpus - 1 : RST_MAX_WORKERS;
 }
 
+/* The shared anonymous VMA holding addr, or the first one above it (NULL: none). */
+static const VmaEntry *shmem_vma_at_or_above(const MmEntry *mm, uint64_t addr)
+{
+	const VmaEntry *best = NULL;
+	size_t i;
+
+	for (i = 0; i < mm->n_vmas; i++) {
+		const VmaEntry *vma = mm->vmas[i];
+
+		if (!vma_is_restored(vma) || !(vma->status & VMA_ANON_SHARED) || vma->end <= addr)
+			continue;
+		if (!best || vma->start < best->start)
+			best = vma;
+	}
+	return best;
+}
+
+/*
+ * The parts of run outside shared anonymous VMAs, into out (NULL: only counted), from
+ * index nr_out on. Returns the new count.
+ */
+static unsigned int split_run_outside_shmem(const struct page_run *run, const MmEntry *mm,
+					    struct page_run *out, unsigned int nr_out)
+{
+	uint64_t pos, stop, end = run->vaddr + run->len;
+
+	for (pos = run->vaddr; pos < end; pos = stop) {
+		const VmaEntry *vma = shmem_vma_at_or_above(mm, pos);
+
+		if (vma && vma->start <= pos) {
+			stop = vma->end < end ? vma->end : end;
+			continue;
+		}
+		stop = vma && vma->start < end ? vma->start : end;
+		if (out)
+			out[nr_out] = (struct page_run){ pos, stop - pos, run->file_off + (pos - run->vaddr) };
+		nr_out++;
+	}
+	return nr_out;
+}
+
+/*
+ * Pages of shared anonymous VMAs are already in the objects criu filled (shmem.c): cut
+ * them out of the runs the blob reads, or it would write them a second time.
+ */
+static int drop_shmem_runs(struct task_pages *pages, const MmEntry *mm)
+{
+	unsigned int i, nr_kept = 0;
+	struct page_run *kept;
+
+	for (i = 0; i < pages->nr_runs; i++)
+		nr_kept = split_run_outside_shmem(&pages->runs[i], mm, NULL, nr_kept);
+	kept = calloc(nr_kept ? nr_kept : 1, sizeof(*kept));
+	if (!kept) {
+		pr_err("out of memory for %u page runs\n", nr_kept);
+		return -ENOMEM;
+	}
+	for (i = 0, nr_kept = 0; i < pages->nr_runs; i++)
+		nr_kept = split_run_outside_shmem(&pages->runs[i], mm, kept, nr_kept);
+	pages->total_bytes = 0;
+	for (i = 0; i < nr_kept; i++)
+		pages->total_bytes += kept[i].len;
+	free(pages->runs);
+	pages->runs = kept;
+	pages->nr_runs = nr_kept;
+	return 0;
+}
+
 /* Counts what goes into the region and sizes it. */
 static int plan_region(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 {
@@ -580,6 +697,9 @@ static int plan_region(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 
 	for (v = 0; v < mm->n_vmas; v++)
 		plan->nr_vmas += vma_is_restored(mm->vmas[v]);
+	ret = drop_shmem_runs(&plan->pages, mm);
+	if (ret)
+		return ret;
 	for (i = 0; i < plan->pages.nr_runs; i++) {
 		ret = check_run_in_vmas(mm, &plan->pages.runs[i]);
 		if (ret)
@@ -641,6 +761,8 @@ static int map_region(struct rst_plan *plan, const struct rst_task_ctx *ctx, uin
 
 /* ---- the args block ---- */
 
+#define REGION_PTR(region, off) ((void *)(uintptr_t)((region) + (off)))
+
 /* Whether any stored page falls into the VMA (runs are sorted by address). */
 static bool vma_has_pages(const struct task_pages *pages, const VmaEntry *vma)
 {
@@ -667,15 +789,14 @@ static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst
 		*out++ = (struct rst_vma){
 			.start = vma->start,
 			.end = vma->end,
-			/* Offsets matter for files and for aliases of shared anonymous memory. */
-			.pgoff = (plan->vma_fds[i] >= 0 || (vma->status & VMA_ANON_SHARED)) ? vma->pgoff : 0,
+			.pgoff = plan->vma_fds[i] >= 0 ? vma->pgoff : 0,
 			.madv = vma->has_madv ? vma->madv : 0,
 			.prot = vma->prot,
-			.flags = vma->flags,
+			/* Shared anonymous memory is mapped from its object's fd. */
+			.flags = plan->vma_fds[i] >= 0 ? vma->flags & ~MAP_ANONYMOUS : vma->flags,
 			.status = vma->status |
 				  (vma_has_pages(&plan->pages, vma) ? RST_VMA_HAS_PAGES : 0),
 			.fd = plan->vma_fds[i],
-			.shmid = vma->has_shmid ? vma->shmid : 0,
 		};
 	}
 }
@@ -821,26 +942,55 @@ static void fill_mm_map(struct rst_args *args, const MmEntry *mm, uint64_t *auxv
 	};
 }
 
-static void fill_thread(struct rst_args *args, const ThreadCoreEntry *th)
+static void fill_thread(struct rst_thread *out, const ThreadCoreEntry *th, pid_t tid, uint64_t region,
+			const struct thread_layout *tl)
 {
-	fill_gpregs(&args->regs, th->gpregs);
-	args->blk_sigset = th->blk_sigset;
+	*out = (struct rst_thread){
+		.tid = tid, .clear_tid_addr = th->clear_tid_addr, .robust_list = th->robust_list,
+		.robust_list_len = th->robust_list_len, .nr_pending = th->n_pending,
+		.pending = region + tl->pending, .blk_sigset = th->blk_sigset,
+		.xsave = region + tl->xsave, .xsave_len = th->xsave.len,
+		.stack_top = tl->stack_top ? region + tl->stack_top : 0,
+	};
+	fill_gpregs(&out->regs, th->gpregs);
 	if (th->rseq && th->rseq->rseq_abi_pointer) {
-		args->has_rseq = 1;
-		args->rseq_ptr = th->rseq->rseq_abi_pointer;
-		args->rseq_len = th->rseq->rseq_abi_size;
-		args->rseq_sig = th->rseq->signature;
+		out->has_rseq = 1;
+		out->rseq_ptr = th->rseq->rseq_abi_pointer;
+		out->rseq_len = th->rseq->rseq_abi_size;
+		out->rseq_sig = th->rseq->signature;
 	}
-	args->clear_tid_addr = th->clear_tid_addr;
-	args->robust_list = th->robust_list;
-	args->robust_list_len = th->robust_list_len;
 	if (th->sas) {
-		args->has_sas = 1;
-		args->sas_sp = th->sas->ss_sp;
-		args->sas_size = th->sas->ss_size;
-		args->sas_flags = th->sas->ss_flags;
+		out->has_sas = 1;
+		out->sas_sp = th->sas->ss_sp;
+		out->sas_size = th->sas->ss_size;
+		out->sas_flags = th->sas->ss_flags;
 	}
-	args->nr_thread_pending = th->n_pending;
+}
+
+/* Every thread's entry, pending signals and xstate, laid out as plan_layout() sized them. */
+static int fill_threads(struct rst_args *args, const struct rst_plan *plan, const struct rst_task_ctx *ctx,
+			uint64_t region)
+{
+	struct rst_thread *out = REGION_PTR(region, plan->layout.threads);
+	uint64_t pos = plan->layout.thread_data;
+	struct thread_layout tl;
+	size_t i;
+	int ret;
+
+	args->nr_threads = ctx->core->n_threads + 1;
+	args->threads = region + plan->layout.threads;
+	for (i = 0; i < args->nr_threads; i++) {
+		const ThreadCoreEntry *th = core_thread(ctx->core, i);
+
+		take_thread_layout(&pos, th, i == 0, &tl);
+		fill_thread(&out[i], th, i ? (pid_t)th->tid : ctx->pid, region, &tl);
+		ret = fill_siginfos(REGION_PTR(region, tl.pending), th->pending, th->n_pending);
+		if (!ret)
+			ret = fill_xsave(REGION_PTR(region, tl.xsave), &th->xsave);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static void fill_task_misc(struct rst_args *args, const TaskCoreEntry *tc)
@@ -866,14 +1016,11 @@ static void fill_specials(struct rst_args *args, const struct rst_plan *plan, ui
 		};
 }
 
-#define REGION_PTR(region, off) ((void *)(uintptr_t)((region) + (off)))
-
 static int fill_args(struct rst_plan *plan, const struct rst_task_ctx *ctx, uint64_t region,
 		     struct rst_args **out)
 {
 	const struct region_layout *l = &plan->layout;
 	const TaskCoreEntry *tc = ctx->core->tc;
-	const ThreadCoreEntry *th = ctx->core->thread;
 	struct rst_args *args = REGION_PTR(region, l->args);
 	unsigned int i, nr_reads, nr_iovs;
 	int ret;
@@ -885,8 +1032,7 @@ static int fill_args(struct rst_plan *plan, const struct rst_task_ctx *ctx, uint
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,
 		.nr_page_reads = plan->nr_reads, .total_page_bytes = plan->pages.total_bytes,
 		.nr_workers = plan->nr_workers, .posix_timers = region + l->timers,
-		.thread_pending = region + l->thread_pending, .shared_pending = region + l->shared_pending,
-		.xsave = region + l->xsave, .xsave_len = th->xsave.len,
+		.shared_pending = region + l->shared_pending,
 		.close_fds = region + l->close_fds, .nr_close_fds = plan->nr_close_fds,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
@@ -896,7 +1042,6 @@ static int fill_args(struct rst_plan *plan, const struct rst_task_ctx *ctx, uint
 			 &nr_iovs);
 	fill_specials(args, plan, region);
 	fill_mm_map(args, ctx->mm, REGION_PTR(region, l->auxv), plan->exe_fd);
-	fill_thread(args, th);
 	fill_task_misc(args, tc);
 	fill_timers(args, tc, REGION_PTR(region, l->timers), ctx->pid);
 	if (tc->creds)
@@ -904,14 +1049,38 @@ static int fill_args(struct rst_plan *plan, const struct rst_task_ctx *ctx, uint
 	memcpy(REGION_PTR(region, l->close_fds), plan->close_fds, plan->nr_close_fds * sizeof(int32_t));
 	ret = fill_sigactions(args, tc);
 	if (!ret)
-		ret = fill_siginfos(REGION_PTR(region, l->thread_pending), th->pending, th->n_pending);
-	if (!ret)
 		ret = fill_siginfos(REGION_PTR(region, l->shared_pending), tc->shared_pending,
 				    tc->n_shared_pending);
 	if (!ret)
-		ret = fill_xsave(REGION_PTR(region, l->xsave), &th->xsave);
+		ret = fill_threads(args, plan, ctx, region);
 	*out = args;
 	return ret;
+}
+
+/*
+ * criu traces the threads pstree.img lists and the blob creates those the core holds:
+ * a thread in one list and not the other would run unwatched, so they must agree.
+ */
+static int check_thread_list(const struct rst_task_ctx *ctx)
+{
+	const struct pstree_item *item = pstree_find(ctx->pid);
+	const CoreEntry *core = ctx->core;
+	size_t i;
+
+	if (!item || item->nr_threads != core->n_threads + 1) {
+		pr_err("core-%d.img holds %zu threads, pstree.img lists %u\n", ctx->pid,
+		       core->n_threads + 1, item ? item->nr_threads : 0);
+		return -EINVAL;
+	}
+	for (i = 0; i < core->n_threads; i++) {
+		if (core->threads[i]->tid == (uint32_t)ctx->pid ||
+		    core->threads[i]->tid != (uint32_t)item->threads[i + 1]) {
+			pr_err("core-%d.img: thread %zu is %u, pstree.img says %d\n", ctx->pid, i + 1,
+			       core->threads[i]->tid, item->threads[i + 1]);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 /* ---- the jump ---- */
@@ -958,7 +1127,9 @@ int restorer_jump(struct rst_task_ctx *ctx)
 
 	/* On failure the task exits right after reporting: what was opened or mapped goes with it. */
 	pr_info("preparing the restorer\n");
-	ret = open_task_pages(ctx->pid, &plan.pages);
+	ret = check_thread_list(ctx);
+	if (!ret)
+		ret = open_task_pages(ctx->pid, &plan.pages);
 	if (!ret)
 		ret = apply_libc_state(ctx->core->tc);
 	if (!ret)

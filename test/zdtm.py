@@ -23,6 +23,9 @@ PLUGINS_DIR = os.path.join(TEST_DIR, 'plugins')
 # lib/: test_trace (10), test_fail (20), testdev (30); lib-notestdev/: the first two.
 PLUGIN_LIB = os.path.join(PLUGINS_DIR, 'lib')
 PLUGIN_LIB_NO_TESTDEV = os.path.join(PLUGINS_DIR, 'lib-notestdev')
+# GPU tests: the KFD EMULATOR daemon (test/gpu) and the AMDGPU plugin
+KFD_EMU = os.path.join(TEST_DIR, 'gpu', 'kfd-emu')
+AMDGPU_PLUGIN_DIR = os.path.join(ROOT_DIR, 'plugins', 'amdgpu')
 
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
@@ -39,6 +42,19 @@ def corrupt_core_magic(img_dir, pid):
         magic = img.read(4)
         img.seek(4)
         img.write(bytes(b ^ 0xff for b in magic))
+
+
+def truncate_amdgpu_pages(img_dir, pid):
+    """Cut the GPU BO contents image short: the last BOs' data is missing."""
+    for name in os.listdir(img_dir):
+        if name.startswith('amdgpu-pages-'):
+            path = os.path.join(img_dir, name)
+            os.truncate(path, os.path.getsize(path) // 2)
+
+
+def corrupt_grandchild_core(img_dir, pid):
+    """The core image of a grandchild of the root (pid is the grandchild's here)."""
+    corrupt_core_magic(img_dir, pid)
 
 
 def truncate_mm_image(img_dir, pid):
@@ -89,6 +105,11 @@ TESTS = {
     'rseq_registered': {},
     'tid_address': {},
     'robust_list': {},
+    'threads_regs_tls': {},
+    'threads_blocked_calls': {},
+    'threads_leave_running': {'bin': 'threads_regs_tls', 'mode': 'leave_running'},
+    'threads_restore_twice': {'bin': 'threads_blocked_calls', 'mode': 'twice'},
+    'threads_dump_fail': {'mode': 'dump_fails'},
     'personality': {},
     'mm_fields': {},
     'rlimits': {},
@@ -119,6 +140,16 @@ TESTS = {
     'restore_fail_missing_dir': {'mode': 'cli',
                                  'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
     'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
+    # process trees: the test forks its own tree, criu dumps and restores it from the root
+    'tree_sessions': {},
+    'tree_zombie': {},
+    'tree_shared_anon': {},
+    'tree_leave_running': {'bin': 'tree_sessions', 'mode': 'leave_running'},
+    'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
+    'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
+    'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',
+                                          'corrupt': corrupt_grandchild_core,
+                                          'corrupt_depth': 2},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
@@ -142,6 +173,33 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
               'RESUME_DEVICES_LATE'):
     TESTS['plugin_restore_fails_at_' + _hook] = {'mode': 'plugin_restore_fails',
                                                  'fail': _hook, 'names': 'test_fail'}
+
+# GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
+# daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
+# have been restored (parallel: criu's worker; serial: the task); 'layout': gpu_bos's.
+TESTS.update({
+    'amdgpu_two_gpus_mapped_parallel': {'mode': 'gpu', 'path': 'parallel',
+                                        'layout': 'two_gpus'},
+    'amdgpu_two_gpus_mapped_serial': {'mode': 'gpu', 'path': 'serial', 'layout': 'two_gpus'},
+    'amdgpu_300_bos_parallel': {'mode': 'gpu', 'path': 'parallel', 'layout': 'many'},
+    'amdgpu_300_bos_serial': {'mode': 'gpu', 'path': 'serial', 'layout': 'many'},
+    # the mapped 1 GiB BO's pages are the plugin's: none may land in the page images
+    'amdgpu_6gib_sparse_parallel': {'mode': 'gpu', 'path': 'parallel', 'layout': 'big',
+                                    'max_pages_bytes': 16 << 20},
+    # restore must fail naming the cause, leave no process and the images unchanged
+    'amdgpu_fail_truncated_pages_parallel': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                             'corrupt': truncate_amdgpu_pages,
+                                             'names': 'the image is truncated'},
+    'amdgpu_fail_truncated_pages_serial': {'mode': 'gpu_restore_fails', 'path': 'serial',
+                                           'corrupt': truncate_amdgpu_pages,
+                                           'names': 'the image is truncated'},
+    'amdgpu_fail_worker_error': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                 'fault': 'worker-error',
+                                 'names': 'RESUME_DEVICES_LATE failed: -5'},
+    'amdgpu_fail_task_dies_mid_command': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                          'fault': 'task-dies-mid-command',
+                                          'names': 'closed the connection mid-command'},
+})
 
 
 class TestFailure(Exception):
@@ -197,6 +255,25 @@ def free_pid():
     return pid
 
 
+def tree_pids(root):
+    """{pid: depth} of root and its descendants (through every thread's children)."""
+    tree, todo = {}, [(root, 0)]
+    while todo:
+        pid, depth = todo.pop()
+        tree[pid] = depth
+        try:
+            tids = os.listdir('/proc/%d/task' % pid)
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                with open('/proc/%d/task/%s/children' % (pid, tid)) as children:
+                    todo += [(int(c), depth + 1) for c in children.read().split()]
+            except FileNotFoundError:
+                pass
+    return tree
+
+
 def images_checksum(img_dir):
     digest = hashlib.sha256()
     for name in sorted(os.listdir(img_dir)):
@@ -228,6 +305,9 @@ class TestRun:
         self.tty_output = b''
         self.criu_env = {}  # extra environment of the criu commands
         self.trace = os.path.join(self.out, 'trace')  # written by the test_trace plugin
+        self.tree = {}  # {pid: depth} of the test's process tree at dump time
+        self.test_env = {}  # extra environment of the test program
+        self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -236,6 +316,9 @@ class TestRun:
         os.makedirs(self.img)
         if self.desc.get('mode', '').startswith('plugin_'):
             prog = os.path.join(PLUGINS_DIR, 'plugin_dev')
+        elif self.desc.get('mode', '').startswith('gpu'):
+            self.start_emulator()
+            prog = os.path.join(BIN_DIR, 'gpu_bos')
         else:
             prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
         if self.desc.get('mode') == 'tty':
@@ -264,6 +347,7 @@ class TestRun:
             env = dict(os.environ)
             if self.desc.get('mode') == 'plugin_dump_fails':
                 env['TESTDEV_EXPECT_FLAG'] = '0'
+            env.update(self.test_env)
             os.execve(prog, [prog, self.pidfile], env)
         except OSError as err:
             os.write(2, ('exec %s: %s\n' % (prog, err)).encode())
@@ -331,6 +415,9 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        for pid in self.tree:
+            if pid != self.pid and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -345,6 +432,38 @@ class TestRun:
         if self.pty_master is not None:
             os.close(self.pty_master)
             self.pty_master = None
+        self.stop_emulator()
+
+    # --- the KFD emulator (GPU tests) ---------------------------------------
+    def start_emulator(self):
+        """A daemon of our own: its socket and topology in the test's directory."""
+        emu_dir = os.path.join(self.out, 'emu')
+        os.makedirs(emu_dir)
+        sock, topo = os.path.join(emu_dir, 'sock'), os.path.join(emu_dir, 'topology')
+        pidfile = os.path.join(emu_dir, 'pid')
+        self.emu = subprocess.Popen([KFD_EMU, '-s', sock, '-t', topo, '-p', pidfile, '-l',
+                                     os.path.join(emu_dir, 'log')], stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not os.path.exists(pidfile):
+            if self.emu.poll() is not None or time.monotonic() > deadline:
+                raise TestFailure('the KFD emulator did not start (see %s/log)' % emu_dir)
+            time.sleep(0.01)
+        self.test_env = {'KFDEMU_SOCKET': sock,
+                         'GPU_TEST_LAYOUT': self.desc.get('layout', 'two_gpus')}
+        self.criu_env = {'KFDEMU_SOCKET': sock, 'AMDGPU_TOPOLOGY_DIR': topo,
+                         'AMDGPU_PARALLEL_RESTORE':
+                             '1' if self.desc['path'] == 'parallel' else '0'}
+
+    def stop_emulator(self):
+        if self.emu is None:
+            return
+        self.emu.terminate()
+        try:
+            self.emu.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.emu.kill()
+            self.emu.wait()
+        self.emu = None
 
     # --- criu --------------------------------------------------------------
     def criu(self, action, args, log=None, stdin=None, expect_ok=True):
@@ -369,6 +488,7 @@ class TestRun:
 
     def dump(self, extra=()):
         extra = list(extra) + (['-j'] if self.pty_slave_path else [])
+        self.tree = tree_pids(self.pid)
         self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log')
         if '-R' in extra:
             return
@@ -377,7 +497,17 @@ class TestRun:
         if not os.WIFSIGNALED(status):
             raise TestFailure('after dump the test exited by itself: ' + self.verdict_text(),
                               'dump.log')
+        self.wait_tree_gone('after dump')
         self.check_pages_size()
+
+    def wait_tree_gone(self, why):
+        """The rest of the tree dies with the root; its orphans come to us, the subreaper."""
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while any(os.path.exists('/proc/%d' % pid) for pid in self.tree):
+            reap_orphans()
+            if time.monotonic() > deadline:
+                raise TestFailure('%s: processes of the tree are still there' % why, 'dump.log')
+            time.sleep(0.01)
 
     def check_pages_size(self):
         limit = self.desc.get('max_pages_bytes')
@@ -535,7 +665,8 @@ class TestRun:
     def run_restore_fails(self):
         pid = self.pid
         self.dump()
-        self.desc['corrupt'](self.img, pid)
+        depth = self.desc.get('corrupt_depth', 0)
+        self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
         checksum = images_checksum(self.img)
         code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile],
                                  'restore.log', expect_ok=False)
@@ -543,7 +674,8 @@ class TestRun:
             self.pid, self.is_child = pid, False
             raise TestFailure('restore of damaged images succeeded', 'restore.log')
         self.expect_one_error_line(stderr, 'failed restore', 'restore.log')
-        self.expect_no_process(pid, 'restore.log')
+        for tree_pid in sorted(self.tree):
+            self.expect_no_process(tree_pid, 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
 
@@ -758,6 +890,58 @@ class TestRun:
         # nothing the failure left behind stands in the way of a good restore
         self.plugin_env()
         self.plugin_restore()
+        self.finish_and_judge()
+
+    # --- GPU (KFD emulator + plugins/amdgpu) -----------------------------------
+    def expect_bo_path(self, pid):
+        """The BO contents went the way the test names: criu's worker, or the task."""
+        with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
+            text = log.read()
+        if self.desc['path'] == 'parallel':
+            needle = 'amdgpu: worker: task %d: ' % pid
+        else:
+            needle = 'amdgpu: task %d: ' % pid
+        lines = [l for l in text.splitlines() if needle in l and 'BOs (' in l]
+        if len(lines) != 1 or ('serial' in lines[0]) != (self.desc['path'] == 'serial'):
+            raise TestFailure('BO contents were not restored on the %s path: %r'
+                              % (self.desc['path'], lines), 'restore.log')
+
+    def run_gpu(self):
+        pid = self.pid
+        self.dump(['-L', AMDGPU_PLUGIN_DIR])
+        self.restore(pid, extra=['-L', AMDGPU_PLUGIN_DIR])
+        self.expect_bo_path(pid)
+        self.finish_and_judge()
+
+    def run_gpu_restore_fails(self):
+        pid = self.pid
+        self.dump(['-L', AMDGPU_PLUGIN_DIR])
+        if 'corrupt' in self.desc:
+            self.desc['corrupt'](self.img, pid)
+        checksum = images_checksum(self.img)
+        if 'fault' in self.desc:
+            self.criu_env['AMDGPU_PLUGIN_TEST_FAULT'] = self.desc['fault']
+        code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
+                                             '-L', AMDGPU_PLUGIN_DIR], 'restore.log',
+                                 expect_ok=False)
+        self.criu_env.pop('AMDGPU_PLUGIN_TEST_FAULT', None)
+        if code == 0:
+            self.pid, self.is_child = pid, False
+            raise TestFailure('restore succeeded but must fail', 'restore.log')
+        # the cause, from the task (log only) or criu's worker (log and stderr)
+        with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
+            lines = [l for l in log.read().splitlines() if 'Error' in l or 'Warn' in l]
+        if not any(self.desc['names'] in l for l in lines + stderr.splitlines()):
+            raise TestFailure('nothing says "%s": %r' % (self.desc['names'], lines[-3:]),
+                              'restore.log')
+        self.expect_no_process(pid, 'restore.log')
+        if images_checksum(self.img) != checksum:
+            raise TestFailure('the failed restore changed the images', 'restore.log')
+        if 'fault' not in self.desc:
+            return
+        # nothing the failure left (emulator state, worker, sockets) stands in the way
+        self.restore(pid, extra=['-L', AMDGPU_PLUGIN_DIR])
+        self.expect_bo_path(pid)
         self.finish_and_judge()
 
 

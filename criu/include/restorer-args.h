@@ -32,6 +32,8 @@ struct rst_report {
 #define RST_MAX_WORKERS 8
 #define RST_WORKER_STACK_SIZE (64u << 10)
 #define RST_MAIN_STACK_SIZE (128u << 10)
+/* A restored thread's stack in the region: its own state, a log line and its sigframe. */
+#define RST_THREAD_STACK_SIZE (32u << 10)
 
 /* One VMA to recreate (VMA_AREA_REGULAR ones only). */
 /* rst_vma.status bit beside the VMA_* ones: stored pages must be read into this VMA. */
@@ -45,8 +47,7 @@ struct rst_vma {
 	uint32_t prot; /* final PROT_* */
 	uint32_t flags; /* MAP_* as mmap() takes them */
 	uint32_t status; /* VMA_* */
-	int32_t fd; /* the mapped file, -1 for anonymous memory */
-	uint64_t shmid; /* shared anonymous memory: VMAs with one shmid share their pages */
+	int32_t fd; /* the mapped file or shared memory object, -1 for private anonymous memory */
 };
 
 /* A special mapping ([vvar], [vvar_vclock], [vdso]): where it is now, where it goes. */
@@ -122,6 +123,28 @@ struct rst_mm_map {
 	uint32_t exe_fd; /* (u32)-1: leave /proc/PID/exe alone */
 };
 
+/* One thread's own state: threads[0] of the args is the main thread (the task itself). */
+struct rst_thread {
+	int32_t tid;
+	uint32_t has_rseq;
+	uint64_t rseq_ptr;
+	uint32_t rseq_len;
+	uint32_t rseq_sig;
+	uint64_t clear_tid_addr;
+	uint64_t robust_list, robust_list_len;
+	uint32_t has_sas;
+	uint32_t sas_flags;
+	uint64_t sas_sp, sas_size;
+	uint32_t nr_pending;
+	uint32_t xsave_len;
+	uint64_t pending; /* struct rst_siginfo[nr_pending], queued for this thread alone */
+	/* The final frame. */
+	struct rst_gpregs regs; /* fs_base/gs_base are set with arch_prctl */
+	uint64_t blk_sigset;
+	uint64_t xsave; /* 64-byte aligned copy of the NT_X86_XSTATE buffer, + 4 for magic2 */
+	uint64_t stack_top; /* other threads run on this stack in the region; 0 for the main one */
+};
+
 struct rst_creds {
 	uint32_t uid, gid, euid, egid, suid, sgid, fsuid, fsgid;
 	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
@@ -177,30 +200,24 @@ struct rst_args {
 	uint32_t has_child_subreaper, child_subreaper;
 	uint32_t has_thp_disabled, thp_disabled;
 
-	uint32_t has_rseq;
-	uint32_t rseq_len;
-	uint64_t rseq_ptr;
-	uint32_t rseq_sig;
+	uint32_t nr_shared_pending;
 	uint32_t pad1;
-	uint64_t clear_tid_addr;
-	uint64_t robust_list, robust_list_len;
+	uint64_t shared_pending; /* struct rst_siginfo[] */
 
-	uint32_t nr_thread_pending, nr_shared_pending;
-	uint64_t thread_pending; /* struct rst_siginfo[] */
-	uint64_t shared_pending;
+	/*
+	 * Threads: the main one creates the others (clone3 with their tids); each restores
+	 * its own state, counts itself in threads_restored (futex), and waits until the main
+	 * one, released by criu, sets threads_release (futex).
+	 */
+	uint32_t nr_threads;
+	uint32_t threads_restored;
+	uint64_t threads; /* struct rst_thread[nr_threads] */
+	int32_t thread_err; /* first failure of another thread, -errno */
+	uint32_t threads_release;
 
 	uint32_t has_creds;
 	uint32_t pad2;
 	struct rst_creds creds;
-
-	/* The final frame. */
-	struct rst_gpregs regs;
-	uint64_t blk_sigset;
-	uint64_t xsave; /* 64-byte aligned copy of the NT_X86_XSTATE buffer, + 4 for magic2 */
-	uint32_t xsave_len;
-	uint32_t has_sas;
-	uint64_t sas_sp, sas_size;
-	uint32_t sas_flags;
 
 	/* criu's fds (sync, log, pages, mapped files, images dir): closed before sigreturn. */
 	uint32_t nr_close_fds;

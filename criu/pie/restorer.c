@@ -2,7 +2,8 @@
  * The restorer blob: runs inside the task being restored, on a stack in its own region,
  * after restorer-setup.c jumped here. Freestanding: no libc, no globals, raw syscalls
  * through syscalls.h only; everything comes from the args block (restorer-args.h).
- * It rebuilds the address space and task state, reports to criu, waits for GO, and
+ * It rebuilds the address space and task state, creates the other threads (each restores
+ * its own state), reports to criu, stops until criu releases it, and every thread
  * becomes the dumped program with rt_sigreturn.
  */
 #include <stdint.h>
@@ -22,6 +23,7 @@
 #define PAGE_SIZE 4096ul
 #define EINTR 4
 #define EIO 5
+#define EEXIST 17
 #define EINVAL 22
 #define EPROTO 71
 
@@ -167,9 +169,10 @@ static long move_specials(struct rst_args *a)
 
 /*
  * Which VMAs are mapped writable while their pages are read in. Only those with
- * VM_ACCOUNT (private and once writable: where stored pages live) and shared anonymous
- * memory: adding PROT_WRITE to any other private VMA would give it VM_ACCOUNT, and the
- * kernel would then merge it with a neighbour it stood apart from at dump time.
+ * VM_ACCOUNT (private and once writable: where stored pages live): adding PROT_WRITE to
+ * any other private VMA would give it VM_ACCOUNT, and the kernel would then merge it
+ * with a neighbour it stood apart from at dump time. Shared anonymous memory comes
+ * filled from criu's object (shmem.c).
  */
 static int vma_is_filled(const struct rst_vma *vma)
 {
@@ -178,7 +181,7 @@ static int vma_is_filled(const struct rst_vma *vma)
 	 * writable too; it then may merge with a neighbour, which the dump side avoids by
 	 * not storing pages equal to the file.
 	 */
-	return (vma->status & (VMA_ACCOUNT | VMA_ANON_SHARED | RST_VMA_HAS_PAGES)) != 0;
+	return (vma->status & (VMA_ACCOUNT | RST_VMA_HAS_PAGES)) != 0;
 }
 
 static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
@@ -207,41 +210,10 @@ static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
 	return 0;
 }
 
-/*
- * An earlier VMA of the same shared anonymous object that covers this one's offsets:
- * mremap() with old_size 0 then maps the same pages again, as the task had them.
- */
-static const struct rst_vma *shared_anon_twin(struct rst_args *a, const struct rst_vma *vma)
-{
-	const struct rst_vma *vmas = (const struct rst_vma *)a->vmas;
-	uint64_t len = vma->end - vma->start;
-
-	if (!(vma->status & VMA_ANON_SHARED) || !vma->shmid)
-		return 0;
-	for (const struct rst_vma *twin = vmas; twin < vma; twin++) {
-		if ((twin->status & VMA_ANON_SHARED) && twin->shmid == vma->shmid &&
-		    twin->pgoff <= vma->pgoff && vma->pgoff + len <= twin->pgoff + (twin->end - twin->start))
-			return twin;
-	}
-	return 0;
-}
-
 static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 {
-	const struct rst_vma *twin = shared_anon_twin(a, vma);
 	uint32_t prot = vma->prot;
 	long addr;
-
-	if (twin) {
-		addr = sys_mremap(twin->start + (vma->pgoff - twin->pgoff), 0, vma->end - vma->start,
-				  MREMAP_MAYMOVE | MREMAP_FIXED, vma->start);
-		if (addr != (long)vma->start) {
-			pr_err(a, "share vma %lx-%lx with %lx: %ld", vma->start, vma->end, twin->start, addr);
-			return addr < 0 ? addr : -EINVAL;
-		}
-		pr_debug(a, "mapped %lx-%lx as an alias of %lx", vma->start, vma->end, twin->start);
-		return apply_madvise(a, vma);
-	}
 
 	if (vma_is_filled(vma))
 		prot |= PROT_READ | PROT_WRITE;
@@ -560,31 +532,35 @@ static long restore_task_state(struct rst_args *a)
 
 /* ---- 8. per-thread kernel state ---- */
 
-static long restore_thread_state(struct rst_args *a)
+/* Run by each thread for itself: these calls act on the calling thread only. */
+static long restore_thread_state(struct rst_args *a, const struct rst_thread *th)
 {
 	long ret;
 
-	if (a->has_rseq) {
-		ret = sys_rseq(a->rseq_ptr, a->rseq_len, 0, a->rseq_sig);
+	if (th->has_rseq) {
+		ret = sys_rseq(th->rseq_ptr, th->rseq_len, 0, th->rseq_sig);
 		if (ret) {
-			pr_err(a, "rseq register %lx len %u: %ld", a->rseq_ptr, a->rseq_len, ret);
+			pr_err(a, "thread %d: rseq register %lx len %u: %ld", th->tid, th->rseq_ptr,
+			       th->rseq_len, ret);
 			return ret;
 		}
 	}
-	sys_set_tid_address(a->clear_tid_addr);
-	if (a->robust_list_len) {
-		ret = sys_set_robust_list(a->robust_list, a->robust_list_len);
+	sys_set_tid_address(th->clear_tid_addr);
+	if (th->robust_list_len) {
+		ret = sys_set_robust_list(th->robust_list, th->robust_list_len);
 		if (ret) {
-			pr_err(a, "set_robust_list %lx len %lu: %ld", a->robust_list, a->robust_list_len, ret);
+			pr_err(a, "thread %d: set_robust_list %lx len %lu: %ld", th->tid, th->robust_list,
+			       th->robust_list_len, ret);
 			return ret;
 		}
 	}
 	/* rt_sigreturn does not touch the segment bases. */
-	ret = sys_arch_prctl(ARCH_SET_FS, a->regs.fs_base);
+	ret = sys_arch_prctl(ARCH_SET_FS, th->regs.fs_base);
 	if (!ret)
-		ret = sys_arch_prctl(ARCH_SET_GS, a->regs.gs_base);
+		ret = sys_arch_prctl(ARCH_SET_GS, th->regs.gs_base);
 	if (ret)
-		pr_err(a, "arch_prctl fs_base %lx gs_base %lx: %ld", a->regs.fs_base, a->regs.gs_base, ret);
+		pr_err(a, "thread %d: arch_prctl fs_base %lx gs_base %lx: %ld", th->tid, th->regs.fs_base,
+		       th->regs.gs_base, ret);
 	return ret;
 }
 
@@ -595,20 +571,37 @@ static int siginfo_signo(const struct rst_siginfo *info)
 	return *(const int32_t *)info->raw;
 }
 
-static long queue_pending(struct rst_args *a)
+/*
+ * Run by each thread for itself: the kernel lets a thread queue a kernel-made siginfo
+ * (si_code >= 0, or a tkill's) only to itself (or, process-wide, when its tid is the pid).
+ */
+static long queue_thread_pending(struct rst_args *a, const struct rst_thread *th)
 {
 	struct rst_siginfo *info;
 	uint32_t i;
 	long ret;
 
-	for (i = 0; i < a->nr_thread_pending; i++) {
-		info = (struct rst_siginfo *)a->thread_pending + i;
-		ret = sys_rt_tgsigqueueinfo(a->pid, a->pid, siginfo_signo(info), info->raw);
+	for (i = 0; i < th->nr_pending; i++) {
+		info = (struct rst_siginfo *)th->pending + i;
+		ret = sys_rt_tgsigqueueinfo(a->pid, th->tid, siginfo_signo(info), info->raw);
 		if (ret) {
-			pr_err(a, "queue thread signal %d: %ld", siginfo_signo(info), ret);
+			pr_err(a, "queue signal %d for thread %d: %ld", siginfo_signo(info), th->tid, ret);
 			return ret;
 		}
 	}
+	return 0;
+}
+
+/* The main thread's own signals and the process-wide ones. */
+static long queue_pending(struct rst_args *a, const struct rst_thread *main_thread)
+{
+	struct rst_siginfo *info;
+	uint32_t i;
+	long ret;
+
+	ret = queue_thread_pending(a, main_thread);
+	if (ret)
+		return ret;
 	for (i = 0; i < a->nr_shared_pending; i++) {
 		info = (struct rst_siginfo *)a->shared_pending + i;
 		ret = sys_rt_sigqueueinfo(a->pid, siginfo_signo(info), info->raw);
@@ -774,25 +767,27 @@ static long report_and_stop(struct rst_args *a)
 	}
 	/*
 	 * SIGSTOP, not int3: a trap with SIGTRAP blocked makes the kernel reset the
-	 * program's SIGTRAP handler to SIG_DFL; SIGSTOP touches no handler.
+	 * program's SIGTRAP handler to SIG_DFL; SIGSTOP touches no handler. Sent to this
+	 * thread alone: a process-wide SIGSTOP taken by an untraced thread would stop the
+	 * whole group.
 	 */
-	ret = sys_kill(a->pid, SIGSTOP);
+	ret = sys_tgkill(a->pid, a->pid, SIGSTOP);
 	if (ret)
 		pr_err(a, "cannot stop for criu: %ld", ret);
 	return ret;
 }
 
-static void build_sigframe(struct rst_args *a, struct rst_sigframe *frame)
+static void build_sigframe(const struct rst_thread *th, struct rst_sigframe *frame)
 {
-	const struct rst_gpregs *r = &a->regs;
+	const struct rst_gpregs *r = &th->regs;
 	struct rst_sigcontext *mc = &frame->uc.mcontext;
 
 	memset(frame, 0, sizeof(*frame));
-	frame->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (a->xsave ? UC_FP_XSTATE : 0);
-	if (a->has_sas) {
-		frame->uc.ss_sp = a->sas_sp;
-		frame->uc.ss_size = a->sas_size;
-		frame->uc.ss_flags = a->sas_flags;
+	frame->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (th->xsave ? UC_FP_XSTATE : 0);
+	if (th->has_sas) {
+		frame->uc.ss_sp = th->sas_sp;
+		frame->uc.ss_size = th->sas_size;
+		frame->uc.ss_flags = th->sas_flags;
 	} else {
 		frame->uc.ss_flags = SS_DISABLE;
 	}
@@ -803,8 +798,8 @@ static void build_sigframe(struct rst_args *a, struct rst_sigframe *frame)
 	mc->ip = r->ip, mc->flags = r->flags;
 	mc->cs = 0x33; /* __USER_CS: 64-bit user code */
 	mc->ss = 0x2b; /* __USER_DS */
-	mc->fpstate = a->xsave;
-	frame->uc.sigmask = a->blk_sigset;
+	mc->fpstate = th->xsave;
+	frame->uc.sigmask = th->blk_sigset;
 }
 
 static __attribute__((noreturn)) void sigreturn_to_program(struct rst_sigframe *frame)
@@ -828,6 +823,125 @@ static void close_criu_fds(struct rst_args *a)
 		sys_close(fds[i]);
 }
 
+/* ---- 12. the other threads ---- */
+
+static void wait_for_release(struct rst_args *a)
+{
+	while (!__atomic_load_n(&a->threads_release, __ATOMIC_ACQUIRE))
+		sys_futex(&a->threads_release, FUTEX_WAIT, 0, 0);
+}
+
+/*
+ * A restored thread, on its own stack in the region: its per-thread state and the
+ * credentials (per thread in the kernel), then it waits until the main thread is
+ * released by criu. criu catches it on its way out (it traces every thread by then).
+ */
+static __attribute__((noreturn, used)) void thread_main(struct rst_args *a, struct rst_thread *th)
+{
+	struct rst_sigframe frame;
+	int32_t none = 0;
+	long ret;
+
+	ret = restore_thread_state(a, th);
+	if (!ret)
+		ret = queue_thread_pending(a, th);
+	if (!ret)
+		ret = restore_creds(a);
+	if (ret)
+		__atomic_compare_exchange_n(&a->thread_err, &none, (int32_t)ret, 0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+	__atomic_add_fetch(&a->threads_restored, 1, __ATOMIC_RELEASE);
+	sys_futex(&a->threads_restored, FUTEX_WAKE, 1, 0);
+	/* A failed restore ends with the main thread's exit_group(); never go on. */
+	wait_for_release(a);
+	if (ret)
+		sys_exit(1);
+	build_sigframe(th, &frame);
+	sigreturn_to_program(&frame);
+}
+
+/*
+ * clone3() a thread with the tid it had, running thread_main(a, th) on th's stack.
+ * The child starts with the parent's registers but rax = 0 and rsp = the stack top.
+ */
+static long clone_thread(struct rst_args *a, struct rst_thread *th)
+{
+	uint64_t tid = th->tid;
+	struct clone_args args = {
+		.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM,
+		.stack = th->stack_top - RST_THREAD_STACK_SIZE,
+		.stack_size = RST_THREAD_STACK_SIZE,
+		.set_tid = (uint64_t)&tid,
+		.set_tid_size = 1,
+	};
+	register ulong r12 asm("r12") = (ulong)thread_main;
+	register ulong r13 asm("r13") = (ulong)a;
+	register ulong r14 asm("r14") = (ulong)th;
+	long ret;
+
+	asm volatile("syscall\n\t"
+		     "test %%rax, %%rax\n\t"
+		     "jnz 1f\n\t"
+		     "xor %%ebp, %%ebp\n\t"
+		     "mov %%r13, %%rdi\n\t"
+		     "mov %%r14, %%rsi\n\t"
+		     "call *%%r12\n\t"
+		     "hlt\n"
+		     "1:"
+		     : "=a"(ret)
+		     : "a"(__NR_clone3), "D"(&args), "S"(sizeof(args)), "r"(r12), "r"(r13), "r"(r14)
+		     : "rcx", "r11", "memory");
+	return ret;
+}
+
+/*
+ * A page reader thread (read_pages) may still hold a tid we want for a moment after
+ * its exit woke us (its tid is freed a little later): EEXIST then is worth a retry.
+ */
+#define CLONE_EEXIST_RETRIES 10000
+
+static long start_threads(struct rst_args *a)
+{
+	struct rst_thread *threads = (struct rst_thread *)a->threads;
+	uint32_t i, tries;
+	long ret;
+
+	for (i = 1; i < a->nr_threads; i++) {
+		tries = 0;
+		do
+			ret = clone_thread(a, &threads[i]);
+		while (ret == -EEXIST && ++tries < CLONE_EEXIST_RETRIES && !sys_sched_yield());
+		if (ret != threads[i].tid) {
+			pr_err(a, "create thread %d: %ld", threads[i].tid, ret);
+			return ret < 0 ? ret : -EINVAL;
+		}
+	}
+	if (a->nr_threads > 1)
+		pr_debug(a, "created %u threads", a->nr_threads - 1);
+	return 0;
+}
+
+/* Before the report: criu is told the task is ready only once every thread is. */
+static long wait_threads_restored(struct rst_args *a)
+{
+	uint32_t done;
+
+	while ((done = __atomic_load_n(&a->threads_restored, __ATOMIC_ACQUIRE)) < a->nr_threads - 1)
+		sys_futex(&a->threads_restored, FUTEX_WAIT, done, 0);
+	/* The failing thread logged why. */
+	return __atomic_load_n(&a->thread_err, __ATOMIC_RELAXED);
+}
+
+/*
+ * criu released the main thread; the others wake now or, if criu holds them in a
+ * ptrace stop, find the flag set when criu lets them go after us.
+ */
+static void release_threads(struct rst_args *a)
+{
+	__atomic_store_n(&a->threads_release, 1, __ATOMIC_RELEASE);
+	sys_futex(&a->threads_release, FUTEX_WAKE, a->nr_threads, 0);
+}
+
 #define STEP(a, call)                      \
 	do {                               \
 		long __ret = (call);       \
@@ -838,9 +952,10 @@ static void close_criu_fds(struct rst_args *a)
 /* Entry, at offset 0 of the blob (pie.lds): called with the region stack and the args. */
 __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rst_args *a)
 {
+	struct rst_thread *main_thread = (struct rst_thread *)a->threads;
 	struct rst_sigframe frame;
 
-	if (a->magic != RST_ARGS_MAGIC)
+	if (a->magic != RST_ARGS_MAGIC || !a->nr_threads)
 		fail(a, -EINVAL);
 	pr_debug(a, "in the restorer at %lx, %u vmas, %lu bytes of pages", a->region_start, a->nr_vmas,
 		 a->total_page_bytes);
@@ -850,14 +965,18 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, read_pages(a));
 	STEP(a, finish_vmas(a));
 	STEP(a, restore_mm(a));
+	/* Threads before timers (one may signal a thread) and creds (clone3 set_tid needs caps). */
+	STEP(a, start_threads(a));
 	STEP(a, restore_task_state(a));
-	STEP(a, restore_thread_state(a));
-	STEP(a, queue_pending(a));
+	STEP(a, restore_thread_state(a, main_thread));
+	STEP(a, queue_pending(a, main_thread));
 	STEP(a, restore_creds(a));
 	STEP(a, restore_post_creds(a));
+	STEP(a, wait_threads_restored(a));
 	STEP(a, report_and_stop(a));
 
-	build_sigframe(a, &frame);
+	release_threads(a);
+	build_sigframe(main_thread, &frame);
 	close_criu_fds(a);
 	sigreturn_to_program(&frame);
 }

@@ -50,6 +50,8 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 	sys_call(__NR_rt_tgsigqueueinfo, tgid, tid, sig, info, 0, 0)
 #define sys_rt_sigqueueinfo(tgid, sig, info) sys_call(__NR_rt_sigqueueinfo, tgid, sig, info, 0, 0, 0)
 #define sys_kill(pid, sig) sys_call(__NR_kill, pid, sig, 0, 0, 0, 0)
+#define sys_tgkill(tgid, tid, sig) sys_call(__NR_tgkill, tgid, tid, sig, 0, 0, 0)
+#define sys_sched_yield() sys_call(__NR_sched_yield, 0, 0, 0, 0, 0, 0)
 #define sys_setgroups(nr, list) sys_call(__NR_setgroups, nr, list, 0, 0, 0, 0)
 #define sys_setresuid(r, e, s) sys_call(__NR_setresuid, r, e, s, 0, 0, 0)
 #define sys_setresgid(r, e, s) sys_call(__NR_setresgid, r, e, s, 0, 0, 0)

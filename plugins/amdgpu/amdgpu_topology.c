@@ -38,7 +38,10 @@ static int read_node_props(const char *node_dir, struct amdgpu_topo_gpu *gpu)
 	FILE *f;
 	int i;
 
-	snprintf(path, sizeof(path), "%s/properties", node_dir);
+	if (snprintf(path, sizeof(path), "%s/properties", node_dir) >= (int)sizeof(path)) {
+		pr_err("topology: path too long under %s\n", node_dir);
+		return -ENAMETOOLONG;
+	}
 	f = fopen(path, "re");
 	if (!f) {
 		pr_perror("topology: cannot open %s", path);
@@ -60,7 +63,10 @@ static int read_node_gpu_id(const char *node_dir, uint32_t *gpu_id)
 	FILE *f;
 	int ok;
 
-	snprintf(path, sizeof(path), "%s/gpu_id", node_dir);
+	if (snprintf(path, sizeof(path), "%s/gpu_id", node_dir) >= (int)sizeof(path)) {
+		pr_err("topology: path too long under %s\n", node_dir);
+		return -ENAMETOOLONG;
+	}
 	f = fopen(path, "re");
 	if (!f) {
 		pr_perror("topology: cannot open %s", path);
@@ -97,7 +103,7 @@ static int add_node(struct amdgpu_topology *topo, const char *node_dir)
 
 int amdgpu_topology_read(struct amdgpu_topology *topo)
 {
-	char nodes[4096], node_dir[4096 + 256];
+	char nodes[4096], node_dir[4096];
 	struct dirent **entries;
 	int nr, i, ret = 0;
 
@@ -111,8 +117,13 @@ int amdgpu_topology_read(struct amdgpu_topology *topo)
 	}
 	for (i = 0; i < nr; i++) {
 		if (!ret && entries[i]->d_name[0] != '.') {
-			snprintf(node_dir, sizeof(node_dir), "%s/%s", nodes, entries[i]->d_name);
-			ret = add_node(topo, node_dir);
+			if (snprintf(node_dir, sizeof(node_dir), "%s/%s", nodes, entries[i]->d_name) >=
+			    (int)sizeof(node_dir)) {
+				pr_err("topology: path too long under %s\n", nodes);
+				ret = -ENAMETOOLONG;
+			} else {
+				ret = add_node(topo, node_dir);
+			}
 		}
 		free(entries[i]);
 	}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "zdtmtst.h"
 
@@ -299,4 +300,47 @@ void status_field(const char *name, char *out, size_t size)
 	field += strlen(key);
 	field += strspn(field, " \t");
 	copy_line(out, size, field);
+}
+
+static int barrier_fds[2] = { -1, -1 };
+
+void test_barrier_init(void)
+{
+	if (pipe(barrier_fds))
+		test_fail_errno("pipe for the setup barrier");
+}
+
+void test_barrier_done(void)
+{
+	close(barrier_fds[0]);
+	close(barrier_fds[1]);
+}
+
+/* EOF once every process holding the write end has closed it. */
+void test_barrier_wait(void)
+{
+	char byte;
+	ssize_t n;
+
+	close(barrier_fds[1]);
+	do
+		n = read(barrier_fds[0], &byte, 1);
+	while (n > 0 || (n < 0 && errno == EINTR));
+	if (n < 0)
+		test_fail_errno("setup barrier");
+	close(barrier_fds[0]);
+}
+
+void test_children_verdict(const pid_t *children, int nr, const char *who)
+{
+	int i, status;
+
+	for (i = 0; i < nr; i++) {
+		if (kill(children[i], SIGTERM))
+			test_fail("%s: SIGTERM to child %d: %s", who, children[i], strerror(errno));
+		if (waitpid(children[i], &status, 0) != children[i])
+			test_fail("%s: waitpid(%d): %s", who, children[i], strerror(errno));
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			test_fail("%s: child %d failed (wait status %#x)", who, children[i], status);
+	}
 }

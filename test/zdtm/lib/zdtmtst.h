@@ -67,4 +67,19 @@ void maps_line(const void *addr, char *out, size_t size);
 /* The value of "Name:" in /proc/self/status, trimmed. */
 void status_field(const char *name, char *out, size_t size);
 
+/*
+ * Process trees. A setup barrier: test_barrier_init() before the first fork; each
+ * process of the tree calls test_barrier_done() once its setup (and its own forks) are
+ * done; the root's test_barrier_wait() returns when all did. No fd of it is left open,
+ * so it is not part of what is dumped.
+ */
+void test_barrier_init(void);
+void test_barrier_done(void);
+void test_barrier_wait(void);
+/*
+ * After restore: SIGTERM each child (so it checks itself), wait for it, and fail the
+ * test (with who) if it did not exit 0.
+ */
+void test_children_verdict(const pid_t *children, int nr, const char *who);
+
 #endif

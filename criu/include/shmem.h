@@ -1,0 +1,23 @@
+/*
+ * Shared anonymous memory on restore: one object per dumped shmid, re-created by criu's
+ * main process and mapped by every task of the tree that had it mapped.
+ */
+#ifndef CR_SHMEM_H
+#define CR_SHMEM_H
+
+#include <stdint.h>
+
+/*
+ * Main process, after fdstore_init() and before forking the root: create each object
+ * the tree's mm images name, fill it from the dumped pages, park an fd to it in fdstore.
+ * 0 or -errno.
+ */
+int shmem_restore_objects(void);
+
+/* In a task: a new fd of the object shmid (mmap it MAP_SHARED at the VMA's pgoff), or -errno. */
+int shmem_open(uint64_t shmid);
+
+/* Main process: forget the objects (the fdstore holds them until it goes). */
+void shmem_fini(void);
+
+#endif

@@ -28,13 +28,14 @@ PB_OBJS := $(PB_C:.c=.o)
 CRIU_SRCS := $(wildcard criu/*.c compel/*.c)
 CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 
+.DEFAULT_GOAL := all
+# The restorer blob (criu/pie/) has its own flags and rules.
+include criu/pie/Makefile.inc
+# The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
+include plugins/amdgpu/Makefile.inc
+
 .PHONY: all test demo bench install clean check-tools
 all: criu/criu $(AMDGPU_PLUGIN)
-
-# The restorer blob (criu/pie/) has its own flags and rules.
--include criu/pie/Makefile.inc
-# The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
--include plugins/amdgpu/Makefile.inc
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
 	$(PROTOC_C) --proto_path=images --c_out=images $<

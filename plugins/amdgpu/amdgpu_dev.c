@@ -34,7 +34,7 @@ static int file_io_full(int file_fd, void *buf, uint64_t len, uint64_t off, bool
 	return 0;
 }
 
-int amdgpu_copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
+static int copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
 			 bool to_bo)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -69,4 +69,14 @@ int amdgpu_copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_
 		len -= chunk;
 	}
 	return 0;
+}
+
+int amdgpu_bo_to_file_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len)
+{
+	return copy_via_mmap(bo_fd, bo_off, file_fd, file_off, len, false);
+}
+
+int amdgpu_file_to_bo_mmap(int file_fd, uint64_t file_off, int bo_fd, uint64_t bo_off, uint64_t len)
+{
+	return copy_via_mmap(bo_fd, bo_off, file_fd, file_off, len, true);
 }

@@ -36,8 +36,11 @@ struct amdgpu_dev_ops {
 extern const struct amdgpu_dev_ops amdgpu_dev_kfd_ops;
 extern const struct amdgpu_dev_ops amdgpu_dev_emu_ops;
 
-/* Shared by both backends: CPU copies through an mmap of the BO's fd, in bounded windows. */
-int amdgpu_copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
-			 bool to_bo);
+/*
+ * Shared by both backends (their bo_to_file/file_to_bo): CPU copies through an mmap of the
+ * BO's fd, in bounded windows.
+ */
+int amdgpu_bo_to_file_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len);
+int amdgpu_file_to_bo_mmap(int file_fd, uint64_t file_off, int bo_fd, uint64_t bo_off, uint64_t len);
 
 #endif

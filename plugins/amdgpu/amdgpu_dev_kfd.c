@@ -124,16 +124,6 @@ static int kfd_next_data(int bo_fd, uint64_t bo_size, uint64_t from, uint64_t *s
 	return 0;
 }
 
-static int kfd_bo_to_file(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len)
-{
-	return amdgpu_copy_via_mmap(bo_fd, bo_off, file_fd, file_off, len, false);
-}
-
-static int kfd_file_to_bo(int file_fd, uint64_t file_off, int bo_fd, uint64_t bo_off, uint64_t len)
-{
-	return amdgpu_copy_via_mmap(bo_fd, bo_off, file_fd, file_off, len, true);
-}
-
 const struct amdgpu_dev_ops amdgpu_dev_kfd_ops = {
 	.name = "/dev/kfd (never run on hardware)",
 	.attach = kfd_attach,
@@ -142,6 +132,6 @@ const struct amdgpu_dev_ops amdgpu_dev_kfd_ops = {
 	.close = kfd_close,
 	.criu_op = kfd_criu_op,
 	.next_data = kfd_next_data,
-	.bo_to_file = kfd_bo_to_file,
-	.file_to_bo = kfd_file_to_bo,
+	.bo_to_file = amdgpu_bo_to_file_mmap,
+	.file_to_bo = amdgpu_file_to_bo_mmap,
 };

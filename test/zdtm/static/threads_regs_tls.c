@@ -150,10 +150,13 @@ static void check_signals(struct thread_slot *slot)
 		if (sigismember(&pending, own_signal(i)) != (i == slot->idx))
 			slot_fail(slot, "signal %d is %spending", own_signal(i),
 				  i == slot->idx ? "not " : "");
-	for (int sig = 1; sig <= 64; sig++)
-		if (sigismember(&slot->before.blocked, sig) != sigismember(&slot->after.blocked, sig))
+	for (int sig = 1; sig <= 64; sig++) {
+		int was = sigismember(&slot->before.blocked, sig);
+
+		if (was != sigismember(&slot->after.blocked, sig))
 			slot_fail(slot, "signal %d was %sblocked, is not any more", sig,
-				  sigismember(&slot->before.blocked, sig) ? "" : "not ");
+				  was ? "" : "not ");
+	}
 }
 
 /*

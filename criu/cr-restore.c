@@ -417,7 +417,11 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 
 static pid_t clone_with_pid(pid_t pid, unsigned long flags)
 {
-	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD };
+	/*
+	 * clone3 refuses an exit signal with CLONE_PARENT: the sibling then signals criu's
+	 * parent the way criu itself would (its exit_signal, SIGCHLD for a normal process).
+	 */
+	struct clone_args args = { .flags = flags, .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD };
 
 	args.set_tid = (unsigned long)&pid;
 	args.set_tid_size = 1;

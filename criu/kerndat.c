@@ -34,13 +34,17 @@ struct feature {
  */
 bool kerndat_has_clone3_set_tid(void)
 {
+	static int probed = -1; /* asked once per run; forked tasks inherit the answer */
 	struct clone_args args = { .set_tid_size = 1 };
 	pid_t tid = 0;
 
+	if (probed >= 0)
+		return probed;
 	args.set_tid = (unsigned long)&tid;
 	args.exit_signal = SIGCHLD;
 	/* tid 0 is invalid: the kernel rejects the call before creating anything. */
-	return syscall(SYS_clone3, &args, sizeof(args)) < 0 && errno == EINVAL;
+	probed = syscall(SYS_clone3, &args, sizeof(args)) < 0 && errno == EINVAL;
+	return probed;
 }
 
 static bool has_ptrace_rseq(void)

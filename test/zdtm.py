@@ -68,6 +68,7 @@ def truncate_mm_image(img_dir, pid):
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
+#   sibling        restore -d --restore-sibling: the root's parent is criu's parent
 #   tty            stdio on a pty, dump and restore with --shell-job
 #   dump_fails     the dump must fail; the process stays alive and passes its checks
 #   restore_fails  dump, damage the images with 'corrupt', restore must fail
@@ -132,6 +133,7 @@ TESTS = {
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
+    'restore_sibling': {'bin': 'mem_anon_private', 'mode': 'sibling'},
     'dump_fail_unsupported_fd': {'mode': 'dump_fails'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
@@ -592,6 +594,31 @@ class TestRun:
         self.finish_and_judge()
 
     run_tty = run_default
+
+    def run_sibling(self):
+        # --restore-sibling: the root is created as a child of criu's parent. criu runs under
+        # a shell that records the task's parent before it exits itself: without the
+        # option the task would be criu's orphan, reparented to us (the subreaper) instead.
+        pid = self.pid
+        self.dump()
+        parent_file = os.path.join(self.out, 'sibling-parent')
+        script = ('"$0" restore -D "$1" -d --restore-sibling --pidfile "$2" -v4 -o restore.log'
+                  ' || exit 1; echo "$$ $(awk \'/^PPid:/ {print $2}\' /proc/%d/status)" > "$3"'
+                  % pid)
+        result = subprocess.run(['sh', '-c', script, CRIU, self.img, self.pidfile, parent_file],
+                                stdin=subprocess.DEVNULL, capture_output=True,
+                                timeout=CRIU_TIMEOUT)
+        if result.returncode != 0:
+            raise TestFailure('criu restore --restore-sibling exited %d: %s'
+                              % (result.returncode, result.stderr.decode(errors='replace')),
+                              'restore.log')
+        self.expect_restored_pid(pid)
+        with open(parent_file) as parents:
+            shell, parent = parents.read().split()
+        if parent != shell:
+            raise TestFailure('--restore-sibling: the task\'s parent was %s, not criu\'s parent %s'
+                              % (parent, shell), 'restore.log')
+        self.finish_and_judge()
 
     def run_leave_running(self):
         self.dump(['-R'])

@@ -3,11 +3,15 @@
  * checked on the device (the emulator's CHECKSUM kernel) and, for mapped BOs, through
  * their mappings, which must be the restored BOs' memory. $GPU_TEST_LAYOUT picks the
  * shape: two_gpus (12 BOs, VRAM and GTT, both GPUs), many (300 BOs: > 253 fds), big (a
- * 5 GiB sparse VRAM BO + a 1 GiB GTT BO: > 4 GiB in all).
+ * 5 GiB sparse VRAM BO + a 1 GiB GTT BO: > 4 GiB in all). $GPU_TEST_CHILD=1 adds a child
+ * process, forked before the GPU is touched (it holds no GPU state), that checks its own
+ * memory after restore: the tree has children, so the plugin must restore serially.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "libkfdemu.h"
 #include "zdtmtst.h"
@@ -16,6 +20,8 @@
 #define MIB (1024 * KIB)
 #define GIB (1024 * MIB)
 #define MAX_BOS 300
+#define CHILD_MEM_SIZE (256 * KIB)
+#define CHILD_MEM_SEED 0xc41d
 
 /* A range the test wrote, and how: through the mapping (pattern) or by a device kernel. */
 struct written {
@@ -163,13 +169,46 @@ static void check_mapping_is_device_memory(const struct test_bo *bo)
 			  bo->info.va_addr);
 }
 
+/* The child: host memory only, checked after restore; its exit status is its verdict. */
+static void __attribute__((noreturn)) child_main(void)
+{
+	uint8_t *mem = mmap(NULL, CHILD_MEM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0);
+
+	if (mem == MAP_FAILED)
+		test_fail_errno("child: mmap");
+	pattern_fill(mem, CHILD_MEM_SIZE, CHILD_MEM_SEED);
+	test_barrier_done();
+	test_wait_sigterm();
+	pattern_expect(mem, CHILD_MEM_SIZE, CHILD_MEM_SEED, "child memory");
+	exit(0);
+}
+
+/* Before the emulator connection and any BO exist, so none of them is the child's. */
+static pid_t fork_child(void)
+{
+	pid_t child;
+
+	test_barrier_init();
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0)
+		child_main();
+	return child;
+}
+
 int main(int argc, char **argv)
 {
 	const char *layout = getenv("GPU_TEST_LAYOUT");
+	const char *with_child = getenv("GPU_TEST_CHILD");
 	uint32_t nr_gpus = 8;
+	pid_t child = 0;
 	int i;
 
 	test_init(argc, argv);
+	if (with_child && !strcmp(with_child, "1"))
+		child = fork_child();
 	check(kfdemu_connect(NULL, &conn), "connect to the KFD emulator");
 	check(kfdemu_get_gpus(conn, gpus, &nr_gpus), "GET_GPUS");
 	if (nr_gpus < 2)
@@ -185,6 +224,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < nr_bos; i++)
 		check(kfdemu_bo_checksum(conn, bos[i].info.handle, 0, bos[i].info.size, &bos[i].checksum),
 		      "CHECKSUM kernel");
+	if (child)
+		test_barrier_wait();
 
 	test_ready();
 	test_wait_sigterm();
@@ -202,5 +243,7 @@ int main(int argc, char **argv)
 			check_mapping_is_device_memory(&bos[i]);
 		}
 	}
+	if (child)
+		test_children_verdict(&child, 1, "parent");
 	test_pass();
 }

@@ -34,7 +34,7 @@ include criu/pie/Makefile.inc
 # The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
 include plugins/amdgpu/Makefile.inc
 
-.PHONY: all test demo bench install clean check-tools
+.PHONY: all test demo bench bench-gpu install clean check-tools
 all: criu/criu $(AMDGPU_PLUGIN)
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
@@ -56,6 +56,9 @@ demo: all
 
 bench: all
 	$(MAKE) -C test bench
+
+bench-gpu: all
+	$(MAKE) -C test/bench-gpu
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PLUGINDIR)

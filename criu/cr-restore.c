@@ -374,7 +374,8 @@ static int task_stages(struct rst_task *task, int sock, CoreEntry **core)
 		pr_err("task %d: a zombie with children in pstree.img\n", item->pid);
 		return -1;
 	}
-	if (restore_own_leadership(item) || fork_children(item))
+	/* Shared descriptions before the children: they inherit them (files.c). */
+	if (restore_own_leadership(item) || prepare_inherited_files(item) || fork_children(item))
 		return -1;
 	close_other_task_socks(task);
 	stage = task->zombie ? TASK_STAGE_ZOMBIE : TASK_STAGE_ALIVE;

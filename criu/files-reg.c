@@ -605,6 +605,12 @@ static int reg_open(const FileEntry *fe)
 	return fd;
 }
 
+/* A deleted file is re-created once: every opening of its ghost must find that inode. */
+static uint64_t reg_object_key(const FileEntry *fe)
+{
+	return fe->reg->has_ghost_id ? (uint64_t)fe->reg->ghost_id + 1 : 0;
+}
+
 int open_vma_file(uint32_t file_id, uint32_t fdflags)
 {
 	const FileEntry *fe = find_file_entry(file_id);
@@ -623,4 +629,6 @@ const struct fdtype_ops reg_fdtype_ops = {
 	.dump = reg_dump,
 	.collect = reg_collect,
 	.open = reg_open,
+	.inheritable = true,
+	.object_key = reg_object_key,
 };

@@ -15,6 +15,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "pstree.h"
 #include "servicefd.h"
 
 static const struct fdtype_ops *const fdtype_ops_table[] = {
@@ -153,13 +154,15 @@ static int kcmp_files(pid_t pid1, int fd1, pid_t pid2, int fd2)
 }
 
 /*
- * fds that are dups (or were inherited over fork) share one description: it must be
- * restored once and dup'ed, or offsets and flags would stop being shared. Only the
- * same inode can be the same description, so kcmp runs on those candidates alone.
- * Returns the id (0: a new description) or -errno.
+ * fds that are dups (or were inherited over fork, in this task or another of the tree)
+ * share one description: it must be restored once and dup'ed or inherited, or offsets
+ * and flags would stop being shared. Only the same inode can be the same description,
+ * so kcmp runs on those candidates alone. *found: the first fd dumped of it, or NULL for
+ * a new description. 0 or -errno.
  */
-static int64_t find_dumped_desc(const struct fd_parms *p)
+static int find_dumped_desc(const struct fd_parms *p, const struct dumped_desc **found)
 {
+	*found = NULL;
 	for (size_t i = 0; i < nr_dumped_descs; i++) {
 		struct dumped_desc *d = &dumped_descs[i];
 		int ret;
@@ -172,8 +175,10 @@ static int64_t find_dumped_desc(const struct fd_parms *p)
 				  d->fd, d->pid);
 			return -errno;
 		}
-		if (ret == 0)
-			return d->id;
+		if (ret == 0) {
+			*found = d;
+			return 0;
+		}
 	}
 	return 0;
 }
@@ -196,30 +201,35 @@ static int remember_dumped_desc(const struct fd_parms *p, uint32_t id)
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
 {
 	FdinfoEntry fdi = FDINFO_ENTRY__INIT;
+	const struct dumped_desc *first;
 	const struct fdtype_ops *ops;
 	struct fd_parms p;
-	int64_t id;
+	uint32_t id;
 	int ret;
 
 	ret = fill_fd_parms(pid, fd, &p);
+	if (!ret)
+		ret = find_dumped_desc(&p, &first);
 	if (ret)
 		return ret;
 	ops = ops_owning(&p);
 
-	id = find_dumped_desc(&p);
-	if (id < 0)
-		return id;
-	if (id == 0) {
+	if (!first) {
 		id = files_new_id();
 		ret = ops->dump(&p, id);
 		if (!ret)
 			ret = remember_dumped_desc(&p, id);
 		if (ret)
 			return ret;
-		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p.link,
-			 (uint32_t)id);
+		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p.link, id);
 	} else {
-		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, (uint32_t)id);
+		id = first->id;
+		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, id);
+		/* Restore opens these in each task (see fdtype_ops.inheritable). */
+		if (first->pid != pid && !ops->inheritable)
+			pr_warn("fd %d of task %d (%s) shares its description with fd %d of "
+				"task %d: it will be restored as a separate copy in each task\n",
+				fd, pid, p.link, first->fd, first->pid);
 	}
 
 	fdi.fd = fd;
@@ -309,14 +319,22 @@ static int cmp_file_entry_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-const FileEntry *find_file_entry(uint32_t id)
+/* The index of id in file_table, or -1. */
+static ssize_t file_index(uint32_t id)
 {
 	FileEntry key = { .id = id }, *keyp = &key, **found;
 
 	if (!file_table)
-		return NULL;
+		return -1;
 	found = bsearch(&keyp, file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
-	return found ? *found : NULL;
+	return found ? found - file_table : -1;
+}
+
+const FileEntry *find_file_entry(uint32_t id)
+{
+	ssize_t idx = file_index(id);
+
+	return idx < 0 ? NULL : file_table[idx];
 }
 
 static int collect_one_file(FileEntry *fe)
@@ -363,6 +381,8 @@ static int read_file_table(struct cr_img *img)
 	return ret;
 }
 
+static int plan_shared_files(void);
+
 int files_collect(void)
 {
 	struct cr_img *img = open_image(CR_IMG_FILES, O_RDONLY, 0);
@@ -376,9 +396,10 @@ int files_collect(void)
 		return ret;
 	qsort(file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
 	ret = check_unique_ids();
-	if (!ret)
-		pr_info("collected %zu files from files.img\n", nr_file_table);
-	return ret;
+	if (ret)
+		return ret;
+	pr_info("collected %zu files from files.img\n", nr_file_table);
+	return plan_shared_files();
 }
 
 static int cmp_fdinfo_fd(const void *a, const void *b)
@@ -464,7 +485,246 @@ static int read_fdinfos(pid_t pid, FdinfoEntry ***fdis_out, size_t *nr_out)
 }
 
 /*
- * Open (or dup, when an earlier fd shares the description) and move to its number.
+ * Descriptions shared between tasks. Every task forks its children before it restores
+ * its own fds, so one opening by the users' lowest common ancestor, kept at a number no
+ * restored fd uses, reaches all of them through fork; each then dups it to its own fd
+ * numbers. Planned in the main process, before forking: every task inherits the plan.
+ */
+struct file_sharing {
+	const struct pstree_item *opener; /* the users' lowest common ancestor */
+	pid_t last_user;		  /* the last task counted, to count each once */
+	unsigned int nr_users;		  /* tasks with an fd on it */
+	bool inherit;			  /* several tasks use it (or its object) */
+	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
+};
+
+/* Indexed like file_table. */
+static struct file_sharing *file_sharing;
+
+static unsigned int item_depth(const struct pstree_item *item)
+{
+	unsigned int depth = 0;
+
+	for (; item->parent; item = item->parent)
+		depth++;
+	return depth;
+}
+
+/* In one tree two tasks always meet, at the root at the latest. */
+static const struct pstree_item *common_ancestor(const struct pstree_item *a,
+						 const struct pstree_item *b)
+{
+	unsigned int depth_a = item_depth(a), depth_b = item_depth(b);
+
+	for (; depth_a > depth_b; depth_a--)
+		a = a->parent;
+	for (; depth_b > depth_a; depth_b--)
+		b = b->parent;
+	while (a != b) {
+		a = a->parent;
+		b = b->parent;
+	}
+	return a;
+}
+
+static void note_file_user(struct file_sharing *fs, const struct pstree_item *item)
+{
+	if (fs->nr_users && fs->last_user == item->pid)
+		return; /* another fd of the same task */
+	fs->opener = fs->nr_users ? common_ancestor(fs->opener, item) : item;
+	fs->last_user = item->pid;
+	fs->nr_users++;
+}
+
+/* Count item as a user of each file its fds name; raise *max_fd to its highest fd. */
+static int note_task_files(const struct pstree_item *item, int *max_fd)
+{
+	FdinfoEntry **fdis;
+	size_t nr;
+	int ret;
+
+	/* A zombie has no fds and no fdinfo image. */
+	if (!img_exists(CR_IMG_FDINFO, item->pid))
+		return 0;
+	ret = read_fdinfos(item->pid, &fdis, &nr);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr; i++)
+		note_file_user(&file_sharing[file_index(fdis[i]->id)], item);
+	if (nr && (int)fdis[nr - 1]->fd > *max_fd)
+		*max_fd = fdis[nr - 1]->fd;
+	free_fdinfos(fdis, nr);
+	return 0;
+}
+
+/* The kernel object of entry idx (see fdtype_ops.object_key), or 0 for none. */
+static uint64_t object_key_of(size_t idx, uint64_t (**key_fn)(const FileEntry *))
+{
+	const struct fdtype_ops *ops = ops_by_type(file_table[idx]->type);
+
+	*key_fn = ops->object_key;
+	return ops->object_key ? ops->object_key(file_table[idx]) : 0;
+}
+
+/*
+ * Entries on one object (the two ends of a pipe, two openings of a FIFO or of a deleted
+ * file) restore its state once: if several tasks use any of them, all of them are
+ * opened by the common ancestor of all their users.
+ */
+static void join_object_users(size_t first)
+{
+	uint64_t (*first_fn)(const FileEntry *), (*fn)(const FileEntry *);
+	uint64_t key = object_key_of(first, &first_fn);
+	const struct pstree_item *opener = file_sharing[first].opener;
+	bool inherit = file_sharing[first].inherit;
+
+	for (size_t i = first + 1; i < nr_file_table; i++) {
+		struct file_sharing *fs = &file_sharing[i];
+
+		if (!fs->nr_users || object_key_of(i, &fn) != key || fn != first_fn)
+			continue;
+		if (fs->inherit || fs->opener != opener)
+			inherit = true;
+		opener = common_ancestor(opener, fs->opener);
+	}
+	for (size_t i = first; i < nr_file_table; i++) {
+		struct file_sharing *fs = &file_sharing[i];
+
+		if (i > first && (!fs->nr_users || object_key_of(i, &fn) != key || fn != first_fn))
+			continue;
+		fs->opener = opener;
+		fs->inherit = inherit;
+	}
+}
+
+static bool object_joined_before(size_t idx)
+{
+	uint64_t (*fn)(const FileEntry *), (*idx_fn)(const FileEntry *);
+	uint64_t key = object_key_of(idx, &idx_fn);
+
+	for (size_t i = 0; i < idx; i++)
+		if (file_sharing[i].nr_users && object_key_of(i, &fn) == key && fn == idx_fn)
+			return true;
+	return false;
+}
+
+/* Numbers from just below the service fds down; all must stay above every restored fd. */
+static int assign_inherited_fds(int max_restored_fd)
+{
+	int lowest_sfd, highest_sfd, next_fd;
+	unsigned int nr_inherited = 0;
+
+	service_fd_range(&lowest_sfd, &highest_sfd);
+	next_fd = lowest_sfd - 1;
+	for (size_t i = 0; i < nr_file_table; i++) {
+		struct file_sharing *fs = &file_sharing[i];
+
+		if (!fs->inherit)
+			continue;
+		if (!ops_by_type(file_table[i]->type)->inheritable) {
+			pr_warn("file %u (%s) is used by %u tasks: restored as one copy per task, "
+				"not as one shared description\n",
+				file_table[i]->id, ops_by_type(file_table[i]->type)->name,
+				fs->nr_users);
+			fs->inherit = false;
+			continue;
+		}
+		if (next_fd <= max_restored_fd) {
+			pr_err("the descriptions shared between tasks need fd numbers between the "
+			       "highest restored fd %d and the service fds at %d: restore with a "
+			       "higher soft RLIMIT_NOFILE\n",
+			       max_restored_fd, lowest_sfd);
+			return -EMFILE;
+		}
+		fs->inherited_fd = next_fd--;
+		nr_inherited++;
+		pr_debug("file %u: opened by task %d, inherited at fd %d\n", file_table[i]->id,
+			 fs->opener->pid, fs->inherited_fd);
+	}
+	pr_info("%u descriptions shared between tasks, inherited at fds %d..%d\n", nr_inherited,
+		next_fd + 1, lowest_sfd - 1);
+	return 0;
+}
+
+static int plan_shared_files(void)
+{
+	struct pstree_item *item;
+	uint64_t (*key_fn)(const FileEntry *);
+	int max_restored_fd = -1, ret;
+
+	file_sharing = calloc(nr_file_table ? nr_file_table : 1, sizeof(*file_sharing));
+	if (!file_sharing) {
+		pr_err("out of memory planning %zu shared files\n", nr_file_table);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nr_file_table; i++)
+		file_sharing[i].inherited_fd = -1;
+	for (item = root_item; item; item = pstree_next(item)) {
+		ret = note_task_files(item, &max_restored_fd);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < nr_file_table; i++)
+		file_sharing[i].inherit = file_sharing[i].nr_users > 1;
+	for (size_t i = 0; i < nr_file_table; i++)
+		if (file_sharing[i].nr_users && object_key_of(i, &key_fn) &&
+		    !object_joined_before(i))
+			join_object_users(i);
+	return assign_inherited_fds(max_restored_fd);
+}
+
+/*
+ * At its inherited number, which nothing of criu's may hold: the task inherited criu's
+ * low-numbered fds, so a collision means the range is too close to them.
+ */
+static int open_inherited(const FileEntry *fe, int inherited_fd)
+{
+	int fd;
+
+	if (fcntl(inherited_fd, F_GETFD) >= 0) {
+		pr_err("file %u: its inherited fd %d is already in use\n", fe->id, inherited_fd);
+		return -EBUSY;
+	}
+	fd = ops_by_type(fe->type)->open(fe);
+	if (fd < 0 || fd == inherited_fd)
+		return fd < 0 ? fd : 0;
+	if (dup2(fd, inherited_fd) < 0) {
+		int err = errno;
+
+		pr_err("file %u: cannot move it to inherited fd %d: %s\n", fe->id, inherited_fd,
+		       strerror(err));
+		close(fd);
+		return -err;
+	}
+	close(fd);
+	return 0;
+}
+
+int prepare_inherited_files(const struct pstree_item *item)
+{
+	int ret;
+
+	for (size_t i = 0; i < nr_file_table; i++) {
+		if (file_sharing[i].inherited_fd < 0 || file_sharing[i].opener != item)
+			continue;
+		ret = open_inherited(file_table[i], file_sharing[i].inherited_fd);
+		if (ret)
+			return ret;
+		pr_debug("file %u opened for the subtree at fd %d\n", file_table[i]->id,
+			 file_sharing[i].inherited_fd);
+	}
+	return 0;
+}
+
+/* The fd the opener left for this file's users, or -1 when each task opens its own. */
+static int inherited_fd_of(uint32_t id)
+{
+	return file_sharing[file_index(id)].inherited_fd;
+}
+
+/*
+ * Open (or dup, when an earlier fd shares the description or an ancestor opened it for
+ * its subtree) and move to its number.
  * Whatever of criu's still sits at that number is not a service fd (check_fdinfo), so
  * dup2 may replace it.
  */
@@ -478,6 +738,8 @@ static int place_fd(FdinfoEntry **fdis, size_t idx)
 	for (size_t i = 0; i < idx && src < 0; i++)
 		if (fdis[i]->id == fdi->id)
 			src = fdis[i]->fd;
+	if (src < 0)
+		src = inherited_fd_of(fdi->id);
 	if (src < 0) {
 		src = ops_by_type(fe->type)->open(fe);
 		if (src < 0)
@@ -512,7 +774,10 @@ static bool is_restored_fd(FdinfoEntry **fdis, size_t nr, int fd)
 	return fd >= 0 && bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
 }
 
-/* Whatever criu inherited or left open must not leak into the restored task. */
+/*
+ * Whatever criu inherited or left open must not leak into the restored task: this also
+ * closes the inherited range, whose descriptions the task now holds at its own numbers.
+ */
 static int close_stray_fds(FdinfoEntry **fdis, size_t nr)
 {
 	int *fds;

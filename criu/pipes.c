@@ -1,7 +1,8 @@
 /*
  * Pipes and FIFOs: a pipe end (pipe:[INO]) or a FIFO opened by its path, with the pipe's
  * size and the bytes queued in it. Dump copies the queue without consuming it (tee from a
- * second opening of the pipe); restore re-creates each pipe once per task and refills it.
+ * second opening of the pipe); restore re-creates each pipe once and refills it, in the
+ * one task that uses it or, when several do, in their common ancestor (files.c).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -525,6 +526,19 @@ static int fifo_open(const FileEntry *fe)
 	return fd < 0 ? fd : set_status_flags(fd, ffe->flags, what);
 }
 
+/*
+ * Both ends of a pipe, and every opening of a FIFO, reach one queue: restored once, by
+ * the task that opens them all when several tasks use them. pipe_objs is complete once
+ * files.img is collected, so its index names the object.
+ */
+static uint64_t pipe_object_key(const FileEntry *fe)
+{
+	const struct pipe_obj *obj = fe->pipe ? find_pipe_obj(false, 0, fe->pipe->pipe_id)
+					      : find_pipe_obj(true, fe->fifo->dev, fe->fifo->ino);
+
+	return obj - pipe_objs + 1;
+}
+
 const struct fdtype_ops pipe_fdtype_ops = {
 	.type = FD_TYPES__PIPE,
 	.name = "pipe",
@@ -532,6 +546,8 @@ const struct fdtype_ops pipe_fdtype_ops = {
 	.dump = pipe_dump,
 	.collect = pipe_collect,
 	.open = pipe_open,
+	.inheritable = true,
+	.object_key = pipe_object_key,
 };
 
 const struct fdtype_ops fifo_fdtype_ops = {
@@ -541,4 +557,6 @@ const struct fdtype_ops fifo_fdtype_ops = {
 	.dump = fifo_dump,
 	.collect = fifo_collect,
 	.open = fifo_open,
+	.inheritable = true,
+	.object_key = pipe_object_key,
 };

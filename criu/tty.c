@@ -110,4 +110,5 @@ const struct fdtype_ops tty_fdtype_ops = {
 	.dump = tty_dump,
 	.collect = tty_collect,
 	.open = tty_open,
+	.inheritable = true,
 };

@@ -1,6 +1,8 @@
 #!/bin/bash
 # make demo: start a small counting process, checkpoint it with criu dump, show it is gone,
 # restore it with criu restore, and show it carrying on with its counter and memory intact.
+# Then the GPU path: a program with host memory and BOs on the KFD EMULATOR (test/gpu; an
+# emulator, not a GPU) is dumped once and restored serially and in parallel, verified each time.
 # Run as root from the source tree after make; everything it creates lives in one temp dir.
 set -euo pipefail
 
@@ -8,6 +10,11 @@ SRC_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 CRIU="$SRC_DIR/criu/criu"
 COUNTER="$SRC_DIR/test/demo/counter"
 MEM_MIB=64
+KFD_EMU="$SRC_DIR/test/gpu/kfd-emu"
+GPU_HOLDER="$SRC_DIR/test/bench-gpu/gpu_holder"
+AMDGPU_PLUGIN_DIR="$SRC_DIR/plugins/amdgpu"
+GPU_HOST_MIB=512
+GPU_DEV_MIB=512
 
 # Step titles in bold on a terminal, plain in a log.
 if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD='' PLAIN=''; fi
@@ -34,16 +41,25 @@ show_proc() { # PID
 [ "$(id -u)" -eq 0 ] || die "run as root (criu needs it)"
 [ -x "$CRIU" ] || die "$CRIU not built; run make first"
 make -s -C "$SRC_DIR/test/demo" counter
+make -s -C "$SRC_DIR/test/bench-gpu" gpu_holder
 
 WORK_DIR="$(mktemp -d /tmp/criu-demo.XXXXXX)"
 IMG_DIR="$WORK_DIR/images"
 LOG="$WORK_DIR/counter.log"
 mkdir "$IMG_DIR"
 PID=
+GPU_PID=
+EMU_PID=
 cleanup() {
 	# Leave nothing running; keep the logs only when something went wrong.
-	if [ -n "$PID" ] && pid_alive "$PID"; then
-		kill -KILL "$PID" 2>/dev/null || true
+	for pid in "$PID" "$GPU_PID"; do
+		if [ -n "$pid" ] && pid_alive "$pid"; then
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+	if [ -n "$EMU_PID" ]; then
+		kill -TERM "$EMU_PID" 2>/dev/null || true
+		wait "$EMU_PID" 2>/dev/null || true
 	fi
 	if [ "${DEMO_OK:-0}" = 1 ]; then
 		rm -rf "$WORK_DIR"
@@ -111,5 +127,80 @@ pid_alive "$PID" && die "pid $PID did not stop"
 tail -n 2 "$LOG" | sed 's/^/     /'
 grep -q "stopped by SIGTERM" "$LOG" || die "the counter did not stop cleanly; see $LOG"
 
+# --- GPU: host memory + BOs on the KFD EMULATOR, restored serially and in parallel ---------
+GPU_DIR="$WORK_DIR/gpu"
+GPU_IMG="$GPU_DIR/images"
+GPU_LOG="$GPU_DIR/gpu_holder.log"
+mkdir -p "$GPU_IMG"
+
+# Restores the GPU images with AMDGPU_PARALLEL_RESTORE=$1, shows the time and how the BOs
+# were filled, then has the holder check every byte (SIGTERM) and waits for its verdict.
+gpu_restore() { # 0|1 NAME
+	local log="restore-$2.log" start end passes
+	passes=$(grep -c PASS "$GPU_LOG" || true)
+	start=$(date +%s%N)
+	AMDGPU_PARALLEL_RESTORE=$1 "$CRIU" restore -D "$GPU_IMG" -d -v4 -o "$log" \
+		--display-stats -L "$AMDGPU_PLUGIN_DIR" | sed 's/^/     /' ||
+		die "criu restore ($2) failed; see $GPU_IMG/$log"
+	end=$(date +%s%N)
+	pid_alive "$GPU_PID" || die "pid $GPU_PID is not running after the $2 restore"
+	grep -o 'amdgpu: .*filled.*' "$GPU_IMG/$log" | sed 's/^/     /'
+	eval "GPU_${2^^}_MS=$(((end - start) / 1000000))"
+	say "$2 restore: $(((end - start) / 1000000)) ms; the holder now checks all its memory:"
+	kill -TERM "$GPU_PID"
+	for _ in $(seq 600); do
+		pid_alive "$GPU_PID" || break
+		sleep 0.1
+	done
+	pid_alive "$GPU_PID" && die "pid $GPU_PID did not finish its check"
+	[ "$(grep -c PASS "$GPU_LOG")" -gt "$passes" ] ||
+		die "the holder found its memory changed: $(tail -n 1 "$GPU_LOG")"
+	tail -n 1 "$GPU_LOG" | sed 's/^/     /'
+}
+
+step "7. GPU: start the KFD EMULATOR (a user-space stand-in for AMD's KFD driver, not a GPU)"
+"$KFD_EMU" -s "$GPU_DIR/emu.sock" -t "$GPU_DIR/topology" -p "$GPU_DIR/emu.pid" \
+	-l "$GPU_DIR/emu.log" < /dev/null &
+EMU_PID=$!
+for _ in $(seq 100); do
+	[ -e "$GPU_DIR/emu.pid" ] && break
+	sleep 0.1
+done
+[ -e "$GPU_DIR/emu.pid" ] || die "the KFD emulator did not start; see $GPU_DIR/emu.log"
+export KFDEMU_SOCKET="$GPU_DIR/emu.sock" AMDGPU_TOPOLOGY_DIR="$GPU_DIR/topology"
+say "emulator pid $EMU_PID, 2 emulated GPUs, topology in $AMDGPU_TOPOLOGY_DIR"
+
+step "8. GPU: a process with $GPU_HOST_MIB MiB host memory and $GPU_DEV_MIB MiB of emulated VRAM"
+setsid "$GPU_HOLDER" "$GPU_HOST_MIB" "$GPU_DEV_MIB" < /dev/null >> "$GPU_LOG" 2>&1 &
+GPU_PID=$!
+disown "$GPU_PID"
+for _ in $(seq 300); do
+	grep -q ready "$GPU_LOG" && break
+	pid_alive "$GPU_PID" || die "gpu_holder failed: $(tail -n 1 "$GPU_LOG")"
+	sleep 0.1
+done
+grep -q ready "$GPU_LOG" || die "gpu_holder did not get ready; see $GPU_LOG"
+tail -n 1 "$GPU_LOG" | sed 's/^/     /'
+
+step "9. GPU: criu dump -t $GPU_PID -L plugins/amdgpu (BO contents through the AMDGPU plugin)"
+"$CRIU" dump -t "$GPU_PID" -D "$GPU_IMG" -v4 -o dump.log -L "$AMDGPU_PLUGIN_DIR" ||
+	die "criu dump failed; see $GPU_IMG/dump.log"
+for _ in $(seq 50); do
+	pid_alive "$GPU_PID" || break
+	sleep 0.1
+done
+pid_alive "$GPU_PID" && die "pid $GPU_PID still exists after dump"
+for img in "$GPU_IMG"/pages-*.img "$GPU_IMG"/amdgpu-*.img; do
+	printf '     %-24s %s\n' "${img##*/}" "$(du -h "$img" | cut -f1)"
+done
+
+step "10. GPU: restore serially (AMDGPU_PARALLEL_RESTORE=0: the task fills its BOs, then its memory)"
+gpu_restore 0 serial
+
+step "11. GPU: restore in parallel (criu's worker fills the BOs while the task restores its memory)"
+gpu_restore 1 parallel
+
+step "GPU restore times on the KFD EMULATOR: serial $GPU_SERIAL_MS ms, parallel $GPU_PARALLEL_MS ms"
+
 DEMO_OK=1
-step "Done: the process was checkpointed, killed, restored and kept running intact."
+step "Done: both processes were checkpointed, killed, restored and found their state intact."

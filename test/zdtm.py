@@ -108,6 +108,7 @@ TESTS = {
     'robust_list': {},
     'threads_regs_tls': {},
     'threads_blocked_calls': {},
+    'threads_pipe_read': {},
     'threads_leave_running': {'bin': 'threads_regs_tls', 'mode': 'leave_running'},
     'threads_restore_twice': {'bin': 'threads_blocked_calls', 'mode': 'twice'},
     'threads_dump_fail': {'mode': 'dump_fails'},
@@ -146,6 +147,10 @@ TESTS = {
     'tree_sessions': {},
     'tree_zombie': {},
     'tree_shared_anon': {},
+    'tree_pipe_queued_bytes': {},
+    'tree_file_shared_offset': {},
+    'tree_pipe_siblings': {},
+    'tree_tty_shell_job': {'mode': 'tty'},
     'tree_leave_running': {'bin': 'tree_sessions', 'mode': 'leave_running'},
     'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
     'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
@@ -178,7 +183,10 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
-# have been restored (parallel: criu's worker; serial: the task); 'layout': gpu_bos's.
+# have been restored (parallel: criu's worker; serial: the task); 'layout': gpu_bos's;
+# 'child': gpu_bos forks a child without GPU state (a tree: serial, whatever is asked);
+# 'parallel_env': AMDGPU_PARALLEL_RESTORE for criu (None: unset; default: '1' for the
+# parallel path, '0' for serial).
 TESTS.update({
     'amdgpu_two_gpus_mapped_parallel': {'mode': 'gpu', 'path': 'parallel',
                                         'layout': 'two_gpus'},
@@ -201,6 +209,14 @@ TESTS.update({
     'amdgpu_fail_task_dies_mid_command': {'mode': 'gpu_restore_fails', 'path': 'parallel',
                                           'fault': 'task-dies-mid-command',
                                           'names': 'closed the connection mid-command'},
+    # a root with BOs and a child: the plugin chooses serial, and says why; the child too
+    # is restored and passes its own memory check
+    'amdgpu_tree_child_serial': {'mode': 'gpu', 'path': 'serial', 'layout': 'two_gpus',
+                                 'child': True, 'parallel_env': None},
+    # parallel explicitly asked for: the plugin cannot force it on a tree, still serial
+    'amdgpu_tree_child_parallel_asked_serial': {'mode': 'gpu', 'path': 'serial',
+                                                'layout': 'two_gpus', 'child': True,
+                                                'parallel_env': '1'},
 })
 
 
@@ -451,10 +467,11 @@ class TestRun:
                 raise TestFailure('the KFD emulator did not start (see %s/log)' % emu_dir)
             time.sleep(0.01)
         self.test_env = {'KFDEMU_SOCKET': sock,
-                         'GPU_TEST_LAYOUT': self.desc.get('layout', 'two_gpus')}
+                         'GPU_TEST_LAYOUT': self.desc.get('layout', 'two_gpus'),
+                         'GPU_TEST_CHILD': '1' if self.desc.get('child') else '0'}
         self.criu_env = {'KFDEMU_SOCKET': sock, 'AMDGPU_TOPOLOGY_DIR': topo,
-                         'AMDGPU_PARALLEL_RESTORE':
-                             '1' if self.desc['path'] == 'parallel' else '0'}
+                         'AMDGPU_PARALLEL_RESTORE': self.desc.get(
+                             'parallel_env', '1' if self.desc['path'] == 'parallel' else '0')}
 
     def stop_emulator(self):
         if self.emu is None:
@@ -474,11 +491,12 @@ class TestRun:
         if log:
             cmd += ['-v4', '-o', log]
         base = os.path.join(self.out, 'criu-' + action)
+        # a None in criu_env: the variable is unset for criu
+        env = {k: v for k, v in dict(os.environ, **self.criu_env).items() if v is not None}
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
-                                      stderr=err, timeout=CRIU_TIMEOUT,
-                                      env=dict(os.environ, **self.criu_env))
+                                      stderr=err, timeout=CRIU_TIMEOUT, env=env)
             except subprocess.TimeoutExpired:
                 raise TestFailure('criu %s did not finish in %d s' % (action, CRIU_TIMEOUT), log)
             err.seek(0)
@@ -932,12 +950,37 @@ class TestRun:
         if len(lines) != 1 or ('serial' in lines[0]) != (self.desc['path'] == 'serial'):
             raise TestFailure('BO contents were not restored on the %s path: %r'
                               % (self.desc['path'], lines), 'restore.log')
+        self.expect_path_choice(text)
+
+    def expect_path_choice(self, log_text):
+        """criu's plugin init chose the path for the expected reason, and said so."""
+        if self.desc['path'] == 'parallel':
+            expected = 'amdgpu: BO worker started'
+        elif self.desc.get('child'):
+            expected = ('amdgpu: BO contents restored in the tasks (serial): the tree has '
+                        'more than one process')
+        else:
+            expected = ('amdgpu: BO contents restored in the task (serial): '
+                        'AMDGPU_PARALLEL_RESTORE=0')
+        choices = [l for l in log_text.splitlines()
+                   if 'amdgpu: BO worker started' in l or 'amdgpu: BO contents restored in' in l]
+        if len(choices) != 1 or expected not in choices[0]:
+            raise TestFailure('restore chose %r, expected "%s"' % (choices, expected),
+                              'restore.log')
+
+    def expect_tree_restored(self):
+        """Every process of the dumped tree is back, with its pid, at its depth."""
+        restored = tree_pids(self.pid)
+        if restored != self.tree:
+            raise TestFailure('restored tree %r, dumped %r' % (restored, self.tree),
+                              'restore.log')
 
     def run_gpu(self):
         pid = self.pid
         self.dump(['-L', AMDGPU_PLUGIN_DIR])
         self.restore(pid, extra=['-L', AMDGPU_PLUGIN_DIR])
         self.expect_bo_path(pid)
+        self.expect_tree_restored()
         self.finish_and_judge()
 
     def run_gpu_restore_fails(self):

@@ -40,6 +40,21 @@ struct fdtype_ops {
 	int (*collect)(const FileEntry *fe);
 	/* Restore, in the task: open the description at any number; the fd or -errno. */
 	int (*open)(const FileEntry *fe);
+	/*
+	 * Whether one opening can serve every task that uses the description: the task that
+	 * is the lowest common ancestor of its users opens it and they inherit it over fork.
+	 * False (ext): each task opens its own, since a plugin's file may bind to the process
+	 * that opens it; a description shared by tasks then comes back as copies.
+	 */
+	bool inheritable;
+	/*
+	 * Optional. Restore, main process, after collect: the kernel object behind the
+	 * description whose state one opening restores (a pipe's queue, a deleted file's
+	 * contents), as a key unique among the entries this function is called for; 0 when
+	 * openings of this entry are independent. Entries with the same key are opened by one
+	 * task when several tasks use them, so the object and its state exist once.
+	 */
+	uint64_t (*object_key)(const FileEntry *fe);
 };
 
 extern const struct fdtype_ops reg_fdtype_ops;
@@ -70,8 +85,20 @@ int write_file_entry(const FileEntry *fe);
 
 /* ---- restore side ---- */
 
-/* Main process, before forking: files.img into a table by id. */
+/*
+ * Main process, before forking, after pstree_read(): files.img into a table by id, and
+ * from every task's fdinfo image, which tasks share which description. Each description
+ * used by several tasks gets its opener (the users' lowest common ancestor) and a number
+ * in the inherited range, just below the service fds and above every restored fd.
+ */
 int files_collect(void);
+/*
+ * In the restored task, before it forks its children: open the descriptions it is the
+ * opener of at their inherited numbers; its subtree inherits them, prepare_fds() takes
+ * them from there and closes the rest of the range.
+ */
+struct pstree_item;
+int prepare_inherited_files(const struct pstree_item *item);
 /*
  * In the restored task, after the service fds are installed and before anything else
  * opens fds: every fd of fdinfo-PID.img at its number with its flags and offset; every

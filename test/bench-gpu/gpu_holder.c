@@ -31,16 +31,9 @@ struct holder_bo {
 	uint32_t seed; /* the FILL pattern of chunk c is chunk_pattern(seed, c) */
 };
 
-static volatile sig_atomic_t terminate_requested;
 static struct kfdemu_conn *conn;
 static struct holder_bo bos[MAX_BOS];
 static unsigned int nr_bos;
-
-static void on_sigterm(int sig)
-{
-	(void)sig;
-	terminate_requested = 1;
-}
 
 static uint64_t word_pattern(size_t index)
 {
@@ -171,8 +164,8 @@ static int check_device(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_sigterm };
 	size_t host_mib, dev_mib;
+	sigset_t sigterm;
 	uint64_t *host;
 	int ret;
 
@@ -182,8 +175,14 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	/* Only stdio: fds leaked by whoever started us are not what is measured. */
-	if (close_range(3, ~0u, 0) || sigaction(SIGTERM, &sa, NULL)) {
+	/*
+	 * Only stdio: fds leaked by whoever started us are not what is measured. SIGTERM stays
+	 * blocked and is taken by sigwaitinfo(): a restored task re-enters its wait only after
+	 * criu lets it go, and a handler + pause() would lose a SIGTERM sent in between.
+	 */
+	sigemptyset(&sigterm);
+	sigaddset(&sigterm, SIGTERM);
+	if (close_range(3, ~0u, 0) || sigprocmask(SIG_BLOCK, &sigterm, NULL)) {
 		perror("gpu_holder: setup");
 		return 2;
 	}
@@ -203,8 +202,8 @@ int main(int argc, char **argv)
 	printf("gpu_holder %d: ready, %zu MiB host memory, %zu MiB in %u BOs on the KFD EMULATOR\n",
 	       getpid(), host_mib, dev_mib, nr_bos);
 
-	while (!terminate_requested)
-		pause();
+	while (sigwaitinfo(&sigterm, NULL) != SIGTERM)
+		;
 
 	if (check_host(host, host_mib) || check_device())
 		return 1;

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Dump/restore benchmark (make bench): times criu dump, criu restore -d and the floor (the
-same page images preadv'd into fresh anonymous memory by one thread) for a holder process of
-each size, interleaved round by round (dump, floor, restore), and prints medians. The
-holder checks every word of its memory when it is finally stopped, so a wrong restore fails
-the benchmark.
+"""Dump/restore benchmark (make bench), two tables of medians:
 
-Environment: BENCH_SIZES_MIB (default "1024 4096"), BENCH_ROUNDS (default 3),
-BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
+1. Trees and threads: criu dump and criu restore -d of a tree of 8 processes with 256 MiB
+   each, and of one process with 16 threads and 256 MiB, the two cases interleaved round by
+   round; every round starts a fresh holder and stops it after the restore, and it checks
+   every word of every process (each thread its own slice), so each restore is verified.
+2. Sizes: criu dump, criu restore -d and the floor (the same page images preadv'd into
+   fresh anonymous memory by one thread) for a holder process of each size, interleaved
+   round by round (dump, floor, restore). The holder checks every word of its memory when
+   it is finally stopped, so a wrong restore fails the benchmark.
+
+Environment: BENCH_SIZES_MIB (default "1024 4096"; empty: no size table), BENCH_ROUNDS
+(default 3), BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
 """
 import ctypes
 import glob
@@ -25,6 +30,11 @@ HOLDER = os.path.join(HERE, "holder")
 FLOOR = os.path.join(HERE, "floor")
 
 SIZES_MIB = [int(s) for s in os.environ.get("BENCH_SIZES_MIB", "1024 4096").split()]
+# (label, holder options, processes, MiB per process) of the trees-and-threads table
+TREE_CASES = [
+    ("8 processes x 256 MiB", ["-p", "8"], 8, 256),
+    ("1 process, 16 threads, 256 MiB", ["-t", "16"], 1, 256),
+]
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SCRATCH_PARENT = os.environ.get("BENCH_DIR", "/tmp")
 
@@ -46,18 +56,21 @@ def become_subreaper():
         raise BenchError("prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
 
 
-def check_memory(size_mib):
-    """The holder, its page images in page cache and the floor's copy live at once."""
+def check_memory_mib(need_mib, what):
     with open("/proc/meminfo") as meminfo:
         fields = dict(line.split(":", 1) for line in meminfo)
     avail_mib = int(fields["MemAvailable"].split()[0]) // 1024
-    need_mib = 3 * size_mib + 512
     if avail_mib < need_mib:
-        raise BenchError(f"{size_mib} MiB case needs about {need_mib} MiB free memory, "
+        raise BenchError(f"{what} needs about {need_mib} MiB free memory, "
                          f"{avail_mib} MiB available")
 
 
-def spawn_holder(size_mib, log_path):
+def check_memory(size_mib):
+    """The holder, its page images in page cache and the floor's copy live at once."""
+    check_memory_mib(3 * size_mib + 512, f"{size_mib} MiB case")
+
+
+def spawn_holder(size_mib, log_path, options=()):
     """Start the holder in its own session, fds only on files criu can dump."""
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -66,7 +79,7 @@ def spawn_holder(size_mib, log_path):
     ]
     # posix_spawn, not subprocess: Popen may waitpid() a pid it thinks is its own, and the
     # restored holder reuses that pid.
-    return os.posix_spawn(HOLDER, [HOLDER, str(size_mib)], os.environ,
+    return os.posix_spawn(HOLDER, [HOLDER, *options, str(size_mib)], os.environ,
                           file_actions=actions, setsid=True)
 
 
@@ -194,13 +207,108 @@ def print_table(results):
     print(f"restore/floor = {statistics.median(r[1] / r[2] for r in results[-1][1]):.2f}")
 
 
+def tree_pids(root):
+    """root and its descendants, through every thread's children list."""
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        for children in glob.glob(f"/proc/{pid}/task/*/children"):
+            try:
+                with open(children) as children_file:
+                    todo += [int(child) for child in children_file.read().split()]
+            except FileNotFoundError:
+                pass
+    return pids
+
+
+def reap_orphans():
+    """Children of a killed tree are reparented to us, the subreaper: reap them."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def wait_tree_gone(pids):
+    """criu dump kills the whole tree; its pids must be free before restore reuses them."""
+    deadline = time.monotonic() + HOLDER_CHECK_TIMEOUT_S
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids):
+        reap_orphans()
+        if time.monotonic() > deadline:
+            raise BenchError(f"processes of the dumped tree {pids} are still there")
+        time.sleep(0.01)
+
+
+def tree_round(case, scratch, live):
+    """Fresh holder, dump, restore, full check; returns (dump s, restore s)."""
+    label, options, nr_procs, size_mib = case
+    img_dir = os.path.join(scratch, "images-tree")
+    log_path = os.path.join(scratch, "holder-tree.log")
+    if os.path.exists(log_path):
+        os.unlink(log_path)
+    pid = spawn_holder(size_mib, log_path, options)
+    live.add(pid)
+    wait_ready(pid, log_path)
+    pids = tree_pids(pid)
+    if len(pids) != nr_procs:
+        raise BenchError(f"{label}: the holder tree has {len(pids)} processes")
+    live.update(pids)
+    dump_s = dump(pid, img_dir)
+    wait_tree_gone(pids)
+    live.difference_update(pids)
+    restore_s = restore(pid, img_dir, live)
+    restored = tree_pids(pid)
+    live.update(restored)
+    if sorted(restored) != sorted(pids):
+        raise BenchError(f"{label}: restored tree {sorted(restored)}, dumped {sorted(pids)}")
+    stop_holder(pid, log_path)
+    wait_tree_gone(pids)
+    live.difference_update(pids)
+    shutil.rmtree(img_dir)
+    return dump_s, restore_s
+
+
+def bench_trees(scratch, live):
+    """The cases interleaved round by round; returns [(case, [(dump s, restore s)])]."""
+    for _, _, nr_procs, size_mib in TREE_CASES:
+        # the holder tree and its page images (page cache) at once, plus headroom
+        check_memory_mib(2 * nr_procs * size_mib + 512, f"{nr_procs} x {size_mib} MiB case")
+    results = [(case, []) for case in TREE_CASES]
+    for round_nr in range(1, ROUNDS + 1):
+        for case, rounds in results:
+            dump_s, restore_s = tree_round(case, scratch, live)
+            rounds.append((dump_s, restore_s))
+            print(f"{case[0]} round {round_nr}: dump {dump_s:.3f} s, "
+                  f"restore {restore_s:.3f} s, verified", flush=True)
+    return results
+
+
+def print_tree_table(results):
+    print()
+    print(f"{'case':<32} {'dump s':>8} {'restore s':>10}")
+    for case, rounds in results:
+        dump_s = statistics.median(r[0] for r in rounds)
+        restore_s = statistics.median(r[1] for r in rounds)
+        print(f"{case[0]:<32} {dump_s:8.3f} {restore_s:10.3f}")
+    print(f"(medians of {ROUNDS} interleaved rounds, each restore checked word by word)")
+
+
 def kill_leftovers(live):
+    """Whole trees: the root first, then whatever of its tree came to us meanwhile."""
     for pid in live:
         try:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
+        except ProcessLookupError:
             pass
+    for pid in live:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    reap_orphans()
 
 
 def main():
@@ -214,11 +322,13 @@ def main():
     scratch = tempfile.mkdtemp(prefix="criu-bench-", dir=SCRATCH_PARENT)
     live = set()
     results = []
+    tree_results = []
     ok = False
     try:
         become_subreaper()
-        print(f"criu dump/restore benchmark: sizes {SIZES_MIB} MiB, {ROUNDS} rounds each, "
-              f"images in page cache under {scratch}", flush=True)
+        print(f"criu dump/restore benchmark: trees and threads, sizes {SIZES_MIB} MiB, "
+              f"{ROUNDS} rounds each, images in page cache under {scratch}", flush=True)
+        tree_results = bench_trees(scratch, live)
         for size_mib in SIZES_MIB:
             results.append((size_mib, bench_size(size_mib, scratch, live)))
         ok = True
@@ -233,7 +343,9 @@ def main():
         print(f"bench: logs kept in {scratch}", file=sys.stderr)
         return 1
     shutil.rmtree(scratch)
-    print_table(results)
+    print_tree_table(tree_results)
+    if results:
+        print_table(results)
     return 0
 
 

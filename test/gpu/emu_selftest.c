@@ -505,7 +505,7 @@ static void free_dump(struct dump_result *dump)
  * RESUME, then see exactly the dumped contents.
  */
 static void restored_main(const struct dump_result *dump, const struct emu_daemon *emu,
-			  int report_fd)
+			  int report_fd, int hold_fd)
 {
 	struct kfd_ioctl_criu_args args = dump->args;
 	struct kfdemu_gpu_info gpus[8];
@@ -543,6 +543,12 @@ static void restored_main(const struct dump_result *dump, const struct emu_daemo
 			_exit(73);
 		write_full(report_fd, &sum, sizeof(sum));
 	}
+	/*
+	 * Stay alive until the checker is done: once this process exits the emulator drops it,
+	 * and a second RESUME would meet "no such process" instead of "already resumed".
+	 */
+	while (read(hold_fd, &status, 1) > 0)
+		;
 	_exit(0);
 }
 
@@ -551,17 +557,19 @@ static int restore_and_verify(const struct dump_result *dump, const struct emu_d
 	struct kfd_ioctl_criu_args resume = { .op = KFD_CRIU_OP_RESUME };
 	struct pollfd pfd = { .events = POLLIN };
 	struct kfdemu_conn *conn;
-	int pipe_fds[2], status;
+	int pipe_fds[2], hold_fds[2], status;
 	uint64_t value;
 	pid_t pid;
 
-	CHECK(pipe(pipe_fds) == 0, "pipe");
+	CHECK(pipe(pipe_fds) == 0 && pipe(hold_fds) == 0, "pipe");
 	pid = fork();
 	if (pid == 0) {
 		close(pipe_fds[0]);
-		restored_main(dump, emu, pipe_fds[1]);
+		close(hold_fds[1]);
+		restored_main(dump, emu, pipe_fds[1], hold_fds[0]);
 	}
 	close(pipe_fds[1]);
+	close(hold_fds[0]);
 	pfd.fd = pipe_fds[0];
 	CHECK(read_full(pipe_fds[0], &value, sizeof(value)) == 0, "restored task failed early");
 	CHECK(poll(&pfd, 1, 200) == 0, "a kernel ran before RESUME");
@@ -575,6 +583,7 @@ static int restore_and_verify(const struct dump_result *dump, const struct emu_d
 		      (unsigned long long)value, (unsigned long long)dump->checksums[i]);
 	}
 	close(pipe_fds[0]);
+	close(hold_fds[1]);
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restored task status %#x", status);
 	CHECK(vram_used_settled(conn, 0) == 0, "restored BOs freed when the task exited");

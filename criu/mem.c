@@ -448,6 +448,37 @@ static bool page_worth_storing(uint64_t pme, bool anon_only, uint64_t zero_pfn)
 }
 
 /*
+ * A COW'ed page of a private file mapping that was never writable (no VM_ACCOUNT) can
+ * only come from ptrace pokes, e.g. compel's syscall instruction, put back since. When it
+ * equals the file it need not be stored; storing it would make restore map the VMA
+ * writable, which gives it VM_ACCOUNT and lets the kernel merge it with a neighbour.
+ */
+static bool page_equals_file(struct page_writer *pw, int file_fd, const VmaEntry *ve,
+			     unsigned long addr)
+{
+	static char mem_page[PAGE_SIZE], file_page[PAGE_SIZE];
+	ssize_t got;
+
+	if (pread(pw->mem_fd, mem_page, PAGE_SIZE, addr) != PAGE_SIZE)
+		return false;
+	got = pread(file_fd, file_page, PAGE_SIZE, ve->pgoff + (addr - ve->start));
+	if (got < 0)
+		return false;
+	/* Past the end of the file the mapping reads as zeros. */
+	memset(file_page + got, 0, PAGE_SIZE - got);
+	return memcmp(mem_page, file_page, PAGE_SIZE) == 0;
+}
+
+static int open_mapped_file(pid_t pid, const VmaEntry *ve)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, (unsigned long)ve->start,
+		 (unsigned long)ve->end);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/*
  * Private mappings: walk pagemap and store runs of present/swapped pages; in
  * file-backed ones only anonymous (COW'ed) pages, the rest is in the file.
  */
@@ -457,7 +488,10 @@ static int dump_private_vma_pages(struct page_writer *pw, int pagemap_fd, const 
 	bool anon_only = ve->status & VMA_FILE_PRIVATE;
 	unsigned long run_start = 0, nr_run = 0;
 	unsigned long addr = ve->start;
-	int ret;
+	int file_fd = -1, ret = 0;
+
+	if (anon_only && !(ve->status & VMA_ACCOUNT))
+		file_fd = open_mapped_file(pw->pid, ve);
 
 	while (addr < ve->end) {
 		unsigned long nr = (ve->end - addr) / PAGE_SIZE, i;
@@ -469,10 +503,12 @@ static int dump_private_vma_pages(struct page_writer *pw, int pagemap_fd, const 
 		if (got != (ssize_t)(nr * sizeof(*pmes))) {
 			pr_err("task %d: cannot read pagemap at %lx: %s\n", pw->pid, addr,
 			       got < 0 ? strerror(errno) : "short read");
-			return got < 0 ? -errno : -EIO;
+			ret = got < 0 ? -errno : -EIO;
+			goto out;
 		}
 		for (i = 0; i < nr; i++, addr += PAGE_SIZE) {
-			if (page_worth_storing(pmes[i], anon_only, zero_pfn)) {
+			if (page_worth_storing(pmes[i], anon_only, zero_pfn) &&
+			    (file_fd < 0 || !page_equals_file(pw, file_fd, ve, addr))) {
 				if (!nr_run)
 					run_start = addr;
 				nr_run++;
@@ -481,13 +517,18 @@ static int dump_private_vma_pages(struct page_writer *pw, int pagemap_fd, const 
 			if (nr_run) {
 				ret = dump_page_run(pw, run_start, nr_run);
 				if (ret)
-					return ret;
+					goto out;
 				nr_run = 0;
 			}
 		}
 	}
 	pw->stats->pages_scanned += (ve->end - ve->start) / PAGE_SIZE;
-	return nr_run ? dump_page_run(pw, run_start, nr_run) : 0;
+	if (nr_run)
+		ret = dump_page_run(pw, run_start, nr_run);
+out:
+	if (file_fd >= 0)
+		close(file_fd);
+	return ret;
 }
 
 /*

@@ -70,7 +70,8 @@ def truncate_mm_image(img_dir, pid):
 #   no_detach      restore without -d: criu stays the parent until the task exits
 #   sibling        restore -d --restore-sibling: the root's parent is criu's parent
 #   tty            stdio on a pty, dump and restore with --shell-job
-#   dump_fails     the dump must fail; the process stays alive and passes its checks
+#   dump_fails     the dump must fail; every process and thread of the tree stays alive,
+#                  neither stopped nor traced, and the tree passes its checks
 #   restore_fails  dump, damage the images with 'corrupt', restore must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr
@@ -154,6 +155,7 @@ TESTS = {
     'tree_leave_running': {'bin': 'tree_sessions', 'mode': 'leave_running'},
     'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
     'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
+    'tree_dump_fail': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                           'corrupt': corrupt_grandchild_core,
                                           'corrupt_depth': 2},
@@ -290,6 +292,11 @@ def tree_pids(root):
             except FileNotFoundError:
                 pass
     return tree
+
+
+def tree_tids(tree):
+    """{pid: [tid]} of every process in tree, taken now."""
+    return {pid: sorted(int(t) for t in os.listdir('/proc/%d/task' % pid)) for pid in tree}
 
 
 def images_checksum(img_dir):
@@ -566,6 +573,22 @@ class TestRun:
         # criu exited (-d); the task was reparented to us, the subreaper
         self.pid, self.is_child = pid, True
 
+    def expect_tasks_untouched(self, tids, why):
+        """Every thread in {pid: [tid]} runs on: not a zombie, not stopped, not traced."""
+        for pid in sorted(tids):
+            for tid in tids[pid]:
+                try:
+                    with open('/proc/%d/task/%d/status' % (pid, tid)) as status:
+                        fields = dict(l.split(':', 1) for l in status if ':' in l)
+                except (FileNotFoundError, ProcessLookupError):
+                    raise TestFailure('%s: thread %d of process %d is gone' % (why, tid, pid),
+                                      'dump.log')
+                state, tracer = fields['State'].split()[0], fields['TracerPid'].strip()
+                if state in ('Z', 'X', 'T', 't') or tracer != '0':
+                    raise TestFailure('%s: thread %d of process %d is left in state %s, '
+                                      'TracerPid %s' % (why, tid, pid, state, tracer),
+                                      'dump.log')
+
     def expect_alive_untouched(self, why):
         if not pid_alive(self.pid):
             raise TestFailure('%s: the process is gone' % why, 'dump.log')
@@ -699,12 +722,14 @@ class TestRun:
                 criu.wait()
 
     def run_dump_fails(self):
+        self.tree = tree_pids(self.pid)
+        tids = tree_tids(self.tree)
         code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img], 'dump.log',
                                  expect_ok=False)
         if code == 0:
             raise TestFailure('dump succeeded but must fail', 'dump.log')
         self.expect_one_error_line(stderr, 'failed dump', 'dump.log')
-        self.expect_alive_untouched('after the failed dump')
+        self.expect_tasks_untouched(tids, 'after the failed dump')
         self.finish_and_judge()
 
     def run_restore_fails(self):

@@ -70,5 +70,6 @@ clean:
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean
+	$(MAKE) -C test/bench-gpu clean
 	$(PIE_CLEAN)
 	$(AMDGPU_CLEAN)

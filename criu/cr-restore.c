@@ -49,6 +49,7 @@ struct rst_task {
 	int task_sock; /* the task's end: created by criu, kept by the task alone */
 	bool forked; /* it reported that its children exist */
 	bool zombie; /* it only exits with its dumped status */
+	bool stopped; /* it was dumped in a group stop: it is released into one */
 	bool ready;
 	MmEntry *mm; /* its address space, for the release */
 	uint64_t region_start, region_len; /* where its restorer runs */
@@ -66,6 +67,7 @@ static unsigned int nr_rst_tasks;
 #define TASK_CMD_GO 'G'
 #define TASK_CMD_GROUPS 'P'
 #define TASK_STAGE_ALIVE 'A'
+#define TASK_STAGE_STOPPED 'T' /* alive, and stopped (SIGSTOP) when it was dumped */
 #define TASK_STAGE_ZOMBIE 'Z'
 
 static double now_secs(void)
@@ -378,7 +380,12 @@ static int task_stages(struct rst_task *task, int sock, CoreEntry **core)
 	if (restore_own_leadership(item) || prepare_inherited_files(item) || fork_children(item))
 		return -1;
 	close_other_task_socks(task);
-	stage = task->zombie ? TASK_STAGE_ZOMBIE : TASK_STAGE_ALIVE;
+	if (task->zombie)
+		stage = TASK_STAGE_ZOMBIE;
+	else if ((*core)->tc->state == TASK_STATE__TASK_STOPPED)
+		stage = TASK_STAGE_STOPPED;
+	else
+		stage = TASK_STAGE_ALIVE;
 	if (write(sock, &stage, 1) != 1) {
 		pr_perror("task %d: cannot report its children", item->pid);
 		return -1;
@@ -563,9 +570,11 @@ static int wait_task_forked(struct rst_task *task)
 	do
 		n = read(task->sync_fd, &msg, sizeof(msg));
 	while (n < 0 && errno == EINTR);
-	if (n == 1 && (msg.stage == TASK_STAGE_ALIVE || msg.stage == TASK_STAGE_ZOMBIE)) {
+	if (n == 1 && (msg.stage == TASK_STAGE_ALIVE || msg.stage == TASK_STAGE_STOPPED ||
+		       msg.stage == TASK_STAGE_ZOMBIE)) {
 		task->forked = true;
 		task->zombie = msg.stage == TASK_STAGE_ZOMBIE;
+		task->stopped = msg.stage == TASK_STAGE_STOPPED;
 		/* criu follows a live task out of the restorer: it needs the task's VMAs. */
 		return task->zombie ? 0 : read_task_mm(task->pid, &task->mm);
 	}
@@ -799,6 +808,14 @@ static int detach_threads(struct rst_task *task)
 	struct pstree_item *item = task->item;
 	unsigned int i;
 
+	/*
+	 * Stopped at dump time: stopped again. Queued while we still hold it, SIGSTOP is
+	 * taken on its way back to user mode, before it runs an instruction of its own.
+	 */
+	if (task->stopped && kill(task->pid, SIGSTOP)) {
+		pr_perror("task %d: cannot stop it again", task->pid);
+		return -1;
+	}
 	for (i = 0; i < item->nr_threads; i++)
 		if (item->threads[i] != task->pid && compel_detach(item->threads[i]))
 			return -1;

@@ -69,6 +69,7 @@ def truncate_mm_image(img_dir, pid):
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
 #   sibling        restore -d --restore-sibling: the root's parent is criu's parent
+#   stopped        the task is SIGSTOPped before the dump and must come back stopped
 #   tty            stdio on a pty, dump and restore with --shell-job
 #   dump_fails     the dump must fail; every process and thread of the tree stays alive,
 #                  neither stopped nor traced, and the tree passes its checks
@@ -136,6 +137,7 @@ TESTS = {
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
     'restore_sibling': {'bin': 'mem_anon_private', 'mode': 'sibling'},
+    'restore_stopped_task': {'bin': 'mem_anon_private', 'mode': 'stopped'},
     'dump_fail_unsupported_fd': {'mode': 'dump_fails'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
@@ -635,6 +637,25 @@ class TestRun:
         self.finish_and_judge()
 
     run_tty = run_default
+
+    def run_stopped(self):
+        # A task dumped while stopped (SIGSTOP) must come back stopped, then run on SIGCONT.
+        pid = self.pid
+        os.kill(pid, signal.SIGSTOP)
+        self.wait_state(pid, 'T', 'before the dump')
+        self.dump()
+        self.restore(pid)
+        self.wait_state(pid, 'T', 'after the restore')
+        os.kill(pid, signal.SIGCONT)
+        self.finish_and_judge()
+
+    def wait_state(self, pid, state, when):
+        deadline = time.monotonic() + CRIU_TIMEOUT
+        while not proc_status(pid, 'State').startswith(state):
+            if time.monotonic() > deadline:
+                raise TestFailure('%s: pid %d is in state %r, not %s'
+                                  % (when, pid, proc_status(pid, 'State'), state), 'restore.log')
+            time.sleep(0.01)
 
     def run_sibling(self):
         # --restore-sibling: the root is created as a child of criu's parent. criu runs under

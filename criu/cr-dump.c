@@ -286,7 +286,8 @@ static int collect_and_seize_tree(pid_t root_pid)
 	}
 	if (!ret)
 		pr_info("the tree of %d holds %u processes\n", root_pid, nr_dump_tasks);
-	return ret;
+	/* Sessions and groups restore cannot give back fail the dump before any state is read. */
+	return ret ? ret : pstree_check_leaders(opts.shell_job);
 }
 
 /* ------------------------------------------------ state read from outside ---- */

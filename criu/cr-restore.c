@@ -121,6 +121,27 @@ static int resume_devices(struct rst_task *task)
 	return ret >= 0 || ret == -ENOTSUP ? 0 : -1;
 }
 
+/* A session or group whose leader exited is re-created around a helper with its pid. */
+static int check_helper_pid_free(pid_t id, const char *kind)
+{
+	char path[32];
+
+	if (!pstree_leader_is_dead(id))
+		return 0;
+	if (!kerndat_has_clone3_set_tid()) {
+		pr_err("%s %d: re-creating its exited leader needs clone3() with set_tid\n", kind,
+		       id);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d", id);
+	if (access(path, F_OK) == 0) {
+		pr_err("pid %d is already in use: cannot re-create the leader of %s %d\n", id, kind,
+		       id);
+		return -1;
+	}
+	return 0;
+}
+
 /* clone3(set_tid) needs the pids free; say so plainly instead of failing with EEXIST later. */
 static int check_pids_free(void)
 {
@@ -134,6 +155,9 @@ static int check_pids_free(void)
 			       item->pid);
 			return -1;
 		}
+		if (check_helper_pid_free(item->sid, "session") ||
+		    check_helper_pid_free(item->pgid, "process group"))
+			return -1;
 	}
 	return 0;
 }
@@ -150,9 +174,71 @@ static struct rst_task *task_of(const struct pstree_item *item)
 
 /* ---- in the forked task ---- */
 
+static pid_t clone_with_pid(pid_t pid, unsigned long flags);
+
 /*
- * Before forking children, which inherit both: a session or group this task leads.
- * setsid() first: it makes the task the leader of a group of its own as well.
+ * A group whose leader exited is re-created by its first member in pstree order (the
+ * others join after GROUPS). The gone leader of a dead session's own group is the
+ * session helper itself (fork_session_helper()).
+ */
+static bool recreates_dead_group(const struct pstree_item *item)
+{
+	struct pstree_item *first = root_item;
+
+	if (item->pgid == item->sid || !pstree_leader_is_dead(item->pgid))
+		return false;
+	while (first->pgid != item->pgid)
+		first = pstree_next(first);
+	return first == item;
+}
+
+/*
+ * A helper child with the gone leader's pid, made leader of its own group, which this
+ * task joins; then the helper exits and we reap it. The group lives on with its members.
+ * The helper waits for EOF on a pipe: it stays until we joined, and goes if we die.
+ */
+static int recreate_dead_group(const struct pstree_item *item)
+{
+	int hold[2], status, ret = 0;
+	pid_t helper;
+	char byte;
+
+	if (pipe2(hold, O_CLOEXEC)) {
+		pr_perror("task %d: pipe for the helper of process group %d", item->pid,
+			  item->pgid);
+		return -1;
+	}
+	helper = clone_with_pid(item->pgid, 0);
+	if (helper == 0) {
+		close(hold[1]);
+		_exit(read(hold[0], &byte, 1) == 0 ? 0 : 1);
+	}
+	close(hold[0]);
+	if (helper < 0) {
+		pr_perror("task %d: cannot create the helper for process group %d", item->pid,
+			  item->pgid);
+		close(hold[1]);
+		return -1;
+	}
+	/* A parent may move its child: no need to wait for the helper to do it itself. */
+	if (setpgid(helper, helper) || setpgid(0, helper)) {
+		pr_perror("task %d: cannot re-create process group %d", item->pid, item->pgid);
+		ret = -1;
+	}
+	close(hold[1]);
+	if (waitpid(helper, &status, 0) != helper) {
+		pr_perror("task %d: cannot reap the helper of process group %d", item->pid,
+			  item->pgid);
+		return -1;
+	}
+	pr_info("task %d: process group %d re-created with a helper\n", item->pid, item->pgid);
+	return ret;
+}
+
+/*
+ * Before forking children, which inherit both: a session or group this task leads, or
+ * re-creates because its leader exited. setsid() first: it makes the task the leader of
+ * a group of its own as well.
  */
 static int restore_own_leadership(struct pstree_item *item)
 {
@@ -166,6 +252,8 @@ static int restore_own_leadership(struct pstree_item *item)
 			pr_perror("task %d: setpgid", item->pid);
 			return -1;
 		}
+	} else if (recreates_dead_group(item)) {
+		return recreate_dead_group(item);
 	}
 	return 0;
 }
@@ -177,20 +265,20 @@ static int restore_own_leadership(struct pstree_item *item)
 static int join_session_and_group(struct pstree_item *item)
 {
 	if (item->pgid != item->pid && getpgid(0) != item->pgid) {
-		if (pstree_find(item->pgid)) {
+		if (pstree_find(item->pgid) || pstree_leader_is_dead(item->pgid)) {
 			if (setpgid(0, item->pgid) < 0) {
 				pr_perror("task %d: cannot join process group %d", item->pid,
 					  item->pgid);
 				return -1;
 			}
 		} else {
-			/* A group led from outside the dumped tree: we stay in criu's. */
+			/* The root's group led from outside the dumped tree: we stay in criu's. */
 			pr_info("task %d: pgid %d was led from outside the tree; inheriting %d\n",
 				item->pid, item->pgid, getpgid(0));
 		}
 	}
 	if (getsid(0) != item->sid) {
-		if (pstree_find(item->sid)) {
+		if (pstree_find(item->sid) || pstree_leader_is_dead(item->sid)) {
 			pr_err("task %d: cannot get back into session %d (it is in %d)\n",
 			       item->pid, item->sid, getsid(0));
 			return -1;
@@ -309,9 +397,83 @@ static void __attribute__((noreturn)) exit_as_zombie(int wait_status)
 	_exit((wait_status >> 8) & 0xff);
 }
 
-static pid_t clone_with_pid(pid_t pid, unsigned long flags);
 static pid_t fork_with_ns_last_pid(pid_t pid);
 static void __attribute__((noreturn)) task_main(struct rst_task *task);
+
+/* A child born in a session whose leader exited: the session's helper forks it. */
+static bool in_dead_session(const struct pstree_item *child)
+{
+	return child->sid != child->parent->sid && pstree_leader_is_dead(child->sid);
+}
+
+/* The helper forks all of item's children in that session: only the first asks for it. */
+static bool first_child_in_session(const struct pstree_item *child)
+{
+	const struct pstree_item *sibling;
+
+	for (sibling = child->parent->first_child; sibling != child;
+	     sibling = sibling->next_sibling)
+		if (sibling->sid == child->sid)
+			return false;
+	return true;
+}
+
+/*
+ * In the helper: the session, then every member of it among item's children, cloned
+ * with CLONE_PARENT so that they are item's children, born in the session.
+ */
+static int session_helper_main(struct pstree_item *item, pid_t sid)
+{
+	struct pstree_item *child;
+	pid_t pid;
+
+	if (setsid() < 0) {
+		pr_perror("helper %d: setsid", sid);
+		return -1;
+	}
+	for (child = item->first_child; child; child = child->next_sibling) {
+		if (child->sid != sid)
+			continue;
+		pid = clone_with_pid(child->pid, CLONE_PARENT);
+		if (pid < 0) {
+			pr_perror("helper %d: cannot create task %d", sid, child->pid);
+			return -1;
+		}
+		if (pid == 0)
+			task_main(task_of(child));
+	}
+	return 0;
+}
+
+/*
+ * A session whose leader exited: a helper child with the leader's pid re-creates it,
+ * forks the members, exits, and we reap it. The session, and the gone leader's group
+ * that the members inherited, live on with them; its pid stays taken while they do.
+ */
+static int fork_session_helper(struct pstree_item *item, pid_t sid)
+{
+	pid_t helper;
+	int status;
+
+	helper = clone_with_pid(sid, 0);
+	if (helper == 0)
+		_exit(session_helper_main(item, sid) ? 1 : 0);
+	if (helper < 0) {
+		pr_perror("task %d: cannot create the helper for session %d", item->pid, sid);
+		return -1;
+	}
+	if (waitpid(helper, &status, 0) != helper) {
+		pr_perror("task %d: cannot reap the helper of session %d", item->pid, sid);
+		return -1;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		pr_err("task %d: the helper of session %d failed (wait status %#x)\n", item->pid,
+		       sid, status);
+		return -1;
+	}
+	pr_info("task %d: session %d re-created with a helper\n", item->pid, sid);
+	return 0;
+}
 
 /* Each child with its original pid; it waits for criu to trace it before doing anything. */
 static int fork_children(struct pstree_item *item)
@@ -320,6 +482,11 @@ static int fork_children(struct pstree_item *item)
 	pid_t pid;
 
 	for (child = item->first_child; child; child = child->next_sibling) {
+		if (in_dead_session(child)) {
+			if (first_child_in_session(child) && fork_session_helper(item, child->sid))
+				return -1;
+			continue;
+		}
 		if (kerndat_has_clone3_set_tid())
 			pid = clone_with_pid(child->pid, 0);
 		else

@@ -202,6 +202,30 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	return 0;
 }
 
+/*
+ * Anonymous memory named with prctl(PR_SET_VMA_ANON_NAME) shows as "[anon:NAME]" or, shared,
+ * "[anon_shmem:NAME]"; the kernel refuses ']' in names, so NAME is all up to the last
+ * character. The name is per VMA (even for shared memory), so each VMA records its own.
+ */
+static int take_anon_name(pid_t pid, const struct proc_vma *vma, const char *prefix, VmaEntry *ve)
+{
+	size_t prefix_len = strlen(prefix), path_len = strlen(vma->path);
+
+	if (!path_starts(vma, prefix))
+		return 0;
+	if (path_len < prefix_len + 1 || vma->path[path_len - 1] != ']') {
+		pr_err("task %d: VMA %lx-%lx: cannot parse the anonymous name in %s\n", pid,
+		       vma->start, vma->end, vma->path);
+		return -EINVAL;
+	}
+	ve->anon_name = strndup(vma->path + prefix_len, path_len - prefix_len - 1);
+	if (!ve->anon_name) {
+		pr_err("task %d: no memory for the name of VMA %lx-%lx\n", pid, vma->start, vma->end);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 {
 	if (classify_special(vma, ve))
@@ -213,7 +237,7 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 		ve->flags = MAP_SHARED | MAP_ANONYMOUS;
 		ve->has_shmid = true;
 		ve->shmid = vma->ino;
-		return 0;
+		return take_anon_name(pid, vma, "[anon_shmem:", ve);
 	}
 	if (path_starts(vma, "/SYSV")) {
 		pr_err("task %d: VMA %lx-%lx is SysV shared memory, which is not supported yet\n",
@@ -233,7 +257,7 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 			ve->status |= VMA_AREA_HEAP;
 		if (path_is(vma, "[stack]"))
 			ve->status |= VMA_AREA_STACK;
-		return 0;
+		return take_anon_name(pid, vma, "[anon:", ve);
 	}
 	if (vma->path[0] == '[') {
 		pr_err("task %d: unknown special mapping %s at %lx-%lx\n", pid, vma->path,
@@ -692,8 +716,10 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas, u
 		ret = write_mm_image(pid, nr_vmas, brk, entries);
 	if (!ret)
 		ret = dump_pages(pid, entries, nr_vmas, stats);
-	for (i = 0; i < nr_vmas; i++)
+	for (i = 0; i < nr_vmas; i++) {
 		free(entries[i].device_path);
+		free(entries[i].anon_name);
+	}
 	free(entries);
 	return ret;
 }

@@ -226,6 +226,103 @@ struct pstree_item *pstree_find(pid_t pid)
 	return NULL;
 }
 
+/* The root's session or group led from outside the tree: the shell's, given criu's. */
+static bool is_outer_id(pid_t id)
+{
+	return !pstree_find(id) && (id == root_item->sid || id == root_item->pgid);
+}
+
+bool pstree_leader_is_dead(pid_t id)
+{
+	return !pstree_find(id) && !is_outer_id(id);
+}
+
+/*
+ * Restore can only hand the root criu's session and group: anything else led from
+ * outside the tree comes back different, which only --shell-job accepts (as CRIU does).
+ */
+static int check_root_id(pid_t id, pid_t criu_id, const char *kind, bool shell_job)
+{
+	if (pstree_find(id) || id == criu_id || shell_job)
+		return 0;
+	pr_err("process %d: its %s %d is led from outside the dumped tree and is not criu's: "
+	       "restore would give it criu's; use --shell-job to accept that\n",
+	       root_item->pid, kind, id);
+	return -EINVAL;
+}
+
+/* A leader alive outside the tree holds its pid: restore could not re-create it. */
+static int check_member_id(const struct pstree_item *item, pid_t id, const char *kind)
+{
+	char path[32];
+
+	if (!pstree_leader_is_dead(id))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d", id);
+	if (access(path, F_OK) == 0) {
+		pr_err("process %d: its %s %d is led by process %d, which is outside the dumped "
+		       "tree: dump from an ancestor of both\n", item->pid, kind, id, id);
+		return -EINVAL;
+	}
+	pr_info("process %d: the leader of its %s %d exited: restore re-creates it with a "
+		"helper\n", item->pid, kind, id);
+	return 0;
+}
+
+/*
+ * One helper re-creates a dead session: forked by one parent, it clones the session's
+ * top members (those whose parent is not in it) as that parent's children. The gone
+ * leader's group comes with the helper only: once the helper exited, its pid stays taken
+ * by the session, so a member deeper down could not re-create that group.
+ */
+static int check_dead_session(pid_t sid)
+{
+	struct pstree_item *item, *parent = NULL;
+	bool group_used = false, group_on_top = false;
+
+	/* The root is never in it: its session is in the tree or the outer one. */
+	for (item = pstree_next(root_item); item; item = pstree_next(item)) {
+		if (item->sid != sid)
+			continue;
+		group_used |= item->pgid == sid;
+		if (item->parent->sid == sid)
+			continue;
+		if (parent && item->parent != parent) {
+			pr_err("session %d, whose leader exited, has members under processes %d "
+			       "and %d: restoring that is not supported\n", sid, parent->pid,
+			       item->parent->pid);
+			return -EINVAL;
+		}
+		parent = item->parent;
+		group_on_top |= item->pgid == sid;
+	}
+	if (group_used && !group_on_top) {
+		pr_err("session %d, whose leader exited: its process group %d has members "
+		       "only below members of other groups: restoring that is not supported\n",
+		       sid, sid);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int pstree_check_leaders(bool shell_job)
+{
+	struct pstree_item *item;
+	int ret;
+
+	ret = check_root_id(root_item->sid, getsid(0), "session", shell_job);
+	if (!ret)
+		ret = check_root_id(root_item->pgid, getpgid(0), "process group", shell_job);
+	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item)) {
+		ret = check_member_id(item, item->sid, "session");
+		if (!ret)
+			ret = check_member_id(item, item->pgid, "process group");
+		if (!ret && pstree_leader_is_dead(item->sid))
+			ret = check_dead_session(item->sid);
+	}
+	return ret;
+}
+
 static int add_item_from_entry(const PstreeEntry *entry)
 {
 	struct pstree_item *parent = NULL, *item;

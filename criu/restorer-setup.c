@@ -63,6 +63,7 @@ struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
 	uint64_t groups, auxv, close_fds;
+	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
 	uint64_t scratch[RST_NR_SPECIALS];
@@ -75,6 +76,7 @@ struct region_layout {
 struct rst_plan {
 	struct task_pages pages;
 	unsigned int nr_vmas, nr_reads, nr_iovs, nr_workers, nr_close_fds;
+	size_t anon_names_len; /* bytes of all VMA names, NULs included */
 	struct rst_range cur_special[RST_NR_SPECIALS];
 	struct rst_range dumped_special[RST_NR_SPECIALS];
 	int *close_fds; /* criu's fds the blob closes last */
@@ -588,6 +590,7 @@ static void plan_layout(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 	pos = l->code_len;
 	l->args = region_take(&pos, sizeof(struct rst_args), 64);
 	l->vmas = region_take(&pos, plan->nr_vmas * sizeof(struct rst_vma), 64);
+	l->anon_names = region_take(&pos, plan->anon_names_len, 1);
 	l->reads = region_take(&pos, plan->nr_reads * sizeof(struct rst_page_read), 64);
 	l->iovs = region_take(&pos, plan->nr_iovs * sizeof(struct rst_iovec), 64);
 	l->shared_pending = region_take(&pos, tc->n_shared_pending * sizeof(struct rst_siginfo), 64);
@@ -687,6 +690,36 @@ static int drop_shmem_runs(struct task_pages *pages, const MmEntry *mm)
 	return 0;
 }
 
+/*
+ * A name the blob gives again with prctl(PR_SET_VMA_ANON_NAME): checked here against the
+ * kernel's rules (under RST_ANON_NAME_MAX bytes with the NUL; printable ASCII but \ ` $ [ ])
+ * so that a bad image fails before the task exists, naming the VMA.
+ */
+static int count_anon_name(struct rst_plan *plan, const VmaEntry *vma)
+{
+	const char *c;
+
+	if (!vma->anon_name)
+		return 0;
+	if (!(vma->status & (VMA_ANON_PRIVATE | VMA_ANON_SHARED)) ||
+	    strlen(vma->anon_name) >= RST_ANON_NAME_MAX) {
+		pr_err("vma %#llx-%#llx: name \"%.100s\" is not an anonymous VMA name under %d bytes\n",
+		       (unsigned long long)vma->start, (unsigned long long)vma->end, vma->anon_name,
+		       RST_ANON_NAME_MAX);
+		return -EINVAL;
+	}
+	for (c = vma->anon_name; *c; c++) {
+		if (*c < 0x20 || *c > 0x7e || strchr("\\`$[]", *c)) {
+			pr_err("vma %#llx-%#llx: name \"%s\" has a character the kernel refuses (%#x)\n",
+			       (unsigned long long)vma->start, (unsigned long long)vma->end,
+			       vma->anon_name, (unsigned char)*c);
+			return -EINVAL;
+		}
+	}
+	plan->anon_names_len += strlen(vma->anon_name) + 1;
+	return 0;
+}
+
 /* Counts what goes into the region and sizes it. */
 static int plan_region(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 {
@@ -695,8 +728,14 @@ static int plan_region(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 	size_t v;
 	int ret;
 
-	for (v = 0; v < mm->n_vmas; v++)
-		plan->nr_vmas += vma_is_restored(mm->vmas[v]);
+	for (v = 0; v < mm->n_vmas; v++) {
+		if (!vma_is_restored(mm->vmas[v]))
+			continue;
+		plan->nr_vmas++;
+		ret = count_anon_name(plan, mm->vmas[v]);
+		if (ret)
+			return ret;
+	}
 	ret = drop_shmem_runs(&plan->pages, mm);
 	if (ret)
 		return ret;
@@ -777,7 +816,8 @@ static bool vma_has_pages(const struct task_pages *pages, const VmaEntry *vma)
 	return false;
 }
 
-static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst_vma *out)
+/* Names go to names, which the blob reads at the same address (the region is mapped in place). */
+static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst_vma *out, char *names)
 {
 	size_t i;
 
@@ -797,7 +837,10 @@ static void fill_vmas(const struct rst_plan *plan, const MmEntry *mm, struct rst
 			.status = vma->status |
 				  (vma_has_pages(&plan->pages, vma) ? RST_VMA_HAS_PAGES : 0),
 			.fd = plan->vma_fds[i],
+			.anon_name = vma->anon_name ? (uintptr_t)names : 0,
 		};
+		if (vma->anon_name)
+			names = stpcpy(names, vma->anon_name) + 1;
 	}
 }
 
@@ -1037,7 +1080,7 @@ static int fill_args(struct rst_plan *plan, const struct rst_task_ctx *ctx, uint
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
-	fill_vmas(plan, ctx->mm, REGION_PTR(region, l->vmas));
+	fill_vmas(plan, ctx->mm, REGION_PTR(region, l->vmas), REGION_PTR(region, l->anon_names));
 	build_page_reads(&plan->pages, REGION_PTR(region, l->reads), REGION_PTR(region, l->iovs), &nr_reads,
 			 &nr_iovs);
 	fill_specials(args, plan, region);

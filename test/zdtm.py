@@ -6,6 +6,7 @@ import argparse
 import ctypes
 import hashlib
 import json
+import mmap
 import os
 import pty
 import shutil
@@ -32,6 +33,8 @@ CRIU_TIMEOUT = 120  # seconds for one criu command
 EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
 LOG_TAIL_LINES = 15
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_VMA = 0x53564d41
+PR_SET_VMA_ANON_NAME = 0
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -85,6 +88,7 @@ def truncate_mm_image(img_dir, pid):
 #                          clean restore must still work; 'env': extra criu environment
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
+# kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
     'static_mem_anon_private': {},
@@ -97,6 +101,7 @@ TESTS = {
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
+    'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
     'regs_fpu_avx': {},
     'static_regs_fpu_avx': {},
     'regs_avx512': {'cpu_flags': ['avx512f', 'avx512bw']},
@@ -158,6 +163,8 @@ TESTS = {
     'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
     'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
     'tree_dump_fail': {'mode': 'dump_fails'},
+    'tree_dead_leaders': {},
+    'tree_outside_leader': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                           'corrupt': corrupt_grandchild_core,
                                           'corrupt_depth': 2},
@@ -249,6 +256,20 @@ def cpu_flags():
             if line.startswith('flags'):
                 return set(line.split(':', 1)[1].split())
     return set()
+
+
+def kernel_names_anon_vmas():
+    """Whether prctl(PR_SET_VMA_ANON_NAME) names an anonymous page (-EINVAL without)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    named = libc.prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, ctypes.c_void_p(addr),
+                       ctypes.c_size_t(mmap.PAGESIZE), b'zdtm-probe') == 0
+    page.close()
+    return named
+
+
+KERNEL_PROBES = {'CONFIG_ANON_VMA_NAME': kernel_names_anon_vmas}
 
 
 def pid_alive(pid):
@@ -1104,6 +1125,11 @@ def main():
     have_flags = cpu_flags()
     for name in [n for n in names if not set(TESTS[n].get('cpu_flags', [])) <= have_flags]:
         print('not run (this CPU lacks %s): %s' % (' '.join(TESTS[name]['cpu_flags']), name))
+        names.remove(name)
+    missing = {feature for feature, probe in KERNEL_PROBES.items() if not probe()}
+    for name in [n for n in names if missing & set(TESTS[n].get('kernel', []))]:
+        print('not run (this kernel lacks %s): %s'
+              % (' '.join(sorted(missing & set(TESTS[name]['kernel']))), name))
         names.remove(name)
 
     # restored tasks are reparented to the nearest subreaper when criu -d exits

@@ -50,6 +50,18 @@ int pstree_collect_ids(struct pstree_item *item);
  */
 int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *nr);
 
+/*
+ * Sessions and groups whose leader is not in the tree. The root's own session and group,
+ * when led from outside, are the shell's (criu's): restore gives the root criu's. Any
+ * other such id names a leader that exited: restore re-creates it for a moment with a
+ * helper task of that pid (cr-restore.c). A live leader outside the tree cannot be
+ * re-created and is refused at dump.
+ */
+/* Dump side, once the tree is seized: refuse ids that restore cannot give back. 0 or -errno. */
+int pstree_check_leaders(bool shell_job);
+/* Restore side: id is a session or group whose leader exited and needs a helper. */
+bool pstree_leader_is_dead(pid_t id);
+
 /* pstree.img: write every item, parents first; read it back into root_item. 0 or -errno. */
 int pstree_write(void);
 int pstree_read(void);

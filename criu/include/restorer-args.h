@@ -48,7 +48,11 @@ struct rst_vma {
 	uint32_t flags; /* MAP_* as mmap() takes them */
 	uint32_t status; /* VMA_* */
 	int32_t fd; /* the mapped file or shared memory object, -1 for private anonymous memory */
+	uint64_t anon_name; /* NUL-terminated PR_SET_VMA_ANON_NAME name in the region; 0: none */
 };
+
+/* The kernel's limit on an anonymous VMA name (ANON_VMA_NAME_MAX_LEN), NUL included. */
+#define RST_ANON_NAME_MAX 80
 
 /* A special mapping ([vvar], [vvar_vclock], [vdso]): where it is now, where it goes. */
 struct rst_special {

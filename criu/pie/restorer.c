@@ -210,10 +210,30 @@ static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
 	return 0;
 }
 
+/*
+ * The name is per VMA, for shared anonymous memory too, so each mapping is named again
+ * right after it is mapped. It also keeps apart neighbours that stood apart at dump only
+ * by their names: the kernel merges adjacent VMAs that differ in nothing else.
+ */
+static long name_vma(struct rst_args *a, const struct rst_vma *vma)
+{
+	long ret;
+
+	if (!vma->anon_name)
+		return 0;
+	ret = sys_prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, vma->start, vma->end - vma->start,
+			vma->anon_name);
+	if (ret)
+		pr_err(a, "prctl(PR_SET_VMA_ANON_NAME) %lx-%lx \"%s\": %ld%s", vma->start, vma->end,
+		       (const char *)vma->anon_name, ret,
+		       ret == -EINVAL ? " (a kernel without CONFIG_ANON_VMA_NAME?)" : "");
+	return ret;
+}
+
 static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 {
 	uint32_t prot = vma->prot;
-	long addr;
+	long addr, ret;
 
 	if (vma_is_filled(vma))
 		prot |= PROT_READ | PROT_WRITE;
@@ -230,7 +250,8 @@ static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 	}
 	pr_debug(a, "mapped %lx-%lx prot %x flags %x fd %d", vma->start, vma->end, vma->prot, vma->flags,
 		 vma->fd);
-	return apply_madvise(a, vma);
+	ret = name_vma(a, vma);
+	return ret ? ret : apply_madvise(a, vma);
 }
 
 static long map_vmas(struct rst_args *a)

@@ -1,0 +1,228 @@
+/*
+ * A session and a process group whose leaders exited: root (a subreaper) forks S; S calls
+ * setsid(), forks G (leader of group G), X (moved into G) and Z (in S's group), reaps G and
+ * exits. X forks Y in group G. X and Z come to the root. After restore every process finds
+ * its pid, parent, session and group, and no process with S's or G's pid is left: session S
+ * holds exactly X, Y and Z, as before the dump.
+ */
+#include <dirent.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "zdtmtst.h"
+
+#define MAX_MEMBERS 8
+
+struct ids {
+	pid_t pid, ppid, sid, pgid;
+};
+
+/* Filled by S before the root takes its copy: which pids the tree had. */
+struct tree_pids {
+	pid_t s, g, x, z;
+};
+
+static struct tree_pids *shared_pids;
+static pid_t root_pid;
+/* S's end of the pipe G waits on: G exits once S closed it, so S's other children close it. */
+static int group_hold_fd = -1;
+
+static struct ids take_ids(void)
+{
+	return (struct ids){ getpid(), getppid(), getsid(0), getpgid(0) };
+}
+
+static void check_ids(const char *who, const struct ids *want)
+{
+	struct ids now = take_ids();
+
+	if (memcmp(&now, want, sizeof(now)))
+		test_fail("%s: pid/ppid/sid/pgid %d/%d/%d/%d, expected %d/%d/%d/%d", who, now.pid,
+			  now.ppid, now.sid, now.pgid, want->pid, want->ppid, want->sid,
+			  want->pgid);
+}
+
+/* Ids once setup is over, then the check after restore; a member's child is waited for. */
+static void __attribute__((noreturn)) member_wait_and_check(const char *who, pid_t child)
+{
+	struct ids ids = take_ids();
+
+	test_barrier_done();
+	test_wait_sigterm();
+	check_ids(who, &ids);
+	if (child)
+		test_children_verdict(&child, 1, who);
+	exit(0);
+}
+
+static void __attribute__((noreturn)) run_y(void)
+{
+	member_wait_and_check("Y", 0);
+}
+
+/* X: moved into G's group by S, forks Y there, and waits until S is gone. */
+static void __attribute__((noreturn)) run_x(pid_t group)
+{
+	pid_t y;
+
+	munmap(shared_pids, sizeof(*shared_pids));
+	close(group_hold_fd);
+	while (getpgid(0) != group)
+		sched_yield();
+	y = fork();
+	if (y < 0)
+		test_fail_errno("fork Y");
+	if (y == 0)
+		run_y();
+	while (getppid() != root_pid)
+		sched_yield();
+	member_wait_and_check("X", y);
+}
+
+static void __attribute__((noreturn)) run_z(void)
+{
+	munmap(shared_pids, sizeof(*shared_pids));
+	close(group_hold_fd);
+	while (getppid() != root_pid)
+		sched_yield();
+	member_wait_and_check("Z", 0);
+}
+
+/* G leads its group until S, having moved X in, closes the pipe. */
+static pid_t fork_group_leader(void)
+{
+	int hold[2];
+	pid_t g;
+	char byte;
+
+	if (pipe(hold))
+		test_fail_errno("pipe");
+	g = fork();
+	if (g < 0)
+		test_fail_errno("fork G");
+	if (g == 0) {
+		close(hold[1]);
+		_exit(read(hold[0], &byte, 1) == 0 ? 0 : 1);
+	}
+	close(hold[0]);
+	group_hold_fd = hold[1];
+	if (setpgid(g, g))
+		test_fail_errno("setpgid G");
+	return g;
+}
+
+static void __attribute__((noreturn)) run_s(void)
+{
+	pid_t g, x, z;
+	int status;
+
+	if (setsid() < 0)
+		test_fail_errno("setsid");
+	g = fork_group_leader();
+	x = fork();
+	if (x < 0)
+		test_fail_errno("fork X");
+	if (x == 0)
+		run_x(g);
+	if (setpgid(x, g))
+		test_fail_errno("setpgid X");
+	z = fork();
+	if (z < 0)
+		test_fail_errno("fork Z");
+	if (z == 0)
+		run_z();
+	close(group_hold_fd);
+	if (waitpid(g, &status, 0) != g || status)
+		test_fail("S: G did not exit cleanly (status %#x)", status);
+	*shared_pids = (struct tree_pids){ getpid(), g, x, z };
+	_exit(0);
+}
+
+static int cmp_pids(const void *a, const void *b)
+{
+	return *(const pid_t *)a - *(const pid_t *)b;
+}
+
+/* The pids of the processes in session sid, sorted. */
+static int session_members(pid_t sid, pid_t *members)
+{
+	struct dirent *de;
+	int nr = 0;
+	DIR *proc = opendir("/proc");
+
+	if (!proc)
+		test_fail_errno("opendir /proc");
+	while ((de = readdir(proc))) {
+		pid_t pid = atoi(de->d_name);
+
+		if (pid > 0 && getsid(pid) == sid) {
+			if (nr == MAX_MEMBERS)
+				test_fail("session %d has more than %d processes", sid,
+					  MAX_MEMBERS);
+			members[nr++] = pid;
+		}
+	}
+	closedir(proc);
+	qsort(members, nr, sizeof(*members), cmp_pids);
+	return nr;
+}
+
+static void expect_gone(pid_t pid, const char *who)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (access(path, F_OK) == 0)
+		test_fail("a process with %s's pid %d exists (a helper left behind?)", who, pid);
+}
+
+int main(int argc, char **argv)
+{
+	pid_t members[MAX_MEMBERS], members_now[MAX_MEMBERS], s;
+	struct tree_pids pids;
+	int nr, nr_now, status;
+	struct ids ids;
+
+	test_init(argc, argv);
+	root_pid = getpid();
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+		test_fail_errno("PR_SET_CHILD_SUBREAPER");
+	shared_pids = mmap(NULL, sizeof(*shared_pids), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared_pids == MAP_FAILED)
+		test_fail_errno("mmap");
+	test_barrier_init();
+	s = fork();
+	if (s < 0)
+		test_fail_errno("fork S");
+	if (s == 0)
+		run_s();
+	if (waitpid(s, &status, 0) != s || status)
+		test_fail("S did not exit cleanly (status %#x)", status);
+	test_barrier_wait();
+	pids = *shared_pids;
+	munmap(shared_pids, sizeof(*shared_pids));
+	nr = session_members(pids.s, members);
+	if (nr != 3)
+		test_fail("session %d holds %d processes before the dump, expected 3", pids.s, nr);
+	ids = take_ids();
+	test_ready();
+	test_wait_sigterm();
+
+	check_ids("root", &ids);
+	expect_gone(pids.s, "S");
+	expect_gone(pids.g, "G");
+	nr_now = session_members(pids.s, members_now);
+	if (nr_now != nr || memcmp(members, members_now, nr * sizeof(*members)))
+		test_fail("session %d holds %d processes after restore, %d before", pids.s, nr_now,
+			  nr);
+	test_children_verdict(&pids.x, 1, "root");
+	test_children_verdict(&pids.z, 1, "root");
+	test_pass();
+}

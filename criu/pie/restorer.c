@@ -521,6 +521,20 @@ static long restore_posix_timers(struct rst_args *a)
 	return ret;
 }
 
+/* One prctl option the dump recorded (has != 0), set again. */
+static long prctl_set_recorded(struct rst_args *a, uint32_t has, int option, uint32_t value,
+			       const char *name)
+{
+	long ret;
+
+	if (!has)
+		return 0;
+	ret = sys_prctl(option, value, 0, 0, 0);
+	if (ret)
+		pr_err(a, "prctl(%s, %u): %ld", name, value, ret);
+	return ret;
+}
+
 static long restore_task_state(struct rst_args *a)
 {
 	long ret = sys_prctl(PR_SET_NAME, a->comm, 0, 0, 0);
@@ -529,21 +543,13 @@ static long restore_task_state(struct rst_args *a)
 		pr_err(a, "prctl(PR_SET_NAME): %ld", ret);
 		return ret;
 	}
-	if (a->has_thp_disabled) {
-		ret = sys_prctl(PR_SET_THP_DISABLE, a->thp_disabled, 0, 0, 0);
-		if (ret) {
-			pr_err(a, "prctl(PR_SET_THP_DISABLE, %u): %ld", a->thp_disabled, ret);
-			return ret;
-		}
-	}
-	if (a->has_child_subreaper) {
-		ret = sys_prctl(PR_SET_CHILD_SUBREAPER, a->child_subreaper, 0, 0, 0);
-		if (ret) {
-			pr_err(a, "prctl(PR_SET_CHILD_SUBREAPER): %ld", ret);
-			return ret;
-		}
-	}
-	ret = restore_sigactions(a);
+	ret = prctl_set_recorded(a, a->has_thp_disabled, PR_SET_THP_DISABLE, a->thp_disabled,
+				 "PR_SET_THP_DISABLE");
+	if (!ret)
+		ret = prctl_set_recorded(a, a->has_child_subreaper, PR_SET_CHILD_SUBREAPER,
+					 a->child_subreaper, "PR_SET_CHILD_SUBREAPER");
+	if (!ret)
+		ret = restore_sigactions(a);
 	if (!ret)
 		ret = restore_itimers(a);
 	if (!ret)
@@ -748,23 +754,13 @@ static long restore_creds(struct rst_args *a)
 /* A credential change resets the parent-death signal and dumpable: set them after. */
 static long restore_post_creds(struct rst_args *a)
 {
-	long ret;
+	long ret = prctl_set_recorded(a, a->has_pdeath_sig, PR_SET_PDEATHSIG, a->pdeath_sig,
+				      "PR_SET_PDEATHSIG");
 
-	if (a->has_pdeath_sig) {
-		ret = sys_prctl(PR_SET_PDEATHSIG, a->pdeath_sig, 0, 0, 0);
-		if (ret) {
-			pr_err(a, "prctl(PR_SET_PDEATHSIG, %u): %ld", a->pdeath_sig, ret);
-			return ret;
-		}
-	}
-	if (a->has_dumpable) {
-		ret = sys_prctl(PR_SET_DUMPABLE, a->dumpable, 0, 0, 0);
-		if (ret) {
-			pr_err(a, "prctl(PR_SET_DUMPABLE, %u): %ld", a->dumpable, ret);
-			return ret;
-		}
-	}
-	return 0;
+	if (!ret)
+		ret = prctl_set_recorded(a, a->has_dumpable, PR_SET_DUMPABLE, a->dumpable,
+					 "PR_SET_DUMPABLE");
+	return ret;
 }
 
 /* ---- 11. report, wait for criu's release, become the program ---- */

@@ -344,3 +344,17 @@ void test_children_verdict(const pid_t *children, int nr, const char *who)
 			test_fail("%s: child %d failed (wait status %#x)", who, children[i], status);
 	}
 }
+
+void read_exact(int fd, void *buf, size_t len, const char *what)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+
+		if (n <= 0)
+			test_fail("%s: read returned %zd after %zu of %zu bytes: %s", what, n, done,
+				  len, n ? strerror(errno) : "EOF");
+		done += n;
+	}
+}

@@ -38,6 +38,8 @@ void test_pass(void) __attribute__((noreturn));
 void test_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* A setup step failed: "FAIL: <what>: strerror(errno)". */
 void test_fail_errno(const char *what) __attribute__((noreturn));
+/* Read exactly len bytes (looping over short reads) or fail the test naming what. */
+void read_exact(int fd, void *buf, size_t len, const char *what);
 
 /*
  * Deterministic pattern: every byte depends on seed and its offset, so shifted,

@@ -29,20 +29,6 @@ static void open_at(int flags, int at)
 	close(fd);
 }
 
-static void read_exact(int fd, void *buf, size_t len, const char *what)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n <= 0)
-			test_fail("%s: read returned %zd after %zu of %zu bytes: %s", what, n, done,
-				  len, n ? strerror(errno) : "EOF");
-		done += n;
-	}
-}
-
 static void check_fd(int fd, const struct stat *fifo_st, int status)
 {
 	struct stat st;

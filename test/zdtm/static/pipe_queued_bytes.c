@@ -42,20 +42,6 @@ static void write_all(int fd, const void *buf, size_t len)
 		test_fail_errno("write");
 }
 
-static void read_exact(int fd, void *buf, size_t len, const char *what)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n <= 0)
-			test_fail("%s: read returned %zd after %zu of %zu bytes: %s", what, n, done,
-				  len, n ? strerror(errno) : "EOF");
-		done += n;
-	}
-}
-
 static void setup(void)
 {
 	static unsigned char head[BIG_CONSUMED];

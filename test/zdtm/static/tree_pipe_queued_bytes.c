@@ -22,20 +22,6 @@
 
 static unsigned char queued[WRITTEN], later[LATER];
 
-static void read_exact(int fd, void *buf, size_t len, const char *what)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n <= 0)
-			test_fail("%s: read returned %zd after %zu of %zu bytes: %s", what, n, done,
-				  len, n ? strerror(errno) : "EOF");
-		done += n;
-	}
-}
-
 static void __attribute__((noreturn)) child_main(void)
 {
 	static unsigned char got[WRITTEN];

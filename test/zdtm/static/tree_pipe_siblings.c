@@ -22,20 +22,6 @@
 #define QUEUED	      30000 /* written by the writer before dump: pipe seed 41, FIFO seed 43 */
 #define LATER	      2048  /* after restore: pipe seed 42, FIFO seed 44 */
 
-static void read_exact(int fd, void *buf, size_t len, const char *what)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = read(fd, (char *)buf + done, len - done);
-
-		if (n <= 0)
-			test_fail("%s: read returned %zd after %zu of %zu bytes: %s", what, n, done,
-				  len, n ? strerror(errno) : "EOF");
-		done += n;
-	}
-}
-
 static void write_pattern(int fd, size_t len, uint64_t seed, const char *what)
 {
 	static unsigned char buf[QUEUED];

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
@@ -1112,15 +1113,25 @@ static void free_rst_tasks(void)
 	nr_rst_tasks = 0;
 }
 
+/*
+ * Written to a temporary name and renamed into place: whoever waits for the pidfile to
+ * appear (scripts, test drivers) never reads it empty or half written.
+ */
 static int write_pidfile(pid_t pid)
 {
+	char tmp[PATH_MAX];
 	FILE *f;
 
 	if (!opts.pidfile)
 		return 0;
-	f = fopen(opts.pidfile, "w");
-	if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", opts.pidfile) >= (int)sizeof(tmp)) {
+		pr_err("pidfile name too long: %s\n", opts.pidfile);
+		return -1;
+	}
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%d", pid) < 0 || fclose(f) || rename(tmp, opts.pidfile)) {
 		pr_perror("cannot write pidfile %s", opts.pidfile);
+		unlink(tmp);
 		return -1;
 	}
 	return 0;

@@ -236,6 +236,31 @@ static int open_dirs_and_log(bool create_images_dir)
 	return 0;
 }
 
+/*
+ * `criu show FILE` is a shortcut for `crit show FILE`: the crit beside this binary in the
+ * source tree (crit/crit), else the one installed beside it (../bin/crit), else crit in PATH.
+ * Returns only on failure.
+ */
+static int exec_crit_show(const char *file)
+{
+	static const char *const beside[] = { "../crit/crit", "../bin/crit" };
+	char self[PATH_MAX], crit[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0) {
+		self[n] = '\0';
+		*strrchr(self, '/') = '\0';
+		for (size_t i = 0; i < sizeof(beside) / sizeof(beside[0]); i++) {
+			snprintf(crit, sizeof(crit), "%s/%s", self, beside[i]);
+			if (access(crit, X_OK) == 0)
+				execl(crit, "crit", "show", file, (char *)NULL);
+		}
+	}
+	execlp("crit", "crit", "show", file, (char *)NULL);
+	fprintf(stderr, "Error: cannot run crit to show %s: %s\n", file, strerror(errno));
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -254,7 +279,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "Error: show needs an image file\n");
 			return 1;
 		}
-		return cr_show(argv[optind + 1]) ? 1 : 0;
+		return exec_crit_show(argv[optind + 1]);
 	}
 	if (!strcmp(cmd, "check")) {
 		log_init(-1, NULL, opts.loglevel);

@@ -1,5 +1,5 @@
 /*
- * Image files: header (common magic, type magic, format version) then records of
+ * Image files in CRIU's format: the magic pair, then records of
  * u32 length + packed protobuf message. Readers check every length against what the
  * file really holds, so a truncated or corrupt image is an error, never a crash.
  */
@@ -19,32 +19,50 @@
 #include "pagemap.pb-c.h"
 #include "fdinfo.pb-c.h"
 #include "fs.pb-c.h"
+#include "ghost-file.pb-c.h"
+#include "remap-file-path.pb-c.h"
+#include "pipe.pb-c.h"
+#include "tty.pb-c.h"
+#include "stats.pb-c.h"
+#include "ext.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
 int images_dir_fd = -1;
 
+#define PB_IMG(nm, file, mg, desc) { nm, file, mg, IMG_COMMON_MAGIC, &desc }
 const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
-	[CR_IMG_INVENTORY] = { "INVENTORY", "inventory.img", 0x58313116, &inventory_entry__descriptor },
-	[CR_IMG_PSTREE] = { "PSTREE", "pstree.img", 0x50273030, &pstree_entry__descriptor },
-	[CR_IMG_CORE] = { "CORE", "core-%lu.img", 0x55053847, &core_entry__descriptor },
-	[CR_IMG_MM] = { "MM", "mm-%lu.img", 0x57492820, &mm_entry__descriptor },
-	[CR_IMG_PAGEMAP] = { "PAGEMAP", "pagemap-%lu.img", 0x56084025, &pagemap_entry__descriptor },
-	[CR_IMG_PAGES] = { "PAGES", "pages-%lu.img", 0x56453724, NULL },
-	[CR_IMG_FILES] = { "FILES", "files.img", 0x56303138, &file_entry__descriptor },
-	[CR_IMG_FDINFO] = { "FDINFO", "fdinfo-%lu.img", 0x56213732, &fdinfo_entry__descriptor },
-	[CR_IMG_FS] = { "FS", "fs-%lu.img", 0x51403912, &fs_entry__descriptor },
-	[CR_IMG_GHOST_FILE] = { "GHOST_FILE", "ghost-file-%lu.img", 0x52583605,
-				&ghost_file_entry__descriptor },
+	[CR_IMG_INVENTORY] = { "INVENTORY", "inventory.img", INVENTORY_MAGIC, 0,
+			       &inventory_entry__descriptor },
+	[CR_IMG_PSTREE] = PB_IMG("PSTREE", "pstree.img", PSTREE_MAGIC, pstree_entry__descriptor),
+	[CR_IMG_CORE] = PB_IMG("CORE", "core-%lu.img", CORE_MAGIC, core_entry__descriptor),
+	[CR_IMG_IDS] = PB_IMG("IDS", "ids-%lu.img", IDS_MAGIC, task_kobj_ids_entry__descriptor),
+	[CR_IMG_MM] = PB_IMG("MM", "mm-%lu.img", MM_MAGIC, mm_entry__descriptor),
+	[CR_IMG_MM_EXT] = PB_IMG("MM_EXT", "mm-ext-%lu.img", MM_EXT_MAGIC, cr_mm_ext_entry__descriptor),
+	[CR_IMG_PAGEMAP] = PB_IMG("PAGEMAP", "pagemap-%lu.img", PAGEMAP_MAGIC, pagemap_entry__descriptor),
+	[CR_IMG_SHMEM_PAGEMAP] = PB_IMG("SHMEM_PAGEMAP", "pagemap-shmem-%lu.img", PAGEMAP_MAGIC,
+					pagemap_entry__descriptor),
+	[CR_IMG_PAGES] = { "PAGES", "pages-%lu.img", 0, 0, NULL },
+	[CR_IMG_FILES] = PB_IMG("FILES", "files.img", FILES_MAGIC, file_entry__descriptor),
+	[CR_IMG_FDINFO] = PB_IMG("FDINFO", "fdinfo-%lu.img", FDINFO_MAGIC, fdinfo_entry__descriptor),
+	[CR_IMG_FS] = PB_IMG("FS", "fs-%lu.img", FS_MAGIC, fs_entry__descriptor),
+	[CR_IMG_REMAP_FPATH] = PB_IMG("REMAP_FPATH", "remap-fpath.img", REMAP_FPATH_MAGIC,
+				      remap_file_path_entry__descriptor),
+	[CR_IMG_GHOST_FILE] = PB_IMG("GHOST_FILE", "ghost-file-%lx.img", GHOST_FILE_MAGIC,
+				     ghost_file_entry__descriptor),
+	[CR_IMG_PIPES_DATA] = PB_IMG("PIPES_DATA", "pipes-data.img", PIPES_DATA_MAGIC,
+				     pipe_data_entry__descriptor),
+	[CR_IMG_FIFO_DATA] = PB_IMG("FIFO_DATA", "fifo-data.img", FIFO_DATA_MAGIC,
+				    pipe_data_entry__descriptor),
+	[CR_IMG_TTY_INFO] = PB_IMG("TTY_INFO", "tty-info.img", TTY_INFO_MAGIC, tty_info_entry__descriptor),
+	[CR_IMG_TTY_DATA] = PB_IMG("TTY_DATA", "tty-data.img", TTY_DATA_MAGIC, tty_data_entry__descriptor),
+	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
+				&stats_entry__descriptor },
+	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,
+				   &stats_entry__descriptor },
 };
 
-struct img_header {
-	uint32_t common_magic;
-	uint32_t type_magic;
-	uint32_t version;
-};
-
-static void img_name(enum cr_img_type type, unsigned long id, char *buf, size_t len)
+void img_name(enum cr_img_type type, unsigned long id, char *buf, size_t len)
 {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
@@ -99,45 +117,51 @@ static ssize_t read_full(int fd, void *buf, size_t len)
 	return done;
 }
 
+/* The magic pair (or the one magic) that starts an image; raw images have none. */
+static size_t img_magics(enum cr_img_type type, uint32_t magics[2])
+{
+	const struct cr_img_desc *d = &cr_img_descs[type];
+	size_t n = 0;
+
+	if (d->first_magic)
+		magics[n++] = d->first_magic;
+	if (d->magic)
+		magics[n++] = d->magic;
+	return n;
+}
+
 static int write_header(struct cr_img *img)
 {
-	struct img_header hdr = { IMG_COMMON_MAGIC, cr_img_descs[img->type].magic, IMG_FORMAT_VERSION };
-	int ret = write_full(img->fd, &hdr, sizeof(hdr));
+	uint32_t magics[2];
+	size_t n = img_magics(img->type, magics);
+	int ret = write_full(img->fd, magics, n * sizeof(magics[0]));
 
-	/* Page data start page aligned, so restore can read them straight into place. */
-	if (!ret && img->type == CR_IMG_PAGES && ftruncate(img->fd, PAGES_IMG_HDR_SIZE) == 0 &&
-	    lseek(img->fd, PAGES_IMG_HDR_SIZE, SEEK_SET) < 0)
-		ret = -errno;
 	if (ret)
-		pr_err("%s: cannot write image header: %s\n", img->name, strerror(-ret));
+		pr_err("%s: cannot write image magic: %s\n", img->name, strerror(-ret));
 	return ret;
 }
 
 static int check_header(struct cr_img *img)
 {
-	struct img_header hdr;
-	ssize_t n = read_full(img->fd, &hdr, sizeof(hdr));
+	uint32_t want[2], got[2];
+	size_t n = img_magics(img->type, want);
+	ssize_t r = read_full(img->fd, got, n * sizeof(got[0]));
 
-	if (n < 0) {
-		pr_err("%s: cannot read image header: %s\n", img->name, strerror(-n));
-		return n;
+	if (r < 0) {
+		pr_err("%s: cannot read image magic: %s\n", img->name, strerror(-r));
+		return r;
 	}
-	if (n != sizeof(hdr)) {
-		pr_err("%s: truncated image (no complete header)\n", img->name);
+	if ((size_t)r != n * sizeof(got[0])) {
+		pr_err("%s: truncated image (no complete magic)\n", img->name);
 		return -EINVAL;
 	}
-	if (hdr.common_magic != IMG_COMMON_MAGIC || hdr.type_magic != cr_img_descs[img->type].magic) {
-		pr_err("%s: not a %s image (bad magic %#x/%#x)\n", img->name, cr_img_descs[img->type].name,
-		       hdr.common_magic, hdr.type_magic);
-		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (got[i] != want[i]) {
+			pr_err("%s: not a %s image (magic %#x, expected %#x)\n", img->name,
+			       cr_img_descs[img->type].name, got[i], want[i]);
+			return -EINVAL;
+		}
 	}
-	if (hdr.version != IMG_FORMAT_VERSION) {
-		pr_err("%s: image format version %u, this criu reads version %u\n", img->name, hdr.version,
-		       IMG_FORMAT_VERSION);
-		return -EINVAL;
-	}
-	if (img->type == CR_IMG_PAGES && lseek(img->fd, PAGES_IMG_HDR_SIZE, SEEK_SET) < 0)
-		return -errno;
 	return 0;
 }
 
@@ -163,7 +187,19 @@ struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id)
 		return NULL;
 	}
 
-	ret = ((flags & O_ACCMODE) == O_RDONLY) ? check_header(img) : write_header(img);
+	if ((flags & O_ACCMODE) == O_RDONLY) {
+		struct stat st;
+
+		if (fstat(img->fd, &st)) {
+			pr_perror("cannot stat image %s", img->name);
+			close_image(img);
+			return NULL;
+		}
+		img->size = st.st_size;
+		ret = check_header(img);
+	} else {
+		ret = write_header(img);
+	}
 	if (ret) {
 		close_image(img);
 		return NULL;
@@ -204,6 +240,20 @@ int pb_write_one(struct cr_img *img, const void *msg)
 	return ret;
 }
 
+void *pb_unpack_record(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len)
+{
+	return protobuf_c_message_unpack(desc, NULL, len, buf);
+}
+
+off_t img_bytes_left(struct cr_img *img)
+{
+	off_t pos = lseek(img->fd, 0, SEEK_CUR);
+
+	if (pos < 0)
+		return -errno;
+	return pos > img->size ? 0 : img->size - pos;
+}
+
 static int read_record(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg)
 {
 	uint32_t len;
@@ -217,8 +267,9 @@ static int read_record(struct cr_img *img, const ProtobufCMessageDescriptor *des
 		pr_err("%s: truncated record length\n", img->name);
 		return n < 0 ? n : -EINVAL;
 	}
-	if (len > MAX_RECORD_SIZE) {
-		pr_err("%s: corrupt record length %u\n", img->name, len);
+	if (len > MAX_RECORD_SIZE || (img->size && len > img_bytes_left(img))) {
+		pr_err("%s: corrupt or truncated record (length %u, %lld bytes left)\n", img->name, len,
+		       (long long)img_bytes_left(img));
 		return -EINVAL;
 	}
 	buf = malloc(len ? len : 1);
@@ -230,13 +281,18 @@ static int read_record(struct cr_img *img, const ProtobufCMessageDescriptor *des
 		free(buf);
 		return n < 0 ? n : -EINVAL;
 	}
-	*msg = protobuf_c_message_unpack(desc, NULL, len, buf);
+	*msg = pb_unpack_record(desc, buf, len);
 	free(buf);
 	if (!*msg) {
 		pr_err("%s: corrupt record (cannot decode %s)\n", img->name, desc->name);
 		return -EINVAL;
 	}
 	return 1;
+}
+
+int pb_read_one_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg)
+{
+	return read_record(img, desc, msg);
 }
 
 int pb_read_one(struct cr_img *img, void **msg)

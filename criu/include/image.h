@@ -1,37 +1,50 @@
 /*
- * Image files: every file starts with a header (common magic, type magic, format
- * version); protobuf images then hold records (u32 length + packed message).
- * pages-ID.img is raw page data after a one-page header.
+ * Image files in CRIU's format: a u32 magic pair (common magic, then the image type's
+ * magic; inventory.img has only its own, stats-* the service magic first), then records
+ * of u32 length + packed protobuf message. pages-ID.img is raw page data, no header.
  */
 #ifndef CR_IMAGE_H
 #define CR_IMAGE_H
 
 #include <stdint.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include <protobuf-c/protobuf-c.h>
 
-#define IMG_COMMON_MAGIC 0x54564319u /* first u32 of every image */
-#define IMG_FORMAT_VERSION 1u
-#define PAGES_IMG_HDR_SIZE 4096u
+#include "magic.h"
+
+/* inventory_entry.img_version: images whose files start with the common magic. */
+#define CRIU_IMAGES_VERSION 2u
 
 enum cr_img_type {
 	CR_IMG_INVENTORY,
 	CR_IMG_PSTREE,
-	CR_IMG_CORE, /* core-%d */
-	CR_IMG_MM, /* mm-%d */
-	CR_IMG_PAGEMAP, /* pagemap-%d */
-	CR_IMG_PAGES, /* pages-%d, raw */
+	CR_IMG_CORE, /* core-TID */
+	CR_IMG_IDS, /* ids-PID */
+	CR_IMG_MM, /* mm-PID */
+	CR_IMG_MM_EXT, /* mm-ext-PID: our own VMA state (ext.proto) */
+	CR_IMG_PAGEMAP, /* pagemap-PID */
+	CR_IMG_SHMEM_PAGEMAP, /* pagemap-shmem-SHMID */
+	CR_IMG_PAGES, /* pages-ID, raw */
 	CR_IMG_FILES,
-	CR_IMG_FDINFO, /* fdinfo-%d */
-	CR_IMG_FS, /* fs-%d */
-	CR_IMG_GHOST_FILE, /* ghost-file-%d */
+	CR_IMG_FDINFO, /* fdinfo-FILES_ID */
+	CR_IMG_FS, /* fs-PID */
+	CR_IMG_REMAP_FPATH,
+	CR_IMG_GHOST_FILE, /* ghost-file-ID (hex) */
+	CR_IMG_PIPES_DATA,
+	CR_IMG_FIFO_DATA,
+	CR_IMG_TTY_INFO,
+	CR_IMG_TTY_DATA,
+	CR_IMG_STATS_DUMP,
+	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,
 };
 
 struct cr_img_desc {
-	const char *name; /* short upper-case name, as criu show prints it */
-	const char *fmt; /* file name, with %d for the id if per-object */
-	uint32_t magic;
+	const char *name; /* short upper-case name, as logs print it */
+	const char *fmt; /* file name, with %lu / %lx for the id if per-object */
+	uint32_t magic; /* the type's magic; 0 for raw images */
+	uint32_t first_magic; /* IMG_COMMON_MAGIC, IMG_SERVICE_MAGIC, or 0: none */
 	const ProtobufCMessageDescriptor *pb_desc; /* record type; NULL for raw images */
 };
 
@@ -41,19 +54,23 @@ struct cr_img {
 	int fd;
 	enum cr_img_type type;
 	char name[64];
+	off_t size; /* when reading: the file's size, to bound every length in it */
 };
 
 /* The images directory, opened once by the CLI; all images are opened relative to it. */
 extern int images_dir_fd;
 
 /*
- * Open an image for writing (O_WRONLY: created, header written) or reading (O_RDONLY:
- * header checked). id fills %d in per-object names. Returns NULL after logging on error;
- * a missing file when reading is an error too unless the caller checks with img_exists().
+ * Open an image for writing (O_WRONLY: created, magic written) or reading (O_RDONLY:
+ * magic checked). id fills the per-object part of the name. Returns NULL after logging
+ * on error; a missing file when reading is an error too unless the caller checks with
+ * img_exists() first.
  */
 struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id);
 bool img_exists(enum cr_img_type type, unsigned long id);
 void close_image(struct cr_img *img);
+/* The file name of an image, for messages. */
+void img_name(enum cr_img_type type, unsigned long id, char *buf, size_t len);
 
 /* Write one record. 0 or -errno. */
 int pb_write_one(struct cr_img *img, const void *msg);
@@ -62,16 +79,22 @@ int pb_write_one(struct cr_img *img, const void *msg);
  * pb_free()), 0 at a clean end of file, -errno on truncation/corruption (logged).
  */
 int pb_read_one(struct cr_img *img, void **msg);
-/* Read exactly one record; end of file is an error. */
+/* The same for a record of another type (pagemap_head, ghost_chunk_entry, ...). */
+int pb_read_one_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg);
+/* Read exactly one record; end of file is an error. 0 or -errno. */
 int pb_read_one_required(struct cr_img *img, void **msg);
-/* Read exactly one record of another type (an image's head record, e.g. pagemap_head). */
 int pb_read_one_required_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg);
 void pb_free(struct cr_img *img, void *msg);
-/* Raw bytes (ghost file contents after its header): full read/write or -errno. */
+/* Raw bytes after a record (ghost contents, pipe data): full read/write or -errno. */
 int img_write_raw(struct cr_img *img, const void *buf, size_t len);
 int img_read_raw(struct cr_img *img, void *buf, size_t len);
+/* Bytes left to read in an image opened for reading (for bounds checks), or -errno. */
+off_t img_bytes_left(struct cr_img *img);
 
-/* Decode any image file as JSON (criu show). */
-int cr_show(const char *path);
+/*
+ * Decode a record from a buffer, bounds-checked; the core of every reader (and what the
+ * fuzz targets drive). Returns the unpacked message or NULL.
+ */
+void *pb_unpack_record(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len);
 
 #endif

@@ -6,6 +6,7 @@
 #define CR_PSTREE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct pstree_item {
@@ -21,6 +22,14 @@ struct pstree_item {
 	struct pstree_item *last_child; /* to keep children in the order they were added */
 	bool zombie; /* dead and not reaped by its parent: only its exit status is restored */
 	int exit_status; /* a zombie's wait status, as waitpid() reports it */
+	/*
+	 * Identities of the kernel objects the process holds (ids-PID.img): images shared by
+	 * processes that share the object are named by these (fdinfo-FILES_ID.img).
+	 * Assigned at dump, read back by pstree_read(); zombies have none.
+	 */
+	struct task_ids {
+		uint32_t vm_id, files_id, fs_id, sighand_id;
+	} ids;
 };
 
 extern struct pstree_item *root_item;

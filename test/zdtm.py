@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # zdtm-style runner: starts each test program, waits until it is ready, dumps and
 # restores it with ../criu/criu (in the way its mode says), signals it, and collects its
-# own PASS/FAIL verdict. Python 3 standard library only.
+# own PASS/FAIL verdict. Every dump's images must decode with Debian's crit and encode back
+# to the same bytes. Cross tests dump with upstream CRIU (../../shared/upstream-criu) and
+# restore with ours, or the other way round. The runner uses the Python 3 standard library
+# only; the crit check runs in a helper under crit's own interpreter (--crit-helper).
 import argparse
 import ctypes
 import hashlib
@@ -14,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 TEST_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT_DIR = os.path.dirname(TEST_DIR)
@@ -27,6 +31,17 @@ PLUGIN_LIB_NO_TESTDEV = os.path.join(PLUGINS_DIR, 'lib-notestdev')
 # GPU tests: the KFD EMULATOR daemon (test/gpu) and the AMDGPU plugin
 KFD_EMU = os.path.join(TEST_DIR, 'gpu', 'kfd-emu')
 AMDGPU_PLUGIN_DIR = os.path.join(ROOT_DIR, 'plugins', 'amdgpu')
+# The reference: upstream CRIU next to the repository (absent in a plain clone: the cross
+# tests are then skipped). It is run, never read.
+UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstream-criu',
+                                              'bin', 'criu'))
+# What upstream criu needs that ours does not: the tests run in the runner's session, and
+# upstream refuses to dump a root that is not a session leader without --shell-job (with it,
+# restore puts the root into criu's own session and group: the runner's, as dumped).
+UPSTREAM_OPTS = ['--shell-job']
+# Debian's crit (package criu, scripts/install-deps.sh): every dump's images must decode
+# with it and encode back to the same bytes.
+DEBIAN_CRIT = '/usr/bin/crit'
 
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
@@ -86,6 +101,9 @@ def truncate_mm_image(img_dir, pid):
 #   plugin_restore_fails   restore fails (test_fail at 'fail', or plugins from 'libdir'):
 #                          error names 'names', nothing left, images unchanged; then a
 #                          clean restore must still work; 'env': extra criu environment
+#   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
+#   cross_restore_upstream dumped by ours, restored by upstream criu
+# Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -191,6 +209,35 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
               'RESUME_DEVICES_LATE'):
     TESTS['plugin_restore_fails_at_' + _hook] = {'mode': 'plugin_restore_fails',
                                                  'fail': _hook, 'names': 'test_fail'}
+
+# Cross tests against the reference (UPSTREAM_CRIU): cross_up2us_NAME is dumped by upstream
+# criu and restored by ours (mode cross_dump_upstream), cross_us2up_NAME the other way round
+# (cross_restore_upstream); then NAME checks itself. 'tty': stdio on a pty, --shell-job, and
+# the test leads a session of its own: upstream restores a shell job's terminal by making
+# the root's group its foreground group (TIOCSPGRP), which needs the terminal to be criu's
+# controlling one (here it is no one's); it skips that for a root that leads its session.
+CROSS_TESTS = {
+    'mem_anon_private': {},  # one process: anonymous memory
+    'regs_fpu_avx': {},  # registers, x87/SSE/AVX state
+    'sig_pending_std': {},  # signals: pending, blocked
+    'sig_queued_rt': {},
+    'sigaction_all': {},
+    'threads_regs_tls': {},  # threads
+    'tree_sessions': {},  # process trees: sessions, groups
+    'tree_zombie': {},
+    'tree_shared_anon': {},  # shared anonymous memory across the tree
+    'mem_shared_anon': {},
+    'pipe_queued_bytes': {},  # pipes, FIFOs
+    'tree_pipe_queued_bytes': {},
+    'fifo_queued_bytes': {},
+    'file_reg_flags_offset': {},  # regular files: flags, offsets, shared descriptions
+    'file_dup_shared_offset': {},
+    'file_deleted_open': {},  # deleted but open
+    'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
+}
+for _bin, _desc in CROSS_TESTS.items():
+    TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream')
+    TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
@@ -334,6 +381,295 @@ def images_checksum(img_dir):
     return digest.hexdigest()
 
 
+# --- the crit check -----------------------------------------------------------------------
+# After every successful dump each image is decoded the way `crit decode -i IMG -o OUT.json`
+# does, and OUT.json encoded back the way `crit encode -i OUT.json` does; the bytes must be
+# the image's. Debian's crit is Python: rather than one crit process per image (~100 ms of
+# start-up each), one helper process of crit's own interpreter imports the same library
+# (pycriu, /usr/lib/python3/dist-packages) once per run and makes the same calls crit makes.
+# Fields that Debian's crit (CRIU 3.17) does not know are left out of its JSON, so they
+# cannot come back: they are cut out of the image's bytes before the comparison (every
+# other byte must match) and listed in out/NAME/crit/unknown-fields.txt.
+# Not images: raw page contents, logs, and what plugins write in formats of their own
+# (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*).
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-')
+
+
+def crit_checks(name):
+    return not name.startswith(CRIT_NOT_IMAGES) and not name.endswith('.log')
+
+
+class SetupError(Exception):
+    """The machine lacks what the suite needs (scripts/install-deps.sh installs it)."""
+
+
+class CritHelper:
+    """The runner's side of the helper: one process for the whole run."""
+
+    def __init__(self):
+        self.proc = None
+        self.err = None
+
+    def start(self):
+        if self.proc is not None:
+            return
+        if not os.path.isfile(DEBIAN_CRIT):
+            raise SetupError('%s is missing (Debian package criu; scripts/install-deps.sh '
+                             'installs it)' % DEBIAN_CRIT)
+        with open(DEBIAN_CRIT, 'rb') as crit:
+            first = crit.readline().decode(errors='replace')
+        interpreter = first[2:].split() if first.startswith('#!') else ['/usr/bin/python3']
+        os.makedirs(OUT_DIR, exist_ok=True)
+        self.err = open(os.path.join(OUT_DIR, 'crit-helper.err'), 'w+b')
+        self.proc = subprocess.Popen(interpreter + [os.path.abspath(__file__), '--crit-helper'],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, close_fds=True)
+        reply = self.reply()
+        if reply is None or 'setup' in reply:
+            why = reply['setup'] if reply else 'the helper died: ' + self.err_tail()
+            self.close()
+            raise SetupError('%s (%s) cannot decode images: %s; scripts/install-deps.sh '
+                             'installs Debian\'s criu package' % (DEBIAN_CRIT,
+                                                                ' '.join(interpreter), why))
+
+    def reply(self):
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def err_tail(self):
+        self.err.seek(0)
+        lines = self.err.read().decode(errors='replace').strip().splitlines()
+        return lines[-1] if lines else 'no error output'
+
+    def check(self, img_dir, json_dir):
+        """(errors, unknown fields) of img_dir's images; their JSON goes to json_dir."""
+        self.start()
+        try:
+            self.proc.stdin.write((json.dumps({'img': img_dir, 'out': json_dir}) +
+                                   '\n').encode())
+            self.proc.stdin.flush()
+            reply = self.reply()
+        except BrokenPipeError:
+            reply = None
+        if reply is None:
+            why = self.err_tail()
+            self.close()
+            raise TestFailure('the crit helper died: ' + why)
+        return reply['errors'], reply['unknown']
+
+    def close(self):
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.proc.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self.proc = None
+        self.err.close()
+        self.err = None
+
+
+CRIT = CritHelper()
+
+
+def _varint(buf, pos):
+    value = shift = 0
+    while True:
+        byte = buf[pos]  # IndexError: cut short
+        pos += 1
+        value |= (byte & 0x7f) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError('varint too long')
+
+
+def _encode_varint(value):
+    out = bytearray()
+    while value > 0x7f:
+        out.append(0x80 | (value & 0x7f))
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _strip_unknown(buf, desc, path, dropped):
+    """buf (a message of type desc) without the fields desc does not know, every other
+    byte as it was; what went is added to dropped."""
+    from google.protobuf.descriptor import FieldDescriptor
+    out, pos = bytearray(), 0
+    while pos < len(buf):
+        start = pos
+        key, pos = _varint(buf, pos)
+        key_end = pos
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            body, pos = pos, pos + length
+        else:
+            raise ValueError('wire type %d' % wire)
+        if pos > len(buf):
+            raise ValueError('cut short')
+        field = desc.fields_by_number.get(number)
+        if field is None:
+            dropped.append('%s: field %d' % (path, number))
+            continue
+        # proto2 keeps an enum value it does not know among the unknown fields
+        if (wire == 0 and field.type == FieldDescriptor.TYPE_ENUM and
+                value not in field.enum_type.values_by_number):
+            dropped.append('%s.%s: enum value %d' % (path, field.name, value))
+            continue
+        if wire == 2 and field.type == FieldDescriptor.TYPE_MESSAGE:
+            inner = _strip_unknown(buf[body:pos], field.message_type,
+                                   path + '.' + field.name, dropped)
+            if inner != buf[body:pos]:
+                out += buf[start:key_end] + _encode_varint(len(inner)) + inner
+                continue
+        out += buf[start:pos]
+    return bytes(out)
+
+
+class _ImageReader:
+    """The image as crit reads it, remembering each read: [start, end, message type]
+    (the type: set when the read was an entry's payload)."""
+
+    def __init__(self, data):
+        self.data, self.pos, self.reads = data, 0, []
+
+    def read(self, size=-1):
+        end = len(self.data) if size is None or size < 0 else min(len(self.data),
+                                                                   self.pos + size)
+        self.reads.append([self.pos, end, None])
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def known_bytes(self, dropped):
+        """The image without the fields crit does not know (with their sizes fixed)."""
+        out = bytearray()
+        for i, (start, end, desc) in enumerate(self.reads):
+            chunk = self.data[start:end]
+            before = self.reads[i - 1] if i else None
+            if (desc is not None and before and before[1] == start and
+                    before[1] - before[0] == 4 and
+                    int.from_bytes(self.data[before[0]:start], 'little') == end - start):
+                lost = []
+                try:
+                    known = _strip_unknown(chunk, desc, desc.name, lost)
+                except (ValueError, IndexError):
+                    known = chunk  # not protobuf: crit's own error says more
+                else:
+                    dropped += lost
+                if known != chunk:
+                    out[-4:] = len(known).to_bytes(4, 'little')
+                    chunk = known
+            out += chunk
+        return bytes(out) + self.data[self.pos:]
+
+
+def crit_helper():
+    """The helper (run by crit's interpreter): checks the image directories the runner
+    names, one JSON line in, one JSON line out."""
+    import io
+    dist = '/usr/lib/python3/dist-packages'
+    if dist not in sys.path:
+        sys.path.append(dist)
+    try:
+        import pycriu
+        from pycriu.images import pb2dict
+    except Exception as exc:  # e.g. no pycriu, no protobuf
+        print(json.dumps({'setup': traceback.format_exception_only(type(exc), exc)[-1]
+                          .strip()}), flush=True)
+        return 1
+    # crit calls pb2dict on each entry's payload right after reading it: mark that read
+    reading = {'reader': None, 'depth': 0}
+    plain_pb2dict = pb2dict.pb2dict
+
+    def marking_pb2dict(msg, *args, **kwargs):
+        if reading['depth'] == 0 and reading['reader'] and reading['reader'].reads:
+            reading['reader'].reads[-1][2] = msg.DESCRIPTOR
+        reading['depth'] += 1
+        try:
+            return plain_pb2dict(msg, *args, **kwargs)
+        finally:
+            reading['depth'] -= 1
+
+    pb2dict.pb2dict = marking_pb2dict
+
+    def error_line(exc):
+        if isinstance(exc, pycriu.images.MagicException):
+            return 'Unknown magic %#x.' % exc.magic  # crit decode's own message
+        return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+    def check(img_dir, json_dir):
+        errors, unknown = [], []
+        os.makedirs(json_dir, exist_ok=True)
+        for name in sorted(os.listdir(img_dir)):
+            path = os.path.join(img_dir, name)
+            if not crit_checks(name) or not os.path.isfile(path):
+                continue
+            with open(path, 'rb') as img:
+                reader = _ImageReader(img.read())
+            json_path = os.path.join(json_dir, name + '.json')
+            reading['reader'] = reader
+            try:
+                image = pycriu.images.load(reader)  # crit decode -i IMG
+            except Exception as exc:
+                errors.append('%s: crit decode: %s' % (name, error_line(exc)))
+                continue
+            finally:
+                reading['reader'] = None
+            text = json.dumps(image)  # -o OUT.json
+            with open(json_path, 'w') as out:
+                out.write(text)
+            encoded = io.BytesIO()
+            try:
+                pycriu.images.dump(json.loads(text), encoded)  # crit encode -i OUT.json
+            except Exception as exc:
+                errors.append('%s: crit encode of %s: %s' % (name, json_path,
+                                                             error_line(exc)))
+                continue
+            dropped = []
+            expected, got = reader.known_bytes(dropped), encoded.getvalue()
+            if got != expected:
+                at = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b),
+                          min(len(expected), len(got)))
+                errors.append('%s: crit encode of crit decode\'s JSON gives other bytes '
+                              '(%d, the image %d%s; first difference at byte %d)'
+                              % (name, len(got), len(expected),
+                                 ' without fields crit does not know' if dropped else '',
+                                 at))
+            unknown += ['%s: %s' % (name, d) for d in sorted(set(dropped))]
+        for what, lines in (('errors.txt', errors), ('unknown-fields.txt', unknown)):
+            path = os.path.join(json_dir, what)
+            if lines:
+                with open(path, 'w') as out:
+                    out.write('\n'.join(lines) + '\n')
+            elif os.path.exists(path):
+                os.unlink(path)
+        return errors, unknown
+
+    print(json.dumps({'ready': True}), flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        errors, unknown = check(ask['img'], ask['out'])
+        print(json.dumps({'errors': errors, 'unknown': unknown}), flush=True)
+    return 0
+
+
 class TestRun:
     """One test: its directories, its process, and the criu commands run on it."""
 
@@ -356,6 +692,7 @@ class TestRun:
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.test_env = {}  # extra environment of the test program
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
+        self.crit_failure = None  # why a dump's images failed the crit check
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -369,7 +706,7 @@ class TestRun:
             prog = os.path.join(BIN_DIR, 'gpu_bos')
         else:
             prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
-        if self.desc.get('mode') == 'tty':
+        if self.desc.get('mode') == 'tty' or self.desc.get('tty'):
             self.pty_master, slave_fd = pty.openpty()
             self.pty_slave_path = os.ttyname(slave_fd)
             os.close(slave_fd)
@@ -391,6 +728,8 @@ class TestRun:
             os.dup2(stdout, 1)
             os.dup2(stdout, 2)
             os.closerange(3, 65536)
+            if self.desc.get('setsid'):
+                os.setsid()
             # plugin_dev: a failed dump never restores it, so no flag is to come
             env = dict(os.environ)
             if self.desc.get('mode') == 'plugin_dump_fails':
@@ -463,9 +802,14 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        killed = []
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -477,6 +821,12 @@ class TestRun:
                 except ChildProcessError:
                     pass
             self.pid = None
+        # the killed ones come to us (the subreaper) once their parents are gone: reap them
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while (any(os.path.exists('/proc/%d' % pid) for pid in killed) and
+               time.monotonic() < deadline):
+            reap_orphans()
+            time.sleep(0.01)
         if self.pty_master is not None:
             os.close(self.pty_master)
             self.pty_master = None
@@ -515,9 +865,12 @@ class TestRun:
         self.emu = None
 
     # --- criu --------------------------------------------------------------
-    def criu(self, action, args, log=None, stdin=None, expect_ok=True):
-        """Run criu; returns (returncode, stderr text). Fails the test on a timeout."""
-        cmd = [CRIU, action] + args
+    def criu(self, action, args, log=None, stdin=None, expect_ok=True, binary=CRIU):
+        """Run criu (ours, or binary); returns (returncode, stderr text). Fails the test
+        on a timeout."""
+        cmd = [binary, action] + args
+        if binary != CRIU:
+            cmd += [o for o in UPSTREAM_OPTS if o not in args]
         if log:
             cmd += ['-v4', '-o', log]
         base = os.path.join(self.out, 'criu-' + action)
@@ -528,18 +881,27 @@ class TestRun:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
                                       stderr=err, timeout=CRIU_TIMEOUT, env=env)
             except subprocess.TimeoutExpired:
-                raise TestFailure('criu %s did not finish in %d s' % (action, CRIU_TIMEOUT), log)
+                raise TestFailure('%s %s did not finish in %d s' % (self.criu_name(binary), action,
+                                                                 CRIU_TIMEOUT), log)
             err.seek(0)
             stderr = err.read().decode(errors='replace')
         if expect_ok and proc.returncode != 0:
-            raise TestFailure('criu %s exited %d: %s' % (action, proc.returncode,
-                                                       stderr.strip()[-300:]), log)
+            raise TestFailure('%s %s exited %d: %s' % (self.criu_name(binary), action,
+                                                     proc.returncode,
+                                                     stderr.strip()[-300:] or
+                                                     self.last_log_error(log)), log)
         return proc.returncode, stderr
 
-    def dump(self, extra=()):
-        extra = list(extra) + (['-j'] if self.pty_slave_path else [])
+    @staticmethod
+    def criu_name(binary):
+        return 'criu' if binary == CRIU else 'upstream criu'
+
+    def dump(self, extra=(), binary=CRIU):
+        extra = list(extra) + (['--shell-job'] if self.pty_slave_path else [])
         self.tree = tree_pids(self.pid)
-        self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log')
+        self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log',
+                  binary=binary)
+        self.check_images()
         if '-R' in extra:
             return
         # the default dump kills the task: reap it so its PID is free for restore
@@ -569,7 +931,17 @@ class TestRun:
             raise TestFailure('page images hold %d bytes, more than %d: untouched pages '
                               'were stored' % (total, limit), 'dump.log')
 
-    def restore(self, pid, detach=True, extra=()):
+    def check_images(self):
+        """Every image of the dump decodes with Debian's crit and encodes back to its own
+        bytes. A failure is kept and reported when the test's run is over, so that the
+        report says as well whether the images restored."""
+        errors, _ = CRIT.check(self.img, os.path.join(self.out, 'crit'))
+        if errors and self.crit_failure is None:
+            more = (' (and %d more, see %s)' % (len(errors) - 1, os.path.relpath(
+                os.path.join(self.out, 'crit', 'errors.txt'))) if len(errors) > 1 else '')
+            self.crit_failure = 'crit check: ' + errors[0] + more
+
+    def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
         args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
@@ -577,10 +949,10 @@ class TestRun:
         if detach:
             args.append('-d')
         if self.pty_slave_path:
-            args.append('-j')
+            args.append('--shell-job')
             stdin = open(self.pty_slave_path, 'rb+', buffering=0)
         try:
-            self.criu('restore', args, 'restore.log', stdin=stdin)
+            self.criu('restore', args, 'restore.log', stdin=stdin, binary=binary)
         finally:
             if stdin:
                 stdin.close()
@@ -633,12 +1005,18 @@ class TestRun:
             self.pid, self.is_child = pid, False
             raise TestFailure('pid %d exists after the failed restore' % pid, log)
 
-    def log_tail(self, log):
+    def last_log_error(self, log):
+        """The last error line of a criu log (upstream criu with -o says nothing on stderr)."""
+        errors = [l for l in self.log_tail(log, None) if 'Error' in l] if log else []
+        return errors[-1].strip() if errors else '(no error in %s)' % log
+
+    def log_tail(self, log, lines=LOG_TAIL_LINES):
         path = os.path.join(self.img, log)
         if not os.path.exists(path):
             return []
         with open(path, errors='replace') as log_file:
-            return log_file.read().splitlines()[-LOG_TAIL_LINES:]
+            text = log_file.read().splitlines()
+        return text[-lines:] if lines else text
 
     # --- modes ---------------------------------------------------------------
     def run(self):
@@ -649,7 +1027,14 @@ class TestRun:
         self.wait_ready()
         if not self.use_criu:
             return self.finish_and_judge()
-        getattr(self, 'run_' + mode)()
+        try:
+            getattr(self, 'run_' + mode)()
+        except TestFailure as failure:
+            if self.crit_failure:
+                raise TestFailure('%s; and %s' % (failure, self.crit_failure), failure.log)
+            raise
+        if self.crit_failure:
+            raise TestFailure(self.crit_failure)
 
     def run_default(self):
         pid = self.pid
@@ -658,6 +1043,21 @@ class TestRun:
         self.finish_and_judge()
 
     run_tty = run_default
+
+    def run_cross_dump_upstream(self):
+        self.run_cross(UPSTREAM_CRIU, CRIU)
+
+    def run_cross_restore_upstream(self):
+        self.run_cross(CRIU, UPSTREAM_CRIU)
+
+    def run_cross(self, dumper, restorer):
+        """Dump with one criu, restore (-d) with the other; the tree must come back whole
+        and pass its own checks."""
+        pid = self.pid
+        self.dump(binary=dumper)
+        self.restore(pid, binary=restorer)
+        self.expect_tree_restored()
+        self.finish_and_judge()
 
     def run_stopped(self):
         # A task dumped while stopped (SIGSTOP) must come back stopped, then run on SIGCONT.
@@ -1132,6 +1532,13 @@ def main():
               % (' '.join(sorted(missing & set(TESTS[name]['kernel']))), name))
         names.remove(name)
 
+    # without the reference next to the repository the cross tests cannot run: skipped
+    cross = [n for n in names if TESTS[n].get('mode', '').startswith('cross_')]
+    skipped = 0
+    if cross and not os.access(UPSTREAM_CRIU, os.X_OK):
+        names = [n for n in names if n not in cross]
+        skipped = len(cross)
+
     # restored tasks are reparented to the nearest subreaper when criu -d exits
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0):
@@ -1141,15 +1548,30 @@ def main():
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     passed = failed = 0
-    for name in names:
-        if run_one(name, not args.no_criu):
-            passed += 1
-        else:
-            failed += 1
-        sys.stdout.flush()
+    try:
+        # every dump's images go through Debian's crit: without it nothing can pass
+        if not args.no_criu and any(TESTS[n].get('mode', 'default') != 'cli' for n in names):
+            try:
+                CRIT.start()
+            except SetupError as err:
+                print('setup error: %s' % err)
+                failed, names = len(names), []
+        for name in names:
+            if run_one(name, not args.no_criu):
+                passed += 1
+            else:
+                failed += 1
+            sys.stdout.flush()
+    finally:
+        CRIT.close()
+    if skipped:
+        print('%d skipped (the reference %s is absent: cross tests not run)'
+              % (skipped, os.path.relpath(UPSTREAM_CRIU, ROOT_DIR)))
     print('%d passed, %d failed' % (passed, failed))
     return 0 if failed == 0 else 1
 
 
 if __name__ == '__main__':
+    if sys.argv[1:] == ['--crit-helper']:
+        sys.exit(crit_helper())
     sys.exit(main())

@@ -33,9 +33,11 @@ CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 include criu/pie/Makefile.inc
 # The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
 include plugins/amdgpu/Makefile.inc
+# crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
+include crit/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu install clean check-tools
-all: criu/criu $(AMDGPU_PLUGIN)
+.PHONY: all test demo bench bench-gpu fuzz install clean check-tools
+all: criu/criu $(AMDGPU_PLUGIN) crit
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
 	$(PROTOC_C) --proto_path=images --c_out=images $<
@@ -60,13 +62,17 @@ bench: all
 bench-gpu: all
 	$(MAKE) -C test/bench-gpu
 
-install: all
+# A short libFuzzer run of every image reader target (clang; test/fuzz/README.md).
+fuzz:
+	$(MAKE) -C test/fuzz run
+
+install: all crit-install
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PLUGINDIR)
 	install -m 755 criu/criu $(DESTDIR)$(BINDIR)/criu
 	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu-plugin.h
 	install -m 755 $(AMDGPU_PLUGIN) $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
 
-clean:
+clean: crit-clean
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean

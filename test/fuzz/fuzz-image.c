@@ -1,0 +1,143 @@
+/*
+ * Fuzz target for the image framing (criu/image.c): the first input byte picks an image
+ * type of cr_img_descs, the rest is that image's file, read the way criu's readers read it.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+
+#include "fuzz.h"
+#include "image.h"
+
+#include "ghost-file.pb-c.h"
+#include "pagemap.pb-c.h"
+#include "pipe.pb-c.h"
+
+#define FUZZ_IMG_ID 1
+#define RAW_CHUNK 4096
+
+/* Raw bytes that follow a record, in chunks: a huge length must fail at end of file, not in malloc. */
+static int read_raw(struct cr_img *img, uint64_t len)
+{
+	static char buf[RAW_CHUNK];
+
+	while (len) {
+		size_t chunk = len < sizeof(buf) ? len : sizeof(buf);
+		int ret = img_read_raw(img, buf, chunk);
+
+		if (ret)
+			return ret;
+		len -= chunk;
+	}
+	return 0;
+}
+
+/* Records of the image's own type to the end; 0 at a clean end, else -errno. */
+static int read_records(struct cr_img *img)
+{
+	void *msg;
+	int ret;
+
+	while ((ret = pb_read_one(img, &msg)) > 0)
+		pb_free(img, msg);
+	return ret;
+}
+
+/* The first record, which must be there (as inventory, core, mm, fs and heads are read). */
+static int read_first(struct cr_img *img, const ProtobufCMessageDescriptor *desc)
+{
+	void *msg;
+	int ret = pb_read_one_required_as(img, desc, &msg);
+
+	if (!ret)
+		pb_free(img, msg);
+	return ret;
+}
+
+/* pages-ID.img: page data without any header, read to the end. */
+static void read_pages(struct cr_img *img)
+{
+	off_t left;
+
+	while ((left = img_bytes_left(img)) > 0)
+		if (read_raw(img, left < RAW_CHUNK ? left : RAW_CHUNK))
+			return;
+}
+
+/* pipes-data.img, fifo-data.img: pipe_data_entry records, each followed by its bytes. */
+static void read_pipe_data(struct cr_img *img)
+{
+	PipeDataEntry *pde;
+
+	while (pb_read_one(img, (void **)&pde) > 0) {
+		int ret = read_raw(img, pde->bytes);
+
+		pb_free(img, pde);
+		if (ret)
+			return;
+	}
+}
+
+/* ghost-file-ID.img: the entry, then its contents or ghost_chunk_entry records with theirs. */
+static void read_ghost_file(struct cr_img *img)
+{
+	GhostFileEntry *ge;
+	GhostChunkEntry *gc;
+
+	if (pb_read_one_required(img, (void **)&ge))
+		return;
+	if (!ge->chunks) {
+		read_raw(img, ge->size);
+	} else {
+		while (pb_read_one_as(img, &ghost_chunk_entry__descriptor, (void **)&gc) > 0) {
+			int ret = read_raw(img, gc->len);
+
+			pb_free(img, gc);
+			if (ret)
+				break;
+		}
+	}
+	pb_free(img, ge);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	enum cr_img_type type;
+	struct cr_img *img;
+	char name[64];
+
+	if (size < 1)
+		return 0;
+	type = data[0] % CR_IMG_MAX;
+	img_name(type, FUZZ_IMG_ID, name, sizeof(name));
+	fuzz_put_image(name, data + 1, size - 1);
+	fuzz_fds_begin();
+
+	img = open_image(type, O_RDONLY, FUZZ_IMG_ID);
+	if (img) {
+		switch (type) {
+		case CR_IMG_PAGES:
+			read_pages(img);
+			break;
+		case CR_IMG_PAGEMAP:
+		case CR_IMG_SHMEM_PAGEMAP:
+			if (!read_first(img, &pagemap_head__descriptor))
+				read_records(img);
+			break;
+		case CR_IMG_PIPES_DATA:
+		case CR_IMG_FIFO_DATA:
+			read_pipe_data(img);
+			break;
+		case CR_IMG_GHOST_FILE:
+			read_ghost_file(img);
+			break;
+		default:
+			if (!read_first(img, cr_img_descs[type].pb_desc))
+				read_records(img);
+			break;
+		}
+		close_image(img);
+	}
+	fuzz_fds_end();
+	fuzz_remove_image(name);
+	return 0;
+}

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -19,8 +18,6 @@ static const char *unsupported_kind(const struct fd_parms *p)
 {
 	if (S_ISSOCK(p->st.st_mode))
 		return "sockets are";
-	if (S_ISFIFO(p->st.st_mode))
-		return "pipes and FIFOs are";
 	if (!strncmp(p->link, "anon_inode:", 11))
 		return "anonymous-inode files (eventfd, epoll, signalfd, timerfd, ...) are";
 	if (S_ISCHR(p->st.st_mode))
@@ -49,31 +46,11 @@ static bool ext_owns(const struct fd_parms *p)
 	return true;
 }
 
-/*
- * criu's own reference to the task's open file description. pidfd_getfd() and not an
- * open() of /proc/PID/fd/N: sockets cannot be re-opened by path (ENXIO), and a plugin
- * must see the same description (offsets, device state), not a fresh open.
- */
-static int grab_task_fd(const struct fd_parms *p)
-{
-	int pidfd, fd;
-
-	pidfd = syscall(SYS_pidfd_open, p->pid, 0);
-	if (pidfd < 0) {
-		pr_perror("fd %d of task %d: pidfd_open", p->fd, p->pid);
-		return -errno;
-	}
-	fd = syscall(SYS_pidfd_getfd, pidfd, p->fd, 0);
-	if (fd < 0)
-		pr_perror("fd %d of task %d: cannot get a copy of it (pidfd_getfd)", p->fd, p->pid);
-	close(pidfd);
-	return fd < 0 ? -errno : fd;
-}
-
 static int ext_dump(const struct fd_parms *p, uint32_t id)
 {
 	FileEntry fe = FILE_ENTRY__INIT;
 	ExtFileEntry efe = EXT_FILE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
 	int lfd, ret;
 
 	lfd = grab_task_fd(p);
@@ -88,36 +65,44 @@ static int ext_dump(const struct fd_parms *p, uint32_t id)
 
 	pr_info("fd %d of task %d (%s): dumped by a plugin as file %u\n", p->fd, p->pid, p->link, id);
 	efe.id = id;
+	efe.fown = &fown;
 	fe.type = FD_TYPES__EXT;
 	fe.id = id;
 	fe.ext = &efe;
 	return write_file_entry(&fe);
 }
 
-static int ext_collect(const FileEntry *fe)
+/* The plugin finds its own images by the id; nothing else is in the entry. */
+static int ext_collect(struct file_desc *d)
 {
-	if (!fe->ext) {
-		pr_err("files.img: plugin file %u has no ext entry\n", fe->id);
+	const ExtFileEntry *efe = d->fe->ext;
+
+	if (!efe) {
+		pr_err("files.img: file %u has type EXT but no ext entry\n", d->id);
 		return -EINVAL;
 	}
-	return 0;
+	if (efe->id != d->id) {
+		pr_err("files.img: file %u: its ext entry names file %u\n", d->id, efe->id);
+		return -EINVAL;
+	}
+	return collect_owner(d, efe->fown);
 }
 
-static int ext_open(const FileEntry *fe)
+static int ext_open(const struct file_desc *d)
 {
 	bool retry_needed = false;
-	int fd = run_plugins(RESTORE_EXT_FILE, fe->ext->id, &retry_needed);
+	int fd = run_plugins(RESTORE_EXT_FILE, d->id, &retry_needed);
 
 	/* Files are opened in fd order, once each: there is no later pass to retry in. */
 	if (retry_needed) {
 		pr_err("file %u: a plugin asked to open it again later, which this criu does not support\n",
-		       fe->id);
+		       d->id);
 		if (fd >= 0)
 			close(fd);
 		return -ENOTSUP;
 	}
 	if (fd == -ENOTSUP)
-		pr_err("file %u was dumped by a plugin, and no loaded plugin restores it\n", fe->id);
+		pr_err("file %u was dumped by a plugin, and no loaded plugin restores it\n", d->id);
 	return fd;
 }
 

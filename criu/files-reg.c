@@ -1,8 +1,9 @@
 /*
  * Regular files (and directories, and the "memory" character devices /dev/null, zero,
- * full, random, urandom), reopened by path: fds, mapped files and the exe. A file that
- * was deleted while open is a ghost: its contents go to ghost-file-ID.img on dump, and
- * restore re-creates it at its path, opens it and unlinks it again.
+ * full, random, urandom), reopened by path: fds, mapped files, the exe, cwd and root. A
+ * file that was deleted while open is a ghost: remap-fpath.img maps its file id to
+ * ghost-file-ID.img, which holds its attributes and contents; restore re-creates it at
+ * its path, opens it and unlinks it again.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,8 +16,13 @@
 #include "image.h"
 #include "log.h"
 
+#include "ghost-file.pb-c.h"
+#include "remap-file-path.pb-c.h"
+
 #define DELETED_SUFFIX	 " (deleted)"
 #define GHOST_COPY_CHUNK (1u << 20)
+/* Old images mark a ghost remap by this bit of remap_id and carry no remap_type. */
+#define REMAP_GHOST_BIT	 (1u << 31)
 
 /* Flags open() must not see again: they would create or truncate, not reopen. */
 #define REOPEN_DROP_FLAGS (O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | (O_TMPFILE & ~O_DIRECTORY))
@@ -43,10 +49,11 @@ static struct dumped_ghost *dumped_ghosts;
 static size_t nr_dumped_ghosts;
 static uint32_t last_ghost_id;
 
-/* Mapped files and exes, one entry per (inode, path), shared by every mapping of it. */
+/* Mapped files and exes, one entry per (inode, path, access), shared by every mapping. */
 struct dumped_vma_file {
 	dev_t dev;
 	ino_t ino;
+	uint32_t flags;
 	char *path;
 	uint32_t id;
 };
@@ -54,42 +61,82 @@ struct dumped_vma_file {
 static struct dumped_vma_file *dumped_vma_files;
 static size_t nr_dumped_vma_files;
 
-static int copy_to_image(int src_fd, const char *src, struct cr_img *img, uint64_t size)
+static int copy_range_to_image(int src_fd, const char *path, struct cr_img *img, off_t off,
+			       uint64_t len, char *buf)
 {
-	char *buf = malloc(GHOST_COPY_CHUNK);
-	int ret = 0;
-
-	if (!buf) {
-		pr_err("out of memory copying %s\n", src);
-		return -ENOMEM;
-	}
-	while (size && !ret) {
-		size_t want = size < GHOST_COPY_CHUNK ? size : GHOST_COPY_CHUNK;
-		ssize_t n = read(src_fd, buf, want);
+	while (len) {
+		size_t want = len < GHOST_COPY_CHUNK ? len : GHOST_COPY_CHUNK;
+		ssize_t n = pread(src_fd, buf, want, off);
+		int ret;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			if (n < 0)
-				pr_perror("cannot read %s", src);
+				pr_perror("cannot read deleted file %s", path);
 			else
-				pr_err("%s: shrank while being saved (%llu bytes missing)\n", src,
-				       (unsigned long long)size);
-			ret = n < 0 ? -errno : -EIO;
-			break;
+				pr_err("deleted file %s shrank while being saved (%llu bytes missing)\n",
+				       path, (unsigned long long)len);
+			return n < 0 ? -errno : -EIO;
 		}
 		ret = img_write_raw(img, buf, n);
-		size -= n;
+		if (ret)
+			return ret;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int write_chunk(int src_fd, const char *path, struct cr_img *img, off_t off, uint64_t len,
+		       char *buf)
+{
+	GhostChunkEntry ce = GHOST_CHUNK_ENTRY__INIT;
+	int ret;
+
+	ce.off = off;
+	ce.len = len;
+	ret = pb_write_one(img, &ce);
+	return ret ? ret : copy_range_to_image(src_fd, path, img, off, len, buf);
+}
+
+/*
+ * The contents as chunks, one per run of data: holes (SEEK_HOLE) stay holes and cost
+ * nothing. A filesystem without SEEK_DATA reports the whole file as data.
+ */
+static int write_ghost_chunks(int src_fd, const char *path, struct cr_img *img, off_t size)
+{
+	char *buf = malloc(GHOST_COPY_CHUNK);
+	off_t off = 0;
+	int ret = 0;
+
+	if (!buf) {
+		pr_err("out of memory saving deleted file %s\n", path);
+		return -ENOMEM;
+	}
+	while (off < size && !ret) {
+		off_t data = lseek(src_fd, off, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			break; /* only a hole up to the end */
+		if (data < 0 || data >= size)
+			break;
+		hole = lseek(src_fd, data, SEEK_HOLE);
+		if (hole < 0 || hole > size)
+			hole = size;
+		ret = write_chunk(src_fd, path, img, data, hole - data, buf);
+		off = hole;
 	}
 	free(buf);
 	return ret;
 }
 
-/* ghost-file-ID.img: the header, then the contents read through src (a /proc link). */
+/* ghost-file-ID.img: the inode's attributes, then its contents read through src. */
 static int write_ghost_image(const char *src, const char *path, const struct stat *st,
 			     uint32_t ghost_id)
 {
 	GhostFileEntry ge = GHOST_FILE_ENTRY__INIT;
+	Timeval atim = TIMEVAL__INIT, mtim = TIMEVAL__INIT;
 	struct cr_img *img;
 	int src_fd, ret;
 
@@ -103,13 +150,23 @@ static int write_ghost_image(const char *src, const char *path, const struct sta
 		close(src_fd);
 		return -EIO;
 	}
-	ge.mode = st->st_mode;
-	ge.size = st->st_size;
 	ge.uid = st->st_uid;
 	ge.gid = st->st_gid;
+	ge.mode = st->st_mode;
+	ge.has_dev = ge.has_ino = ge.has_size = ge.has_chunks = true;
+	ge.dev = kernel_dev(st->st_dev);
+	ge.ino = st->st_ino;
+	ge.size = st->st_size;
+	ge.chunks = true;
+	atim.tv_sec = st->st_atim.tv_sec;
+	atim.tv_usec = st->st_atim.tv_nsec / 1000;
+	mtim.tv_sec = st->st_mtim.tv_sec;
+	mtim.tv_usec = st->st_mtim.tv_nsec / 1000;
+	ge.atim = &atim;
+	ge.mtim = &mtim;
 	ret = pb_write_one(img, &ge);
 	if (!ret)
-		ret = copy_to_image(src_fd, path, img, st->st_size);
+		ret = write_ghost_chunks(src_fd, path, img, st->st_size);
 	close_image(img);
 	close(src_fd);
 	if (!ret)
@@ -142,6 +199,21 @@ static int dump_ghost(const char *src, const char *path, const struct stat *st, 
 	dumped_ghosts[nr_dumped_ghosts++] =
 		(struct dumped_ghost){ st->st_dev, st->st_ino, *ghost_id };
 	return 0;
+}
+
+/* remap-fpath.img: file id -> the ghost holding its contents. */
+static int write_ghost_remap(uint32_t file_id, uint32_t ghost_id)
+{
+	RemapFilePathEntry rpe = REMAP_FILE_PATH_ENTRY__INIT;
+	struct cr_img *img = files_side_image(CR_IMG_REMAP_FPATH);
+
+	if (!img)
+		return -EIO;
+	rpe.orig_id = file_id;
+	rpe.remap_id = ghost_id;
+	rpe.has_remap_type = true;
+	rpe.remap_type = REMAP_TYPE__GHOST;
+	return pb_write_one(img, &rpe);
 }
 
 /*
@@ -211,31 +283,38 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	return check_ghost_path(path, what);
 }
 
-/* Write one REG file_entry; src is the /proc link its contents are read from if deleted. */
+/*
+ * One REG file_entry (plus its ghost and remap when deleted); src is the /proc link the
+ * contents of a deleted file are read from.
+ */
 static int dump_reg_entry(uint32_t id, const char *src, const char *link, const struct stat *st,
 			  uint32_t flags, uint64_t pos, const char *what)
 {
 	FileEntry fe = FILE_ENTRY__INIT;
 	RegFileEntry rfe = REG_FILE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
 	char path[PATH_MAX];
+	uint32_t ghost_id;
 	bool deleted;
 	int ret;
 
 	ret = resolve_path(link, st, what, path, &deleted);
+	if (!ret && deleted) {
+		ret = dump_ghost(src, path, st, &ghost_id);
+		if (!ret)
+			ret = write_ghost_remap(id, ghost_id);
+	}
 	if (ret)
 		return ret;
-	if (deleted) {
-		ret = dump_ghost(src, path, st, &rfe.ghost_id);
-		if (ret)
-			return ret;
-		rfe.has_ghost_id = true;
-	}
+	rfe.id = id;
 	rfe.name = path;
 	rfe.flags = flags;
 	rfe.pos = pos;
+	rfe.fown = &fown;
 	rfe.has_mode = true;
 	rfe.mode = st->st_mode;
-	rfe.has_size = true;
+	/* Only a regular file's size means something to check on restore. */
+	rfe.has_size = S_ISREG(st->st_mode);
 	rfe.size = st->st_size;
 	fe.type = FD_TYPES__REG;
 	fe.id = id;
@@ -248,7 +327,7 @@ static bool reg_owns(const struct fd_parms *p)
 	return S_ISREG(p->st.st_mode) || S_ISDIR(p->st.st_mode) || is_memory_device(&p->st);
 }
 
-static int reg_dump(const struct fd_parms *p, uint32_t id)
+int dump_reg_file(const struct fd_parms *p, uint32_t id)
 {
 	char src[64], what[64];
 
@@ -257,7 +336,41 @@ static int reg_dump(const struct fd_parms *p, uint32_t id)
 	return dump_reg_entry(id, src, p->link, &p->st, p->flags, p->pos, what);
 }
 
-static int remember_vma_file(const struct stat *st, const char *path, uint32_t id)
+/* The target of a /proc link and its inode. */
+static int read_proc_link(const char *src, const char *what, char *link, struct stat *st)
+{
+	ssize_t len = readlink(src, link, PATH_MAX - 1);
+
+	if (len < 0 || stat(src, st)) {
+		pr_perror("%s: cannot read %s", what, src);
+		return -errno;
+	}
+	link[len] = '\0';
+	return 0;
+}
+
+int dump_dir_file(const char *src, const char *what, uint32_t *file_id)
+{
+	char link[PATH_MAX];
+	struct stat st;
+	int ret;
+
+	ret = read_proc_link(src, what, link, &st);
+	if (ret)
+		return ret;
+	if (!S_ISDIR(st.st_mode)) {
+		pr_err("%s: %s is not a directory\n", what, link);
+		return -ENOTDIR;
+	}
+	if (st.st_nlink == 0) {
+		pr_err("%s: directory %s was deleted, which is not supported\n", what, link);
+		return -ENOTSUP;
+	}
+	*file_id = files_new_id();
+	return dump_reg_entry(*file_id, src, link, &st, O_RDONLY, 0, what);
+}
+
+static int remember_vma_file(const struct stat *st, const char *path, uint32_t flags, uint32_t id)
 {
 	char *path_copy = strdup(path);
 	struct dumped_vma_file *grown = NULL;
@@ -271,29 +384,41 @@ static int remember_vma_file(const struct stat *st, const char *path, uint32_t i
 	}
 	dumped_vma_files = grown;
 	dumped_vma_files[nr_dumped_vma_files++] =
-		(struct dumped_vma_file){ st->st_dev, st->st_ino, path_copy, id };
+		(struct dumped_vma_file){ st->st_dev, st->st_ino, flags, path_copy, id };
 	return 0;
 }
 
+/*
+ * The access the mapped file was opened with: the permission bits of its map_files link
+ * are the file's FMODE_READ / FMODE_WRITE.
+ */
+static uint32_t vma_file_flags(const char *src)
+{
+	struct stat lst;
+
+	if (lstat(src, &lst))
+		return O_RDONLY;
+	if ((lst.st_mode & S_IRUSR) && (lst.st_mode & S_IWUSR))
+		return O_RDWR;
+	return (lst.st_mode & S_IWUSR) ? O_WRONLY : O_RDONLY;
+}
+
 /* A mapped file or exe, reached through the /proc link src. */
-static int dump_vma_file(const char *src, const char *what, uint32_t *file_id)
+static int dump_vma_file(const char *src, const char *what, uint32_t flags, uint32_t *file_id)
 {
 	char link[PATH_MAX];
 	struct stat st;
-	ssize_t len;
 	uint32_t id;
 	int ret;
 
-	len = readlink(src, link, sizeof(link) - 1);
-	if (len < 0 || stat(src, &st)) {
-		pr_perror("%s: cannot read %s", what, src);
-		return -errno;
-	}
-	link[len] = '\0';
+	ret = read_proc_link(src, what, link, &st);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < nr_dumped_vma_files; i++) {
 		struct dumped_vma_file *vf = &dumped_vma_files[i];
 
-		if (vf->dev == st.st_dev && vf->ino == st.st_ino && !strcmp(vf->path, link)) {
+		if (vf->dev == st.st_dev && vf->ino == st.st_ino && vf->flags == flags &&
+		    !strcmp(vf->path, link)) {
 			*file_id = vf->id;
 			return 0;
 		}
@@ -304,9 +429,9 @@ static int dump_vma_file(const char *src, const char *what, uint32_t *file_id)
 	}
 	id = files_new_id();
 	/* The mapping code opens it with the access the VMA needs (open_vma_file()). */
-	ret = dump_reg_entry(id, src, link, &st, O_RDONLY, 0, what);
+	ret = dump_reg_entry(id, src, link, &st, flags, 0, what);
 	if (!ret)
-		ret = remember_vma_file(&st, link, id);
+		ret = remember_vma_file(&st, link, flags, id);
 	if (!ret) {
 		pr_debug("%s: %s is file id %u\n", what, link, id);
 		*file_id = id;
@@ -320,7 +445,7 @@ int dump_mapped_file(pid_t pid, unsigned long start, unsigned long end, uint32_t
 
 	snprintf(src, sizeof(src), "/proc/%d/map_files/%lx-%lx", pid, start, end);
 	snprintf(what, sizeof(what), "mapping %lx-%lx of task %d", start, end, pid);
-	return dump_vma_file(src, what, file_id);
+	return dump_vma_file(src, what, vma_file_flags(src), file_id);
 }
 
 int dump_exe_file(pid_t pid, uint32_t *file_id)
@@ -329,34 +454,328 @@ int dump_exe_file(pid_t pid, uint32_t *file_id)
 
 	snprintf(src, sizeof(src), "/proc/%d/exe", pid);
 	snprintf(what, sizeof(what), "exe of task %d", pid);
-	return dump_vma_file(src, what, file_id);
+	return dump_vma_file(src, what, O_RDONLY, file_id);
 }
 
 /* ------------------------------------------------------------- restore ---- */
 
-static int reg_collect(const FileEntry *fe)
+/*
+ * A deleted file of the images (one per ghost image, shared by every entry remapped to
+ * it). Collected in the main process before forking, so each restored task has its own
+ * copy: "restored" means "re-created by this task".
+ */
+struct ghost_file {
+	uint32_t id; /* ghost-file-ID.img */
+	uint32_t uid, gid, mode;
+	uint64_t size;
+	bool chunks; /* contents as ghost_chunk_entry records, else size raw bytes */
+	bool has_atim, has_mtim;
+	struct timespec atim, mtim;
+	bool restored;
+	dev_t restored_dev;
+	ino_t restored_ino;
+};
+
+static struct ghost_file **ghosts;
+static size_t nr_ghosts;
+
+/* remap-fpath.img: which file id is which ghost. */
+struct ghost_remap {
+	uint32_t file_id;
+	struct ghost_file *ghost;
+};
+
+static struct ghost_remap *ghost_remaps;
+static size_t nr_ghost_remaps;
+
+/* Bytes of contents that follow in a ghost image: never more than the image has left. */
+static int check_ghost_bytes(struct cr_img *img, uint64_t len, const char *what)
 {
-	if (!fe->reg || !fe->reg->name || fe->reg->name[0] != '/') {
-		pr_err("files.img: regular file %u has no absolute path\n", fe->id);
+	off_t left = img_bytes_left(img);
+
+	if (left < 0 || (uint64_t)left < len) {
+		pr_err("%s: %s claims %llu bytes of contents, %lld are left in the image\n",
+		       img->name, what, (unsigned long long)len, (long long)left);
 		return -EINVAL;
-	}
-	if (fe->reg->has_ghost_id && !img_exists(CR_IMG_GHOST_FILE, fe->reg->ghost_id)) {
-		pr_err("files.img: deleted file %s (file %u) has no ghost-file-%u.img\n",
-		       fe->reg->name, fe->id, fe->reg->ghost_id);
-		return -ENOENT;
 	}
 	return 0;
 }
 
-/* The ghosts this task has re-created, so each deleted inode exists once again. */
-struct restored_ghost {
-	uint32_t id;
-	dev_t dev;
-	ino_t ino;
-};
+static int check_chunk(struct cr_img *img, const struct ghost_file *g, const GhostChunkEntry *ce)
+{
+	if (ce->off > g->size || ce->len > g->size - ce->off) {
+		pr_err("%s: chunk of %llu bytes at %llu lies beyond the file's size %llu\n",
+		       img->name, (unsigned long long)ce->len, (unsigned long long)ce->off,
+		       (unsigned long long)g->size);
+		return -EINVAL;
+	}
+	return check_ghost_bytes(img, ce->len, "a chunk");
+}
 
-static struct restored_ghost *restored_ghosts;
-static size_t nr_restored_ghosts;
+/*
+ * Walks the contents of a ghost image, bounds-checked: for each chunk (or the one raw
+ * run), fn gets its offset and length with the image positioned at its bytes, and must
+ * consume them. Without fn the bytes are skipped (the check at collect time).
+ */
+typedef int (*ghost_run_fn)(struct cr_img *img, uint64_t off, uint64_t len, void *arg);
+
+static int skip_run(struct cr_img *img, uint64_t off, uint64_t len, void *arg)
+{
+	(void)off;
+	(void)arg;
+	if (lseek(img->fd, len, SEEK_CUR) < 0) {
+		pr_perror("%s: cannot skip %llu bytes", img->name, (unsigned long long)len);
+		return -errno;
+	}
+	return 0;
+}
+
+static int walk_ghost_contents(struct cr_img *img, const struct ghost_file *g, ghost_run_fn fn,
+			       void *arg)
+{
+	GhostChunkEntry *ce;
+	int ret;
+
+	if (!fn)
+		fn = skip_run;
+	if (!g->chunks) {
+		ret = check_ghost_bytes(img, g->size, "the file");
+		return ret ? ret : fn(img, 0, g->size, arg);
+	}
+	while ((ret = pb_read_one_as(img, &ghost_chunk_entry__descriptor, (void **)&ce)) > 0) {
+		ret = check_chunk(img, g, ce);
+		if (!ret)
+			ret = fn(img, ce->off, ce->len, arg);
+		pb_free(img, ce);
+		if (ret)
+			return ret;
+	}
+	return ret;
+}
+
+static void timeval_to_timespec(const Timeval *tv, bool *has, struct timespec *ts)
+{
+	*has = tv != NULL;
+	if (tv) {
+		ts->tv_sec = tv->tv_sec;
+		ts->tv_nsec = (tv->tv_usec % 1000000) * 1000;
+	}
+}
+
+static int decode_ghost_header(struct cr_img *img, struct ghost_file *g)
+{
+	GhostFileEntry *ge;
+	int ret = pb_read_one_required(img, (void **)&ge);
+
+	if (ret)
+		return ret;
+	if (!S_ISREG(ge->mode)) {
+		pr_err("%s: the deleted file has mode %#o: only regular files are supported\n",
+		       img->name, ge->mode);
+		pb_free(img, ge);
+		return -ENOTSUP;
+	}
+	if (!ge->has_size && !(ge->has_chunks && ge->chunks)) {
+		/* Plain contents without a size cannot be told from what follows them. */
+		pr_err("%s: no size for the deleted file's contents\n", img->name);
+		pb_free(img, ge);
+		return -EINVAL;
+	}
+	g->uid = ge->uid;
+	g->gid = ge->gid;
+	g->mode = ge->mode;
+	g->chunks = ge->has_chunks && ge->chunks;
+	g->size = ge->has_size ? ge->size : UINT64_MAX;
+	timeval_to_timespec(ge->atim, &g->has_atim, &g->atim);
+	timeval_to_timespec(ge->mtim, &g->has_mtim, &g->mtim);
+	pb_free(img, ge);
+	return 0;
+}
+
+/* The ghost image read through once, so a corrupt one fails before anything is forked. */
+static int collect_ghost_image(struct ghost_file *g)
+{
+	struct cr_img *img;
+	int ret;
+
+	if (!img_exists(CR_IMG_GHOST_FILE, g->id)) {
+		char name[64];
+
+		img_name(CR_IMG_GHOST_FILE, g->id, name, sizeof(name));
+		pr_err("remap-fpath.img: ghost %#x has no %s\n", g->id, name);
+		return -ENOENT;
+	}
+	img = open_image(CR_IMG_GHOST_FILE, O_RDONLY, g->id);
+	if (!img)
+		return -EIO;
+	ret = decode_ghost_header(img, g);
+	if (!ret)
+		ret = walk_ghost_contents(img, g, NULL, NULL);
+	close_image(img);
+	return ret;
+}
+
+static struct ghost_file *find_or_add_ghost(uint32_t ghost_id)
+{
+	struct ghost_file **grown, *g;
+
+	for (size_t i = 0; i < nr_ghosts; i++)
+		if (ghosts[i]->id == ghost_id)
+			return ghosts[i];
+	g = calloc(1, sizeof(*g));
+	grown = g ? realloc(ghosts, (nr_ghosts + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		pr_err("remap-fpath.img: out of memory collecting ghost %#x\n", ghost_id);
+		free(g);
+		return NULL;
+	}
+	ghosts = grown;
+	g->id = ghost_id;
+	if (collect_ghost_image(g)) {
+		free(g);
+		return NULL;
+	}
+	ghosts[nr_ghosts++] = g;
+	return g;
+}
+
+static struct ghost_file *ghost_of_file(uint32_t file_id)
+{
+	for (size_t i = 0; i < nr_ghost_remaps; i++)
+		if (ghost_remaps[i].file_id == file_id)
+			return ghost_remaps[i].ghost;
+	return NULL;
+}
+
+/* The ghost an entry names; CRIU's other remaps (a hard link, /proc) are refused. */
+static int remap_ghost_id(const RemapFilePathEntry *rpe, uint32_t *ghost_id)
+{
+	RemapType type;
+
+	if (rpe->has_remap_type)
+		type = rpe->remap_type;
+	else
+		type = (rpe->remap_id & REMAP_GHOST_BIT) ? REMAP_TYPE__GHOST : REMAP_TYPE__LINKED;
+	if (type != REMAP_TYPE__GHOST) {
+		pr_err("remap-fpath.img: file %u is a %s remap, which is not supported\n",
+		       rpe->orig_id, type == REMAP_TYPE__LINKED ? "linked" : "procfs");
+		return -ENOTSUP;
+	}
+	*ghost_id = rpe->has_remap_type ? rpe->remap_id : rpe->remap_id & ~REMAP_GHOST_BIT;
+	return 0;
+}
+
+static int collect_one_remap(const RemapFilePathEntry *rpe)
+{
+	struct ghost_remap *grown;
+	struct ghost_file *g;
+	uint32_t ghost_id;
+	int ret;
+
+	ret = remap_ghost_id(rpe, &ghost_id);
+	if (ret)
+		return ret;
+	if (ghost_of_file(rpe->orig_id)) {
+		pr_err("remap-fpath.img: file %u is remapped twice\n", rpe->orig_id);
+		return -EINVAL;
+	}
+	g = find_or_add_ghost(ghost_id);
+	if (!g)
+		return -EINVAL;
+	grown = realloc(ghost_remaps, (nr_ghost_remaps + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("remap-fpath.img: out of memory\n");
+		return -ENOMEM;
+	}
+	ghost_remaps = grown;
+	ghost_remaps[nr_ghost_remaps++] = (struct ghost_remap){ rpe->orig_id, g };
+	return 0;
+}
+
+/* remap-fpath.img exists only when some file was deleted. */
+static int reg_collect_images(void)
+{
+	RemapFilePathEntry *rpe;
+	struct cr_img *img;
+	int ret;
+
+	if (!img_exists(CR_IMG_REMAP_FPATH, 0))
+		return 0;
+	img = open_image(CR_IMG_REMAP_FPATH, O_RDONLY, 0);
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&rpe)) > 0) {
+		ret = collect_one_remap(rpe);
+		pb_free(img, rpe);
+		if (ret)
+			break;
+	}
+	close_image(img);
+	if (!ret)
+		pr_info("collected %zu deleted files (ghosts) for %zu file entries\n", nr_ghosts,
+			nr_ghost_remaps);
+	return ret;
+}
+
+static int check_reg_name(uint32_t id, const char *name)
+{
+	if (!name || name[0] != '/') {
+		pr_err("files.img: regular file %u has no absolute path\n", id);
+		return -EINVAL;
+	}
+	if (strnlen(name, PATH_MAX) >= PATH_MAX) {
+		pr_err("files.img: regular file %u: path longer than PATH_MAX\n", id);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static int reg_collect(struct file_desc *d)
+{
+	const RegFileEntry *rfe = d->fe->reg;
+	struct reg_file *rf;
+	int ret;
+
+	if (!rfe) {
+		pr_err("files.img: file %u has type REG but no reg entry\n", d->id);
+		return -EINVAL;
+	}
+	ret = check_reg_name(d->id, rfe->name);
+	if (!ret)
+		ret = collect_owner(d, rfe->fown);
+	if (ret)
+		return ret;
+	rf = calloc(1, sizeof(*rf));
+	if (!rf) {
+		pr_err("files.img: out of memory collecting file %u\n", d->id);
+		return -ENOMEM;
+	}
+	*rf = (struct reg_file){
+		.id = d->id, .path = rfe->name, .flags = rfe->flags, .pos = rfe->pos,
+		.has_mode = rfe->has_mode, .mode = rfe->mode,
+		.has_size = rfe->has_size, .size = rfe->size,
+		.ghost = ghost_of_file(d->id),
+	};
+	if (rf->ghost && rf->has_mode && !S_ISREG(rf->mode)) {
+		pr_err("files.img: file %u (%s) is remapped to a ghost but is not a regular file\n",
+		       d->id, rf->path);
+		free(rf);
+		return -EINVAL;
+	}
+	d->kind = rf;
+	return 0;
+}
+
+const struct reg_file *find_reg_file(uint32_t id, const char *user)
+{
+	const struct file_desc *d = find_file_desc(id);
+
+	if (!d || d->fe->type != FD_TYPES__REG) {
+		pr_err("%s: file id %u is not a regular file entry of files.img\n", user, id);
+		return NULL;
+	}
+	return d->kind;
+}
 
 /* Any fd of ours on the given inode, or -ENOENT. */
 static int find_fd_on_inode(dev_t dev, ino_t ino)
@@ -381,126 +800,184 @@ static int find_fd_on_inode(dev_t dev, ino_t ino)
 	return found;
 }
 
-static int copy_from_image(struct cr_img *img, int dst_fd, const char *path, uint64_t size)
+/* Where the contents go: the new file and its name, for messages. */
+struct ghost_fill {
+	int fd;
+	const char *path;
+	char *buf;
+};
+
+static int fill_run(struct cr_img *img, uint64_t off, uint64_t len, void *arg)
 {
-	char *buf = malloc(GHOST_COPY_CHUNK);
-	int ret = 0;
+	struct ghost_fill *fill = arg;
 
-	if (!buf) {
-		pr_err("out of memory re-creating %s\n", path);
-		return -ENOMEM;
-	}
-	while (size && !ret) {
-		size_t chunk = size < GHOST_COPY_CHUNK ? size : GHOST_COPY_CHUNK;
+	while (len) {
+		size_t chunk = len < GHOST_COPY_CHUNK ? len : GHOST_COPY_CHUNK;
+		ssize_t n;
+		int ret = img_read_raw(img, fill->buf, chunk);
 
-		ret = img_read_raw(img, buf, chunk);
-		if (!ret) {
-			/* A short write to a regular file means the filesystem is full. */
-			ssize_t n = write(dst_fd, buf, chunk);
-
-			if (n != (ssize_t)chunk) {
-				ret = n < 0 ? -errno : -ENOSPC;
-				pr_err("cannot write %s: %s\n", path, strerror(-ret));
-			}
+		if (ret)
+			return ret;
+		/* A short write to a regular file means the filesystem is full. */
+		n = pwrite(fill->fd, fill->buf, chunk, off);
+		if (n != (ssize_t)chunk) {
+			ret = n < 0 ? -errno : -ENOSPC;
+			pr_err("cannot write re-created %s: %s\n", fill->path, strerror(-ret));
+			return ret;
 		}
-		size -= chunk;
+		off += chunk;
+		len -= chunk;
 	}
-	free(buf);
+	return 0;
+}
+
+static int restore_ghost_attrs(int fd, const char *path, const struct ghost_file *g)
+{
+	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+
+	if (g->size != UINT64_MAX && ftruncate(fd, g->size)) {
+		pr_perror("cannot set the size of re-created %s to %llu", path,
+			  (unsigned long long)g->size);
+		return -errno;
+	}
+	if (fchown(fd, g->uid, g->gid) || fchmod(fd, g->mode & 07777)) {
+		pr_perror("cannot set owner/mode of re-created %s", path);
+		return -errno;
+	}
+	if (g->has_atim)
+		times[0] = g->atim;
+	if (g->has_mtim)
+		times[1] = g->mtim;
+	if (futimens(fd, times)) {
+		pr_perror("cannot set the times of re-created %s", path);
+		return -errno;
+	}
+	return 0;
+}
+
+static int fill_ghost_file(int fd, const char *path, const struct ghost_file *g)
+{
+	struct ghost_fill fill = { .fd = fd, .path = path, .buf = malloc(GHOST_COPY_CHUNK) };
+	struct cr_img *img = NULL;
+	void *header = NULL;
+	int ret = -ENOMEM;
+
+	if (!fill.buf) {
+		pr_err("out of memory re-creating %s\n", path);
+		return ret;
+	}
+	img = open_image(CR_IMG_GHOST_FILE, O_RDONLY, g->id);
+	if (!img) {
+		free(fill.buf);
+		return -EIO;
+	}
+	/* The header was decoded at collect time: only read past it here. */
+	ret = pb_read_one_required(img, &header);
+	pb_free(img, header);
+	if (!ret)
+		ret = walk_ghost_contents(img, g, fill_run, &fill);
+	if (!ret)
+		ret = restore_ghost_attrs(fd, path, g);
+	close_image(img);
+	free(fill.buf);
 	return ret;
 }
 
 /*
+ * A path from an image is only written to where a dump could have named a file: an
+ * absolute path without "." or ".." components or empty ones, so a crafted name cannot
+ * climb out of the directory it names.
+ */
+static bool is_plain_path(const char *path)
+{
+	const char *p = path;
+
+	if (*p != '/')
+		return false;
+	while (*p) {
+		const char *comp = p + 1, *end = strchrnul(comp, '/');
+		size_t len = end - comp;
+
+		if (len == 0 || (len == 1 && comp[0] == '.') ||
+		    (len == 2 && comp[0] == '.' && comp[1] == '.'))
+			return false;
+		p = end;
+	}
+	return true;
+}
+
+/*
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
- * someone created a new file there since, a sibling name is the best we can do.
+ * someone created a new file there since, a sibling name is the best we can do. Never
+ * through a symlink and never over an existing file (O_EXCL | O_NOFOLLOW).
  */
 static int create_ghost_file(const char *path, uint32_t ghost_id, char *created, size_t len)
 {
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	int fd;
 
+	if (!is_plain_path(path)) {
+		pr_err("deleted file %s: not a plain absolute path, not re-created\n", path);
+		return -EINVAL;
+	}
 	snprintf(created, len, "%s", path);
-	fd = open(created, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = open(created, flags, 0600);
 	if (fd < 0 && errno == EEXIST) {
-		snprintf(created, len, "%s.cr-ghost-%u", path, ghost_id);
+		if ((size_t)snprintf(created, len, "%s.cr-ghost-%x", path, ghost_id) >= len) {
+			pr_err("deleted file %s: the path exists again and a sibling name is too long\n",
+			       path);
+			return -ENAMETOOLONG;
+		}
 		pr_warn("deleted file %s: the path exists again, re-creating it as %s\n", path,
 			created);
-		fd = open(created, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		fd = open(created, flags, 0600);
 	}
 	if (fd < 0)
 		pr_perror("cannot re-create deleted file %s", created);
 	return fd < 0 ? -errno : fd;
 }
 
-static int fill_ghost_file(int fd, const char *path, uint32_t ghost_id)
+/* Create, fill, open with the wanted flags, unlink. */
+static int recreate_ghost(const struct reg_file *rf, int flags)
 {
-	struct cr_img *img = open_image(CR_IMG_GHOST_FILE, O_RDONLY, ghost_id);
-	GhostFileEntry *ge;
-	int ret;
-
-	if (!img)
-		return -EIO;
-	ret = pb_read_one_required(img, (void **)&ge);
-	if (ret) {
-		close_image(img);
-		return ret;
-	}
-	ret = copy_from_image(img, fd, path, ge->size);
-	if (!ret && (fchown(fd, ge->uid, ge->gid) || fchmod(fd, ge->mode & 07777))) {
-		ret = -errno;
-		pr_perror("cannot set owner/mode of re-created %s", path);
-	}
-	pb_free(img, ge);
-	close_image(img);
-	return ret;
-}
-
-static int remember_restored_ghost(uint32_t ghost_id, int fd)
-{
-	struct restored_ghost *grown;
+	struct ghost_file *g = rf->ghost;
+	char created[PATH_MAX + 32];
+	int wfd, fd = -1, ret;
 	struct stat st;
 
-	if (fstat(fd, &st)) {
-		pr_perror("cannot stat re-created ghost %u", ghost_id);
-		return -errno;
-	}
-	grown = realloc(restored_ghosts, (nr_restored_ghosts + 1) * sizeof(*grown));
-	if (!grown) {
-		pr_err("out of memory remembering ghost %u\n", ghost_id);
-		return -ENOMEM;
-	}
-	restored_ghosts = grown;
-	restored_ghosts[nr_restored_ghosts++] =
-		(struct restored_ghost){ ghost_id, st.st_dev, st.st_ino };
-	return 0;
-}
-
-/* Create, fill, open with the wanted flags, unlink. */
-static int recreate_ghost(const RegFileEntry *rfe, int flags)
-{
-	char created[PATH_MAX + 32];
-	int wfd, fd, ret;
-
-	wfd = create_ghost_file(rfe->name, rfe->ghost_id, created, sizeof(created));
+	wfd = create_ghost_file(rf->path, g->id, created, sizeof(created));
 	if (wfd < 0)
 		return wfd;
-	ret = fill_ghost_file(wfd, created, rfe->ghost_id);
-	fd = ret ? -1 : open(created, flags);
-	if (!ret && fd < 0) {
-		ret = -errno;
-		pr_perror("cannot open re-created %s", created);
+	ret = fill_ghost_file(wfd, created, g);
+	if (!ret) {
+		/* Through the fd, not the name: the inode just filled, whatever the name is now. */
+		char link[64];
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", wfd);
+		fd = open(link, flags);
+		if (fd < 0) {
+			ret = -errno;
+			pr_perror("cannot open re-created %s", created);
+		}
 	}
 	if (unlink(created) && !ret) {
 		ret = -errno;
 		pr_perror("cannot unlink re-created %s", created);
 	}
+	if (!ret && fstat(wfd, &st)) {
+		ret = -errno;
+		pr_perror("cannot stat re-created %s", created);
+	}
 	close(wfd);
-	if (!ret)
-		ret = remember_restored_ghost(rfe->ghost_id, fd);
 	if (ret) {
 		if (fd >= 0)
 			close(fd);
 		return ret;
 	}
-	pr_debug("deleted file %s re-created from ghost %u\n", rfe->name, rfe->ghost_id);
+	g->restored = true;
+	g->restored_dev = st.st_dev;
+	g->restored_ino = st.st_ino;
+	pr_debug("deleted file %s re-created from ghost %#x\n", rf->path, g->id);
 	return fd;
 }
 
@@ -508,27 +985,24 @@ static int recreate_ghost(const RegFileEntry *rfe, int flags)
  * Every open of one deleted inode must reach the same inode again: if this task already
  * re-created it and still holds it open, reopen that through /proc; else re-create it.
  */
-static int open_ghost(const RegFileEntry *rfe, int flags)
+static int open_ghost(const struct reg_file *rf, int flags)
 {
-	for (size_t i = 0; i < nr_restored_ghosts; i++) {
-		struct restored_ghost *g = &restored_ghosts[i];
-		char link[64];
-		int held, fd;
+	const struct ghost_file *g = rf->ghost;
+	char link[64];
+	int held, fd;
 
-		if (g->id != rfe->ghost_id)
-			continue;
-		held = find_fd_on_inode(g->dev, g->ino);
-		if (held == -ENOENT)
-			break;
-		if (held < 0)
-			return held;
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", held);
-		fd = open(link, flags);
-		if (fd < 0)
-			pr_perror("cannot reopen deleted file %s through %s", rfe->name, link);
-		return fd < 0 ? -errno : fd;
-	}
-	return recreate_ghost(rfe, flags);
+	if (!g->restored)
+		return recreate_ghost(rf, flags);
+	held = find_fd_on_inode(g->restored_dev, g->restored_ino);
+	if (held == -ENOENT)
+		return recreate_ghost(rf, flags);
+	if (held < 0)
+		return held;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", held);
+	fd = open(link, flags);
+	if (fd < 0)
+		pr_perror("cannot reopen deleted file %s through %s", rf->path, link);
+	return fd < 0 ? -errno : fd;
 }
 
 static const char *file_kind(mode_t mode)
@@ -539,46 +1013,48 @@ static const char *file_kind(mode_t mode)
 		return "directory";
 	if (S_ISCHR(mode))
 		return "character device";
+	if (S_ISFIFO(mode))
+		return "FIFO";
 	return "special file";
 }
 
 /* Restore must not silently open something other than what was dumped. */
-static int check_reopened(int fd, const RegFileEntry *rfe)
+static int check_reopened(int fd, const struct reg_file *rf)
 {
 	struct stat st;
 
 	if (fstat(fd, &st)) {
-		pr_perror("cannot stat reopened %s", rfe->name);
+		pr_perror("cannot stat reopened %s", rf->path);
 		return -errno;
 	}
-	if (rfe->has_mode && (st.st_mode & S_IFMT) != (rfe->mode & S_IFMT)) {
-		pr_err("%s: was a %s at dump, is a %s now\n", rfe->name, file_kind(rfe->mode),
+	if (rf->has_mode && (st.st_mode & S_IFMT) != (rf->mode & S_IFMT)) {
+		pr_err("%s: was a %s at dump, is a %s now\n", rf->path, file_kind(rf->mode),
 		       file_kind(st.st_mode));
 		return -EINVAL;
 	}
-	if (rfe->has_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != rfe->size)
-		pr_warn("%s: size changed since dump (%llu, now %lld bytes)\n", rfe->name,
-			(unsigned long long)rfe->size, (long long)st.st_size);
+	if (rf->has_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != rf->size)
+		pr_warn("%s: size changed since dump (%llu, now %lld bytes)\n", rf->path,
+			(unsigned long long)rf->size, (long long)st.st_size);
 	return 0;
 }
 
-static int reopen_reg(const RegFileEntry *rfe, uint32_t flags)
+int open_reg_file(const struct reg_file *rf, uint32_t flags)
 {
 	int open_flags = (flags & ~REOPEN_DROP_FLAGS) | O_NOCTTY;
 	int fd, ret;
 
-	if (rfe->has_ghost_id) {
-		fd = open_ghost(rfe, open_flags);
+	if (rf->ghost) {
+		fd = open_ghost(rf, open_flags);
 	} else {
-		fd = open(rfe->name, open_flags);
+		fd = open(rf->path, open_flags);
 		if (fd < 0) {
 			fd = -errno;
-			pr_perror("cannot open %s (flags %#o)", rfe->name, open_flags);
+			pr_perror("cannot open %s (flags %#o)", rf->path, open_flags);
 		}
 	}
 	if (fd < 0)
 		return fd;
-	ret = check_reopened(fd, rfe);
+	ret = check_reopened(fd, rf);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -586,19 +1062,19 @@ static int reopen_reg(const RegFileEntry *rfe, uint32_t flags)
 	return fd;
 }
 
-static int reg_open(const FileEntry *fe)
+static int reg_open(const struct file_desc *d)
 {
-	const RegFileEntry *rfe = fe->reg;
-	int fd = reopen_reg(rfe, rfe->flags);
+	const struct reg_file *rf = d->kind;
+	int fd = open_reg_file(rf, rf->flags);
 
 	/* An O_PATH fd has no offset (lseek fails with EBADF). */
-	if (fd < 0 || (rfe->flags & O_PATH))
+	if (fd < 0 || (rf->flags & O_PATH))
 		return fd;
-	if (lseek(fd, rfe->pos, SEEK_SET) < 0) {
+	if (lseek(fd, rf->pos, SEEK_SET) < 0) {
 		int err = errno;
 
-		pr_err("%s: cannot restore offset %llu: %s\n", rfe->name,
-		       (unsigned long long)rfe->pos, strerror(err));
+		pr_err("%s: cannot restore offset %llu: %s\n", rf->path,
+		       (unsigned long long)rf->pos, strerror(err));
 		close(fd);
 		return -err;
 	}
@@ -606,27 +1082,29 @@ static int reg_open(const FileEntry *fe)
 }
 
 /* A deleted file is re-created once: every opening of its ghost must find that inode. */
-static uint64_t reg_object_key(const FileEntry *fe)
+static uint64_t reg_object_key(const struct file_desc *d)
 {
-	return fe->reg->has_ghost_id ? (uint64_t)fe->reg->ghost_id + 1 : 0;
+	const struct reg_file *rf = d->kind;
+
+	return rf->ghost ? (uint64_t)rf->ghost->id + 1 : 0;
 }
 
 int open_vma_file(uint32_t file_id, uint32_t fdflags)
 {
-	const FileEntry *fe = find_file_entry(file_id);
+	char user[48];
+	const struct reg_file *rf;
 
-	if (!fe || !fe->reg) {
-		pr_err("mapped file id %u is not a regular file in files.img\n", file_id);
-		return -ENOENT;
-	}
-	return reopen_reg(fe->reg, fdflags);
+	snprintf(user, sizeof(user), "mapped file %u", file_id);
+	rf = find_reg_file(file_id, user);
+	return rf ? open_reg_file(rf, fdflags) : -ENOENT;
 }
 
 const struct fdtype_ops reg_fdtype_ops = {
 	.type = FD_TYPES__REG,
 	.name = "regular file",
 	.owns = reg_owns,
-	.dump = reg_dump,
+	.dump = dump_reg_file,
+	.collect_images = reg_collect_images,
 	.collect = reg_collect,
 	.open = reg_open,
 	.inheritable = true,

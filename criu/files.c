@@ -18,6 +18,11 @@
 #include "pstree.h"
 #include "servicefd.h"
 
+/*
+ * Dump asks each kind in turn whether it owns an fd; restore collects the kinds in this
+ * order, so a kind may look up entries of the kinds before it (FIFOs and terminals name
+ * their paths by REG entries).
+ */
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
@@ -36,10 +41,22 @@ static const struct fdtype_ops *ops_by_type(FdTypes type)
 	return NULL;
 }
 
+/* CRIU's name of an fd_types value (UNIXSK, EVENTFD, ...), for messages. */
+static const char *fd_type_name(FdTypes type, char *buf, size_t len)
+{
+	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&fd_types__descriptor, type);
+
+	if (v)
+		return v->name;
+	snprintf(buf, len, "of unknown type %d", type);
+	return buf;
+}
+
 /* ---------------------------------------------------------------- dump ---- */
 
 static struct cr_img *files_img;
 static uint32_t last_file_id;
+static struct cr_img *side_images[CR_IMG_MAX];
 
 /* The first fd seen of each dumped description: later fds are compared to it by kcmp. */
 struct dumped_desc {
@@ -63,10 +80,22 @@ int files_dump_fini(void)
 {
 	close_image(files_img);
 	files_img = NULL;
+	for (size_t i = 0; i < CR_IMG_MAX; i++) {
+		close_image(side_images[i]);
+		side_images[i] = NULL;
+	}
 	free(dumped_descs);
 	dumped_descs = NULL;
 	nr_dumped_descs = 0;
 	return 0;
+}
+
+/* CRIU's tools do not expect empty images of these kinds: a dump without ghosts has none. */
+struct cr_img *files_side_image(enum cr_img_type type)
+{
+	if (!side_images[type])
+		side_images[type] = open_image(type, O_WRONLY, 0);
+	return side_images[type];
 }
 
 uint32_t files_new_id(void)
@@ -81,6 +110,27 @@ int write_file_entry(const FileEntry *fe)
 		return -EBADF;
 	}
 	return pb_write_one(files_img, fe);
+}
+
+/*
+ * pidfd_getfd() and not an open() of /proc/PID/fd/N: sockets cannot be re-opened by
+ * path (ENXIO), a terminal in exclusive mode refuses a new opening, and a plugin must
+ * see the same description (offsets, device state), not a fresh open.
+ */
+int grab_task_fd(const struct fd_parms *p)
+{
+	int pidfd, fd;
+
+	pidfd = syscall(SYS_pidfd_open, p->pid, 0);
+	if (pidfd < 0) {
+		pr_perror("fd %d of task %d: pidfd_open", p->fd, p->pid);
+		return -errno;
+	}
+	fd = syscall(SYS_pidfd_getfd, pidfd, p->fd, 0);
+	if (fd < 0)
+		pr_perror("fd %d of task %d: cannot get a copy of it (pidfd_getfd)", p->fd, p->pid);
+	close(pidfd);
+	return fd < 0 ? -errno : fd;
 }
 
 static int read_fdinfo_fields(struct fd_parms *p)
@@ -281,20 +331,37 @@ static int list_fds(const char *path, int **fds_out, size_t *nr_out)
 	return 0;
 }
 
+/* fdinfo images are named by the files table they describe, not by the task. */
+static int task_files_id(pid_t pid, uint32_t *files_id)
+{
+	const struct pstree_item *item = pstree_find(pid);
+
+	if (!item || !item->ids.files_id) {
+		pr_err("task %d has no files id (ids-%d.img): its fds cannot be named\n", pid, pid);
+		return -EINVAL;
+	}
+	*files_id = item->ids.files_id;
+	return 0;
+}
+
 int dump_task_files(pid_t pid)
 {
 	struct cr_img *fdinfo_img;
+	uint32_t files_id;
 	size_t nr_fds;
 	char path[64];
 	int *fds, ret;
 
 	pr_info("dumping the fds of task %d\n", pid);
+	ret = task_files_id(pid, &files_id);
+	if (ret)
+		return ret;
 	/* The task is stopped, so the list cannot change under us. */
 	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
 	ret = list_fds(path, &fds, &nr_fds);
 	if (ret)
 		return ret;
-	fdinfo_img = open_image(CR_IMG_FDINFO, O_WRONLY, pid);
+	fdinfo_img = open_image(CR_IMG_FDINFO, O_WRONLY, files_id);
 	if (!fdinfo_img) {
 		free(fds);
 		return -EIO;
@@ -309,76 +376,140 @@ int dump_task_files(pid_t pid)
 /* ------------------------------------------------------------- restore ---- */
 
 /* files.img, sorted by id. Collected before forking, so every task inherits it. */
-static FileEntry **file_table;
-static size_t nr_file_table;
+static struct file_desc *file_descs;
+static size_t nr_file_descs;
 
-static int cmp_file_entry_id(const void *a, const void *b)
+static int cmp_desc_id(const void *a, const void *b)
 {
-	uint32_t x = (*(FileEntry *const *)a)->id, y = (*(FileEntry *const *)b)->id;
+	uint32_t x = ((const struct file_desc *)a)->id, y = ((const struct file_desc *)b)->id;
 
 	return (x > y) - (x < y);
 }
 
-/* The index of id in file_table, or -1. */
-static ssize_t file_index(uint32_t id)
+const struct file_desc *find_file_desc(uint32_t id)
 {
-	FileEntry key = { .id = id }, *keyp = &key, **found;
+	struct file_desc key = { .id = id };
 
-	if (!file_table)
-		return -1;
-	found = bsearch(&keyp, file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
-	return found ? found - file_table : -1;
+	if (!file_descs)
+		return NULL;
+	return bsearch(&key, file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id);
 }
 
 const FileEntry *find_file_entry(uint32_t id)
 {
-	ssize_t idx = file_index(id);
+	const struct file_desc *d = find_file_desc(id);
 
-	return idx < 0 ? NULL : file_table[idx];
+	return d ? d->fe : NULL;
 }
 
-static int collect_one_file(FileEntry *fe)
+static size_t desc_index(const struct file_desc *d)
 {
-	const struct fdtype_ops *ops = ops_by_type(fe->type);
+	return d - file_descs;
+}
 
-	if (!ops) {
-		pr_err("files.img: file %u has unknown type %d\n", fe->id, fe->type);
+/*
+ * Who gets a signal on I/O (F_SETOWN) names a task or group by pid: not restored, so a
+ * description that had one is refused rather than restored without it. The signal
+ * itself (F_SETSIG) is a plain number, set again.
+ */
+int collect_owner(struct file_desc *d, const FownEntry *fown)
+{
+	if (!fown)
+		return 0;
+	if (fown->pid) {
+		pr_err("files.img: file %u has an owner for I/O signals (F_SETOWN pid %u), which "
+		       "is not supported\n",
+		       d->id, fown->pid);
+		return -ENOTSUP;
+	}
+	if (fown->signum > 64) {
+		pr_err("files.img: file %u: I/O signal %u is not a signal\n", d->id, fown->signum);
 		return -EINVAL;
 	}
-	return ops->collect(fe);
+	d->owner_signum = fown->signum;
+	return 0;
+}
+
+static int append_desc(FileEntry *fe, size_t *capacity)
+{
+	if (nr_file_descs == *capacity) {
+		size_t grown_cap = *capacity ? *capacity * 2 : 64;
+		struct file_desc *grown = realloc(file_descs, grown_cap * sizeof(*grown));
+
+		if (!grown) {
+			pr_err("out of memory reading files.img (%zu entries)\n", nr_file_descs);
+			return -ENOMEM;
+		}
+		file_descs = grown;
+		*capacity = grown_cap;
+	}
+	file_descs[nr_file_descs++] = (struct file_desc){ .id = fe->id, .fe = fe };
+	return 0;
+}
+
+/* Refused by kind before anything else is read: sockets, eventfd, epoll, ... */
+static int check_kind_supported(const FileEntry *fe)
+{
+	char buf[32];
+
+	if (ops_by_type(fe->type))
+		return 0;
+	pr_err("files.img: file %u is %s, not supported\n", fe->id,
+	       fd_type_name(fe->type, buf, sizeof(buf)));
+	return -ENOTSUP;
+}
+
+static int read_files_img(struct cr_img *img)
+{
+	size_t capacity = 0;
+	FileEntry *fe;
+	int ret;
+
+	while ((ret = pb_read_one(img, (void **)&fe)) > 0) {
+		ret = check_kind_supported(fe);
+		if (!ret)
+			ret = append_desc(fe, &capacity);
+		if (ret) {
+			pb_free(img, fe);
+			return ret;
+		}
+		file_descs[nr_file_descs - 1].ops = ops_by_type(fe->type);
+	}
+	return ret;
 }
 
 static int check_unique_ids(void)
 {
-	for (size_t i = 1; i < nr_file_table; i++) {
-		if (file_table[i]->id == file_table[i - 1]->id) {
-			pr_err("files.img: file id %u appears twice\n", file_table[i]->id);
+	for (size_t i = 1; i < nr_file_descs; i++) {
+		if (file_descs[i].id == file_descs[i - 1].id) {
+			pr_err("files.img: file id %u appears twice\n", file_descs[i].id);
 			return -EINVAL;
 		}
 	}
 	return 0;
 }
 
-static int read_file_table(struct cr_img *img)
+/* Each kind in table order: its own images, then its entries. */
+static int collect_kinds(void)
 {
-	FileEntry *fe;
-	int ret;
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+		const struct fdtype_ops *ops = fdtype_ops_table[k];
+		int ret;
 
-	while ((ret = pb_read_one(img, (void **)&fe)) > 0) {
-		FileEntry **grown = realloc(file_table, (nr_file_table + 1) * sizeof(*grown));
-
-		if (!grown) {
-			pr_err("out of memory reading files.img\n");
-			pb_free(img, fe);
-			return -ENOMEM;
+		if (ops->collect_images) {
+			ret = ops->collect_images();
+			if (ret)
+				return ret;
 		}
-		file_table = grown;
-		file_table[nr_file_table++] = fe;
-		ret = collect_one_file(fe);
-		if (ret)
-			return ret;
+		for (size_t i = 0; i < nr_file_descs; i++) {
+			if (file_descs[i].ops != ops)
+				continue;
+			ret = ops->collect(&file_descs[i]);
+			if (ret)
+				return ret;
+		}
 	}
-	return ret;
+	return 0;
 }
 
 static int plan_shared_files(void);
@@ -390,15 +521,17 @@ int files_collect(void)
 
 	if (!img)
 		return -EIO;
-	ret = read_file_table(img);
+	ret = read_files_img(img);
 	close_image(img);
 	if (ret)
 		return ret;
-	qsort(file_table, nr_file_table, sizeof(*file_table), cmp_file_entry_id);
+	qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id);
 	ret = check_unique_ids();
+	if (!ret)
+		ret = collect_kinds();
 	if (ret)
 		return ret;
-	pr_info("collected %zu files from files.img\n", nr_file_table);
+	pr_info("collected %zu files from files.img\n", nr_file_descs);
 	return plan_shared_files();
 }
 
@@ -417,34 +550,48 @@ static void free_fdinfos(FdinfoEntry **fdis, size_t nr)
 }
 
 /* An fdinfo entry must name a collected file of its own type at a number we can use. */
-static int check_fdinfo(pid_t pid, const FdinfoEntry *fdi)
+static int check_fdinfo(const char *img_name, const FdinfoEntry *fdi)
 {
-	const FileEntry *fe = find_file_entry(fdi->id);
+	const struct file_desc *d = find_file_desc(fdi->id);
+	char want[32], have[32];
 	int lowest, highest;
 
-	if (!fe) {
-		pr_err("fdinfo-%d.img: fd %u refers to file id %u, which is not in files.img\n",
-		       pid, fdi->fd, fdi->id);
+	if (!d) {
+		pr_err("%s: fd %u refers to file id %u, which is not in files.img\n", img_name,
+		       fdi->fd, fdi->id);
 		return -ENOENT;
 	}
-	if (fe->type != fdi->type) {
-		pr_err("fdinfo-%d.img: fd %u has type %d but file %u has type %d\n", pid, fdi->fd,
-		       fdi->type, fdi->id, fe->type);
+	if (d->fe->type != fdi->type) {
+		pr_err("%s: fd %u has type %s but file %u is %s\n", img_name, fdi->fd,
+		       fd_type_name(fdi->type, want, sizeof(want)), fdi->id,
+		       fd_type_name(d->fe->type, have, sizeof(have)));
 		return -EINVAL;
 	}
 	service_fd_range(&lowest, &highest);
 	if (fdi->fd >= (uint32_t)lowest) {
-		pr_err("task %d: fd %u is not below criu's service fds %d..%d (criu's RLIMIT_NOFILE is %d); "
-		       "restore with a higher soft RLIMIT_NOFILE\n",
-		       pid, fdi->fd, lowest, highest, highest + 1);
+		pr_err("%s: fd %u is not below criu's service fds %d..%d (criu's RLIMIT_NOFILE is "
+		       "%d); restore with a higher soft RLIMIT_NOFILE\n",
+		       img_name, fdi->fd, lowest, highest, highest + 1);
 		return -EBUSY;
 	}
 	return 0;
 }
 
-static int read_fdinfos(pid_t pid, FdinfoEntry ***fdis_out, size_t *nr_out)
+static int check_unique_fds(const char *img_name, FdinfoEntry **fdis, size_t nr)
 {
-	struct cr_img *img = open_image(CR_IMG_FDINFO, O_RDONLY, pid);
+	for (size_t i = 1; i < nr; i++) {
+		if (fdis[i]->fd == fdis[i - 1]->fd) {
+			pr_err("%s: fd %u appears twice\n", img_name, fdis[i]->fd);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* The fds of one files table, sorted by number and checked against the file table. */
+static int read_fdinfos(uint32_t files_id, FdinfoEntry ***fdis_out, size_t *nr_out)
+{
+	struct cr_img *img = open_image(CR_IMG_FDINFO, O_RDONLY, files_id);
 	FdinfoEntry **fdis = NULL, *fdi;
 	size_t nr = 0;
 	int ret;
@@ -455,29 +602,25 @@ static int read_fdinfos(pid_t pid, FdinfoEntry ***fdis_out, size_t *nr_out)
 		FdinfoEntry **grown = realloc(fdis, (nr + 1) * sizeof(*grown));
 
 		if (!grown) {
-			pr_err("out of memory reading fdinfo-%d.img\n", pid);
+			pr_err("out of memory reading %s\n", img->name);
 			pb_free(img, fdi);
 			ret = -ENOMEM;
 			break;
 		}
 		fdis = grown;
 		fdis[nr++] = fdi;
-		ret = check_fdinfo(pid, fdi);
+		ret = check_fdinfo(img->name, fdi);
 		if (ret)
 			break;
+	}
+	if (ret >= 0) {
+		qsort(fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+		ret = check_unique_fds(img->name, fdis, nr);
 	}
 	close_image(img);
 	if (ret < 0) {
 		free_fdinfos(fdis, nr);
 		return ret;
-	}
-	qsort(fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
-	for (size_t i = 1; i < nr; i++) {
-		if (fdis[i]->fd == fdis[i - 1]->fd) {
-			pr_err("fdinfo-%d.img: fd %u appears twice\n", pid, fdis[i]->fd);
-			free_fdinfos(fdis, nr);
-			return -EINVAL;
-		}
 	}
 	*fdis_out = fdis;
 	*nr_out = nr;
@@ -498,7 +641,7 @@ struct file_sharing {
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
 };
 
-/* Indexed like file_table. */
+/* Indexed like file_descs. */
 static struct file_sharing *file_sharing;
 
 static unsigned int item_depth(const struct pstree_item *item)
@@ -536,6 +679,25 @@ static void note_file_user(struct file_sharing *fs, const struct pstree_item *it
 	fs->nr_users++;
 }
 
+/*
+ * Tasks that shared one files table (CLONE_FILES without threads) would need it shared
+ * again; restore gives every task its own, so such images are refused.
+ */
+static int check_files_id_unique(const struct pstree_item *item)
+{
+	struct pstree_item *other;
+
+	for (other = root_item; other != item; other = pstree_next(other)) {
+		if (!other->zombie && other->ids.files_id == item->ids.files_id) {
+			pr_err("tasks %d and %d share one fd table (files id %u), which is not "
+			       "supported\n",
+			       other->pid, item->pid, item->ids.files_id);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 /* Count item as a user of each file its fds name; raise *max_fd to its highest fd. */
 static int note_task_files(const struct pstree_item *item, int *max_fd)
 {
@@ -543,14 +705,16 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 	size_t nr;
 	int ret;
 
-	/* A zombie has no fds and no fdinfo image. */
-	if (!img_exists(CR_IMG_FDINFO, item->pid))
+	/* A zombie has no fds and no ids. */
+	if (item->zombie)
 		return 0;
-	ret = read_fdinfos(item->pid, &fdis, &nr);
+	ret = check_files_id_unique(item);
+	if (!ret)
+		ret = read_fdinfos(item->ids.files_id, &fdis, &nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < nr; i++)
-		note_file_user(&file_sharing[file_index(fdis[i]->id)], item);
+		note_file_user(&file_sharing[desc_index(find_file_desc(fdis[i]->id))], item);
 	if (nr && (int)fdis[nr - 1]->fd > *max_fd)
 		*max_fd = fdis[nr - 1]->fd;
 	free_fdinfos(fdis, nr);
@@ -558,12 +722,19 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 }
 
 /* The kernel object of entry idx (see fdtype_ops.object_key), or 0 for none. */
-static uint64_t object_key_of(size_t idx, uint64_t (**key_fn)(const FileEntry *))
+static uint64_t object_key_of(size_t idx, uint64_t (**key_fn)(const struct file_desc *))
 {
-	const struct fdtype_ops *ops = ops_by_type(file_table[idx]->type);
+	const struct fdtype_ops *ops = file_descs[idx].ops;
 
 	*key_fn = ops->object_key;
-	return ops->object_key ? ops->object_key(file_table[idx]) : 0;
+	return ops->object_key ? ops->object_key(&file_descs[idx]) : 0;
+}
+
+static bool same_object(size_t i, uint64_t key, uint64_t (*key_fn)(const struct file_desc *))
+{
+	uint64_t (*fn)(const struct file_desc *);
+
+	return file_sharing[i].nr_users && object_key_of(i, &fn) == key && fn == key_fn;
 }
 
 /*
@@ -573,37 +744,35 @@ static uint64_t object_key_of(size_t idx, uint64_t (**key_fn)(const FileEntry *)
  */
 static void join_object_users(size_t first)
 {
-	uint64_t (*first_fn)(const FileEntry *), (*fn)(const FileEntry *);
-	uint64_t key = object_key_of(first, &first_fn);
+	uint64_t (*key_fn)(const struct file_desc *);
+	uint64_t key = object_key_of(first, &key_fn);
 	const struct pstree_item *opener = file_sharing[first].opener;
 	bool inherit = file_sharing[first].inherit;
 
-	for (size_t i = first + 1; i < nr_file_table; i++) {
+	for (size_t i = first + 1; i < nr_file_descs; i++) {
 		struct file_sharing *fs = &file_sharing[i];
 
-		if (!fs->nr_users || object_key_of(i, &fn) != key || fn != first_fn)
+		if (!same_object(i, key, key_fn))
 			continue;
 		if (fs->inherit || fs->opener != opener)
 			inherit = true;
 		opener = common_ancestor(opener, fs->opener);
 	}
-	for (size_t i = first; i < nr_file_table; i++) {
-		struct file_sharing *fs = &file_sharing[i];
-
-		if (i > first && (!fs->nr_users || object_key_of(i, &fn) != key || fn != first_fn))
+	for (size_t i = first; i < nr_file_descs; i++) {
+		if (i > first && !same_object(i, key, key_fn))
 			continue;
-		fs->opener = opener;
-		fs->inherit = inherit;
+		file_sharing[i].opener = opener;
+		file_sharing[i].inherit = inherit;
 	}
 }
 
 static bool object_joined_before(size_t idx)
 {
-	uint64_t (*fn)(const FileEntry *), (*idx_fn)(const FileEntry *);
-	uint64_t key = object_key_of(idx, &idx_fn);
+	uint64_t (*key_fn)(const struct file_desc *);
+	uint64_t key = object_key_of(idx, &key_fn);
 
 	for (size_t i = 0; i < idx; i++)
-		if (file_sharing[i].nr_users && object_key_of(i, &fn) == key && fn == idx_fn)
+		if (same_object(i, key, key_fn))
 			return true;
 	return false;
 }
@@ -616,16 +785,15 @@ static int assign_inherited_fds(int max_restored_fd)
 
 	service_fd_range(&lowest_sfd, &highest_sfd);
 	next_fd = lowest_sfd - 1;
-	for (size_t i = 0; i < nr_file_table; i++) {
+	for (size_t i = 0; i < nr_file_descs; i++) {
 		struct file_sharing *fs = &file_sharing[i];
 
 		if (!fs->inherit)
 			continue;
-		if (!ops_by_type(file_table[i]->type)->inheritable) {
+		if (!file_descs[i].ops->inheritable) {
 			pr_warn("file %u (%s) is used by %u tasks: restored as one copy per task, "
 				"not as one shared description\n",
-				file_table[i]->id, ops_by_type(file_table[i]->type)->name,
-				fs->nr_users);
+				file_descs[i].id, file_descs[i].ops->name, fs->nr_users);
 			fs->inherit = false;
 			continue;
 		}
@@ -638,7 +806,7 @@ static int assign_inherited_fds(int max_restored_fd)
 		}
 		fs->inherited_fd = next_fd--;
 		nr_inherited++;
-		pr_debug("file %u: opened by task %d, inherited at fd %d\n", file_table[i]->id,
+		pr_debug("file %u: opened by task %d, inherited at fd %d\n", file_descs[i].id,
 			 fs->opener->pid, fs->inherited_fd);
 	}
 	pr_info("%u descriptions shared between tasks, inherited at fds %d..%d\n", nr_inherited,
@@ -648,50 +816,68 @@ static int assign_inherited_fds(int max_restored_fd)
 
 static int plan_shared_files(void)
 {
+	uint64_t (*key_fn)(const struct file_desc *);
 	struct pstree_item *item;
-	uint64_t (*key_fn)(const FileEntry *);
 	int max_restored_fd = -1, ret;
 
-	file_sharing = calloc(nr_file_table ? nr_file_table : 1, sizeof(*file_sharing));
+	file_sharing = calloc(nr_file_descs ? nr_file_descs : 1, sizeof(*file_sharing));
 	if (!file_sharing) {
-		pr_err("out of memory planning %zu shared files\n", nr_file_table);
+		pr_err("out of memory planning %zu shared files\n", nr_file_descs);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < nr_file_table; i++)
+	for (size_t i = 0; i < nr_file_descs; i++)
 		file_sharing[i].inherited_fd = -1;
 	for (item = root_item; item; item = pstree_next(item)) {
 		ret = note_task_files(item, &max_restored_fd);
 		if (ret)
 			return ret;
 	}
-	for (size_t i = 0; i < nr_file_table; i++)
+	for (size_t i = 0; i < nr_file_descs; i++)
 		file_sharing[i].inherit = file_sharing[i].nr_users > 1;
-	for (size_t i = 0; i < nr_file_table; i++)
+	for (size_t i = 0; i < nr_file_descs; i++)
 		if (file_sharing[i].nr_users && object_key_of(i, &key_fn) &&
 		    !object_joined_before(i))
 			join_object_users(i);
 	return assign_inherited_fds(max_restored_fd);
 }
 
+/* Open d and give it the I/O signal it had; the fd or -errno. */
+static int open_desc(const struct file_desc *d)
+{
+	int fd = d->ops->open(d);
+
+	if (fd < 0 || !d->owner_signum)
+		return fd;
+	if (fcntl(fd, F_SETSIG, d->owner_signum)) {
+		int err = errno;
+
+		pr_err("file %u: cannot set its I/O signal %u: %s\n", d->id, d->owner_signum,
+		       strerror(err));
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
 /*
  * At its inherited number, which nothing of criu's may hold: the task inherited criu's
  * low-numbered fds, so a collision means the range is too close to them.
  */
-static int open_inherited(const FileEntry *fe, int inherited_fd)
+static int open_inherited(const struct file_desc *d, int inherited_fd)
 {
 	int fd;
 
 	if (fcntl(inherited_fd, F_GETFD) >= 0) {
-		pr_err("file %u: its inherited fd %d is already in use\n", fe->id, inherited_fd);
+		pr_err("file %u: its inherited fd %d is already in use\n", d->id, inherited_fd);
 		return -EBUSY;
 	}
-	fd = ops_by_type(fe->type)->open(fe);
+	fd = open_desc(d);
 	if (fd < 0 || fd == inherited_fd)
 		return fd < 0 ? fd : 0;
 	if (dup2(fd, inherited_fd) < 0) {
 		int err = errno;
 
-		pr_err("file %u: cannot move it to inherited fd %d: %s\n", fe->id, inherited_fd,
+		pr_err("file %u: cannot move it to inherited fd %d: %s\n", d->id, inherited_fd,
 		       strerror(err));
 		close(fd);
 		return -err;
@@ -704,22 +890,16 @@ int prepare_inherited_files(const struct pstree_item *item)
 {
 	int ret;
 
-	for (size_t i = 0; i < nr_file_table; i++) {
+	for (size_t i = 0; i < nr_file_descs; i++) {
 		if (file_sharing[i].inherited_fd < 0 || file_sharing[i].opener != item)
 			continue;
-		ret = open_inherited(file_table[i], file_sharing[i].inherited_fd);
+		ret = open_inherited(&file_descs[i], file_sharing[i].inherited_fd);
 		if (ret)
 			return ret;
-		pr_debug("file %u opened for the subtree at fd %d\n", file_table[i]->id,
+		pr_debug("file %u opened for the subtree at fd %d\n", file_descs[i].id,
 			 file_sharing[i].inherited_fd);
 	}
 	return 0;
-}
-
-/* The fd the opener left for this file's users, or -1 when each task opens its own. */
-static int inherited_fd_of(uint32_t id)
-{
-	return file_sharing[file_index(id)].inherited_fd;
 }
 
 /*
@@ -731,7 +911,7 @@ static int inherited_fd_of(uint32_t id)
 static int place_fd(FdinfoEntry **fdis, size_t idx)
 {
 	const FdinfoEntry *fdi = fdis[idx];
-	const FileEntry *fe = find_file_entry(fdi->id);
+	const struct file_desc *d = find_file_desc(fdi->id);
 	int fd = fdi->fd, src = -1;
 	bool opened = false;
 
@@ -739,9 +919,9 @@ static int place_fd(FdinfoEntry **fdis, size_t idx)
 		if (fdis[i]->id == fdi->id)
 			src = fdis[i]->fd;
 	if (src < 0)
-		src = inherited_fd_of(fdi->id);
+		src = file_sharing[desc_index(d)].inherited_fd;
 	if (src < 0) {
-		src = ops_by_type(fe->type)->open(fe);
+		src = open_desc(d);
 		if (src < 0)
 			return src;
 		opened = true;
@@ -803,11 +983,14 @@ static int close_stray_fds(FdinfoEntry **fdis, size_t nr)
 int prepare_fds(pid_t pid)
 {
 	FdinfoEntry **fdis;
+	uint32_t files_id;
 	size_t nr;
 	int ret;
 
 	pr_info("restoring the fds of task %d\n", pid);
-	ret = read_fdinfos(pid, &fdis, &nr);
+	ret = task_files_id(pid, &files_id);
+	if (!ret)
+		ret = read_fdinfos(files_id, &fdis, &nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < nr && !ret; i++)

@@ -1,73 +1,90 @@
 /*
- * A task's current and root directories: read from /proc/PID/{cwd,root} on dump
- * (fs-PID.img), set again with fchdir/chroot on restore.
+ * A task's current and root directories and its umask: on dump REG entries of the
+ * directories (from /proc/PID/{cwd,root}) and fs-PID.img naming them by file id; on
+ * restore fchdir/chroot to them and umask().
  */
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "proc_parse.h"
 
 #include "fs.pb-c.h"
 
-/* Both links resolve from criu's root, so restore reaches them from criu's root too. */
-static int read_dir_link(pid_t pid, const char *which, char *path)
+static int read_umask(pid_t pid, uint32_t *umask_out)
 {
-	char link[64];
-	struct stat st, now;
-	ssize_t len;
+	struct proc_pid_status st;
+	int ret = parse_pid_status(pid, &st);
 
-	snprintf(link, sizeof(link), "/proc/%d/%s", pid, which);
-	len = readlink(link, path, PATH_MAX - 1);
-	if (len < 0 || stat(link, &st)) {
-		pr_perror("task %d: cannot read its %s (%s)", pid, which, link);
-		return -errno;
-	}
-	path[len] = '\0';
-	if (st.st_nlink == 0) {
-		pr_err("task %d: its %s %s was deleted: not supported\n", pid, which, path);
-		return -ENOTSUP;
-	}
-	if (stat(path, &now) || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
-		pr_err("task %d: its %s %s is not reachable from criu (another mount namespace?)\n",
-		       pid, which, path);
-		return -ENOENT;
-	}
+	if (ret)
+		return ret;
+	*umask_out = st.umask;
+	free_pid_status(&st);
 	return 0;
+}
+
+/* Both links resolve from criu's root, so restore reaches them from criu's root too. */
+static int dump_task_dir(pid_t pid, const char *which, uint32_t *file_id)
+{
+	char src[64], what[64];
+
+	snprintf(src, sizeof(src), "/proc/%d/%s", pid, which);
+	snprintf(what, sizeof(what), "%s of task %d", which, pid);
+	return dump_dir_file(src, what, file_id);
 }
 
 int dump_task_fs(pid_t pid)
 {
 	FsEntry fse = FS_ENTRY__INIT;
-	char cwd[PATH_MAX], root[PATH_MAX];
 	struct cr_img *img;
 	int ret;
 
-	ret = read_dir_link(pid, "cwd", cwd);
+	ret = dump_task_dir(pid, "cwd", &fse.cwd_id);
 	if (!ret)
-		ret = read_dir_link(pid, "root", root);
+		ret = dump_task_dir(pid, "root", &fse.root_id);
+	if (!ret)
+		ret = read_umask(pid, &fse.umask);
 	if (ret)
 		return ret;
+	fse.has_umask = true;
 	img = open_image(CR_IMG_FS, O_WRONLY, pid);
 	if (!img)
 		return -EIO;
-	fse.cwd = cwd;
-	fse.root = root;
 	ret = pb_write_one(img, &fse);
 	close_image(img);
 	if (!ret)
-		pr_info("task %d: cwd %s, root %s\n", pid, cwd, root);
+		pr_info("task %d: cwd file %u, root file %u, umask %#o\n", pid, fse.cwd_id,
+			fse.root_id, fse.umask);
 	return ret;
 }
 
-static int open_dir(pid_t pid, const char *which, const char *path)
+/* The directory a file id of fs-PID.img names: a REG entry of a directory, not deleted. */
+static const struct reg_file *find_dir(pid_t pid, const char *which, uint32_t file_id)
 {
-	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const struct reg_file *rf;
+	char user[64];
+
+	snprintf(user, sizeof(user), "fs-%d.img: %s", pid, which);
+	rf = find_reg_file(file_id, user);
+	if (!rf)
+		return NULL;
+	if ((rf->has_mode && !S_ISDIR(rf->mode)) || rf->ghost) {
+		pr_err("%s: file %u (%s) is not a directory that exists\n", user, file_id, rf->path);
+		return NULL;
+	}
+	return rf;
+}
+
+static int open_dir(pid_t pid, const char *which, const struct reg_file *dir)
+{
+	int fd = open(dir->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		pr_perror("task %d: cannot open its %s %s", pid, which, path);
+		pr_perror("task %d: cannot open its %s %s", pid, which, dir->path);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -75,30 +92,47 @@ static int open_dir(pid_t pid, const char *which, const char *path)
  * Both directories are opened before chroot: after it, the cwd path (seen from criu's
  * root) would resolve inside the new root.
  */
-static int set_cwd_root(pid_t pid, const FsEntry *fse)
+static int set_cwd_root(pid_t pid, const struct reg_file *cwd, const struct reg_file *root)
 {
 	int cwd_fd, root_fd = -1, ret = 0;
 
-	cwd_fd = open_dir(pid, "cwd", fse->cwd);
+	cwd_fd = open_dir(pid, "cwd", cwd);
 	if (cwd_fd < 0)
 		return cwd_fd;
-	if (strcmp(fse->root, "/")) {
-		root_fd = open_dir(pid, "root", fse->root);
+	if (strcmp(root->path, "/")) {
+		root_fd = open_dir(pid, "root", root);
 		if (root_fd < 0)
 			ret = root_fd;
 		else if (fchdir(root_fd) || chroot(".")) {
 			ret = -errno;
-			pr_perror("task %d: cannot chroot to %s", pid, fse->root);
+			pr_perror("task %d: cannot chroot to %s", pid, root->path);
 		}
 	}
 	if (!ret && fchdir(cwd_fd)) {
 		ret = -errno;
-		pr_perror("task %d: cannot chdir to %s", pid, fse->cwd);
+		pr_perror("task %d: cannot chdir to %s", pid, cwd->path);
 	}
 	if (root_fd >= 0)
 		close(root_fd);
 	close(cwd_fd);
 	return ret;
+}
+
+static int apply_fs_entry(pid_t pid, const FsEntry *fse)
+{
+	const struct reg_file *cwd = find_dir(pid, "cwd", fse->cwd_id);
+	const struct reg_file *root = cwd ? find_dir(pid, "root", fse->root_id) : NULL;
+	int ret;
+
+	if (!root)
+		return -EINVAL;
+	ret = set_cwd_root(pid, cwd, root);
+	if (ret)
+		return ret;
+	if (fse->has_umask)
+		umask(fse->umask & 0777);
+	pr_info("task %d: cwd %s, root %s restored\n", pid, cwd->path, root->path);
+	return 0;
 }
 
 int restore_task_fs(pid_t pid)
@@ -113,9 +147,7 @@ int restore_task_fs(pid_t pid)
 	close_image(img);
 	if (ret)
 		return ret;
-	ret = set_cwd_root(pid, fse);
-	if (!ret)
-		pr_info("task %d: cwd %s, root %s restored\n", pid, fse->cwd, fse->root);
+	ret = apply_fs_entry(pid, fse);
 	fs_entry__free_unpacked(fse, NULL);
 	return ret;
 }

@@ -1,8 +1,10 @@
 /*
- * Pipes and FIFOs: a pipe end (pipe:[INO]) or a FIFO opened by its path, with the pipe's
- * size and the bytes queued in it. Dump copies the queue without consuming it (tee from a
- * second opening of the pipe); restore re-creates each pipe once and refills it, in the
- * one task that uses it or, when several do, in their common ancestor (files.c).
+ * Pipes and FIFOs: a pipe end (pipe:[INO], a PIPE entry) or a FIFO opened by its path (a
+ * FIFO entry naming a REG entry for the path and flags), with the pipe's size and the
+ * bytes queued in it (pipes-data.img / fifo-data.img: a pipe_data_entry, then the bytes).
+ * Dump copies the queue without consuming it (tee from a second opening of the pipe);
+ * restore re-creates each pipe once and refills it, in the one task that uses it or, when
+ * several do, in their common ancestor (files.c).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,9 +15,14 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "image.h"
 #include "log.h"
 
+#include "pipe.pb-c.h"
+
 #define PIPE_LINK_PREFIX "pipe:["
+/* What pipe2() gives (PIPE_DEF_BUFFERS pages): a pipe of that size and empty needs no entry. */
+#define PIPE_DEF_BUFFERS 16
 
 static bool pipe_owns(const struct fd_parms *p)
 {
@@ -30,7 +37,7 @@ static bool fifo_owns(const struct fd_parms *p)
 
 /* ---------------------------------------------------------------- dump ---- */
 
-/* Pipes and FIFOs whose size and queue are already in an entry: stored once per pipe. */
+/* Pipes and FIFOs whose size and queue are already in an image: stored once per pipe. */
 struct dumped_pipe {
 	dev_t dev;
 	ino_t ino;
@@ -56,7 +63,7 @@ static int remember_dumped_pipe(const struct stat *st, const char *what)
 		return -ENOMEM;
 	}
 	dumped_pipes = grown;
-	dumped_pipes[nr_dumped_pipes++] = (struct dumped_pipe){st->st_dev, st->st_ino};
+	dumped_pipes[nr_dumped_pipes++] = (struct dumped_pipe){ st->st_dev, st->st_ino };
 	return 0;
 }
 
@@ -103,16 +110,21 @@ out:
 	return ret;
 }
 
+/* The queue of a pipe, read by the dump and written after its pipe_data_entry. */
+struct pipe_queue {
+	int size; /* F_GETPIPE_SZ */
+	int queued;
+	uint8_t *bytes; /* malloc'ed */
+};
+
 /*
  * The size and queue of the pipe behind fd p->fd. It is opened anew through /proc: a
- * read-write opening works whichever end the task holds and never blocks. On success
- * pde->queued.data is malloc'ed.
+ * read-write opening works whichever end the task holds and never blocks.
  */
-static int read_pipe_data(const struct fd_parms *p, PipeDataEntry *pde, const char *what)
+static int read_pipe_queue(const struct fd_parms *p, struct pipe_queue *q, const char *what)
 {
-	int peek_fd, pipe_size, queued, ret = 0;
+	int peek_fd, ret = 0;
 	char path[64];
-	uint8_t *buf;
 
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", p->pid, p->fd);
 	peek_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -120,100 +132,116 @@ static int read_pipe_data(const struct fd_parms *p, PipeDataEntry *pde, const ch
 		pr_perror("%s: cannot open %s to read its queue", what, path);
 		return -errno;
 	}
-	pipe_size = fcntl(peek_fd, F_GETPIPE_SZ);
-	if (pipe_size < 0 || ioctl(peek_fd, FIONREAD, &queued)) {
+	q->size = fcntl(peek_fd, F_GETPIPE_SZ);
+	if (q->size < 0 || ioctl(peek_fd, FIONREAD, &q->queued)) {
 		ret = -errno;
 		pr_perror("%s: cannot read its size or queue length", what);
 		goto out;
 	}
-	buf = malloc(queued ? queued : 1);
-	if (!buf) {
+	q->bytes = malloc(q->queued ? q->queued : 1);
+	if (!q->bytes) {
 		ret = -ENOMEM;
-		pr_err("%s: out of memory for %d queued bytes\n", what, queued);
+		pr_err("%s: out of memory for %d queued bytes\n", what, q->queued);
 		goto out;
 	}
-	if (queued)
-		ret = peek_queue(peek_fd, pipe_size, buf, queued, what);
-	if (ret) {
-		free(buf);
-		goto out;
-	}
-	pde->pipe_size = pipe_size;
-	pde->queued.data = buf;
-	pde->queued.len = queued;
-	pr_debug("%s: size %d, %d bytes queued\n", what, pipe_size, queued);
+	if (q->queued)
+		ret = peek_queue(peek_fd, q->size, q->bytes, q->queued, what);
+	if (ret)
+		free(q->bytes);
+	else
+		pr_debug("%s: size %d, %d bytes queued\n", what, q->size, q->queued);
 out:
 	close(peek_fd);
 	return ret;
 }
 
-/* *data: pde filled for the first end dumped of this pipe, NULL for the others. */
-static int dump_pipe_data_once(const struct fd_parms *p, PipeDataEntry *pde, PipeDataEntry **data,
-			       const char *what)
+/* CRIU writes no entry for an empty pipe; one of a non-default size needs it for the size. */
+static int write_pipe_queue(enum cr_img_type type, uint32_t pipe_id, const struct pipe_queue *q)
 {
+	PipeDataEntry pde = PIPE_DATA_ENTRY__INIT;
+	struct cr_img *img;
 	int ret;
 
-	*data = NULL;
+	if (!q->queued && q->size == PIPE_DEF_BUFFERS * getpagesize())
+		return 0;
+	img = files_side_image(type);
+	if (!img)
+		return -EIO;
+	pde.pipe_id = pipe_id;
+	pde.bytes = q->queued;
+	pde.has_size = true;
+	pde.size = q->size;
+	ret = pb_write_one(img, &pde);
+	return ret ? ret : img_write_raw(img, q->bytes, q->queued);
+}
+
+/* The first end dumped of each pipe (or opening of each FIFO) stores its queue. */
+static int dump_queue_once(const struct fd_parms *p, enum cr_img_type type, const char *what)
+{
+	struct pipe_queue q;
+	int ret;
+
 	if (pipe_data_dumped(&p->st))
 		return 0;
-	ret = read_pipe_data(p, pde, what);
+	ret = read_pipe_queue(p, &q, what);
 	if (ret)
 		return ret;
-	ret = remember_dumped_pipe(&p->st, what);
-	if (ret) {
-		free(pde->queued.data);
-		return ret;
-	}
-	*data = pde;
-	return 0;
+	ret = write_pipe_queue(type, p->st.st_ino, &q);
+	free(q.bytes);
+	return ret ? ret : remember_dumped_pipe(&p->st, what);
 }
 
 /*
  * Packet mode (O_DIRECT) keeps write boundaries that the copied queue no longer has, and
  * O_ASYNC needs its owner and signal, which nobody dumps: refuse rather than restore less.
+ * The image names a pipe by 32 bits of its inode: a larger one could be taken for another.
  */
-static int check_pipe_flags(uint32_t flags, const char *what)
+static int check_pipe_dumpable(const struct fd_parms *p, const char *what)
 {
-	if (flags & O_DIRECT) {
+	if (p->flags & O_DIRECT) {
 		pr_err("%s is a packet-mode (O_DIRECT) pipe, which is not supported\n", what);
 		return -ENOTSUP;
 	}
-	if (flags & O_ASYNC) {
+	if (p->flags & O_ASYNC) {
 		pr_err("%s has O_ASYNC set, which is not supported\n", what);
 		return -ENOTSUP;
+	}
+	if (p->st.st_ino > UINT32_MAX) {
+		pr_err("%s: inode %llu does not fit the image's 32-bit pipe id\n", what,
+		       (unsigned long long)p->st.st_ino);
+		return -EOVERFLOW;
 	}
 	return 0;
 }
 
 static int pipe_dump(const struct fd_parms *p, uint32_t id)
 {
-	PipeDataEntry pde = PIPE_DATA_ENTRY__INIT;
-	PipeFileEntry pfe = PIPE_FILE_ENTRY__INIT;
+	PipeEntry pe = PIPE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
 	FileEntry fe = FILE_ENTRY__INIT;
 	char what[PATH_MAX + 64];
 	int ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d (%s)", p->fd, p->pid, p->link);
-	ret = check_pipe_flags(p->flags, what);
+	ret = check_pipe_dumpable(p, what);
 	if (!ret)
-		ret = dump_pipe_data_once(p, &pde, &pfe.data, what);
+		ret = dump_queue_once(p, CR_IMG_PIPES_DATA, what);
 	if (ret)
 		return ret;
-	pfe.pipe_id = p->st.st_ino;
-	pfe.flags = p->flags;
+	pe.id = id;
+	pe.pipe_id = p->st.st_ino;
+	pe.flags = p->flags;
+	pe.fown = &fown;
 	fe.type = FD_TYPES__PIPE;
 	fe.id = id;
-	fe.pipe = &pfe;
-	ret = write_file_entry(&fe);
-	if (pfe.data)
-		free(pde.queued.data);
-	return ret;
+	fe.pipe = &pe;
+	return write_file_entry(&fe);
 }
 
+/* The path and flags go to a REG entry of their own, as CRIU writes FIFOs. */
 static int fifo_dump(const struct fd_parms *p, uint32_t id)
 {
-	PipeDataEntry pde = PIPE_DATA_ENTRY__INIT;
-	FifoFileEntry ffe = FIFO_FILE_ENTRY__INIT;
+	FifoEntry ffe = FIFO_ENTRY__INIT;
 	FileEntry fe = FILE_ENTRY__INIT;
 	char what[PATH_MAX + 64];
 	int ret;
@@ -223,25 +251,43 @@ static int fifo_dump(const struct fd_parms *p, uint32_t id)
 		pr_err("%s: the FIFO was unlinked while open, which is not supported\n", what);
 		return -ENOTSUP;
 	}
-	ret = check_pipe_flags(p->flags, what);
+	ret = check_pipe_dumpable(p, what);
 	if (!ret)
-		ret = dump_pipe_data_once(p, &pde, &ffe.data, what);
+		ret = dump_queue_once(p, CR_IMG_FIFO_DATA, what);
 	if (ret)
 		return ret;
-	ffe.name = (char *)p->link;
-	ffe.flags = p->flags;
-	ffe.dev = p->st.st_dev;
-	ffe.ino = p->st.st_ino;
+	ffe.id = id;
+	ffe.pipe_id = p->st.st_ino;
+	ffe.has_regf_id = true;
+	ffe.regf_id = files_new_id();
+	ret = dump_reg_file(p, ffe.regf_id);
+	if (ret)
+		return ret;
 	fe.type = FD_TYPES__FIFO;
 	fe.id = id;
 	fe.fifo = &ffe;
-	ret = write_file_entry(&fe);
-	if (ffe.data)
-		free(pde.queued.data);
-	return ret;
+	return write_file_entry(&fe);
 }
 
 /* ------------------------------------------------------------- restore ---- */
+
+/* One pipe_data_entry with its bytes (from pipes-data.img or fifo-data.img). */
+struct pipe_data {
+	uint32_t pipe_id;
+	bool has_size;
+	uint32_t size;
+	uint32_t nr_bytes;
+	uint8_t *bytes;
+};
+
+struct pipe_data_table {
+	enum cr_img_type type;
+	struct pipe_data *data;
+	size_t nr;
+};
+
+static struct pipe_data_table pipes_data = { .type = CR_IMG_PIPES_DATA };
+static struct pipe_data_table fifos_data = { .type = CR_IMG_FIFO_DATA };
 
 /*
  * One pipe or FIFO of the images. Collected in the main process before forking, so each
@@ -249,8 +295,8 @@ static int fifo_dump(const struct fd_parms *p, uint32_t id)
  */
 struct pipe_obj {
 	bool fifo;
-	uint64_t dev, ino; /* as dumped; dev is 0 for pipes */
-	const PipeDataEntry *data;
+	uint32_t pipe_id; /* the inode at dump time */
+	const struct pipe_data *data; /* NULL: empty, default size */
 	bool restored;
 	ino_t restored_ino; /* pipes: the new pipe, to find an end this task already holds */
 };
@@ -258,60 +304,175 @@ struct pipe_obj {
 static struct pipe_obj *pipe_objs;
 static size_t nr_pipe_objs;
 
-static struct pipe_obj *find_pipe_obj(bool fifo, uint64_t dev, uint64_t ino)
+/* What a pipe or FIFO entry decodes to. */
+struct pipe_end {
+	size_t obj; /* index in pipe_objs, which grows while entries are collected */
+	uint32_t flags;
+	const char *path; /* FIFOs: from the REG entry */
+};
+
+static const struct pipe_data *find_pipe_data(const struct pipe_data_table *t, uint32_t pipe_id)
 {
-	for (size_t i = 0; i < nr_pipe_objs; i++)
-		if (pipe_objs[i].fifo == fifo && pipe_objs[i].dev == dev && pipe_objs[i].ino == ino)
-			return &pipe_objs[i];
+	for (size_t i = 0; i < t->nr; i++)
+		if (t->data[i].pipe_id == pipe_id)
+			return &t->data[i];
 	return NULL;
 }
 
-static int collect_pipe_obj(bool fifo, uint64_t dev, uint64_t ino, const PipeDataEntry *data,
-			    uint32_t file_id)
+static int check_pipe_data(struct cr_img *img, const struct pipe_data_table *t,
+			   const PipeDataEntry *pde)
 {
-	struct pipe_obj *obj = find_pipe_obj(fifo, dev, ino);
+	off_t left = img_bytes_left(img);
 
-	if (data && data->queued.len > data->pipe_size) {
-		pr_err("files.img: file %u: %zu queued bytes do not fit its pipe size %u\n",
-		       file_id, data->queued.len, data->pipe_size);
+	if (find_pipe_data(t, pde->pipe_id)) {
+		pr_err("%s: pipe %u appears twice\n", img->name, pde->pipe_id);
 		return -EINVAL;
 	}
-	if (!obj) {
-		struct pipe_obj *grown = realloc(pipe_objs, (nr_pipe_objs + 1) * sizeof(*grown));
-
-		if (!grown) {
-			pr_err("files.img: out of memory collecting file %u\n", file_id);
-			return -ENOMEM;
-		}
-		pipe_objs = grown;
-		obj = &pipe_objs[nr_pipe_objs++];
-		*obj = (struct pipe_obj){.fifo = fifo, .dev = dev, .ino = ino};
-	}
-	if (data && obj->data) {
-		pr_err("files.img: file %u: its pipe's queue is stored twice\n", file_id);
+	if (left < 0 || (uint64_t)left < pde->bytes) {
+		pr_err("%s: pipe %u claims %u queued bytes, %lld are left in the image\n", img->name,
+		       pde->pipe_id, pde->bytes, (long long)left);
 		return -EINVAL;
 	}
-	if (data)
-		obj->data = data;
+	if (pde->has_size && pde->bytes > pde->size) {
+		pr_err("%s: pipe %u: %u queued bytes do not fit its size %u\n", img->name,
+		       pde->pipe_id, pde->bytes, pde->size);
+		return -EINVAL;
+	}
 	return 0;
 }
 
-static int pipe_collect(const FileEntry *fe)
+static int read_one_pipe_data(struct cr_img *img, struct pipe_data_table *t,
+			      const PipeDataEntry *pde)
 {
-	if (!fe->pipe) {
-		pr_err("files.img: pipe file %u has no pipe entry\n", fe->id);
-		return -EINVAL;
+	struct pipe_data *grown, *pd;
+	int ret = check_pipe_data(img, t, pde);
+
+	if (ret)
+		return ret;
+	grown = realloc(t->data, (t->nr + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("%s: out of memory\n", img->name);
+		return -ENOMEM;
 	}
-	return collect_pipe_obj(false, 0, fe->pipe->pipe_id, fe->pipe->data, fe->id);
+	t->data = grown;
+	pd = &t->data[t->nr];
+	*pd = (struct pipe_data){ .pipe_id = pde->pipe_id, .has_size = pde->has_size,
+				  .size = pde->size, .nr_bytes = pde->bytes };
+	pd->bytes = malloc(pde->bytes ? pde->bytes : 1);
+	if (!pd->bytes) {
+		pr_err("%s: out of memory for %u queued bytes\n", img->name, pde->bytes);
+		return -ENOMEM;
+	}
+	ret = img_read_raw(img, pd->bytes, pde->bytes);
+	if (ret) {
+		free(pd->bytes);
+		return ret;
+	}
+	t->nr++;
+	return 0;
 }
 
-static int fifo_collect(const FileEntry *fe)
+/* The image exists only when some pipe had queued bytes or a size of its own. */
+static int collect_pipe_data(struct pipe_data_table *t)
 {
-	if (!fe->fifo || !fe->fifo->name) {
-		pr_err("files.img: FIFO file %u has no fifo entry\n", fe->id);
+	PipeDataEntry *pde;
+	struct cr_img *img;
+	int ret;
+
+	if (!img_exists(t->type, 0))
+		return 0;
+	img = open_image(t->type, O_RDONLY, 0);
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&pde)) > 0) {
+		ret = read_one_pipe_data(img, t, pde);
+		pb_free(img, pde);
+		if (ret)
+			break;
+	}
+	close_image(img);
+	return ret;
+}
+
+static int pipe_collect_images(void)
+{
+	return collect_pipe_data(&pipes_data);
+}
+
+static int fifo_collect_images(void)
+{
+	return collect_pipe_data(&fifos_data);
+}
+
+/* The index of the pipe or FIFO pipe_id in pipe_objs, added at its first entry. */
+static ssize_t collect_pipe_obj(bool fifo, uint32_t pipe_id, uint32_t file_id)
+{
+	const struct pipe_data_table *t = fifo ? &fifos_data : &pipes_data;
+	struct pipe_obj *grown;
+
+	for (size_t i = 0; i < nr_pipe_objs; i++)
+		if (pipe_objs[i].fifo == fifo && pipe_objs[i].pipe_id == pipe_id)
+			return i;
+	grown = realloc(pipe_objs, (nr_pipe_objs + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("files.img: out of memory collecting file %u\n", file_id);
+		return -ENOMEM;
+	}
+	pipe_objs = grown;
+	pipe_objs[nr_pipe_objs] = (struct pipe_obj){
+		.fifo = fifo, .pipe_id = pipe_id, .data = find_pipe_data(t, pipe_id)
+	};
+	return nr_pipe_objs++;
+}
+
+static int collect_end(struct file_desc *d, bool fifo, uint32_t pipe_id, uint32_t flags,
+		       const char *path)
+{
+	ssize_t obj = collect_pipe_obj(fifo, pipe_id, d->id);
+	struct pipe_end *end;
+
+	if (obj < 0)
+		return obj;
+	end = malloc(sizeof(*end));
+	if (!end) {
+		pr_err("files.img: out of memory collecting file %u\n", d->id);
+		return -ENOMEM;
+	}
+	*end = (struct pipe_end){ .obj = obj, .flags = flags, .path = path };
+	d->kind = end;
+	return 0;
+}
+
+static int pipe_collect(struct file_desc *d)
+{
+	const PipeEntry *pe = d->fe->pipe;
+	int ret;
+
+	if (!pe) {
+		pr_err("files.img: file %u has type PIPE but no pipe entry\n", d->id);
 		return -EINVAL;
 	}
-	return collect_pipe_obj(true, fe->fifo->dev, fe->fifo->ino, fe->fifo->data, fe->id);
+	ret = collect_owner(d, pe->fown);
+	return ret ? ret : collect_end(d, false, pe->pipe_id, pe->flags, NULL);
+}
+
+/* The FIFO's path, flags and owner are its REG entry's. */
+static int fifo_collect(struct file_desc *d)
+{
+	const FifoEntry *ffe = d->fe->fifo;
+	const struct reg_file *regf;
+	char user[48];
+
+	if (!ffe || !ffe->has_regf_id) {
+		pr_err("files.img: file %u has type FIFO but no fifo entry with a regf_id\n", d->id);
+		return -EINVAL;
+	}
+	snprintf(user, sizeof(user), "files.img: FIFO %u", d->id);
+	regf = find_reg_file(ffe->regf_id, user);
+	if (!regf)
+		return -EINVAL;
+	d->owner_signum = find_file_desc(ffe->regf_id)->owner_signum;
+	return collect_end(d, true, ffe->pipe_id, regf->flags, regf->path);
 }
 
 /*
@@ -321,30 +482,29 @@ static int fifo_collect(const FileEntry *fe)
  */
 static int refill_pipe(int fd, const struct pipe_obj *obj, const char *what)
 {
-	const PipeDataEntry *data = obj->data;
+	const struct pipe_data *data = obj->data;
 	size_t done = 0;
 
-	if (!data) {
-		pr_err("%s: no entry carries its size and queue (corrupt files.img)\n", what);
-		return -EINVAL;
-	}
-	if (fcntl(fd, F_SETPIPE_SZ, data->pipe_size) < 0) {
+	if (!data)
+		return 0;
+	if (data->has_size && fcntl(fd, F_GETPIPE_SZ) != (int)data->size &&
+	    fcntl(fd, F_SETPIPE_SZ, data->size) < 0) {
 		pr_perror("%s: cannot set its size to %u bytes (the limit is "
 			  "/proc/sys/fs/pipe-max-size)",
-			  what, data->pipe_size);
+			  what, data->size);
 		return -errno;
 	}
-	while (done < data->queued.len) {
-		ssize_t n = write(fd, data->queued.data + done, data->queued.len - done);
+	while (done < data->nr_bytes) {
+		ssize_t n = write(fd, data->bytes + done, data->nr_bytes - done);
 
 		if (n <= 0) {
-			pr_err("%s: cannot restore %zu queued bytes (%zu written): %s\n", what,
-			       data->queued.len, done, n < 0 ? strerror(errno) : "short write");
+			pr_err("%s: cannot restore %u queued bytes (%zu written): %s\n", what,
+			       data->nr_bytes, done, n < 0 ? strerror(errno) : "short write");
 			return n < 0 ? -errno : -EIO;
 		}
 		done += n;
 	}
-	pr_debug("%s: size %u, %zu bytes queued again\n", what, data->pipe_size, done);
+	pr_debug("%s: %zu bytes queued again\n", what, done);
 	return 0;
 }
 
@@ -473,34 +633,33 @@ static int reopen_pipe_end(const struct pipe_obj *obj, uint32_t flags, const cha
 	return held_fd < 0 ? held_fd : open_end_via(held_fd, flags, what);
 }
 
-static int pipe_open(const FileEntry *fe)
+static int pipe_open(const struct file_desc *d)
 {
-	const PipeFileEntry *pfe = fe->pipe;
-	struct pipe_obj *obj = find_pipe_obj(false, 0, pfe->pipe_id);
+	const struct pipe_end *end = d->kind;
+	struct pipe_obj *obj = &pipe_objs[end->obj];
 	char what[64];
 	int fd;
 
-	snprintf(what, sizeof(what), "pipe:[%llu] (file %u)", (unsigned long long)pfe->pipe_id,
-		 fe->id);
-	fd = obj->restored ? reopen_pipe_end(obj, pfe->flags, what)
-			   : create_pipe(obj, pfe->flags, what);
-	return fd < 0 ? fd : set_status_flags(fd, pfe->flags, what);
+	snprintf(what, sizeof(what), "pipe:[%u] (file %u)", obj->pipe_id, d->id);
+	fd = obj->restored ? reopen_pipe_end(obj, end->flags, what)
+			   : create_pipe(obj, end->flags, what);
+	return fd < 0 ? fd : set_status_flags(fd, end->flags, what);
 }
 
 /*
  * Opened read-write first: on a FIFO that never blocks (Linux), and it keeps the pipe,
  * and so its refilled queue, alive until the real end exists.
  */
-static int fifo_open(const FileEntry *fe)
+static int fifo_open(const struct file_desc *d)
 {
-	const FifoFileEntry *ffe = fe->fifo;
-	struct pipe_obj *obj = find_pipe_obj(true, ffe->dev, ffe->ino);
+	const struct pipe_end *end = d->kind;
+	struct pipe_obj *obj = &pipe_objs[end->obj];
 	char what[PATH_MAX + 32];
 	struct stat st;
 	int pin_fd, fd, ret = 0;
 
-	snprintf(what, sizeof(what), "FIFO %s (file %u)", ffe->name, fe->id);
-	pin_fd = open(ffe->name, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	snprintf(what, sizeof(what), "FIFO %s (file %u)", end->path, d->id);
+	pin_fd = open(end->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (pin_fd < 0) {
 		pr_perror("%s: cannot open it", what);
 		return -errno;
@@ -520,23 +679,21 @@ static int fifo_open(const FileEntry *fe)
 		return ret;
 	}
 	obj->restored = true;
-	fd = (ffe->flags & O_ACCMODE) == O_RDWR ? pin_fd : open_end_via(pin_fd, ffe->flags, what);
+	fd = (end->flags & O_ACCMODE) == O_RDWR ? pin_fd : open_end_via(pin_fd, end->flags, what);
 	if (fd != pin_fd)
 		close(pin_fd);
-	return fd < 0 ? fd : set_status_flags(fd, ffe->flags, what);
+	return fd < 0 ? fd : set_status_flags(fd, end->flags, what);
 }
 
 /*
  * Both ends of a pipe, and every opening of a FIFO, reach one queue: restored once, by
- * the task that opens them all when several tasks use them. pipe_objs is complete once
- * files.img is collected, so its index names the object.
+ * the task that opens them all when several tasks use them.
  */
-static uint64_t pipe_object_key(const FileEntry *fe)
+static uint64_t pipe_object_key(const struct file_desc *d)
 {
-	const struct pipe_obj *obj = fe->pipe ? find_pipe_obj(false, 0, fe->pipe->pipe_id)
-					      : find_pipe_obj(true, fe->fifo->dev, fe->fifo->ino);
+	const struct pipe_end *end = d->kind;
 
-	return obj - pipe_objs + 1;
+	return end->obj + 1;
 }
 
 const struct fdtype_ops pipe_fdtype_ops = {
@@ -544,6 +701,7 @@ const struct fdtype_ops pipe_fdtype_ops = {
 	.name = "pipe",
 	.owns = pipe_owns,
 	.dump = pipe_dump,
+	.collect_images = pipe_collect_images,
 	.collect = pipe_collect,
 	.open = pipe_open,
 	.inheritable = true,
@@ -555,6 +713,7 @@ const struct fdtype_ops fifo_fdtype_ops = {
 	.name = "FIFO",
 	.owns = fifo_owns,
 	.dump = fifo_dump,
+	.collect_images = fifo_collect_images,
 	.collect = fifo_collect,
 	.open = fifo_open,
 	.inheritable = true,

@@ -1,7 +1,12 @@
 /*
  * File descriptors: the generic fd walk on dump, the file table and fd installation on
- * restore, and the ops table through which each kind of file (files-reg.c, tty.c, ...)
- * plugs in. Also cwd/root (fs.c).
+ * restore, and the ops table through which each kind of file (files-reg.c, pipes.c,
+ * tty.c, files-ext.c) plugs in. Also cwd, root and umask (fs.c).
+ *
+ * Images (CRIU's format): files.img holds one file_entry per open file description (and
+ * per mapped file, exe, cwd and root), fdinfo-FILES_ID.img one fdinfo_entry per fd of a
+ * files table; the kinds add their own (remap-fpath.img and ghost-file-ID.img, pipes-data.img,
+ * fifo-data.img, tty-info.img).
  */
 #ifndef CR_FILES_H
 #define CR_FILES_H
@@ -10,9 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 
 #include "fdinfo.pb-c.h"
+#include "image.h"
 
 /* What the dump side knows about one fd of a stopped task. */
 struct fd_parms {
@@ -25,6 +32,18 @@ struct fd_parms {
 	bool cloexec;
 };
 
+/*
+ * One file_entry of files.img as restore works on it. The whole table is collected once,
+ * in the main process before forking, so every task has all of it.
+ */
+struct file_desc {
+	uint32_t id;
+	const FileEntry *fe; /* the record as read; only the kind's collect() decodes it */
+	const struct fdtype_ops *ops;
+	void *kind; /* what collect() decoded: struct reg_file, a pipe end, ... */
+	uint32_t owner_signum; /* F_SETSIG from the fown_entry; 0: none */
+};
+
 /* One kind of file. The pipelines call these and never look at the kind themselves. */
 struct fdtype_ops {
 	FdTypes type;
@@ -34,12 +53,20 @@ struct fdtype_ops {
 	/* Dump: write the description as file_entry id (write_file_entry()). 0 or -errno. */
 	int (*dump)(const struct fd_parms *p, uint32_t id);
 	/*
-	 * Restore, main process, before forking: check one collected entry (its sub-message
-	 * is present, the options it needs are given). 0 or -errno.
+	 * Optional. Restore, main process, before this kind's entries are collected: read the
+	 * kind's own images (pipes-data.img, remap-fpath.img, ...). 0 or -errno.
 	 */
-	int (*collect)(const FileEntry *fe);
+	int (*collect_images)(void);
+	/*
+	 * Restore, main process, before forking: decode d->fe into d->kind, checking every
+	 * field (sub-message present, ids that exist, paths, lengths) and the options the
+	 * kind needs; set d->owner_signum via collect_owner(). Kinds are collected in the
+	 * order of the ops table, so this may look up entries of the kinds before it
+	 * (find_reg_file()). 0 or -errno, after one error line.
+	 */
+	int (*collect)(struct file_desc *d);
 	/* Restore, in the task: open the description at any number; the fd or -errno. */
-	int (*open)(const FileEntry *fe);
+	int (*open)(const struct file_desc *d);
 	/*
 	 * Whether one opening can serve every task that uses the description: the task that
 	 * is the lowest common ancestor of its users opens it and they inherit it over fork.
@@ -54,9 +81,10 @@ struct fdtype_ops {
 	 * openings of this entry are independent. Entries with the same key are opened by one
 	 * task when several tasks use them, so the object and its state exist once.
 	 */
-	uint64_t (*object_key)(const FileEntry *fe);
+	uint64_t (*object_key)(const struct file_desc *d);
 };
 
+/* Regular files, directories and the memory devices, reopened by path (files-reg.c). */
 extern const struct fdtype_ops reg_fdtype_ops;
 extern const struct fdtype_ops tty_fdtype_ops;
 /* Pipe ends and FIFOs, with their size and queued bytes (pipes.c). */
@@ -67,12 +95,21 @@ extern const struct fdtype_ops ext_fdtype_ops;
 
 /* ---- dump side (cr-dump.c, task ptrace-stopped) ---- */
 
-/* Open / close files.img for the whole dump. */
+/* The kernel's own dev_t layout (MAJOR << 20 | MINOR), which CRIU's images use for st_dev. */
+static inline uint32_t kernel_dev(dev_t dev)
+{
+	return (major(dev) << 20) | minor(dev);
+}
+
+/* Open / close files.img (and the kinds' images) for the whole dump. */
 int files_dump_init(void);
 int files_dump_fini(void);
-/* Every fd of /proc/PID/fd -> files.img + fdinfo-PID.img. -errno naming the fd if refused. */
+/*
+ * Every fd of /proc/PID/fd -> files.img + fdinfo-FILES_ID.img (the task's ids.files_id,
+ * set before this is called). -errno naming the fd if refused.
+ */
 int dump_task_files(pid_t pid);
-/* cwd and root -> fs-PID.img. */
+/* cwd and root (REG entries of the directories) and umask -> fs-PID.img. */
 int dump_task_fs(pid_t pid);
 /* The file mapped at [start, end) (via /proc/PID/map_files) as a REG file_entry. */
 int dump_mapped_file(pid_t pid, unsigned long start, unsigned long end, uint32_t *file_id);
@@ -82,14 +119,26 @@ int dump_exe_file(pid_t pid, uint32_t *file_id);
 /* For the kinds: a fresh file_entry id, and writing one entry to files.img. */
 uint32_t files_new_id(void);
 int write_file_entry(const FileEntry *fe);
+/*
+ * An image of the dump that only some dumps have (remap-fpath.img, pipes-data.img, ...):
+ * created at its first use, closed by files_dump_fini(). NULL after an error line.
+ */
+struct cr_img *files_side_image(enum cr_img_type type);
+/* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
+int grab_task_fd(const struct fd_parms *p);
+/* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */
+int dump_reg_file(const struct fd_parms *p, uint32_t id);
+/* A REG entry for the directory at the /proc link src (cwd, root), opened O_RDONLY. */
+int dump_dir_file(const char *src, const char *what, uint32_t *file_id);
 
 /* ---- restore side ---- */
 
 /*
- * Main process, before forking, after pstree_read(): files.img into a table by id, and
- * from every task's fdinfo image, which tasks share which description. Each description
- * used by several tasks gets its opener (the users' lowest common ancestor) and a number
- * in the inherited range, just below the service fds and above every restored fd.
+ * Main process, before forking, after pstree_read(): files.img into a table by id, each
+ * entry decoded by its kind, and from every task's fdinfo image, which tasks share which
+ * description. Each description used by several tasks gets its opener (the users' lowest
+ * common ancestor) and a number in the inherited range, just below the service fds and
+ * above every restored fd.
  */
 int files_collect(void);
 /*
@@ -101,14 +150,14 @@ struct pstree_item;
 int prepare_inherited_files(const struct pstree_item *item);
 /*
  * In the restored task, after the service fds are installed and before anything else
- * opens fds: every fd of fdinfo-PID.img at its number with its flags and offset; every
+ * opens fds: every fd of its fdinfo image at its number with its flags and offset; every
  * other fd that is not a service fd is closed.
  */
 int prepare_fds(pid_t pid);
 /*
- * In the restored task, after prepare_fds(): cwd and root from fs-PID.img. Done through
- * fds, but once a task is chrooted, absolute paths (open_vma_file(), /proc) resolve inside
- * its root: call this after the last of them.
+ * In the restored task, after prepare_fds(): cwd, root and umask from fs-PID.img. Done
+ * through fds, but once a task is chrooted, absolute paths (open_vma_file(), /proc)
+ * resolve inside its root: call this after the last of them.
  */
 int restore_task_fs(pid_t pid);
 /*
@@ -119,5 +168,31 @@ int open_vma_file(uint32_t file_id, uint32_t fdflags);
 
 /* The collected entry with this id, or NULL. */
 const FileEntry *find_file_entry(uint32_t id);
+const struct file_desc *find_file_desc(uint32_t id);
+
+/* For the kinds' collect(): the fown_entry's signal, refusing an owner we cannot restore. */
+int collect_owner(struct file_desc *d, const FownEntry *fown);
+
+/*
+ * A REG entry as files-reg.c collected it: a path restore opens (an fd, a mapped file,
+ * the exe, cwd or root, a FIFO's or terminal's name).
+ */
+struct ghost_file;
+struct reg_file {
+	uint32_t id;
+	const char *path; /* absolute, shorter than PATH_MAX */
+	uint32_t flags;	  /* open flags as dumped */
+	uint64_t pos;
+	bool has_mode;
+	uint32_t mode;
+	bool has_size;
+	uint64_t size;
+	struct ghost_file *ghost; /* deleted at dump: re-created from its ghost image */
+};
+
+/* The collected REG entry id; NULL after an error line that names user. */
+const struct reg_file *find_reg_file(uint32_t id, const char *user);
+/* Open rf's file with flags (no offset set); the fd or -errno (logged). */
+int open_reg_file(const struct reg_file *rf, uint32_t flags);
 
 #endif

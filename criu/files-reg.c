@@ -717,6 +717,29 @@ static int reg_collect_images(void)
 	return ret;
 }
 
+/*
+ * A path from an image is only written to where a dump could have named a file: an
+ * absolute path without "." or ".." components or empty ones, so a crafted name cannot
+ * climb out of the directory it names.
+ */
+static bool is_plain_path(const char *path)
+{
+	const char *p = path;
+
+	if (*p != '/')
+		return false;
+	while (*p) {
+		const char *comp = p + 1, *end = strchrnul(comp, '/');
+		size_t len = end - comp;
+
+		if (len == 0 || (len == 1 && comp[0] == '.') ||
+		    (len == 2 && comp[0] == '.' && comp[1] == '.'))
+			return false;
+		p = end;
+	}
+	return true;
+}
+
 static int check_reg_name(uint32_t id, const char *name)
 {
 	if (!name || name[0] != '/') {
@@ -756,8 +779,9 @@ static int reg_collect(struct file_desc *d)
 		.has_size = rfe->has_size, .size = rfe->size,
 		.ghost = ghost_of_file(d->id),
 	};
-	if (rf->ghost && rf->has_mode && !S_ISREG(rf->mode)) {
-		pr_err("files.img: file %u (%s) is remapped to a ghost but is not a regular file\n",
+	if (rf->ghost && ((rf->has_mode && !S_ISREG(rf->mode)) || !is_plain_path(rf->path))) {
+		pr_err("files.img: file %u (%s) is remapped to a ghost but is not a regular file "
+		       "at a plain absolute path\n",
 		       d->id, rf->path);
 		free(rf);
 		return -EINVAL;
@@ -884,29 +908,6 @@ static int fill_ghost_file(int fd, const char *path, const struct ghost_file *g)
 }
 
 /*
- * A path from an image is only written to where a dump could have named a file: an
- * absolute path without "." or ".." components or empty ones, so a crafted name cannot
- * climb out of the directory it names.
- */
-static bool is_plain_path(const char *path)
-{
-	const char *p = path;
-
-	if (*p != '/')
-		return false;
-	while (*p) {
-		const char *comp = p + 1, *end = strchrnul(comp, '/');
-		size_t len = end - comp;
-
-		if (len == 0 || (len == 1 && comp[0] == '.') ||
-		    (len == 2 && comp[0] == '.' && comp[1] == '.'))
-			return false;
-		p = end;
-	}
-	return true;
-}
-
-/*
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
  * someone created a new file there since, a sibling name is the best we can do. Never
  * through a symlink and never over an existing file (O_EXCL | O_NOFOLLOW).
@@ -916,10 +917,6 @@ static int create_ghost_file(const char *path, uint32_t ghost_id, char *created,
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	int fd;
 
-	if (!is_plain_path(path)) {
-		pr_err("deleted file %s: not a plain absolute path, not re-created\n", path);
-		return -EINVAL;
-	}
 	snprintf(created, len, "%s", path);
 	fd = open(created, flags, 0600);
 	if (fd < 0 && errno == EEXIST) {

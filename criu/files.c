@@ -688,7 +688,7 @@ static int check_files_id_unique(const struct pstree_item *item)
 	struct pstree_item *other;
 
 	for (other = root_item; other != item; other = pstree_next(other)) {
-		if (!other->zombie && other->ids.files_id == item->ids.files_id) {
+		if (other->ids.files_id == item->ids.files_id) {
 			pr_err("tasks %d and %d share one fd table (files id %u), which is not "
 			       "supported\n",
 			       other->pid, item->pid, item->ids.files_id);
@@ -705,8 +705,8 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 	size_t nr;
 	int ret;
 
-	/* A zombie has no fds and no ids. */
-	if (item->zombie)
+	/* A zombie has no fds and no ids (and no ids image to read them from at restore). */
+	if (item->zombie || !item->ids.files_id)
 		return 0;
 	ret = check_files_id_unique(item);
 	if (!ret)

@@ -182,6 +182,22 @@ int compel_get_xstate(pid_t pid, void **buf, size_t *len)
 	return 0;
 }
 
+int compel_get_tls(pid_t pid, unsigned int first, unsigned int nr, struct user_desc *descs)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		memset(&descs[i], 0, sizeof(descs[i]));
+		if (ptrace(PTRACE_GET_THREAD_AREA, pid, (void *)(long)(first + i), &descs[i])) {
+			int err = errno;
+
+			pr_err("cannot read GDT TLS slot %u of %d: %s\n", first + i, pid, strerror(err));
+			return -err;
+		}
+	}
+	return 0;
+}
+
 int compel_get_sigmask(pid_t pid, uint64_t *mask)
 {
 	if (ptrace(PTRACE_GETSIGMASK, pid, (void *)sizeof(*mask), mask)) {

@@ -15,7 +15,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
-#include <sys/utsname.h>
 
 #include "compel.h"
 #include "cr_options.h"
@@ -27,11 +26,14 @@
 #include "plugin.h"
 #include "proc_parse.h"
 #include "pstree.h"
+#include "regs-x86.h"
+#include "stats.h"
 #include "core.pb-c.h"
 #include "inventory.pb-c.h"
 
 #define NR_SIGNALS 64
 #define NR_ITIMERS 3 /* ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF */
+#define COMM_LEN 32 /* TASK_COMM_LEN (16) with room to spare */
 
 /* The kernel's struct sigaction as rt_sigaction() reads and writes it on x86_64. */
 struct kernel_sigaction {
@@ -41,20 +43,30 @@ struct kernel_sigaction {
 	uint64_t mask;
 };
 
-/* One thread's own state, and the storage its ThreadCoreEntry points into. */
-struct dump_thread {
-	pid_t tid;
-	ThreadCoreEntry core;
-	UserX86RegsEntry regs;
-	RseqEntry rseq;
-	SigaltstackEntry sas;
-	void *xstate;
-	siginfo_t *pending;
-	SiginfoEntry *pending_entries;
-	SiginfoEntry **pending_ptrs;
+/* Queued signals as signal_queue_entry, and the storage it points into. */
+struct dump_sigqueue {
+	SignalQueueEntry entry;
+	siginfo_t *infos;
+	SiginfoEntry *entries;
+	SiginfoEntry **ptrs;
 };
 
-/* Everything learnt about one task, and the storage its CoreEntry points into. */
+/* One thread's core-TID.img and the storage its entries point into. */
+struct dump_thread {
+	pid_t tid;
+	CoreEntry core;
+	ThreadInfoX86 info;
+	UserX86RegsEntry regs;
+	struct x86_fpregs_image fpregs;
+	struct x86_tls_image tls;
+	ThreadCoreEntry tcore;
+	RseqEntry rseq;
+	ThreadSasEntry sas;
+	struct dump_sigqueue pending;
+	char comm[COMM_LEN];
+};
+
+/* Everything learnt about one task, and the storage its TaskCoreEntry points into. */
 struct dump_task {
 	struct pstree_item *item;
 	bool seized;
@@ -62,38 +74,39 @@ struct dump_task {
 	/* The other threads, seized ones first: nr_other_threads of them are seized. */
 	struct dump_thread *other_threads;
 	unsigned int nr_other_threads;
-	ThreadCoreEntry **other_thread_ptrs;
 	char proc_state; /* /proc/PID/stat state before seizing */
+	unsigned int proc_flags; /* PF_* of /proc/PID/stat */
 	struct proc_vma *vmas;
 	unsigned int nr_vmas;
-	unsigned long brk;
+	struct task_mm_misc mm_misc;
 
-	CoreEntry core;
 	TaskCoreEntry tc;
-	CredsEntry creds;
-	char comm[32];
+	char comm[COMM_LEN];
+	CredsEntry creds; /* the process's, in every thread's core */
+	uint32_t caps[5][2]; /* inh, prm, eff, bnd, amb: low word first */
+	struct proc_pid_status status;
 	SaEntry sa[NR_SIGNALS];
 	SaEntry *sa_ptrs[NR_SIGNALS];
-	RlimitEntry rlimits[PROC_NR_RLIMITS];
+	TaskRlimitsEntry rlimits;
+	RlimitEntry rlimit[PROC_NR_RLIMITS];
 	RlimitEntry *rlimit_ptrs[PROC_NR_RLIMITS];
+	TaskTimersEntry timers;
 	ItimerEntry itimers[NR_ITIMERS];
-	ItimerEntry *itimer_ptrs[NR_ITIMERS];
 	PosixTimerEntry *posix_timers;
 	PosixTimerEntry **posix_timer_ptrs;
 	struct proc_posix_timer *proc_timers;
 	unsigned int nr_proc_timers;
-	siginfo_t *shared_pending;
-	SiginfoEntry *shared_pending_entries;
-	SiginfoEntry **shared_pending_ptrs;
-	struct proc_pid_status status;
+	struct dump_sigqueue shared_pending;
+	uint32_t pdeath_sig;
 };
 
 struct dump_stats {
 	struct timespec start, freeze_start;
 	uint64_t freezing_us;
 	uint64_t memdump_us;
-	struct mem_dump_stats mem;
+	struct mem_dump_ctx mem;
 };
+
 
 static uint64_t usec_since(const struct timespec *since)
 {
@@ -225,6 +238,7 @@ static int add_task(struct pstree_item *parent, pid_t pid)
 	if (!task)
 		return -ENOMEM;
 	task->proc_state = st.state;
+	task->proc_flags = st.flags;
 	task->item = pstree_add_item(parent, pid);
 	if (!task->item)
 		return -ENOMEM;
@@ -292,42 +306,18 @@ static int collect_and_seize_tree(pid_t root_pid)
 
 /* ------------------------------------------------ state read from outside ---- */
 
-static void fill_regs(UserX86RegsEntry *re, const struct user_regs_struct *r)
+static void thread_name(const struct dump_thread *th, char *buf, size_t len)
 {
-	user_x86_regs_entry__init(re);
-	re->r15 = r->r15;
-	re->r14 = r->r14;
-	re->r13 = r->r13;
-	re->r12 = r->r12;
-	re->bp = r->rbp;
-	re->bx = r->rbx;
-	re->r11 = r->r11;
-	re->r10 = r->r10;
-	re->r9 = r->r9;
-	re->r8 = r->r8;
-	re->ax = r->rax;
-	re->cx = r->rcx;
-	re->dx = r->rdx;
-	re->si = r->rsi;
-	re->di = r->rdi;
-	re->orig_ax = r->orig_rax;
-	re->ip = r->rip;
-	re->cs = r->cs;
-	re->flags = r->eflags;
-	re->sp = r->rsp;
-	re->ss = r->ss;
-	re->fs_base = r->fs_base;
-	re->gs_base = r->gs_base;
-	re->ds = r->ds;
-	re->es = r->es;
-	re->fs = r->fs;
-	re->gs = r->gs;
+	snprintf(buf, len, "thread %d", th->tid);
 }
 
 static int collect_thread_regs(struct dump_thread *th)
 {
 	struct user_regs_struct regs;
+	struct user_desc tls[X86_GDT_TLS_NUM];
+	char who[32];
 	size_t xstate_len;
+	void *xstate;
 	int ret;
 
 	ret = compel_get_regs(th->tid, &regs);
@@ -335,79 +325,68 @@ static int collect_thread_regs(struct dump_thread *th)
 		return ret;
 	/* Stored as the thread must resume: an interrupted syscall is set up to restart. */
 	compel_fixup_syscall_restart(&regs);
-	fill_regs(&th->regs, &regs);
-	th->core.gpregs = &th->regs;
+	gpregs_to_image(&regs, &th->regs);
 	pr_debug("thread %d: ip %llx sp %llx ax %llx orig_ax %llx fs_base %llx\n", th->tid,
 		 regs.rip, regs.rsp, regs.rax, regs.orig_rax, regs.fs_base);
 
-	ret = compel_get_xstate(th->tid, &th->xstate, &xstate_len);
+	ret = compel_get_xstate(th->tid, &xstate, &xstate_len);
 	if (ret)
 		return ret;
-	th->core.xsave.data = th->xstate;
-	th->core.xsave.len = xstate_len;
-	pr_debug("thread %d: %zu bytes of xstate\n", th->tid, xstate_len);
-	return compel_get_sigmask(th->tid, &th->core.blk_sigset);
+	thread_name(th, who, sizeof(who));
+	ret = xsave_to_image(xstate, xstate_len, &th->fpregs, who);
+	/* Cheap (a few KiB), and the dump fails rather than lose state the image cannot hold. */
+	if (!ret)
+		ret = xsave_check_round_trip(xstate, xstate_len, &th->fpregs, who);
+	free(xstate);
+	if (ret)
+		return ret;
+	pr_debug("thread %d: %zu bytes of xstate, xstate_bv %#llx\n", th->tid, xstate_len,
+		 (unsigned long long)th->fpregs.xsave.xstate_bv);
+	ret = compel_get_tls(th->tid, X86_GDT_TLS_FIRST, X86_GDT_TLS_NUM, tls);
+	if (ret)
+		return ret;
+	tls_to_image(tls, &th->tls);
+	th->info.gpregs = &th->regs;
+	th->info.fpregs = &th->fpregs.fpregs;
+	th->info.n_tls = X86_GDT_TLS_NUM;
+	th->info.tls = th->tls.ptrs;
+	th->tcore.has_blk_sigset = true;
+	return compel_get_sigmask(th->tid, &th->tcore.blk_sigset);
 }
 
-/* Wrap the raw siginfos in image entries (the arrays are owned by task). */
-static int wrap_siginfos(siginfo_t *infos, unsigned int nr, SiginfoEntry **entries,
-			 SiginfoEntry ***ptrs)
+/* The raw siginfos as a signal_queue_entry (its arrays are owned by q). */
+static int collect_sigqueue(pid_t tid, bool shared, struct dump_sigqueue *q)
 {
-	unsigned int i;
+	unsigned int nr, i;
+	int ret;
 
-	if (!nr)
-		return 0;
-	*entries = calloc(nr, sizeof(**entries));
-	*ptrs = calloc(nr, sizeof(**ptrs));
-	if (!*entries || !*ptrs) {
-		pr_err("no memory for %u pending signals\n", nr);
+	signal_queue_entry__init(&q->entry);
+	ret = compel_get_pending(tid, shared, &q->infos, &nr);
+	if (ret || !nr)
+		return ret;
+	q->entries = calloc(nr, sizeof(*q->entries));
+	q->ptrs = calloc(nr, sizeof(*q->ptrs));
+	if (!q->entries || !q->ptrs) {
+		pr_err("no memory for %u pending signals of %d\n", nr, tid);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++) {
-		siginfo_entry__init(&(*entries)[i]);
-		(*entries)[i].siginfo.data = (uint8_t *)&infos[i];
-		(*entries)[i].siginfo.len = sizeof(infos[i]);
-		(*ptrs)[i] = &(*entries)[i];
+		siginfo_entry__init(&q->entries[i]);
+		q->entries[i].siginfo.data = (uint8_t *)&q->infos[i];
+		q->entries[i].siginfo.len = sizeof(q->infos[i]);
+		q->ptrs[i] = &q->entries[i];
 	}
+	q->entry.n_signals = nr;
+	q->entry.signals = q->ptrs;
+	pr_debug("%d: %u %s pending signals\n", tid, nr, shared ? "shared" : "own");
 	return 0;
 }
 
-/* Signals queued for this thread alone. */
-static int collect_thread_pending(struct dump_thread *th)
+static void free_sigqueue(struct dump_sigqueue *q)
 {
-	unsigned int nr;
-	int ret;
-
-	ret = compel_get_pending(th->tid, false, &th->pending, &nr);
-	if (ret)
-		return ret;
-	ret = wrap_siginfos(th->pending, nr, &th->pending_entries, &th->pending_ptrs);
-	if (ret)
-		return ret;
-	th->core.n_pending = nr;
-	th->core.pending = th->pending_ptrs;
-	pr_debug("thread %d: %u pending signals\n", th->tid, nr);
-	return 0;
-}
-
-/* Signals queued for the whole process. */
-static int collect_shared_pending(struct dump_task *task)
-{
-	pid_t pid = task->item->pid;
-	unsigned int nr;
-	int ret;
-
-	ret = compel_get_pending(pid, true, &task->shared_pending, &nr);
-	if (ret)
-		return ret;
-	ret = wrap_siginfos(task->shared_pending, nr, &task->shared_pending_entries,
-			    &task->shared_pending_ptrs);
-	if (ret)
-		return ret;
-	task->tc.n_shared_pending = nr;
-	task->tc.shared_pending = task->shared_pending_ptrs;
-	pr_debug("task %d: %u shared pending signals\n", pid, nr);
-	return 0;
+	free(q->infos);
+	free(q->entries);
+	free(q->ptrs);
 }
 
 static int collect_rseq_and_robust_list(struct dump_thread *th)
@@ -425,9 +404,7 @@ static int collect_rseq_and_robust_list(struct dump_thread *th)
 		th->rseq.rseq_abi_pointer = rseq.abi_pointer;
 		th->rseq.rseq_abi_size = rseq.abi_size;
 		th->rseq.signature = rseq.signature;
-		th->rseq.has_flags = true;
-		th->rseq.flags = rseq.flags;
-		th->core.rseq = &th->rseq;
+		th->tcore.rseq_entry = &th->rseq;
 	}
 	if (syscall(SYS_get_robust_list, th->tid, &head, &len)) {
 		int err = errno;
@@ -435,9 +412,18 @@ static int collect_rseq_and_robust_list(struct dump_thread *th)
 		pr_perror("cannot read the robust list of thread %d", th->tid);
 		return -err;
 	}
-	th->core.robust_list = head;
-	th->core.robust_list_len = len;
+	th->tcore.futex_rla = head;
+	th->tcore.futex_rla_len = len;
 	return 0;
+}
+
+/* A 64-bit capability set as creds_entry holds it: two u32 words, the low one first. */
+static void cap_words(uint64_t set, uint32_t words[2], size_t *n, uint32_t **field)
+{
+	words[0] = (uint32_t)set;
+	words[1] = (uint32_t)(set >> 32);
+	*n = 2;
+	*field = words;
 }
 
 static int collect_creds(struct dump_task *task)
@@ -464,19 +450,16 @@ static int collect_creds(struct dump_task *task)
 	ce->egid = st->gid[1];
 	ce->sgid = st->gid[2];
 	ce->fsgid = st->gid[3];
-	ce->cap_inh = st->cap_inh;
-	ce->cap_prm = st->cap_prm;
-	ce->cap_eff = st->cap_eff;
-	ce->cap_bnd = st->cap_bnd;
-	ce->has_cap_amb = true;
-	ce->cap_amb = st->cap_amb;
+	cap_words(st->cap_inh, task->caps[0], &ce->n_cap_inh, &ce->cap_inh);
+	cap_words(st->cap_prm, task->caps[1], &ce->n_cap_prm, &ce->cap_prm);
+	cap_words(st->cap_eff, task->caps[2], &ce->n_cap_eff, &ce->cap_eff);
+	cap_words(st->cap_bnd, task->caps[3], &ce->n_cap_bnd, &ce->cap_bnd);
+	cap_words(st->cap_amb, task->caps[4], &ce->n_cap_amb, &ce->cap_amb);
 	ce->n_groups = st->nr_groups;
 	ce->groups = st->groups;
 	ce->has_no_new_privs = true;
 	ce->no_new_privs = st->no_new_privs;
 	/* secbits are not in /proc: filled by an injected prctl(PR_GET_SECUREBITS). */
-	task->tc.creds = ce;
-	task->tc.umask = st->umask;
 	return 0;
 }
 
@@ -490,15 +473,35 @@ static int collect_rlimits(struct dump_task *task)
 	ret = parse_pid_limits(task->item->pid, lims);
 	if (ret)
 		return ret;
+	task_rlimits_entry__init(&task->rlimits);
 	for (i = 0; i < PROC_NR_RLIMITS; i++) {
-		rlimit_entry__init(&task->rlimits[i]);
-		task->rlimits[i].resource = i;
-		task->rlimits[i].cur = lims[i].cur;
-		task->rlimits[i].max = lims[i].max;
-		task->rlimit_ptrs[i] = &task->rlimits[i];
+		rlimit_entry__init(&task->rlimit[i]);
+		task->rlimit[i].cur = lims[i].cur;
+		task->rlimit[i].max = lims[i].max;
+		task->rlimit_ptrs[i] = &task->rlimit[i];
 	}
-	task->tc.n_rlimits = PROC_NR_RLIMITS;
-	task->tc.rlimits = task->rlimit_ptrs;
+	task->rlimits.n_rlimits = PROC_NR_RLIMITS;
+	task->rlimits.rlimits = task->rlimit_ptrs;
+	task->tc.rlimits = &task->rlimits;
+	return 0;
+}
+
+/* loginuid and oom_score_adj: kept in the image for CRIU's tools; restore leaves them. */
+static int collect_audit_and_oom(struct dump_task *task)
+{
+	long long value;
+	int ret;
+
+	ret = parse_pid_number(task->item->pid, "loginuid", &value);
+	if (ret)
+		return ret;
+	task->tc.has_loginuid = true;
+	task->tc.loginuid = (uint32_t)value;
+	ret = parse_pid_number(task->item->pid, "oom_score_adj", &value);
+	if (ret)
+		return ret;
+	task->tc.has_oom_score_adj = true;
+	task->tc.oom_score_adj = (int32_t)value;
 	return 0;
 }
 
@@ -508,13 +511,22 @@ static int collect_proc_misc(struct dump_task *task)
 	int ret;
 
 	ret = parse_pid_personality(pid, &task->tc.personality);
-	if (ret)
-		return ret;
-	ret = parse_pid_comm(pid, task->comm, sizeof(task->comm));
+	if (!ret)
+		ret = parse_pid_comm(pid, task->comm, sizeof(task->comm));
+	if (!ret)
+		ret = collect_audit_and_oom(task);
 	if (ret)
 		return ret;
 	task->tc.comm = task->comm;
-	task->tc.state = task->proc_state == 'T' ? TASK_STATE__TASK_STOPPED : TASK_STATE__TASK_ALIVE;
+	task->tc.flags = task->proc_flags;
+	if (task->proc_state == 'T') {
+		/* Which signal stopped it is not in /proc: SIGSTOP brings it back stopped. */
+		task->tc.task_state = TASK_STOPPED;
+		task->tc.has_stop_signo = true;
+		task->tc.stop_signo = SIGSTOP;
+	} else {
+		task->tc.task_state = TASK_ALIVE;
+	}
 	return parse_pid_timers(pid, &task->proc_timers, &task->nr_proc_timers);
 }
 
@@ -549,6 +561,7 @@ static int remote_call_read(struct compel_ctl *ctl, const char *what, void *out,
 	return compel_scratch_read(ctl, 0, out, len);
 }
 
+/* Every signal's disposition, in signal order, as CRIU writes them: no SIGKILL, SIGSTOP. */
 static int collect_sigactions(struct dump_task *task, struct compel_ctl *ctl)
 {
 	unsigned long scratch = compel_scratch_addr(ctl);
@@ -566,11 +579,12 @@ static int collect_sigactions(struct dump_task *task, struct compel_ctl *ctl)
 		if (ret)
 			return ret;
 		sa_entry__init(sa);
-		sa->sig = sig;
-		sa->handler = ksa.handler;
+		sa->sigaction = ksa.handler;
 		sa->flags = ksa.flags;
 		sa->restorer = ksa.restorer;
 		sa->mask = ksa.mask;
+		sa->has_compat_sigaction = true;
+		sa->compat_sigaction = false;
 		task->sa_ptrs[nr++] = sa;
 	}
 	task->tc.n_sigactions = nr;
@@ -596,10 +610,12 @@ static int collect_itimers(struct dump_task *task, struct compel_ctl *ctl)
 		ie->iusec = itv.it_interval.tv_usec;
 		ie->vsec = itv.it_value.tv_sec;
 		ie->vusec = itv.it_value.tv_usec;
-		task->itimer_ptrs[which] = ie;
 	}
-	task->tc.n_itimers = NR_ITIMERS;
-	task->tc.itimers = task->itimer_ptrs;
+	task_timers_entry__init(&task->timers);
+	task->timers.real = &task->itimers[ITIMER_REAL];
+	task->timers.virt = &task->itimers[ITIMER_VIRTUAL];
+	task->timers.prof = &task->itimers[ITIMER_PROF];
+	task->tc.timers = &task->timers;
 	return 0;
 }
 
@@ -614,17 +630,17 @@ static int collect_thread_misc(struct dump_thread *th, struct compel_ctl *ctl)
 			       __NR_prctl, PR_GET_TID_ADDRESS, scratch, 0, 0);
 	if (ret)
 		return ret;
-	th->core.clear_tid_addr = tid_address;
+	th->info.clear_tid_addr = tid_address;
 
 	ret = remote_call_read(ctl, "sigaltstack", &ss, sizeof(ss), __NR_sigaltstack, 0, scratch,
 			       0, 0);
 	if (ret)
 		return ret;
-	sigaltstack_entry__init(&th->sas);
+	thread_sas_entry__init(&th->sas);
 	th->sas.ss_sp = (unsigned long)ss.ss_sp;
 	th->sas.ss_size = ss.ss_size;
 	th->sas.ss_flags = ss.ss_flags;
-	th->core.sas = &th->sas;
+	th->tcore.sas = &th->sas;
 	return 0;
 }
 
@@ -639,29 +655,26 @@ static int collect_prctls(struct dump_task *task, struct compel_ctl *ctl)
 			       PR_GET_PDEATHSIG, scratch, 0, 0);
 	if (ret)
 		return ret;
-	tc->has_pdeath_sig = true;
-	tc->pdeath_sig = value;
+	task->pdeath_sig = value;
 
 	ret = remote_call_read(ctl, "prctl(PR_GET_CHILD_SUBREAPER)", &value, sizeof(value),
 			       __NR_prctl, PR_GET_CHILD_SUBREAPER, scratch, 0, 0);
 	if (ret)
 		return ret;
 	tc->has_child_subreaper = true;
-	tc->child_subreaper = value;
+	tc->child_subreaper = value != 0;
 
 	ret = remote_call(ctl, "prctl(PR_GET_DUMPABLE)", &result, __NR_prctl, PR_GET_DUMPABLE, 0,
 			  0, 0);
 	if (ret)
 		return ret;
-	tc->has_dumpable = true;
-	tc->dumpable = result;
+	task->mm_misc.dumpable = result;
 
 	ret = remote_call(ctl, "prctl(PR_GET_THP_DISABLE)", &result, __NR_prctl,
 			  PR_GET_THP_DISABLE, 0, 0, 0);
 	if (ret)
 		return ret;
-	tc->has_thp_disabled = true;
-	tc->thp_disabled = result;
+	task->mm_misc.thp_disabled = result != 0;
 
 	ret = remote_call(ctl, "prctl(PR_GET_SECUREBITS)", &result, __NR_prctl, PR_GET_SECUREBITS,
 			  0, 0, 0);
@@ -673,7 +686,7 @@ static int collect_prctls(struct dump_task *task, struct compel_ctl *ctl)
 	ret = remote_call(ctl, "brk", &result, __NR_brk, 0, 0, 0, 0);
 	if (ret)
 		return ret;
-	task->brk = result;
+	task->mm_misc.brk = result;
 	return 0;
 }
 
@@ -728,8 +741,8 @@ static int collect_posix_timers(struct dump_task *task, struct compel_ctl *ctl)
 			return ret;
 		task->posix_timer_ptrs[i] = &task->posix_timers[i];
 	}
-	task->tc.n_posix_timers = nr;
-	task->tc.posix_timers = task->posix_timer_ptrs;
+	task->timers.n_posix = nr;
+	task->timers.posix = task->posix_timer_ptrs;
 	return 0;
 }
 
@@ -768,6 +781,7 @@ static int collect_injected_state(struct dump_task *task)
 	ret = collect_sigactions(task, ctl);
 	if (!ret)
 		ret = collect_thread_misc(&task->main_thread, ctl);
+	/* The itimers first: the posix timers go into the timers entry they fill. */
 	if (!ret)
 		ret = collect_itimers(task, ctl);
 	if (!ret)
@@ -801,44 +815,58 @@ static int collect_thread_state(struct dump_thread *th)
 {
 	int ret;
 
-	thread_core_entry__init(&th->core);
-	th->core.tid = th->tid;
+	core_entry__init(&th->core);
+	thread_info_x86__init(&th->info);
+	thread_core_entry__init(&th->tcore);
+	th->core.mtype = CORE_ENTRY__MARCH__X86_64;
+	th->core.thread_info = &th->info;
+	th->core.thread_core = &th->tcore;
 	ret = collect_thread_regs(th);
 	if (!ret)
-		ret = collect_thread_pending(th);
-	return ret ? ret : collect_rseq_and_robust_list(th);
+		ret = collect_sigqueue(th->tid, false, &th->pending);
+	if (!ret)
+		ret = parse_pid_comm(th->tid, th->comm, sizeof(th->comm));
+	if (ret)
+		return ret;
+	th->tcore.signals_p = &th->pending.entry;
+	th->tcore.comm = th->comm;
+	return collect_rseq_and_robust_list(th);
 }
 
-/* Every thread but the main one: its own state, then core.threads in pstree order. */
+/* Every thread but the main one: its own state, read by ptrace and by itself. */
 static int collect_other_threads(struct dump_task *task)
 {
-	unsigned int i, nr = task->nr_other_threads;
+	unsigned int i;
 	unsigned long ip;
 	int ret;
 
-	if (!nr)
+	if (!task->nr_other_threads)
 		return 0;
 	ret = find_syscall_ip(task, &ip);
-	if (ret)
-		return ret;
-	task->other_thread_ptrs = calloc(nr, sizeof(*task->other_thread_ptrs));
-	if (!task->other_thread_ptrs) {
-		pr_err("no memory for the %u threads of %d\n", nr, task->item->pid);
-		return -ENOMEM;
-	}
-	for (i = 0; i < nr; i++) {
+	for (i = 0; i < task->nr_other_threads && !ret; i++) {
 		struct dump_thread *th = &task->other_threads[i];
 
 		ret = collect_thread_state(th);
 		if (!ret)
 			ret = collect_other_thread_injected(th, ip);
-		if (ret)
-			return ret;
-		task->other_thread_ptrs[i] = &th->core;
 	}
-	task->core.n_threads = nr;
-	task->core.threads = task->other_thread_ptrs;
-	return 0;
+	return ret;
+}
+
+/* The process-wide parts every thread's core points to: creds; the main one's: tc. */
+static void link_task_core(struct dump_task *task)
+{
+	struct dump_thread *main_th = &task->main_thread;
+	unsigned int i;
+
+	task->tc.blk_sigset = main_th->tcore.blk_sigset;
+	task->tc.signals_s = &task->shared_pending.entry;
+	main_th->core.tc = &task->tc;
+	main_th->tcore.has_pdeath_sig = true;
+	main_th->tcore.pdeath_sig = task->pdeath_sig;
+	main_th->tcore.creds = &task->creds;
+	for (i = 0; i < task->nr_other_threads; i++)
+		task->other_threads[i].tcore.creds = &task->creds;
 }
 
 static int collect_task_state(struct dump_task *task)
@@ -846,11 +874,7 @@ static int collect_task_state(struct dump_task *task)
 	int ret;
 
 	pr_info("collecting the state of task %d\n", task->item->pid);
-	core_entry__init(&task->core);
 	task_core_entry__init(&task->tc);
-	task->core.mtype = MARCH__X86_64;
-	task->core.tc = &task->tc;
-	task->core.thread = &task->main_thread.core;
 	task->main_thread.tid = task->item->pid;
 
 	/* VMAs first: the injection needs an executable address of the task. */
@@ -858,7 +882,7 @@ static int collect_task_state(struct dump_task *task)
 	if (!ret)
 		ret = collect_thread_state(&task->main_thread);
 	if (!ret)
-		ret = collect_shared_pending(task);
+		ret = collect_sigqueue(task->item->pid, true, &task->shared_pending);
 	if (!ret)
 		ret = collect_creds(task);
 	if (!ret)
@@ -869,46 +893,60 @@ static int collect_task_state(struct dump_task *task)
 		ret = collect_injected_state(task);
 	if (!ret)
 		ret = collect_other_threads(task);
+	if (!ret)
+		link_task_core(task);
 	return ret;
 }
 
 /* ------------------------------------------------------------- images ---- */
 
-static int write_core(struct dump_task *task)
+static int write_core_image(pid_t tid, const CoreEntry *core)
 {
-	struct cr_img *img;
+	struct cr_img *img = open_image(CR_IMG_CORE, O_WRONLY, tid);
 	int ret;
 
-	img = open_image(CR_IMG_CORE, O_WRONLY, task->item->pid);
 	if (!img)
 		return -EIO;
-	ret = pb_write_one(img, &task->core);
+	ret = pb_write_one(img, core);
 	close_image(img);
 	return ret;
 }
 
-static int write_inventory(pid_t root_pid)
+/* core-TID.img of every thread: the main one's also holds the process-wide tc. */
+static int write_task_cores(struct dump_task *task)
+{
+	unsigned int i;
+	int ret;
+
+	ret = write_core_image(task->item->pid, &task->main_thread.core);
+	for (i = 0; i < task->nr_other_threads && !ret; i++)
+		ret = write_core_image(task->other_threads[i].tid, &task->other_threads[i].core);
+	return ret;
+}
+
+static int write_inventory(void)
 {
 	InventoryEntry inv = INVENTORY_ENTRY__INIT;
-	struct utsname uts;
+	PluginsEntry plugins = PLUGINS_ENTRY__INIT;
+	TaskKobjIdsEntry root_ids;
 	struct cr_img *img;
 	int ret;
 
-	if (uname(&uts)) {
-		int err = errno;
-
-		pr_perror("uname");
-		return -err;
-	}
-	inv.img_version = IMG_FORMAT_VERSION;
-	inv.root_pid = root_pid;
-	inv.kernel_release = uts.release;
-	inv.has_page_size = true;
-	inv.page_size = sysconf(_SC_PAGESIZE);
+	inv.img_version = CRIU_IMAGES_VERSION;
+	inv.has_fdinfo_per_id = true;
+	inv.fdinfo_per_id = true;
+	pstree_fill_root_ids(&root_ids);
+	inv.root_ids = &root_ids;
+	inv.has_ns_per_id = true;
+	inv.ns_per_id = true;
+	inv.has_lsmtype = true;
+	inv.lsmtype = LSMTYPE__NO_LSM;
 	/* Restore refuses these images without the plugins that took objects here. */
-	ret = cr_plugins_to_inventory(&inv);
+	ret = cr_plugins_to_inventory(&plugins);
 	if (ret)
 		return ret;
+	if (plugins.n_plugins)
+		inv.plugins_entry = &plugins;
 	img = open_image(CR_IMG_INVENTORY, O_WRONLY, 0);
 	if (!img)
 		return -EIO;
@@ -922,7 +960,7 @@ static int remove_old_inventory(void)
 {
 	char name[64];
 
-	snprintf(name, sizeof(name), cr_img_descs[CR_IMG_INVENTORY].fmt, 0UL);
+	img_name(CR_IMG_INVENTORY, 0, name, sizeof(name));
 	if (unlinkat(images_dir_fd, name, 0) && errno != ENOENT) {
 		int err = errno;
 
@@ -953,11 +991,12 @@ static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
 
 	pr_info("dumping the memory of task %d\n", task->item->pid);
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, task->brk, &stats->mem);
+	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc, &stats->mem);
 	stats->memdump_us += usec_since(&start);
 	return ret;
 }
 
+/* The files code names fdinfo-FILES_ID.img by the ids pstree_assign_ids() gave. */
 static int dump_files(struct dump_task *task)
 {
 	int ret;
@@ -968,7 +1007,7 @@ static int dump_files(struct dump_task *task)
 	return ret ? ret : dump_task_fs(task->item->pid);
 }
 
-/* A live process: its state, memory, files and core image. */
+/* A live process: its state, memory, files, ids and core images. */
 static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 {
 	int ret = collect_task_state(task);
@@ -977,31 +1016,30 @@ static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 		ret = dump_task_memory(task, stats);
 	if (!ret)
 		ret = dump_files(task);
-	return ret ? ret : write_core(task);
+	if (!ret)
+		ret = pstree_write_ids(task->item);
+	return ret ? ret : write_task_cores(task);
 }
 
-/* A zombie has no memory or files left: its core holds its name and exit status. */
+/*
+ * A zombie has no memory or files left: its core holds its name and wait status, as
+ * CRIU writes it (TASK_DEAD, no thread state).
+ */
 static int dump_zombie(struct dump_task *task)
 {
+	CoreEntry core = CORE_ENTRY__INIT;
 	int ret;
 
-	core_entry__init(&task->core);
 	task_core_entry__init(&task->tc);
-	thread_core_entry__init(&task->main_thread.core);
-	user_x86_regs_entry__init(&task->main_thread.regs);
-	task->core.mtype = MARCH__X86_64;
-	task->core.tc = &task->tc;
-	task->core.thread = &task->main_thread.core;
-	task->main_thread.core.tid = task->item->pid;
-	task->main_thread.core.gpregs = &task->main_thread.regs;
 	ret = parse_pid_comm(task->item->pid, task->comm, sizeof(task->comm));
 	if (ret)
 		return ret;
 	task->tc.comm = task->comm;
-	task->tc.state = TASK_STATE__TASK_ZOMBIE;
-	task->tc.has_exit_code = true;
+	task->tc.task_state = TASK_DEAD;
 	task->tc.exit_code = task->item->exit_status;
-	return write_core(task);
+	core.mtype = CORE_ENTRY__MARCH__X86_64;
+	core.tc = &task->tc;
+	return write_core_image(task->item->pid, &core);
 }
 
 static int dump_tree(struct dump_stats *stats)
@@ -1009,6 +1047,8 @@ static int dump_tree(struct dump_stats *stats)
 	unsigned int i;
 	int ret = 0;
 
+	/* Before any task's files: fdinfo images are named by files_id. */
+	pstree_assign_ids();
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct dump_task *task = dump_tasks[i];
 
@@ -1054,10 +1094,7 @@ static void release_task(struct dump_task *task, bool dumped)
 
 static void free_dump_thread(struct dump_thread *th)
 {
-	free(th->xstate);
-	free(th->pending);
-	free(th->pending_entries);
-	free(th->pending_ptrs);
+	free_sigqueue(&th->pending);
 }
 
 static void free_dump_task(struct dump_task *task)
@@ -1067,10 +1104,7 @@ static void free_dump_task(struct dump_task *task)
 	for (unsigned int i = 0; i < task->nr_other_threads; i++)
 		free_dump_thread(&task->other_threads[i]);
 	free(task->other_threads);
-	free(task->other_thread_ptrs);
-	free(task->shared_pending);
-	free(task->shared_pending_entries);
-	free(task->shared_pending_ptrs);
+	free_sigqueue(&task->shared_pending);
 	free(task->posix_timers);
 	free(task->posix_timer_ptrs);
 	free(task->proc_timers);
@@ -1099,18 +1133,22 @@ static void free_tree(void)
 	pstree_free();
 }
 
-static void print_stats(const struct dump_stats *stats)
+/* stats-dump, once the tree is released: frozen time runs until then. */
+static int write_stats(const struct dump_stats *stats)
 {
-	if (!opts.display_stats)
-		return;
-	pr_msg("Displaying dump stats:\n");
-	pr_msg("Freezing time: %" PRIu64 " us\n", stats->freezing_us);
-	pr_msg("Memory dump time: %" PRIu64 " us\n", stats->memdump_us);
-	pr_msg("Memory pages scanned: %" PRIu64 " (0x%" PRIx64 ")\n", stats->mem.pages_scanned,
-	       stats->mem.pages_scanned);
-	pr_msg("Memory pages written: %" PRIu64 " (0x%" PRIx64 ")\n", stats->mem.pages_written,
-	       stats->mem.pages_written);
-	pr_msg("Total dump time: %" PRIu64 " us\n", usec_since(&stats->start));
+	struct dump_stats_info info = {
+		.freezing_us = stats->freezing_us,
+		.frozen_us = usec_since(&stats->freeze_start),
+		.memdump_us = stats->memdump_us,
+		.memwrite_us = stats->mem.stats.write_us,
+		.pages_scanned = stats->mem.stats.pages_scanned,
+		.pages_written = stats->mem.stats.pages_written,
+	};
+	int ret = write_dump_stats(&info);
+
+	if (!ret && opts.display_stats)
+		ret = display_dump_stats();
+	return ret;
 }
 
 int cr_dump_tasks(pid_t pid)
@@ -1121,6 +1159,7 @@ int cr_dump_tasks(pid_t pid)
 
 	pr_info("Dumping process %d\n", pid);
 	clock_gettime(CLOCK_MONOTONIC, &stats.start);
+	mem_dump_init(&stats.mem);
 	/* Before touching the task: a plugin that fails to load leaves it as it was. */
 	ret = cr_plugin_init(CR_PLUGIN_STAGE__DUMP);
 	if (ret)
@@ -1147,7 +1186,7 @@ int cr_dump_tasks(pid_t pid)
 		goto out;
 	files_open = true;
 
-	/* 3.-5. Each task: its state, memory, files and core image. */
+	/* 3.-5. Each task: its state, memory, files and core images. */
 	ret = dump_tree(&stats);
 	if (ret)
 		goto out;
@@ -1164,7 +1203,7 @@ int cr_dump_tasks(pid_t pid)
 	ret = run_plugins(DUMP_DEVICES_LATE, pid);
 	if (ret)
 		goto out;
-	ret = write_inventory(pid);
+	ret = write_inventory();
 out:
 	if (files_open)
 		files_dump_fini();
@@ -1172,7 +1211,8 @@ out:
 	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
 	release_tree(ret == 0);
 	if (!ret)
-		print_stats(&stats);
+		ret = write_stats(&stats);
+	mem_dump_fini(&stats.mem);
 	free_tree();
 	return ret ? -1 : 0;
 }

@@ -36,11 +36,11 @@
 #include "restorer-setup.h"
 #include "servicefd.h"
 #include "shmem.h"
+#include "stats.h"
+#include "task-image.h"
 #include "vma.h"
 
-#include "core.pb-c.h"
 #include "inventory.pb-c.h"
-#include "mm.pb-c.h"
 
 /* A task being restored, as the main process tracks it. */
 struct rst_task {
@@ -52,7 +52,6 @@ struct rst_task {
 	bool zombie; /* it only exits with its dumped status */
 	bool stopped; /* it was dumped in a group stop: it is released into one */
 	bool ready;
-	MmEntry *mm; /* its address space, for the release */
 	uint64_t region_start, region_len; /* where its restorer runs */
 };
 
@@ -82,6 +81,21 @@ static double now_secs(void)
 /* Kept until the end: the plugins it names are checked once they are loaded. */
 static InventoryEntry *inventory;
 
+/* What this criu restores: images of version 2 with fdinfo images named by files_id. */
+static int check_inventory(const InventoryEntry *inv)
+{
+	if (inv->img_version != CRIU_IMAGES_VERSION) {
+		pr_err("inventory.img: images of version %u, this criu restores version %u\n",
+		       inv->img_version, CRIU_IMAGES_VERSION);
+		return -1;
+	}
+	if (!inv->has_fdinfo_per_id || !inv->fdinfo_per_id) {
+		pr_err("inventory.img: fdinfo images named by pid (fdinfo_per_id false), which are not supported\n");
+		return -1;
+	}
+	return 0;
+}
+
 static int read_inventory(void)
 {
 	struct cr_img *img = open_image(CR_IMG_INVENTORY, O_RDONLY, 0);
@@ -90,13 +104,8 @@ static int read_inventory(void)
 	if (!img)
 		return -1;
 	ret = pb_read_one_required(img, (void **)&inventory);
-	if (!ret && inventory->img_version != IMG_FORMAT_VERSION) {
-		pr_err("inventory: images have version %u, this criu restores version %u\n",
-		       inventory->img_version, IMG_FORMAT_VERSION);
-		ret = -1;
-	}
 	close_image(img);
-	return ret ? -1 : 0;
+	return ret ? -1 : check_inventory(inventory);
 }
 
 /*
@@ -107,7 +116,7 @@ static int prepare_plugins(void)
 {
 	if (fdstore_init() || cr_plugin_init(CR_PLUGIN_STAGE__RESTORE))
 		return -1;
-	if (cr_plugins_check_inventory(inventory)) {
+	if (cr_plugins_check_inventory(inventory->plugins_entry)) {
 		cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, -ENOENT);
 		return -1;
 	}
@@ -290,37 +299,6 @@ static int join_session_and_group(struct pstree_item *item)
 	return 0;
 }
 
-static int read_task_mm(pid_t pid, MmEntry **mm)
-{
-	struct cr_img *img = open_image(CR_IMG_MM, O_RDONLY, pid);
-	int ret;
-
-	if (!img)
-		return -1;
-	ret = pb_read_one_required(img, (void **)mm);
-	close_image(img);
-	return ret ? -1 : 0;
-}
-
-static int read_task_core(pid_t pid, CoreEntry **core)
-{
-	struct cr_img *img;
-	int ret;
-
-	img = open_image(CR_IMG_CORE, O_RDONLY, pid);
-	if (!img)
-		return -1;
-	ret = pb_read_one_required(img, (void **)core);
-	close_image(img);
-	if (ret)
-		return -1;
-	if ((*core)->mtype != MARCH__X86_64) {
-		pr_err("core-%d.img: not an x86_64 task\n", pid);
-		return -1;
-	}
-	return 0;
-}
-
 static void report_failure(int sync_fd, int err)
 {
 	struct rst_report report = { RST_REPORT_MAGIC, err < 0 ? err : -EINVAL, 0, 0,
@@ -336,16 +314,13 @@ static void report_failure(int sync_fd, int err)
  * Order matters: fds first (service fds were moved out of the way), because the
  * restorer setup opens the page image and mapped files at numbers the task lacks.
  */
-static int restore_task_body(struct rst_task *task, CoreEntry *core, int sync_fd)
+static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
-	struct rst_task_ctx ctx = { .pid = item->pid, .core = core, .loglevel = log_get_level() };
+	struct rst_task_ctx ctx = { .pid = item->pid, .image = item->image, .loglevel = log_get_level() };
 	int ret;
 
 	pr_info("restoring task %d\n", item->pid);
-	if (read_task_mm(item->pid, &ctx.mm))
-		return -1;
-
 	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
 	if (ctx.sync_fd < 0)
 		return ctx.sync_fd;
@@ -365,13 +340,6 @@ static int restore_task_body(struct rst_task *task, CoreEntry *core, int sync_fd
 	ret = restorer_jump(&ctx);
 	pr_err("task %d: cannot enter the restorer: %s\n", item->pid, strerror(-ret));
 	return ret;
-}
-
-static bool core_is_zombie(const CoreEntry *core)
-{
-	/* CRIU's images call a zombie TASK_DEAD; ours say TASK_ZOMBIE. */
-	return core->tc->state == TASK_STATE__TASK_ZOMBIE ||
-	       core->tc->state == TASK_STATE__TASK_DEAD;
 }
 
 /*
@@ -532,25 +500,20 @@ static int recv_cmd(int sock, char expected)
  * Traced from GO on: session and group it leads, children, stage report, GROUPS, the
  * group it joins; then a zombie dies, a live task rebuilds itself.
  */
-static int task_stages(struct rst_task *task, int sock, CoreEntry **core)
+static int task_stages(struct rst_task *task, int sock)
 {
 	struct pstree_item *item = task->item;
 	char stage;
 
-	if (recv_cmd(sock, TASK_CMD_GO) || read_task_core(item->pid, core))
+	if (recv_cmd(sock, TASK_CMD_GO))
 		return -1;
-	task->zombie = core_is_zombie(*core);
-	if (task->zombie && has_children(item)) {
-		pr_err("task %d: a zombie with children in pstree.img\n", item->pid);
-		return -1;
-	}
 	/* Shared descriptions before the children: they inherit them (files.c). */
 	if (restore_own_leadership(item) || prepare_inherited_files(item) || fork_children(item))
 		return -1;
 	close_other_task_socks(task);
 	if (task->zombie)
 		stage = TASK_STAGE_ZOMBIE;
-	else if ((*core)->tc->state == TASK_STATE__TASK_STOPPED)
+	else if (task->stopped)
 		stage = TASK_STAGE_STOPPED;
 	else
 		stage = TASK_STAGE_ALIVE;
@@ -561,7 +524,7 @@ static int task_stages(struct rst_task *task, int sock, CoreEntry **core)
 	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item))
 		return -1;
 	if (task->zombie)
-		exit_as_zombie((*core)->tc->exit_code);
+		exit_as_zombie(item->image->exit_code);
 	return 0;
 }
 
@@ -569,7 +532,6 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 {
 	static char prefix[32];
 	int sock = task->task_sock;
-	CoreEntry *core = NULL;
 	unsigned int i;
 	int ret = -1;
 
@@ -581,8 +543,8 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 			close(rst_tasks[i].sync_fd);
 		rst_tasks[i].sync_fd = -1;
 	}
-	if (!task_stages(task, sock, &core))
-		ret = restore_task_body(task, core, sock);
+	if (!task_stages(task, sock))
+		ret = restore_task_body(task, sock);
 
 	/* Only failures come back here; the sync fd may have moved, so report on both. */
 	report_failure(get_service_fd(SYNC_SFD) >= 0 ? get_service_fd(SYNC_SFD) : sock, ret);
@@ -680,7 +642,11 @@ static int prepare_rst_tasks(void)
 		return -1;
 	}
 	for (item = root_item; item; item = pstree_next(item), i++)
-		rst_tasks[i] = (struct rst_task){ .item = item, .sync_fd = -1, .task_sock = -1 };
+		rst_tasks[i] = (struct rst_task){
+			.item = item, .sync_fd = -1, .task_sock = -1,
+			.zombie = task_image_zombie(item->image),
+			.stopped = item->image->state == TASK_STOPPED,
+		};
 	return create_task_sockets();
 }
 
@@ -741,10 +707,7 @@ static int wait_task_forked(struct rst_task *task)
 	if (n == 1 && (msg.stage == TASK_STAGE_ALIVE || msg.stage == TASK_STAGE_STOPPED ||
 		       msg.stage == TASK_STAGE_ZOMBIE)) {
 		task->forked = true;
-		task->zombie = msg.stage == TASK_STAGE_ZOMBIE;
-		task->stopped = msg.stage == TASK_STAGE_STOPPED;
-		/* criu follows a live task out of the restorer: it needs the task's VMAs. */
-		return task->zombie ? 0 : read_task_mm(task->pid, &task->mm);
+		return 0;
 	}
 	log_task_failure(task, n == sizeof(msg.report) && msg.report.magic == RST_REPORT_MAGIC ?
 				       &msg.report : NULL, "before forking its children");
@@ -883,12 +846,12 @@ static int wait_task_ready(struct rst_task *task)
 }
 
 /* An executable address of the restored program, where compel may place a syscall. */
-static unsigned long find_exec_addr(const MmEntry *mm)
+static unsigned long find_exec_addr(const struct task_image *ti)
 {
-	for (size_t i = 0; i < mm->n_vmas; i++) {
-		const VmaEntry *vma = mm->vmas[i];
+	for (unsigned int i = 0; i < ti->nr_vmas; i++) {
+		const struct vma_image *vma = &ti->vmas[i];
 
-		if ((vma->status & VMA_AREA_REGULAR) && (vma->prot & PROT_EXEC))
+		if (vma_image_mapped(vma) && (vma->prot & PROT_EXEC) && !(vma->status & VMA_ANON_SHARED))
 			return vma->start;
 	}
 	return 0;
@@ -980,7 +943,7 @@ static int detach_threads(struct rst_task *task)
 	 * Stopped at dump time: stopped again. Queued while we still hold it, SIGSTOP is
 	 * taken on its way back to user mode, before it runs an instruction of its own.
 	 */
-	if (task->stopped && kill(task->pid, SIGSTOP)) {
+	if (task->stopped && kill(task->pid, task->item->image->stop_signo)) {
 		pr_perror("task %d: cannot stop it again", task->pid);
 		return -1;
 	}
@@ -998,7 +961,7 @@ static int detach_threads(struct rst_task *task)
  */
 static int release_task(struct rst_task *task)
 {
-	unsigned long exec_addr = find_exec_addr(task->mm);
+	unsigned long exec_addr = find_exec_addr(task->item->image);
 
 	if (!exec_addr) {
 		pr_err("task %d has no executable mapping to finish the restore from\n", task->pid);
@@ -1106,7 +1069,6 @@ static void free_rst_tasks(void)
 			close(rst_tasks[i].sync_fd);
 		if (rst_tasks[i].task_sock >= 0)
 			close(rst_tasks[i].task_sock);
-		pb_free(NULL, rst_tasks[i].mm);
 	}
 	free(rst_tasks);
 	rst_tasks = NULL;
@@ -1153,15 +1115,57 @@ static int wait_root_task(pid_t pid)
 	return 128 + WTERMSIG(status);
 }
 
+/* Every task's images decoded before anything is forked: a bad image fails here. */
+static int collect_images(void)
+{
+	if (read_inventory() || pstree_read())
+		return -1;
+	if (pstree_check_namespaces(inventory->root_ids) || task_images_collect())
+		return -1;
+	return check_pids_free() || files_collect() || prepare_plugins() ? -1 : 0;
+}
+
+/* Pages the restored tree got back: each task's, and those of its shared objects. */
+static uint64_t count_restored_pages(uint64_t shmem_pages)
+{
+	struct pstree_item *item;
+	uint64_t nr = shmem_pages;
+
+	for (item = root_item; item; item = pstree_next(item))
+		nr += item->image->pages.total_bytes / getpagesize();
+	return nr;
+}
+
+/*
+ * stats-restore in the images dir, as CRIU writes it; a failure to write it does not
+ * undo a restore that succeeded.
+ */
+static void write_stats(double t_start, double t_forked, double t_ready, uint64_t shmem_pages)
+{
+	struct restore_stats_info info = {
+		.forking_us = (t_forked - t_start) * 1e6,
+		.restore_us = (t_ready - t_forked) * 1e6,
+		.pages_restored = count_restored_pages(shmem_pages),
+	};
+
+	if (write_restore_stats(&info)) {
+		pr_warn("stats-restore was not written\n");
+		return;
+	}
+	if (opts.display_stats)
+		display_restore_stats();
+}
+
 int cr_restore_tasks(void)
 {
-	double t_start = now_secs(), t_forked, t_ready;
+	double t_start = now_secs(), t_forked = 0, t_ready = 0;
+	uint64_t shmem_pages = 0;
 	pid_t root_pid;
 	sigset_t all, old;
 	int ret = -1;
 
-	if (read_inventory() || pstree_read() || check_pids_free() || files_collect() ||
-	    prepare_plugins()) {
+	if (collect_images()) {
+		task_images_free();
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
@@ -1178,7 +1182,7 @@ int cr_restore_tasks(void)
 	}
 
 	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
-	if (prepare_rst_tasks() || shmem_restore_objects())
+	if (prepare_rst_tasks() || shmem_restore_objects(&shmem_pages))
 		goto out;
 	if (fork_root_task() || seize_tree_tasks())
 		goto out;
@@ -1202,6 +1206,7 @@ int cr_restore_tasks(void)
 		goto out;
 	ret = 0;
 
+	write_stats(t_start, t_forked, t_ready, shmem_pages);
 	if (opts.display_stats)
 		printf("Restore stats: fork %.3f s, restore %.3f s, total %.3f s\n", t_forked - t_start,
 		       t_ready - t_forked, now_secs() - t_start);
@@ -1214,6 +1219,7 @@ out:
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();
 	shmem_fini();
+	task_images_free();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret);
 	pb_free(NULL, inventory);

@@ -1,6 +1,8 @@
 /*
- * The address space of a seized task: VMAs and mm fields into mm-PID.img, and the
- * pages worth storing (present or swapped, anonymous) into pagemap/pages-PID.img.
+ * The address space of a seized task: VMAs and mm fields into mm-PID.img (their extra
+ * state into mm-ext-PID.img), the private pages worth storing (present or swapped,
+ * anonymous) into pagemap-PID.img + pages-ID.img, and the contents of each shared
+ * anonymous object, once per dump, into pagemap-shmem-SHMID.img + pages-ID.img.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +22,7 @@
 #include "plugin.h"
 #include "proc_parse.h"
 #include "vma.h"
+#include "ext.pb-c.h"
 #include "mm.pb-c.h"
 #include "pagemap.pb-c.h"
 
@@ -38,7 +42,35 @@
  */
 #define PAGES_BUF_SIZE (8UL << 20)
 
+void mem_dump_init(struct mem_dump_ctx *ctx)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->next_pages_id = 1;
+}
+
+void mem_dump_fini(struct mem_dump_ctx *ctx)
+{
+	free(ctx->shmem_dumped);
+	ctx->shmem_dumped = NULL;
+	ctx->nr_shmem_dumped = 0;
+}
+
+static uint64_t usec_since(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - since->tv_sec) * 1000000ULL + (now.tv_nsec - since->tv_nsec) / 1000;
+}
+
 /* ------------------------------------------------------------------ VMAs ---- */
+
+/* One VMA as the dump writes it, with what mm-ext-PID.img holds for it. */
+struct dump_vma {
+	VmaEntry e;
+	char *anon_name; /* PR_SET_VMA_ANON_NAME, or NULL */
+	bool locked;
+};
 
 static bool path_is(const struct proc_vma *vma, const char *name)
 {
@@ -52,38 +84,34 @@ static bool path_starts(const struct proc_vma *vma, const char *prefix)
 
 static uint64_t vma_madv_bits(uint32_t vmflags)
 {
+	static const struct {
+		uint32_t vmflag;
+		uint64_t madv;
+	} map[] = {
+		{ VMFLAG_DONTFORK, VMA_MADV_DONTFORK },	  { VMFLAG_DONTDUMP, VMA_MADV_DONTDUMP },
+		{ VMFLAG_HUGEPAGE, VMA_MADV_HUGEPAGE },	  { VMFLAG_NOHUGEPAGE, VMA_MADV_NOHUGEPAGE },
+		{ VMFLAG_RANDOM, VMA_MADV_RANDOM },	  { VMFLAG_SEQUENTIAL, VMA_MADV_SEQUENTIAL },
+		{ VMFLAG_WIPEONFORK, VMA_MADV_WIPEONFORK }, { VMFLAG_MERGEABLE, VMA_MADV_MERGEABLE },
+	};
 	uint64_t madv = 0;
+	unsigned int i;
 
-	if (vmflags & VMFLAG_DONTFORK)
-		madv |= VMA_MADV_DONTFORK;
-	if (vmflags & VMFLAG_DONTDUMP)
-		madv |= VMA_MADV_DONTDUMP;
-	if (vmflags & VMFLAG_HUGEPAGE)
-		madv |= VMA_MADV_HUGEPAGE;
-	if (vmflags & VMFLAG_NOHUGEPAGE)
-		madv |= VMA_MADV_NOHUGEPAGE;
-	if (vmflags & VMFLAG_RANDOM)
-		madv |= VMA_MADV_RANDOM;
-	if (vmflags & VMFLAG_SEQUENTIAL)
-		madv |= VMA_MADV_SEQUENTIAL;
-	if (vmflags & VMFLAG_WIPEONFORK)
-		madv |= VMA_MADV_WIPEONFORK;
-	if (vmflags & VMFLAG_MERGEABLE)
-		madv |= VMA_MADV_MERGEABLE;
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (vmflags & map[i].vmflag)
+			madv |= map[i].madv;
 	return madv;
 }
 
-/* The kernel's special mappings: recreated by the kernel, never by us, no pages stored. */
+/* The kernel's special mappings: the kernel provides them, no pages are stored. */
 static bool classify_special(const struct proc_vma *vma, VmaEntry *ve)
 {
 	static const struct {
 		const char *name;
 		uint32_t status;
 	} specials[] = {
-		{ "[vdso]", VMA_AREA_VDSO },
-		{ "[vvar]", VMA_AREA_VVAR },
-		{ "[vvar_vclock]", VMA_AREA_VVAR_VCLOCK },
-		{ "[vsyscall]", VMA_AREA_VSYSCALL },
+		{ "[vdso]", VMA_AREA_REGULAR | VMA_AREA_VDSO | VMA_ANON_PRIVATE },
+		{ "[vvar]", VMA_AREA_REGULAR | VMA_AREA_VVAR | VMA_ANON_PRIVATE },
+		{ "[vsyscall]", VMA_AREA_VSYSCALL | VMA_ANON_PRIVATE },
 	};
 	unsigned int i;
 
@@ -128,13 +156,36 @@ static int offer_device_vma(pid_t pid, const struct proc_vma *vma, const char *m
 }
 
 /*
- * A shared device VMA a plugin takes becomes VMA_DEVICE: no pages are stored (the plugin
- * keeps the contents), and restore maps whatever fd UPDATE_VMA_MAP returns for
- * device_path. Private device mappings, and shared ones nobody takes, are refused.
+ * The object a plugin took, as a REG file entry named as /proc/PID/map_files shows it:
+ * UPDATE_VMA_MAP gets that name at restore to find the object again. Written here, not
+ * through dump_mapped_file(): the plugin keeps the contents, nothing of the file is saved.
+ */
+static int write_device_file_entry(const char *link, uint32_t fdflags, uint32_t *id)
+{
+	FileEntry fe = FILE_ENTRY__INIT;
+	RegFileEntry reg = REG_FILE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
+
+	reg.id = files_new_id();
+	reg.flags = fdflags;
+	reg.fown = &fown;
+	reg.name = (char *)link;
+	fe.type = FD_TYPES__REG;
+	fe.id = reg.id;
+	fe.reg = &reg;
+	*id = reg.id;
+	return write_file_entry(&fe);
+}
+
+/*
+ * A shared device VMA a plugin takes: REGULAR|FILE_SHARED|EXT_PLUGIN, no pages stored,
+ * and restore maps whatever fd UPDATE_VMA_MAP returns for the file's name. Private device
+ * mappings, and shared ones nobody takes, are refused.
  */
 static int classify_device(pid_t pid, const struct proc_vma *vma, const char *map_path, VmaEntry *ve)
 {
 	char link[PATH_MAX];
+	uint32_t file_id;
 	ssize_t len;
 	int ret;
 
@@ -154,22 +205,20 @@ static int classify_device(pid_t pid, const struct proc_vma *vma, const char *ma
 		return ret;
 	}
 	link[len] = '\0';
-	ve->device_path = strdup(link);
-	if (!ve->device_path) {
-		pr_err("task %d: no memory for the path of VMA %lx-%lx\n", pid, vma->start, vma->end);
-		return -ENOMEM;
-	}
-	ve->status = VMA_AREA_REGULAR | VMA_DEVICE;
+	ve->status = VMA_AREA_REGULAR | VMA_FILE_SHARED | VMA_EXT_PLUGIN;
 	ve->flags = MAP_SHARED;
 	ve->has_fdflags = true;
 	/* Only an object opened for writing can be mapped shared-writable, even later. */
 	ve->fdflags = (vma->vmflags & VMFLAG_MAYWRITE) ? O_RDWR : O_RDONLY;
-	return 0;
+	ret = write_device_file_entry(link, ve->fdflags, &file_id);
+	ve->shmid = file_id;
+	return ret;
 }
 
 static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 {
 	char path[96];
+	uint32_t file_id;
 	struct stat st;
 	int ret;
 
@@ -184,10 +233,10 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
 
-	ret = dump_mapped_file(pid, vma->start, vma->end, &ve->file_id);
+	ret = dump_mapped_file(pid, vma->start, vma->end, &file_id);
 	if (ret)
 		return ret;
-	ve->has_file_id = true;
+	ve->shmid = file_id;
 	ve->has_fdflags = true;
 	if (vma->shared) {
 		ve->status = VMA_AREA_REGULAR | VMA_FILE_SHARED;
@@ -207,7 +256,8 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
  * "[anon_shmem:NAME]"; the kernel refuses ']' in names, so NAME is all up to the last
  * character. The name is per VMA (even for shared memory), so each VMA records its own.
  */
-static int take_anon_name(pid_t pid, const struct proc_vma *vma, const char *prefix, VmaEntry *ve)
+static int take_anon_name(pid_t pid, const struct proc_vma *vma, const char *prefix,
+			  struct dump_vma *dv)
 {
 	size_t prefix_len = strlen(prefix), path_len = strlen(vma->path);
 
@@ -218,16 +268,34 @@ static int take_anon_name(pid_t pid, const struct proc_vma *vma, const char *pre
 		       vma->start, vma->end, vma->path);
 		return -EINVAL;
 	}
-	ve->anon_name = strndup(vma->path + prefix_len, path_len - prefix_len - 1);
-	if (!ve->anon_name) {
+	dv->anon_name = strndup(vma->path + prefix_len, path_len - prefix_len - 1);
+	if (!dv->anon_name) {
 		pr_err("task %d: no memory for the name of VMA %lx-%lx\n", pid, vma->start, vma->end);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
+static int classify_anon(pid_t pid, const struct proc_vma *vma, struct dump_vma *dv)
 {
+	VmaEntry *ve = &dv->e;
+
+	if (vma->shared) {
+		pr_err("task %d: shared anonymous VMA %lx-%lx without a shmem object\n", pid,
+		       vma->start, vma->end);
+		return -ENOTSUP;
+	}
+	ve->status = VMA_AREA_REGULAR | VMA_ANON_PRIVATE;
+	ve->flags = MAP_PRIVATE | MAP_ANONYMOUS;
+	if (path_is(vma, "[heap]"))
+		ve->status |= VMA_AREA_HEAP;
+	return take_anon_name(pid, vma, "[anon:", dv);
+}
+
+static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *dv)
+{
+	VmaEntry *ve = &dv->e;
+
 	if (classify_special(vma, ve))
 		return 0;
 
@@ -235,9 +303,8 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 		/* MAP_SHARED|MAP_ANONYMOUS: a shmem object known by its inode. */
 		ve->status = VMA_AREA_REGULAR | VMA_ANON_SHARED;
 		ve->flags = MAP_SHARED | MAP_ANONYMOUS;
-		ve->has_shmid = true;
 		ve->shmid = vma->ino;
-		return take_anon_name(pid, vma, "[anon_shmem:", ve);
+		return take_anon_name(pid, vma, "[anon_shmem:", dv);
 	}
 	if (path_starts(vma, "/SYSV")) {
 		pr_err("task %d: VMA %lx-%lx is SysV shared memory, which is not supported yet\n",
@@ -245,20 +312,8 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 		return -ENOTSUP;
 	}
 	if (!vma->path[0] || path_is(vma, "[heap]") || path_is(vma, "[stack]") ||
-	    path_starts(vma, "[anon:")) {
-		if (vma->shared) {
-			pr_err("task %d: shared anonymous VMA %lx-%lx without a shmem object\n",
-			       pid, vma->start, vma->end);
-			return -ENOTSUP;
-		}
-		ve->status = VMA_AREA_REGULAR | VMA_ANON_PRIVATE;
-		ve->flags = MAP_PRIVATE | MAP_ANONYMOUS;
-		if (path_is(vma, "[heap]"))
-			ve->status |= VMA_AREA_HEAP;
-		if (path_is(vma, "[stack]"))
-			ve->status |= VMA_AREA_STACK;
-		return take_anon_name(pid, vma, "[anon:", ve);
-	}
+	    path_starts(vma, "[anon:"))
+		return classify_anon(pid, vma, dv);
 	if (vma->path[0] == '[') {
 		pr_err("task %d: unknown special mapping %s at %lx-%lx\n", pid, vma->path,
 		       vma->start, vma->end);
@@ -267,8 +322,22 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	return classify_file(pid, vma, ve);
 }
 
-static int fill_vma_entry(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
+/*
+ * A private mapping the kernel does not account (read-only file text, PROT_NONE guards):
+ * restore must not make it writable, or it gains VM_ACCOUNT and merges with neighbours.
+ */
+static bool not_accountable(const struct proc_vma *vma, const VmaEntry *ve)
 {
+	bool private_regular = (ve->status & VMA_AREA_REGULAR) &&
+			       (ve->status & (VMA_ANON_PRIVATE | VMA_FILE_PRIVATE)) &&
+			       !(ve->status & (VMA_AREA_VDSO | VMA_AREA_VVAR));
+
+	return private_regular && !(vma->vmflags & VMFLAG_ACCOUNT);
+}
+
+static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *dv)
+{
+	VmaEntry *ve = &dv->e;
 	int ret;
 
 	vma_entry__init(ve);
@@ -276,26 +345,73 @@ static int fill_vma_entry(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	ve->end = vma->end;
 	ve->pgoff = vma->pgoff;
 	ve->prot = vma->prot;
-	ret = classify_vma(pid, vma, ve);
+	ve->fd = -1;
+	ret = classify_vma(pid, vma, dv);
 	if (ret)
 		return ret;
 	if (vma->vmflags & VMFLAG_GROWSDOWN)
 		ve->flags |= MAP_GROWSDOWN;
-	if (vma->vmflags & VMFLAG_LOCKED)
-		ve->status |= VMA_LOCKED;
-	if (vma->vmflags & VMFLAG_ACCOUNT)
-		ve->status |= VMA_ACCOUNT;
+	if (not_accountable(vma, ve))
+		ve->status |= VMA_AREA_NOT_ACCOUNTABLE;
+	dv->locked = vma->vmflags & VMFLAG_LOCKED;
 	ve->madv = vma_madv_bits(vma->vmflags);
 	ve->has_madv = ve->madv != 0;
-	pr_debug("task %d: vma %lx-%lx prot %x flags %x status %#x pgoff %lx %s\n", pid,
-		 vma->start, vma->end, ve->prot, ve->flags, ve->status, vma->pgoff, vma->path);
+	pr_debug("task %d: vma %lx-%lx prot %x flags %x status %#x pgoff %lx shmid %#llx %s\n",
+		 pid, vma->start, vma->end, ve->prot, ve->flags, ve->status, vma->pgoff,
+		 (unsigned long long)ve->shmid, vma->path);
 	return 0;
 }
 
-/* ------------------------------------------------------------- mm fields ---- */
+/*
+ * [vvar] and [vvar_vclock] (6.13+ kernels) are one VMA_AREA_VVAR entry in CRIU's format:
+ * the vclock pages right after [vvar]. Anything else is a layout restore cannot rebuild.
+ */
+static int merge_vvar_vclock(pid_t pid, const struct proc_vma *vma, struct dump_vma *dvmas,
+			     unsigned int nr)
+{
+	VmaEntry *prev = nr ? &dvmas[nr - 1].e : NULL;
 
-static int fill_mm_fields(pid_t pid, unsigned long brk, MmEntry *mm, uint64_t *auxv,
-			  unsigned int *nr_auxv)
+	if (!prev || !(prev->status & VMA_AREA_VVAR) || prev->end != vma->start) {
+		pr_err("task %d: [vvar_vclock] at %lx-%lx does not follow [vvar]\n", pid,
+		       vma->start, vma->end);
+		return -ENOTSUP;
+	}
+	prev->end = vma->end;
+	return 0;
+}
+
+/* Every VMA of the task as the image holds it; *nr_out may be below nr_vmas. */
+static int collect_dump_vmas(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+			     struct dump_vma *dvmas, unsigned int *nr_out)
+{
+	unsigned int i, nr = 0;
+	int ret = 0;
+
+	for (i = 0; i < nr_vmas && !ret; i++) {
+		if (path_is(&vmas[i], "[vvar_vclock]")) {
+			ret = merge_vvar_vclock(pid, &vmas[i], dvmas, nr);
+			continue;
+		}
+		ret = fill_dump_vma(pid, &vmas[i], &dvmas[nr]);
+		nr++;
+	}
+	*nr_out = nr;
+	return ret;
+}
+
+static void free_dump_vmas(struct dump_vma *dvmas, unsigned int nr)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++)
+		free(dvmas[i].anon_name);
+	free(dvmas);
+}
+
+/* ------------------------------------------------------------ mm images ---- */
+
+static int fill_mm_fields(pid_t pid, const struct task_mm_misc *misc, MmEntry *mm,
+			  uint64_t *auxv, unsigned int *nr_auxv)
 {
 	struct proc_pid_stat st;
 	int ret;
@@ -309,101 +425,177 @@ static int fill_mm_fields(pid_t pid, unsigned long brk, MmEntry *mm, uint64_t *a
 	mm->mm_start_data = st.start_data;
 	mm->mm_end_data = st.end_data;
 	mm->mm_start_brk = st.start_brk;
-	mm->mm_brk = brk;
+	mm->mm_brk = misc->brk;
 	mm->mm_arg_start = st.arg_start;
 	mm->mm_arg_end = st.arg_end;
 	mm->mm_env_start = st.env_start;
 	mm->mm_env_end = st.env_end;
+	mm->has_dumpable = true;
+	mm->dumpable = misc->dumpable;
+	mm->has_thp_disabled = true;
+	mm->thp_disabled = misc->thp_disabled;
 
 	ret = parse_pid_auxv(pid, auxv, nr_auxv);
 	if (ret)
 		return ret;
+	/*
+	 * Without the AT_NULL pair, as CRIU stores it (its restore refuses more words than its
+	 * AT_VECTOR_SIZE); PR_SET_MM_MAP ends the vector with AT_NULL itself.
+	 */
+	*nr_auxv -= 2;
 	mm->mm_saved_auxv = auxv;
 	mm->n_mm_saved_auxv = *nr_auxv;
-
-	ret = dump_exe_file(pid, &mm->exe_file_id);
-	if (ret)
-		return ret;
-	mm->has_exe_file_id = true;
-	return 0;
+	return dump_exe_file(pid, &mm->exe_file_id);
 }
 
-static int write_mm_image(pid_t pid, unsigned int nr_vmas, unsigned long brk, VmaEntry *entries)
+static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dump_vma *dvmas,
+			  unsigned int nr)
 {
 	uint64_t auxv[PROC_AUXV_MAX_WORDS];
-	unsigned int nr_auxv = 0, i;
 	MmEntry mm = MM_ENTRY__INIT;
-	VmaEntry **ptrs;
+	unsigned int nr_auxv = 0, i;
 	struct cr_img *img;
+	VmaEntry **ptrs;
 	int ret;
 
-	ret = fill_mm_fields(pid, brk, &mm, auxv, &nr_auxv);
+	ret = fill_mm_fields(pid, misc, &mm, auxv, &nr_auxv);
 	if (ret)
 		return ret;
-	ptrs = calloc(nr_vmas, sizeof(*ptrs));
+	ptrs = calloc(nr ? nr : 1, sizeof(*ptrs));
 	if (!ptrs) {
 		pr_err("no memory for the VMA list of %d\n", pid);
 		return -ENOMEM;
 	}
-	for (i = 0; i < nr_vmas; i++)
-		ptrs[i] = &entries[i];
+	for (i = 0; i < nr; i++)
+		ptrs[i] = &dvmas[i].e;
 	mm.vmas = ptrs;
-	mm.n_vmas = nr_vmas;
+	mm.n_vmas = nr;
 
 	img = open_image(CR_IMG_MM, O_WRONLY, pid);
-	if (!img) {
-		free(ptrs);
-		return -EIO;
-	}
-	ret = pb_write_one(img, &mm);
+	ret = img ? pb_write_one(img, &mm) : -EIO;
 	close_image(img);
+	free(ptrs);
+	return ret;
+}
+
+/* mm-ext-PID.img: only when some VMA has a name or is locked (none: no image). */
+static int write_mm_ext_image(pid_t pid, const struct dump_vma *dvmas, unsigned int nr)
+{
+	CrMmExtEntry ext = CR_MM_EXT_ENTRY__INIT;
+	CrVmaExtEntry *entries, **ptrs;
+	struct cr_img *img;
+	unsigned int i;
+	int ret;
+
+	entries = calloc(nr ? nr : 1, sizeof(*entries));
+	ptrs = calloc(nr ? nr : 1, sizeof(*ptrs));
+	if (!entries || !ptrs) {
+		free(entries);
+		free(ptrs);
+		pr_err("no memory for the VMA state of %d\n", pid);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr; i++) {
+		CrVmaExtEntry *ve = &entries[ext.n_vmas];
+
+		if (!dvmas[i].anon_name && !dvmas[i].locked)
+			continue;
+		cr_vma_ext_entry__init(ve);
+		ve->start = dvmas[i].e.start;
+		ve->anon_name = dvmas[i].anon_name;
+		ve->has_locked = dvmas[i].locked;
+		ve->locked = dvmas[i].locked;
+		ptrs[ext.n_vmas++] = ve;
+	}
+	ext.vmas = ptrs;
+	ret = 0;
+	if (ext.n_vmas) {
+		img = open_image(CR_IMG_MM_EXT, O_WRONLY, pid);
+		ret = img ? pb_write_one(img, &ext) : -EIO;
+		close_image(img);
+	}
+	free(entries);
 	free(ptrs);
 	return ret;
 }
 
 /* ----------------------------------------------------------------- pages ---- */
 
-/* Where pages go: runs recorded in pagemap-PID.img, data batched into big writes. */
+/*
+ * Where pages go: runs recorded in a pagemap image, their data batched into big writes
+ * to its pages image. Pages are read from src_fd: /proc/PID/mem for a task's private
+ * memory (at their address), the object itself for shared memory (at their offset).
+ */
 struct page_writer {
-	pid_t pid;
-	int mem_fd; /* /proc/PID/mem: reads PROT_NONE and read-only pages too */
+	const char *what; /* for messages: "task 123", "shared memory 0x1a2b" */
+	int src_fd;
 	struct cr_img *pagemap_img;
 	struct cr_img *pages_img;
 	char *buf;
 	size_t buf_used;
-	uint64_t next_off; /* file offset of the next page in pages-PID.img */
 	struct mem_dump_stats *stats;
 };
 
+static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
+			    struct mem_dump_ctx *ctx)
+{
+	PagemapHead head = PAGEMAP_HEAD__INIT;
+
+	pw->stats = &ctx->stats;
+	pw->buf = malloc(PAGES_BUF_SIZE);
+	if (!pw->buf) {
+		pr_err("no memory for the page buffer\n");
+		return -ENOMEM;
+	}
+	head.pages_id = ctx->next_pages_id++;
+	pw->pagemap_img = open_image(map_type, O_WRONLY, map_id);
+	if (!pw->pagemap_img)
+		return -EIO;
+	pw->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, head.pages_id);
+	if (!pw->pages_img)
+		return -EIO;
+	return pb_write_one(pw->pagemap_img, &head);
+}
+
+static void close_page_writer(struct page_writer *pw)
+{
+	close_image(pw->pages_img);
+	close_image(pw->pagemap_img);
+	free(pw->buf);
+}
+
 static int flush_pages(struct page_writer *pw)
 {
+	struct timespec start;
 	int ret;
 
 	if (!pw->buf_used)
 		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	ret = img_write_raw(pw->pages_img, pw->buf, pw->buf_used);
+	pw->stats->write_us += usec_since(&start);
 	if (ret)
 		return ret;
 	pw->buf_used = 0;
 	return 0;
 }
 
-static int copy_task_memory(struct page_writer *pw, unsigned long vaddr, size_t len)
+static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 {
 	while (len) {
 		size_t room = PAGES_BUF_SIZE - pw->buf_used;
 		size_t chunk = len < room ? len : room;
-		ssize_t got = pread(pw->mem_fd, pw->buf + pw->buf_used, chunk, vaddr);
+		ssize_t got = pread(pw->src_fd, pw->buf + pw->buf_used, chunk, src_off);
 
 		if (got <= 0) {
 			int err = got < 0 ? errno : EIO;
 
-			pr_err("task %d: cannot read memory at %lx: %s\n", pw->pid, vaddr,
-			       strerror(err));
+			pr_err("%s: cannot read memory at %llx: %s\n", pw->what,
+			       (unsigned long long)src_off, strerror(err));
 			return -err;
 		}
 		pw->buf_used += got;
-		vaddr += got;
+		src_off += got;
 		len -= got;
 		if (pw->buf_used == PAGES_BUF_SIZE) {
 			int ret = flush_pages(pw);
@@ -415,23 +607,25 @@ static int copy_task_memory(struct page_writer *pw, unsigned long vaddr, size_t 
 	return 0;
 }
 
-static int dump_page_run(struct page_writer *pw, unsigned long vaddr, unsigned long nr_pages)
+/* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
+static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
+			 unsigned long nr_pages)
 {
 	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
 	int ret;
 
 	pe.vaddr = vaddr;
+	pe.compat_nr_pages = 0;
+	pe.has_flags = true;
+	pe.flags = PE_PRESENT;
+	pe.has_nr_pages = true;
 	pe.nr_pages = nr_pages;
-	pe.pages_off = pw->next_off;
 	ret = pb_write_one(pw->pagemap_img, &pe);
-	if (ret)
-		return ret;
-	ret = copy_task_memory(pw, vaddr, nr_pages * PAGE_SIZE);
-	if (ret)
-		return ret;
-	pw->next_off += nr_pages * PAGE_SIZE;
-	pw->stats->pages_written += nr_pages;
-	return 0;
+	if (!ret)
+		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
+	if (!ret)
+		pw->stats->pages_written += nr_pages;
+	return ret;
 }
 
 /*
@@ -483,7 +677,7 @@ static bool page_equals_file(struct page_writer *pw, int file_fd, const VmaEntry
 	static char mem_page[PAGE_SIZE], file_page[PAGE_SIZE];
 	ssize_t got;
 
-	if (pread(pw->mem_fd, mem_page, PAGE_SIZE, addr) != PAGE_SIZE)
+	if (pread(pw->src_fd, mem_page, PAGE_SIZE, addr) != PAGE_SIZE)
 		return false;
 	got = pread(file_fd, file_page, PAGE_SIZE, ve->pgoff + (addr - ve->start));
 	if (got < 0)
@@ -493,233 +687,264 @@ static bool page_equals_file(struct page_writer *pw, int file_fd, const VmaEntry
 	return memcmp(mem_page, file_page, PAGE_SIZE) == 0;
 }
 
-static int open_mapped_file(pid_t pid, const VmaEntry *ve)
+static int open_map_files(pid_t pid, const VmaEntry *ve, int flags)
 {
 	char path[96];
+	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, (unsigned long)ve->start,
 		 (unsigned long)ve->end);
-	return open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, flags | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	return fd;
 }
+
+/* What the task's private pages of one VMA need while its pagemap is walked. */
+struct private_scan {
+	pid_t pid;
+	int pagemap_fd;
+	uint64_t *pmes;
+	uint64_t zero_pfn;
+	int file_fd; /* the mapped file, to compare COW'ed pages of unaccounted VMAs; or -1 */
+};
 
 /*
  * Private mappings: walk pagemap and store runs of present/swapped pages; in
  * file-backed ones only anonymous (COW'ed) pages, the rest is in the file.
  */
-static int dump_private_vma_pages(struct page_writer *pw, int pagemap_fd, const VmaEntry *ve,
-				  uint64_t *pmes, uint64_t zero_pfn)
+static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *scan,
+				  const VmaEntry *ve)
 {
 	bool anon_only = ve->status & VMA_FILE_PRIVATE;
-	unsigned long run_start = 0, nr_run = 0;
-	unsigned long addr = ve->start;
-	int file_fd = -1, ret = 0;
+	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
+	bool every_page = ve->status & VMA_AREA_VDSO;
+	unsigned long run_start = 0, nr_run = 0, addr = ve->start;
+	int ret = 0;
 
-	if (anon_only && !(ve->status & VMA_ACCOUNT))
-		file_fd = open_mapped_file(pw->pid, ve);
-
-	while (addr < ve->end) {
+	while (addr < ve->end && !ret) {
 		unsigned long nr = (ve->end - addr) / PAGE_SIZE, i;
 		ssize_t got;
 
 		if (nr > PAGEMAP_BATCH)
 			nr = PAGEMAP_BATCH;
-		got = pread(pagemap_fd, pmes, nr * sizeof(*pmes), addr / PAGE_SIZE * sizeof(*pmes));
-		if (got != (ssize_t)(nr * sizeof(*pmes))) {
-			pr_err("task %d: cannot read pagemap at %lx: %s\n", pw->pid, addr,
+		got = pread(scan->pagemap_fd, scan->pmes, nr * sizeof(uint64_t),
+			    addr / PAGE_SIZE * sizeof(uint64_t));
+		if (got != (ssize_t)(nr * sizeof(uint64_t))) {
+			pr_err("task %d: cannot read pagemap at %lx: %s\n", scan->pid, addr,
 			       got < 0 ? strerror(errno) : "short read");
-			ret = got < 0 ? -errno : -EIO;
-			goto out;
+			return got < 0 ? -errno : -EIO;
 		}
-		for (i = 0; i < nr; i++, addr += PAGE_SIZE) {
-			if (page_worth_storing(pmes[i], anon_only, zero_pfn) &&
-			    (file_fd < 0 || !page_equals_file(pw, file_fd, ve, addr))) {
-				if (!nr_run)
+		for (i = 0; i < nr && !ret; i++, addr += PAGE_SIZE) {
+			if (every_page ||
+			    (page_worth_storing(scan->pmes[i], anon_only, scan->zero_pfn) &&
+			     (scan->file_fd < 0 || !page_equals_file(pw, scan->file_fd, ve, addr)))) {
+				if (!nr_run++)
 					run_start = addr;
-				nr_run++;
 				continue;
 			}
-			if (nr_run) {
-				ret = dump_page_run(pw, run_start, nr_run);
-				if (ret)
-					goto out;
-				nr_run = 0;
-			}
+			if (nr_run)
+				ret = dump_page_run(pw, run_start, run_start, nr_run);
+			nr_run = 0;
 		}
 	}
 	pw->stats->pages_scanned += (ve->end - ve->start) / PAGE_SIZE;
-	if (nr_run)
-		ret = dump_page_run(pw, run_start, nr_run);
-out:
-	if (file_fd >= 0)
-		close(file_fd);
+	if (nr_run && !ret)
+		ret = dump_page_run(pw, run_start, run_start, nr_run);
 	return ret;
 }
 
 /*
- * Shared anonymous memory: the pages are those of the shmem object, whether this task
- * has them mapped in its page tables or not (swapped-out shmem leaves no pagemap
- * trace). SEEK_DATA/SEEK_HOLE on the object through map_files finds them.
+ * [vdso] too: CRIU's restore checks the dumped vDSO against its own from these pages (ours
+ * skips them, the kernel provides the vDSO). [vvar] is never read.
  */
-static int dump_shared_anon_pages(struct page_writer *pw, const VmaEntry *ve)
+static bool vma_has_private_pages(const VmaEntry *ve)
 {
-	off_t obj_start = ve->pgoff, obj_end = ve->pgoff + (ve->end - ve->start);
-	off_t data, hole;
-	char path[96];
-	int fd, ret = 0;
+	return (ve->status & VMA_AREA_REGULAR) &&
+	       (ve->status & (VMA_ANON_PRIVATE | VMA_FILE_PRIVATE)) &&
+	       !(ve->status & (VMA_AREA_VVAR | VMA_EXT_PLUGIN));
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pw->pid,
-		 (unsigned long)ve->start, (unsigned long)ve->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int err = errno;
+static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
+			     const struct dump_vma *dvmas, unsigned int nr)
+{
+	unsigned int i;
+	int ret = 0;
 
-		pr_perror("task %d: cannot open shared memory %s", pw->pid, path);
-		return -err;
+	for (i = 0; i < nr && !ret; i++) {
+		const VmaEntry *ve = &dvmas[i].e;
+
+		if (!vma_has_private_pages(ve))
+			continue;
+		scan->file_fd = -1;
+		if ((ve->status & VMA_FILE_PRIVATE) && (ve->status & VMA_AREA_NOT_ACCOUNTABLE))
+			scan->file_fd = open_map_files(scan->pid, ve, O_RDONLY);
+		ret = dump_private_vma_pages(pw, scan, ve);
+		if (scan->file_fd >= 0)
+			close(scan->file_fd);
 	}
-	for (data = obj_start; data < obj_end; data = hole) {
-		data = lseek(fd, data, SEEK_DATA);
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0) {
-			ret = -errno;
-			pr_perror("task %d: SEEK_DATA in %s", pw->pid, path);
-			break;
-		}
-		if (data >= obj_end)
-			break;
-		hole = lseek(fd, data, SEEK_HOLE);
-		if (hole < 0) {
-			ret = -errno;
-			pr_perror("task %d: SEEK_HOLE in %s", pw->pid, path);
-			break;
-		}
-		if (hole > obj_end)
-			hole = obj_end;
-		ret = dump_page_run(pw, ve->start + (data - obj_start), (hole - data) / PAGE_SIZE);
-		if (ret)
-			break;
-	}
-	close(fd);
-	pw->stats->pages_scanned += (ve->end - ve->start) / PAGE_SIZE;
 	return ret;
 }
 
-static int open_page_writer(struct page_writer *pw, pid_t pid, struct mem_dump_stats *stats)
+static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
+			      struct mem_dump_ctx *ctx)
 {
-	PagemapHead head = PAGEMAP_HEAD__INIT;
-	char path[64];
+	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn() };
+	struct page_writer pw = { .src_fd = -1 };
+	char path[64], what[32];
+	int ret;
 
-	memset(pw, 0, sizeof(*pw));
-	pw->pid = pid;
-	pw->mem_fd = -1;
-	pw->stats = stats;
-	pw->next_off = PAGES_IMG_HDR_SIZE;
+	snprintf(what, sizeof(what), "task %d", pid);
+	pw.what = what;
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	pw->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pw->mem_fd < 0) {
-		int err = errno;
-
-		pr_perror("cannot open %s", path);
-		return -err;
-	}
-	pw->buf = malloc(PAGES_BUF_SIZE);
-	if (!pw->buf) {
-		pr_err("no memory for the page buffer\n");
-		return -ENOMEM;
-	}
-	pw->pagemap_img = open_image(CR_IMG_PAGEMAP, O_WRONLY, pid);
-	if (!pw->pagemap_img)
-		return -EIO;
-	pw->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, pid);
-	if (!pw->pages_img)
-		return -EIO;
-	head.pages_id = pid;
-	return pb_write_one(pw->pagemap_img, &head);
-}
-
-static void close_page_writer(struct page_writer *pw)
-{
-	if (pw->pages_img)
-		close_image(pw->pages_img);
-	if (pw->pagemap_img)
-		close_image(pw->pagemap_img);
-	free(pw->buf);
-	if (pw->mem_fd >= 0)
-		close(pw->mem_fd);
-}
-
-static bool vma_has_pages(const VmaEntry *ve)
-{
-	return (ve->status & VMA_AREA_REGULAR) &&
-	       (ve->status & (VMA_ANON_PRIVATE | VMA_ANON_SHARED | VMA_FILE_PRIVATE));
-}
-
-static int dump_pages(pid_t pid, const VmaEntry *entries, unsigned int nr_vmas,
-		      struct mem_dump_stats *stats)
-{
-	uint64_t zero_pfn = find_zero_page_pfn();
-	struct page_writer pw;
-	uint64_t *pmes = NULL;
-	char path[64];
-	int pagemap_fd = -1, ret;
-	unsigned int i;
-
-	ret = open_page_writer(&pw, pid, stats);
-	if (ret)
-		goto out;
+	pw.src_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pagemap_fd < 0) {
+	scan.pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+	scan.pmes = malloc(PAGEMAP_BATCH * sizeof(*scan.pmes));
+	if (pw.src_fd < 0 || scan.pagemap_fd < 0) {
 		ret = -errno;
-		pr_perror("cannot open %s", path);
-		goto out;
-	}
-	pmes = malloc(PAGEMAP_BATCH * sizeof(*pmes));
-	if (!pmes) {
+		pr_perror("task %d: cannot open its memory or pagemap", pid);
+	} else if (!scan.pmes) {
 		ret = -ENOMEM;
 		pr_err("no memory for pagemap entries\n");
-		goto out;
-	}
-	for (i = 0; i < nr_vmas && !ret; i++) {
-		if (!vma_has_pages(&entries[i]))
-			continue;
-		if (entries[i].status & VMA_ANON_SHARED)
-			ret = dump_shared_anon_pages(&pw, &entries[i]);
-		else
-			ret = dump_private_vma_pages(&pw, pagemap_fd, &entries[i], pmes, zero_pfn);
+	} else {
+		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pid, ctx);
 	}
 	if (!ret)
+		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
+	if (!ret)
 		ret = flush_pages(&pw);
-out:
-	free(pmes);
-	if (pagemap_fd >= 0)
-		close(pagemap_fd);
+	free(scan.pmes);
+	if (scan.pagemap_fd >= 0)
+		close(scan.pagemap_fd);
+	if (pw.src_fd >= 0)
+		close(pw.src_fd);
 	close_page_writer(&pw);
 	return ret;
 }
 
-int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas, unsigned long brk,
-		 struct mem_dump_stats *stats)
+/* ---------------------------------------------------- shared anonymous memory ---- */
+
+static bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid)
 {
-	VmaEntry *entries;
+	unsigned int i;
+
+	for (i = 0; i < ctx->nr_shmem_dumped; i++)
+		if (ctx->shmem_dumped[i] == shmid)
+			return true;
+	return false;
+}
+
+static int note_shmem_dumped(struct mem_dump_ctx *ctx, uint64_t shmid)
+{
+	uint64_t *grown = realloc(ctx->shmem_dumped, (ctx->nr_shmem_dumped + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("no memory for the list of shared memory objects\n");
+		return -ENOMEM;
+	}
+	ctx->shmem_dumped = grown;
+	ctx->shmem_dumped[ctx->nr_shmem_dumped++] = shmid;
+	return 0;
+}
+
+/*
+ * The object's pages, wherever they are (in this task's page tables or not, swapped:
+ * swapped-out shmem leaves no pagemap trace): SEEK_DATA/SEEK_HOLE on the object finds
+ * every page it holds. Entries are by offset in the object.
+ */
+static int dump_shmem_data(struct page_writer *pw, off_t size)
+{
+	off_t data, hole;
+	int ret = 0;
+
+	for (data = 0; data < size && !ret; data = hole) {
+		data = lseek(pw->src_fd, data, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break;
+		hole = data < 0 ? -1 : lseek(pw->src_fd, data, SEEK_HOLE);
+		if (data < 0 || hole < 0) {
+			ret = -errno;
+			pr_perror("%s: SEEK_DATA/SEEK_HOLE", pw->what);
+			break;
+		}
+		if (data >= size)
+			break;
+		if (hole > size)
+			hole = size;
+		ret = dump_page_run(pw, data, data, (hole - data + PAGE_SIZE - 1) / PAGE_SIZE);
+	}
+	pw->stats->pages_scanned += size / PAGE_SIZE;
+	return ret;
+}
+
+/* pagemap-shmem-SHMID.img and its pages, read through the VMA's map_files link. */
+static int dump_shmem_object(pid_t pid, const VmaEntry *ve, struct mem_dump_ctx *ctx)
+{
+	struct page_writer pw = { .src_fd = -1 };
+	char what[48];
+	struct stat st;
+	int ret;
+
+	snprintf(what, sizeof(what), "shared memory %#llx", (unsigned long long)ve->shmid);
+	pw.what = what;
+	pw.src_fd = open_map_files(pid, ve, O_RDONLY);
+	if (pw.src_fd < 0 || fstat(pw.src_fd, &st)) {
+		ret = pw.src_fd < 0 ? pw.src_fd : -errno;
+		pr_err("task %d: cannot open %s mapped at %llx: %s\n", pid, what,
+		       (unsigned long long)ve->start, strerror(-ret));
+	} else {
+		ret = open_page_writer(&pw, CR_IMG_SHMEM_PAGEMAP, ve->shmid, ctx);
+	}
+	if (!ret)
+		ret = dump_shmem_data(&pw, st.st_size);
+	if (!ret)
+		ret = flush_pages(&pw);
+	if (!ret)
+		ret = note_shmem_dumped(ctx, ve->shmid);
+	if (pw.src_fd >= 0)
+		close(pw.src_fd);
+	close_page_writer(&pw);
+	return ret;
+}
+
+/* Each object once per dump, whichever task or VMA maps it first. */
+static int dump_shmem_objects(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
+			      struct mem_dump_ctx *ctx)
+{
 	unsigned int i;
 	int ret = 0;
 
-	entries = calloc(nr_vmas ? nr_vmas : 1, sizeof(*entries));
-	if (!entries) {
+	for (i = 0; i < nr && !ret; i++) {
+		const VmaEntry *ve = &dvmas[i].e;
+
+		if ((ve->status & VMA_ANON_SHARED) && !shmem_already_dumped(ctx, ve->shmid))
+			ret = dump_shmem_object(pid, ve, ctx);
+	}
+	return ret;
+}
+
+int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx)
+{
+	struct dump_vma *dvmas;
+	unsigned int nr = 0;
+	int ret;
+
+	dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*dvmas));
+	if (!dvmas) {
 		pr_err("no memory for the VMAs of %d\n", pid);
 		return -ENOMEM;
 	}
-	for (i = 0; i < nr_vmas && !ret; i++)
-		ret = fill_vma_entry(pid, &vmas[i], &entries[i]);
+	ret = collect_dump_vmas(pid, vmas, nr_vmas, dvmas, &nr);
 	if (!ret)
-		ret = write_mm_image(pid, nr_vmas, brk, entries);
+		ret = write_mm_image(pid, misc, dvmas, nr);
 	if (!ret)
-		ret = dump_pages(pid, entries, nr_vmas, stats);
-	for (i = 0; i < nr_vmas; i++) {
-		free(entries[i].device_path);
-		free(entries[i].anon_name);
-	}
-	free(entries);
+		ret = write_mm_ext_image(pid, dvmas, nr);
+	if (!ret)
+		ret = dump_private_pages(pid, dvmas, nr, ctx);
+	if (!ret)
+		ret = dump_shmem_objects(pid, dvmas, nr, ctx);
+	free_dump_vmas(dvmas, nr_vmas);
 	return ret;
 }

@@ -362,7 +362,7 @@ void cr_plugin_fini(int stage, int ret)
 
 /* ---- inventory ---- */
 
-int cr_plugins_to_inventory(InventoryEntry *inventory)
+int cr_plugins_to_inventory(PluginsEntry *entry)
 {
 	size_t nr_names = 0;
 	int i;
@@ -380,19 +380,19 @@ int cr_plugins_to_inventory(InventoryEntry *inventory)
 		inventory_names[nr_names++] = (char *)plugins[i].desc->name;
 		pr_info("plugins: the dump needs plugin %s\n", plugins[i].desc->name);
 	}
-	inventory->n_plugins = nr_names;
-	inventory->plugins = inventory_names;
+	entry->n_plugins = nr_names;
+	entry->plugins = inventory_names;
 	return 0;
 }
 
-int cr_plugins_check_inventory(const InventoryEntry *inventory)
+int cr_plugins_check_inventory(const PluginsEntry *entry)
 {
 	size_t i;
 
-	for (i = 0; i < inventory->n_plugins; i++) {
-		if (!find_plugin(inventory->plugins[i])) {
+	for (i = 0; entry && i < entry->n_plugins; i++) {
+		if (!find_plugin(entry->plugins[i])) {
 			pr_err("the images need plugin %s, which is not among the plugins loaded from %s\n",
-			       inventory->plugins[i], plugins_dir ? plugins_dir : "(none)");
+			       entry->plugins[i], plugins_dir ? plugins_dir : "(none)");
 			return -ENOENT;
 		}
 	}

@@ -88,7 +88,7 @@ int parse_pid_stat(pid_t pid, struct proc_pid_stat *st)
 	memset(st, 0, sizeof(*st));
 	n = sscanf(after_comm + 2,
 		   "%c %d %d %d "	/* 3-6 */
-		   "%*d %*d %*u "	/* 7-9 */
+		   "%*d %*d %u "	/* 7-9 */
 		   "%*u %*u %*u %*u "	/* 10-13 */
 		   "%*u %*u %*d %*d "	/* 14-17 */
 		   "%*d %*d %*d %*d "	/* 18-21 */
@@ -99,13 +99,13 @@ int parse_pid_stat(pid_t pid, struct proc_pid_stat *st)
 		   "%*u %*u %*u %*u %*d "	/* 39-43 */
 		   "%*d %lu %lu %lu "	/* 44-47 */
 		   "%lu %lu %lu %lu %d",	/* 48-52 */
-		   &st->state, &st->ppid, &st->pgid, &st->sid,
+		   &st->state, &st->ppid, &st->pgid, &st->sid, &st->flags,
 		   &st->start_code, &st->end_code, &st->start_stack,
 		   &skip, &skip, &skip, &skip, &skip, &skip, &skip, &skip,
 		   &st->start_data, &st->end_data, &st->start_brk,
 		   &st->arg_start, &st->arg_end, &st->env_start, &st->env_end, &st->exit_code);
-	if (n != 23) {
-		pr_err("/proc/%d/stat: parsed %d of 23 fields\n", pid, n);
+	if (n != 24) {
+		pr_err("/proc/%d/stat: parsed %d of 24 fields\n", pid, n);
 		return -EINVAL;
 	}
 	return 0;
@@ -339,6 +339,23 @@ int parse_pid_comm(pid_t pid, char *comm, size_t size)
 		return len;
 	if (len > 0 && comm[len - 1] == '\n')
 		comm[len - 1] = '\0';
+	return 0;
+}
+
+int parse_pid_number(pid_t pid, const char *name, long long *value)
+{
+	char buf[32], *end;
+	ssize_t len;
+
+	len = read_proc_file(pid, name, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	errno = 0;
+	*value = strtoll(buf, &end, 10);
+	if (errno || end == buf || (*end && *end != '\n')) {
+		pr_err("/proc/%d/%s: cannot parse \"%s\"\n", pid, name, buf);
+		return -EINVAL;
+	}
 	return 0;
 }
 

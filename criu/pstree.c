@@ -16,6 +16,21 @@
 #include "pstree.h"
 #include "pstree.pb-c.h"
 
+/*
+ * Namespace ids as CRIU numbers them for a tree living in the namespaces criu runs in;
+ * restore creates no namespace for a task whose ids equal root_ids'.
+ */
+#define PID_NS_ID 1
+#define NET_NS_ID 2
+#define IPC_NS_ID 3
+#define UTS_NS_ID 4
+#define TIME_NS_ID 5
+#define MNT_NS_ID 6
+#define USER_NS_ID 7
+#define CGROUP_NS_ID 8
+/* Object ids: 1 is the root_ids' own, tasks count from here. */
+#define FIRST_TASK_OBJ_ID 2
+
 struct pstree_item *root_item;
 
 struct pstree_item *pstree_add_item(struct pstree_item *parent, pid_t pid)
@@ -191,7 +206,8 @@ static int write_one_item(struct cr_img *img, struct pstree_item *item)
 	for (i = 0; i < item->nr_threads; i++)
 		tids[i] = item->threads[i];
 	entry.pid = item->pid;
-	entry.ppid = item->ppid;
+	/* The root's parent is outside the tree: CRIU's images say 0. */
+	entry.ppid = item->parent ? item->ppid : 0;
 	entry.pgid = item->pgid;
 	entry.sid = item->sid;
 	entry.n_threads = item->nr_threads;
@@ -323,6 +339,149 @@ int pstree_check_leaders(bool shell_job)
 	return ret;
 }
 
+static void set_ns_ids(struct task_ids *ids)
+{
+	ids->pid_ns_id = PID_NS_ID;
+	ids->net_ns_id = NET_NS_ID;
+	ids->ipc_ns_id = IPC_NS_ID;
+	ids->uts_ns_id = UTS_NS_ID;
+	ids->time_ns_id = TIME_NS_ID;
+	ids->mnt_ns_id = MNT_NS_ID;
+	ids->user_ns_id = USER_NS_ID;
+	ids->cgroup_ns_id = CGROUP_NS_ID;
+}
+
+void pstree_assign_ids(void)
+{
+	uint32_t next = FIRST_TASK_OBJ_ID;
+	struct pstree_item *item;
+
+	for (item = root_item; item; item = pstree_next(item)) {
+		memset(&item->ids, 0, sizeof(item->ids));
+		if (item->zombie)
+			continue;
+		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = next++;
+		set_ns_ids(&item->ids);
+	}
+}
+
+static void ids_to_entry(const struct task_ids *ids, TaskKobjIdsEntry *e)
+{
+	task_kobj_ids_entry__init(e);
+	e->vm_id = ids->vm_id;
+	e->files_id = ids->files_id;
+	e->fs_id = ids->fs_id;
+	e->sighand_id = ids->sighand_id;
+	e->has_pid_ns_id = e->has_net_ns_id = e->has_ipc_ns_id = e->has_uts_ns_id = true;
+	e->has_mnt_ns_id = e->has_user_ns_id = e->has_cgroup_ns_id = e->has_time_ns_id = true;
+	e->pid_ns_id = ids->pid_ns_id;
+	e->net_ns_id = ids->net_ns_id;
+	e->ipc_ns_id = ids->ipc_ns_id;
+	e->uts_ns_id = ids->uts_ns_id;
+	e->mnt_ns_id = ids->mnt_ns_id;
+	e->user_ns_id = ids->user_ns_id;
+	e->cgroup_ns_id = ids->cgroup_ns_id;
+	e->time_ns_id = ids->time_ns_id;
+}
+
+static void ids_from_entry(const TaskKobjIdsEntry *e, struct task_ids *ids)
+{
+	ids->vm_id = e->vm_id;
+	ids->files_id = e->files_id;
+	ids->fs_id = e->fs_id;
+	ids->sighand_id = e->sighand_id;
+	ids->pid_ns_id = e->has_pid_ns_id ? e->pid_ns_id : 0;
+	ids->net_ns_id = e->has_net_ns_id ? e->net_ns_id : 0;
+	ids->ipc_ns_id = e->has_ipc_ns_id ? e->ipc_ns_id : 0;
+	ids->uts_ns_id = e->has_uts_ns_id ? e->uts_ns_id : 0;
+	ids->mnt_ns_id = e->has_mnt_ns_id ? e->mnt_ns_id : 0;
+	ids->user_ns_id = e->has_user_ns_id ? e->user_ns_id : 0;
+	ids->cgroup_ns_id = e->has_cgroup_ns_id ? e->cgroup_ns_id : 0;
+	ids->time_ns_id = e->has_time_ns_id ? e->time_ns_id : 0;
+}
+
+void pstree_fill_root_ids(TaskKobjIdsEntry *e)
+{
+	struct task_ids ids = { .vm_id = 1, .files_id = 1, .fs_id = 1, .sighand_id = 1 };
+
+	set_ns_ids(&ids);
+	ids_to_entry(&ids, e);
+}
+
+int pstree_write_ids(const struct pstree_item *item)
+{
+	TaskKobjIdsEntry e;
+	struct cr_img *img;
+	int ret;
+
+	ids_to_entry(&item->ids, &e);
+	img = open_image(CR_IMG_IDS, O_WRONLY, item->pid);
+	if (!img)
+		return -EIO;
+	ret = pb_write_one(img, &e);
+	close_image(img);
+	return ret;
+}
+
+/* ids-PID.img, where there is one: a zombie has none, a live task's core says if it needs one. */
+static int read_item_ids(struct pstree_item *item)
+{
+	TaskKobjIdsEntry *e;
+	struct cr_img *img;
+	int ret;
+
+	if (!img_exists(CR_IMG_IDS, item->pid))
+		return 0;
+	img = open_image(CR_IMG_IDS, O_RDONLY, item->pid);
+	if (!img)
+		return -EIO;
+	ret = pb_read_one_required(img, (void **)&e);
+	if (!ret) {
+		ids_from_entry(e, &item->ids);
+		if (!e->files_id) {
+			pr_err("%s: files_id 0 is not a valid id\n", img->name);
+			ret = -EINVAL;
+		}
+		pb_free(img, e);
+	}
+	close_image(img);
+	return ret;
+}
+
+/* One namespace id of a task against the root's; 0 on either side: not recorded. */
+static int check_ns_id(const struct pstree_item *item, const char *ns, uint32_t id, bool root_has,
+		       uint32_t root_id)
+{
+	if (!id || !root_has || id == root_id)
+		return 0;
+	pr_err("ids-%d.img: the task is in another %s namespace (id %u, the dump's root %u): "
+	       "restoring namespaces is not supported\n", item->pid, ns, id, root_id);
+	return -EINVAL;
+}
+
+int pstree_check_namespaces(const TaskKobjIdsEntry *r)
+{
+	struct pstree_item *item;
+	int ret = 0;
+
+	if (!r)
+		return 0;
+	for (item = root_item; item && !ret; item = pstree_next(item)) {
+		const struct task_ids *t = &item->ids;
+
+		ret = check_ns_id(item, "pid", t->pid_ns_id, r->has_pid_ns_id, r->pid_ns_id) ?:
+		      check_ns_id(item, "net", t->net_ns_id, r->has_net_ns_id, r->net_ns_id) ?:
+		      check_ns_id(item, "ipc", t->ipc_ns_id, r->has_ipc_ns_id, r->ipc_ns_id) ?:
+		      check_ns_id(item, "uts", t->uts_ns_id, r->has_uts_ns_id, r->uts_ns_id) ?:
+		      check_ns_id(item, "mount", t->mnt_ns_id, r->has_mnt_ns_id, r->mnt_ns_id) ?:
+		      check_ns_id(item, "user", t->user_ns_id, r->has_user_ns_id, r->user_ns_id) ?:
+		      check_ns_id(item, "cgroup", t->cgroup_ns_id, r->has_cgroup_ns_id,
+				  r->cgroup_ns_id) ?:
+		      check_ns_id(item, "time", t->time_ns_id, r->has_time_ns_id, r->time_ns_id);
+	}
+	return ret;
+}
+
 static int add_item_from_entry(const PstreeEntry *entry)
 {
 	struct pstree_item *parent = NULL, *item;
@@ -362,6 +521,7 @@ static int add_item_from_entry(const PstreeEntry *entry)
 
 int pstree_read(void)
 {
+	struct pstree_item *item;
 	struct cr_img *img;
 	void *msg;
 	int ret;
@@ -380,6 +540,8 @@ int pstree_read(void)
 		pr_err("pstree.img holds no process\n");
 		ret = -EINVAL;
 	}
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		ret = read_item_ids(item);
 	if (ret)
 		pstree_free();
 	return ret;

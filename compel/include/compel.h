@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
+#include <asm/ldt.h>
 
 /*
  * PTRACE_SEIZE + PTRACE_INTERRUPT, then wait until the task sits in its interrupt stop.
@@ -31,6 +32,8 @@ int compel_get_regs(pid_t pid, struct user_regs_struct *regs);
 int compel_set_regs(pid_t pid, const struct user_regs_struct *regs);
 /* NT_X86_XSTATE: *buf (malloc'ed, caller frees) holds *len bytes, as many as the kernel gave. */
 int compel_get_xstate(pid_t pid, void **buf, size_t *len);
+/* GDT TLS slots first..first+nr-1 (PTRACE_GET_THREAD_AREA), as get_thread_area() gives them. */
+int compel_get_tls(pid_t pid, unsigned int first, unsigned int nr, struct user_desc *descs);
 int compel_get_sigmask(pid_t pid, uint64_t *mask);
 int compel_set_sigmask(pid_t pid, uint64_t mask);
 /*

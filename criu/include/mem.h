@@ -1,30 +1,59 @@
 /*
- * Dumping a task's address space: mm-PID.img (mm fields and VMAs),
- * pagemap-PID.img and pages-PID.img (the page contents worth storing).
+ * Dumping a task's address space: mm-PID.img (mm fields and VMAs), mm-ext-PID.img (VMA
+ * state CRIU's format has no field for), pagemap-PID.img with its pages-ID.img, and the
+ * contents of the shared anonymous memory it maps (pagemap-shmem-SHMID.img).
  */
 #ifndef CR_MEM_H
 #define CR_MEM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "proc_parse.h"
 
+/* pagemap_entry.flags: where a run's pages are. Only PE_PRESENT runs are in pages-ID.img. */
+#define PE_PARENT (1u << 0) /* in the parent images (--prev-images-dir) */
+#define PE_LAZY (1u << 1) /* may be fetched lazily; with PE_PRESENT, also stored here */
+#define PE_PRESENT (1u << 2)
+
 struct mem_dump_stats {
-	uint64_t pages_scanned; /* pages of the VMAs whose contents are dumped */
+	uint64_t pages_scanned; /* pages of the VMAs and objects whose contents are dumped */
 	uint64_t pages_written;
+	uint64_t write_us; /* time spent writing page data */
+};
+
+/* State of one dump's memory images, across its tasks. */
+struct mem_dump_ctx {
+	/* pagemap_head.pages_id: each pagemap image of the dump gets the next, from 1. */
+	uint32_t next_pages_id;
+	/* Shared memory objects whose pages are stored already (by shmid). */
+	uint64_t *shmem_dumped;
+	unsigned int nr_shmem_dumped;
+	struct mem_dump_stats stats;
+};
+
+void mem_dump_init(struct mem_dump_ctx *ctx);
+void mem_dump_fini(struct mem_dump_ctx *ctx);
+
+/* What only the task itself could tell (injected syscalls), for mm_entry. */
+struct task_mm_misc {
+	unsigned long brk; /* brk(0) */
+	int dumpable; /* PR_GET_DUMPABLE */
+	bool thp_disabled; /* PR_GET_THP_DISABLE */
 };
 
 /*
  * Dump the address space of a seized task whose VMAs are vmas (parse_pid_smaps(), read
- * while the task was stopped) and whose current brk is brk (not in /proc: the caller
- * asks the task). Writes mm-PID.img, and the pages: pagemap-PID.img holds a
- * pagemap_head {pages_id = pid} then one pagemap_entry per run of stored pages, in
- * address order; pages_off is the absolute, page-aligned offset of the run in
- * pages-PID.img (the first run starts right after the PAGES_IMG_HDR_SIZE header).
- * VMAs it cannot restore (device mappings, SysV shm) fail the dump, logged. 0 or -errno.
+ * while the task was stopped). Writes mm-PID.img, mm-ext-PID.img when some VMA has a
+ * name or is locked, pagemap-PID.img (pagemap_head, then one PE_PRESENT entry per run of
+ * stored pages in address order, the data following each other in pages-ID.img from
+ * offset 0) and, for each shared anonymous object not stored yet in this dump,
+ * pagemap-shmem-SHMID.img (vaddr: the offset in the object) with its own pages-ID.img.
+ * VMAs it cannot restore (SysV shm, devices no plugin takes) fail the dump, logged.
+ * 0 or -errno.
  */
-int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas, unsigned long brk,
-		 struct mem_dump_stats *stats);
+int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx);
 
 #endif

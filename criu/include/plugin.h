@@ -26,9 +26,9 @@
  *   run_plugins(DUMP_EXT_FILE, fd, id)           for an fd no fdtype_ops owns; -ENOTSUP:
  *                                                nobody took it, refuse the fd
  *   run_plugins(HANDLE_DEVICE_VMA, fd, &st)      shared VMA not backed by a regular file;
- *                                                0: mark it VMA_DEVICE, dump no pages
+ *                                                0: mark it VMA_EXT_PLUGIN, dump no pages
  *   run_plugins(DUMP_DEVICES_LATE, root_pid)     after the last task is dumped
- *   cr_plugins_to_inventory(&inventory)          before writing inventory.img
+ *   cr_plugins_to_inventory(&plugins_entry)      before writing inventory.img
  *   cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret)   at the end, ret != 0 on failure (plugins
  *                                                resume their devices), before the tree
  *                                                is resumed or killed
@@ -36,14 +36,14 @@
  *   criu: read inventory + pstree (root_item is set)
  *   criu: fdstore_init()                         before plugins: init may park fds
  *   criu: cr_plugin_init(CR_PLUGIN_STAGE__RESTORE)   also runs RESTORE_INIT at its end
- *   criu: cr_plugins_check_inventory(inventory)  refuse if a needed plugin is missing
+ *   criu: cr_plugins_check_inventory(plugins)    refuse if a needed plugin is missing
  *   criu: fork the tree
  *   criu: run_plugins(POST_FORKING)              right after forking, before waiting
  *   task: run_plugins(RESTORE_EXT_FILE, id, &retry)   fd the core cannot open; >= 0 is
  *                                                the fd; retry set: refused (files-ext.c
  *                                                opens fds in one pass)
  *   task: run_plugins(UPDATE_VMA_MAP, path, addr, old_pgoff, &new_pgoff, &plugin_fd)
- *                                                for each VMA_DEVICE VMA; 1: map plugin_fd
+ *                                                for each VMA_EXT_PLUGIN VMA; 1: map plugin_fd
  *   criu: run_plugins(RESUME_DEVICES_LATE, pid)  per task once it is parked, before any
  *                                                task is released
  *   criu: cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret)  at the end, also on failure
@@ -73,8 +73,8 @@ void cr_plugin_fini(int stage, int ret);
  * of the recorded plugins is not loaded. The names stay owned by the framework, valid
  * until cr_plugin_fini().
  */
-int cr_plugins_to_inventory(InventoryEntry *inventory);
-int cr_plugins_check_inventory(const InventoryEntry *inventory);
+int cr_plugins_to_inventory(PluginsEntry *plugins);
+int cr_plugins_check_inventory(const PluginsEntry *plugins);
 
 /* ---- run_plugins() machinery; call run_plugins(), not these ---- */
 struct cr_plugin;

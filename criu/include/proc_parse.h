@@ -13,6 +13,7 @@
 struct proc_pid_stat {
 	char state; /* field 3: R, S, D, T, t, Z, ... */
 	pid_t ppid, pgid, sid; /* fields 4, 5, 6 */
+	unsigned int flags; /* 9: PF_* */
 	unsigned long start_code, end_code, start_stack; /* 26, 27, 28 */
 	unsigned long start_data, end_data, start_brk; /* 45, 46, 47 */
 	unsigned long arg_start, arg_end, env_start, env_end; /* 48..51 */
@@ -50,6 +51,8 @@ int parse_pid_auxv(pid_t pid, uint64_t *words, unsigned int *nr_words);
 int parse_pid_personality(pid_t pid, uint32_t *personality);
 /* comm is TASK_COMM_LEN (16) bytes in the kernel. */
 int parse_pid_comm(pid_t pid, char *comm, size_t size);
+/* A file holding one decimal number: loginuid, oom_score_adj. */
+int parse_pid_number(pid_t pid, const char *name, long long *value);
 
 /* One POSIX timer from /proc/PID/timers. */
 struct proc_posix_timer {

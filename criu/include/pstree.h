@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core.pb-c.h"
+
 struct pstree_item {
 	pid_t pid;
 	pid_t ppid; /* as the dumped process saw it; the root's parent is outside the tree */
@@ -25,12 +27,23 @@ struct pstree_item {
 	/*
 	 * Identities of the kernel objects the process holds (ids-PID.img): images shared by
 	 * processes that share the object are named by these (fdinfo-FILES_ID.img).
-	 * Assigned at dump, read back by pstree_read(); zombies have none.
+	 * Assigned at dump, read back by pstree_read(); zombies have none (all 0).
 	 */
 	struct task_ids {
 		uint32_t vm_id, files_id, fs_id, sighand_id;
+		/* Namespaces: 0 where the image has no id. */
+		uint32_t pid_ns_id, net_ns_id, ipc_ns_id, uts_ns_id;
+		uint32_t mnt_ns_id, user_ns_id, cgroup_ns_id, time_ns_id;
 	} ids;
+	/* Restore: the task's images, decoded once (task-image.h); NULL at dump. */
+	struct task_image *image;
 };
+
+/* task_core_entry.task_state */
+#define TASK_ALIVE 1
+#define TASK_DEAD 2 /* how CRIU's images mark a zombie */
+#define TASK_STOPPED 3
+#define TASK_ZOMBIE 6 /* also read as a zombie */
 
 extern struct pstree_item *root_item;
 
@@ -71,8 +84,27 @@ int pstree_check_leaders(bool shell_job);
 /* Restore side: id is a session or group whose leader exited and needs a helper. */
 bool pstree_leader_is_dead(pid_t id);
 
-/* pstree.img: write every item, parents first; read it back into root_item. 0 or -errno. */
+/*
+ * Dump side: give every live process of the tree its object ids (its own: processes of
+ * a tree never share mm, files, fs or signal handlers here), from 2 on in tree order,
+ * and namespace ids as the inventory's root_ids have them. Before any image names them.
+ */
+void pstree_assign_ids(void);
+/* ids-PID.img of a live process. 0 or -errno. */
+int pstree_write_ids(const struct pstree_item *item);
+/* The root_ids of inventory.img: 1 for each object id, the namespaces as every task's. */
+void pstree_fill_root_ids(TaskKobjIdsEntry *ids);
+
+/*
+ * pstree.img: write every item, parents first; read it back into root_item, with each
+ * process's ids from ids-PID.img where it has one (zombies do not). 0 or -errno.
+ */
 int pstree_write(void);
 int pstree_read(void);
+/*
+ * Restore side: every task must live in the namespaces of the dump's root (root_ids of
+ * inventory.img, NULL: none recorded); this criu creates none. 0 or -EINVAL (logged).
+ */
+int pstree_check_namespaces(const TaskKobjIdsEntry *root_ids);
 
 #endif

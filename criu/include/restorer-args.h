@@ -35,18 +35,26 @@ struct rst_report {
 /* A restored thread's stack in the region: its own state, a log line and its sigframe. */
 #define RST_THREAD_STACK_SIZE (32u << 10)
 
-/* One VMA to recreate (VMA_AREA_REGULAR ones only). */
-/* rst_vma.status bit beside the VMA_* ones: stored pages must be read into this VMA. */
-#define RST_VMA_HAS_PAGES (1u << 31)
+/*
+ * rst_vma.status: what the blob needs to know of a VMA (not the image's status bits).
+ * RST_VMA_ACCOUNT: the VMA had VM_ACCOUNT (private, once writable); the blob maps exactly
+ * these (and those it reads pages into) writable first, since PROT_WRITE on a private
+ * mapping gives it VM_ACCOUNT and the kernel merges neighbours that agree in it.
+ */
+#define RST_VMA_ACCOUNT (1u << 0)
+#define RST_VMA_LOCKED (1u << 1) /* mlock()ed (VmFlags "lo") */
+#define RST_VMA_HAS_PAGES (1u << 31) /* stored pages must be read into this VMA */
+
+/* One VMA to recreate (those the blob maps: not the kernel's special mappings). */
 
 struct rst_vma {
 	uint64_t start;
 	uint64_t end;
 	uint64_t pgoff; /* bytes, as mmap() takes it */
-	uint64_t madv; /* VMA_MADV_* */
+	uint64_t madv; /* VMA_MADV_* (vma.h): 1 << MADV_x */
 	uint32_t prot; /* final PROT_* */
 	uint32_t flags; /* MAP_* as mmap() takes them */
-	uint32_t status; /* VMA_* */
+	uint32_t status; /* RST_VMA_* */
 	int32_t fd; /* the mapped file or shared memory object, -1 for private anonymous memory */
 	uint64_t anon_name; /* NUL-terminated PR_SET_VMA_ANON_NAME name in the region; 0: none */
 };

@@ -1,8 +1,9 @@
 /*
- * Entering the restorer blob from a forked restore task (criu side, libc code): reads the
- * page map, applies what libc can still do, maps the restorer region and jumps into it.
- * The sync protocol with the main process (struct rst_report, RST_CMD_GO) is in
- * restorer-args.h, shared with the blob.
+ * Entering the restorer blob from a forked restore task (criu side, libc code): applies
+ * what libc can still do, opens what the blob maps, maps the restorer region, fills its
+ * args from the task's decoded images (task-image.h) and jumps into it. The sync protocol
+ * with the main process (struct rst_report, RST_CMD_GO) is in restorer-args.h, shared
+ * with the blob.
  */
 #ifndef CR_RESTORER_SETUP_H
 #define CR_RESTORER_SETUP_H
@@ -11,13 +12,11 @@
 #include <sys/types.h>
 
 #include "restorer-args.h"
-#include "core.pb-c.h"
-#include "mm.pb-c.h"
+#include "task-image.h"
 
 struct rst_task_ctx {
 	pid_t pid; /* the task's (original == current) pid */
-	CoreEntry *core; /* core-PID.img, already read */
-	MmEntry *mm; /* mm-PID.img, already read */
+	const struct task_image *image; /* its images, decoded before the fork */
 	int sync_fd; /* socket to the main criu process */
 	int log_fd; /* criu's log file; the blob logs here (-1: none) */
 	int loglevel;

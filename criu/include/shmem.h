@@ -8,11 +8,11 @@
 #include <stdint.h>
 
 /*
- * Main process, after fdstore_init() and before forking the root: create each object
- * the tree's mm images name, fill it from the dumped pages, park an fd to it in fdstore.
- * 0 or -errno.
+ * Main process, after task_images_collect() and fdstore_init(), before forking the root:
+ * create each object the tree's VMAs name, fill it from pagemap-shmem-SHMID.img, park an
+ * fd to it in fdstore. *nr_pages counts the pages read. 0 or -errno.
  */
-int shmem_restore_objects(void);
+int shmem_restore_objects(uint64_t *nr_pages);
 
 /* In a task: a new fd of the object shmid (mmap it MAP_SHARED at the VMA's pgoff), or -errno. */
 int shmem_open(uint64_t shmid);

@@ -181,7 +181,7 @@ static int vma_is_filled(const struct rst_vma *vma)
 	 * writable too; it then may merge with a neighbour, which the dump side avoids by
 	 * not storing pages equal to the file.
 	 */
-	return (vma->status & (VMA_ACCOUNT | RST_VMA_HAS_PAGES)) != 0;
+	return (vma->status & (RST_VMA_ACCOUNT | RST_VMA_HAS_PAGES)) != 0;
 }
 
 static long apply_madvise(struct rst_args *a, const struct rst_vma *vma)
@@ -416,7 +416,7 @@ static long finish_vmas(struct rst_args *a)
 				return ret;
 			}
 		}
-		if (vma->status & VMA_LOCKED) {
+		if (vma->status & RST_VMA_LOCKED) {
 			ret = sys_mlock(vma->start, vma->end - vma->start);
 			if (ret) {
 				pr_err(a, "mlock %lx-%lx: %ld", vma->start, vma->end, ret);

@@ -1,0 +1,133 @@
+/*
+ * Restore side: every task's images (core-TID per thread, mm, mm-ext, pagemap) decoded
+ * once, in criu's main process before anything is forked, into the objects the restore
+ * works on. The tasks inherit them over fork. All checks on those images happen while
+ * they are decoded, so an image this criu cannot restore fails before any task exists,
+ * with one line naming the image and the entry.
+ */
+#ifndef CR_TASK_IMAGE_H
+#define CR_TASK_IMAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "image.h"
+#include "pstree.h"
+#include "restorer-args.h"
+
+/* One VMA: vma_entry with what mm-ext-PID.img adds to it. */
+struct vma_image {
+	uint64_t start, end;
+	uint64_t pgoff; /* bytes, as mmap() takes it */
+	uint64_t shmid; /* VMA_ANON_SHARED: the object; file-backed: the files.img id */
+	uint64_t madv; /* VMA_MADV_* (vma.h) */
+	uint32_t prot, flags; /* PROT_*, MAP_* as mmap() takes them */
+	uint32_t status; /* VMA_* (vma.h) */
+	uint32_t fdflags; /* file-backed: how the file is opened */
+	bool locked; /* mlock()ed */
+	char *anon_name; /* PR_SET_VMA_ANON_NAME; NULL: none */
+};
+
+/* A run of stored pages: len bytes at vaddr, at byte file_off of pages-ID.img. */
+struct page_run {
+	uint64_t vaddr, len, file_off;
+};
+
+/* One pagemap image: its runs in image order, their data in pages-<pages_id>.img. */
+struct page_map {
+	uint32_t pages_id;
+	struct page_run *runs;
+	unsigned int nr_runs;
+	uint64_t total_bytes;
+};
+
+/* One thread: core-TID.img's thread_info and thread_core. */
+struct thread_image {
+	pid_t tid;
+	struct rst_gpregs regs;
+	uint64_t blk_sigset;
+	uint64_t clear_tid_addr;
+	uint64_t robust_list, robust_list_len;
+	bool has_rseq;
+	uint32_t rseq_len, rseq_sig;
+	uint64_t rseq_ptr;
+	bool has_sas;
+	uint32_t sas_flags;
+	uint64_t sas_sp, sas_size;
+	struct rst_siginfo *pending; /* queued for this thread alone */
+	unsigned int nr_pending;
+	uint8_t *xsave; /* standard-format XSAVE buffer of this machine's size */
+	uint32_t xsave_len;
+};
+
+#define TASK_NR_RLIMITS 16 /* RLIM_NLIMITS: task_rlimits_entry is indexed by resource */
+
+struct rlimit_image {
+	uint64_t cur, max;
+};
+
+/* One process: the main thread's task_core_entry, every thread, its address space. */
+struct task_image {
+	struct pstree_item *item;
+	uint32_t state; /* TASK_ALIVE, TASK_STOPPED, or TASK_DEAD for a zombie */
+	uint32_t exit_code; /* a zombie's wait status */
+	uint32_t stop_signo; /* TASK_STOPPED: the signal that stops it again */
+	char comm[16];
+	uint32_t personality;
+
+	struct rst_sigaction sigactions[RST_NSIG]; /* index sig - 1 */
+	uint64_t sigaction_set; /* bit sig - 1: restore it */
+	struct rlimit_image rlimits[TASK_NR_RLIMITS];
+	unsigned int nr_rlimits;
+	bool has_itimers;
+	uint64_t itimers[3][4]; /* as rst_args.itimers */
+	struct rst_posix_timer *posix_timers;
+	unsigned int nr_posix_timers;
+	struct rst_siginfo *shared_pending;
+	unsigned int nr_shared_pending;
+	bool has_pdeath_sig, has_child_subreaper;
+	uint32_t pdeath_sig, child_subreaper;
+	bool has_creds;
+	struct rst_creds creds; /* .groups is set when the args are filled */
+	uint32_t *groups;
+
+	/* mm-PID.img: .auxv, .auxv_size and .exe_fd are set when the args are filled. */
+	struct rst_mm_map mm_map;
+	uint64_t *auxv;
+	unsigned int nr_auxv;
+	uint32_t exe_file_id;
+	bool has_dumpable, has_thp_disabled;
+	uint32_t dumpable, thp_disabled;
+	struct vma_image *vmas; /* in address order */
+	unsigned int nr_vmas;
+	struct page_map pages; /* pagemap-PID.img */
+
+	struct thread_image *threads; /* as pstree.img lists them: threads[0] is the main one */
+	unsigned int nr_threads;
+};
+
+static inline bool task_image_zombie(const struct task_image *ti)
+{
+	return ti->state == TASK_DEAD;
+}
+
+/*
+ * After pstree_read(): decode the images of every task into item->image. A zombie's
+ * thread list becomes its pid alone (CRIU does not write one for it). 0 or -errno.
+ */
+int task_images_collect(void);
+void task_images_free(void);
+
+/* A VMA the restorer maps itself (not the kernel's [vdso], [vvar] or [vsyscall]). */
+bool vma_image_mapped(const struct vma_image *vma);
+
+/*
+ * A pagemap image (pagemap-PID or pagemap-shmem-SHMID) into map, each run checked against
+ * the size of its pages image; runs with data elsewhere (a parent image, lazy pages) are
+ * refused. 0 or -errno (logged, naming the image and entry).
+ */
+int page_map_read(enum cr_img_type type, unsigned long id, struct page_map *map);
+void page_map_free(struct page_map *map);
+
+#endif

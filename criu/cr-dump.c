@@ -1,5 +1,5 @@
 /*
- * The dump pipeline (DESIGN.md §3): seize the process tree, collect each task's state,
+ * The dump pipeline: seize the process tree, collect each task's state,
  * memory and files, write the images (inventory.img last), then kill the tree or let it
  * run. Any failure on the way leaves every task running as it was.
  */

@@ -1,5 +1,5 @@
 /*
- * The restore pipeline (DESIGN.md §4), main-process side: read the tree, fork every
+ * The restore pipeline, main-process side: read the tree, fork every
  * task with its original pid, wait until each has rebuilt itself and parked in the
  * restorer, then release them all together. A failure anywhere kills what we created.
  */
@@ -109,7 +109,7 @@ static int read_inventory(void)
 }
 
 /*
- * fdstore before the plugins: a plugin's init may park fds there (DESIGN.md §4), and
+ * fdstore before the plugins: a plugin's init may park fds there, and
  * both before forking, so the tasks inherit the store and the loaded plugins.
  */
 static int prepare_plugins(void)

@@ -425,14 +425,43 @@ bool vma_image_mapped(const struct vma_image *vma)
 /* How the VMA is backed: exactly one of these bits. */
 #define VMA_KIND_BITS (VMA_ANON_PRIVATE | VMA_ANON_SHARED | VMA_FILE_PRIVATE | VMA_FILE_SHARED)
 
+/* The kinds of mapping an image may have that this criu does not restore, by status bit. */
+static const char *unsupported_vma_kind(uint32_t status)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} kinds[] = {
+		{ VMA_AREA_SYSVIPC, "SysV shared memory (VMA_AREA_SYSVIPC)" },
+		{ VMA_AREA_SOCKET, "a packet socket ring (VMA_AREA_SOCKET)" },
+		{ VMA_AREA_AIORING, "an AIO ring (VMA_AREA_AIORING)" },
+		{ VMA_AREA_MEMFD, "a memfd (VMA_AREA_MEMFD)" },
+		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
+		{ VMA_AREA_GUARD, "a guard region (VMA_AREA_GUARD)" },
+		{ VMA_AREA_UPROBES, "the uprobes area (VMA_AREA_UPROBES)" },
+		{ VMA_UNSUPP, "a mapping its dump could not handle (VMA_UNSUPP)" },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (status & kinds[i].bit)
+			return kinds[i].name;
+	return NULL;
+}
+
 static int check_vma(const struct vma_image *vma, const struct vma_image *prev, const char *img)
 {
 	uint32_t kind = vma->status & VMA_KIND_BITS;
+	const char *unsupported = unsupported_vma_kind(vma->status);
 	const char *why = NULL;
 
-	if (vma->status & VMA_UNSUPPORTED_BITS)
-		why = "a kind of mapping (status bit) this criu does not restore";
-	else if (vma->start >= vma->end || vma->start % PAGE_SIZE || vma->end % PAGE_SIZE)
+	if (unsupported) {
+		pr_err("%s: vma %#llx-%#llx (status %#x) is %s, which this criu does not restore\n",
+		       img, (unsigned long long)vma->start, (unsigned long long)vma->end, vma->status,
+		       unsupported);
+		return -ENOTSUP;
+	}
+	if (vma->start >= vma->end || vma->start % PAGE_SIZE || vma->end % PAGE_SIZE)
 		why = "not a page-aligned, non-empty range";
 	else if (prev && vma->start < prev->end)
 		why = "overlaps the VMA before it or is out of order";

@@ -31,11 +31,6 @@
 #define VMA_EXT_PLUGIN (1u << 27) /* a device mapping a plugin restores (UPDATE_VMA_MAP) */
 #define VMA_UNSUPP (1u << 31) /* the dumping criu could not handle it */
 
-/* Status bits of kinds this criu does not restore: refused when an image has them. */
-#define VMA_UNSUPPORTED_BITS                                                           \
-	(VMA_AREA_SYSVIPC | VMA_AREA_SOCKET | VMA_AREA_AIORING | VMA_AREA_MEMFD |      \
-	 VMA_AREA_SHSTK | VMA_AREA_GUARD | VMA_AREA_UPROBES | VMA_UNSUPP)
-
 /*
  * vma_entry.madv: 1 << MADV_x for each advice VmFlags shows, restored by madvise().
  * Numbers as <linux/mman.h> has them (spelt out: the restorer blob includes this too).

@@ -42,6 +42,9 @@ UPSTREAM_OPTS = ['--shell-job']
 # Debian's crit (package criu, scripts/install-deps.sh): every dump's images must decode
 # with it and encode back to the same bytes.
 DEBIAN_CRIT = '/usr/bin/crit'
+# Ours (crit/crit), for the images only this criu writes (OWN_IMAGES) and for reading
+# images in tests.
+OWN_CRIT = os.path.join(ROOT_DIR, 'crit', 'crit')
 
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
@@ -50,6 +53,7 @@ LOG_TAIL_LINES = 15
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_VMA = 0x53564d41
 PR_SET_VMA_ANON_NAME = 0
+VMA_EXT_PLUGIN = 1 << 27  # vma_entry.status: a mapping a plugin restores
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -391,8 +395,42 @@ def images_checksum(img_dir):
 # cannot come back: they are cut out of the image's bytes before the comparison (every
 # other byte must match) and listed in out/NAME/crit/unknown-fields.txt.
 # Not images: raw page contents, logs, and what plugins write in formats of their own
-# (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*).
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-')
+# (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*), and
+# this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
+# does not know them, ours must decode them and encode them back (own_image_errors()).
+OWN_IMAGES = ('mm-ext-',)
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-') + OWN_IMAGES
+
+
+def own_crit(*args):
+    """Run our crit; its stdout, or TestFailure with its error line."""
+    proc = subprocess.run([OWN_CRIT] + list(args), capture_output=True)
+    if proc.returncode != 0:
+        raise TestFailure('crit %s: %s' % (' '.join(args), proc.stderr.decode(
+            errors='replace').strip()))
+    return proc.stdout
+
+
+def own_crit_entries(path):
+    return json.loads(own_crit('decode', '-i', path))['entries']
+
+
+def own_image_errors(img_dir):
+    """This criu's own images: our crit decodes each and encodes it back to its bytes."""
+    errors = []
+    for name in sorted(os.listdir(img_dir)):
+        if not name.startswith(OWN_IMAGES):
+            continue
+        path = os.path.join(img_dir, name)
+        try:
+            decoded = own_crit('decode', '-i', path)
+            proc = subprocess.run([OWN_CRIT, 'encode'], input=decoded, capture_output=True)
+            with open(path, 'rb') as img:
+                if proc.returncode != 0 or proc.stdout != img.read():
+                    errors.append('%s: crit encode does not give back its bytes' % name)
+        except TestFailure as err:
+            errors.append('%s: %s' % (name, err.reason))
+    return errors
 
 
 def crit_checks(name):
@@ -936,6 +974,7 @@ class TestRun:
         bytes. A failure is kept and reported when the test's run is over, so that the
         report says as well whether the images restored."""
         errors, _ = CRIT.check(self.img, os.path.join(self.out, 'crit'))
+        errors += own_image_errors(self.img)
         if errors and self.crit_failure is None:
             more = (' (and %d more, see %s)' % (len(errors) - 1, os.path.relpath(
                 os.path.join(self.out, 'crit', 'errors.txt'))) if len(errors) > 1 else '')
@@ -1257,11 +1296,8 @@ class TestRun:
         self.restore(self.pid_dumped, extra=['-L', libdir])
 
     def inventory_plugins(self):
-        code, out = subprocess.getstatusoutput('%s show %s' % (
-            CRIU, os.path.join(self.img, 'inventory.img')))
-        if code != 0:
-            raise TestFailure('criu show inventory.img failed: ' + out)
-        return json.loads(out)['entries'][0].get('plugins', [])
+        inventory = own_crit_entries(os.path.join(self.img, 'inventory.img'))[0]
+        return inventory.get('plugins_entry', {}).get('plugins', [])
 
     def run_plugin_round_trip(self):
         self.plugin_dump()
@@ -1335,11 +1371,15 @@ class TestRun:
                               % (offsets, path), 'restore.log')
         if not os.path.exists(os.path.join(self.img, 'testdev-vma.img')):
             raise TestFailure('testdev saved no testdev-vma.img', 'dump.log')
-        with open(os.path.join(self.img, 'dump.log'), errors='replace') as log:
-            stored = [l for l in log.read().splitlines() if 'status 0x1001 ' in l]
-        if len(stored) != 2 or not all(path in l for l in stored):
-            raise TestFailure('dump.log shows %d VMA_DEVICE VMAs of %s, expected 2'
-                              % (len(stored), path), 'dump.log')
+        # in mm-PID.img, as CRIU marks them: VMA_EXT_PLUGIN, shmid naming the file entry
+        files = {e['id']: e.get('reg', {}).get('name') for e in
+                 own_crit_entries(os.path.join(self.img, 'files.img'))}
+        mm = own_crit_entries(os.path.join(self.img, 'mm-%d.img' % self.pid_dumped))[0]
+        stored = [v for v in mm['vmas'] if v['status'] & VMA_EXT_PLUGIN]
+        if len(stored) != 2 or not all(files.get(v['shmid']) == path for v in stored):
+            raise TestFailure('mm-%d.img has %d VMA_EXT_PLUGIN VMAs naming %r, expected 2 '
+                              'naming %s' % (self.pid_dumped, len(stored),
+                                             [files.get(v['shmid']) for v in stored], path))
 
     def check_plugin_fdstore_exchange(self, dump_trace, restore_trace):
         with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:

@@ -107,8 +107,17 @@ static int check_no_seccomp(bool has_mode, SeccompMode mode, const char *img)
 	return 0;
 }
 
+/* This criu does not set scheduling: say so when the image asks for anything but the default. */
+static void warn_sched(const ThreadCoreEntry *tc, const char *img)
+{
+	if ((tc->has_sched_nice && tc->sched_nice) || (tc->has_sched_policy && tc->sched_policy))
+		pr_warn("%s: nice %d and scheduling policy %u are not restored\n", img,
+			tc->sched_nice, tc->sched_policy);
+}
+
 static int collect_thread_core(const ThreadCoreEntry *tc, struct thread_image *th, const char *img)
 {
+	warn_sched(tc, img);
 	th->robust_list = tc->futex_rla;
 	th->robust_list_len = tc->futex_rla_len;
 	if (tc->has_blk_sigset)

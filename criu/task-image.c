@@ -383,38 +383,55 @@ static int collect_main_thread(const CoreEntry *core, struct task_image *ti, con
 }
 
 /*
+ * The threads pstree.img lists, the process itself first. A zombie has only itself (CRIU
+ * writes no usable thread list for it) and no thread state.
+ */
+static int take_thread_list(struct task_image *ti)
+{
+	struct pstree_item *item = ti->item;
+	unsigned int i;
+
+	if (task_image_zombie(ti)) {
+		item->nr_threads = 1;
+		item->threads[0] = item->pid;
+		return 0;
+	}
+	if (item->threads[0] != item->pid) {
+		pr_err("pstree.img: the first thread of %d is %d, not the process itself\n",
+		       item->pid, item->threads[0]);
+		return -EINVAL;
+	}
+	ti->threads = alloc_array(item->nr_threads, sizeof(*ti->threads), "threads");
+	if (!ti->threads)
+		return -ENOMEM;
+	ti->nr_threads = item->nr_threads;
+	for (i = 0; i < ti->nr_threads; i++)
+		ti->threads[i].tid = item->threads[i];
+	return 0;
+}
+
+/*
  * core-PID.img first: whether the task is alive (then every thread's core follows) or a
- * zombie (its core is all there is; CRIU writes no thread list for it).
+ * zombie (its core is all there is).
  */
 static int collect_cores(struct task_image *ti)
 {
-	struct pstree_item *item = ti->item;
 	struct img_ref ref;
 	CoreEntry *core;
 	unsigned int i;
 	int ret;
 
-	ret = read_core(item->pid, &core, &ref);
+	ret = read_core(ti->item->pid, &core, &ref);
 	if (ret)
 		return ret;
-	ret = core->tc ? collect_task_state(core->tc, ti, ref.name) : -EINVAL;
-	if (!core->tc)
+	if (!core->tc) {
 		pr_err("%s: the main thread's core has no task_core_entry\n", ref.name);
-	if (!ret && task_image_zombie(ti)) {
-		item->nr_threads = 1;
-		item->threads[0] = item->pid;
-	} else if (!ret && item->threads[0] != item->pid) {
-		pr_err("pstree.img: the first thread of %d is %d, not the process itself\n",
-		       item->pid, item->threads[0]);
 		ret = -EINVAL;
 	}
-	if (!ret) {
-		ti->nr_threads = task_image_zombie(ti) ? 0 : item->nr_threads;
-		ti->threads = alloc_array(ti->nr_threads, sizeof(*ti->threads), "threads");
-		ret = ti->threads ? 0 : -ENOMEM;
-	}
-	for (i = 0; i < ti->nr_threads; i++)
-		ti->threads[i].tid = item->threads[i];
+	if (!ret)
+		ret = collect_task_state(core->tc, ti, ref.name);
+	if (!ret)
+		ret = take_thread_list(ti);
 	if (!ret && !task_image_zombie(ti))
 		ret = collect_main_thread(core, ti, ref.name);
 	pb_free(NULL, core);

@@ -1120,9 +1120,10 @@ static int collect_images(void)
 {
 	if (read_inventory() || pstree_read())
 		return -1;
-	if (pstree_check_namespaces(inventory->root_ids) || task_images_collect())
+	/* Files first: a task's VMAs may map memfds, which files.img describes. */
+	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || task_images_collect())
 		return -1;
-	return check_pids_free() || files_collect() || prepare_plugins() ? -1 : 0;
+	return check_pids_free() || prepare_plugins() ? -1 : 0;
 }
 
 /* Pages the restored tree got back: each task's, and those of its shared objects. */

@@ -28,6 +28,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&tty_fdtype_ops,
 	&pipe_fdtype_ops,
 	&fifo_fdtype_ops,
+	&memfd_fdtype_ops, /* restore only: mapped memfds */
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -193,7 +194,7 @@ static const struct fdtype_ops *ops_owning(const struct fd_parms *p)
 {
 	size_t i = 0;
 
-	while (!fdtype_ops_table[i]->owns(p))
+	while (!fdtype_ops_table[i]->owns || !fdtype_ops_table[i]->owns(p))
 		i++;
 	return fdtype_ops_table[i];
 }
@@ -566,6 +567,11 @@ static int check_fdinfo(const char *img_name, const FdinfoEntry *fdi)
 		       fd_type_name(fdi->type, want, sizeof(want)), fdi->id,
 		       fd_type_name(d->fe->type, have, sizeof(have)));
 		return -EINVAL;
+	}
+	if (!d->ops->open) {
+		pr_err("%s: fd %u is a %s (file %u), which this criu restores only as a mapping\n",
+		       img_name, fdi->fd, d->ops->name, fdi->id);
+		return -ENOTSUP;
 	}
 	service_fd_range(&lowest, &highest);
 	if (fdi->fd >= (uint32_t)lowest) {

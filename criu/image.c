@@ -25,6 +25,7 @@
 #include "tty.pb-c.h"
 #include "stats.pb-c.h"
 #include "ext.pb-c.h"
+#include "memfd.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -56,6 +57,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				    pipe_data_entry__descriptor),
 	[CR_IMG_TTY_INFO] = PB_IMG("TTY_INFO", "tty-info.img", TTY_INFO_MAGIC, tty_info_entry__descriptor),
 	[CR_IMG_TTY_DATA] = PB_IMG("TTY_DATA", "tty-data.img", TTY_DATA_MAGIC, tty_data_entry__descriptor),
+	[CR_IMG_MEMFD_INODE] = PB_IMG("MEMFD_INODE", "memfd.img", MEMFD_INODE_MAGIC,
+				      memfd_inode_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/user.h>
 
+#include "files.h"
 #include "image.h"
 #include "log.h"
 #include "mem.h"
@@ -461,7 +462,6 @@ static const char *unsupported_vma_kind(uint32_t status)
 		{ VMA_AREA_SYSVIPC, "SysV shared memory (VMA_AREA_SYSVIPC)" },
 		{ VMA_AREA_SOCKET, "a packet socket ring (VMA_AREA_SOCKET)" },
 		{ VMA_AREA_AIORING, "an AIO ring (VMA_AREA_AIORING)" },
-		{ VMA_AREA_MEMFD, "a memfd (VMA_AREA_MEMFD)" },
 		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
 		{ VMA_AREA_GUARD, "a guard region (VMA_AREA_GUARD)" },
 		{ VMA_AREA_UPROBES, "the uprobes area (VMA_AREA_UPROBES)" },
@@ -508,6 +508,38 @@ static int check_vma(const struct vma_image *vma, const struct vma_image *prev, 
 	return -ENOTSUP;
 }
 
+/*
+ * CRIU dumps shared anonymous memory as a memfd where the kernel shows it as one: a
+ * VMA_AREA_MEMFD | VMA_FILE_SHARED mapping of a memfd file. Such a VMA becomes the shared
+ * anonymous mapping it stands for; any other memfd is refused by memfd_vma_to_shmem().
+ */
+static int resolve_memfd_vma(struct vma_image *vma, const char *img)
+{
+	uint64_t shmid;
+	int ret;
+
+	if (!(vma->status & VMA_AREA_MEMFD))
+		return 0;
+	if ((vma->status & (VMA_FILE_SHARED | VMA_AREA_REGULAR)) != (VMA_FILE_SHARED | VMA_AREA_REGULAR)) {
+		pr_err("%s: vma %#llx-%#llx (status %#x): a memfd mapping that is not shared\n", img,
+		       (unsigned long long)vma->start, (unsigned long long)vma->end, vma->status);
+		return -ENOTSUP;
+	}
+	if (vma->shmid > UINT32_MAX) {
+		pr_err("%s: vma %#llx-%#llx maps file %#llx, not a files.img id\n", img,
+		       (unsigned long long)vma->start, (unsigned long long)vma->end,
+		       (unsigned long long)vma->shmid);
+		return -EINVAL;
+	}
+	ret = memfd_vma_to_shmem(vma->shmid, &shmid, img);
+	if (ret)
+		return ret;
+	vma->status = (vma->status & ~(VMA_AREA_MEMFD | VMA_FILE_SHARED)) | VMA_ANON_SHARED;
+	vma->flags |= MAP_ANONYMOUS;
+	vma->shmid = shmid;
+	return 0;
+}
+
 static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *img)
 {
 	size_t i;
@@ -525,7 +557,9 @@ static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *im
 			.madv = ve->has_madv ? ve->madv : 0, .prot = ve->prot, .flags = ve->flags,
 			.status = ve->status, .fdflags = ve->has_fdflags ? ve->fdflags : O_RDONLY,
 		};
-		ret = check_vma(vma, i ? &ti->vmas[i - 1] : NULL, img);
+		ret = resolve_memfd_vma(vma, img);
+		if (!ret)
+			ret = check_vma(vma, i ? &ti->vmas[i - 1] : NULL, img);
 		if (ret)
 			return ret;
 		ti->nr_vmas++;

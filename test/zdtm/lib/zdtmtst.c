@@ -260,6 +260,13 @@ static void copy_line(char *out, size_t size, const char *line)
 	out[len] = '\0';
 }
 
+const char *restored_shmem_name(void)
+{
+	const char *name = getenv("ZDTM_SHMEM_NAME");
+
+	return name ? name : "/dev/zero (deleted)";
+}
+
 void maps_line(const void *addr, char *out, size_t size)
 {
 	char *line;

@@ -66,6 +66,12 @@ void smaps_vmflags(const void *addr, char *out, size_t size);
 bool vmflags_has(const char *vmflags, const char *flag);
 /* The /proc/self/maps line of the VMA holding addr (without newline). */
 void maps_line(const void *addr, char *out, size_t size);
+/*
+ * The name /proc/self/maps gives restored shared anonymous memory: "/dev/zero (deleted)",
+ * unless the runner says otherwise in ZDTM_SHMEM_NAME (upstream CRIU restores it as a
+ * memfd, "/memfd: (deleted)"; contents and sharing are checked all the same).
+ */
+const char *restored_shmem_name(void);
 /* The value of "Name:" in /proc/self/status, trimmed. */
 void status_field(const char *name, char *out, size_t size);
 

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 	maps_line(map, line_after, sizeof(line_after));
 	/* the inode number is the kernel's choice; perms, range and name must match */
 	if (strncmp(line_before, line_after, strlen("0000000000000000-0000000000000000 rw-s")) ||
-	    !strstr(line_after, "/dev/zero (deleted)"))
+	    !strstr(line_after, restored_shmem_name()))
 		test_fail("maps line changed: '%s' -> '%s'", line_before, line_after);
 	test_pass();
 }

@@ -54,6 +54,8 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_VMA = 0x53564d41
 PR_SET_VMA_ANON_NAME = 0
 VMA_EXT_PLUGIN = 1 << 27  # vma_entry.status: a mapping a plugin restores
+VMA_AREA_HEAP = 1 << 5
+VMA_AREA_SYSVIPC = 1 << 10
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -83,6 +85,66 @@ def truncate_mm_image(img_dir, pid):
     """Cut mm-PID.img in half: the last record is cut off mid-way."""
     path = os.path.join(img_dir, 'mm-%d.img' % pid)
     os.truncate(path, os.path.getsize(path) // 2)
+
+
+def edit_image(img_dir, name, edit):
+    """Decode an image with our crit, let edit() change its JSON, encode it back."""
+    path = os.path.join(img_dir, name)
+    image = json.loads(own_crit('decode', '-i', path))
+    edit(image['entries'])
+    proc = subprocess.run([OWN_CRIT, 'encode', '-o', path], input=json.dumps(image).encode(),
+                          capture_output=True)
+    if proc.returncode != 0:
+        raise TestFailure('crit encode %s: %s' % (name, proc.stderr.decode().strip()))
+
+
+def first_fd_file(img_dir):
+    """The files.img id of the lowest fd of the (only) files table."""
+    fdinfo = sorted(n for n in os.listdir(img_dir) if n.startswith('fdinfo-'))[0]
+    return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
+
+
+def file_becomes_unix_socket(img_dir, pid):
+    """The description behind the lowest fd claims to be a Unix socket (a kind we lack)."""
+    fdinfo, fd = first_fd_file(img_dir)
+    def edit(entries):
+        for e in entries:
+            if e['id'] == fd['id']:
+                e['type'] = 'UNIXSK'
+    edit_image(img_dir, 'files.img', edit)
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='UNIXSK') for e in es
+                                            if e['id'] == fd['id']])
+
+
+def fd_names_missing_file(img_dir, pid):
+    fdinfo, fd = first_fd_file(img_dir)
+    edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
+                                            if e['fd'] == fd['fd']])
+
+
+def inventory_version_1(img_dir, pid):
+    edit_image(img_dir, 'inventory.img', lambda es: es[0].update(img_version=1))
+
+
+def pages_in_parent(img_dir, pid):
+    """The first run of pages says it lives in a parent image (PE_PARENT)."""
+    edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
+
+
+def vma_becomes_sysv_shm(img_dir, pid):
+    """The heap claims to be SysV shared memory (VMA_AREA_SYSVIPC)."""
+    def edit(entries):
+        heap = [v for v in entries[0]['vmas'] if v['status'] & VMA_AREA_HEAP][0]
+        heap['status'] |= VMA_AREA_SYSVIPC
+    edit_image(img_dir, 'mm-%d.img' % pid, edit)
+
+
+def truncate_ghost_file(img_dir, pid):
+    """Cut a deleted file's saved contents short."""
+    for name in os.listdir(img_dir):
+        if name.startswith('ghost-file-'):
+            path = os.path.join(img_dir, name)
+            os.truncate(path, os.path.getsize(path) - 100)
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
@@ -170,6 +232,21 @@ TESTS = {
                                    'corrupt': corrupt_core_magic},
     'restore_fail_truncated_mm': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                   'corrupt': truncate_mm_image},
+    # images a restore must refuse with one line that names what is wrong ('expect')
+    'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                      'corrupt': file_becomes_unix_socket,
+                                      'expect': 'is UNIXSK, not supported'},
+    'restore_fail_fd_missing_file': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                     'corrupt': fd_names_missing_file,
+                                     'expect': 'file id 999999, which is not in files.img'},
+    'restore_fail_image_version': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                   'corrupt': inventory_version_1, 'expect': 'inventory.img'},
+    'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                     'corrupt': pages_in_parent, 'expect': 'parent image'},
+    'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                  'corrupt': vma_becomes_sysv_shm, 'expect': 'SYSVIPC'},
+    'restore_fail_truncated_ghost': {'bin': 'file_deleted_open', 'mode': 'restore_fails',
+                                     'corrupt': truncate_ghost_file, 'expect': 'ghost-file-'},
     'restore_fail_missing_dir': {'mode': 'cli',
                                  'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
     'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
@@ -1229,6 +1306,9 @@ class TestRun:
             self.pid, self.is_child = pid, False
             raise TestFailure('restore of damaged images succeeded', 'restore.log')
         self.expect_one_error_line(stderr, 'failed restore', 'restore.log')
+        if self.desc.get('expect', '') not in stderr:
+            raise TestFailure('the error line does not say %r: %s' % (self.desc['expect'],
+                                                                   stderr.strip()), 'restore.log')
         for tree_pid in sorted(self.tree):
             self.expect_no_process(tree_pid, 'restore.log')
         if images_checksum(self.img) != checksum:

@@ -13,6 +13,22 @@ const char *fuzz_images_dir(void);
 void fuzz_put_image(const char *name, const void *data, size_t len);
 /* Remove a file from the scratch images dir, if there. */
 void fuzz_remove_image(const char *name);
+/*
+ * Inputs of the targets that read several images: a sequence of files, each introduced by
+ * FUZZ_FILE_MARK and its name ('\0'-terminated), its contents running to the next mark.
+ * A name may end in "@SIZE" (decimal, at most FUZZ_MAX_FILE_SIZE): the file is then
+ * extended with zeros to SIZE bytes, so page images, whose contents no collect function
+ * reads, cost the input nothing. Names that are not plain image names ([a-z0-9.-], under
+ * 64 bytes) are skipped. pack-images.sh makes such inputs from a dump.
+ */
+#define FUZZ_FILE_MARK "\0CRFUZZ\0"
+#define FUZZ_FILE_MARK_LEN 8
+#define FUZZ_MAX_FILE_SIZE (64u << 20)
+/* Put the files of such an input into the scratch images dir. */
+void fuzz_put_images(const void *data, size_t size);
+/* Empty the scratch images dir. */
+void fuzz_clear_images(void);
+
 /* Call around each input: the end aborts when the reader left a file descriptor open. */
 void fuzz_fds_begin(void);
 void fuzz_fds_end(void);

@@ -1,11 +1,13 @@
 /*
- * The fuzz harness every target links: libFuzzer's init makes a scratch images dir under
- * $TMPDIR (removed at exit), points images_dir_fd at it and silences criu's log.
+ * The harness every target links: libFuzzer's init makes a scratch images dir (removed at
+ * exit), points images_dir_fd at it and silences criu's log; helpers put inputs there.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,17 +85,81 @@ void fuzz_fds_end(void)
 	}
 }
 
-static void remove_scratch_dir(void)
+static bool plain_image_name(const char *name, size_t len)
 {
-	DIR *dir = fdopendir(images_dir_fd);
+	if (!len || len >= 64 || !(isdigit((unsigned char)name[0]) || islower((unsigned char)name[0])))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isdigit((unsigned char)name[i]) && !islower((unsigned char)name[i]) &&
+		    name[i] != '.' && name[i] != '-')
+			return false;
+	return true;
+}
+
+/* One file of a multi-image input: "NAME" or "NAME@SIZE". */
+static void put_packed_file(const char *header, const char *data, size_t len)
+{
+	const char *at = strchr(header, '@');
+	size_t name_len = at ? (size_t)(at - header) : strlen(header);
+	char name[64], *end;
+	unsigned long long size = 0;
+	int fd;
+
+	if (!plain_image_name(header, name_len))
+		return;
+	if (at) {
+		errno = 0;
+		size = strtoull(at + 1, &end, 10);
+		if (errno || end == at + 1 || *end || size > FUZZ_MAX_FILE_SIZE)
+			return;
+	}
+	memcpy(name, header, name_len);
+	name[name_len] = '\0';
+	fuzz_put_image(name, data, len);
+	if (size > len) {
+		fd = openat(images_dir_fd, name, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, size))
+			die(name);
+		close(fd);
+	}
+}
+
+void fuzz_put_images(const void *data, size_t size)
+{
+	const char *p = memmem(data, size, FUZZ_FILE_MARK, FUZZ_FILE_MARK_LEN);
+	const char *end = (const char *)data + size;
+
+	while (p) {
+		const char *header = p + FUZZ_FILE_MARK_LEN;
+		const char *header_end = memchr(header, '\0', end - header);
+		const char *next;
+
+		if (!header_end)
+			return;
+		next = memmem(header_end + 1, end - header_end - 1, FUZZ_FILE_MARK, FUZZ_FILE_MARK_LEN);
+		put_packed_file(header, header_end + 1, (next ? next : end) - header_end - 1);
+		p = next;
+	}
+}
+
+void fuzz_clear_images(void)
+{
+	/* A new open file description: a dup of images_dir_fd would share its position. */
+	int fd = openat(images_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
 	struct dirent *de;
 
 	if (!dir)
-		return;
+		die(scratch_dir);
 	while ((de = readdir(dir)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			unlinkat(images_dir_fd, de->d_name, 0);
+			fuzz_remove_image(de->d_name);
 	closedir(dir);
+}
+
+static void remove_scratch_dir(void)
+{
+	fuzz_clear_images();
 	rmdir(scratch_dir);
 }
 
@@ -105,7 +171,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	(void)argc;
 	(void)argv;
-	snprintf(scratch_dir, sizeof(scratch_dir), "%s/criu-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	/* tmpfs: on a disk filesystem, writing each input's files costs ten times the run. */
+	if (!tmp || !*tmp)
+		tmp = access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm";
+	snprintf(scratch_dir, sizeof(scratch_dir), "%s/criu-fuzz-XXXXXX", tmp);
 	if (!mkdtemp(scratch_dir))
 		die(scratch_dir);
 	/* The write guard compares absolute paths. */
@@ -117,7 +186,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die(scratch_dir);
 	atexit(remove_scratch_dir);
 
-	/* Every level, so each message's format is exercised; none of it reaches the terminal. */
+	/*
+	 * Every level, so each message's format is exercised; to /dev/null, or to stderr with
+	 * FUZZ_LOG=1 set (to see why an input fails, e.g. when replaying a reproducer).
+	 */
+	if (getenv("FUZZ_LOG"))
+		return log_init(-1, "-", LOG_DEBUG);
 	log_init(-1, NULL, LOG_DEBUG);
 	null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (null_fd < 0)

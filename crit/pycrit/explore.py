@@ -17,6 +17,10 @@ MAP_GROWSDOWN = 0x100
 PAGE_SHIFT = 12
 
 
+# core_entry.tc.task_state of a zombie: CRIU dumps one as a dead task, its core alone.
+TASK_DEAD = 2
+
+
 class Dump:
     """A dump directory; each image is decoded once, on first use."""
 
@@ -53,6 +57,13 @@ class Dump:
 
     def tasks(self):
         return self.entries("pstree.img")
+
+    def live_tasks(self):
+        """The tasks that have an address space and files: not zombies, whose dump is
+        their core image alone."""
+        return [t for t in self.tasks()
+                if self.first("core-%d.img" % t["pid"]).get("tc", {}).get("task_state")
+                != TASK_DEAD]
 
 
 def file_str(dump, ftype, fid):
@@ -95,7 +106,7 @@ def ps(dump):
 
 def fds(dump):
     lines = []
-    for task in dump.tasks():
+    for task in dump.live_tasks():
         pid = task["pid"]
         files_id = dump.first("ids-%d.img" % pid)["files_id"]
         lines.append("%d" % pid)
@@ -109,7 +120,7 @@ def fds(dump):
 
 def mems(dump):
     lines, shared_ids = [], {}
-    for task in dump.tasks():
+    for task in dump.live_tasks():
         mm = dump.first("mm-%d.img" % task["pid"])
         lines.append("%d" % task["pid"])
         exe = file_str(dump, "REG", mm["exe_file_id"]) if "exe_file_id" in mm else "unknown path"
@@ -158,7 +169,7 @@ def _special_vma_str(vma):
 
 def rss(dump):
     lines = []
-    for task in dump.tasks():
+    for task in dump.live_tasks():
         vmas = dump.first("mm-%d.img" % task["pid"]).get("vmas", [])
         lines.append("%d" % task["pid"])
         vmi, shown = 0, -1

@@ -86,8 +86,8 @@ say "images written:"
 for img in "$IMG_DIR"/*.img; do
 	printf '     %-20s %s\n' "${img##*/}" "$(du -h "$img" | cut -f1)"
 done
-say "pstree.img decoded with criu show (or scripts/crit show):"
-"$CRIU" show "$IMG_DIR/pstree.img" | sed 's/^/     /' || die "criu show pstree.img failed"
+say "the tree, decoded by crit (crit x DIR ps):"
+"$SRC_DIR/crit/crit" x "$IMG_DIR" ps | sed 's/^/     /' || die "crit x ps failed"
 
 step "3. The process is gone"
 # The dump killed it; once reaped its pid is free for the restore to take again.

@@ -32,10 +32,12 @@ static const MemfdInodeEntry *find_memfd_inode(uint64_t inode_id)
 	return NULL;
 }
 
-static int add_memfd_inode(MemfdInodeEntry *mie)
+/* Kept: the table holds the records. */
+static int add_memfd_inode(void *msg, void *arg)
 {
-	MemfdInodeEntry **grown;
+	MemfdInodeEntry *mie = msg, **grown;
 
+	(void)arg;
 	if (find_memfd_inode(mie->inode_id)) {
 		pr_err("memfd.img: inode %llu appears twice\n", (unsigned long long)mie->inode_id);
 		return -EINVAL;
@@ -47,30 +49,13 @@ static int add_memfd_inode(MemfdInodeEntry *mie)
 	}
 	memfd_inodes = grown;
 	memfd_inodes[nr_memfd_inodes++] = mie;
-	return 0;
+	return 1;
 }
 
 /* memfd.img is there only when the dump had memfds. */
 static int memfd_collect_images(void)
 {
-	struct cr_img *img;
-	MemfdInodeEntry *mie;
-	int ret;
-
-	if (!img_exists(CR_IMG_MEMFD_INODE, 0))
-		return 0;
-	img = open_image(CR_IMG_MEMFD_INODE, O_RDONLY, 0);
-	if (!img)
-		return -EIO;
-	while ((ret = pb_read_one(img, (void **)&mie)) > 0) {
-		ret = add_memfd_inode(mie);
-		if (ret) {
-			pb_free(img, mie);
-			break;
-		}
-	}
-	close_image(img);
-	return ret;
+	return pb_collect_optional_image(CR_IMG_MEMFD_INODE, add_memfd_inode, NULL);
 }
 
 static int memfd_collect(struct file_desc *d)

@@ -665,13 +665,15 @@ static int remap_ghost_id(const RemapFilePathEntry *rpe, uint32_t *ghost_id)
 	return 0;
 }
 
-static int collect_one_remap(const RemapFilePathEntry *rpe)
+static int collect_one_remap(void *msg, void *arg)
 {
+	const RemapFilePathEntry *rpe = msg;
 	struct ghost_remap *grown;
 	struct ghost_file *g;
 	uint32_t ghost_id;
 	int ret;
 
+	(void)arg;
 	ret = remap_ghost_id(rpe, &ghost_id);
 	if (ret)
 		return ret;
@@ -695,22 +697,8 @@ static int collect_one_remap(const RemapFilePathEntry *rpe)
 /* remap-fpath.img exists only when some file was deleted. */
 static int reg_collect_images(void)
 {
-	RemapFilePathEntry *rpe;
-	struct cr_img *img;
-	int ret;
+	int ret = pb_collect_optional_image(CR_IMG_REMAP_FPATH, collect_one_remap, NULL);
 
-	if (!img_exists(CR_IMG_REMAP_FPATH, 0))
-		return 0;
-	img = open_image(CR_IMG_REMAP_FPATH, O_RDONLY, 0);
-	if (!img)
-		return -EIO;
-	while ((ret = pb_read_one(img, (void **)&rpe)) > 0) {
-		ret = collect_one_remap(rpe);
-		pb_free(img, rpe);
-		if (ret)
-			break;
-	}
-	close_image(img);
 	if (!ret)
 		pr_info("collected %zu deleted files (ghosts) for %zu file entries\n", nr_ghosts,
 			nr_ghost_remaps);

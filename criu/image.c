@@ -319,6 +319,29 @@ int pb_read_one_required(struct cr_img *img, void **msg)
 	return pb_read_one_required_as(img, cr_img_descs[img->type].pb_desc, msg);
 }
 
+int pb_collect_optional_image(enum cr_img_type type, int (*collect)(void *msg, void *arg),
+			      void *arg)
+{
+	struct cr_img *img;
+	void *msg;
+	int ret;
+
+	if (!img_exists(type, 0))
+		return 0;
+	img = open_image(type, O_RDONLY, 0);
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, &msg)) > 0) {
+		ret = collect(msg, arg);
+		if (ret <= 0)
+			pb_free(img, msg);
+		if (ret < 0)
+			break;
+	}
+	close_image(img);
+	return ret;
+}
+
 void pb_free(struct cr_img *img, void *msg)
 {
 	(void)img;

@@ -286,10 +286,12 @@ static int unpack_termios(const TermiosEntry *te, struct termios *t, uint32_t in
 	return 0;
 }
 
-static int collect_one_tty_info(const TtyInfoEntry *tie)
+static int collect_one_tty_info(void *msg, void *arg)
 {
+	const TtyInfoEntry *tie = msg;
 	struct tty_info *grown, *ti;
 
+	(void)arg;
 	if (find_tty_info(tie->id)) {
 		pr_err("tty-info.img: terminal %u appears twice\n", tie->id);
 		return -EINVAL;
@@ -310,25 +312,9 @@ static int collect_one_tty_info(const TtyInfoEntry *tie)
 
 static int tty_collect_images(void)
 {
-	TtyInfoEntry *tie;
-	struct cr_img *img;
-	int ret;
-
 	if (img_exists(CR_IMG_TTY_DATA, 0))
 		pr_warn("tty-data.img: bytes queued in terminals are not restored\n");
-	if (!img_exists(CR_IMG_TTY_INFO, 0))
-		return 0;
-	img = open_image(CR_IMG_TTY_INFO, O_RDONLY, 0);
-	if (!img)
-		return -EIO;
-	while ((ret = pb_read_one(img, (void **)&tie)) > 0) {
-		ret = collect_one_tty_info(tie);
-		pb_free(img, tie);
-		if (ret)
-			break;
-	}
-	close_image(img);
-	return ret;
+	return pb_collect_optional_image(CR_IMG_TTY_INFO, collect_one_tty_info, NULL);
 }
 
 /* The terminal criu's stdio is on, found before any restored fd can replace it. */

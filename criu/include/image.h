@@ -86,6 +86,14 @@ int pb_read_one_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, v
 int pb_read_one_required(struct cr_img *img, void **msg);
 int pb_read_one_required_as(struct cr_img *img, const ProtobufCMessageDescriptor *desc, void **msg);
 void pb_free(struct cr_img *img, void *msg);
+/*
+ * Every record of an image that exists only when the dump had something to put in it
+ * (remap-fpath.img, tty-info.img, memfd.img, ...): collect(msg, arg) for each, in order.
+ * collect returns 0 when done with msg (it is freed), 1 when it keeps msg (to free with
+ * pb_free() later), or -errno to stop. A missing image has no records: 0.
+ */
+int pb_collect_optional_image(enum cr_img_type type, int (*collect)(void *msg, void *arg),
+			      void *arg);
 /* Raw bytes after a record (ghost contents, pipe data): full read/write or -errno. */
 int img_write_raw(struct cr_img *img, const void *buf, size_t len);
 int img_read_raw(struct cr_img *img, void *buf, size_t len);

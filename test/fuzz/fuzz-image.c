@@ -1,6 +1,6 @@
 /*
- * Fuzz target for the image framing (criu/image.c): the first input byte picks an image
- * type of cr_img_descs, the rest is that image's file, read the way criu's readers read it.
+ * Fuzz target for the image framing (criu/image.c): each image file of the input (any type
+ * of cr_img_descs, by its name) is read to its end the way criu's readers read it.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -12,7 +12,6 @@
 #include "pagemap.pb-c.h"
 #include "pipe.pb-c.h"
 
-#define FUZZ_IMG_ID 1
 #define RAW_CHUNK 4096
 
 /* Raw bytes that follow a record, in chunks: a huge length must fail at end of file, not in malloc. */
@@ -99,45 +98,42 @@ static void read_ghost_file(struct cr_img *img)
 	pb_free(img, ge);
 }
 
+static void read_image(enum cr_img_type type, unsigned long id)
+{
+	struct cr_img *img = open_image(type, O_RDONLY, id);
+
+	if (!img)
+		return;
+	switch (type) {
+	case CR_IMG_PAGES:
+		read_pages(img);
+		break;
+	case CR_IMG_PAGEMAP:
+	case CR_IMG_SHMEM_PAGEMAP:
+		if (!read_first(img, &pagemap_head__descriptor))
+			read_records(img);
+		break;
+	case CR_IMG_PIPES_DATA:
+	case CR_IMG_FIFO_DATA:
+		read_pipe_data(img);
+		break;
+	case CR_IMG_GHOST_FILE:
+		read_ghost_file(img);
+		break;
+	default:
+		if (!read_first(img, cr_img_descs[type].pb_desc))
+			read_records(img);
+		break;
+	}
+	close_image(img);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	enum cr_img_type type;
-	struct cr_img *img;
-	char name[64];
-
-	if (size < 1)
-		return 0;
-	type = data[0] % CR_IMG_MAX;
-	img_name(type, FUZZ_IMG_ID, name, sizeof(name));
-	fuzz_put_image(name, data + 1, size - 1);
+	fuzz_put_images(data, size);
 	fuzz_fds_begin();
-
-	img = open_image(type, O_RDONLY, FUZZ_IMG_ID);
-	if (img) {
-		switch (type) {
-		case CR_IMG_PAGES:
-			read_pages(img);
-			break;
-		case CR_IMG_PAGEMAP:
-		case CR_IMG_SHMEM_PAGEMAP:
-			if (!read_first(img, &pagemap_head__descriptor))
-				read_records(img);
-			break;
-		case CR_IMG_PIPES_DATA:
-		case CR_IMG_FIFO_DATA:
-			read_pipe_data(img);
-			break;
-		case CR_IMG_GHOST_FILE:
-			read_ghost_file(img);
-			break;
-		default:
-			if (!read_first(img, cr_img_descs[type].pb_desc))
-				read_records(img);
-			break;
-		}
-		close_image(img);
-	}
+	fuzz_for_each_image(read_image);
 	fuzz_fds_end();
-	fuzz_remove_image(name);
+	fuzz_clear_images();
 	return 0;
 }

@@ -1,6 +1,6 @@
 /*
- * Fuzz target for --display-stats (stats.c): the first input byte picks stats-dump (even)
- * or stats-restore (odd), the rest is that file, decoded and printed as CRIU prints it.
+ * Fuzz target for --display-stats (stats.c): stats-dump and stats-restore of the input
+ * decoded and printed as CRIU prints them.
  */
 #include <stdint.h>
 
@@ -8,22 +8,21 @@
 #include "image.h"
 #include "stats.h"
 
+static void display_stats(enum cr_img_type type, unsigned long id)
+{
+	(void)id;
+	if (type == CR_IMG_STATS_DUMP)
+		display_dump_stats();
+	else if (type == CR_IMG_STATS_RESTORE)
+		display_restore_stats();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	bool dump = size && !(data[0] & 1);
-	enum cr_img_type type = dump ? CR_IMG_STATS_DUMP : CR_IMG_STATS_RESTORE;
-	char name[64];
-
-	if (!size)
-		return 0;
-	img_name(type, 0, name, sizeof(name));
-	fuzz_put_image(name, data + 1, size - 1);
+	fuzz_put_images(data, size);
 	fuzz_fds_begin();
-	if (dump)
-		display_dump_stats();
-	else
-		display_restore_stats();
+	fuzz_for_each_image(display_stats);
 	fuzz_fds_end();
-	fuzz_remove_image(name);
+	fuzz_clear_images();
 	return 0;
 }

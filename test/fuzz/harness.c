@@ -142,15 +142,59 @@ void fuzz_put_images(const void *data, size_t size)
 	}
 }
 
-void fuzz_clear_images(void)
+bool fuzz_image_type(const char *name, enum cr_img_type *type, unsigned long *id)
 {
-	/* A new open file description: a dup of images_dir_fd would share its position. */
+	char plain[64], again[64];
+	size_t len = strcspn(name, "@");
+
+	if (len >= sizeof(plain))
+		return false;
+	memcpy(plain, name, len);
+	plain[len] = '\0';
+	for (int t = 0; t < CR_IMG_MAX; t++) {
+		const char *fmt = cr_img_descs[t].fmt, *conv = strchr(fmt, '%');
+
+		*id = 0;
+		if (conv && !strncmp(plain, fmt, conv - fmt))
+			*id = strtoul(plain + (conv - fmt), NULL, conv[2] == 'x' ? 16 : 10);
+		img_name(t, *id, again, sizeof(again));
+		if (!strcmp(plain, again)) {
+			*type = t;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A new open file description: a dup of images_dir_fd would share its position. */
+static DIR *open_scratch_dir(void)
+{
 	int fd = openat(images_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
-	struct dirent *de;
 
 	if (!dir)
 		die(scratch_dir);
+	return dir;
+}
+
+void fuzz_for_each_image(void (*fn)(enum cr_img_type type, unsigned long id))
+{
+	DIR *dir = open_scratch_dir();
+	enum cr_img_type type;
+	unsigned long id;
+	struct dirent *de;
+
+	while ((de = readdir(dir)))
+		if (fuzz_image_type(de->d_name, &type, &id))
+			fn(type, id);
+	closedir(dir);
+}
+
+void fuzz_clear_images(void)
+{
+	DIR *dir = open_scratch_dir();
+	struct dirent *de;
+
 	while ((de = readdir(dir)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 			fuzz_remove_image(de->d_name);

@@ -13,6 +13,7 @@
 #include "pipe.pb-c.h"
 
 #define RAW_CHUNK 4096
+#define MAX_KEPT 64
 
 /* Raw bytes that follow a record, in chunks: a huge length must fail at end of file, not in malloc. */
 static int read_raw(struct cr_img *img, uint64_t len)
@@ -98,10 +99,42 @@ static void read_ghost_file(struct cr_img *img)
 	pb_free(img, ge);
 }
 
+/* What keep_some() held on to. */
+struct kept {
+	void *msgs[MAX_KEPT];
+	unsigned int nr, seen;
+};
+
+/* A pb_collect_optional_image() callback keeping every other record, as collectors do. */
+static int keep_some(void *msg, void *arg)
+{
+	struct kept *k = arg;
+
+	if (k->nr == MAX_KEPT || k->seen++ % 2)
+		return 0;
+	k->msgs[k->nr++] = msg;
+	return 1;
+}
+
+/* The images that only some dumps have, read as their collectors read them. */
+static void collect_optional_image(enum cr_img_type type)
+{
+	struct kept k = { .nr = 0 };
+
+	pb_collect_optional_image(type, keep_some, &k);
+	while (k.nr)
+		pb_free(NULL, k.msgs[--k.nr]);
+}
+
 static void read_image(enum cr_img_type type, unsigned long id)
 {
-	struct cr_img *img = open_image(type, O_RDONLY, id);
+	struct cr_img *img;
 
+	if (type == CR_IMG_REMAP_FPATH || type == CR_IMG_TTY_INFO || type == CR_IMG_MEMFD_INODE) {
+		collect_optional_image(type);
+		return;
+	}
+	img = open_image(type, O_RDONLY, id);
 	if (!img)
 		return;
 	switch (type) {

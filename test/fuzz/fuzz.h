@@ -12,10 +12,6 @@
 
 /* The scratch images dir's absolute path (what images_dir_fd is open on). */
 const char *fuzz_images_dir(void);
-/* Put (or replace) a file in the scratch images dir. Aborts if it cannot: the harness is broken. */
-void fuzz_put_image(const char *name, const void *data, size_t len);
-/* Remove a file from the scratch images dir, if there. */
-void fuzz_remove_image(const char *name);
 /*
  * Every target's input is a sequence of image files, each introduced by FUZZ_FILE_MARK and
  * its name ('\0'-terminated), its contents running to the next mark; a file's name gives

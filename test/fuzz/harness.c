@@ -35,7 +35,8 @@ const char *fuzz_images_dir(void)
 	return scratch_dir;
 }
 
-void fuzz_put_image(const char *name, const void *data, size_t len)
+/* Put (or replace) a file in the scratch images dir. */
+static void put_image(const char *name, const void *data, size_t len)
 {
 	int fd = openat(images_dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	const char *p = data;
@@ -53,7 +54,7 @@ void fuzz_put_image(const char *name, const void *data, size_t len)
 	close(fd);
 }
 
-void fuzz_remove_image(const char *name)
+static void remove_image(const char *name)
 {
 	if (unlinkat(images_dir_fd, name, 0) && errno != ENOENT)
 		die(name);
@@ -79,8 +80,8 @@ void fuzz_fds_end(void)
 	int fd = lowest_free();
 
 	if (fd != lowest_free_fd) {
-		fprintf(stderr, "fuzz harness: the reader leaked a file descriptor (lowest free fd %d, was %d)\n",
-			fd, lowest_free_fd);
+		fprintf(stderr, "fuzz harness: the reader leaked a file descriptor "
+			"(lowest free fd %d, was %d)\n", fd, lowest_free_fd);
 		abort();
 	}
 }
@@ -115,7 +116,7 @@ static void put_packed_file(const char *header, const char *data, size_t len)
 	}
 	memcpy(name, header, name_len);
 	name[name_len] = '\0';
-	fuzz_put_image(name, data, len);
+	put_image(name, data, len);
 	if (size > len) {
 		fd = openat(images_dir_fd, name, O_WRONLY | O_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, size))
@@ -197,7 +198,7 @@ void fuzz_clear_images(void)
 
 	while ((de = readdir(dir)))
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			fuzz_remove_image(de->d_name);
+			remove_image(de->d_name);
 	closedir(dir);
 }
 

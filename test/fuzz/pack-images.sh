@@ -1,5 +1,5 @@
 #!/bin/bash
-# Packs image files of a dump into one input of the multi-image fuzz targets (fuzz.h):
+# Packs image files of a dump into one input of the fuzz targets (format in fuzz.h):
 #   pack-images.sh DIR PATTERN... > OUT
 # A pattern starting with '@' packs its files by size only (NAME@SIZE): page images.
 set -euo pipefail

@@ -38,7 +38,11 @@ static int wait_interrupt_stop(pid_t pid)
 		if (waitpid(pid, &status, __WALL) != pid) {
 			int err = errno;
 
-			pr_err("waiting for %d to stop: %s\n", pid, strerror(err));
+			/* The caller's alarm: the task did not stop in the time it was given. */
+			if (err == EINTR)
+				pr_err("task %d did not stop in time (--timeout)\n", pid);
+			else
+				pr_err("waiting for %d to stop: %s\n", pid, strerror(err));
 			return -err;
 		}
 		if (!WIFSTOPPED(status)) {

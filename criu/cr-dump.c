@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 
+#include "action-scripts.h"
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
@@ -302,6 +304,35 @@ static int collect_and_seize_tree(pid_t root_pid)
 		pr_info("the tree of %d holds %u processes\n", root_pid, nr_dump_tasks);
 	/* Sessions and groups restore cannot give back fail the dump before any state is read. */
 	return ret ? ret : pstree_check_leaders(opts.shell_job);
+}
+
+static void seize_timer_fired(int sig)
+{
+	(void)sig; /* only interrupts the wait for a task to stop (compel_seize) */
+}
+
+/*
+ * --timeout on dump, as upstream: seizing the whole tree gets that many seconds
+ * (default 10; 0: no limit). A task that cannot stop (uninterruptible sleep) then fails
+ * the dump instead of hanging it: the alarm interrupts compel's wait with EINTR.
+ */
+static int seize_tree_in_time(pid_t pid)
+{
+	unsigned int seconds = opts.timeout < 0 ? DEFAULT_DUMP_TIMEOUT : opts.timeout;
+	struct sigaction sa = { .sa_handler = seize_timer_fired }, old;
+	int ret;
+
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: the wait must return when the time is up. */
+	if (sigaction(SIGALRM, &sa, &old)) {
+		pr_perror("cannot set up the --timeout alarm");
+		return -errno;
+	}
+	alarm(seconds);
+	ret = collect_and_seize_tree(pid);
+	alarm(0);
+	sigaction(SIGALRM, &old, NULL);
+	return ret;
 }
 
 /* ------------------------------------------------ state read from outside ---- */
@@ -1078,13 +1109,19 @@ static void release_task(struct dump_task *task, bool dumped)
 	if (!task->seized)
 		return;
 	pid = task->item->pid;
-	if (dumped && !opts.leave_running) {
+	if (dumped && !opts.leave_running && !opts.leave_stopped) {
 		/* After a dump every thread the item lists is seized (fix_thread_list). */
 		compel_kill_process(pid, task->item->threads, task->item->nr_threads);
 		pr_info("task %d killed after the dump\n", pid);
 		return;
 	}
-	/* A task that was group-stopped stays stopped: the kernel re-stops it on detach. */
+	/*
+	 * A task that was group-stopped stays stopped: the kernel re-stops it on detach.
+	 * --leave-stopped: SIGSTOP queued while we hold every thread is taken on the way
+	 * back to user mode, before the task runs an instruction of its own.
+	 */
+	if (dumped && opts.leave_stopped && kill(pid, SIGSTOP))
+		pr_perror("task %d: cannot leave it stopped", pid);
 	for (unsigned int i = 0; i < task->nr_other_threads; i++)
 		compel_detach(task->other_threads[i].tid);
 	if (compel_detach(pid))
@@ -1112,7 +1149,7 @@ static void free_dump_task(struct dump_task *task)
 	free(task);
 }
 
-/* 7. Kill the tree (or resume it with --leave-running); resume it on failure. */
+/* 7. Kill the tree (or let it run, -R, or leave it stopped, -s); resume it on failure. */
 static void release_tree(bool dumped)
 {
 	unsigned int i;
@@ -1143,6 +1180,8 @@ static int write_stats(const struct dump_stats *stats)
 		.memwrite_us = stats->mem.stats.write_us,
 		.pages_scanned = stats->mem.stats.pages_scanned,
 		.pages_written = stats->mem.stats.pages_written,
+		.shpages_scanned = stats->mem.stats.shpages_scanned,
+		.shpages_written = stats->mem.stats.shpages_written,
 	};
 	int ret = write_dump_stats(&info);
 
@@ -1168,9 +1207,13 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		goto out;
 
+	ret = run_action_scripts(ACT_PRE_DUMP, pid);
+	if (ret)
+		goto out;
+
 	/* 1. Freeze the whole tree. */
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
-	ret = collect_and_seize_tree(pid);
+	ret = seize_tree_in_time(pid);
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	if (ret)
 		goto out;
@@ -1204,6 +1247,12 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		goto out;
 	ret = write_inventory();
+	if (ret)
+		goto out;
+	/* The images are complete and the tree still frozen; a failure here undoes the dump. */
+	ret = run_action_scripts(ACT_POST_DUMP, pid);
+	if (ret)
+		remove_old_inventory();
 out:
 	if (files_open)
 		files_dump_fini();

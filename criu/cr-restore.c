@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "action-scripts.h"
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
@@ -537,6 +538,10 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 
 	snprintf(prefix, sizeof(prefix), "%d: ", task->item->pid);
 	log_set_prefix(prefix);
+	if (opts.log_pid && log_to_pid_file(task->item->pid)) {
+		report_failure(sock, -EIO);
+		_exit(1);
+	}
 	/* criu's ends: only the root inherits them, its children see them closed. */
 	for (i = 0; i < nr_rst_tasks; i++) {
 		if (rst_tasks[i].sync_fd >= 0)
@@ -809,7 +814,7 @@ static int seize_task_threads(struct rst_task *task)
 static int wait_task_ready(struct rst_task *task)
 {
 	struct pollfd pfd = { task->sync_fd, POLLIN, 0 };
-	int timeout_ms = opts.timeout ? (int)opts.timeout * 1000 : -1;
+	int timeout_ms = opts.timeout > 0 ? opts.timeout * 1000 : -1;
 	struct rst_report report;
 	ssize_t n;
 	int ret;
@@ -818,7 +823,7 @@ static int wait_task_ready(struct rst_task *task)
 		ret = poll(&pfd, 1, timeout_ms);
 	while (ret < 0 && errno == EINTR);
 	if (ret == 0) {
-		pr_err("task %d: not restored within %u s (--timeout)\n", task->pid, opts.timeout);
+		pr_err("task %d: not restored within %d s (--timeout)\n", task->pid, opts.timeout);
 		return -1;
 	}
 	n = read(task->sync_fd, &report, sizeof(report));
@@ -945,6 +950,11 @@ static int detach_threads(struct rst_task *task)
 	 */
 	if (task->stopped && kill(task->pid, task->item->image->stop_signo)) {
 		pr_perror("task %d: cannot stop it again", task->pid);
+		return -1;
+	}
+	/* --leave-stopped: the same way, whatever state it was dumped in. */
+	if (opts.leave_stopped && !task->stopped && kill(task->pid, SIGSTOP)) {
+		pr_perror("task %d: cannot leave it stopped", task->pid);
 		return -1;
 	}
 	for (i = 0; i < item->nr_threads; i++)
@@ -1165,6 +1175,9 @@ int cr_restore_tasks(void)
 	sigset_t all, old;
 	int ret = -1;
 
+	/* Before the images are read: a script may still prepare them. */
+	if (run_action_scripts(ACT_PRE_RESTORE, 0))
+		return -1;
 	if (collect_images()) {
 		task_images_free();
 		pb_free(NULL, inventory);
@@ -1197,15 +1210,22 @@ int cr_restore_tasks(void)
 	if (wait_tree_ready())
 		goto out;
 	t_ready = now_secs();
+	if (run_action_scripts(ACT_POST_RESTORE, root_pid))
+		goto out;
 
 	/* The tasks are parked in the restorer and run none of their own code before this. */
-	if (resume_tree_devices())
+	if (resume_tree_devices() || run_action_scripts(ACT_PRE_RESUME, root_pid))
 		goto out;
 	if (release_tree())
 		goto out;
 	if (write_pidfile(root_pid))
 		goto out;
 	ret = 0;
+	/* The tree runs: a failure from here on is reported, but undoes nothing. */
+	if (run_action_scripts(ACT_POST_RESUME, root_pid))
+		ret = 1;
+	else
+		report_status_ready();
 
 	write_stats(t_start, t_forked, t_ready, shmem_pages);
 	if (opts.display_stats)
@@ -1214,7 +1234,7 @@ int cr_restore_tasks(void)
 	pr_info("Restore finished successfully. Tasks resumed.\n");
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (ret)
+	if (ret < 0)
 		kill_created_tasks();
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
@@ -1222,7 +1242,7 @@ out:
 	shmem_fini();
 	task_images_free();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
-	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret);
+	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);
 	inventory = NULL;
 	if (ret)

@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -101,29 +102,52 @@ static int write_chunk(int src_fd, const char *path, struct cr_img *img, off_t o
 }
 
 /*
- * The contents as chunks, one per run of data: holes (SEEK_HOLE) stay holes and cost
- * nothing. A filesystem without SEEK_DATA reports the whole file as data.
+ * The next run of data [*data, *hole) at or after off, below size; false when only a hole
+ * is left (ENXIO). A filesystem without SEEK_DATA reports the whole file as data.
  */
+static bool next_data_run(int fd, off_t off, off_t size, off_t *data, off_t *hole)
+{
+	*data = lseek(fd, off, SEEK_DATA);
+	if (*data < 0 || *data >= size)
+		return false;
+	*hole = lseek(fd, *data, SEEK_HOLE);
+	if (*hole < 0 || *hole > size)
+		*hole = size;
+	return true;
+}
+
+/*
+ * --ghost-limit counts the bytes a ghost image would hold: its data, not its holes (a
+ * sparse file of 2 GiB with 1 MB written costs 1 MB), as CRIU counts them.
+ */
+static int check_ghost_limit(int src_fd, const char *path, off_t size)
+{
+	uint64_t bytes = 0;
+	off_t off = 0, data, hole;
+
+	while (off < size && next_data_run(src_fd, off, size, &data, &hole)) {
+		bytes += hole - data;
+		off = hole;
+	}
+	if (bytes <= opts.ghost_limit)
+		return 0;
+	pr_err("deleted file %s holds %llu bytes of data, more than --ghost-limit %llu\n", path,
+	       (unsigned long long)bytes, (unsigned long long)opts.ghost_limit);
+	return -EFBIG;
+}
+
+/* The contents as chunks, one per run of data: holes (SEEK_HOLE) stay holes and cost nothing. */
 static int write_ghost_chunks(int src_fd, const char *path, struct cr_img *img, off_t size)
 {
 	char *buf = malloc(GHOST_COPY_CHUNK);
-	off_t off = 0;
+	off_t off = 0, data, hole;
 	int ret = 0;
 
 	if (!buf) {
 		pr_err("out of memory saving deleted file %s\n", path);
 		return -ENOMEM;
 	}
-	while (off < size && !ret) {
-		off_t data = lseek(src_fd, off, SEEK_DATA), hole;
-
-		if (data < 0 && errno == ENXIO)
-			break; /* only a hole up to the end */
-		if (data < 0 || data >= size)
-			break;
-		hole = lseek(src_fd, data, SEEK_HOLE);
-		if (hole < 0 || hole > size)
-			hole = size;
+	while (off < size && !ret && next_data_run(src_fd, off, size, &data, &hole)) {
 		ret = write_chunk(src_fd, path, img, data, hole - data, buf);
 		off = hole;
 	}
@@ -144,6 +168,11 @@ static int write_ghost_image(const char *src, const char *path, const struct sta
 	if (src_fd < 0) {
 		pr_perror("cannot open deleted file %s through %s", path, src);
 		return -errno;
+	}
+	ret = check_ghost_limit(src_fd, path, st->st_size);
+	if (ret) {
+		close(src_fd);
+		return ret;
 	}
 	img = open_image(CR_IMG_GHOST_FILE, O_WRONLY, ghost_id);
 	if (!img) {
@@ -1017,9 +1046,16 @@ static int check_reopened(int fd, const struct reg_file *rf)
 		       file_kind(st.st_mode));
 		return -EINVAL;
 	}
-	if (rf->has_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != rf->size)
-		pr_warn("%s: size changed since dump (%llu, now %lld bytes)\n", rf->path,
-			(unsigned long long)rf->size, (long long)st.st_size);
+	if (!rf->has_size || !S_ISREG(st.st_mode) || (uint64_t)st.st_size == rf->size)
+		return 0;
+	/* --file-validation filesize: not the file that was dumped; else only a warning. */
+	if (opts.file_validation_size) {
+		pr_err("%s: size changed since dump (%llu, now %lld bytes)\n", rf->path,
+		       (unsigned long long)rf->size, (long long)st.st_size);
+		return -ESTALE;
+	}
+	pr_warn("%s: size changed since dump (%llu, now %lld bytes)\n", rf->path,
+		(unsigned long long)rf->size, (long long)st.st_size);
 	return 0;
 }
 
@@ -1084,6 +1120,14 @@ int open_vma_file(uint32_t file_id, uint32_t fdflags)
 	return rf ? open_reg_file(rf, fdflags) : -ENOENT;
 }
 
+/* --inherit-fd names a regular file by its path. */
+static void reg_inherit_key(const struct file_desc *d, char *buf, size_t len)
+{
+	const struct reg_file *rf = d->kind;
+
+	snprintf(buf, len, "%s", rf->path);
+}
+
 const struct fdtype_ops reg_fdtype_ops = {
 	.type = FD_TYPES__REG,
 	.name = "regular file",
@@ -1094,4 +1138,5 @@ const struct fdtype_ops reg_fdtype_ops = {
 	.open = reg_open,
 	.inheritable = true,
 	.object_key = reg_object_key,
+	.inherit_key = reg_inherit_key,
 };

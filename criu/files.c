@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -645,6 +646,7 @@ struct file_sharing {
 	unsigned int nr_users;		  /* tasks with an fd on it */
 	bool inherit;			  /* several tasks use it (or its object) */
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
+	int given_fd;			  /* --inherit-fd: criu's descriptor for it; -1: none */
 };
 
 /* Indexed like file_descs. */
@@ -783,8 +785,11 @@ static bool object_joined_before(size_t idx)
 	return false;
 }
 
-/* Numbers from just below the service fds down; all must stay above every restored fd. */
-static int assign_inherited_fds(int max_restored_fd)
+/*
+ * Numbers from just below the service fds down; all must stay above every restored fd.
+ * *next_fd: the next number free below them.
+ */
+static int assign_inherited_fds(int max_restored_fd, int *next_fd_out)
 {
 	int lowest_sfd, highest_sfd, next_fd;
 	unsigned int nr_inherited = 0;
@@ -817,6 +822,56 @@ static int assign_inherited_fds(int max_restored_fd)
 	}
 	pr_info("%u descriptions shared between tasks, inherited at fds %d..%d\n", nr_inherited,
 		next_fd + 1, lowest_sfd - 1);
+	*next_fd_out = next_fd;
+	return 0;
+}
+
+/* The description --inherit-fd ifd names, as an index into file_descs; -1 if none. */
+static ssize_t find_given_desc(const struct inherit_fd *ifd)
+{
+	const char *key = ifd->key + (ifd->key[0] == '/');
+	char name[PATH_MAX];
+
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		if (!file_descs[i].ops->inherit_key || !file_sharing[i].nr_users)
+			continue;
+		file_descs[i].ops->inherit_key(&file_descs[i], name, sizeof(name));
+		/* Paths with or without their leading '/', as upstream's keys are written. */
+		if (!strcmp(name + (name[0] == '/'), key))
+			return i;
+	}
+	return -1;
+}
+
+/*
+ * --inherit-fd: each descriptor criu was given moves to a number below the inherited
+ * range, out of the way of every restored fd (forked tasks inherit it there), and the
+ * description its key names takes it instead of being opened.
+ */
+static int place_given_fds(int next_fd, int max_restored_fd)
+{
+	for (unsigned int j = 0; j < opts.nr_inherit_fds; j++) {
+		struct inherit_fd *ifd = &opts.inherit_fds[j];
+		ssize_t i = find_given_desc(ifd);
+
+		if (i < 0) {
+			pr_warn("--inherit-fd fd[%d]:%s names no file of the images\n", ifd->fd,
+				ifd->key);
+			continue;
+		}
+		if (next_fd <= max_restored_fd) {
+			pr_err("--inherit-fd fd[%d]: no fd number free above the restored ones\n",
+			       ifd->fd);
+			return -EMFILE;
+		}
+		if (dup3(ifd->fd, next_fd, O_CLOEXEC) < 0) {
+			pr_perror("--inherit-fd fd[%d]: cannot move it to %d", ifd->fd, next_fd);
+			return -errno;
+		}
+		file_sharing[i].given_fd = next_fd--;
+		pr_info("file %u (%s) is --inherit-fd fd[%d], kept at fd %d\n", file_descs[i].id,
+			ifd->key, ifd->fd, file_sharing[i].given_fd);
+	}
 	return 0;
 }
 
@@ -824,7 +879,7 @@ static int plan_shared_files(void)
 {
 	uint64_t (*key_fn)(const struct file_desc *);
 	struct pstree_item *item;
-	int max_restored_fd = -1, ret;
+	int max_restored_fd = -1, next_fd, ret;
 
 	file_sharing = calloc(nr_file_descs ? nr_file_descs : 1, sizeof(*file_sharing));
 	if (!file_sharing) {
@@ -832,7 +887,7 @@ static int plan_shared_files(void)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < nr_file_descs; i++)
-		file_sharing[i].inherited_fd = -1;
+		file_sharing[i].inherited_fd = file_sharing[i].given_fd = -1;
 	for (item = root_item; item; item = pstree_next(item)) {
 		ret = note_task_files(item, &max_restored_fd);
 		if (ret)
@@ -844,13 +899,25 @@ static int plan_shared_files(void)
 		if (file_sharing[i].nr_users && object_key_of(i, &key_fn) &&
 		    !object_joined_before(i))
 			join_object_users(i);
-	return assign_inherited_fds(max_restored_fd);
+	ret = assign_inherited_fds(max_restored_fd, &next_fd);
+	return ret ? ret : place_given_fds(next_fd, max_restored_fd);
 }
 
-/* Open d and give it the I/O signal it had; the fd or -errno. */
+/*
+ * Open d and give it the I/O signal it had; or, named by --inherit-fd, take the
+ * descriptor criu was given for it. The fd or -errno.
+ */
 static int open_desc(const struct file_desc *d)
 {
-	int fd = d->ops->open(d);
+	int given_fd = file_sharing[desc_index(d)].given_fd, fd;
+
+	if (given_fd >= 0) {
+		fd = fcntl(given_fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			pr_perror("file %u: cannot take its --inherit-fd descriptor", d->id);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = d->ops->open(d);
 
 	if (fd < 0 || !d->owner_signum)
 		return fd;

@@ -18,14 +18,35 @@
 #include "kerndat.h"
 #include "log.h"
 
+#ifndef PR_TIMER_CREATE_RESTORE_IDS
+#define PR_TIMER_CREATE_RESTORE_IDS 77
+#define PR_TIMER_CREATE_RESTORE_IDS_GET 2
+#endif
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION
 #define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
 #endif
 
+/*
+ * Which `criu check` looks at a feature: plain check the required ones, --extra and
+ * --experimental more; every feature answers to --feature NAME.
+ */
+enum feature_group {
+	FEAT_REQUIRED,
+	FEAT_EXTRA,
+	FEAT_EXPERIMENTAL,
+	FEAT_ONLY_BY_NAME,
+};
+
+/*
+ * A feature is supported when this criu uses it and the kernel has it. Those this criu
+ * does not implement have no probe: they answer "not supported" whatever the kernel
+ * says, so that CRIU's test driver skips the tests that need them.
+ */
 struct feature {
 	const char *name;
-	bool (*probe)(void);
-	const char *missing; /* what the user loses without it */
+	enum feature_group group;
+	bool (*probe)(void); /* NULL: not implemented by this criu */
+	const char *what; /* with a probe: what needs it; without: what is missing */
 };
 
 /*
@@ -105,44 +126,158 @@ static bool has_map_fixed_noreplace(void)
 	return q == MAP_FAILED && errno == EEXIST;
 }
 
+/* Asking for the current setting fails with EINVAL where the prctl is unknown. */
+static bool has_timer_cr_ids(void)
+{
+	return prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, 0, 0, 0) >= 0;
+}
+
+#define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
+
+/* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
 static const struct feature features[] = {
-	{ "clone3_set_tid", kerndat_has_clone3_set_tid, "restore with original pids" },
-	{ "ptrace_rseq", has_ptrace_rseq, "rseq registration dump" },
-	{ "prctl_mm_map", has_prctl_mm_map, "mm fields restore" },
-	{ "vdso", has_mremap_vdso, "vdso restore" },
-	{ "memfd", has_memfd, "emulated GPU buffers" },
-	{ "process_vm_readv", has_process_vm_readv, "memory dump" },
-	{ "map_fixed_noreplace", has_map_fixed_noreplace, "overlap checks on restore" },
+	NOT_IMPLEMENTED("mnt_id", "mount namespaces and mount ids are not dumped"),
+	NOT_IMPLEMENTED("mem_dirty_track", "memory changes are not tracked (soft-dirty): no pre-dump"),
+	NOT_IMPLEMENTED("aio_remap", "AIO rings are not dumped"),
+	NOT_IMPLEMENTED("timerfd", "timerfds are not dumped"),
+	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
+	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
+	NOT_IMPLEMENTED("userns", "user namespaces are not restored"),
+	NOT_IMPLEMENTED("fdinfo_lock", "file locks are not dumped"),
+	NOT_IMPLEMENTED("seccomp_suspend", "seccomp is not dumped: a task using it fails the dump"),
+	NOT_IMPLEMENTED("seccomp_filters", "seccomp is not dumped: a task using it fails the dump"),
+	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
+	NOT_IMPLEMENTED("cgroupns", "cgroup namespaces are not restored"),
+	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
+	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
+	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
+	NOT_IMPLEMENTED("uffd", "lazy pages are not implemented"),
+	NOT_IMPLEMENTED("uffd-noncoop", "lazy pages are not implemented"),
+	NOT_IMPLEMENTED("can_map_vdso", "the vdso is moved with mremap, not mapped by arch_prctl"),
+	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
+	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),
+	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
+	NOT_IMPLEMENTED("nsid", "network namespaces are not restored"),
+	NOT_IMPLEMENTED("link_nsid", "network namespaces are not restored"),
+	NOT_IMPLEMENTED("kcmp_epoll", "epoll is not dumped"),
+	NOT_IMPLEMENTED("timens", "time namespaces are not restored"),
+	NOT_IMPLEMENTED("external_net_ns", "network namespaces are not restored"),
+	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
+	NOT_IMPLEMENTED("newifindex", "network devices are not restored"),
+	NOT_IMPLEMENTED("nftables", "the network is not locked"),
+	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
+	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
+	NOT_IMPLEMENTED("ns_pid", "pid namespaces are not restored"),
+	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
+	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
+	NOT_IMPLEMENTED("sockopt_buf_lock", "sockets are not dumped"),
+	NOT_IMPLEMENTED("memfd_hugetlb", "hugetlb memfds are not restored"),
+	NOT_IMPLEMENTED("move_mount_set_group", "mounts are not restored"),
+	NOT_IMPLEMENTED("openat2", "files are reopened without openat2()"),
+	{ "get_rseq_conf", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
+	NOT_IMPLEMENTED("ipv6_freebind", "sockets are not dumped"),
+	NOT_IMPLEMENTED("pagemap_scan", "memory is read without PAGEMAP_SCAN"),
+	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
+	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),
+	NOT_IMPLEMENTED("breakpoints", "hardware breakpoints are not dumped"),
+	NOT_IMPLEMENTED("pagemap_scan_guard_pages", "guard regions are not dumped"),
+	/* this criu's own */
+	{ "ptrace_rseq", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
+	{ "prctl_mm_map", FEAT_REQUIRED, has_prctl_mm_map, "mm fields restore" },
+	{ "vdso", FEAT_REQUIRED, has_mremap_vdso, "vdso restore" },
+	{ "memfd", FEAT_EXPERIMENTAL, has_memfd, "emulated GPU buffers" },
+	{ "process_vm_readv", FEAT_REQUIRED, has_process_vm_readv, "memory dump" },
+	{ "map_fixed_noreplace", FEAT_REQUIRED, has_map_fixed_noreplace, "overlap checks on restore" },
 };
 
-int cr_check(const char *feature)
+#define NR_FEATURES (sizeof(features) / sizeof(features[0]))
+
+static const struct feature *find_feature(const char *name)
 {
-	bool all_ok = true, found = false;
-	size_t i;
+	for (size_t i = 0; i < NR_FEATURES; i++)
+		if (!strcmp(features[i].name, name))
+			return &features[i];
+	return NULL;
+}
 
-	for (i = 0; i < sizeof(features) / sizeof(features[0]); i++) {
-		const struct feature *f = &features[i];
+bool check_feature_known(const char *name)
+{
+	return find_feature(name) != NULL;
+}
 
-		if (feature && strcmp(feature, f->name))
-			continue;
-		found = true;
-		if (f->probe()) {
-			if (feature)
-				printf("%s is supported\n", f->name);
-			continue;
-		}
-		all_ok = false;
-		fprintf(stderr, "Error: %s is not supported by this kernel (needed for %s)\n", f->name,
-			f->missing);
+const char *const *check_feature_names(void)
+{
+	static const char *names[NR_FEATURES + 1];
+
+	for (size_t i = 0; i < NR_FEATURES; i++)
+		names[i] = features[i].name;
+	return names;
+}
+
+/*
+ * The answer to one feature. Not supported: nothing on stdout and a warning (silent at
+ * -v0 and -v1, as upstream's), an error for a feature restore cannot do without.
+ */
+static bool feature_supported(const struct feature *f)
+{
+	int level = f->group == FEAT_REQUIRED ? LOG_ERROR : LOG_WARN;
+
+	if (!f->probe) {
+		print_on_level(level, "%s%s is not supported by this criu: %s\n",
+			       level == LOG_ERROR ? "Error: " : "Warn: ", f->name, f->what);
+		return false;
 	}
-	if (!found) {
-		fprintf(stderr, "Error: unknown feature '%s'; known:", feature);
-		for (i = 0; i < sizeof(features) / sizeof(features[0]); i++)
-			fprintf(stderr, " %s", features[i].name);
-		fprintf(stderr, "\n");
+	if (!f->probe()) {
+		print_on_level(level, "%s%s is not supported by this kernel (needed for %s)\n",
+			       level == LOG_ERROR ? "Error: " : "Warn: ", f->name, f->what);
+		return false;
+	}
+	return true;
+}
+
+static bool group_asked(enum feature_group group, const struct check_request *req)
+{
+	return group == FEAT_REQUIRED || (group == FEAT_EXTRA && req->extra) ||
+	       (group == FEAT_EXPERIMENTAL && req->experimental);
+}
+
+static int check_one(const char *name)
+{
+	const struct feature *f = find_feature(name);
+
+	if (!f) {
+		pr_err("unknown feature '%s'\n", name);
 		return -1;
 	}
-	if (all_ok && !feature)
-		printf("Looks good.\n");
-	return all_ok ? 0 : -1;
+	if (!feature_supported(f))
+		return -1;
+	pr_msg("%s is supported\n", f->name);
+	return 0;
+}
+
+int cr_check(const struct check_request *req)
+{
+	bool required_ok = true, extra_ok = true;
+
+	if (req->feature)
+		return check_one(req->feature);
+	for (size_t i = 0; i < NR_FEATURES; i++) {
+		const struct feature *f = &features[i];
+
+		if (!group_asked(f->group, req) || feature_supported(f))
+			continue;
+		if (f->group == FEAT_REQUIRED)
+			required_ok = false;
+		else
+			extra_ok = false;
+	}
+	if (!required_ok)
+		return -1;
+	if (!extra_ok) {
+		pr_msg("Looks good, but the kernel lacks some features this criu can use:\n"
+		       "restore of the state that needs them fails.\n");
+		return -1;
+	}
+	pr_msg("Looks good.\n");
+	return 0;
 }

@@ -3,6 +3,7 @@
  * LOG_MSG also go to stderr so a failing command says why in one line.
  */
 #include <fcntl.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,11 +13,27 @@
 #include "log.h"
 
 static int log_fd = -1;
+/* The log file's directory and name, when the log is a file (log_to_pid_file()). */
+static int log_dir_fd = -1;
+static char log_path[4096];
 static int log_level = DEFAULT_LOGLEVEL;
 static struct timespec log_start;
 static const char *log_prefix = "";
 static bool log_echo_errors = true;
 static bool log_error_shown;
+
+static int open_log_file(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		int err = errno;
+
+		fprintf(stderr, "Error: cannot open log file %s: %s\n", path, strerror(err));
+		return -err;
+	}
+	return fd;
+}
 
 int log_init(int dirfd, const char *path, int level)
 {
@@ -28,13 +45,28 @@ int log_init(int dirfd, const char *path, int level)
 		log_fd = dup(STDERR_FILENO);
 		return log_fd < 0 ? -errno : 0;
 	}
-	log_fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-	if (log_fd < 0) {
-		int err = errno;
+	log_fd = open_log_file(dirfd, path);
+	if (log_fd < 0)
+		return log_fd;
+	/* Kept for log_to_pid_file(): tasks forked later open their own files there. */
+	snprintf(log_path, sizeof(log_path), "%s", path);
+	log_dir_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	return 0;
+}
 
-		fprintf(stderr, "Error: cannot open log file %s: %s\n", path, strerror(err));
-		return -err;
-	}
+int log_to_pid_file(pid_t pid)
+{
+	char path[sizeof(log_path) + 16];
+	int fd;
+
+	if (log_dir_fd < 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s.%d", log_path, pid);
+	fd = open_log_file(log_dir_fd, path);
+	if (fd < 0)
+		return fd;
+	close(log_fd);
+	log_fd = fd;
 	return 0;
 }
 
@@ -43,6 +75,9 @@ void log_fini(void)
 	if (log_fd >= 0)
 		close(log_fd);
 	log_fd = -1;
+	if (log_dir_fd >= 0)
+		close(log_dir_fd);
+	log_dir_fd = -1;
 }
 
 int log_get_fd(void)

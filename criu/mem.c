@@ -534,6 +534,7 @@ struct page_writer {
 	char *buf;
 	size_t buf_used;
 	struct mem_dump_stats *stats;
+	bool shmem; /* a shared memory object: its pages count as shpages */
 };
 
 static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
@@ -623,7 +624,9 @@ static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_of
 	ret = pb_write_one(pw->pagemap_img, &pe);
 	if (!ret)
 		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
-	if (!ret)
+	if (!ret && pw->shmem)
+		pw->stats->shpages_written += nr_pages;
+	else if (!ret)
 		pw->stats->pages_written += nr_pages;
 	return ret;
 }
@@ -874,14 +877,14 @@ static int dump_shmem_data(struct page_writer *pw, off_t size)
 			hole = size;
 		ret = dump_page_run(pw, data, data, (hole - data + PAGE_SIZE - 1) / PAGE_SIZE);
 	}
-	pw->stats->pages_scanned += size / PAGE_SIZE;
+	pw->stats->shpages_scanned += size / PAGE_SIZE;
 	return ret;
 }
 
 /* pagemap-shmem-SHMID.img and its pages, read through the VMA's map_files link. */
 static int dump_shmem_object(pid_t pid, const VmaEntry *ve, struct mem_dump_ctx *ctx)
 {
-	struct page_writer pw = { .src_fd = -1 };
+	struct page_writer pw = { .src_fd = -1, .shmem = true };
 	char what[48];
 	struct stat st;
 	int ret;

@@ -685,6 +685,14 @@ static int fifo_open(const struct file_desc *d)
 	return fd < 0 ? fd : set_status_flags(fd, end->flags, what);
 }
 
+/* --inherit-fd names a pipe as its link did at dump: pipe:[INODE]. */
+static void pipe_inherit_key(const struct file_desc *d, char *buf, size_t len)
+{
+	const struct pipe_end *end = d->kind;
+
+	snprintf(buf, len, PIPE_LINK_PREFIX "%u]", pipe_objs[end->obj].pipe_id);
+}
+
 /*
  * Both ends of a pipe, and every opening of a FIFO, reach one queue: restored once, by
  * the task that opens them all when several tasks use them.
@@ -706,6 +714,7 @@ const struct fdtype_ops pipe_fdtype_ops = {
 	.open = pipe_open,
 	.inheritable = true,
 	.object_key = pipe_object_key,
+	.inherit_key = pipe_inherit_key,
 };
 
 const struct fdtype_ops fifo_fdtype_ops = {

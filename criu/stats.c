@@ -42,6 +42,10 @@ int write_dump_stats(const struct dump_stats_info *info)
 	ds.pages_skipped_parent = 0;
 	ds.pages_written = info->pages_written;
 	ds.pages_lazy = 0;
+	ds.has_shpages_scanned = ds.has_shpages_skipped_parent = ds.has_shpages_written = true;
+	ds.shpages_scanned = info->shpages_scanned;
+	ds.shpages_skipped_parent = 0;
+	ds.shpages_written = info->shpages_written;
 	se.dump = &ds;
 	return write_stats(CR_IMG_STATS_DUMP, &se);
 }
@@ -102,6 +106,10 @@ int display_dump_stats(void)
 	print_pages("Memory pages skipped from parent", ds->pages_skipped_parent);
 	print_pages("Memory pages written", ds->pages_written);
 	print_pages("Lazy memory pages", ds->pages_lazy);
+	if (ds->has_shpages_scanned)
+		print_pages("Shared memory pages scanned", ds->shpages_scanned);
+	if (ds->has_shpages_written)
+		print_pages("Shared memory pages written", ds->shpages_written);
 	pb_free(NULL, se);
 	return 0;
 }

@@ -46,6 +46,25 @@ DEBIAN_CRIT = '/usr/bin/crit'
 # images in tests.
 OWN_CRIT = os.path.join(ROOT_DIR, 'crit', 'crit')
 
+# Every feature name upstream CRIU's check --feature knows (CRIU 4.2), and those of them
+# this criu implements (criu/kerndat.c); the others must answer "not supported".
+UPSTREAM_FEATURES = (
+    'mnt_id mem_dirty_track aio_remap timerfd tun tun_ns userns fdinfo_lock seccomp_suspend '
+    'seccomp_filters loginuid cgroupns autofs tcp_half_closed compat_cr uffd uffd-noncoop '
+    'can_map_vdso sk_ns sk_unix_file net_diag_raw nsid link_nsid kcmp_epoll timens '
+    'external_net_ns clone3_set_tid newifindex nftables has_ipt_legacy pidfd_store ns_pid '
+    'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
+    'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
+    'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids'}
+# Modes that start no test program: criu alone.
+NO_PROCESS_MODES = ('cli', 'check_features')
+# The --action-script of mode action_scripts: one line per stage it is run at.
+TRACE_SCRIPT = """#!/bin/sh
+echo "$CRTOOLS_SCRIPT_ACTION ${CRTOOLS_INIT_PID:-none} $(readlink -f "$CRTOOLS_IMAGE_DIR")" \\
+     "$(test -e "$CRTOOLS_IMAGE_DIR/inventory.img" && echo inventory)" >> "$0.trace"
+"""
+
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
 EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
@@ -156,10 +175,23 @@ def truncate_ghost_file(img_dir, pid):
 #   stopped        the task is SIGSTOPped before the dump and must come back stopped
 #   tty            stdio on a pty, dump and restore with --shell-job
 #   dump_fails     the dump must fail; every process and thread of the tree stays alive,
-#                  neither stopped nor traced, and the tree passes its checks
+#                  neither stopped nor traced, and the tree passes its checks ('dump_args':
+#                  more options, 'script': shell text written to {out}/script.sh,
+#                  'expect': what the error line says)
 #   restore_fails  dump, damage the images with 'corrupt', restore must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
-#   cli            criu with 'args' must fail with one line on stderr
+#   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
+#                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
+#                  'files': {path under the test's dir: text} written first; 'env': criu's
+#                  extra environment; 'created': files that must exist afterwards. Run in
+#                  the test's dir with HOME there: no configuration file of the machine's
+#                  is read ({out}, {free_pid} in any of these are filled in)
+#   check_features criu check --feature NAME for every feature upstream CRIU knows
+#   action_scripts dump and restore with --action-script: the script sees each stage, in
+#                  order, with CRIU's environment
+#   status_fd      dump, then restore without -d, each with --status-fd: \0 once done
+#   leave_stopped  dump --leave-stopped, then restore --leave-stopped: every thread
+#                  stopped each time, running on after SIGCONT
 #   plugin_round_trip      test/plugins/plugin_dev dumped and restored with the test
 #                          plugins (-L), then the trace/images/log check named by 'check'
 #   plugin_dump_fails      test_fail fails at hook 'fail': dump fails naming it, the
@@ -271,6 +303,96 @@ TESTS = {
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
+    # options parsed as upstream CRIU parses them (criu/config.c)
+    'cli_verbosity_attached_is_level_0': {
+        # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
+        # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
+        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mem_dirty_track']},
+    'cli_verbosity_long_form': {
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mem_dirty_track'],
+        'stderr': 'Warn: mem_dirty_track is not supported by this criu: memory changes are not '
+                  'tracked (soft-dirty): no pre-dump\n'},
+    'cli_option_equals_value': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--feature=clone3_set_tid', '--log-file=c.log',
+                                         '--images-dir={out}', '-v4'],
+        'stdout': 'clone3_set_tid is supported\n', 'created': ['c.log']},
+    'cli_option_abbreviated': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--feat', 'clone3_set_tid', '--no-display'],
+        'stdout': 'clone3_set_tid is supported\n'},
+    'cli_refused_option': {
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--tcp-established'],
+        'stderr': 'option --tcp-established is not supported\n'},
+    'cli_refused_option_value': {
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--manage-cgroups=full'],
+        'stderr': 'option --manage-cgroups=full is not supported\n'},
+    'cli_refused_option_negated_is_default': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tcp-established', '--feature',
+                                         'clone3_set_tid'],
+        'stdout': 'clone3_set_tid is supported\n'},
+    'cli_refused_option_logged': {
+        # the reason also lands in the log named by -o, which test drivers read
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-o', 'd.log', '-D', '{out}', '-t', '1',
+                                         '--file-locks'],
+        'stderr': 'option --file-locks is not supported\n', 'created': ['d.log']},
+    'cli_refused_command': {
+        'mode': 'cli', 'rc': 1, 'args': ['page-server'],
+        'stderr': 'command page-server is not supported\n'},
+    'cli_pre_dump_without_tracking': {'mode': 'cli', 'args': ['pre-dump', '-t', '1']},
+    'cli_track_mem_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--track-mem'],
+        'stderr': 'option --track-mem is not supported\n'},
+    'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
+    # configuration files as CRIU reads them
+    'cli_config_file': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--config', '{out}/c.conf'],
+        'files': {'c.conf': '# one option a line, no dashes\n\n'
+                            '  verbosity=4   # comments may follow\n'
+                            'log-file "check log.txt"\n'
+                            'images-dir {out}\n'
+                            'feature clone3_set_tid\n'},
+        'stdout': 'clone3_set_tid is supported\n', 'created': ['check log.txt']},
+    'cli_config_file_command_line_wins': {
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--config={out}/c.conf', '-v0'],
+        'files': {'c.conf': 'verbosity=4\nfeature mem_dirty_track\n'}},
+    'cli_config_file_bad_line': {
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--config', '{out}/c.conf'],
+        'files': {'c.conf': 'verbosity=4\ntree\n'},
+        'stderr': "Error: {out}/c.conf:2: option '--tree' requires an argument\n"},
+    'cli_config_env_file': {
+        # $CRIU_CONFIG_FILE is read even with --no-default-config
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-default-config'],
+        'files': {'env.conf': 'feature get_rseq_conf\n'},
+        'env': {'CRIU_CONFIG_FILE': '{out}/env.conf'}, 'stdout': 'get_rseq_conf is supported\n'},
+    'cli_config_default_file': {
+        'mode': 'cli', 'rc': 1, 'args': ['check'],
+        'files': {'.criu/default.conf': 'tcp-established\n'},
+        'stderr': '{out}/.criu/default.conf:1: option --tcp-established is not supported\n'},
+    'cli_no_default_config': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-default-config', '--feature',
+                                         'clone3_set_tid'],
+        'files': {'.criu/default.conf': 'tcp-established\n'},
+        'stdout': 'clone3_set_tid is supported\n'},
+    'cli_config_option_skips_default_files': {
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--config', '{out}/c.conf'],
+        'files': {'.criu/default.conf': 'tcp-established\n', 'c.conf': 'feature vdso\n'},
+        'stdout': 'vdso is supported\n'},
+    'check_features': {'mode': 'check_features'},
+    # --action-script, --status-fd, --leave-stopped, as CRIU's test driver uses them
+    'action_scripts': {'bin': 'mem_anon_private', 'mode': 'action_scripts'},
+    'action_script_fails_post_dump': {
+        'bin': 'threads_regs_tls', 'mode': 'dump_fails',
+        'script': '[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ]',
+        'dump_args': ['--action-script', '{out}/script.sh'],
+        'expect': 'action script {out}/script.sh failed at post-dump: exit status 1'},
+    'action_script_fails_pre_dump': {
+        'bin': 'tree_sessions', 'mode': 'dump_fails', 'script': 'exit 7',
+        'dump_args': ['--action-script', '{out}/script.sh'],
+        'expect': 'failed at pre-dump: exit status 7'},
+    'status_fd': {'bin': 'mem_anon_private', 'mode': 'status_fd'},
+    'leave_stopped': {'bin': 'threads_regs_tls', 'mode': 'leave_stopped'},
+    'ghost_limit_exceeded': {'bin': 'file_deleted_open', 'mode': 'dump_fails',
+                             'dump_args': ['--ghost-limit', '64K'],
+                             'expect': 'bytes of data, more than --ghost-limit 65536'},
     'plugin_hook_order_and_pids': {'mode': 'plugin_round_trip', 'check': 'hook_order'},
     'plugin_enotsup_chaining': {'mode': 'plugin_round_trip', 'check': 'enotsup_chain'},
     'plugin_fdstore_worker_exchange': {'mode': 'plugin_round_trip',
@@ -807,6 +929,7 @@ class TestRun:
         self.pty_slave_path = None
         self.tty_output = b''
         self.criu_env = {}  # extra environment of the criu commands
+        self.criu_pass_fds = ()  # descriptors the criu commands inherit
         self.trace = os.path.join(self.out, 'trace')  # written by the test_trace plugin
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
@@ -998,7 +1121,8 @@ class TestRun:
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
-                                      stderr=err, timeout=CRIU_TIMEOUT, env=env)
+                                      stderr=err, timeout=CRIU_TIMEOUT, env=env,
+                                      pass_fds=self.criu_pass_fds)
             except subprocess.TimeoutExpired:
                 raise TestFailure('%s %s did not finish in %d s' % (self.criu_name(binary), action,
                                                                  CRIU_TIMEOUT), log)
@@ -1021,7 +1145,7 @@ class TestRun:
         self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log',
                   binary=binary)
         self.check_images()
-        if '-R' in extra:
+        if '-R' in extra or '--leave-stopped' in extra:
             return
         # the default dump kills the task: reap it so its PID is free for restore
         status = self.wait_exit()
@@ -1141,8 +1265,8 @@ class TestRun:
     # --- modes ---------------------------------------------------------------
     def run(self):
         mode = self.desc.get('mode', 'default')
-        if mode == 'cli':
-            return self.run_cli()
+        if mode in NO_PROCESS_MODES:
+            return getattr(self, 'run_' + mode)()
         self.start()
         self.wait_ready()
         if not self.use_criu:
@@ -1283,15 +1407,127 @@ class TestRun:
                 criu.kill()
                 criu.wait()
 
+    def write_script(self, text):
+        """{out}/script.sh, executable: the shell text after a #!/bin/sh line."""
+        path = os.path.join(self.out, 'script.sh')
+        with open(path, 'w') as script:
+            script.write('#!/bin/sh\n' + text + '\n')
+        os.chmod(path, 0o755)
+        return path
+
     def run_dump_fails(self):
+        fields = {'out': self.out}
+        if 'script' in self.desc:
+            self.write_script(self.desc['script'])
         self.tree = tree_pids(self.pid)
         tids = tree_tids(self.tree)
-        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img], 'dump.log',
-                                 expect_ok=False)
+        extra = [a.format(**fields) for a in self.desc.get('dump_args', [])]
+        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra,
+                                 'dump.log', expect_ok=False)
         if code == 0:
             raise TestFailure('dump succeeded but must fail', 'dump.log')
         self.expect_one_error_line(stderr, 'failed dump', 'dump.log')
+        if self.desc.get('expect', '').format(**fields) not in stderr:
+            raise TestFailure('the error line does not say %r: %s'
+                              % (self.desc['expect'].format(**fields), stderr.strip()),
+                              'dump.log')
+        if os.path.exists(os.path.join(self.img, 'inventory.img')):
+            raise TestFailure('the failed dump left an inventory.img', 'dump.log')
         self.expect_tasks_untouched(tids, 'after the failed dump')
+        self.finish_and_judge()
+
+    def run_action_scripts(self):
+        """Each stage CRIU runs scripts at, in order, with CRTOOLS_INIT_PID (none before
+        restore has a tree) and CRTOOLS_IMAGE_DIR reaching the images dir."""
+        pid = self.pid
+        script = self.write_script(TRACE_SCRIPT.split('\n', 1)[1])
+        self.dump(['--action-script', script])
+        self.restore(pid, extra=['--action-script', script])
+        img = os.path.realpath(self.img)
+        expected = ['pre-dump %d %s ' % (pid, img), 'post-dump %d %s inventory' % (pid, img),
+                    'pre-restore none %s inventory' % img] + [
+                        '%s %d %s inventory' % (stage, pid, img)
+                        for stage in ('post-restore', 'pre-resume', 'post-resume')]
+        with open(script + '.trace') as trace:
+            got = trace.read().splitlines()
+        if got != expected:
+            raise TestFailure('the action script saw %r, expected %r' % (got, expected),
+                              'restore.log')
+        self.finish_and_judge()
+
+    def status_fd_args(self):
+        """A pipe for --status-fd: (criu's args, the read end, the write end)."""
+        rd, wr = os.pipe()
+        os.set_inheritable(wr, True)
+        return ['--status-fd', str(wr)], rd, wr
+
+    def run_status_fd(self):
+        """--status-fd gets \0 once the dump is done, and once the restored tree runs
+        while criu still waits for it (no -d)."""
+        pid = self.pid
+        args, rd, wr = self.status_fd_args()
+        try:
+            self.criu_pass_fds = (wr,)
+            self.dump(args)
+            self.criu_pass_fds = ()
+            os.close(wr)
+            if os.read(rd, 2) != b'\0':
+                raise TestFailure('dump --status-fd: no \\0', 'dump.log')
+        finally:
+            os.close(rd)
+        args, rd, wr = self.status_fd_args()
+        cmd = [CRIU, 'restore', '-D', self.img, '--pidfile', self.pidfile, '-v4', '-o',
+               'restore.log'] + args
+        with open(os.path.join(self.out, 'criu-restore.err'), 'wb') as err:
+            criu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                    pass_fds=(wr,))
+        os.close(wr)
+        try:
+            ready = os.read(rd, 2)
+            self.pid, self.is_child = pid, False
+            if ready != b'\0' or criu.poll() is not None:
+                raise TestFailure('restore --status-fd: read %r, criu %s' % (
+                    ready, 'still running' if criu.poll() is None else 'exited'),
+                    'restore.log')
+            os.kill(pid, signal.SIGTERM)
+            criu.wait(EXIT_TIMEOUT)
+            self.pid = None
+            text = self.verdict_text()
+            if (text.splitlines() or [''])[-1] != 'PASS' or criu.returncode != 0:
+                raise TestFailure('after restore: %r, criu exited %d'
+                                  % (text[-200:], criu.returncode), 'restore.log')
+        finally:
+            os.close(rd)
+            if criu.poll() is None:
+                criu.kill()
+                criu.wait()
+
+    def expect_tree_stopped(self, when):
+        """Every thread of the tree stopped (T), none traced."""
+        for pid, tids in tree_tids(tree_pids(self.pid)).items():
+            for tid in tids:
+                with open('/proc/%d/task/%d/status' % (pid, tid)) as status:
+                    fields = dict(l.split(':', 1) for l in status if ':' in l)
+                if (fields['State'].split()[0] != 'T' or
+                        fields['TracerPid'].strip() != '0'):
+                    raise TestFailure('%s: thread %d of %d is %s, TracerPid %s'
+                                      % (when, tid, pid, fields['State'].strip(),
+                                         fields['TracerPid'].strip()))
+
+    def run_leave_stopped(self):
+        """--leave-stopped on dump: the tree is not killed, it stays stopped; killed by
+        hand (as CRIU's test driver does) and restored with --leave-stopped: stopped again
+        until SIGCONT."""
+        pid = self.pid
+        self.dump(['--leave-stopped'])
+        self.expect_tree_stopped('after dump --leave-stopped')
+        os.kill(pid, signal.SIGKILL)
+        self.wait_exit()
+        self.wait_tree_gone('after SIGKILL')
+        self.restore(pid, extra=['--leave-stopped'])
+        self.wait_state(pid, 'T', 'after restore --leave-stopped')
+        self.expect_tree_stopped('after restore --leave-stopped')
+        os.kill(pid, signal.SIGCONT)
         self.finish_and_judge()
 
     def run_restore_fails(self):
@@ -1332,10 +1568,60 @@ class TestRun:
         os.makedirs(self.out)
         fields = {'out': self.out, 'free_pid': free_pid()}
         args = [a.format(**fields) for a in self.desc['args']]
+        if 'rc' in self.desc:
+            return self.run_cli_expect(args, fields)
         code, stderr = self.criu(args[0], args[1:], expect_ok=False)
         if code == 0:
             raise TestFailure('criu %s succeeded but must fail' % ' '.join(args))
         self.expect_one_error_line(stderr, 'criu ' + ' '.join(args))
+
+    def run_cli_expect(self, args, fields):
+        """criu with args, in the test's dir with HOME there: exit status and output
+        exactly as the test says."""
+        for path, text in self.desc.get('files', {}).items():
+            path = os.path.join(self.out, path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write(text.format(**fields))
+        env = dict(os.environ, HOME=self.out)
+        env.pop('CRIU_CONFIG_FILE', None)
+        env.update({k: v.format(**fields) for k, v in self.desc.get('env', {}).items()})
+        proc = subprocess.run([CRIU] + args, cwd=self.out, env=env, capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=CRIU_TIMEOUT)
+        got = (proc.returncode, proc.stdout.decode(errors='replace'),
+               proc.stderr.decode(errors='replace'))
+        want = (self.desc['rc'], self.desc.get('stdout', '').format(**fields),
+                self.desc.get('stderr', '').format(**fields))
+        if got != want:
+            raise TestFailure('criu %s: exit %d, stdout %r, stderr %r; expected exit %d, '
+                              'stdout %r, stderr %r' % ((' '.join(args),) + got + want))
+        for name in self.desc.get('created', []):
+            if not os.path.exists(os.path.join(self.out, name)):
+                raise TestFailure('criu %s did not create %s' % (' '.join(args), name))
+
+    def run_check_features(self):
+        """Every feature name upstream CRIU knows gets an answer: supported (stdout "NAME
+        is supported", exit 0) for the few this criu implements and this kernel has;
+        else nothing on stdout, exit 1 and one warning, which -verbosity=0 (as CRIU's
+        test driver asks) silences."""
+        for feature in UPSTREAM_FEATURES:
+            answers = []
+            for verbosity in ([], ['-verbosity=0']):
+                proc = subprocess.run([CRIU, 'check', '--no-default-config'] + verbosity +
+                                      ['--feature', feature], capture_output=True,
+                                      stdin=subprocess.DEVNULL, timeout=CRIU_TIMEOUT)
+                answers.append((proc.returncode, proc.stdout.decode(),
+                                proc.stderr.decode()))
+            (code, out, err), quiet = answers
+            supported = (code, out, err) == (0, '%s is supported\n' % feature, '')
+            # a feature this criu implements may still be missing from the kernel
+            why = 'kernel' if feature in IMPLEMENTED_FEATURES else 'criu'
+            missing = (code == 1 and out == '' and len(err.splitlines()) == 1 and
+                       err.startswith('Warn: %s is not supported by this %s' % (feature, why)))
+            if not (missing or (supported and why == 'kernel')) or quiet != (code, out, ''):
+                raise TestFailure('check --feature %s: %r, with -verbosity=0 %r (this criu '
+                                  '%s it)' % (feature, answers[0], quiet, 'implements'
+                                              if why == 'kernel' else 'does not implement'))
 
 
     # --- plugins (test/plugins) ------------------------------------------------
@@ -1660,7 +1946,7 @@ def main():
         parser.error('unknown test(s): %s' % ' '.join(unknown) if unknown
                      else 'give -t NAME or --all')
     if args.no_criu:
-        names = [n for n in names if TESTS[n].get('mode', 'default') != 'cli']
+        names = [n for n in names if TESTS[n].get('mode', 'default') not in NO_PROCESS_MODES]
     have_flags = cpu_flags()
     for name in [n for n in names if not set(TESTS[n].get('cpu_flags', [])) <= have_flags]:
         print('not run (this CPU lacks %s): %s' % (' '.join(TESTS[name]['cpu_flags']), name))
@@ -1689,7 +1975,8 @@ def main():
     passed = failed = 0
     try:
         # every dump's images go through Debian's crit: without it nothing can pass
-        if not args.no_criu and any(TESTS[n].get('mode', 'default') != 'cli' for n in names):
+        if not args.no_criu and any(TESTS[n].get('mode', 'default') not in NO_PROCESS_MODES
+                                    for n in names):
             try:
                 CRIT.start()
             except SetupError as err:

@@ -2,6 +2,7 @@
 #ifndef CR_CRTOOLS_H
 #define CR_CRTOOLS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Dump the tree rooted at pid into the images dir (DESIGN.md §3). 0 or -1. */
@@ -11,7 +12,20 @@ int cr_dump_tasks(pid_t pid);
  * or the restored root's exit status when criu waits for it.
  */
 int cr_restore_tasks(void);
-/* criu check: all features, or only the named one. 0 when supported. */
-int cr_check(const char *feature);
+/* What `criu check` is asked: one feature, or the required ones and these groups. */
+struct check_request {
+	const char *feature; /* --feature NAME; NULL: the groups */
+	bool extra; /* --extra */
+	bool experimental; /* --experimental */
+};
+
+/* criu check: "NAME is supported" or "Looks good." on stdout and 0, else -1. */
+int cr_check(const struct check_request *req);
+
+/*
+ * --status-fd: the run succeeded (dump: images written and the tree released; restore:
+ * the tree runs): writes one \0 and closes it. Called once; no-op without the option.
+ */
+void report_status_ready(void);
 
 #endif

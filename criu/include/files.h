@@ -82,6 +82,12 @@ struct fdtype_ops {
 	 * task when several tasks use them, so the object and its state exist once.
 	 */
 	uint64_t (*object_key)(const struct file_desc *d);
+	/*
+	 * Optional. Restore, main process, after collect: the name --inherit-fd gives this
+	 * description (pipe:[INODE] as dumped, a regular file's path) into buf. A description
+	 * so named is not opened: restore takes the descriptor criu was given instead.
+	 */
+	void (*inherit_key)(const struct file_desc *d, char *buf, size_t len);
 };
 
 /* Regular files, directories and the memory devices, reopened by path (files-reg.c). */

@@ -7,4 +7,9 @@
 /* Is clone3() with set_tid available (restore with original pids)? */
 bool kerndat_has_clone3_set_tid(void);
 
+/* Whether name is a feature `criu check --feature` knows (upstream's names and ours). */
+bool check_feature_known(const char *name);
+/* Every feature name, NULL-terminated. */
+const char *const *check_feature_names(void);
+
 #endif

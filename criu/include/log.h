@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/types.h>
 
 enum {
 	LOG_MSG = 0, /* printed whatever the level */
@@ -21,6 +22,11 @@ enum {
 
 int log_init(int dirfd, const char *path, int level);
 void log_fini(void);
+/*
+ * --log-pid: from now on this process (a restored task) logs to the log file's name
+ * with ".PID" appended, in the same directory. No-op when the log is not a file.
+ */
+int log_to_pid_file(pid_t pid);
 int log_get_fd(void);
 void log_set_task_fd(int fd);
 /* Whether an error line already reached the user on stderr. */

@@ -18,8 +18,10 @@
 #define PE_PRESENT (1u << 2)
 
 struct mem_dump_stats {
-	uint64_t pages_scanned; /* pages of the VMAs and objects whose contents are dumped */
+	uint64_t pages_scanned; /* pages of the VMAs whose contents are dumped */
 	uint64_t pages_written;
+	uint64_t shpages_scanned; /* of the shared memory objects (pagemap-shmem) */
+	uint64_t shpages_written;
 	uint64_t write_us; /* time spent writing page data */
 };
 

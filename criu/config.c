@@ -1,0 +1,865 @@
+/*
+ * Options: one table of every option upstream CRIU accepts (name, short name, argument,
+ * what it sets, or that it is refused), the getopt parse built from it, and the
+ * configuration files CRIU reads (default.conf files, CRIU_CONFIG_FILE, --config).
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "kerndat.h"
+#include "log.h"
+#include "version.h"
+
+struct cr_options opts = {
+	.loglevel = DEFAULT_LOGLEVEL,
+	.timeout = -1,
+	.status_fd = -1,
+	.ghost_limit = DEFAULT_GHOST_LIMIT,
+};
+
+struct cr_option;
+/* Applies one occurrence: on is false for the --no-NAME form. 0, or -1 after one line. */
+typedef int (*opt_set_fn)(const struct cr_option *o, const char *arg, bool on);
+
+struct cr_option {
+	const char *name;
+	const char *no_name; /* "no-NAME" where upstream has that form, else NULL */
+	char short_name;
+	int has_arg;	/* no_argument, required_argument, optional_argument */
+	opt_set_fn set; /* NULL: refused */
+	size_t off;	/* the field of struct cr_options that set() writes */
+	const char *metavar;
+	const char *help; /* for --help; refused options are listed by name */
+};
+
+/* One line per kind of entry. */
+/* clang-format off */
+#define FIELD(f) offsetof(struct cr_options, f)
+#define FLAG(n, s, f, h) { n, "no-" n, s, no_argument, set_bool, FIELD(f), NULL, h }
+#define SWITCH(n, s, f, h) { n, NULL, s, no_argument, set_bool, FIELD(f), NULL, h }
+#define STRING(n, s, f, m, h) { n, NULL, s, required_argument, set_string, FIELD(f), m, h }
+#define CALL(n, s, arg, fn, m, h) { n, NULL, s, arg, fn, 0, m, h }
+#define REFUSED(n, s, arg) { n, NULL, s, arg, NULL, 0, NULL, NULL }
+/* Refused; its --no-NAME form asks for what this criu does anyway, so it is accepted. */
+#define REFUSED_FLAG(n, s) { n, "no-" n, s, no_argument, NULL, 0, NULL, NULL }
+/* clang-format on */
+
+static int set_bool(const struct cr_option *o, const char *arg, bool on);
+static int set_string(const struct cr_option *o, const char *arg, bool on);
+static int set_tree(const struct cr_option *o, const char *arg, bool on);
+static int set_verbosity(const struct cr_option *o, const char *arg, bool on);
+static int set_timeout(const struct cr_option *o, const char *arg, bool on);
+static int set_status_fd(const struct cr_option *o, const char *arg, bool on);
+static int set_ghost_limit(const struct cr_option *o, const char *arg, bool on);
+static int add_action_script(const struct cr_option *o, const char *arg, bool on);
+static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
+static int set_external(const struct cr_option *o, const char *arg, bool on);
+static int set_root(const struct cr_option *o, const char *arg, bool on);
+static int set_feature(const struct cr_option *o, const char *arg, bool on);
+static int set_check_all(const struct cr_option *o, const char *arg, bool on);
+static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on);
+static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on);
+static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on);
+static int set_file_validation(const struct cr_option *o, const char *arg, bool on);
+static int set_config(const struct cr_option *o, const char *arg, bool on);
+static int show_help(const struct cr_option *o, const char *arg, bool on);
+static int show_version(const struct cr_option *o, const char *arg, bool on);
+
+/*
+ * Every option of upstream CRIU 4.2, spelled and taking its argument as there (short
+ * names: upstream's "dSsRt:hD:o:v::x::Vr:jJ:lW:L:M:"). Why each refused one is refused:
+ * Documentation/criu.8.txt.
+ */
+static const struct cr_option options[] = {
+	/* the tree, the images, the log */
+	CALL("tree", 't', required_argument, set_tree, "PID", "checkpoint the tree rooted at PID"),
+	STRING("images-dir", 'D', imgs_dir, "DIR", "directory of the image files (default: .)"),
+	STRING("work-dir", 'W', work_dir, "DIR", "directory for logs and a relative pidfile"),
+	STRING("log-file", 'o', log_file, "FILE", "log file, relative to the work dir"),
+	CALL("verbosity", 'v', optional_argument, set_verbosity, "[=N]",
+	     "-v adds a level (-vvv: three), -vN or --verbosity=N sets it (0-4)"),
+	FLAG("log-pid", 0, log_pid, "each restored task logs to FILE.PID"),
+	FLAG("display-stats", 0, display_stats, "print the dump/restore statistics"),
+	/* what becomes of the tree */
+	SWITCH("leave-running", 'R', leave_running, "leave the tree running after dump"),
+	SWITCH("leave-stopped", 's', leave_stopped, "leave the tree stopped after dump or restore"),
+	FLAG("restore-detached", 'd', restore_detach, "do not wait for the restored tree"),
+	FLAG("daemon", 0, restore_detach, "the same as --restore-detached"),
+	FLAG("restore-sibling", 'S', restore_sibling, "restore the root as a sibling of criu"),
+	STRING("pidfile", 0, pidfile, "FILE", "write the restored root's pid to FILE"),
+	CALL("timeout", 0, required_argument, set_timeout, "N",
+	     "seconds for seizing the tree (default 10) or restoring it (none)"),
+	CALL("status-fd", 0, required_argument, set_status_fd, "FD",
+	     "write \\0 to FD and close it once dump or restore succeeded"),
+	FLAG("shell-job", 'j', shell_job, "the tree's stdio is a terminal"),
+	CALL("action-script", 0, required_argument, add_action_script, "FILE",
+	     "run FILE at each stage (repeatable)"),
+	STRING("libdir", 'L', libdir, "DIR", "load plugins from DIR"),
+	/* files */
+	CALL("inherit-fd", 0, required_argument, add_inherit_fd, "fd[N]:KEY",
+	     "restore the file KEY (pipe:[INODE] or a path) as criu's fd N"),
+	CALL("ghost-limit", 0, required_argument, set_ghost_limit, "SIZE",
+	     "largest deleted file whose contents dump saves (default 1M)"),
+	CALL("file-validation", 0, required_argument, set_file_validation, "filesize",
+	     "a reopened file of another size fails the restore"),
+	CALL("external", 0, required_argument, set_external, "RES", NULL),
+	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
+	/* memory */
+	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
+	     "how pre-dump reads memory (pre-dump needs memory tracking)"),
+	REFUSED_FLAG("track-mem", 0),
+	REFUSED("prev-images-dir", 0, required_argument),
+	REFUSED_FLAG("auto-dedup", 0),
+	REFUSED_FLAG("page-server", 0),
+	REFUSED("address", 0, required_argument),
+	REFUSED("port", 0, required_argument),
+	REFUSED("ps-socket", 0, required_argument),
+	REFUSED("lazy-pages", 0, no_argument),
+	REFUSED_FLAG("stream", 0),
+	/* values this criu has exactly one of */
+	CALL("manage-cgroups", 0, optional_argument, set_manage_cgroups, "=ignore",
+	     "cgroups are neither dumped nor restored"),
+	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
+	     "no CPU capability image is written or checked"),
+	/* check */
+	CALL("feature", 0, required_argument, set_feature, "NAME", "check: only this feature"),
+	FLAG("extra", 0, check_extra, "check: also the extra features"),
+	FLAG("experimental", 0, check_experimental, "check: also the experimental features"),
+	CALL("all", 0, no_argument, set_check_all, NULL, "check: --extra and --experimental"),
+	/* configuration */
+	CALL("config", 0, required_argument, set_config, "FILE", "read options from FILE"),
+	CALL("no-default-config", 0, no_argument, set_config, NULL,
+	     "read neither /etc/criu/default.conf nor ~/.criu/default.conf"),
+	CALL("help", 'h', no_argument, show_help, NULL, "print this text"),
+	CALL("version", 'V', no_argument, show_version, NULL, "print the version"),
+	/* refused: state this criu does not dump or restore (Documentation/criu.8.txt) */
+	REFUSED("join-ns", 'J', required_argument),
+	REFUSED("ext-unix-sk", 'x', optional_argument),
+	REFUSED_FLAG("tcp-established", 0),
+	REFUSED_FLAG("tcp-close", 0),
+	REFUSED_FLAG("skip-in-flight", 0),
+	REFUSED("close", 0, required_argument),
+	REFUSED_FLAG("evasive-devices", 0),
+	REFUSED("veth-pair", 0, required_argument),
+	REFUSED_FLAG("link-remap", 0),
+	REFUSED_FLAG("ghost-fiemap", 0),
+	REFUSED_FLAG("file-locks", 'l'),
+	REFUSED("ms", 0, no_argument),
+	REFUSED_FLAG("force-irmap", 0),
+	REFUSED("irmap-scan-path", 0, required_argument),
+	REFUSED("ext-mount-map", 'M', required_argument),
+	REFUSED("exec-cmd", 0, no_argument),
+	REFUSED("cgroup-root", 0, required_argument),
+	REFUSED("cgroup-props", 0, required_argument),
+	REFUSED("cgroup-props-file", 0, required_argument),
+	REFUSED("cgroup-dump-controller", 0, required_argument),
+	REFUSED("cgroup-yard", 0, required_argument),
+	REFUSED("freeze-cgroup", 0, required_argument),
+	REFUSED("skip-mnt", 0, required_argument),
+	REFUSED("enable-fs", 0, required_argument),
+	REFUSED("enable-external-sharing", 0, no_argument),
+	REFUSED("enable-external-masters", 0, no_argument),
+	REFUSED_FLAG("mntns-compat-mode", 0),
+	REFUSED("lsm-profile", 0, required_argument),
+	REFUSED("lsm-mount-context", 0, required_argument),
+	REFUSED("empty-ns", 0, required_argument),
+	REFUSED("network-lock", 0, required_argument),
+	REFUSED_FLAG("weak-sysctls", 0),
+	REFUSED_FLAG("skip-file-rwx-check", 0),
+	REFUSED_FLAG("unprivileged", 0),
+	REFUSED_FLAG("allow-uprobes", 0),
+	REFUSED_FLAG("deprecated", 0),
+	REFUSED_FLAG("tls", 0),
+	REFUSED("tls-cacert", 0, required_argument),
+	REFUSED("tls-cacrl", 0, required_argument),
+	REFUSED("tls-cert", 0, required_argument),
+	REFUSED("tls-key", 0, required_argument),
+	REFUSED("tls-no-cn-verify", 0, no_argument),
+};
+
+#define NR_OPTIONS (sizeof(options) / sizeof(options[0]))
+/* getopt's val for a long option: 2 * index (+1 for --no-NAME), above any short name. */
+#define LONG_VAL_BASE 256
+
+/* The first error line of the parse, kept for the log file (parse_error_line()). */
+static char error_line[512];
+
+/* Where the words being parsed come from: NULL for the command line, else "FILE:LINE". */
+static const char *parse_where;
+/* The pass that only looks for --config and --no-default-config. */
+static bool config_scan;
+
+/*
+ * One line on stderr, kept for the log: prefix ("Error: " or ""), where a configuration
+ * file says it, the message.
+ */
+static void __attribute__((format(printf, 2, 3)))
+say_error(const char *prefix, const char *fmt, ...)
+{
+	va_list args;
+	int n;
+
+	n = snprintf(error_line, sizeof(error_line), "%s%s%s", prefix, parse_where ?: "",
+		     parse_where ? ": " : "");
+	va_start(args, fmt);
+	vsnprintf(error_line + n, sizeof(error_line) - n, fmt, args);
+	va_end(args);
+	fprintf(stderr, "%s\n", error_line);
+}
+
+#define opt_error(fmt, ...) say_error("Error: ", fmt, ##__VA_ARGS__)
+
+/* The one line a refused option gets (its value too, where only some values are refused). */
+static int refuse(const struct cr_option *o, const char *value)
+{
+	if (value)
+		say_error("", "option --%s%c%s is not supported", o->name,
+			  o->has_arg == optional_argument ? '=' : ' ', value);
+	else
+		say_error("", "option --%s is not supported", o->name);
+	return -1;
+}
+
+const char *parse_error_line(void)
+{
+	return error_line;
+}
+
+static void *field(const struct cr_option *o)
+{
+	return (char *)&opts + o->off;
+}
+
+static int set_bool(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)arg;
+	*(bool *)field(o) = on;
+	return 0;
+}
+
+static int set_string(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	*(char **)field(o) = (char *)arg;
+	return 0;
+}
+
+/* A decimal number up to max, nothing else around it. */
+static int parse_number(const struct cr_option *o, const char *arg, unsigned long max,
+			unsigned long *val)
+{
+	char *end;
+
+	errno = 0;
+	*val = strtoul(arg, &end, 10);
+	if (errno || !*arg || *end || arg[0] == '-' || arg[0] == '+' || *val > max) {
+		opt_error("bad value '%s' for --%s", arg, o->name);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_tree(const struct cr_option *o, const char *arg, bool on)
+{
+	unsigned long pid;
+
+	(void)on;
+	if (parse_number(o, arg, INT_MAX, &pid))
+		return -1;
+	if (pid == 0) {
+		opt_error("bad value '%s' for --%s", arg, o->name);
+		return -1;
+	}
+	opts.tree_pid = pid;
+	return 0;
+}
+
+/*
+ * As upstream: without a value one level more; a value that starts with 'v' (-vvv is
+ * -v with "vv") one more per letter; any other value is read like atoi(), so that
+ * "-verbosity=0" (-v with "erbosity=0") means level 0, as CRIU's test driver relies on.
+ * A negative level means everything, as it does for CRIU's unsigned level.
+ */
+static int set_verbosity(const struct cr_option *o, const char *arg, bool on)
+{
+	long level;
+
+	(void)o;
+	(void)on;
+	if (!arg) {
+		opts.loglevel++;
+	} else if (arg[0] == 'v') {
+		opts.loglevel += 1 + strlen(arg);
+	} else {
+		level = strtol(arg, NULL, 10);
+		opts.loglevel = level < 0 || level > LOG_DEBUG ? LOG_DEBUG : level;
+	}
+	if (opts.loglevel > LOG_DEBUG)
+		opts.loglevel = LOG_DEBUG;
+	return 0;
+}
+
+static int set_timeout(const struct cr_option *o, const char *arg, bool on)
+{
+	unsigned long seconds;
+
+	(void)on;
+	if (parse_number(o, arg, INT_MAX / 1000, &seconds))
+		return -1;
+	opts.timeout = seconds;
+	return 0;
+}
+
+static int set_status_fd(const struct cr_option *o, const char *arg, bool on)
+{
+	unsigned long fd;
+
+	(void)on;
+	if (parse_number(o, arg, INT_MAX, &fd))
+		return -1;
+	opts.status_fd = fd;
+	return 0;
+}
+
+/* A size as upstream takes it: a number with an optional K, M or G (any case). */
+static int set_ghost_limit(const struct cr_option *o, const char *arg, bool on)
+{
+	unsigned long long size;
+	unsigned int shift = 0;
+	char *end;
+
+	(void)on;
+	errno = 0;
+	size = strtoull(arg, &end, 10);
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	}
+	if (errno || end == arg || *end || arg[0] == '-' || size > (UINT64_MAX >> shift)) {
+		opt_error("bad size '%s' for --%s (a number, then K, M or G)", arg, o->name);
+		return -1;
+	}
+	opts.ghost_limit = size << shift;
+	return 0;
+}
+
+/* Appends a copy of item to a growing array of count elements of size bytes. */
+static int append(void *array, unsigned int *count, const void *item, size_t size)
+{
+	void **arr = array;
+	char *grown = realloc(*arr, (*count + 1) * size);
+
+	if (!grown) {
+		opt_error("out of memory");
+		return -1;
+	}
+	memcpy(grown + *count * size, item, size);
+	*arr = grown;
+	(*count)++;
+	return 0;
+}
+
+static int add_action_script(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)on;
+	return append(&opts.action_scripts, &opts.nr_action_scripts, &arg, sizeof(arg));
+}
+
+/*
+ * fd[N]:KEY. Restore looks KEY up among the pipes (pipe:[INODE], the inode dump saw) and
+ * regular files (their path); other kinds of KEY name state this criu does not restore.
+ */
+static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on)
+{
+	static const char *const refused[] = {"tty[", "socket:[", "file[", "/memfd:"};
+	struct inherit_fd ifd = {0};
+	unsigned long fd;
+	char *end;
+
+	(void)on;
+	errno = 0;
+	fd = strncmp(arg, "fd[", 3) ? ULONG_MAX : strtoul(arg + 3, &end, 10);
+	if (fd > INT_MAX || errno || end == arg + 3 || strncmp(end, "]:", 2) || !end[2]) {
+		opt_error("bad value '%s' for --%s (fd[N]:KEY)", arg, o->name);
+		return -1;
+	}
+	ifd.fd = fd;
+	ifd.key = end + 2;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (!strncmp(ifd.key, refused[i], strlen(refused[i])))
+			return refuse(o, arg);
+	if (fcntl(ifd.fd, F_GETFD) < 0) {
+		opt_error("--%s %s: fd %d is not open", o->name, arg, ifd.fd);
+		return -1;
+	}
+	return append(&opts.inherit_fds, &opts.nr_inherit_fds, &ifd, sizeof(ifd));
+}
+
+/* Every kind upstream knows (tty, file, dev, unix, mnt, veth, macvlan, netdev): refused. */
+static int set_external(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	return refuse(o, arg);
+}
+
+/* --root is the root restore works in: / is what this criu always uses. */
+static int set_root(const struct cr_option *o, const char *arg, bool on)
+{
+	char *real = realpath(arg, NULL);
+	bool slash = real && !strcmp(real, "/");
+
+	(void)on;
+	free(real);
+	return slash ? 0 : refuse(o, arg);
+}
+
+static int set_feature(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)on;
+	if (!check_feature_known(arg)) {
+		opt_error("unknown feature '%s' (criu --help lists them)", arg);
+		return -1;
+	}
+	opts.check_feature = (char *)arg;
+	return 0;
+}
+
+static int set_check_all(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)arg;
+	(void)on;
+	opts.check_extra = opts.check_experimental = true;
+	return 0;
+}
+
+static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strcmp(arg, "splice") && strcmp(arg, "read")) {
+		opt_error("bad value '%s' for --%s (splice or read)", arg, o->name);
+		return -1;
+	}
+	opts.pre_dump_read = !strcmp(arg, "read");
+	return 0;
+}
+
+/* Whether arg is one of the NULL-terminated words. */
+static bool one_of(const char *arg, const char *const *words)
+{
+	for (; *words; words++)
+		if (!strcmp(arg, *words))
+			return true;
+	return false;
+}
+
+/* This criu neither dumps nor restores cgroups: upstream's "ignore". */
+static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on)
+{
+	static const char *const modes[] = {"none",   "props",	"soft", "full",
+					    "strict", "ignore", NULL};
+
+	(void)on;
+	if (arg && !one_of(arg, modes)) {
+		opt_error("bad value '%s' for --%s (none, props, soft, full, strict or ignore)",
+			  arg, o->name);
+		return -1;
+	}
+	/* Without a value upstream means "soft": cgroups dumped and restored. */
+	return arg && !strcmp(arg, "ignore") ? 0 : refuse(o, arg);
+}
+
+/* Dump writes no cpuinfo image and restore checks no CPU capability: "none". */
+static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	return arg && !strcmp(arg, "none") ? 0 : refuse(o, arg);
+}
+
+/* filesize: a reopened file whose size changed fails the restore (else a warning). */
+static int set_file_validation(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strcmp(arg, "filesize") && strcmp(arg, "buildid")) {
+		opt_error("bad value '%s' for --%s (filesize or buildid)", arg, o->name);
+		return -1;
+	}
+	if (strcmp(arg, "filesize"))
+		return refuse(o, arg);
+	opts.file_validation_size = true;
+	return 0;
+}
+
+/*
+ * Taken by the first pass (config_scan), before any file is read; a configuration file
+ * cannot name another one.
+ */
+static int set_config(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (parse_where) {
+		opt_error("--%s cannot be set in a configuration file", o->name);
+		return -1;
+	}
+	if (!config_scan)
+		return 0;
+	if (arg)
+		opts.config_file = (char *)arg;
+	else
+		opts.no_default_config = true;
+	return 0;
+}
+
+static int show_help(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)arg;
+	(void)on;
+	print_usage();
+	exit(0);
+}
+
+static int show_version(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)arg;
+	(void)on;
+	printf("Version: %s\n", CRIU_VERSION);
+	exit(0);
+}
+
+/* ---------------------------------------------------------------- getopt ---- */
+
+static struct option long_opts[2 * NR_OPTIONS + 1];
+static char short_opts[3 * NR_OPTIONS + 2];
+
+static void build_getopt_tables(void)
+{
+	unsigned int n = 0;
+	char *s = short_opts;
+
+	if (long_opts[0].name)
+		return;
+	/* ':' first: a missing argument is told from an unknown option. */
+	*s++ = ':';
+	for (unsigned int i = 0; i < NR_OPTIONS; i++) {
+		const struct cr_option *o = &options[i];
+
+		long_opts[n++] = (struct option){o->name, o->has_arg, NULL, LONG_VAL_BASE + 2 * i};
+		if (o->no_name)
+			long_opts[n++] = (struct option){o->no_name, no_argument, NULL,
+							 LONG_VAL_BASE + 2 * i + 1};
+		if (!o->short_name)
+			continue;
+		*s++ = o->short_name;
+		if (o->has_arg != no_argument)
+			*s++ = ':';
+		if (o->has_arg == optional_argument)
+			*s++ = ':';
+	}
+}
+
+static const struct cr_option *option_of_short(int c)
+{
+	for (unsigned int i = 0; i < NR_OPTIONS; i++)
+		if (options[i].short_name == c)
+			return &options[i];
+	return NULL;
+}
+
+static int apply_option(const struct cr_option *o, const char *arg, bool on)
+{
+	/* The scan pass acts on --config alone (set_config knows the pass), the others on all else.
+	 */
+	if (o->set == set_config)
+		return set_config(o, arg, on);
+	if (config_scan)
+		return 0;
+	if (o->set)
+		return o->set(o, arg, on);
+	/* Refused; its --no- form asks for what this criu does. */
+	return on ? refuse(o, NULL) : 0;
+}
+
+static void report_getopt_error(int c, char **argv)
+{
+	const struct cr_option *o = c == ':' ? option_of_short(optopt) : NULL;
+
+	if (c == ':' && o)
+		opt_error("option -%c (--%s) requires an argument", optopt, o->name);
+	else if (c == ':')
+		opt_error("option '%s' requires an argument", argv[optind - 1]);
+	else if (optopt && optopt < LONG_VAL_BASE)
+		opt_error("unknown option '-%c'", optopt);
+	else
+		opt_error("unknown or ambiguous option '%s'", argv[optind - 1]);
+}
+
+/*
+ * One getopt pass over argv (argv[0] is skipped). Returns the index of the first
+ * positional argument (getopt moves them to the end), or -1.
+ */
+static int getopt_pass(int argc, char **argv)
+{
+	int c;
+
+	build_getopt_tables();
+	optind = 0; /* glibc: start afresh, argv is another vector */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
+		const struct cr_option *o;
+		bool on = true;
+
+		if (c == '?' || c == ':') {
+			if (config_scan)
+				continue; /* the real pass says it */
+			report_getopt_error(c, argv);
+			return -1;
+		}
+		if (c >= LONG_VAL_BASE) {
+			o = &options[(c - LONG_VAL_BASE) / 2];
+			on = !((c - LONG_VAL_BASE) & 1);
+		} else {
+			o = option_of_short(c);
+		}
+		if (apply_option(o, optarg, on))
+			return -1;
+	}
+	return optind;
+}
+
+/* --------------------------------------------------- configuration files ---- */
+
+#define CONFIG_MAX_WORDS 64
+
+/*
+ * A value in double quotes, as upstream reads it: \" is a quote, nothing but blanks may
+ * follow the closing one. Unquotes in place; returns the end of the value, or NULL.
+ */
+static char *unquote(char *p)
+{
+	char *out = p, *in = p + 1;
+
+	for (; *in && *in != '"'; in++) {
+		if (in[0] == '\\' && in[1] == '"')
+			in++;
+		*out++ = *in;
+	}
+	if (*in != '"')
+		return NULL;
+	*out = '\0';
+	in++;
+	in += strspn(in, " \t\r\n");
+	return *in ? NULL : in;
+}
+
+/*
+ * One line of a configuration file into argv words: '#' starts a comment; the first word
+ * is an option's long name without dashes ("verbosity=4", "tree 123"); the words after
+ * it are given as they are (a value, or further options); a value in double quotes may
+ * hold blanks. Returns the number of words (0 for none), or -1.
+ */
+static int split_config_line(char *line, char **words)
+{
+	int n = 0;
+	char *p = strchr(line, '#');
+
+	if (p)
+		*p = '\0';
+	p = line;
+	while (n < CONFIG_MAX_WORDS) {
+		p += strspn(p, " \t\r\n");
+		if (!*p)
+			return n;
+		words[n++] = p;
+		if (n == 2 && *p == '"') {
+			p = unquote(p);
+			if (!p)
+				return -1;
+			continue;
+		}
+		p += strcspn(p, " \t\r\n");
+		if (*p)
+			*p++ = '\0';
+	}
+	return -1;
+}
+
+static int apply_config_line(char *line, const char *where)
+{
+	char *words[CONFIG_MAX_WORDS], *argv[CONFIG_MAX_WORDS + 2];
+	char first[256];
+	int n = split_config_line(line, words), pos;
+
+	if (n <= 0) {
+		if (n < 0)
+			opt_error("%s: cannot read this line (see criu(8), CONFIGURATION FILES)",
+				  where);
+		return n;
+	}
+	if (snprintf(first, sizeof(first), "--%s", words[0]) >= (int)sizeof(first)) {
+		opt_error("%s: '%s' is too long for an option name", where, words[0]);
+		return -1;
+	}
+	argv[0] = "criu";
+	argv[1] = first;
+	memcpy(argv + 2, words + 1, (n - 1) * sizeof(*words));
+	argv[n + 1] = NULL;
+	parse_where = where;
+	pos = getopt_pass(n + 1, argv);
+	parse_where = NULL;
+	if (pos >= 0 && pos <= n) {
+		opt_error("%s: '%s' is not an option or the value of one", where, argv[pos]);
+		return -1;
+	}
+	return pos < 0 ? -1 : 0;
+}
+
+/*
+ * Applies a configuration file. Its option words stay referenced by opts, so the text is
+ * kept for the whole run. A missing file is skipped when optional (the default files).
+ */
+static int read_config_file(const char *path, bool optional)
+{
+	char *line = NULL, where[PATH_MAX + 32];
+	unsigned int lineno = 0;
+	size_t cap = 0;
+	int ret = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (!f) {
+		if (optional && errno == ENOENT)
+			return 0;
+		opt_error("cannot read configuration file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (!ret && getline(&line, &cap, f) > 0) {
+		snprintf(where, sizeof(where), "%s:%u", path, ++lineno);
+		ret = apply_config_line(line, where);
+		if (!ret) {
+			line = NULL; /* words of it may be in opts now */
+			cap = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/*
+ * As upstream reads them: the default files unless --no-default-config or --config,
+ * then $CRIU_CONFIG_FILE (even with --no-default-config), then --config FILE (the last
+ * one given); the command line comes after all of them and wins.
+ */
+static int read_config_files(void)
+{
+	const char *home = getenv("HOME"), *env = getenv("CRIU_CONFIG_FILE");
+	char user[PATH_MAX];
+
+	if (!opts.no_default_config && !opts.config_file) {
+		if (read_config_file("/etc/criu/default.conf", true))
+			return -1;
+		if (home &&
+		    snprintf(user, sizeof(user), "%s/.criu/default.conf", home) <
+			    (int)sizeof(user) &&
+		    read_config_file(user, true))
+			return -1;
+	}
+	if (env && *env && read_config_file(env, false))
+		return -1;
+	return opts.config_file ? read_config_file(opts.config_file, false) : 0;
+}
+
+int parse_options(int argc, char **argv)
+{
+	config_scan = true;
+	getopt_pass(argc, argv);
+	config_scan = false;
+	if (read_config_files())
+		return -1;
+	return getopt_pass(argc, argv);
+}
+
+/* ------------------------------------------------------------------ usage ---- */
+
+static void print_option_help(const struct cr_option *o)
+{
+	char left[64];
+	int n = 0;
+
+	if (o->short_name)
+		n = snprintf(left, sizeof(left), "-%c|", o->short_name);
+	n += snprintf(left + n, sizeof(left) - n, "--%s%s", o->no_name ? "[no-]" : "", o->name);
+	if (o->metavar)
+		snprintf(left + n, sizeof(left) - n, "%s%s",
+			 o->metavar[0] == '[' || o->metavar[0] == '=' ? "" : " ", o->metavar);
+	printf("  %-28s %s\n", left, o->help);
+}
+
+void print_usage(void)
+{
+	unsigned int col = 2;
+
+	printf("Usage:\n"
+	       "  criu dump -t PID -D DIR [options]\n"
+	       "  criu restore -D DIR [options]\n"
+	       "  criu check [--feature NAME] [--extra] [--experimental] [--all]\n"
+	       "  criu show FILE\n"
+	       "  (pre-dump needs memory tracking, which this kernel lacks; page-server, service,\n"
+	       "  dedup, lazy-pages, cpuinfo, swrk and exec are not supported)\n"
+	       "\n"
+	       "Options (also read from /etc/criu/default.conf, ~/.criu/default.conf,\n"
+	       "$CRIU_CONFIG_FILE and --config FILE, one per line without the dashes):\n");
+	for (unsigned int i = 0; i < NR_OPTIONS; i++)
+		if (options[i].set && options[i].help)
+			print_option_help(&options[i]);
+	printf("\nRefused with \"option --NAME is not supported\" (criu(8) says why):\n ");
+	for (unsigned int i = 0; i < NR_OPTIONS; i++) {
+		const char *name = options[i].name;
+
+		if (options[i].set && options[i].set != set_external)
+			continue;
+		if (col + strlen(name) + 3 > 88) {
+			printf("\n ");
+			col = 2;
+		}
+		col += printf(" --%s", name);
+	}
+	printf("\n--external is refused for every kind; --root for any directory but /;\n"
+	       "--manage-cgroups but =ignore; --cpu-cap but =none; --file-validation buildid.\n"
+	       "\nFeatures for check --feature:\n ");
+	col = 2;
+	for (const char *const *f = check_feature_names(); *f; f++) {
+		if (col + strlen(*f) + 2 > 88) {
+			printf("\n ");
+			col = 2;
+		}
+		col += printf(" %s", *f);
+	}
+	printf("\n");
+}

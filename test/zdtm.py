@@ -192,6 +192,9 @@ def truncate_ghost_file(img_dir, pid):
 #   status_fd      dump, then restore without -d, each with --status-fd: \0 once done
 #   leave_stopped  dump --leave-stopped, then restore --leave-stopped: every thread
 #                  stopped each time, running on after SIGCONT
+#   log_pid        restore --log-pid: each task's log in restore.log.PID
+#   inherit_fd     the test's stdin is a pipe of the runner's, given back to the
+#                  restored task with --inherit-fd fd[N]:pipe:[INODE]
 #   plugin_round_trip      test/plugins/plugin_dev dumped and restored with the test
 #                          plugins (-L), then the trace/images/log check named by 'check'
 #   plugin_dump_fails      test_fail fails at hook 'fail': dump fails naming it, the
@@ -390,6 +393,10 @@ TESTS = {
         'expect': 'failed at pre-dump: exit status 7'},
     'status_fd': {'bin': 'mem_anon_private', 'mode': 'status_fd'},
     'leave_stopped': {'bin': 'threads_regs_tls', 'mode': 'leave_stopped'},
+    'log_pid': {'bin': 'tree_sessions', 'mode': 'log_pid'},
+    'inherit_fd_pipe': {'bin': 'mem_anon_private', 'mode': 'inherit_fd'},
+    'dump_timeout_vfork': {'mode': 'dump_fails', 'dump_args': ['--timeout', '1'],
+                           'expect': 'did not stop in time (--timeout)'},
     'ghost_limit_exceeded': {'bin': 'file_deleted_open', 'mode': 'dump_fails',
                              'dump_args': ['--ghost-limit', '64K'],
                              'expect': 'bytes of data, more than --ghost-limit 65536'},
@@ -930,6 +937,7 @@ class TestRun:
         self.tty_output = b''
         self.criu_env = {}  # extra environment of the criu commands
         self.criu_pass_fds = ()  # descriptors the criu commands inherit
+        self.stdin_pipe = None  # mode inherit_fd: (read, write) ends, the test's stdin
         self.trace = os.path.join(self.out, 'trace')  # written by the test_trace plugin
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
@@ -952,6 +960,8 @@ class TestRun:
             self.pty_master, slave_fd = pty.openpty()
             self.pty_slave_path = os.ttyname(slave_fd)
             os.close(slave_fd)
+        if self.desc.get('mode') == 'inherit_fd':
+            self.stdin_pipe = os.pipe()
         pid = os.fork()
         if pid == 0:
             self.exec_test(prog)
@@ -964,7 +974,8 @@ class TestRun:
             if self.pty_slave_path:
                 stdin = stdout = os.open(self.pty_slave_path, os.O_RDWR | os.O_NOCTTY)
             else:
-                stdin = os.open('/dev/null', os.O_RDONLY)
+                stdin = (self.stdin_pipe[0] if self.stdin_pipe else
+                         os.open('/dev/null', os.O_RDONLY))
                 stdout = os.open(self.output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             os.dup2(stdin, 0)
             os.dup2(stdout, 1)
@@ -1073,6 +1084,9 @@ class TestRun:
             os.close(self.pty_master)
             self.pty_master = None
         self.stop_emulator()
+        for fd in self.stdin_pipe or ():
+            os.close(fd)
+        self.stdin_pipe = None
 
     # --- the KFD emulator (GPU tests) ---------------------------------------
     def start_emulator(self):
@@ -1501,6 +1515,40 @@ class TestRun:
             if criu.poll() is None:
                 criu.kill()
                 criu.wait()
+
+    def run_log_pid(self):
+        """restore --log-pid: each restored task logs into restore.log.PID, not restore.log."""
+        pid = self.pid
+        self.dump()
+        self.restore(pid, extra=['--log-pid'])
+        with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
+            shared = log.read()
+        for pid in sorted(self.tree):
+            path = os.path.join(self.img, 'restore.log.%d' % pid)
+            if not os.path.exists(path):
+                raise TestFailure('no restore.log.%d' % pid, 'restore.log')
+            with open(path, errors='replace') as log:
+                own = log.read()
+            if '%d: restoring task %d' % (pid, pid) not in own or \
+                    '%d: restoring task' % pid in shared:
+                raise TestFailure('task %d did not log into restore.log.%d alone' % (pid, pid),
+                                  'restore.log')
+        self.finish_and_judge()
+
+    def run_inherit_fd(self):
+        """The test's stdin is a pipe the runner holds: restored with --inherit-fd, the task
+        gets that very pipe back (not a new one), and the runner's writes reach it."""
+        pid, (rd, wr) = self.pid, self.stdin_pipe
+        ino = os.fstat(rd).st_ino
+        self.dump()
+        self.criu_pass_fds = (rd,)
+        self.restore(pid, extra=['--inherit-fd', 'fd[%d]:pipe:[%d]' % (rd, ino)])
+        self.criu_pass_fds = ()
+        link = os.readlink('/proc/%d/fd/0' % pid)
+        if link != 'pipe:[%d]' % ino:
+            raise TestFailure('restored stdin is %s, not the inherited pipe:[%d]' % (link, ino),
+                              'restore.log')
+        self.finish_and_judge()
 
     def expect_tree_stopped(self, when):
         """Every thread of the tree stopped (T), none traced."""

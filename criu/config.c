@@ -107,6 +107,7 @@ static const struct cr_option options[] = {
 	/* files */
 	CALL("inherit-fd", 0, required_argument, add_inherit_fd, "fd[N]:KEY",
 	     "restore the file KEY (pipe:[INODE] or a path) as criu's fd N"),
+	FLAG("link-remap", 0, link_remap, "dump a file open under a removed name by linking it back"),
 	CALL("ghost-limit", 0, required_argument, set_ghost_limit, "SIZE",
 	     "largest deleted file whose contents dump saves (default 1M)"),
 	CALL("file-validation", 0, required_argument, set_file_validation, "filesize",
@@ -150,7 +151,6 @@ static const struct cr_option options[] = {
 	REFUSED("close", 0, required_argument),
 	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("veth-pair", 0, required_argument),
-	REFUSED_FLAG("link-remap", 0),
 	REFUSED_FLAG("ghost-fiemap", 0),
 	REFUSED_FLAG("file-locks", 'l'),
 	REFUSED("ms", 0, no_argument),

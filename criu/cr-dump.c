@@ -1256,6 +1256,8 @@ int cr_dump_tasks(pid_t pid)
 out:
 	if (files_open)
 		files_dump_fini();
+	if (ret)
+		reg_dump_undo();
 	/* Before the tree runs again: on failure plugins resume the devices they paused. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
 	release_tree(ret == 0);

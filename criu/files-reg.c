@@ -3,7 +3,10 @@
  * full, random, urandom), reopened by path: fds, mapped files, the exe, cwd and root. A
  * file that was deleted while open is a ghost: remap-fpath.img maps its file id to
  * ghost-file-ID.img, which holds its attributes and contents; restore re-creates it at
- * its path, opens it and unlinks it again.
+ * its path, opens it and unlinks it again. With --link-remap, a file whose name was removed
+ * while other names remain is linked back as link_remap.ID beside it (a LINKED remap);
+ * restore links that to the old name, opens it, unlinks the name, and removes the
+ * link_remap file once the tree runs.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -230,21 +233,6 @@ static int dump_ghost(const char *src, const char *path, const struct stat *st, 
 	return 0;
 }
 
-/* remap-fpath.img: file id -> the ghost holding its contents. */
-static int write_ghost_remap(uint32_t file_id, uint32_t ghost_id)
-{
-	RemapFilePathEntry rpe = REMAP_FILE_PATH_ENTRY__INIT;
-	struct cr_img *img = files_side_image(CR_IMG_REMAP_FPATH);
-
-	if (!img)
-		return -EIO;
-	rpe.orig_id = file_id;
-	rpe.remap_id = ghost_id;
-	rpe.has_remap_type = true;
-	rpe.remap_type = REMAP_TYPE__GHOST;
-	return pb_write_one(img, &rpe);
-}
-
 /*
  * Kernel-internal files show up as deleted files with made-up paths; re-creating them
  * on disk would be wrong, so they are refused until their own kinds exist.
@@ -284,24 +272,47 @@ static int check_ghost_path(const char *path, const char *what)
  * files. A file still linked must still be reachable there, or restore would open
  * something else.
  */
+enum reg_path_kind {
+	PATH_LIVE, /* the path names the file */
+	PATH_GHOST, /* deleted: contents in a ghost image */
+	PATH_LINK_REMAP, /* its name removed, other names left: linked back (--link-remap) */
+};
+
+/*
+ * A file still linked whose own name was removed: --link-remap saves it as a hard link,
+ * in the same directory (a hard link cannot leave the filesystem).
+ */
+static int resolve_unlinked_path(const struct stat *st, const char *what, char *path,
+				 bool marked, enum reg_path_kind *kind)
+{
+	size_t sfx = strlen(DELETED_SUFFIX);
+
+	if (!marked || !S_ISREG(st->st_mode) || !opts.link_remap) {
+		pr_err("%s: %s no longer names the open file (renamed, replaced, in another mount "
+		       "namespace, or removed while other links remain: --link-remap)\n",
+		       what, path);
+		return -ENOENT;
+	}
+	path[strlen(path) - sfx] = '\0';
+	*kind = PATH_LINK_REMAP;
+	return check_ghost_path(path, what);
+}
+
 static int resolve_path(const char *link, const struct stat *st, const char *what, char *path,
-			bool *deleted)
+			enum reg_path_kind *kind)
 {
 	size_t len = strlen(link), sfx = strlen(DELETED_SUFFIX);
+	bool marked = len > sfx && !strcmp(link + len - sfx, DELETED_SUFFIX);
 	struct stat now;
 
 	snprintf(path, PATH_MAX, "%s", link);
-	*deleted = st->st_nlink == 0;
-	if (!*deleted) {
-		if (stat(path, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
-			pr_err("%s: %s no longer names the open file (renamed, replaced or in another "
-			       "mount namespace)\n",
-			       what, path);
-			return -ENOENT;
-		}
+	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
+	if (st->st_nlink) {
+		if (stat(path, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+			return resolve_unlinked_path(st, what, path, marked, kind);
 		return 0;
 	}
-	if (len > sfx && !strcmp(link + len - sfx, DELETED_SUFFIX))
+	if (marked)
 		path[len - sfx] = '\0';
 	if (!S_ISREG(st->st_mode) || is_internal_file(path)) {
 		pr_err("%s: %s is deleted and not a regular file on disk (memfd, shared memory, deleted "
@@ -312,31 +323,15 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	return check_ghost_path(path, what);
 }
 
-/*
- * One REG file_entry (plus its ghost and remap when deleted); src is the /proc link the
- * contents of a deleted file are read from.
- */
-static int dump_reg_entry(uint32_t id, const char *src, const char *link, const struct stat *st,
-			  uint32_t flags, uint64_t pos, const char *what)
+static int write_reg_entry(uint32_t id, const char *path, const struct stat *st, uint32_t flags,
+			   uint64_t pos)
 {
 	FileEntry fe = FILE_ENTRY__INIT;
 	RegFileEntry rfe = REG_FILE_ENTRY__INIT;
 	FownEntry fown = FOWN_ENTRY__INIT;
-	char path[PATH_MAX];
-	uint32_t ghost_id;
-	bool deleted;
-	int ret;
 
-	ret = resolve_path(link, st, what, path, &deleted);
-	if (!ret && deleted) {
-		ret = dump_ghost(src, path, st, &ghost_id);
-		if (!ret)
-			ret = write_ghost_remap(id, ghost_id);
-	}
-	if (ret)
-		return ret;
 	rfe.id = id;
-	rfe.name = path;
+	rfe.name = (char *)path; /* protobuf-c's field is not const; it is only read */
 	rfe.flags = flags;
 	rfe.pos = pos;
 	rfe.fown = &fown;
@@ -349,6 +344,105 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	fe.id = id;
 	fe.reg = &rfe;
 	return write_file_entry(&fe);
+}
+
+/* --link-remap: each inode linked back once per dump, removed again if the dump fails. */
+struct dumped_link_remap {
+	dev_t dev;
+	ino_t ino;
+	uint32_t id; /* its REG entry */
+	char *path;
+};
+
+static struct dumped_link_remap *dumped_link_remaps;
+static size_t nr_dumped_link_remaps;
+
+/* link_remap.ID beside path: a new name of the file behind src, and its REG entry. */
+static int link_back(const char *src, const char *path, const struct stat *st, uint32_t *link_id)
+{
+	struct dumped_link_remap *grown, *lr;
+	const char *slash = strrchr(path, '/');
+	char *lpath;
+
+	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
+		lr = &dumped_link_remaps[i];
+		if (lr->dev == st->st_dev && lr->ino == st->st_ino) {
+			*link_id = lr->id;
+			return 0;
+		}
+	}
+	*link_id = files_new_id();
+	grown = realloc(dumped_link_remaps, (nr_dumped_link_remaps + 1) * sizeof(*grown));
+	if (!grown || asprintf(&lpath, "%.*s/link_remap.%u", (int)(slash - path), path,
+			       *link_id) < 0) {
+		pr_err("out of memory linking back %s\n", path);
+		if (grown)
+			dumped_link_remaps = grown;
+		return -ENOMEM;
+	}
+	dumped_link_remaps = grown;
+	/* Through the /proc link: the inode itself, whatever names it has left. */
+	if (linkat(AT_FDCWD, src, AT_FDCWD, lpath, AT_SYMLINK_FOLLOW)) {
+		pr_perror("cannot link %s back as %s (--link-remap)", path, lpath);
+		free(lpath);
+		return -errno;
+	}
+	dumped_link_remaps[nr_dumped_link_remaps++] =
+		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, lpath };
+	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
+	return write_reg_entry(*link_id, lpath, st, O_RDONLY, 0);
+}
+
+void reg_dump_undo(void)
+{
+	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
+		if (unlink(dumped_link_remaps[i].path) && errno != ENOENT)
+			pr_warn("cannot remove %s: %s\n", dumped_link_remaps[i].path, strerror(errno));
+		free(dumped_link_remaps[i].path);
+	}
+	free(dumped_link_remaps);
+	dumped_link_remaps = NULL;
+	nr_dumped_link_remaps = 0;
+}
+
+/* remap-fpath.img: file id -> the file holding its contents (a ghost, a link). */
+static int write_remap(uint32_t file_id, uint32_t remap_id, RemapType type)
+{
+	RemapFilePathEntry rpe = REMAP_FILE_PATH_ENTRY__INIT;
+	struct cr_img *img = files_side_image(CR_IMG_REMAP_FPATH);
+
+	if (!img)
+		return -EIO;
+	rpe.orig_id = file_id;
+	rpe.remap_id = remap_id;
+	rpe.has_remap_type = true;
+	rpe.remap_type = type;
+	return pb_write_one(img, &rpe);
+}
+
+/*
+ * One REG file_entry (plus, when deleted, its ghost or link and the remap naming it); src
+ * is the /proc link the contents of a deleted file are read from.
+ */
+static int dump_reg_entry(uint32_t id, const char *src, const char *link, const struct stat *st,
+			  uint32_t flags, uint64_t pos, const char *what)
+{
+	enum reg_path_kind kind;
+	char path[PATH_MAX];
+	uint32_t remap_id;
+	int ret;
+
+	ret = resolve_path(link, st, what, path, &kind);
+	if (!ret && kind == PATH_GHOST) {
+		ret = dump_ghost(src, path, st, &remap_id);
+		if (!ret)
+			ret = write_remap(id, remap_id, REMAP_TYPE__GHOST);
+	} else if (!ret && kind == PATH_LINK_REMAP) {
+		ret = link_back(src, path, st, &remap_id);
+		if (!ret)
+			ret = write_remap(id, remap_id, REMAP_TYPE__LINKED);
+	}
+	return ret ? ret : write_reg_entry(id, path, st, flags, pos);
 }
 
 static bool reg_owns(const struct fd_parms *p)
@@ -676,21 +770,58 @@ static struct ghost_file *ghost_of_file(uint32_t file_id)
 	return NULL;
 }
 
-/* The ghost an entry names; CRIU's other remaps (a hard link, /proc) are refused. */
+/* remap-fpath.img: which file id is reached through which link_remap file (REG id). */
+struct linked_remap {
+	uint32_t file_id;
+	uint32_t link_id;
+};
+
+static struct linked_remap *linked_remaps;
+static size_t nr_linked_remaps;
+
+static const struct linked_remap *linked_remap_of(uint32_t file_id)
+{
+	for (size_t i = 0; i < nr_linked_remaps; i++)
+		if (linked_remaps[i].file_id == file_id)
+			return &linked_remaps[i];
+	return NULL;
+}
+
+static RemapType remap_type_of(const RemapFilePathEntry *rpe)
+{
+	if (rpe->has_remap_type)
+		return rpe->remap_type;
+	return (rpe->remap_id & REMAP_GHOST_BIT) ? REMAP_TYPE__GHOST : REMAP_TYPE__LINKED;
+}
+
+/* The ghost an entry names; CRIU's /proc remaps are refused. */
 static int remap_ghost_id(const RemapFilePathEntry *rpe, uint32_t *ghost_id)
 {
-	RemapType type;
-
-	if (rpe->has_remap_type)
-		type = rpe->remap_type;
-	else
-		type = (rpe->remap_id & REMAP_GHOST_BIT) ? REMAP_TYPE__GHOST : REMAP_TYPE__LINKED;
-	if (type != REMAP_TYPE__GHOST) {
-		pr_err("remap-fpath.img: file %u is a %s remap, which is not supported\n",
-		       rpe->orig_id, type == REMAP_TYPE__LINKED ? "linked" : "procfs");
+	if (remap_type_of(rpe) != REMAP_TYPE__GHOST) {
+		pr_err("remap-fpath.img: file %u is a procfs remap, which is not supported\n",
+		       rpe->orig_id);
 		return -ENOTSUP;
 	}
 	*ghost_id = rpe->has_remap_type ? rpe->remap_id : rpe->remap_id & ~REMAP_GHOST_BIT;
+	return 0;
+}
+
+/* A file linked back by --link-remap: its REG entry is checked once all are collected. */
+static int collect_linked_remap(const RemapFilePathEntry *rpe)
+{
+	struct linked_remap *grown;
+
+	if (ghost_of_file(rpe->orig_id) || linked_remap_of(rpe->orig_id)) {
+		pr_err("remap-fpath.img: file %u is remapped twice\n", rpe->orig_id);
+		return -EINVAL;
+	}
+	grown = realloc(linked_remaps, (nr_linked_remaps + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("remap-fpath.img: out of memory\n");
+		return -ENOMEM;
+	}
+	linked_remaps = grown;
+	linked_remaps[nr_linked_remaps++] = (struct linked_remap){ rpe->orig_id, rpe->remap_id };
 	return 0;
 }
 
@@ -703,10 +834,12 @@ static int collect_one_remap(void *msg, void *arg)
 	int ret;
 
 	(void)arg;
+	if (remap_type_of(rpe) == REMAP_TYPE__LINKED)
+		return collect_linked_remap(rpe);
 	ret = remap_ghost_id(rpe, &ghost_id);
 	if (ret)
 		return ret;
-	if (ghost_of_file(rpe->orig_id)) {
+	if (ghost_of_file(rpe->orig_id) || linked_remap_of(rpe->orig_id)) {
 		pr_err("remap-fpath.img: file %u is remapped twice\n", rpe->orig_id);
 		return -EINVAL;
 	}
@@ -729,8 +862,8 @@ static int reg_collect_images(void)
 	int ret = pb_collect_optional_image(CR_IMG_REMAP_FPATH, collect_one_remap, NULL);
 
 	if (!ret)
-		pr_info("collected %zu deleted files (ghosts) for %zu file entries\n", nr_ghosts,
-			nr_ghost_remaps);
+		pr_info("collected %zu deleted files (ghosts) for %zu file entries, %zu linked back\n",
+			nr_ghosts, nr_ghost_remaps, nr_linked_remaps);
 	return ret;
 }
 
@@ -795,11 +928,13 @@ static int reg_collect(struct file_desc *d)
 		.has_mode = rfe->has_mode, .mode = rfe->mode,
 		.has_size = rfe->has_size, .size = rfe->size,
 		.ghost = ghost_of_file(d->id),
+		.link_id = linked_remap_of(d->id) ? linked_remap_of(d->id)->link_id : 0,
 	};
-	if (rf->ghost && ((rf->has_mode && !S_ISREG(rf->mode)) || !is_plain_path(rf->path))) {
-		pr_err("files.img: file %u (%s) is remapped to a ghost but is not a regular file "
+	if ((rf->ghost || rf->link_id) &&
+	    ((rf->has_mode && !S_ISREG(rf->mode)) || !is_plain_path(rf->path))) {
+		pr_err("files.img: file %u (%s) is remapped to a %s but is not a regular file "
 		       "at a plain absolute path\n",
-		       d->id, rf->path);
+		       d->id, rf->path, rf->ghost ? "ghost" : "link");
 		free(rf);
 		return -EINVAL;
 	}
@@ -1059,6 +1194,72 @@ static int check_reopened(int fd, const struct reg_file *rf)
 	return 0;
 }
 
+/* The link_remap file a linked-back file is reached through, and its inode. */
+static const struct reg_file *find_link(const struct reg_file *rf, struct stat *st)
+{
+	const struct reg_file *lf = find_reg_file(rf->link_id, rf->path);
+
+	if (!lf)
+		return NULL;
+	if (!is_plain_path(lf->path)) {
+		pr_err("%s: its link %s is not a plain absolute path\n", rf->path, lf->path);
+		return NULL;
+	}
+	if (stat(lf->path, st)) {
+		pr_perror("%s: cannot find its link %s (--link-remap)", rf->path, lf->path);
+		return NULL;
+	}
+	return lf;
+}
+
+/*
+ * A file linked back at dump (--link-remap): its old name is given back for the open, so
+ * /proc shows "PATH (deleted)" as at dump, then removed again. Tasks opening it at the
+ * same time may find the name given back already (the same inode: fine) or removed again
+ * before their open (retried); the second unlink finds nothing.
+ */
+static int open_linked(const struct reg_file *rf, int flags)
+{
+	const struct reg_file *lf;
+	struct stat lst, st;
+	int fd = -ENOENT;
+
+	lf = find_link(rf, &lst);
+	if (!lf)
+		return -ENOENT;
+	for (int tries = 0; tries < 100 && fd == -ENOENT; tries++) {
+		if (link(lf->path, rf->path) && errno != EEXIST) {
+			pr_perror("cannot link %s back to %s", lf->path, rf->path);
+			return -errno;
+		}
+		if (stat(rf->path, &st))
+			continue;
+		if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
+			pr_err("%s: the path exists again and is another file\n", rf->path);
+			return -EEXIST;
+		}
+		fd = open(rf->path, flags);
+		if (fd < 0)
+			fd = -errno;
+	}
+	if (unlink(rf->path) && errno != ENOENT)
+		pr_warn("cannot remove %s again: %s\n", rf->path, strerror(errno));
+	if (fd < 0)
+		pr_err("cannot open %s through its link: %s\n", rf->path, strerror(-fd));
+	return fd;
+}
+
+void reg_remove_links(void)
+{
+	for (size_t i = 0; i < nr_linked_remaps; i++) {
+		const struct file_desc *d = find_file_desc(linked_remaps[i].link_id);
+		const struct reg_file *lf = d && d->fe->type == FD_TYPES__REG ? d->kind : NULL;
+
+		if (lf && unlink(lf->path) && errno != ENOENT)
+			pr_warn("cannot remove %s: %s\n", lf->path, strerror(errno));
+	}
+}
+
 int open_reg_file(const struct reg_file *rf, uint32_t flags)
 {
 	int open_flags = (flags & ~REOPEN_DROP_FLAGS) | O_NOCTTY;
@@ -1066,6 +1267,8 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 
 	if (rf->ghost) {
 		fd = open_ghost(rf, open_flags);
+	} else if (rf->link_id) {
+		fd = open_linked(rf, open_flags);
 	} else {
 		fd = open(rf->path, open_flags);
 		if (fd < 0) {

@@ -167,7 +167,7 @@ def truncate_ghost_file(img_dir, pid):
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
-#   default        dump (kills), restore -d, SIGTERM, verdict
+#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
@@ -252,6 +252,9 @@ TESTS = {
     'file_deleted_open': {},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
+    'file_unlinked_other_link': {'dump_args': ['--link-remap']},
+    'file_unlinked_other_link_no_remap': {'bin': 'file_unlinked_other_link',
+                                          'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
@@ -1296,7 +1299,7 @@ class TestRun:
 
     def run_default(self):
         pid = self.pid
-        self.dump()
+        self.dump(self.desc.get('dump_args', []))
         self.restore(pid)
         self.finish_and_judge()
 

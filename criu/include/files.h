@@ -144,6 +144,8 @@ int grab_task_fd(const struct fd_parms *p);
 int dump_reg_file(const struct fd_parms *p, uint32_t id);
 /* A REG entry for the directory at the /proc link src (cwd, root), opened O_RDONLY. */
 int dump_dir_file(const char *src, const char *what, uint32_t *file_id);
+/* A failed dump: remove the names --link-remap gave deleted files (they stay otherwise). */
+void reg_dump_undo(void);
 
 /* ---- restore side ---- */
 
@@ -202,11 +204,17 @@ struct reg_file {
 	bool has_size;
 	uint64_t size;
 	struct ghost_file *ghost; /* deleted at dump: re-created from its ghost image */
+	uint32_t link_id; /* --link-remap: reached through this REG entry's file; 0: none */
 };
 
 /* The collected REG entry id; NULL after an error line that names user. */
 const struct reg_file *find_reg_file(uint32_t id, const char *user);
 /* Open rf's file with flags (no offset set); the fd or -errno (logged). */
 int open_reg_file(const struct reg_file *rf, uint32_t flags);
+/*
+ * Main process, once the restored tree runs: remove the link_remap files dump created
+ * for --link-remap (kept after a failed restore: the images still need them).
+ */
+void reg_remove_links(void);
 
 #endif

@@ -1,0 +1,84 @@
+/*
+ * A file open under a name that was removed while another name remains (--link-remap):
+ * after restore the fd is the same inode as the other name, with its contents, offset
+ * and link text "... (deleted)", and dump's link_remap.* name is gone again.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "zdtmtst.h"
+
+#define DATA_SIZE (64 * 1024 + 5)
+#define OFFSET 777
+
+static void read_link(int fd, char *out, size_t size)
+{
+	char link[64];
+	ssize_t len;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, out, size - 1);
+	if (len < 0)
+		test_fail_errno("readlink");
+	out[len] = '\0';
+}
+
+/* Nothing of criu's may be left in the test's directory. */
+static void expect_no_link_remap(void)
+{
+	DIR *dir = opendir(".");
+	struct dirent *de;
+
+	if (!dir)
+		test_fail_errno("opendir");
+	while ((de = readdir(dir)))
+		if (!strncmp(de->d_name, "link_remap.", 11))
+			test_fail("%s is left in the directory", de->d_name);
+	closedir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	static unsigned char data[DATA_SIZE];
+	char link_before[PATH_MAX], link_after[PATH_MAX];
+	struct stat st, other;
+	int fd;
+
+	test_init(argc, argv);
+
+	pattern_fill(data, DATA_SIZE, 77);
+	fd = open("removed.data", O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || link("removed.data", "other.data"))
+		test_fail_errno("create removed.data and its second name");
+	if (unlink("removed.data") || write(fd, data, DATA_SIZE) != DATA_SIZE ||
+	    lseek(fd, OFFSET, SEEK_SET) != OFFSET)
+		test_fail_errno("unlink and write");
+	read_link(fd, link_before, sizeof(link_before));
+
+	test_ready();
+	test_wait_sigterm();
+
+	read_link(fd, link_after, sizeof(link_after));
+	if (strcmp(link_before, link_after))
+		test_fail("link '%s' -> '%s'", link_before, link_after);
+	if (fstat(fd, &st) || stat("other.data", &other))
+		test_fail_errno("stat");
+	if (st.st_dev != other.st_dev || st.st_ino != other.st_ino || st.st_nlink != 1)
+		test_fail("fd is inode %lu (%lu links), other.data %lu", (unsigned long)st.st_ino,
+			  (unsigned long)st.st_nlink, (unsigned long)other.st_ino);
+	if (lseek(fd, 0, SEEK_CUR) != OFFSET)
+		test_fail("offset %ld, expected %d", (long)lseek(fd, 0, SEEK_CUR), OFFSET);
+	memset(data, 0, DATA_SIZE);
+	if (pread(fd, data, DATA_SIZE, 0) != DATA_SIZE)
+		test_fail_errno("read");
+	pattern_expect(data, DATA_SIZE, 77, "contents");
+	if (access("removed.data", F_OK) == 0)
+		test_fail("the removed name is back in the directory");
+	expect_no_link_remap();
+	test_pass();
+}

@@ -1180,6 +1180,7 @@ int cr_restore_tasks(void)
 		return -1;
 	if (collect_images()) {
 		task_images_free();
+		files_collect_fini();
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
@@ -1241,7 +1242,9 @@ out:
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();
 	shmem_fini();
+	/* The tree was forked from criu's copies before this: each task has its own. */
 	task_images_free();
+	files_collect_fini();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);

@@ -58,23 +58,30 @@ static int memfd_collect_images(void)
 	return pb_collect_optional_image(CR_IMG_MEMFD_INODE, add_memfd_inode, NULL);
 }
 
+/* d->kind stays NULL: the entry's inode is in memfd_inodes, found again by its id. */
 static int memfd_collect(struct file_desc *d)
 {
 	const MemfdFileEntry *mfe = d->fe->memfd;
-	const MemfdInodeEntry *inode;
 
 	if (!mfe || mfe->id != d->id) {
 		pr_err("files.img: memfd file %u has no memfd entry of its own\n", d->id);
 		return -EINVAL;
 	}
-	inode = find_memfd_inode(mfe->inode_id);
-	if (!inode) {
+	if (!find_memfd_inode(mfe->inode_id)) {
 		pr_err("files.img: memfd file %u names inode %u, which is not in memfd.img\n", d->id,
 		       mfe->inode_id);
 		return -EINVAL;
 	}
-	d->kind = (void *)inode;
 	return collect_owner(d, mfe->fown);
+}
+
+static void memfd_collect_fini(void)
+{
+	for (size_t i = 0; i < nr_memfd_inodes; i++)
+		memfd_inode_entry__free_unpacked(memfd_inodes[i], NULL);
+	free(memfd_inodes);
+	memfd_inodes = NULL;
+	nr_memfd_inodes = 0;
 }
 
 int memfd_vma_to_shmem(uint32_t file_id, uint64_t *shmid, const char *img)
@@ -87,7 +94,7 @@ int memfd_vma_to_shmem(uint32_t file_id, uint64_t *shmid, const char *img)
 		       file_id);
 		return -EINVAL;
 	}
-	inode = d->kind;
+	inode = find_memfd_inode(d->fe->memfd->inode_id);
 	if (strcmp(inode->name, SHMEM_MEMFD_NAME)) {
 		pr_err("%s: a VMA maps memfd \"%s\" (file %u): memfds are not supported, only shared "
 		       "anonymous memory dumped as one\n",
@@ -108,4 +115,5 @@ const struct fdtype_ops memfd_fdtype_ops = {
 	.name = "memfd",
 	.collect_images = memfd_collect_images,
 	.collect = memfd_collect,
+	.collect_fini = memfd_collect_fini,
 };

@@ -698,17 +698,26 @@ static int decode_ghost_header(struct cr_img *img, struct ghost_file *g)
 		pb_free(img, ge);
 		return -ENOTSUP;
 	}
-	if (!ge->has_size && !(ge->has_chunks && ge->chunks)) {
-		/* Plain contents without a size cannot be told from what follows them. */
-		pr_err("%s: no size for the deleted file's contents\n", img->name);
-		pb_free(img, ge);
-		return -EINVAL;
-	}
 	g->uid = ge->uid;
 	g->gid = ge->gid;
 	g->mode = ge->mode;
 	g->chunks = ge->has_chunks && ge->chunks;
 	g->size = ge->has_size ? ge->size : UINT64_MAX;
+	/*
+	 * Upstream CRIU writes a file that is not sparse as plain contents without a size:
+	 * they run to the end of the image, as its restore copies them.
+	 */
+	if (!ge->has_size && !g->chunks) {
+		off_t left = img_bytes_left(img);
+
+		if (left < 0) {
+			pr_err("%s: cannot tell the size of the contents: %s\n", img->name,
+			       strerror(-left));
+			pb_free(img, ge);
+			return left;
+		}
+		g->size = left;
+	}
 	timeval_to_timespec(ge->atim, &g->has_atim, &g->atim);
 	timeval_to_timespec(ge->mtim, &g->has_mtim, &g->mtim);
 	pb_free(img, ge);
@@ -865,6 +874,21 @@ static int reg_collect_images(void)
 		pr_info("collected %zu deleted files (ghosts) for %zu file entries, %zu linked back\n",
 			nr_ghosts, nr_ghost_remaps, nr_linked_remaps);
 	return ret;
+}
+
+static void reg_collect_fini(void)
+{
+	for (size_t i = 0; i < nr_ghosts; i++)
+		free(ghosts[i]);
+	free(ghosts);
+	ghosts = NULL;
+	nr_ghosts = 0;
+	free(ghost_remaps);
+	ghost_remaps = NULL;
+	nr_ghost_remaps = 0;
+	free(linked_remaps);
+	linked_remaps = NULL;
+	nr_linked_remaps = 0;
 }
 
 /*
@@ -1338,6 +1362,7 @@ const struct fdtype_ops reg_fdtype_ops = {
 	.dump = dump_reg_file,
 	.collect_images = reg_collect_images,
 	.collect = reg_collect,
+	.collect_fini = reg_collect_fini,
 	.open = reg_open,
 	.inheritable = true,
 	.object_key = reg_object_key,

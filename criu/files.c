@@ -527,7 +527,9 @@ int files_collect(void)
 	close_image(img);
 	if (ret)
 		return ret;
-	qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id);
+	/* An empty files.img leaves file_descs NULL, which qsort() must not be given. */
+	if (nr_file_descs)
+		qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id);
 	ret = check_unique_ids();
 	if (!ret)
 		ret = collect_kinds();
@@ -621,7 +623,8 @@ static int read_fdinfos(uint32_t files_id, FdinfoEntry ***fdis_out, size_t *nr_o
 			break;
 	}
 	if (ret >= 0) {
-		qsort(fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+		if (nr) /* else fdis is NULL */
+			qsort(fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
 		ret = check_unique_fds(img->name, fdis, nr);
 	}
 	close_image(img);
@@ -904,6 +907,28 @@ static int plan_shared_files(void)
 }
 
 /*
+ * The entries first, then the kinds' tables their kinds point into. An entry's
+ * --inherit-fd copy (place_given_fds()) is criu's own: closed with it.
+ */
+void files_collect_fini(void)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		if (file_sharing && file_sharing[i].given_fd >= 0)
+			close(file_sharing[i].given_fd);
+		free(file_descs[i].kind);
+		file_entry__free_unpacked((FileEntry *)file_descs[i].fe, NULL);
+	}
+	free(file_sharing);
+	file_sharing = NULL;
+	free(file_descs);
+	file_descs = NULL;
+	nr_file_descs = 0;
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
+		if (fdtype_ops_table[k]->collect_fini)
+			fdtype_ops_table[k]->collect_fini();
+}
+
+/*
  * Open d and give it the I/O signal it had; or, named by --inherit-fd, take the
  * descriptor criu was given for it. The fd or -errno.
  */
@@ -1024,7 +1049,7 @@ static bool is_restored_fd(FdinfoEntry **fdis, size_t nr, int fd)
 {
 	FdinfoEntry key = { .fd = fd }, *keyp = &key;
 
-	return fd >= 0 && bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+	return fd >= 0 && nr && bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
 }
 
 /*

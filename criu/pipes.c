@@ -404,6 +404,29 @@ static int fifo_collect_images(void)
 	return collect_pipe_data(&fifos_data);
 }
 
+static void free_pipe_data(struct pipe_data_table *t)
+{
+	for (size_t i = 0; i < t->nr; i++)
+		free(t->data[i].bytes);
+	free(t->data);
+	t->data = NULL;
+	t->nr = 0;
+}
+
+/* pipe_objs holds the FIFOs too: freed here, once. */
+static void pipe_collect_fini(void)
+{
+	free_pipe_data(&pipes_data);
+	free(pipe_objs);
+	pipe_objs = NULL;
+	nr_pipe_objs = 0;
+}
+
+static void fifo_collect_fini(void)
+{
+	free_pipe_data(&fifos_data);
+}
+
 /* The index of the pipe or FIFO pipe_id in pipe_objs, added at its first entry. */
 static ssize_t collect_pipe_obj(bool fifo, uint32_t pipe_id, uint32_t file_id)
 {
@@ -711,6 +734,7 @@ const struct fdtype_ops pipe_fdtype_ops = {
 	.dump = pipe_dump,
 	.collect_images = pipe_collect_images,
 	.collect = pipe_collect,
+	.collect_fini = pipe_collect_fini,
 	.open = pipe_open,
 	.inheritable = true,
 	.object_key = pipe_object_key,
@@ -724,6 +748,7 @@ const struct fdtype_ops fifo_fdtype_ops = {
 	.dump = fifo_dump,
 	.collect_images = fifo_collect_images,
 	.collect = fifo_collect,
+	.collect_fini = fifo_collect_fini,
 	.open = fifo_open,
 	.inheritable = true,
 	.object_key = pipe_object_key,

@@ -342,6 +342,15 @@ static int find_criu_tty(void)
 	return -ENOTTY;
 }
 
+/* The terminal is looked for again by the next collect, as by the first. */
+static void tty_collect_fini(void)
+{
+	free(tty_infos);
+	tty_infos = NULL;
+	nr_tty_infos = 0;
+	criu_tty_path[0] = '\0';
+}
+
 /* Only the job's side of a terminal can be the terminal criu runs on. */
 static int check_tty_side(const struct file_desc *d, const struct tty_info *ti,
 			  const struct reg_file *regf)
@@ -448,6 +457,7 @@ const struct fdtype_ops tty_fdtype_ops = {
 	.dump = tty_dump,
 	.collect_images = tty_collect_images,
 	.collect = tty_collect,
+	.collect_fini = tty_collect_fini,
 	.open = tty_open,
 	.inheritable = true,
 };

@@ -4,6 +4,9 @@
 set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libcap-dev
 libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
+# The fuzz smoke of make test (test/fuzz): clang, and its libFuzzer and sanitizer runtimes,
+# which clang only recommends.
+PKGS="$PKGS clang libclang-rt-dev"
 # Debian's criu: test/zdtm.py decodes every dump's images with its crit (/usr/bin/crit,
 # python3 pycriu). Its /usr/sbin/criu is never run: the tests run criu/criu by path.
 PKGS="$PKGS criu"

@@ -40,7 +40,8 @@ struct file_desc {
 	uint32_t id;
 	const FileEntry *fe; /* the record as read; only the kind's collect() decodes it */
 	const struct fdtype_ops *ops;
-	void *kind; /* what collect() decoded: struct reg_file, a pipe end, ... */
+	/* What collect() decoded (struct reg_file, a pipe end, ...), malloc'ed; or NULL. */
+	void *kind;
 	uint32_t owner_signum; /* F_SETSIG from the fown_entry; 0: none */
 };
 
@@ -65,6 +66,12 @@ struct fdtype_ops {
 	 * (find_reg_file()). 0 or -errno, after one error line.
 	 */
 	int (*collect)(struct file_desc *d);
+	/*
+	 * Optional. Restore, main process, from files_collect_fini(): free the tables
+	 * collect_images() and collect() filled (d->kind is files.c's to free), whether the
+	 * collect finished, failed part-way or never ran, and leave them empty for another.
+	 */
+	void (*collect_fini)(void);
 	/* Restore, in the task: open the description at any number; the fd or -errno. */
 	int (*open)(const struct file_desc *d);
 	/*
@@ -157,6 +164,12 @@ void reg_dump_undo(void);
  * above every restored fd.
  */
 int files_collect(void);
+/*
+ * Frees everything files_collect() built, the kinds' tables too (fdtype_ops.collect_fini),
+ * after it succeeded or failed at any point; a no-op when it never ran. Main process only,
+ * once nothing it forks later needs the tables (the forked tasks keep their own copies).
+ */
+void files_collect_fini(void);
 /*
  * In the restored task, before it forks its children: open the descriptions it is the
  * opener of at their inherited numbers; its subtree inherits them, prepare_fds() takes

@@ -1,11 +1,13 @@
 /*
  * Fuzz target for restore's decoding of the process tree and every task's images, as the
  * restore reads them before forking: pstree_read(), pstree_check_namespaces() against
- * inventory.img's root ids, task_images_collect() (core, ids, mm, mm-ext, pagemap).
+ * inventory.img's root ids, files_collect() (a memfd VMA needs the file table),
+ * task_images_collect() (core, ids, mm, mm-ext, pagemap).
  */
 #include <fcntl.h>
 #include <stdint.h>
 
+#include "files.h"
 #include "fuzz.h"
 #include "image.h"
 #include "pstree.h"
@@ -38,8 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fds_begin();
 	inv = read_inventory();
 	if (!pstree_read()) {
-		if (!pstree_check_namespaces(inv ? inv->root_ids : NULL) && !task_images_collect())
+		if (!pstree_check_namespaces(inv ? inv->root_ids : NULL) && !files_collect() &&
+		    !task_images_collect())
 			task_images_free();
+		files_collect_fini();
 		pstree_free();
 	}
 	if (inv)

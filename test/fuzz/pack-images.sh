@@ -9,6 +9,7 @@ cd "$dir"
 shopt -s nullglob
 for pattern in "$@"; do
 	for f in ${pattern#@}; do
+		[ -e "$f" ] || continue # a plain name the dump does not have
 		if [ "${pattern:0:1}" = @ ]; then
 			printf '\0CRFUZZ\0%s@%d\0' "$f" "$(stat -c %s "$f")"
 		else

@@ -36,7 +36,7 @@ include plugins/amdgpu/Makefile.inc
 # crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
 include crit/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools
+.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm
 all: criu/criu $(AMDGPU_PLUGIN) crit
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
@@ -61,6 +61,12 @@ bench: all
 
 bench-gpu: all
 	$(MAKE) -C test/bench-gpu
+
+# Upstream CRIU's zdtm suite (../shared/upstream-criu) against criu/criu, one flavour
+# (ZDTM_FLAVOUR: h, ns, uns); ZDTM_ARGS=--list runs only test/upstream-zdtm/pass-FLAVOUR.txt.
+ZDTM_FLAVOUR ?= h
+zdtm: all
+	test/upstream-zdtm/run.sh $(ZDTM_FLAVOUR) $(ZDTM_ARGS)
 
 # A short libFuzzer run of every image reader target (clang; test/fuzz/README.md).
 fuzz:

@@ -260,6 +260,18 @@ static void copy_line(char *out, size_t size, const char *line)
 	out[len] = '\0';
 }
 
+void fd_link(int fd, char *out, size_t size)
+{
+	char link[64];
+	ssize_t len;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, out, size - 1);
+	if (len < 0)
+		test_fail_errno("readlink");
+	out[len] = '\0';
+}
+
 const char *restored_shmem_name(void)
 {
 	const char *name = getenv("ZDTM_SHMEM_NAME");

@@ -60,6 +60,8 @@ size_t read_file(const char *path, char *buf, size_t size);
 /* Write len bytes to a new file (created with mode 0600). */
 void write_file(const char *path, const void *buf, size_t len);
 
+/* What /proc/self/fd/FD links to, into out (NUL-terminated). */
+void fd_link(int fd, char *out, size_t size);
 /* The VmFlags of the smaps entry holding addr, into out (a line, no "VmFlags:"). */
 void smaps_vmflags(const void *addr, char *out, size_t size);
 /* Whether a VmFlags line has the two-letter flag as a whole word. */

@@ -14,18 +14,6 @@
 #define DATA_SIZE (100 * 1024 + 17)
 #define OFFSET 4321
 
-static void read_link(int fd, char *out, size_t size)
-{
-	char link[64];
-	ssize_t len;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	len = readlink(link, out, size - 1);
-	if (len < 0)
-		test_fail_errno("readlink");
-	out[len] = '\0';
-}
-
 int main(int argc, char **argv)
 {
 	static unsigned char data[DATA_SIZE];
@@ -42,12 +30,12 @@ int main(int argc, char **argv)
 		test_fail_errno("create ghost.data");
 	if (unlink("ghost.data") || lseek(fd, OFFSET, SEEK_SET) != OFFSET)
 		test_fail_errno("unlink");
-	read_link(fd, path_before, sizeof(path_before));
+	fd_link(fd, path_before, sizeof(path_before));
 
 	test_ready();
 	test_wait_sigterm();
 
-	read_link(fd, path_after, sizeof(path_after));
+	fd_link(fd, path_after, sizeof(path_after));
 	if (strcmp(path_before, path_after))
 		test_fail("link '%s' -> '%s'", path_before, path_after);
 	if (strlen(path_after) < strlen(suffix) ||

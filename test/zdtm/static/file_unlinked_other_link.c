@@ -16,18 +16,6 @@
 #define DATA_SIZE (64 * 1024 + 5)
 #define OFFSET 777
 
-static void read_link(int fd, char *out, size_t size)
-{
-	char link[64];
-	ssize_t len;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	len = readlink(link, out, size - 1);
-	if (len < 0)
-		test_fail_errno("readlink");
-	out[len] = '\0';
-}
-
 /* Nothing of criu's may be left in the test's directory. */
 static void expect_no_link_remap(void)
 {
@@ -58,12 +46,12 @@ int main(int argc, char **argv)
 	if (unlink("removed.data") || write(fd, data, DATA_SIZE) != DATA_SIZE ||
 	    lseek(fd, OFFSET, SEEK_SET) != OFFSET)
 		test_fail_errno("unlink and write");
-	read_link(fd, link_before, sizeof(link_before));
+	fd_link(fd, link_before, sizeof(link_before));
 
 	test_ready();
 	test_wait_sigterm();
 
-	read_link(fd, link_after, sizeof(link_after));
+	fd_link(fd, link_after, sizeof(link_after));
 	if (strcmp(link_before, link_after))
 		test_fail("link '%s' -> '%s'", link_before, link_after);
 	if (fstat(fd, &st) || stat("other.data", &other))

@@ -30,6 +30,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&pipe_fdtype_ops,
 	&fifo_fdtype_ops,
 	&memfd_fdtype_ops, /* restore only: mapped memfds */
+	&epoll_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -250,40 +251,54 @@ static int remember_dumped_desc(const struct fd_parms *p, uint32_t id)
 	return 0;
 }
 
+/*
+ * The file id of fd of task pid (*p filled for it) and its kind, the description dumped
+ * when new.
+ */
+static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
+		      const struct fdtype_ops **ops_out)
+{
+	const struct dumped_desc *first;
+	const struct fdtype_ops *ops;
+	int ret;
+
+	ret = fill_fd_parms(pid, fd, p);
+	if (!ret)
+		ret = find_dumped_desc(p, &first);
+	if (ret)
+		return ret;
+	ops = *ops_out = ops_owning(p);
+
+	if (first) {
+		*id = first->id;
+		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, *id);
+		/* Restore opens these in each task (see fdtype_ops.inheritable). */
+		if (first->pid != pid && !ops->inheritable)
+			pr_warn("fd %d of task %d (%s) shares its description with fd %d of "
+				"task %d: it will be restored as a separate copy in each task\n",
+				fd, pid, p->link, first->fd, first->pid);
+		return 0;
+	}
+	*id = files_new_id();
+	ret = ops->dump(p, *id);
+	if (!ret)
+		ret = remember_dumped_desc(p, *id);
+	if (!ret)
+		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p->link, *id);
+	return ret;
+}
+
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
 {
 	FdinfoEntry fdi = FDINFO_ENTRY__INIT;
-	const struct dumped_desc *first;
 	const struct fdtype_ops *ops;
 	struct fd_parms p;
 	uint32_t id;
 	int ret;
 
-	ret = fill_fd_parms(pid, fd, &p);
-	if (!ret)
-		ret = find_dumped_desc(&p, &first);
+	ret = desc_of_fd(pid, fd, &p, &id, &ops);
 	if (ret)
 		return ret;
-	ops = ops_owning(&p);
-
-	if (!first) {
-		id = files_new_id();
-		ret = ops->dump(&p, id);
-		if (!ret)
-			ret = remember_dumped_desc(&p, id);
-		if (ret)
-			return ret;
-		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p.link, id);
-	} else {
-		id = first->id;
-		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, id);
-		/* Restore opens these in each task (see fdtype_ops.inheritable). */
-		if (first->pid != pid && !ops->inheritable)
-			pr_warn("fd %d of task %d (%s) shares its description with fd %d of "
-				"task %d: it will be restored as a separate copy in each task\n",
-				fd, pid, p.link, first->fd, first->pid);
-	}
-
 	fdi.fd = fd;
 	fdi.id = id;
 	fdi.type = ops->type;
@@ -299,7 +314,7 @@ static int cmp_int(const void *a, const void *b)
 }
 
 /* The fd numbers listed in a /proc fd directory, sorted. */
-static int list_fds(const char *path, int **fds_out, size_t *nr_out)
+int list_fds(const char *path, int **fds_out, size_t *nr_out)
 {
 	struct dirent *de;
 	int *fds = NULL;
@@ -645,9 +660,11 @@ static int read_fdinfos(uint32_t files_id, FdinfoEntry ***fdis_out, size_t *nr_o
  */
 struct file_sharing {
 	const struct pstree_item *opener; /* the users' lowest common ancestor */
+	pid_t first_user;		  /* the first task in tree order with an fd on it */
 	pid_t last_user;		  /* the last task counted, to count each once */
 	unsigned int nr_users;		  /* tasks with an fd on it */
-	bool inherit;			  /* several tasks use it (or its object) */
+	bool needed;			  /* another file depends on it (fdtype_ops.deps) */
+	bool inherit;			  /* several tasks use it (or its object), or needed */
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
 	int given_fd;			  /* --inherit-fd: criu's descriptor for it; -1: none */
 };
@@ -685,6 +702,8 @@ static void note_file_user(struct file_sharing *fs, const struct pstree_item *it
 {
 	if (fs->nr_users && fs->last_user == item->pid)
 		return; /* another fd of the same task */
+	if (!fs->nr_users)
+		fs->first_user = item->pid;
 	fs->opener = fs->nr_users ? common_ancestor(fs->opener, item) : item;
 	fs->last_user = item->pid;
 	fs->nr_users++;
@@ -709,11 +728,26 @@ static int check_files_id_unique(const struct pstree_item *item)
 	return 0;
 }
 
+/* fdtype_ops.check_finish of each file item holds first, before anything is forked. */
+static int check_task_finish(const struct pstree_item *item, const struct task_fds *fds)
+{
+	for (size_t i = 0; i < fds->nr; i++) {
+		const struct file_desc *d = find_file_desc(fds->fdis[i]->id);
+		int ret;
+
+		if (!d->ops->check_finish || file_sharing[desc_index(d)].first_user != item->pid)
+			continue;
+		ret = d->ops->check_finish(d, fds);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /* Count item as a user of each file its fds name; raise *max_fd to its highest fd. */
 static int note_task_files(const struct pstree_item *item, int *max_fd)
 {
-	FdinfoEntry **fdis;
-	size_t nr;
+	struct task_fds fds = { .pid = item->pid };
 	int ret;
 
 	/* A zombie has no fds and no ids (and no ids image to read them from at restore). */
@@ -721,15 +755,16 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 		return 0;
 	ret = check_files_id_unique(item);
 	if (!ret)
-		ret = read_fdinfos(item->ids.files_id, &fdis, &nr);
+		ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < nr; i++)
-		note_file_user(&file_sharing[desc_index(find_file_desc(fdis[i]->id))], item);
-	if (nr && (int)fdis[nr - 1]->fd > *max_fd)
-		*max_fd = fdis[nr - 1]->fd;
-	free_fdinfos(fdis, nr);
-	return 0;
+	for (size_t i = 0; i < fds.nr; i++)
+		note_file_user(&file_sharing[desc_index(find_file_desc(fds.fdis[i]->id))], item);
+	if (fds.nr && (int)fds.fdis[fds.nr - 1]->fd > *max_fd)
+		*max_fd = fds.fdis[fds.nr - 1]->fd;
+	ret = check_task_finish(item, &fds);
+	free_fdinfos(fds.fdis, fds.nr);
+	return ret;
 }
 
 /* The kernel object of entry idx (see fdtype_ops.object_key), or 0 for none. */
@@ -741,11 +776,17 @@ static uint64_t object_key_of(size_t idx, uint64_t (**key_fn)(const struct file_
 	return ops->object_key ? ops->object_key(&file_descs[idx]) : 0;
 }
 
+/* Restore opens it: a task holds it, or another file needs it. */
+static bool desc_in_use(size_t idx)
+{
+	return file_sharing[idx].nr_users || file_sharing[idx].needed;
+}
+
 static bool same_object(size_t i, uint64_t key, uint64_t (*key_fn)(const struct file_desc *))
 {
 	uint64_t (*fn)(const struct file_desc *);
 
-	return file_sharing[i].nr_users && object_key_of(i, &fn) == key && fn == key_fn;
+	return desc_in_use(i) && object_key_of(i, &fn) == key && fn == key_fn;
 }
 
 /*
@@ -878,9 +919,158 @@ static int place_given_fds(int next_fd, int max_restored_fd)
 	return 0;
 }
 
-static int plan_shared_files(void)
+/* The ids entry idx depends on (fdtype_ops.deps), malloc'ed into *ids; 0 or -errno. */
+static int desc_deps(size_t idx, uint32_t **ids, size_t *nr)
+{
+	const struct file_desc *d = &file_descs[idx];
+	size_t want;
+
+	*ids = NULL;
+	*nr = 0;
+	if (!d->ops->deps)
+		return 0;
+	want = d->ops->deps(d, NULL, 0);
+	if (!want)
+		return 0;
+	*ids = malloc(want * sizeof(**ids));
+	if (!*ids) {
+		pr_err("out of memory listing the %zu files file %u needs\n", want, d->id);
+		return -ENOMEM;
+	}
+	*nr = d->ops->deps(d, *ids, want);
+	return 0;
+}
+
+/* The index of dependency id of entry idx; -1 after an error line naming both. */
+static ssize_t dep_index(size_t idx, uint32_t id)
+{
+	const struct file_desc *dep = find_file_desc(id);
+	const struct file_desc *d = &file_descs[idx];
+
+	if (!dep) {
+		pr_err("file %u (%s) needs file %u, which files.img does not have\n", d->id,
+		       d->ops->name, id);
+		return -1;
+	}
+	if (!dep->ops->inheritable) {
+		pr_err("file %u (%s) needs file %u (%s), which cannot be opened for another "
+		       "task\n", d->id, d->ops->name, dep->id, dep->ops->name);
+		return -1;
+	}
+	return desc_index(dep);
+}
+
+/*
+ * Depth first from entry idx (state: 0 not seen, 1 on the path, 2 done): a dependency met
+ * again while on the path closes a cycle, which no opening order can satisfy.
+ */
+static int check_deps_from(size_t idx, unsigned char *state)
+{
+	uint32_t *ids;
+	size_t nr;
+	int ret = desc_deps(idx, &ids, &nr);
+
+	state[idx] = 1;
+	for (size_t k = 0; k < nr && !ret; k++) {
+		ssize_t j = dep_index(idx, ids[k]);
+
+		if (j < 0) {
+			ret = -EINVAL;
+		} else if (state[j] == 1) {
+			pr_err("files %u (%s) and %u (%s) wait for each other\n", file_descs[idx].id,
+			       file_descs[idx].ops->name, file_descs[j].id, file_descs[j].ops->name);
+			ret = -ELOOP;
+		} else if (state[j] == 0) {
+			ret = check_deps_from(j, state);
+		}
+	}
+	free(ids);
+	state[idx] = 2;
+	return ret;
+}
+
+static int check_deps(void)
+{
+	unsigned char *state = calloc(nr_file_descs ? nr_file_descs : 1, 1);
+	int ret = 0;
+
+	if (!state) {
+		pr_err("out of memory checking the files' dependencies\n");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nr_file_descs && !ret; i++)
+		if (!state[i])
+			ret = check_deps_from(i, state);
+	free(state);
+	return ret;
+}
+
+/*
+ * Dependency dep of an opened entry is opened, and kept for the subtree, by the opener of
+ * the entry or an ancestor of it; whether that changed anything.
+ */
+static bool place_dep(size_t idx, size_t dep)
+{
+	struct file_sharing *fs = &file_sharing[dep];
+	const struct pstree_item *opener = file_sharing[idx].opener;
+	bool changed;
+
+	if (desc_in_use(dep))
+		opener = common_ancestor(fs->opener, opener);
+	changed = !desc_in_use(dep) || !fs->inherit || fs->opener != opener;
+	fs->opener = opener;
+	fs->needed = fs->inherit = true;
+	return changed;
+}
+
+/* One pass of dependencies then objects; *changed: whether any opener moved. */
+static int plan_pass(bool *changed)
 {
 	uint64_t (*key_fn)(const struct file_desc *);
+
+	*changed = false;
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		uint32_t *ids;
+		size_t nr;
+		int ret;
+
+		if (!desc_in_use(i))
+			continue;
+		ret = desc_deps(i, &ids, &nr);
+		if (ret)
+			return ret;
+		for (size_t k = 0; k < nr; k++)
+			*changed |= place_dep(i, desc_index(find_file_desc(ids[k])));
+		free(ids);
+	}
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		const struct pstree_item *opener = file_sharing[i].opener;
+		bool inherit = file_sharing[i].inherit;
+
+		if (desc_in_use(i) && object_key_of(i, &key_fn) && !object_joined_before(i))
+			join_object_users(i);
+		*changed |= opener != file_sharing[i].opener || inherit != file_sharing[i].inherit;
+	}
+	return 0;
+}
+
+/*
+ * Openers only move up the tree and inherit only turns on, so the passes end; the last
+ * one changed nothing, so every dependency sits at or above its dependent's opener and
+ * objects keep one opener.
+ */
+static int plan_openers(void)
+{
+	bool changed = true;
+	int ret = check_deps();
+
+	while (!ret && changed)
+		ret = plan_pass(&changed);
+	return ret;
+}
+
+static int plan_shared_files(void)
+{
 	struct pstree_item *item;
 	int max_restored_fd = -1, next_fd, ret;
 
@@ -898,11 +1088,9 @@ static int plan_shared_files(void)
 	}
 	for (size_t i = 0; i < nr_file_descs; i++)
 		file_sharing[i].inherit = file_sharing[i].nr_users > 1;
-	for (size_t i = 0; i < nr_file_descs; i++)
-		if (file_sharing[i].nr_users && object_key_of(i, &key_fn) &&
-		    !object_joined_before(i))
-			join_object_users(i);
-	ret = assign_inherited_fds(max_restored_fd, &next_fd);
+	ret = plan_openers();
+	if (!ret)
+		ret = assign_inherited_fds(max_restored_fd, &next_fd);
 	return ret ? ret : place_given_fds(next_fd, max_restored_fd);
 }
 
@@ -984,20 +1172,61 @@ static int open_inherited(const struct file_desc *d, int inherited_fd)
 	return 0;
 }
 
-int prepare_inherited_files(const struct pstree_item *item)
+int files_dep_fd(uint32_t id)
 {
+	const struct file_desc *d = find_file_desc(id);
+
+	if (!d || file_sharing[desc_index(d)].inherited_fd < 0) {
+		pr_err("file %u is not open for the files that need it\n", id);
+		return -EBADF;
+	}
+	return file_sharing[desc_index(d)].inherited_fd;
+}
+
+/*
+ * Entry idx at its inherited number in item, after the dependencies item opens itself
+ * (those an ancestor opened are inherited already). opened: per entry, in this task.
+ */
+static int open_inherited_after_deps(const struct pstree_item *item, size_t idx, bool *opened)
+{
+	uint32_t *ids;
+	size_t nr;
 	int ret;
 
-	for (size_t i = 0; i < nr_file_descs; i++) {
-		if (file_sharing[i].inherited_fd < 0 || file_sharing[i].opener != item)
-			continue;
-		ret = open_inherited(&file_descs[i], file_sharing[i].inherited_fd);
-		if (ret)
-			return ret;
-		pr_debug("file %u opened for the subtree at fd %d\n", file_descs[i].id,
-			 file_sharing[i].inherited_fd);
+	if (opened[idx])
+		return 0;
+	ret = desc_deps(idx, &ids, &nr);
+	for (size_t k = 0; k < nr && !ret; k++) {
+		size_t j = desc_index(find_file_desc(ids[k]));
+
+		if (file_sharing[j].opener == item)
+			ret = open_inherited_after_deps(item, j, opened);
 	}
+	free(ids);
+	if (!ret)
+		ret = open_inherited(&file_descs[idx], file_sharing[idx].inherited_fd);
+	if (ret)
+		return ret;
+	opened[idx] = true;
+	pr_debug("file %u opened for the subtree at fd %d\n", file_descs[idx].id,
+		 file_sharing[idx].inherited_fd);
 	return 0;
+}
+
+int prepare_inherited_files(const struct pstree_item *item)
+{
+	bool *opened = calloc(nr_file_descs ? nr_file_descs : 1, sizeof(*opened));
+	int ret = 0;
+
+	if (!opened) {
+		pr_err("out of memory opening the inherited files\n");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nr_file_descs && !ret; i++)
+		if (file_sharing[i].inherited_fd >= 0 && file_sharing[i].opener == item)
+			ret = open_inherited_after_deps(item, i, opened);
+	free(opened);
+	return ret;
 }
 
 /*
@@ -1045,11 +1274,15 @@ static int place_fd(FdinfoEntry **fdis, size_t idx)
 	return 0;
 }
 
-static bool is_restored_fd(FdinfoEntry **fdis, size_t nr, int fd)
+/* The entry of fd in a task's fdinfo list sorted by fd, or NULL. */
+static FdinfoEntry *find_fdinfo(FdinfoEntry **fdis, size_t nr, int fd)
 {
-	FdinfoEntry key = { .fd = fd }, *keyp = &key;
+	FdinfoEntry key = { .fd = fd }, *keyp = &key, **found;
 
-	return fd >= 0 && nr && bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+	if (fd < 0 || !nr)
+		return NULL;
+	found = bsearch(&keyp, fdis, nr, sizeof(*fdis), cmp_fdinfo_fd);
+	return found ? *found : NULL;
 }
 
 /*
@@ -1068,7 +1301,7 @@ static int close_stray_fds(FdinfoEntry **fdis, size_t nr)
 	for (size_t i = 0; i < nr_fds; i++) {
 		int fd = fds[i];
 
-		if (is_service_fd(fd) || is_restored_fd(fdis, nr, fd))
+		if (is_service_fd(fd) || find_fdinfo(fdis, nr, fd))
 			continue;
 		/* The directory list_fds read is already closed: EBADF is expected once. */
 		if (close(fd) == 0)
@@ -1078,23 +1311,57 @@ static int close_stray_fds(FdinfoEntry **fdis, size_t nr)
 	return 0;
 }
 
+uint32_t task_fd_file(const struct task_fds *fds, int fd)
+{
+	const FdinfoEntry *fdi = find_fdinfo(fds->fdis, fds->nr, fd);
+
+	return fdi ? fdi->id : 0;
+}
+
+int task_fd_of_file(const struct task_fds *fds, uint32_t id)
+{
+	for (size_t i = 0; i < fds->nr; i++)
+		if (fds->fdis[i]->id == id)
+			return fds->fdis[i]->fd;
+	return -1;
+}
+
+/* fdtype_ops.finish of each file the task holds first, at its lowest fd. */
+static int finish_files(const struct task_fds *fds)
+{
+	for (size_t i = 0; i < fds->nr; i++) {
+		const FdinfoEntry *fdi = fds->fdis[i];
+		const struct file_desc *d = find_file_desc(fdi->id);
+		int ret;
+
+		if (!d->ops->finish || file_sharing[desc_index(d)].first_user != fds->pid ||
+		    task_fd_of_file(fds, fdi->id) != (int)fdi->fd)
+			continue;
+		ret = d->ops->finish(d, fdi->fd, fds);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int prepare_fds(pid_t pid)
 {
-	FdinfoEntry **fdis;
+	struct task_fds fds = { .pid = pid };
 	uint32_t files_id;
-	size_t nr;
 	int ret;
 
 	pr_info("restoring the fds of task %d\n", pid);
 	ret = task_files_id(pid, &files_id);
 	if (!ret)
-		ret = read_fdinfos(files_id, &fdis, &nr);
+		ret = read_fdinfos(files_id, &fds.fdis, &fds.nr);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < nr && !ret; i++)
-		ret = place_fd(fdis, i);
+	for (size_t i = 0; i < fds.nr && !ret; i++)
+		ret = place_fd(fds.fdis, i);
 	if (!ret)
-		ret = close_stray_fds(fdis, nr);
-	free_fdinfos(fdis, nr);
+		ret = close_stray_fds(fds.fdis, fds.nr);
+	if (!ret)
+		ret = finish_files(&fds);
+	free_fdinfos(fds.fdis, fds.nr);
 	return ret;
 }

@@ -135,6 +135,15 @@ def file_becomes_unix_socket(img_dir, pid):
                                             if e['id'] == fd['id']])
 
 
+def epoll_watches_missing_fd(img_dir, pid):
+    """The epoll's first watched fd becomes one the task does not have."""
+    def edit(entries):
+        for e in entries:
+            if e['type'] == 'EVENTPOLL' and e['epfd'].get('tfd'):
+                e['epfd']['tfd'][0]['tfd'] = 999
+    edit_image(img_dir, 'files.img', edit)
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -257,6 +266,7 @@ TESTS = {
                                           'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
+    'epoll_targets': {},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
@@ -274,6 +284,9 @@ TESTS = {
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                       'corrupt': file_becomes_unix_socket,
                                       'expect': 'is UNIXSK, not supported'},
+    'restore_fail_epoll_missing_fd': {'bin': 'epoll_targets', 'mode': 'restore_fails',
+                                      'corrupt': epoll_watches_missing_fd,
+                                      'expect': 'watches fd 999, which task'},
     'restore_fail_fd_missing_file': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': fd_names_missing_file,
                                      'expect': 'file id 999999, which is not in files.img'},
@@ -447,6 +460,7 @@ CROSS_TESTS = {
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
+    'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it

@@ -36,6 +36,7 @@ struct fd_parms {
  * One file_entry of files.img as restore works on it. The whole table is collected once,
  * in the main process before forking, so every task has all of it.
  */
+struct task_fds;
 struct file_desc {
 	uint32_t id;
 	const FileEntry *fe; /* the record as read; only the kind's collect() decodes it */
@@ -95,7 +96,45 @@ struct fdtype_ops {
 	 * so named is not opened: restore takes the descriptor criu was given instead.
 	 */
 	void (*inherit_key)(const struct file_desc *d, char *buf, size_t len);
+	/*
+	 * Optional. Restore, main process, after collect: the files that must already be open
+	 * in the task that opens d when open(d) runs (a listening socket an accepted one
+	 * connects through, the files in flight in a socket's queue), as file ids written to
+	 * ids[0..max); returns how many there are (call again with room for all when that is
+	 * more than max). The planner opens each of them, before d, in d's opener or one of
+	 * its ancestors, even when no fd holds it, and open(d) finds them with files_dep_fd().
+	 * A dependency cycle or a missing id fails the restore, naming both files.
+	 */
+	size_t (*deps)(const struct file_desc *d, uint32_t *ids, size_t max);
+	/*
+	 * Optional. Restore, in the first task (in tree order) that holds d, once all of its
+	 * fds are placed and before it runs: the part of the state that needs the task's
+	 * whole fd table (an epoll's targets are registered under their fd numbers). Dump
+	 * reads such state from the first task that holds the description, in the same order.
+	 * fd: where the task holds d. 0 or -errno, after one error line.
+	 */
+	int (*finish)(const struct file_desc *d, int fd, const struct task_fds *fds);
+	/*
+	 * With finish(). Restore, main process, while planning, before anything is forked:
+	 * whether the first task that holds d (fds) has what finish() will need, so that a
+	 * bad image fails with its error line before any task exists. 0 or -errno.
+	 */
+	int (*check_finish)(const struct file_desc *d, const struct task_fds *fds);
 };
+
+/* A restored task's fd table, for fdtype_ops.finish(). */
+struct task_fds {
+	pid_t pid;
+	FdinfoEntry **fdis; /* sorted by fd */
+	size_t nr;
+};
+
+/* The file id fd holds in the restored task, or 0 when it is not one of its fds. */
+uint32_t task_fd_file(const struct task_fds *fds, int fd);
+/* The lowest fd of the restored task that holds file id, or -1. */
+int task_fd_of_file(const struct task_fds *fds, uint32_t id);
+/* In open(): where the task holds the dependency id (fdtype_ops.deps) of the file opened. */
+int files_dep_fd(uint32_t id);
 
 /* Regular files, directories and the memory devices, reopened by path (files-reg.c). */
 extern const struct fdtype_ops reg_fdtype_ops;
@@ -105,6 +144,8 @@ extern const struct fdtype_ops pipe_fdtype_ops;
 extern const struct fdtype_ops fifo_fdtype_ops;
 /* Restore only: memfds that stand for shared anonymous memory (files-memfd.c). */
 extern const struct fdtype_ops memfd_fdtype_ops;
+/* epoll instances and the files they watch (files-epoll.c). */
+extern const struct fdtype_ops epoll_fdtype_ops;
 /*
  * After files_collect(): the shmem object a VMA with VMA_AREA_MEMFD maps through file
  * file_id, when the memfd is shared anonymous memory as CRIU dumps it; else one error
@@ -137,6 +178,8 @@ int dump_mapped_file(pid_t pid, unsigned long start, unsigned long end, uint32_t
 /* /proc/PID/exe as a REG file_entry. */
 int dump_exe_file(pid_t pid, uint32_t *file_id);
 
+/* The fd numbers listed in the directory path (/proc/PID/fd), sorted; 0 or -errno. */
+int list_fds(const char *path, int **fds_out, size_t *nr_out);
 /* For the kinds: a fresh file_entry id, and writing one entry to files.img. */
 uint32_t files_new_id(void);
 int write_file_entry(const FileEntry *fe);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 
@@ -29,6 +30,7 @@
 #include "proc_parse.h"
 #include "pstree.h"
 #include "regs-x86.h"
+#include "task-sched.h"
 #include "stats.h"
 #include "core.pb-c.h"
 #include "inventory.pb-c.h"
@@ -517,7 +519,7 @@ static int collect_rlimits(struct dump_task *task)
 	return 0;
 }
 
-/* loginuid and oom_score_adj: kept in the image for CRIU's tools; restore leaves them. */
+/* loginuid (kept for CRIU's tools; restore leaves it) and oom_score_adj. */
 static int collect_audit_and_oom(struct dump_task *task)
 {
 	long long value;
@@ -536,6 +538,22 @@ static int collect_audit_and_oom(struct dump_task *task)
 	return 0;
 }
 
+/*
+ * The signal that stopped a group-stopped task, which /proc does not show: seized, it
+ * reports its group stop with that signal in its siginfo (an interrupt stop would say
+ * SIGTRAP). SIGSTOP when it cannot be told, which stops it all the same.
+ */
+static uint32_t group_stop_signal(pid_t pid)
+{
+	siginfo_t si;
+
+	if (ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) == 0 &&
+	    (si.si_signo == SIGSTOP || si.si_signo == SIGTSTP || si.si_signo == SIGTTIN ||
+	     si.si_signo == SIGTTOU))
+		return si.si_signo;
+	return SIGSTOP;
+}
+
 static int collect_proc_misc(struct dump_task *task)
 {
 	pid_t pid = task->item->pid;
@@ -551,10 +569,9 @@ static int collect_proc_misc(struct dump_task *task)
 	task->tc.comm = task->comm;
 	task->tc.flags = task->proc_flags;
 	if (task->proc_state == 'T') {
-		/* Which signal stopped it is not in /proc: SIGSTOP brings it back stopped. */
 		task->tc.task_state = TASK_STOPPED;
 		task->tc.has_stop_signo = true;
-		task->tc.stop_signo = SIGSTOP;
+		task->tc.stop_signo = group_stop_signal(pid);
 	} else {
 		task->tc.task_state = TASK_ALIVE;
 	}
@@ -861,7 +878,8 @@ static int collect_thread_state(struct dump_thread *th)
 		return ret;
 	th->tcore.signals_p = &th->pending.entry;
 	th->tcore.comm = th->comm;
-	return collect_rseq_and_robust_list(th);
+	ret = dump_thread_sched(th->tid, &th->tcore);
+	return ret ? ret : collect_rseq_and_robust_list(th);
 }
 
 /* Every thread but the main one: its own state, read by ptrace and by itself. */

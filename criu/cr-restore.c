@@ -34,6 +34,7 @@
 #include "log.h"
 #include "plugin.h"
 #include "pstree.h"
+#include "task-sched.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
 #include "shmem.h"
@@ -811,6 +812,22 @@ static int seize_task_threads(struct rst_task *task)
  * Waits for the task's report, then for the trap that parks it before its final
  * rt_sigreturn: from there on it runs no code of its own until release_task().
  */
+/*
+ * Once every thread exists and is held: they inherited the scheduling of the thread
+ * that created them (see task-sched.c).
+ */
+static int restore_task_sched(struct rst_task *task)
+{
+	const struct task_image *ti = task->item->image;
+
+	for (unsigned int i = 0; i < ti->nr_threads; i++)
+		if (restore_thread_sched(ti->threads[i].tid, &ti->threads[i].sched))
+			return -1;
+	if (ti->has_oom_score_adj && restore_oom_score_adj(task->pid, ti->oom_score_adj))
+		return -1;
+	return 0;
+}
+
 static int wait_task_ready(struct rst_task *task)
 {
 	struct pollfd pfd = { task->sync_fd, POLLIN, 0 };
@@ -844,7 +861,7 @@ static int wait_task_ready(struct rst_task *task)
 	task->region_len = report.region_len;
 	if (wait_task_stop(task, task->pid, SIGSTOP, "before its release"))
 		return -1;
-	if (seize_task_threads(task))
+	if (seize_task_threads(task) || restore_task_sched(task))
 		return -1;
 	task->ready = true;
 	return 0;

@@ -108,17 +108,12 @@ static int check_no_seccomp(bool has_mode, SeccompMode mode, const char *img)
 	return 0;
 }
 
-/* This criu does not set scheduling: say so when the image asks for anything but the default. */
-static void warn_sched(const ThreadCoreEntry *tc, const char *img)
-{
-	if ((tc->has_sched_nice && tc->sched_nice) || (tc->has_sched_policy && tc->sched_policy))
-		pr_warn("%s: nice %d and scheduling policy %u are not restored\n", img,
-			tc->sched_nice, tc->sched_policy);
-}
-
 static int collect_thread_core(const ThreadCoreEntry *tc, struct thread_image *th, const char *img)
 {
-	warn_sched(tc, img);
+	int ret = collect_thread_sched(tc, &th->sched, img);
+
+	if (ret)
+		return ret;
 	th->robust_list = tc->futex_rla;
 	th->robust_list_len = tc->futex_rla_len;
 	if (tc->has_blk_sigset)
@@ -355,6 +350,8 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 
 	strncpy(ti->comm, tc->comm, sizeof(ti->comm) - 1);
 	ti->personality = tc->personality;
+	ti->has_oom_score_adj = tc->has_oom_score_adj;
+	ti->oom_score_adj = tc->oom_score_adj;
 	ti->has_child_subreaper = tc->has_child_subreaper;
 	ti->child_subreaper = tc->child_subreaper;
 	ret = check_no_seccomp(tc->has_old_seccomp_mode, tc->old_seccomp_mode, img) ?:

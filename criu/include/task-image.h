@@ -15,6 +15,7 @@
 #include "image.h"
 #include "pstree.h"
 #include "restorer-args.h"
+#include "task-sched.h"
 
 /* One VMA: vma_entry with what mm-ext-PID.img adds to it. */
 struct vma_image {
@@ -59,6 +60,7 @@ struct thread_image {
 	unsigned int nr_pending;
 	uint8_t *xsave; /* standard-format XSAVE buffer of this machine's size */
 	uint32_t xsave_len;
+	struct sched_image sched;
 };
 
 #define TASK_NR_RLIMITS 16 /* RLIM_NLIMITS: task_rlimits_entry is indexed by resource */
@@ -86,6 +88,8 @@ struct task_image {
 	unsigned int nr_posix_timers;
 	struct rst_siginfo *shared_pending;
 	unsigned int nr_shared_pending;
+	bool has_oom_score_adj;
+	int32_t oom_score_adj;
 	bool has_pdeath_sig, has_child_subreaper;
 	uint32_t pdeath_sig, child_subreaper;
 	bool has_creds;

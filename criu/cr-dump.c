@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
@@ -580,6 +581,10 @@ static int collect_proc_misc(struct dump_task *task)
 
 /* --------------------------------------------- state read by the task itself ---- */
 
+#ifndef MEMBARRIER_CMD_GET_REGISTRATIONS
+#define MEMBARRIER_CMD_GET_REGISTRATIONS (1 << 9) /* Linux 6.3 */
+#endif
+
 /* Run one syscall in the task; a syscall that fails there is an error too. */
 static int remote_call(struct compel_ctl *ctl, const char *what, long *result, long nr,
 		       unsigned long a1, unsigned long a2, unsigned long a3, unsigned long a4)
@@ -692,6 +697,27 @@ static int collect_thread_misc(struct dump_thread *th, struct compel_ctl *ctl)
 	return 0;
 }
 
+/*
+ * membarrier registrations belong to the address space and only the task itself can list
+ * them. Kernels before 6.3 cannot (EINVAL): nothing is written, as CRIU does there.
+ */
+static int collect_membarrier(struct compel_ctl *ctl, TaskCoreEntry *tc)
+{
+	long result;
+	int ret = compel_syscall(ctl, &result, __NR_membarrier, MEMBARRIER_CMD_GET_REGISTRATIONS,
+				 0, 0, 0, 0, 0);
+
+	if (ret || result == -EINVAL)
+		return ret;
+	if (result < 0) {
+		pr_err("remote membarrier(GET_REGISTRATIONS) failed: %s\n", strerror(-result));
+		return (int)result;
+	}
+	tc->has_membarrier_registration_mask = true;
+	tc->membarrier_registration_mask = result;
+	return 0;
+}
+
 static int collect_prctls(struct dump_task *task, struct compel_ctl *ctl)
 {
 	unsigned long scratch = compel_scratch_addr(ctl);
@@ -735,7 +761,8 @@ static int collect_prctls(struct dump_task *task, struct compel_ctl *ctl)
 	if (ret)
 		return ret;
 	task->mm_misc.brk = result;
-	return 0;
+
+	return collect_membarrier(ctl, tc);
 }
 
 static int collect_one_posix_timer(struct compel_ctl *ctl, const struct proc_posix_timer *pt,

@@ -316,6 +316,26 @@ static void report_failure(int sync_fd, int err)
  * Order matters: fds first (service fds were moved out of the way), because the
  * restorer setup opens the page image and mapped files at numbers the task lacks.
  */
+/*
+ * In the task: the registrations are its address space's, which the restorer rebuilds in
+ * place (the same mm), so they survive it.
+ */
+static int restore_membarrier(const struct task_image *ti)
+{
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		unsigned int cmd = 1u << bit;
+
+		if (!(ti->membarrier_registrations & cmd))
+			continue;
+		if (syscall(SYS_membarrier, cmd, 0, 0)) {
+			pr_perror("task %d: cannot register for membarrier command %#x", ti->item->pid,
+				  cmd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
@@ -336,7 +356,7 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 		return images_dir_fd;
 
 	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
-	if (prepare_fds(item->pid))
+	if (prepare_fds(item->pid) || restore_membarrier(item->image))
 		return -1;
 
 	ret = restorer_jump(&ctx);

@@ -350,6 +350,14 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 
 	strncpy(ti->comm, tc->comm, sizeof(ti->comm) - 1);
 	ti->personality = tc->personality;
+	if (tc->has_membarrier_registration_mask &&
+	    (tc->membarrier_registration_mask & ~MEMBARRIER_REGISTER_CMDS)) {
+		pr_err("%s: membarrier registrations %#x include unknown commands\n", img,
+		       tc->membarrier_registration_mask);
+		return -EINVAL;
+	}
+	ti->membarrier_registrations =
+		tc->has_membarrier_registration_mask ? tc->membarrier_registration_mask : 0;
 	ti->has_oom_score_adj = tc->has_oom_score_adj;
 	ti->oom_score_adj = tc->oom_score_adj;
 	ti->has_child_subreaper = tc->has_child_subreaper;

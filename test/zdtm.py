@@ -258,6 +258,7 @@ TESTS = {
     'itimers': {},
     'posix_timers': {},
     'sched_policy_nice_oom': {},
+    'membarrier_registered': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
     'file_dev_null_zero_urandom': {},
@@ -463,6 +464,7 @@ CROSS_TESTS = {
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
+    'membarrier_registered': {},
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it

@@ -63,6 +63,12 @@ struct thread_image {
 	struct sched_image sched;
 };
 
+/*
+ * MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, _PRIVATE_EXPEDITED, _PRIVATE_EXPEDITED_SYNC_CORE
+ * and _PRIVATE_EXPEDITED_RSEQ: what MEMBARRIER_CMD_GET_REGISTRATIONS can report.
+ */
+#define MEMBARRIER_REGISTER_CMDS ((1u << 2) | (1u << 4) | (1u << 6) | (1u << 8))
+
 #define TASK_NR_RLIMITS 16 /* RLIM_NLIMITS: task_rlimits_entry is indexed by resource */
 
 struct rlimit_image {
@@ -88,6 +94,8 @@ struct task_image {
 	unsigned int nr_posix_timers;
 	struct rst_siginfo *shared_pending;
 	unsigned int nr_shared_pending;
+	/* The MEMBARRIER_CMD_REGISTER_* commands the address space was registered with. */
+	uint32_t membarrier_registrations;
 	bool has_oom_score_adj;
 	int32_t oom_score_adj;
 	bool has_pdeath_sig, has_child_subreaper;

@@ -19,6 +19,10 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+
+#ifndef MAP_DROPPABLE
+#define MAP_DROPPABLE 0x08
+#endif
 #include "plugin.h"
 #include "proc_parse.h"
 #include "vma.h"
@@ -351,6 +355,11 @@ static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma 
 		return ret;
 	if (vma->vmflags & VMFLAG_GROWSDOWN)
 		ve->flags |= MAP_GROWSDOWN;
+	if (vma->vmflags & VMFLAG_NORESERVE)
+		ve->flags |= MAP_NORESERVE;
+	/* A mapping type of its own, private anonymous memory otherwise: its pages are dumped. */
+	if (vma->vmflags & VMFLAG_DROPPABLE)
+		ve->flags = (ve->flags & ~MAP_TYPE) | MAP_DROPPABLE;
 	if (not_accountable(vma, ve))
 		ve->status |= VMA_AREA_NOT_ACCOUNTABLE;
 	dv->locked = vma->vmflags & VMFLAG_LOCKED;

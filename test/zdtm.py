@@ -259,6 +259,7 @@ TESTS = {
     'posix_timers': {},
     'sched_policy_nice_oom': {},
     'membarrier_registered': {},
+    'mem_map_flags': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
     'file_dev_null_zero_urandom': {},
@@ -465,6 +466,7 @@ CROSS_TESTS = {
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'membarrier_registered': {},
+    'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it

@@ -357,7 +357,7 @@ static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma 
 		ve->flags |= MAP_GROWSDOWN;
 	if (vma->vmflags & VMFLAG_NORESERVE)
 		ve->flags |= MAP_NORESERVE;
-	/* A mapping type of its own, private anonymous memory otherwise: its pages are dumped. */
+	/* A mapping type of its own, private anonymous memory otherwise (but not dumped). */
 	if (vma->vmflags & VMFLAG_DROPPABLE)
 		ve->flags = (ve->flags & ~MAP_TYPE) | MAP_DROPPABLE;
 	if (not_accountable(vma, ve))
@@ -768,13 +768,16 @@ static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *s
 
 /*
  * [vdso] too: CRIU's restore checks the dumped vDSO against its own from these pages (ours
- * skips them, the kernel provides the vDSO). [vvar] is never read.
+ * skips them, the kernel provides the vDSO). [vvar] is never read. Nor is MAP_DROPPABLE
+ * memory, which the kernel may free at any time: its program keeps nothing there it cannot
+ * lose, and it comes back empty, as it does from CRIU.
  */
 static bool vma_has_private_pages(const VmaEntry *ve)
 {
 	return (ve->status & VMA_AREA_REGULAR) &&
 	       (ve->status & (VMA_ANON_PRIVATE | VMA_FILE_PRIVATE)) &&
-	       !(ve->status & (VMA_AREA_VVAR | VMA_EXT_PLUGIN));
+	       !(ve->status & (VMA_AREA_VVAR | VMA_EXT_PLUGIN)) &&
+	       (ve->flags & MAP_TYPE) != MAP_DROPPABLE;
 }
 
 static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,

@@ -1124,7 +1124,7 @@ static int dump_tree(struct dump_stats *stats)
 	int ret = 0;
 
 	/* Before any task's files: fdinfo images are named by files_id. */
-	pstree_assign_ids();
+	ret = pstree_assign_ids();
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct dump_task *task = dump_tasks[i];
 

@@ -5,9 +5,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -351,18 +353,58 @@ static void set_ns_ids(struct task_ids *ids)
 	ids->cgroup_ns_id = CGROUP_NS_ID;
 }
 
-void pstree_assign_ids(void)
+/*
+ * Processes created with CLONE_VM, CLONE_FILES, CLONE_FS or CLONE_SIGHAND (and not as
+ * threads) share that object; restore gives each process its own, which would change
+ * what one sees of the other's changes: such a tree is refused.
+ */
+static int check_not_shared(const struct pstree_item *item, const struct pstree_item *other)
+{
+	static const struct {
+		int type;
+		const char *what;
+	} kinds[] = {
+		{ KCMP_VM, "address space (CLONE_VM)" },
+		{ KCMP_FILES, "fd table (CLONE_FILES)" },
+		{ KCMP_FS, "root, cwd and umask (CLONE_FS)" },
+		{ KCMP_SIGHAND, "signal handlers (CLONE_SIGHAND)" },
+	};
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		long ret = syscall(SYS_kcmp, item->pid, other->pid, kinds[k].type, 0, 0);
+
+		if (ret < 0) {
+			pr_perror("kcmp of tasks %d and %d", item->pid, other->pid);
+			return -errno;
+		}
+		if (ret == 0) {
+			pr_err("tasks %d and %d share one %s, which is not supported\n", other->pid,
+			       item->pid, kinds[k].what);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+int pstree_assign_ids(void)
 {
 	uint32_t next = FIRST_TASK_OBJ_ID;
-	struct pstree_item *item;
+	struct pstree_item *item, *other;
+	int ret;
 
 	for (item = root_item; item; item = pstree_next(item)) {
 		memset(&item->ids, 0, sizeof(item->ids));
 		if (item->zombie)
 			continue;
+		for (other = root_item; other != item; other = pstree_next(other)) {
+			ret = other->zombie ? 0 : check_not_shared(item, other);
+			if (ret)
+				return ret;
+		}
 		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = next++;
 		set_ns_ids(&item->ids);
 	}
+	return 0;
 }
 
 static void ids_to_entry(const struct task_ids *ids, TaskKobjIdsEntry *e)

@@ -279,6 +279,7 @@ TESTS = {
     'restore_sibling': {'bin': 'mem_anon_private', 'mode': 'sibling'},
     'restore_stopped_task': {'bin': 'mem_anon_private', 'mode': 'stopped'},
     'dump_fail_unsupported_fd': {'mode': 'dump_fails'},
+    'tree_shared_fdtable': {'mode': 'dump_fails', 'expect': 'share one fd table (CLONE_FILES)'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
     'restore_fail_truncated_mm': {'bin': 'mem_anon_private', 'mode': 'restore_fails',

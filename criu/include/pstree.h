@@ -85,11 +85,12 @@ int pstree_check_leaders(bool shell_job);
 bool pstree_leader_is_dead(pid_t id);
 
 /*
- * Dump side: give every live process of the tree its object ids (its own: processes of
- * a tree never share mm, files, fs or signal handlers here), from 2 on in tree order,
- * and namespace ids as the inventory's root_ids have them. Before any image names them.
+ * Dump side: give every live process of the tree its object ids (its own: processes that
+ * share mm, files, fs or signal handlers are refused), from 2 on in tree order, and
+ * namespace ids as the inventory's root_ids have them. Before any image names them.
+ * 0 or -errno after one error line.
  */
-void pstree_assign_ids(void);
+int pstree_assign_ids(void);
 /* ids-PID.img of a live process. 0 or -errno. */
 int pstree_write_ids(const struct pstree_item *item);
 /* The root_ids of inventory.img: 1 for each object id, the namespaces as every task's. */

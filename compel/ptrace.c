@@ -83,6 +83,18 @@ int compel_seize(pid_t pid)
 	return err;
 }
 
+int compel_take_pending_stop(pid_t pid)
+{
+	if (ptrace(PTRACE_CONT, pid, NULL, NULL)) {
+		int err = errno;
+
+		pr_err("cannot let %d take its pending stop: %s\n", pid, strerror(err));
+		return -err;
+	}
+	/* The signal's delivery stop first (passed on), then the group stop it starts. */
+	return wait_interrupt_stop(pid);
+}
+
 int compel_detach(pid_t pid)
 {
 	if (ptrace(PTRACE_DETACH, pid, NULL, NULL)) {

@@ -223,6 +223,41 @@ static struct dump_task *new_dump_task(pid_t pid)
 }
 
 /*
+ * SIGSTOP (which nothing blocks) sent just before the dump, or sent again to a task
+ * already stopped, may still be queued, once for the thread and once for the process: the
+ * task takes it now and is dumped stopped, rather than meeting it in a remote syscall.
+ * The task ends up as it would have (SIGCONT discards queued stop signals anyway). A task
+ * resumed from a group stop may report that stop again before it takes the signal, so
+ * this is tried a few times.
+ */
+#define MAX_PENDING_STOP_TRIES 8
+
+static int settle_pending_stop(struct dump_task *task)
+{
+	pid_t pid = task->item->pid;
+	uint64_t stop_bit = 1ull << (SIGSTOP - 1);
+	struct proc_pid_status st;
+	int ret;
+
+	for (int tries = 0; tries < MAX_PENDING_STOP_TRIES; tries++) {
+		ret = parse_pid_status(pid, &st);
+		if (ret)
+			return ret;
+		free_pid_status(&st);
+		if (!((st.sig_pending | st.shared_pending) & stop_bit))
+			return 0;
+		pr_info("task %d has SIGSTOP queued: it stops before the dump\n", pid);
+		ret = compel_take_pending_stop(pid);
+		if (ret)
+			return ret;
+		task->proc_state = 'T';
+	}
+	pr_err("task %d keeps a SIGSTOP queued after %d tries to let it stop\n", pid,
+	       MAX_PENDING_STOP_TRIES);
+	return -EAGAIN;
+}
+
+/*
  * Put pid in the tree under parent and seize it. A zombie cannot be traced and has
  * nothing left but its exit status, which /proc/PID/stat still shows.
  */
@@ -258,6 +293,9 @@ static int add_task(struct pstree_item *parent, pid_t pid)
 		return ret;
 	task->seized = true;
 	pr_info("seized task %d\n", pid);
+	ret = settle_pending_stop(task);
+	if (ret)
+		return ret;
 	/* Ids once it is stopped: a running process may still change its group. */
 	ret = pstree_collect_ids(task->item);
 	return ret ? ret : seize_other_threads(task);

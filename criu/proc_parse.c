@@ -142,7 +142,9 @@ enum {
 	STATUS_NNP = 1 << 4,
 	STATUS_THREADS = 1 << 5,
 	STATUS_GROUPS = 1 << 6,
-	STATUS_ALL = (1 << 7) - 1,
+	STATUS_SIGPND = 1 << 7,
+	STATUS_SHDPND = 1 << 8,
+	STATUS_ALL = (1 << 9) - 1,
 };
 
 static int parse_status_line(const char *line, struct proc_pid_status *st, unsigned int *seen)
@@ -177,6 +179,10 @@ static int parse_status_line(const char *line, struct proc_pid_status *st, unsig
 		caps = 1;
 	else if (sscanf(line, "NoNewPrivs: %u", &st->no_new_privs) == 1)
 		*seen |= STATUS_NNP;
+	else if (sscanf(line, "SigPnd: %" SCNx64, &st->sig_pending) == 1)
+		*seen |= STATUS_SIGPND;
+	else if (sscanf(line, "ShdPnd: %" SCNx64, &st->shared_pending) == 1)
+		*seen |= STATUS_SHDPND;
 	else
 		sscanf(line, "Seccomp: %d", &st->seccomp_mode);
 	if (caps)

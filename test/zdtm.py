@@ -260,6 +260,7 @@ TESTS = {
     'sched_policy_nice_oom': {},
     'membarrier_registered': {},
     'mem_map_flags': {},
+    'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
     'file_dev_null_zero_urandom': {},

@@ -18,6 +18,13 @@
  * Signals that arrive meanwhile are delivered to the task, as they would have been.
  */
 int compel_seize(pid_t pid);
+/*
+ * A seized task with a stop signal queued: let it take the signal now and wait for the
+ * group stop it starts, so that it is dumped stopped, as it was about to be, and no
+ * remote syscall meets the signal later. Signals queued before it are passed on.
+ * 0 or -errno.
+ */
+int compel_take_pending_stop(pid_t pid);
 /* PTRACE_DETACH: the task resumes from wherever it is stopped. */
 int compel_detach(pid_t pid);
 /* SIGKILL a seized task and wait until it is gone from the tracer's view. */

@@ -30,6 +30,7 @@ struct proc_pid_status {
 	uint32_t no_new_privs;
 	uint32_t umask;
 	int seccomp_mode;
+	uint64_t sig_pending, shared_pending; /* SigPnd (the thread's), ShdPnd: bit sig - 1 */
 	int nr_threads;
 	uint32_t nr_groups;
 	uint32_t *groups; /* malloc'ed; free with free_pid_status() */

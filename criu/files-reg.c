@@ -158,52 +158,67 @@ static int write_ghost_chunks(int src_fd, const char *path, struct cr_img *img, 
 	return ret;
 }
 
-/* ghost-file-ID.img: the inode's attributes, then its contents read through src. */
+static void fill_ghost_entry(GhostFileEntry *ge, const struct stat *st, Timeval *atim,
+			     Timeval *mtim)
+{
+	ge->uid = st->st_uid;
+	ge->gid = st->st_gid;
+	ge->mode = st->st_mode;
+	ge->has_dev = ge->has_ino = true;
+	ge->dev = kernel_dev(st->st_dev);
+	ge->ino = st->st_ino;
+	/* Unlike dev, CRIU writes a node's rdev as stat() gives it (glibc's dev_t encoding). */
+	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+		ge->has_rdev = true;
+		ge->rdev = st->st_rdev;
+	}
+	atim->tv_sec = st->st_atim.tv_sec;
+	atim->tv_usec = st->st_atim.tv_nsec / 1000;
+	mtim->tv_sec = st->st_mtim.tv_sec;
+	mtim->tv_usec = st->st_mtim.tv_nsec / 1000;
+	ge->atim = atim;
+	ge->mtim = mtim;
+}
+
+/*
+ * ghost-file-ID.img: the inode's attributes, then a regular file's contents read through
+ * src (a directory, FIFO or device node has none worth keeping).
+ */
 static int write_ghost_image(const char *src, const char *path, const struct stat *st,
 			     uint32_t ghost_id)
 {
 	GhostFileEntry ge = GHOST_FILE_ENTRY__INIT;
 	Timeval atim = TIMEVAL__INIT, mtim = TIMEVAL__INIT;
+	bool regular = S_ISREG(st->st_mode);
 	struct cr_img *img;
-	int src_fd, ret;
+	int src_fd = -1, ret = 0;
 
-	src_fd = open(src, O_RDONLY | O_CLOEXEC);
-	if (src_fd < 0) {
-		pr_perror("cannot open deleted file %s through %s", path, src);
-		return -errno;
+	if (regular) {
+		src_fd = open(src, O_RDONLY | O_CLOEXEC);
+		if (src_fd < 0) {
+			pr_perror("cannot open deleted file %s through %s", path, src);
+			return -errno;
+		}
+		ret = check_ghost_limit(src_fd, path, st->st_size);
 	}
-	ret = check_ghost_limit(src_fd, path, st->st_size);
-	if (ret) {
-		close(src_fd);
-		return ret;
-	}
-	img = open_image(CR_IMG_GHOST_FILE, O_WRONLY, ghost_id);
+	img = ret ? NULL : open_image(CR_IMG_GHOST_FILE, O_WRONLY, ghost_id);
 	if (!img) {
-		close(src_fd);
-		return -EIO;
+		if (src_fd >= 0)
+			close(src_fd);
+		return ret ? ret : -EIO;
 	}
-	ge.uid = st->st_uid;
-	ge.gid = st->st_gid;
-	ge.mode = st->st_mode;
-	ge.has_dev = ge.has_ino = ge.has_size = ge.has_chunks = true;
-	ge.dev = kernel_dev(st->st_dev);
-	ge.ino = st->st_ino;
+	fill_ghost_entry(&ge, st, &atim, &mtim);
+	ge.has_size = ge.has_chunks = ge.chunks = regular;
 	ge.size = st->st_size;
-	ge.chunks = true;
-	atim.tv_sec = st->st_atim.tv_sec;
-	atim.tv_usec = st->st_atim.tv_nsec / 1000;
-	mtim.tv_sec = st->st_mtim.tv_sec;
-	mtim.tv_usec = st->st_mtim.tv_nsec / 1000;
-	ge.atim = &atim;
-	ge.mtim = &mtim;
 	ret = pb_write_one(img, &ge);
-	if (!ret)
+	if (!ret && regular)
 		ret = write_ghost_chunks(src_fd, path, img, st->st_size);
 	close_image(img);
-	close(src_fd);
+	if (src_fd >= 0)
+		close(src_fd);
 	if (!ret)
-		pr_debug("deleted file %s: %lld bytes saved as ghost %u\n", path,
-			 (long long)st->st_size, ghost_id);
+		pr_debug("deleted %s %s: %lld bytes saved as ghost %u\n", regular ? "file" : "node",
+			 path, regular ? (long long)st->st_size : 0LL, ghost_id);
 	return ret;
 }
 
@@ -237,6 +252,15 @@ static int dump_ghost(const char *src, const char *path, const struct stat *st, 
  * Kernel-internal files show up as deleted files with made-up paths; re-creating them
  * on disk would be wrong, so they are refused until their own kinds exist.
  */
+/*
+ * What a deleted inode may be to be re-created: a regular file (with its contents), a
+ * directory, a FIFO or a device node (its mode and numbers alone).
+ */
+static bool ghost_kind(mode_t mode)
+{
+	return S_ISREG(mode) || S_ISDIR(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode);
+}
+
 static bool is_internal_file(const char *path)
 {
 	return !strncmp(path, "/memfd:", 7) || !strncmp(path, "/SYSV", 5) ||
@@ -314,9 +338,9 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	}
 	if (marked)
 		path[len - sfx] = '\0';
-	if (!S_ISREG(st->st_mode) || is_internal_file(path)) {
-		pr_err("%s: %s is deleted and not a regular file on disk (memfd, shared memory, deleted "
-		       "directory?): not supported\n",
+	if (!ghost_kind(st->st_mode) || is_internal_file(path)) {
+		pr_err("%s: %s is deleted and not a file on disk (memfd, shared memory?): not "
+		       "supported\n",
 		       what, link);
 		return -ENOTSUP;
 	}
@@ -485,10 +509,6 @@ int dump_dir_file(const char *src, const char *what, uint32_t *file_id)
 		pr_err("%s: %s is not a directory\n", what, link);
 		return -ENOTDIR;
 	}
-	if (st.st_nlink == 0) {
-		pr_err("%s: directory %s was deleted, which is not supported\n", what, link);
-		return -ENOTSUP;
-	}
 	*file_id = files_new_id();
 	return dump_reg_entry(*file_id, src, link, &st, O_RDONLY, 0, what);
 }
@@ -590,6 +610,7 @@ int dump_exe_file(pid_t pid, uint32_t *file_id)
 struct ghost_file {
 	uint32_t id; /* ghost-file-ID.img */
 	uint32_t uid, gid, mode;
+	dev_t rdev; /* a device node's numbers */
 	uint64_t size;
 	bool chunks; /* contents as ghost_chunk_entry records, else size raw bytes */
 	bool has_atim, has_mtim;
@@ -692,15 +713,24 @@ static int decode_ghost_header(struct cr_img *img, struct ghost_file *g)
 
 	if (ret)
 		return ret;
-	if (!S_ISREG(ge->mode)) {
-		pr_err("%s: the deleted file has mode %#o: only regular files are supported\n",
-		       img->name, ge->mode);
+	if (!ghost_kind(ge->mode) || ((S_ISCHR(ge->mode) || S_ISBLK(ge->mode)) && !ge->has_rdev)) {
+		pr_err("%s: the deleted file has mode %#o%s: not supported\n", img->name, ge->mode,
+		       ge->has_rdev ? "" : " and no device number");
 		pb_free(img, ge);
 		return -ENOTSUP;
 	}
 	g->uid = ge->uid;
 	g->gid = ge->gid;
 	g->mode = ge->mode;
+	g->rdev = ge->rdev;
+	if (!S_ISREG(ge->mode)) {
+		/* Nothing but the node: whatever follows the header is not read. */
+		g->size = UINT64_MAX;
+		timeval_to_timespec(ge->atim, &g->has_atim, &g->atim);
+		timeval_to_timespec(ge->mtim, &g->has_mtim, &g->mtim);
+		pb_free(img, ge);
+		return 0;
+	}
 	g->chunks = ge->has_chunks && ge->chunks;
 	g->size = ge->has_size ? ge->size : UINT64_MAX;
 	/*
@@ -741,7 +771,7 @@ static int collect_ghost_image(struct ghost_file *g)
 	if (!img)
 		return -EIO;
 	ret = decode_ghost_header(img, g);
-	if (!ret)
+	if (!ret && S_ISREG(g->mode))
 		ret = walk_ghost_contents(img, g, NULL, NULL);
 	close_image(img);
 	return ret;
@@ -927,6 +957,23 @@ static int check_reg_name(uint32_t id, const char *name)
 	return 0;
 }
 
+/*
+ * A remapped entry names a path restore re-creates or links: a plain absolute one, of
+ * the kind the ghost re-creates (a link is always to a regular file).
+ */
+static bool remap_mismatch(const struct reg_file *rf)
+{
+	if (!rf->ghost && !rf->link_id)
+		return false;
+	if (!is_plain_path(rf->path))
+		return true;
+	if (!rf->has_mode)
+		return false;
+	if (rf->ghost)
+		return (rf->mode & S_IFMT) != (rf->ghost->mode & S_IFMT);
+	return !S_ISREG(rf->mode);
+}
+
 static int reg_collect(struct file_desc *d)
 {
 	const RegFileEntry *rfe = d->fe->reg;
@@ -954,11 +1001,11 @@ static int reg_collect(struct file_desc *d)
 		.ghost = ghost_of_file(d->id),
 		.link_id = linked_remap_of(d->id) ? linked_remap_of(d->id)->link_id : 0,
 	};
-	if ((rf->ghost || rf->link_id) &&
-	    ((rf->has_mode && !S_ISREG(rf->mode)) || !is_plain_path(rf->path))) {
-		pr_err("files.img: file %u (%s) is remapped to a %s but is not a regular file "
-		       "at a plain absolute path\n",
-		       d->id, rf->path, rf->ghost ? "ghost" : "link");
+	if (remap_mismatch(rf)) {
+		pr_err("files.img: file %u (%s) is remapped to a %s but is not a %s at a plain "
+		       "absolute path\n",
+		       d->id, rf->path, rf->ghost ? "ghost" : "link",
+		       rf->ghost ? "file of the ghost's kind" : "regular file");
 		free(rf);
 		return -EINVAL;
 	}
@@ -1083,34 +1130,87 @@ static int fill_ghost_file(int fd, const char *path, const struct ghost_file *g)
 	return ret;
 }
 
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISREG(mode))
+		return "regular file";
+	if (S_ISDIR(mode))
+		return "directory";
+	if (S_ISCHR(mode))
+		return "character device";
+	if (S_ISFIFO(mode))
+		return "FIFO";
+	return "special file";
+}
+
+/*
+ * A fresh inode of the ghost's kind at path, never through a symlink nor over anything
+ * that exists: a regular file open for writing its contents, or the directory, FIFO or
+ * device node made and held by an O_PATH fd. The fd or -errno (EEXIST unlogged).
+ */
+static int make_ghost_inode(const char *path, const struct ghost_file *g)
+{
+	int ret;
+
+	if (S_ISREG(g->mode)) {
+		ret = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		return ret < 0 ? -errno : ret;
+	}
+	if (S_ISDIR(g->mode))
+		ret = mkdir(path, 0700);
+	else
+		ret = mknod(path, (g->mode & S_IFMT) | 0600, S_ISFIFO(g->mode) ? 0 : g->rdev);
+	if (ret)
+		return -errno;
+	ret = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	return ret < 0 ? -errno : ret;
+}
+
 /*
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
- * someone created a new file there since, a sibling name is the best we can do. Never
- * through a symlink and never over an existing file (O_EXCL | O_NOFOLLOW).
+ * someone created a new file there since, a sibling name is the best we can do.
  */
-static int create_ghost_file(const char *path, uint32_t ghost_id, char *created, size_t len)
+static int create_ghost_file(const char *path, const struct ghost_file *g, char *created,
+			     size_t len)
 {
-	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	int fd;
 
 	snprintf(created, len, "%s", path);
-	fd = open(created, flags, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		if ((size_t)snprintf(created, len, "%s.cr-ghost-%x", path, ghost_id) >= len) {
+	fd = make_ghost_inode(created, g);
+	if (fd == -EEXIST) {
+		if ((size_t)snprintf(created, len, "%s.cr-ghost-%x", path, g->id) >= len) {
 			pr_err("deleted file %s: the path exists again and a sibling name is too long\n",
 			       path);
 			return -ENAMETOOLONG;
 		}
 		pr_warn("deleted file %s: the path exists again, re-creating it as %s\n", path,
 			created);
-		fd = open(created, flags, 0600);
+		fd = make_ghost_inode(created, g);
 	}
 	if (fd < 0)
-		pr_perror("cannot re-create deleted file %s", created);
-	return fd < 0 ? -errno : fd;
+		pr_err("cannot re-create deleted %s %s: %s\n", file_kind(g->mode), created,
+		       strerror(-fd));
+	return fd;
 }
 
-/* Create, fill, open with the wanted flags, unlink. */
+/* A node's owner, mode and times, set by its name (an O_PATH fd cannot chmod). */
+static int restore_node_attrs(const char *path, const struct ghost_file *g)
+{
+	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+
+	if (g->has_atim)
+		times[0] = g->atim;
+	if (g->has_mtim)
+		times[1] = g->mtim;
+	if (lchown(path, g->uid, g->gid) || chmod(path, g->mode & 07777) ||
+	    utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)) {
+		pr_perror("cannot set owner, mode or times of re-created %s", path);
+		return -errno;
+	}
+	return 0;
+}
+
+/* Create, fill (or set up the node), open with the wanted flags, remove the name. */
 static int recreate_ghost(const struct reg_file *rf, int flags)
 {
 	struct ghost_file *g = rf->ghost;
@@ -1118,12 +1218,12 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	int wfd, fd = -1, ret;
 	struct stat st;
 
-	wfd = create_ghost_file(rf->path, g->id, created, sizeof(created));
+	wfd = create_ghost_file(rf->path, g, created, sizeof(created));
 	if (wfd < 0)
 		return wfd;
-	ret = fill_ghost_file(wfd, created, g);
+	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) : restore_node_attrs(created, g);
 	if (!ret) {
-		/* Through the fd, not the name: the inode just filled, whatever the name is now. */
+		/* Through the fd, not the name: the inode just made, whatever the name is now. */
 		char link[64];
 
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", wfd);
@@ -1133,9 +1233,9 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 			pr_perror("cannot open re-created %s", created);
 		}
 	}
-	if (unlink(created) && !ret) {
+	if ((S_ISDIR(g->mode) ? rmdir(created) : unlink(created)) && !ret) {
 		ret = -errno;
-		pr_perror("cannot unlink re-created %s", created);
+		pr_perror("cannot remove re-created %s", created);
 	}
 	if (!ret && fstat(wfd, &st)) {
 		ret = -errno;
@@ -1150,7 +1250,7 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	g->restored = true;
 	g->restored_dev = st.st_dev;
 	g->restored_ino = st.st_ino;
-	pr_debug("deleted file %s re-created from ghost %#x\n", rf->path, g->id);
+	pr_debug("deleted %s %s re-created from ghost %#x\n", file_kind(g->mode), rf->path, g->id);
 	return fd;
 }
 
@@ -1178,18 +1278,6 @@ static int open_ghost(const struct reg_file *rf, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static const char *file_kind(mode_t mode)
-{
-	if (S_ISREG(mode))
-		return "regular file";
-	if (S_ISDIR(mode))
-		return "directory";
-	if (S_ISCHR(mode))
-		return "character device";
-	if (S_ISFIFO(mode))
-		return "FIFO";
-	return "special file";
-}
 
 /* Restore must not silently open something other than what was dumped. */
 static int check_reopened(int fd, const struct reg_file *rf)

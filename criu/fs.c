@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -62,7 +63,10 @@ int dump_task_fs(pid_t pid)
 	return ret;
 }
 
-/* The directory a file id of fs-PID.img names: a REG entry of a directory, not deleted. */
+/*
+ * The directory a file id of fs-PID.img names: a REG entry of a directory. A deleted cwd
+ * is made again (and removed again) as a deleted file is; a root has to exist.
+ */
 static const struct reg_file *find_dir(pid_t pid, const char *which, uint32_t file_id)
 {
 	const struct reg_file *rf;
@@ -72,20 +76,18 @@ static const struct reg_file *find_dir(pid_t pid, const char *which, uint32_t fi
 	rf = find_reg_file(file_id, user);
 	if (!rf)
 		return NULL;
-	if ((rf->has_mode && !S_ISDIR(rf->mode)) || rf->ghost) {
-		pr_err("%s: file %u (%s) is not a directory that exists\n", user, file_id, rf->path);
+	if ((rf->has_mode && !S_ISDIR(rf->mode)) || (rf->ghost && !strcmp(which, "root"))) {
+		pr_err("%s: file %u (%s) is not a directory%s\n", user, file_id, rf->path,
+		       rf->ghost ? " that exists" : "");
 		return NULL;
 	}
 	return rf;
 }
 
-static int open_dir(pid_t pid, const char *which, const struct reg_file *dir)
+/* open_reg_file() says why it fails. */
+static int open_dir(const struct reg_file *dir)
 {
-	int fd = open(dir->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0)
-		pr_perror("task %d: cannot open its %s %s", pid, which, dir->path);
-	return fd < 0 ? -errno : fd;
+	return open_reg_file(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 /*
@@ -96,11 +98,11 @@ static int set_cwd_root(pid_t pid, const struct reg_file *cwd, const struct reg_
 {
 	int cwd_fd, root_fd = -1, ret = 0;
 
-	cwd_fd = open_dir(pid, "cwd", cwd);
+	cwd_fd = open_dir(cwd);
 	if (cwd_fd < 0)
 		return cwd_fd;
 	if (strcmp(root->path, "/")) {
-		root_fd = open_dir(pid, "root", root);
+		root_fd = open_dir(root);
 		if (root_fd < 0)
 			ret = root_fd;
 		else if (fchdir(root_fd) || chroot(".")) {

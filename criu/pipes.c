@@ -247,10 +247,6 @@ static int fifo_dump(const struct fd_parms *p, uint32_t id)
 	int ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d (FIFO %s)", p->fd, p->pid, p->link);
-	if (p->st.st_nlink == 0) {
-		pr_err("%s: the FIFO was unlinked while open, which is not supported\n", what);
-		return -ENOTSUP;
-	}
 	ret = check_pipe_dumpable(p, what);
 	if (!ret)
 		ret = dump_queue_once(p, CR_IMG_FIFO_DATA, what);
@@ -308,7 +304,7 @@ static size_t nr_pipe_objs;
 struct pipe_end {
 	size_t obj; /* index in pipe_objs, which grows while entries are collected */
 	uint32_t flags;
-	const char *path; /* FIFOs: from the REG entry */
+	const struct reg_file *regf; /* FIFOs: the REG entry naming it (maybe deleted) */
 };
 
 static const struct pipe_data *find_pipe_data(const struct pipe_data_table *t, uint32_t pipe_id)
@@ -449,7 +445,7 @@ static ssize_t collect_pipe_obj(bool fifo, uint32_t pipe_id, uint32_t file_id)
 }
 
 static int collect_end(struct file_desc *d, bool fifo, uint32_t pipe_id, uint32_t flags,
-		       const char *path)
+		       const struct reg_file *regf)
 {
 	ssize_t obj = collect_pipe_obj(fifo, pipe_id, d->id);
 	struct pipe_end *end;
@@ -461,7 +457,7 @@ static int collect_end(struct file_desc *d, bool fifo, uint32_t pipe_id, uint32_
 		pr_err("files.img: out of memory collecting file %u\n", d->id);
 		return -ENOMEM;
 	}
-	*end = (struct pipe_end){ .obj = obj, .flags = flags, .path = path };
+	*end = (struct pipe_end){ .obj = obj, .flags = flags, .regf = regf };
 	d->kind = end;
 	return 0;
 }
@@ -495,7 +491,7 @@ static int fifo_collect(struct file_desc *d)
 	if (!regf)
 		return -EINVAL;
 	d->owner_signum = find_file_desc(ffe->regf_id)->owner_signum;
-	return collect_end(d, true, ffe->pipe_id, regf->flags, regf->path);
+	return collect_end(d, true, ffe->pipe_id, regf->flags, regf);
 }
 
 /*
@@ -681,12 +677,11 @@ static int fifo_open(const struct file_desc *d)
 	struct stat st;
 	int pin_fd, fd, ret = 0;
 
-	snprintf(what, sizeof(what), "FIFO %s (file %u)", end->path, d->id);
-	pin_fd = open(end->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-	if (pin_fd < 0) {
-		pr_perror("%s: cannot open it", what);
-		return -errno;
-	}
+	snprintf(what, sizeof(what), "FIFO %s (file %u)", end->regf->path, d->id);
+	/* Through its REG entry: a FIFO unlinked at dump is made again there. */
+	pin_fd = open_reg_file(end->regf, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (pin_fd < 0)
+		return pin_fd;
 	if (fstat(pin_fd, &st)) {
 		ret = -errno;
 		pr_perror("%s: cannot stat it", what);

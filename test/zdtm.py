@@ -263,6 +263,7 @@ TESTS = {
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
+    'file_deleted_nodes': {},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
@@ -464,6 +465,7 @@ CROSS_TESTS = {
     'file_reg_flags_offset': {},  # regular files: flags, offsets, shared descriptions
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
+    'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj

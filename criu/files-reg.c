@@ -181,8 +181,27 @@ static void fill_ghost_entry(GhostFileEntry *ge, const struct stat *st, Timeval 
 }
 
 /*
+ * A deleted symlink's target. The /proc link src names the symlink itself: opened with
+ * O_PATH (following src, not the symlink) it gives an fd on the symlink to read it from.
+ */
+static int read_symlink_target(const char *src, const char *path, char *target, size_t len)
+{
+	int fd = open(src, O_PATH | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : readlinkat(fd, "", target, len - 1);
+
+	if (n < 0)
+		pr_perror("cannot read the target of deleted symlink %s", path);
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	return 0;
+}
+
+/*
  * ghost-file-ID.img: the inode's attributes, then a regular file's contents read through
- * src (a directory, FIFO or device node has none worth keeping).
+ * src (a directory, FIFO or device node has none worth keeping; a symlink its target).
  */
 static int write_ghost_image(const char *src, const char *path, const struct stat *st,
 			     uint32_t ghost_id)
@@ -190,6 +209,7 @@ static int write_ghost_image(const char *src, const char *path, const struct sta
 	GhostFileEntry ge = GHOST_FILE_ENTRY__INIT;
 	Timeval atim = TIMEVAL__INIT, mtim = TIMEVAL__INIT;
 	bool regular = S_ISREG(st->st_mode);
+	char target[PATH_MAX];
 	struct cr_img *img;
 	int src_fd = -1, ret = 0;
 
@@ -210,7 +230,11 @@ static int write_ghost_image(const char *src, const char *path, const struct sta
 	fill_ghost_entry(&ge, st, &atim, &mtim);
 	ge.has_size = ge.has_chunks = ge.chunks = regular;
 	ge.size = st->st_size;
-	ret = pb_write_one(img, &ge);
+	if (S_ISLNK(st->st_mode))
+		ret = read_symlink_target(src, path, target, sizeof(target));
+	ge.symlnk_target = S_ISLNK(st->st_mode) ? target : NULL;
+	if (!ret)
+		ret = pb_write_one(img, &ge);
 	if (!ret && regular)
 		ret = write_ghost_chunks(src_fd, path, img, st->st_size);
 	close_image(img);
@@ -254,11 +278,12 @@ static int dump_ghost(const char *src, const char *path, const struct stat *st, 
  */
 /*
  * What a deleted inode may be to be re-created: a regular file (with its contents), a
- * directory, a FIFO or a device node (its mode and numbers alone).
+ * symlink (with its target), a directory, a FIFO or a device node (mode and numbers).
  */
 static bool ghost_kind(mode_t mode)
 {
-	return S_ISREG(mode) || S_ISDIR(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode);
+	return S_ISREG(mode) || S_ISDIR(mode) || S_ISFIFO(mode) || S_ISCHR(mode) ||
+	       S_ISBLK(mode) || S_ISLNK(mode);
 }
 
 static bool is_internal_file(const char *path)
@@ -332,7 +357,9 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	snprintf(path, PATH_MAX, "%s", link);
 	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
 	if (st->st_nlink) {
-		if (stat(path, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+		int ret = S_ISLNK(st->st_mode) ? lstat(path, &now) : stat(path, &now);
+
+		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
 			return resolve_unlinked_path(st, what, path, marked, kind);
 		return 0;
 	}
@@ -469,9 +496,11 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	return ret ? ret : write_reg_entry(id, path, st, flags, pos);
 }
 
+/* A symlink is held only by an O_PATH | O_NOFOLLOW fd, reopened the same way. */
 static bool reg_owns(const struct fd_parms *p)
 {
-	return S_ISREG(p->st.st_mode) || S_ISDIR(p->st.st_mode) || is_memory_device(&p->st);
+	return S_ISREG(p->st.st_mode) || S_ISDIR(p->st.st_mode) || S_ISLNK(p->st.st_mode) ||
+	       is_memory_device(&p->st);
 }
 
 int dump_reg_file(const struct fd_parms *p, uint32_t id)
@@ -611,6 +640,7 @@ struct ghost_file {
 	uint32_t id; /* ghost-file-ID.img */
 	uint32_t uid, gid, mode;
 	dev_t rdev; /* a device node's numbers */
+	char *target; /* a symlink's, malloc'ed */
 	uint64_t size;
 	bool chunks; /* contents as ghost_chunk_entry records, else size raw bytes */
 	bool has_atim, has_mtim;
@@ -723,6 +753,18 @@ static int decode_ghost_header(struct cr_img *img, struct ghost_file *g)
 	g->gid = ge->gid;
 	g->mode = ge->mode;
 	g->rdev = ge->rdev;
+	if (S_ISLNK(ge->mode)) {
+		if (!ge->symlnk_target || !*ge->symlnk_target) {
+			pr_err("%s: a deleted symlink without its target\n", img->name);
+			pb_free(img, ge);
+			return -EINVAL;
+		}
+		g->target = strdup(ge->symlnk_target);
+		if (!g->target) {
+			pb_free(img, ge);
+			return -ENOMEM;
+		}
+	}
 	if (!S_ISREG(ge->mode)) {
 		/* Nothing but the node: whatever follows the header is not read. */
 		g->size = UINT64_MAX;
@@ -794,6 +836,7 @@ static struct ghost_file *find_or_add_ghost(uint32_t ghost_id)
 	ghosts = grown;
 	g->id = ghost_id;
 	if (collect_ghost_image(g)) {
+		free(g->target);
 		free(g);
 		return NULL;
 	}
@@ -908,8 +951,10 @@ static int reg_collect_images(void)
 
 static void reg_collect_fini(void)
 {
-	for (size_t i = 0; i < nr_ghosts; i++)
+	for (size_t i = 0; i < nr_ghosts; i++) {
+		free(ghosts[i]->target);
 		free(ghosts[i]);
+	}
 	free(ghosts);
 	ghosts = NULL;
 	nr_ghosts = 0;
@@ -1140,6 +1185,10 @@ static const char *file_kind(mode_t mode)
 		return "character device";
 	if (S_ISFIFO(mode))
 		return "FIFO";
+	if (S_ISLNK(mode))
+		return "symlink";
+	if (S_ISBLK(mode))
+		return "block device";
 	return "special file";
 }
 
@@ -1158,6 +1207,8 @@ static int make_ghost_inode(const char *path, const struct ghost_file *g)
 	}
 	if (S_ISDIR(g->mode))
 		ret = mkdir(path, 0700);
+	else if (S_ISLNK(g->mode))
+		ret = symlink(g->target, path);
 	else
 		ret = mknod(path, (g->mode & S_IFMT) | 0600, S_ISFIFO(g->mode) ? 0 : g->rdev);
 	if (ret)
@@ -1202,12 +1253,32 @@ static int restore_node_attrs(const char *path, const struct ghost_file *g)
 		times[0] = g->atim;
 	if (g->has_mtim)
 		times[1] = g->mtim;
-	if (lchown(path, g->uid, g->gid) || chmod(path, g->mode & 07777) ||
+	/* A symlink's mode is always 0777, and chmod() would follow it. */
+	if (lchown(path, g->uid, g->gid) || (!S_ISLNK(g->mode) && chmod(path, g->mode & 07777)) ||
 	    utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)) {
 		pr_perror("cannot set owner, mode or times of re-created %s", path);
 		return -errno;
 	}
 	return 0;
+}
+
+/*
+ * A new opening of the inode fd holds, with flags. Through /proc, except a symlink: an
+ * O_PATH | O_NOFOLLOW open of /proc/self/fd/N would hold the /proc link itself, and a
+ * symlink has no other kind of opening, so it is a dup. The fd or -errno.
+ */
+static int reopen_inode(int fd, int flags, mode_t mode)
+{
+	char link[64];
+	int ret;
+
+	if (S_ISLNK(mode)) {
+		ret = fcntl(fd, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+		return ret < 0 ? -errno : ret;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ret = open(link, flags);
+	return ret < 0 ? -errno : ret;
 }
 
 /* Create, fill (or set up the node), open with the wanted flags, remove the name. */
@@ -1224,13 +1295,10 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) : restore_node_attrs(created, g);
 	if (!ret) {
 		/* Through the fd, not the name: the inode just made, whatever the name is now. */
-		char link[64];
-
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", wfd);
-		fd = open(link, flags);
+		fd = reopen_inode(wfd, flags, g->mode);
 		if (fd < 0) {
-			ret = -errno;
-			pr_perror("cannot open re-created %s", created);
+			ret = fd;
+			pr_err("cannot open re-created %s: %s\n", created, strerror(-fd));
 		}
 	}
 	if ((S_ISDIR(g->mode) ? rmdir(created) : unlink(created)) && !ret) {
@@ -1261,7 +1329,6 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 static int open_ghost(const struct reg_file *rf, int flags)
 {
 	const struct ghost_file *g = rf->ghost;
-	char link[64];
 	int held, fd;
 
 	if (!g->restored)
@@ -1271,11 +1338,11 @@ static int open_ghost(const struct reg_file *rf, int flags)
 		return recreate_ghost(rf, flags);
 	if (held < 0)
 		return held;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", held);
-	fd = open(link, flags);
+	fd = reopen_inode(held, flags, g->mode);
 	if (fd < 0)
-		pr_perror("cannot reopen deleted file %s through %s", rf->path, link);
-	return fd < 0 ? -errno : fd;
+		pr_err("cannot reopen deleted file %s through fd %d: %s\n", rf->path, held,
+		       strerror(-fd));
+	return fd;
 }
 
 

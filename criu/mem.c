@@ -310,6 +310,11 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 		ve->shmid = vma->ino;
 		return take_anon_name(pid, vma, "[anon_shmem:", dv);
 	}
+	if (vma->vmflags & VMFLAG_HUGETLB) {
+		pr_err("task %d: VMA %lx-%lx (%s) is hugetlb memory, which is not supported yet\n",
+		       pid, vma->start, vma->end, vma->path[0] ? vma->path : "anonymous");
+		return -ENOTSUP;
+	}
 	if (path_starts(vma, "/SYSV")) {
 		pr_err("task %d: VMA %lx-%lx is SysV shared memory, which is not supported yet\n",
 		       pid, vma->start, vma->end);

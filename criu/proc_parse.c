@@ -456,7 +456,7 @@ static const struct {
 	{ "dd", VMFLAG_DONTDUMP },	{ "hg", VMFLAG_HUGEPAGE },   { "nh", VMFLAG_NOHUGEPAGE },
 	{ "rr", VMFLAG_RANDOM },	{ "sr", VMFLAG_SEQUENTIAL }, { "wf", VMFLAG_WIPEONFORK },
 	{ "mg", VMFLAG_MERGEABLE },	{ "sh", VMFLAG_SHARED },     { "ac", VMFLAG_ACCOUNT },
-	{ "nr", VMFLAG_NORESERVE },	{ "dp", VMFLAG_DROPPABLE },
+	{ "nr", VMFLAG_NORESERVE },	{ "dp", VMFLAG_DROPPABLE },  { "ht", VMFLAG_HUGETLB },
 };
 
 static uint32_t parse_vmflags(const char *list)

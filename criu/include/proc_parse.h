@@ -84,6 +84,7 @@ int parse_pid_timers(pid_t pid, struct proc_posix_timer **timers, unsigned int *
 #define VMFLAG_ACCOUNT (1u << 14) /* ac: VM_ACCOUNT, the mapping was once writable and private */
 #define VMFLAG_NORESERVE (1u << 15) /* nr: mapped with MAP_NORESERVE */
 #define VMFLAG_DROPPABLE (1u << 16) /* dp: MAP_DROPPABLE (Linux 6.11), freed under pressure */
+#define VMFLAG_HUGETLB (1u << 17) /* ht: hugetlb pages */
 
 /* One line of /proc/PID/smaps with its VmFlags. */
 struct proc_vma {

@@ -257,6 +257,12 @@ TESTS = {
                                           'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
+    # file locks (--file-locks): POSIX, flock(), OFD; waiters; refusals
+    'file_locks_posix': {'dump_args': ['--file-locks']},
+    'file_locks_posix_mapped': {'bin': 'file_locks_posix', 'dump_args': ['--file-locks'],
+                                'test_env': {'ZDTM_LOCKS_MAPPED': '1'}},
+    'file_locks_no_option': {'bin': 'file_locks_posix', 'mode': 'dump_fails',
+                             'expect': 'dump it with --file-locks'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},

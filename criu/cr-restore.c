@@ -338,7 +338,7 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
 	if (prepare_fds(item->pid))
 		return -1;
-	/* The blob re-takes the locks: their fds are checked while only the task's are open. */
+	/* The blob re-takes the locks: who took one since the dump is said here. */
 	if (file_locks_check_task(item->pid))
 		return -1;
 
@@ -1137,6 +1137,7 @@ static int collect_images(void)
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
 	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || task_images_collect())
 		return -1;
+	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect())
 		return -1;
 	return check_pids_free() || prepare_plugins() ? -1 : 0;

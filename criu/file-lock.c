@@ -17,12 +17,13 @@
 
 #include "cr_options.h"
 #include "file-lock.h"
+#include "files.h"
 #include "image.h"
 #include "log.h"
 #include "pstree.h"
 #include "restorer-args.h"
-#include "servicefd.h"
 
+#include "fdinfo.pb-c.h"
 #include "file-lock.pb-c.h"
 
 /* ---------------------------------------------------------------- dump ---- */
@@ -288,8 +289,12 @@ static int note_fd_lock(struct lock_dump *ld, pid_t pid, int fd, const struct lo
 	ret = claim_system_lock(ld, &h);
 	if (ret)
 		return ret;
-	pr_info("fd %d of task %d: %s %s lock %lld-%lld\n", fd, pid, l->class, l->type, l->start,
-		l->end);
+	if (l->end < 0)
+		pr_info("fd %d of task %d: %s %s lock %lld-EOF\n", fd, pid, l->class, l->type,
+			l->start);
+	else
+		pr_info("fd %d of task %d: %s %s lock %lld-%lld\n", fd, pid, l->class, l->type,
+			l->start, l->end);
 	return add_held_lock(ld, &h);
 }
 
@@ -432,6 +437,8 @@ struct task_lock {
 	pid_t pid;
 	size_t idx; /* in the image */
 	struct rst_file_lock lock;
+	bool has_file; /* the task's fdinfo image has the fd: file_id */
+	uint32_t file_id;
 };
 
 static struct task_lock *task_locks;
@@ -521,6 +528,70 @@ static int cmp_task_lock(const void *a, const void *b)
 	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* The fdinfo image of the task whose locks are task_locks[first, end): their files. */
+static int find_lock_files(const struct pstree_item *item, size_t first, size_t end)
+{
+	struct cr_img *img = open_image(CR_IMG_FDINFO, O_RDONLY, item->ids.files_id);
+	FdinfoEntry *fdi;
+	int ret;
+
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&fdi)) > 0) {
+		for (size_t i = first; i < end; i++) {
+			if (task_locks[i].lock.fd != (int)fdi->fd)
+				continue;
+			task_locks[i].has_file = true;
+			task_locks[i].file_id = fdi->id;
+		}
+		pb_free(img, fdi);
+	}
+	close_image(img);
+	return ret;
+}
+
+/* flock() needs only an open fd; the record locks need the access they lock against. */
+static int check_lock_file(const struct task_lock *tl)
+{
+	const struct rst_file_lock *lk = &tl->lock;
+	const FileEntry *fe = tl->has_file ? find_file_entry(tl->file_id) : NULL;
+	uint32_t acc;
+
+	if (!fe) {
+		pr_err("filelocks.img: task %d has a %s lock on fd %d, which it does not have\n",
+		       tl->pid, lock_kind_name(lk->kind), lk->fd);
+		return -EINVAL;
+	}
+	if (lk->kind == FILE_LOCK_FLOCK || fe->type != FD_TYPES__REG || !fe->reg)
+		return 0;
+	acc = fe->reg->flags & O_ACCMODE;
+	if ((lk->type == F_RDLCK && acc == O_WRONLY) || (lk->type == F_WRLCK && acc == O_RDONLY)) {
+		pr_err("filelocks.img: task %d has a %s %s lock on fd %d (%s), which is not open for "
+		       "%s\n",
+		       tl->pid, lock_kind_name(lk->kind), lk->type == F_RDLCK ? "read" : "write",
+		       lk->fd, fe->reg->name, lk->type == F_RDLCK ? "reading" : "writing");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Each task's run of the sorted table at once: its fdinfo image is read once. */
+static int check_lock_files(void)
+{
+	size_t first = 0, end;
+	int ret = 0;
+
+	for (; first < nr_task_locks && !ret; first = end) {
+		for (end = first; end < nr_task_locks && task_locks[end].pid == task_locks[first].pid;
+		     end++)
+			;
+		ret = find_lock_files(pstree_find(task_locks[first].pid), first, end);
+		for (size_t i = first; i < end && !ret; i++)
+			ret = check_lock_file(&task_locks[i]);
+	}
+	return ret;
+}
+
 int file_locks_collect(void)
 {
 	int ret = pb_collect_optional_image(CR_IMG_FILE_LOCKS, add_task_lock, NULL);
@@ -530,6 +601,9 @@ int file_locks_collect(void)
 	if (!nr_task_locks)
 		return 0;
 	qsort(task_locks, nr_task_locks, sizeof(*task_locks), cmp_task_lock);
+	ret = check_lock_files();
+	if (ret)
+		return ret;
 	blob_locks = calloc(nr_task_locks, sizeof(*blob_locks));
 	if (!blob_locks) {
 		pr_err("filelocks.img: out of memory (%zu locks)\n", nr_task_locks);
@@ -562,33 +636,34 @@ void file_locks_of_task(pid_t pid, const struct rst_file_lock **locks, unsigned 
 	*nr = end - first;
 }
 
-/* flock() needs only an open fd; the record locks need the access they lock against. */
-static int check_lock_fd(pid_t pid, const struct rst_file_lock *lk)
+/*
+ * A record lock someone else took since the dump would fail the blob's F_SETLK: say who
+ * holds it, while a message can still name it. The task holds no lock of its own yet,
+ * and the tree's other locks were held together with this one.
+ */
+static int check_lock_free(pid_t pid, const struct rst_file_lock *lk)
 {
-	int flags = fcntl(lk->fd, F_GETFL), acc;
+	struct flock fl = { .l_type = lk->type, .l_whence = SEEK_SET, .l_start = lk->start,
+			    .l_len = lk->len };
+	char holder[32] = "an OFD lock";
 
-	if (flags < 0 || is_service_fd(lk->fd)) {
-		pr_err("filelocks.img: task %d has a %s lock on fd %d, which it does not have\n",
-		       pid, lock_kind_name(lk->kind), lk->fd);
-		return -EBADF;
-	}
-	acc = flags & O_ACCMODE;
 	if (lk->kind == FILE_LOCK_FLOCK)
 		return 0;
-	if ((lk->type == F_RDLCK && acc == O_WRONLY) || (lk->type == F_WRLCK && acc == O_RDONLY)) {
-		pr_err("filelocks.img: task %d has a %s %s lock on fd %d, which is not open for "
-		       "%s\n",
-		       pid, lock_kind_name(lk->kind), lk->type == F_RDLCK ? "read" : "write",
-		       lk->fd, lk->type == F_RDLCK ? "reading" : "writing");
-		return -EBADF;
+	if (fcntl(lk->fd, lk->kind == FILE_LOCK_OFD ? F_OFD_GETLK : F_GETLK, &fl)) {
+		pr_perror("task %d: cannot test its %s lock on fd %d", pid, lock_kind_name(lk->kind),
+			  lk->fd);
+		return -errno;
 	}
-	return 0;
+	if (fl.l_type == F_UNLCK)
+		return 0;
+	if (fl.l_pid > 0)
+		snprintf(holder, sizeof(holder), "process %d", fl.l_pid);
+	pr_err("task %d: its %s %s lock on fd %d at %lld+%lld is taken: %s holds it now\n", pid,
+	       lock_kind_name(lk->kind), lk->type == F_RDLCK ? "read" : "write", lk->fd,
+	       (long long)lk->start, (long long)lk->len, holder);
+	return -EAGAIN;
 }
 
-/*
- * After prepare_fds() the task has its restored fds and criu's service fds, nothing
- * else: an open fd that is not a service fd is one of its own.
- */
 int file_locks_check_task(pid_t pid)
 {
 	const struct rst_file_lock *locks;
@@ -597,6 +672,6 @@ int file_locks_check_task(pid_t pid)
 
 	file_locks_of_task(pid, &locks, &nr);
 	for (unsigned int i = 0; i < nr && !ret; i++)
-		ret = check_lock_fd(pid, &locks[i]);
+		ret = check_lock_free(pid, &locks[i]);
 	return ret;
 }

@@ -24,18 +24,19 @@
 int dump_file_locks(void);
 
 /*
- * Restore, main process, after pstree_read() and before forking: filelocks.img decoded
- * and checked (kinds, types, ranges, live tasks) into a table the tasks inherit.
- * 0 or -errno after one line naming the entry.
+ * Restore, main process, after files_collect() and before forking: filelocks.img
+ * decoded and checked (kinds, types, ranges, live tasks, each lock's fd one its task has,
+ * open for the access a POSIX or OFD lock needs: reading for F_RDLCK, writing for
+ * F_WRLCK) into a table the tasks inherit. 0 or -errno after one line naming the entry.
  */
 int file_locks_collect(void);
 /* Frees the table; a no-op when file_locks_collect() never ran. */
 void file_locks_collect_fini(void);
 
 /*
- * In the restored task, right after prepare_fds(): every lock it re-takes names one of
- * its restored fds, open for the access the lock needs (reading for F_RDLCK, writing for
- * F_WRLCK of a POSIX or OFD lock). 0 or -errno after one line.
+ * In the restored task, once its fds are in place and before the blob takes its locks:
+ * a POSIX or OFD lock someone else took since the dump is named, with its holder (in the
+ * log: the task's errors go there). 0 or -errno.
  */
 int file_locks_check_task(pid_t pid);
 

@@ -495,6 +495,11 @@ CROSS_TESTS = {
     'file_reg_flags_offset': {},  # regular files: flags, offsets, shared descriptions
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
+    # file locks: upstream restores them only when asked to (--file-locks)
+    'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_ofd': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_waiter': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
@@ -1371,8 +1376,8 @@ class TestRun:
         """Dump with one criu, restore (-d) with the other; the tree must come back whole
         and pass its own checks."""
         pid = self.pid
-        self.dump(binary=dumper)
-        self.restore(pid, binary=restorer)
+        self.dump(self.desc.get('dump_args', []), binary=dumper)
+        self.restore(pid, extra=self.desc.get('restore_args', []), binary=restorer)
         self.expect_tree_restored()
         self.finish_and_judge()
 

@@ -8,11 +8,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kcmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -149,7 +147,7 @@ static int check_no_waiters(const struct lock_dump *ld)
 		const struct lock_line *l = &ld->sys[i].line;
 
 		if (l->blocked && in_live_tree(l->pid)) {
-			pr_err("task %d waits for a %s lock on %02x:%02x:%lu, which is not supported\n",
+			pr_err("task %d waits for a %s lock on %02x:%02x:%lu: not supported\n",
 			       l->pid, l->class, l->maj, l->min, l->ino);
 			return -ENOTSUP;
 		}
@@ -198,11 +196,6 @@ static int lock_kind_type(pid_t pid, int fd, const struct lock_line *l, struct h
 	return 0;
 }
 
-static int kcmp_files(pid_t pid1, int fd1, pid_t pid2, int fd2)
-{
-	return syscall(SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2);
-}
-
 /*
  * fdinfo shows a lock on every fd of its description: dups, and for flock() and OFD
  * locks the copies other tasks inherited. *seen: the lock is already held by an earlier
@@ -221,13 +214,10 @@ static int seen_before(const struct lock_dump *ld, const struct held_lock *h, bo
 			*seen = o->pid == h->pid;
 			continue;
 		}
-		ret = kcmp_files(h->pid, h->fd, o->pid, o->fd);
-		if (ret < 0) {
-			pr_perror("kcmp of fd %d of task %d with fd %d of task %d", h->fd, h->pid,
-				  o->fd, o->pid);
-			return -errno;
-		}
-		*seen = ret == 0;
+		ret = same_file_desc(h->pid, h->fd, o->pid, o->fd);
+		if (ret < 0)
+			return ret;
+		*seen = ret;
 	}
 	return 0;
 }
@@ -279,8 +269,8 @@ static int note_fd_lock(struct lock_dump *ld, pid_t pid, int fd, const struct lo
 	}
 	/* Only a task sharing the fd table of another (CLONE_FILES) shows the other's. */
 	if (h.kind == FILE_LOCK_POSIX && l->pid != pid) {
-		pr_err("fd %d of task %d shows a POSIX lock of process %d, which is not supported\n",
-		       fd, pid, l->pid);
+		pr_err("fd %d of task %d shows a POSIX lock of process %d: not supported\n", fd,
+		       pid, l->pid);
 		return -ENOTSUP;
 	}
 	ret = seen_before(ld, &h, &seen);
@@ -566,8 +556,8 @@ static int check_lock_file(const struct task_lock *tl)
 		return 0;
 	acc = fe->reg->flags & O_ACCMODE;
 	if ((lk->type == F_RDLCK && acc == O_WRONLY) || (lk->type == F_WRLCK && acc == O_RDONLY)) {
-		pr_err("filelocks.img: task %d has a %s %s lock on fd %d (%s), which is not open for "
-		       "%s\n",
+		pr_err("filelocks.img: task %d has a %s %s lock on fd %d (%s), which is not open "
+		       "for %s\n",
 		       tl->pid, lock_kind_name(lk->kind), lk->type == F_RDLCK ? "read" : "write",
 		       lk->fd, fe->reg->name, lk->type == F_RDLCK ? "reading" : "writing");
 		return -EINVAL;
@@ -582,10 +572,11 @@ static int check_lock_files(void)
 	int ret = 0;
 
 	for (; first < nr_task_locks && !ret; first = end) {
-		for (end = first; end < nr_task_locks && task_locks[end].pid == task_locks[first].pid;
-		     end++)
+		pid_t pid = task_locks[first].pid;
+
+		for (end = first; end < nr_task_locks && task_locks[end].pid == pid; end++)
 			;
-		ret = find_lock_files(pstree_find(task_locks[first].pid), first, end);
+		ret = find_lock_files(pstree_find(pid), first, end);
 		for (size_t i = first; i < end && !ret; i++)
 			ret = check_lock_file(&task_locks[i]);
 	}
@@ -650,8 +641,8 @@ static int check_lock_free(pid_t pid, const struct rst_file_lock *lk)
 	if (lk->kind == FILE_LOCK_FLOCK)
 		return 0;
 	if (fcntl(lk->fd, lk->kind == FILE_LOCK_OFD ? F_OFD_GETLK : F_GETLK, &fl)) {
-		pr_perror("task %d: cannot test its %s lock on fd %d", pid, lock_kind_name(lk->kind),
-			  lk->fd);
+		pr_perror("task %d: cannot test its %s lock on fd %d", pid,
+			  lock_kind_name(lk->kind), lk->fd);
 		return -errno;
 	}
 	if (fl.l_type == F_UNLCK)

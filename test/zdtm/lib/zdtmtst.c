@@ -381,6 +381,29 @@ void read_exact(int fd, void *buf, size_t len, const char *what)
 	}
 }
 
+void open_fd_at(const char *path, int flags, int at)
+{
+	int fd = open(path, flags, 0600);
+
+	if (fd < 0 || dup2(fd, at) != at)
+		test_fail("open %s at fd %d: %s", path, at, strerror(errno));
+	if (fd != at)
+		close(fd);
+}
+
+pid_t test_fork(void (*child_main)(void))
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		test_fail_errno("fork");
+	if (pid == 0) {
+		child_main();
+		exit(1); /* child_main() does not return */
+	}
+	return pid;
+}
+
 void test_in_child(void (*fn)(void *arg), void *arg, const char *who)
 {
 	pid_t pid = fork();
@@ -401,7 +424,8 @@ void test_in_child(void (*fn)(void *arg), void *arg, const char *who)
 void expect_lock(const char *path, bool ofd, off_t start, off_t len, const struct flock *want,
 		 const char *what)
 {
-	struct flock got = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
+	struct flock got = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start,
+			     .l_len = len };
 	int fd = open(path, O_RDWR);
 
 	if (fd < 0)
@@ -410,8 +434,8 @@ void expect_lock(const char *path, bool ofd, off_t start, off_t len, const struc
 		test_fail("%s: F_%sGETLK: %s", what, ofd ? "OFD_" : "", strerror(errno));
 	close(fd);
 	if (got.l_type != want->l_type ||
-	    (want->l_type != F_UNLCK &&
-	     (got.l_start != want->l_start || got.l_len != want->l_len || got.l_pid != want->l_pid)))
+	    (want->l_type != F_UNLCK && (got.l_start != want->l_start ||
+					 got.l_len != want->l_len || got.l_pid != want->l_pid)))
 		test_fail("%s: [%lld, +%lld) of %s: got type %d at %lld+%lld pid %d, expected type "
 			  "%d at %lld+%lld pid %d",
 			  what, (long long)start, (long long)len, path, got.l_type,

@@ -93,6 +93,12 @@ void test_barrier_wait(void);
  */
 void test_children_verdict(const pid_t *children, int nr, const char *who);
 
+/* open(path, flags) (created 0600 with O_CREAT) moved to fd number at; fails the test. */
+void open_fd_at(const char *path, int flags, int at);
+
+/* fork(): the child runs child_main, which does not return; the parent gets its pid. */
+pid_t test_fork(void (*child_main)(void));
+
 /* Runs fn(arg) in a forked child; fails the test naming who unless the child exits 0. */
 void test_in_child(void (*fn)(void *arg), void *arg, const char *who);
 

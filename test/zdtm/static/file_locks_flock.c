@@ -21,14 +21,6 @@
 #define SH_PATH "flock-sh.data"
 #define SHARED_PATH "flock-shared.data"
 
-static void open_at(const char *path, int at)
-{
-	int fd = open(path, O_RDWR | O_CREAT, 0600);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("open");
-	close(fd);
-}
 
 static void lock_fd(int fd, int op)
 {
@@ -86,20 +78,16 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	test_init(argc, argv);
-	open_at(EX_PATH, EX_FD);
-	open_at(SH_PATH, SH_FD);
-	open_at(SH_PATH, SH2_FD);
-	open_at(SHARED_PATH, SHARED_FD);
+	open_fd_at(EX_PATH, O_RDWR | O_CREAT, EX_FD);
+	open_fd_at(SH_PATH, O_RDWR | O_CREAT, SH_FD);
+	open_fd_at(SH_PATH, O_RDWR | O_CREAT, SH2_FD);
+	open_fd_at(SHARED_PATH, O_RDWR | O_CREAT, SHARED_FD);
 	lock_fd(EX_FD, LOCK_EX);
 	lock_fd(SH_FD, LOCK_SH);
 	lock_fd(SH2_FD, LOCK_SH);
 	lock_fd(SHARED_FD, LOCK_EX);
 	test_barrier_init();
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0)
-		child_main();
+	child = test_fork(child_main);
 	test_barrier_wait();
 	test_ready();
 	test_wait_sigterm();
@@ -109,7 +97,7 @@ int main(int argc, char **argv)
 	expect_fdinfo_lock(SH2_FD, "READ");
 	if (proc_locks_count(EX_FD, "FLOCK") != 1 || proc_locks_count(SH_FD, "FLOCK") != 2 ||
 	    proc_locks_count(SHARED_FD, "FLOCK") != 1)
-		test_fail("/proc/locks shows %d, %d, %d flock() locks on the files, expected 1, 2, 1",
+		test_fail("/proc/locks shows %d, %d, %d flock() locks, expected 1, 2, 1",
 			  proc_locks_count(EX_FD, "FLOCK"), proc_locks_count(SH_FD, "FLOCK"),
 			  proc_locks_count(SHARED_FD, "FLOCK"));
 	test_in_child(check_held, NULL, "the lock checker");

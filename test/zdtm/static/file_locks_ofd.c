@@ -17,14 +17,6 @@
 #define AB_PATH "ofd-ab.data"
 #define SHARED_PATH "ofd-shared.data"
 
-static void open_at(const char *path, int at)
-{
-	int fd = open(path, O_RDWR | O_CREAT, 0600);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("open");
-	close(fd);
-}
 
 static void ofd_lock(int fd, short type, off_t start, off_t len)
 {
@@ -42,9 +34,9 @@ static void expect_via(int fd, off_t start, short type, off_t lstart, off_t llen
 	if (fcntl(fd, F_OFD_GETLK, &fl))
 		test_fail_errno("F_OFD_GETLK");
 	if (fl.l_type != type || (type != F_UNLCK && (fl.l_start != lstart || fl.l_len != llen)))
-		test_fail("%s: byte %lld: type %d at %lld+%lld, expected type %d at %lld+%lld", what,
-			  (long long)start, fl.l_type, (long long)fl.l_start, (long long)fl.l_len,
-			  type, (long long)lstart, (long long)llen);
+		test_fail("%s: byte %lld: type %d at %lld+%lld, expected type %d at %lld+%lld",
+			  what, (long long)start, fl.l_type, (long long)fl.l_start,
+			  (long long)fl.l_len, type, (long long)lstart, (long long)llen);
 }
 
 static void check_held(void *arg)
@@ -86,19 +78,15 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	test_init(argc, argv);
-	open_at(AB_PATH, A_FD);
-	open_at(AB_PATH, B_FD);
-	open_at(SHARED_PATH, SHARED_FD);
+	open_fd_at(AB_PATH, O_RDWR | O_CREAT, A_FD);
+	open_fd_at(AB_PATH, O_RDWR | O_CREAT, B_FD);
+	open_fd_at(SHARED_PATH, O_RDWR | O_CREAT, SHARED_FD);
 	ofd_lock(A_FD, F_WRLCK, 0, 100);
 	ofd_lock(A_FD, F_RDLCK, 200, 0);
 	ofd_lock(B_FD, F_WRLCK, 100, 50);
 	ofd_lock(SHARED_FD, F_WRLCK, 0, 0);
 	test_barrier_init();
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0)
-		child_main();
+	child = test_fork(child_main);
 	test_barrier_wait();
 	test_ready();
 	test_wait_sigterm();

@@ -42,14 +42,6 @@ static const struct lock locks[] = {
 /* The ranges of RW_PATH no lock covers. */
 static const off_t gaps[][2] = { { 0, 100 }, { 200, 800 }, { 1100, 3900 } };
 
-static void open_at(const char *path, int flags, int at)
-{
-	int fd = open(path, flags);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("open");
-	close(fd);
-}
 
 static void take_locks(void)
 {
@@ -74,8 +66,8 @@ static void check_locks(void *arg)
 
 		expect_lock(locks[i].path, false, locks[i].start, 1, &want, "a lock's first byte");
 		if (locks[i].len)
-			expect_lock(locks[i].path, false, locks[i].start + locks[i].len - 1, 1, &want,
-				    "a lock's last byte");
+			expect_lock(locks[i].path, false, locks[i].start + locks[i].len - 1, 1,
+				    &want, "a lock's last byte");
 		else
 			expect_lock(locks[i].path, false, FILE_SIZE * 4, 1, &want,
 				    "a lock to the end of the file, far past it");
@@ -96,11 +88,11 @@ int main(int argc, char **argv)
 	write_file(RW_PATH, data, FILE_SIZE);
 	write_file(RO_PATH, data, FILE_SIZE);
 	write_file(WO_PATH, data, FILE_SIZE);
-	open_at(RW_PATH, O_RDWR, RW_FD);
+	open_fd_at(RW_PATH, O_RDWR, RW_FD);
 	if (dup2(RW_FD, DUP_FD) != DUP_FD)
 		test_fail_errno("dup2");
-	open_at(RO_PATH, O_RDONLY, RO_FD);
-	open_at(WO_PATH, O_WRONLY, WO_FD);
+	open_fd_at(RO_PATH, O_RDONLY, RO_FD);
+	open_fd_at(WO_PATH, O_WRONLY, WO_FD);
 	take_locks();
 	if (mapped) {
 		map = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, RW_FD, 0);

@@ -31,14 +31,6 @@ static int open_rw(const char *path)
 	return fd;
 }
 
-static void open_at(const char *path, int at)
-{
-	int fd = open_rw(path);
-
-	if (dup2(fd, at) != at)
-		test_fail_errno("dup2");
-	close(fd);
-}
 
 static void __attribute__((noreturn)) posix_waiter(void)
 {
@@ -63,16 +55,6 @@ static void __attribute__((noreturn)) flock_waiter(void)
 	exit(0);
 }
 
-static pid_t start_waiter(void (*fn)(void))
-{
-	pid_t pid = fork();
-
-	if (pid < 0)
-		test_fail_errno("fork");
-	if (pid == 0)
-		fn();
-	return pid;
-}
 
 /* Whether /proc/locks has pid waiting ("->") for a lock of class cls. */
 static bool is_waiting(pid_t pid, const char *cls)
@@ -127,14 +109,14 @@ int main(int argc, char **argv)
 	char byte;
 
 	test_init(argc, argv);
-	open_at(POSIX_PATH, POSIX_FD);
-	open_at(FLOCK_PATH, FLOCK_FD);
+	open_fd_at(POSIX_PATH, O_RDWR | O_CREAT, POSIX_FD);
+	open_fd_at(FLOCK_PATH, O_RDWR | O_CREAT, FLOCK_FD);
 	if (fcntl(POSIX_FD, F_SETLK, &fl) || flock(FLOCK_FD, LOCK_EX | LOCK_NB))
 		test_fail_errno("lock");
 	if (pipe(report))
 		test_fail_errno("pipe");
-	posix_pid = start_waiter(posix_waiter);
-	flock_pid = start_waiter(flock_waiter);
+	posix_pid = test_fork(posix_waiter);
+	flock_pid = test_fork(flock_waiter);
 	wait_until_waiting(posix_pid, "POSIX");
 	wait_until_waiting(flock_pid, "FLOCK");
 	test_ready();

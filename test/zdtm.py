@@ -190,7 +190,9 @@ def truncate_ghost_file(img_dir, pid):
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
-#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
+#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
+#                  here and in the modes below that dump; 'restore_args': more restore
+#                  options, here and in the cross modes)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
@@ -288,6 +290,10 @@ TESTS = {
     'file_locks_flock': {'dump_args': ['--file-locks']},
     'file_locks_ofd': {'dump_args': ['--file-locks']},
     'file_locks_waiter': {'dump_args': ['--file-locks']},
+    'file_locks_leave_running': {'bin': 'file_locks_posix', 'mode': 'leave_running',
+                                 'dump_args': ['--file-locks']},
+    'file_locks_restore_twice': {'bin': 'file_locks_flock', 'mode': 'twice',
+                                 'dump_args': ['--file-locks']},
     'file_locks_no_option': {'bin': 'file_locks_posix', 'mode': 'dump_fails',
                              'expect': 'dump it with --file-locks'},
     'file_lease_refused': {'bin': 'file_lease_held', 'mode': 'dump_fails',
@@ -1426,13 +1432,13 @@ class TestRun:
         self.finish_and_judge()
 
     def run_leave_running(self):
-        self.dump(['-R'])
+        self.dump(['-R'] + self.desc.get('dump_args', []))
         self.expect_alive_untouched('after dump -R')
         self.finish_and_judge()
 
     def run_twice(self):
         pid = self.pid
-        self.dump()
+        self.dump(self.desc.get('dump_args', []))
         checksum = images_checksum(self.img)
         for attempt in ('first', 'second'):
             self.truncate_output()

@@ -23,6 +23,7 @@
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
+#include "file-lock.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -1303,6 +1304,11 @@ int cr_dump_tasks(pid_t pid)
 
 	/* 2. Devices: once the whole tree is seized and before any of its state is read. */
 	ret = checkpoint_tree_devices();
+	if (ret)
+		goto out;
+
+	/* File locks, before any task's state is read: a lock the dump cannot keep fails it early. */
+	ret = dump_file_locks();
 	if (ret)
 		goto out;
 

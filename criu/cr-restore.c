@@ -28,6 +28,7 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "fdstore.h"
+#include "file-lock.h"
 #include "files.h"
 #include "image.h"
 #include "kerndat.h"
@@ -357,6 +358,9 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 
 	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
 	if (prepare_fds(item->pid) || restore_membarrier(item->image))
+		return -1;
+	/* The blob re-takes the locks: who took one since the dump is said here. */
+	if (file_locks_check_task(item->pid))
 		return -1;
 
 	ret = restorer_jump(&ctx);
@@ -1170,6 +1174,9 @@ static int collect_images(void)
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
 	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || task_images_collect())
 		return -1;
+	/* After files_collect(): each lock's fd must name a file of its task. */
+	if (file_locks_collect())
+		return -1;
 	return check_pids_free() || prepare_plugins() ? -1 : 0;
 }
 
@@ -1218,6 +1225,7 @@ int cr_restore_tasks(void)
 	if (collect_images()) {
 		task_images_free();
 		files_collect_fini();
+		file_locks_collect_fini();
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
@@ -1282,6 +1290,7 @@ out:
 	/* The tree was forked from criu's copies before this: each task has its own. */
 	task_images_free();
 	files_collect_fini();
+	file_locks_collect_fini();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);

@@ -201,9 +201,15 @@ static const struct fdtype_ops *ops_owning(const struct fd_parms *p)
 	return fdtype_ops_table[i];
 }
 
-static int kcmp_files(pid_t pid1, int fd1, pid_t pid2, int fd2)
+int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2)
 {
-	return syscall(SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2);
+	int ret = syscall(SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2);
+
+	if (ret < 0) {
+		pr_perror("kcmp of fd %d of task %d with fd %d of task %d", fd1, pid1, fd2, pid2);
+		return -errno;
+	}
+	return ret == 0;
 }
 
 /*
@@ -222,13 +228,10 @@ static int find_dumped_desc(const struct fd_parms *p, const struct dumped_desc *
 
 		if (d->dev != p->st.st_dev || d->ino != p->st.st_ino)
 			continue;
-		ret = kcmp_files(p->pid, p->fd, d->pid, d->fd);
-		if (ret < 0) {
-			pr_perror("kcmp of fd %d of task %d with fd %d of task %d", p->fd, p->pid,
-				  d->fd, d->pid);
-			return -errno;
-		}
-		if (ret == 0) {
+		ret = same_file_desc(p->pid, p->fd, d->pid, d->fd);
+		if (ret < 0)
+			return ret;
+		if (ret) {
 			*found = d;
 			return 0;
 		}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -132,6 +133,26 @@ static bool has_timer_cr_ids(void)
 	return prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, 0, 0, 0) >= 0;
 }
 
+/* Dump names the fd holding a flock() or OFD lock by the "lock:" lines of its fdinfo. */
+static bool has_fdinfo_lock(void)
+{
+	int fd = memfd_create("criu-check", MFD_CLOEXEC);
+	char path[64], line[256];
+	bool shown = false;
+	FILE *f;
+
+	if (fd < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = flock(fd, LOCK_EX) ? NULL : fopen(path, "re");
+	while (f && !shown && fgets(line, sizeof(line), f))
+		shown = !strncmp(line, "lock:", 5);
+	if (f)
+		fclose(f);
+	close(fd);
+	return shown;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -143,7 +164,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("userns", "user namespaces are not restored"),
-	NOT_IMPLEMENTED("fdinfo_lock", "file locks are not dumped"),
+	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	NOT_IMPLEMENTED("seccomp_suspend", "seccomp is not dumped: a task using it fails the dump"),
 	NOT_IMPLEMENTED("seccomp_filters", "seccomp is not dumped: a task using it fails the dump"),
 	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "file-lock.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -48,7 +49,7 @@ extern const char restorer_blob[], restorer_blob_end[];
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
-	uint64_t groups, auxv, close_fds;
+	uint64_t groups, auxv, close_fds, file_locks;
 	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
@@ -67,6 +68,9 @@ struct rst_plan {
 	struct rst_range cur_special[RST_NR_SPECIALS];
 	struct rst_range dumped_special[RST_NR_SPECIALS];
 	int *close_fds; /* criu's fds the blob closes last */
+	unsigned int nr_file_fds; /* the first of close_fds: mapped files and exe */
+	const struct rst_file_lock *file_locks; /* the task's (file-lock.c) */
+	unsigned int nr_file_locks;
 	int *vma_fds; /* per image VMA, -1 for anonymous private memory */
 	uint64_t *vma_pgoffs; /* per image VMA: the offset its fd is mapped at */
 	int exe_fd;
@@ -484,6 +488,7 @@ static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 		return plan->exe_fd;
 	}
 	add_close_fd(plan, plan->exe_fd);
+	plan->nr_file_fds = plan->nr_close_fds;
 	add_close_fd(plan, plan->pages_fd);
 	add_close_fd(plan, ctx->sync_fd);
 	add_close_fd(plan, ctx->log_fd);
@@ -539,6 +544,7 @@ static void plan_layout(struct rst_plan *plan, const struct task_image *ti)
 	l->groups = region_take(&pos, ti->creds.nr_groups * sizeof(uint32_t), 64);
 	l->auxv = region_take(&pos, ti->nr_auxv * sizeof(uint64_t), 64);
 	l->close_fds = region_take(&pos, plan->nr_close_fds * sizeof(int32_t), 64);
+	l->file_locks = region_take(&pos, plan->nr_file_locks * sizeof(struct rst_file_lock), 64);
 	l->threads = region_take(&pos, ti->nr_threads * sizeof(struct rst_thread), 64);
 	l->thread_data = pos;
 	for (i = 0; i < ti->nr_threads; i++)
@@ -817,6 +823,8 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.nr_workers = plan->nr_workers, .posix_timers = region + l->timers,
 		.shared_pending = region + l->shared_pending,
 		.close_fds = region + l->close_fds, .nr_close_fds = plan->nr_close_fds,
+		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
+		.nr_file_locks = plan->nr_file_locks,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -829,6 +837,9 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	fill_timers(args, ti, REGION_PTR(region, l->timers));
 	fill_creds(args, ti, REGION_PTR(region, l->groups));
 	memcpy(REGION_PTR(region, l->close_fds), plan->close_fds, plan->nr_close_fds * sizeof(int32_t));
+	if (plan->nr_file_locks)
+		memcpy(REGION_PTR(region, l->file_locks), plan->file_locks,
+		       plan->nr_file_locks * sizeof(struct rst_file_lock));
 	fill_threads(args, plan, ti, region);
 	return args;
 }
@@ -877,6 +888,7 @@ int restorer_jump(struct rst_task_ctx *ctx)
 
 	/* On failure the task exits right after reporting: what was opened or mapped goes with it. */
 	pr_info("preparing the restorer\n");
+	file_locks_of_task(ctx->pid, &plan.file_locks, &plan.nr_file_locks);
 	ret = open_task_pages(&plan);
 	if (!ret)
 		ret = apply_libc_state(ctx->image);

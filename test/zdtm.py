@@ -7,6 +7,7 @@
 # only; the crit check runs in a helper under crit's own interpreter (--crit-helper).
 import argparse
 import ctypes
+import fcntl
 import hashlib
 import json
 import mmap
@@ -56,7 +57,7 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids'}
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -167,6 +168,28 @@ def vma_becomes_sysv_shm(img_dir, pid):
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
+def lock_names_missing_fd(img_dir, pid):
+    edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(fd=77))
+
+
+def read_lock_becomes_write(img_dir, pid):
+    """file_locks_posix's read lock on its read-only fd 42 claims to be a write lock."""
+    edit_image(img_dir, 'filelocks.img', lambda es: [e.update(type=1) for e in es
+                                                     if e['fd'] == 42])
+
+
+def lock_becomes_lease(img_dir, pid):
+    edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(flag=8))
+
+
+def take_conflicting_lock(img_dir, pid):
+    """The runner read-locks a byte file_locks_posix had write-locked: restore cannot take
+    that lock back. Returns the file, whose close() releases it."""
+    held = open(os.path.join(os.path.dirname(img_dir), 'work', 'file-locks-rw.data'), 'rb')
+    fcntl.lockf(held, fcntl.LOCK_SH | fcntl.LOCK_NB, 10, 150)
+    return held
+
+
 def truncate_ghost_file(img_dir, pid):
     """Cut a deleted file's saved contents short."""
     for name in os.listdir(img_dir):
@@ -176,7 +199,9 @@ def truncate_ghost_file(img_dir, pid):
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
-#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
+#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
+#                  here and in the modes below that dump; 'restore_args': more restore
+#                  options, here and in the cross modes)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
@@ -187,7 +212,8 @@ def truncate_ghost_file(img_dir, pid):
 #                  neither stopped nor traced, and the tree passes its checks ('dump_args':
 #                  more options, 'script': shell text written to {out}/script.sh,
 #                  'expect': what the error line says)
-#   restore_fails  dump, damage the images with 'corrupt', restore must fail
+#   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
+#                  need: what it returns is closed after), restore must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
 #                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
@@ -272,6 +298,21 @@ TESTS = {
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
     'epoll_targets': {},
+    # file locks (--file-locks): POSIX, flock(), OFD; waiters; refusals
+    'file_locks_posix': {'dump_args': ['--file-locks']},
+    'file_locks_posix_mapped': {'bin': 'file_locks_posix', 'dump_args': ['--file-locks'],
+                                'test_env': {'ZDTM_LOCKS_MAPPED': '1'}},
+    'file_locks_flock': {'dump_args': ['--file-locks']},
+    'file_locks_ofd': {'dump_args': ['--file-locks']},
+    'file_locks_waiter': {'dump_args': ['--file-locks']},
+    'file_locks_leave_running': {'bin': 'file_locks_posix', 'mode': 'leave_running',
+                                 'dump_args': ['--file-locks']},
+    'file_locks_restore_twice': {'bin': 'file_locks_flock', 'mode': 'twice',
+                                 'dump_args': ['--file-locks']},
+    'file_locks_no_option': {'bin': 'file_locks_posix', 'mode': 'dump_fails',
+                             'expect': 'dump it with --file-locks'},
+    'file_lease_refused': {'bin': 'file_lease_held', 'mode': 'dump_fails',
+                           'dump_args': ['--file-locks'], 'expect': 'holds a lease (F_SETLEASE)'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
@@ -307,6 +348,20 @@ TESTS = {
     'restore_fail_missing_dir': {'mode': 'cli',
                                  'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
     'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
+    'restore_fail_lock_fd_missing': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
+                                     'dump_args': ['--file-locks'],
+                                     'corrupt': lock_names_missing_fd,
+                                     'expect': 'lock on fd 77, which it does not have'},
+    'restore_fail_lock_access': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
+                                 'dump_args': ['--file-locks'],
+                                 'corrupt': read_lock_becomes_write,
+                                 'expect': 'which is not open for writing'},
+    'restore_fail_lock_lease': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
+                                'dump_args': ['--file-locks'], 'corrupt': lock_becomes_lease,
+                                'expect': 'is a lease on fd 40'},
+    'restore_fail_lock_taken': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
+                                'dump_args': ['--file-locks'], 'corrupt': take_conflicting_lock,
+                                'expect': 'write lock on fd 40 at 100+100 is taken: process'},
     # process trees: the test forks its own tree, criu dumps and restores it from the root
     'tree_sessions': {},
     'tree_zombie': {},
@@ -357,8 +412,8 @@ TESTS = {
     'cli_refused_option_logged': {
         # the reason also lands in the log named by -o, which test drivers read
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-o', 'd.log', '-D', '{out}', '-t', '1',
-                                         '--file-locks'],
-        'stderr': 'option --file-locks is not supported\n', 'created': ['d.log']},
+                                         '--evasive-devices'],
+        'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['page-server'],
         'stderr': 'command page-server is not supported\n'},
@@ -466,6 +521,11 @@ CROSS_TESTS = {
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
     'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
+    # file locks: upstream restores them only when asked to (--file-locks)
+    'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_ofd': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_locks_waiter': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
@@ -1346,8 +1406,8 @@ class TestRun:
         """Dump with one criu, restore (-d) with the other; the tree must come back whole
         and pass its own checks."""
         pid = self.pid
-        self.dump(binary=dumper)
-        self.restore(pid, binary=restorer)
+        self.dump(self.desc.get('dump_args', []), binary=dumper)
+        self.restore(pid, extra=self.desc.get('restore_args', []), binary=restorer)
         self.expect_tree_restored()
         self.finish_and_judge()
 
@@ -1396,13 +1456,13 @@ class TestRun:
         self.finish_and_judge()
 
     def run_leave_running(self):
-        self.dump(['-R'])
+        self.dump(['-R'] + self.desc.get('dump_args', []))
         self.expect_alive_untouched('after dump -R')
         self.finish_and_judge()
 
     def run_twice(self):
         pid = self.pid
-        self.dump()
+        self.dump(self.desc.get('dump_args', []))
         checksum = images_checksum(self.img)
         for attempt in ('first', 'second'):
             self.truncate_output()
@@ -1614,17 +1674,24 @@ class TestRun:
 
     def run_restore_fails(self):
         pid = self.pid
-        self.dump()
+        self.dump(self.desc.get('dump_args', []))
         depth = self.desc.get('corrupt_depth', 0)
-        self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
+        # what 'corrupt' may return (a lock it holds) is closed once restore has failed
+        held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
         checksum = images_checksum(self.img)
-        code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile],
-                                 'restore.log', expect_ok=False)
+        try:
+            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
+                                                 self.pidfile], 'restore.log', expect_ok=False)
+        finally:
+            if held:
+                held.close()
         if code == 0:
             self.pid, self.is_child = pid, False
             raise TestFailure('restore of damaged images succeeded', 'restore.log')
         self.expect_one_error_line(stderr, 'failed restore', 'restore.log')
-        if self.desc.get('expect', '') not in stderr:
+        # a restored task's own errors go to restore.log only: its stderr is the program's
+        said = stderr + ''.join(l for l in self.log_tail('restore.log', None) if 'Error' in l)
+        if self.desc.get('expect', '') not in said:
             raise TestFailure('the error line does not say %r: %s' % (self.desc['expect'],
                                                                    stderr.strip()), 'restore.log')
         for tree_pid in sorted(self.tree):

@@ -188,6 +188,8 @@ int write_file_entry(const FileEntry *fe);
  * created at its first use, closed by files_dump_fini(). NULL after an error line.
  */
 struct cr_img *files_side_image(enum cr_img_type type);
+/* Whether fd1 of pid1 and fd2 of pid2 are one open description (kcmp): 1, 0, or -errno. */
+int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */

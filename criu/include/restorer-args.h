@@ -167,6 +167,20 @@ struct rst_creds {
 	uint64_t groups; /* pointer to u32 gids */
 };
 
+/*
+ * A lock the task re-takes (file-lock.c): kind FILE_LOCK_POSIX, _FLOCK or _OFD
+ * (file-lock.h), type F_RDLCK or F_WRLCK, the range as struct flock takes it from the
+ * start of the file (len 0: to its end); flock() locks are whole-file.
+ */
+struct rst_file_lock {
+	uint32_t kind;
+	uint32_t type;
+	int32_t fd;
+	uint32_t pad;
+	int64_t start;
+	int64_t len;
+};
+
 struct rst_args {
 	uint32_t magic;
 	int32_t pid;
@@ -234,6 +248,15 @@ struct rst_args {
 	/* criu's fds (sync, log, pages, mapped files, images dir): closed before sigreturn. */
 	uint32_t nr_close_fds;
 	uint64_t close_fds; /* int32_t[] */
+
+	/*
+	 * The first nr_file_fds of close_fds are the mapped files' and the exe's: closed as
+	 * soon as they are mapped and set, before the file locks are re-taken, since any
+	 * close() of a file drops the POSIX locks the process holds on it.
+	 */
+	uint32_t nr_file_fds;
+	uint32_t nr_file_locks;
+	uint64_t file_locks; /* struct rst_file_lock[] */
 };
 
 #endif

@@ -15,6 +15,7 @@
 #include <linux/securebits.h>
 #include <asm/prctl.h>
 
+#include "file-lock.h"
 #include "pie-lib.h"
 #include "syscalls.h"
 #include "restorer-args.h"
@@ -26,6 +27,7 @@
 #define EEXIST 17
 #define EINVAL 22
 #define EPROTO 71
+#define EAGAIN 11
 
 #define SIGKILL 9
 #define SIGSTOP 19
@@ -439,6 +441,69 @@ static long restore_mm(struct rst_args *a)
 	return ret;
 }
 
+/* ---- 6b. file locks ---- */
+
+#define F_RDLCK 0
+#define F_WRLCK 1
+#define F_SETLK 6
+#define F_OFD_SETLK 37
+#define LOCK_SH 1
+#define LOCK_EX 2
+#define LOCK_NB 4
+#define SEEK_SET 0
+
+/* The kernel's struct flock on x86_64 (fcntl, not fcntl64). */
+struct rst_flock {
+	int16_t type;
+	int16_t whence;
+	int64_t start;
+	int64_t len;
+	int32_t pid;
+};
+
+static long take_file_lock(const struct rst_file_lock *lk)
+{
+	struct rst_flock fl = { (int16_t)lk->type, SEEK_SET, lk->start, lk->len, 0 };
+
+	/* Never wait: a lock someone else took since the dump fails the restore. */
+	if (lk->kind == FILE_LOCK_FLOCK)
+		return sys_flock(lk->fd, (lk->type == F_WRLCK ? LOCK_EX : LOCK_SH) | LOCK_NB);
+	return sys_fcntl(lk->fd, lk->kind == FILE_LOCK_OFD ? F_OFD_SETLK : F_SETLK, &fl);
+}
+
+/*
+ * A close() of any fd on a file drops every POSIX lock the process holds on it: the
+ * fds criu opened to map files and set the exe are closed first (restore_mm() was their
+ * last use), then the locks are taken, and nothing closes a file of the task after that
+ * but criu's own images and sockets (close_criu_fds()).
+ */
+static long retake_file_locks(struct rst_args *a)
+{
+	const struct rst_file_lock *locks = (const struct rst_file_lock *)a->file_locks;
+	int32_t *fds = (int32_t *)a->close_fds;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < a->nr_file_fds; i++)
+		sys_close(fds[i]);
+	for (i = 0; i < a->nr_file_locks; i++) {
+		const struct rst_file_lock *lk = &locks[i];
+
+		ret = take_file_lock(lk);
+		if (ret) {
+			pr_err(a, "fd %d: cannot re-take its %s %s lock at %ld+%ld: %ld%s", lk->fd,
+			       lk->kind == FILE_LOCK_POSIX ? "POSIX" :
+			       lk->kind == FILE_LOCK_OFD   ? "OFD" : "flock",
+			       lk->type == F_WRLCK ? "write" : "read", lk->start, lk->len, ret,
+			       ret == -EAGAIN ? " (someone else holds the file locked)" : "");
+			return ret;
+		}
+	}
+	if (a->nr_file_locks)
+		pr_debug(a, "%u file locks re-taken", a->nr_file_locks);
+	return 0;
+}
+
 /* ---- 7. task-wide state ---- */
 
 static long restore_sigactions(struct rst_args *a)
@@ -831,12 +896,13 @@ static __attribute__((noreturn)) void sigreturn_to_program(struct rst_sigframe *
 	__builtin_unreachable();
 }
 
+/* The mapped files' fds are closed already (retake_file_locks()). */
 static void close_criu_fds(struct rst_args *a)
 {
 	int32_t *fds = (int32_t *)a->close_fds;
 	uint32_t i;
 
-	for (i = 0; i < a->nr_close_fds; i++)
+	for (i = a->nr_file_fds; i < a->nr_close_fds; i++)
 		sys_close(fds[i]);
 }
 
@@ -982,6 +1048,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, read_pages(a));
 	STEP(a, finish_vmas(a));
 	STEP(a, restore_mm(a));
+	STEP(a, retake_file_locks(a));
 	/* Threads before timers (one may signal a thread) and creds (clone3 set_tid needs caps). */
 	STEP(a, start_threads(a));
 	STEP(a, restore_task_state(a));

@@ -29,6 +29,8 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 #define sys_read(fd, buf, len) sys_call(__NR_read, fd, buf, len, 0, 0, 0)
 #define sys_write(fd, buf, len) sys_call(__NR_write, fd, buf, len, 0, 0, 0)
 #define sys_close(fd) sys_call(__NR_close, fd, 0, 0, 0, 0, 0)
+#define sys_fcntl(fd, cmd, arg) sys_call(__NR_fcntl, fd, cmd, arg, 0, 0, 0)
+#define sys_flock(fd, op) sys_call(__NR_flock, fd, op, 0, 0, 0, 0)
 #define sys_preadv(fd, iov, nr, off) sys_call(__NR_preadv, fd, iov, nr, off, 0, 0)
 #define sys_mmap(addr, len, prot, flags, fd, off) sys_call(__NR_mmap, addr, len, prot, flags, fd, off)
 #define sys_munmap(addr, len) sys_call(__NR_munmap, addr, len, 0, 0, 0, 0)

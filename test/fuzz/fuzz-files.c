@@ -1,7 +1,7 @@
 /*
  * Fuzz target for restore's decoding of the files, as the restore reads them before
  * forking: pstree_read(), files_collect() (files.img, fdinfo-*.img and the kinds' own
- * images), then files_collect_fini(), pstree_free().
+ * images), file_locks_collect() (filelocks.img), then the _fini()s, pstree_free().
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "file-lock.h"
 #include "files.h"
 #include "fuzz.h"
 #include "pstree.h"
@@ -41,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_put_images(data, size);
 	fuzz_fds_begin();
 	if (!pstree_read()) {
-		files_collect();
+		if (!files_collect())
+			file_locks_collect();
+		file_locks_collect_fini();
 		files_collect_fini();
 		pstree_free();
 	}

@@ -130,7 +130,8 @@ static void read_image(enum cr_img_type type, unsigned long id)
 {
 	struct cr_img *img;
 
-	if (type == CR_IMG_REMAP_FPATH || type == CR_IMG_TTY_INFO || type == CR_IMG_MEMFD_INODE) {
+	if (type == CR_IMG_REMAP_FPATH || type == CR_IMG_TTY_INFO || type == CR_IMG_MEMFD_INODE ||
+	    type == CR_IMG_FILE_LOCKS) {
 		collect_optional_image(type);
 		return;
 	}

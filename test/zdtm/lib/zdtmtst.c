@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "zdtmtst.h"
@@ -376,4 +379,97 @@ void read_exact(int fd, void *buf, size_t len, const char *what)
 				  len, n ? strerror(errno) : "EOF");
 		done += n;
 	}
+}
+
+void open_fd_at(const char *path, int flags, int at)
+{
+	int fd = open(path, flags, 0600);
+
+	if (fd < 0 || dup2(fd, at) != at)
+		test_fail("open %s at fd %d: %s", path, at, strerror(errno));
+	if (fd != at)
+		close(fd);
+}
+
+pid_t test_fork(void (*child_main)(void))
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		test_fail_errno("fork");
+	if (pid == 0) {
+		child_main();
+		exit(1); /* child_main() does not return */
+	}
+	return pid;
+}
+
+void test_in_child(void (*fn)(void *arg), void *arg, const char *who)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		test_fail("%s: fork: %s", who, strerror(errno));
+	if (pid == 0) {
+		fn(arg);
+		exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		test_fail("%s: waitpid: %s", who, strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		test_fail("%s: failed (wait status %#x)", who, status);
+}
+
+void expect_lock(const char *path, bool ofd, off_t start, off_t len, const struct flock *want,
+		 const char *what)
+{
+	struct flock got = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start,
+			     .l_len = len };
+	int fd = open(path, O_RDWR);
+
+	if (fd < 0)
+		test_fail("%s: open %s: %s", what, path, strerror(errno));
+	if (fcntl(fd, ofd ? F_OFD_GETLK : F_GETLK, &got))
+		test_fail("%s: F_%sGETLK: %s", what, ofd ? "OFD_" : "", strerror(errno));
+	close(fd);
+	if (got.l_type != want->l_type ||
+	    (want->l_type != F_UNLCK && (got.l_start != want->l_start ||
+					 got.l_len != want->l_len || got.l_pid != want->l_pid)))
+		test_fail("%s: [%lld, +%lld) of %s: got type %d at %lld+%lld pid %d, expected type "
+			  "%d at %lld+%lld pid %d",
+			  what, (long long)start, (long long)len, path, got.l_type,
+			  (long long)got.l_start, (long long)got.l_len, got.l_pid, want->l_type,
+			  (long long)want->l_start, (long long)want->l_len, want->l_pid);
+}
+
+bool flock_free(const char *path, int op)
+{
+	int fd = open(path, O_RDONLY);
+	bool free_now;
+
+	if (fd < 0)
+		test_fail("open %s: %s", path, strerror(errno));
+	free_now = flock(fd, op | LOCK_NB) == 0;
+	if (!free_now && errno != EWOULDBLOCK)
+		test_fail("flock %s: %s", path, strerror(errno));
+	close(fd);
+	return free_now;
+}
+
+int proc_locks_count(int fd, const char *cls)
+{
+	char key[64], *line;
+	struct stat st;
+	int nr = 0;
+
+	if (fstat(fd, &st))
+		test_fail_errno("fstat for /proc/locks");
+	snprintf(key, sizeof(key), " %02x:%02x:%lu ", major(st.st_dev), minor(st.st_dev),
+		 (unsigned long)st.st_ino);
+	read_file("/proc/locks", proc_buf, sizeof(proc_buf));
+	for (line = strtok(proc_buf, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, key) && strstr(line, cls) && !strstr(line, "->"))
+			nr++;
+	return nr;
 }

@@ -5,6 +5,7 @@
 #ifndef ZDTMTST_H
 #define ZDTMTST_H
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -91,5 +92,29 @@ void test_barrier_wait(void);
  * test (with who) if it did not exit 0.
  */
 void test_children_verdict(const pid_t *children, int nr, const char *who);
+
+/* open(path, flags) (created 0600 with O_CREAT) moved to fd number at; fails the test. */
+void open_fd_at(const char *path, int flags, int at);
+
+/* fork(): the child runs child_main, which does not return; the parent gets its pid. */
+pid_t test_fork(void (*child_main)(void));
+
+/* Runs fn(arg) in a forked child; fails the test naming who unless the child exits 0. */
+void test_in_child(void (*fn)(void *arg), void *arg, const char *who);
+
+/*
+ * File locks as another process sees them. Call these from a child of the holder (see
+ * test_in_child()): a POSIX lock never conflicts with its own process, and the close()
+ * of the new opening they make would drop the holder's POSIX locks on the file.
+ * expect_lock(): F_GETLK (ofd: F_OFD_GETLK) on a new opening of path, asking for a
+ * write lock on [start, start + len), must answer want: its l_type, and unless that is
+ * F_UNLCK its l_start, l_len and l_pid (-1 for an OFD lock). Fails the test naming what.
+ */
+void expect_lock(const char *path, bool ofd, off_t start, off_t len, const struct flock *want,
+		 const char *what);
+/* Whether flock(op | LOCK_NB) succeeds on a new opening of path (closed again at once). */
+bool flock_free(const char *path, int op);
+/* The lines of /proc/locks on fd's file whose class is cls (POSIX, FLOCK, OFDLCK). */
+int proc_locks_count(int fd, const char *cls);
 
 #endif

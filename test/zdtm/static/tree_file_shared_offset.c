@@ -43,14 +43,6 @@ static void __attribute__((noreturn)) child_main(void)
 	exit(0);
 }
 
-static void open_at(const char *path, int flags, int at)
-{
-	int fd = open(path, flags);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("open");
-	close(fd);
-}
 
 int main(int argc, char **argv)
 {
@@ -60,8 +52,8 @@ int main(int argc, char **argv)
 	test_init(argc, argv);
 	pattern_fill(data, FILE_SIZE, 31);
 	write_file("tree-shared-offset.data", data, FILE_SIZE);
-	open_at("tree-shared-offset.data", O_RDWR, RW_FD);
-	open_at("tree-shared-offset.data", O_WRONLY | O_APPEND, APPEND_FD);
+	open_fd_at("tree-shared-offset.data", O_RDWR, RW_FD);
+	open_fd_at("tree-shared-offset.data", O_WRONLY | O_APPEND, APPEND_FD);
 	if (lseek(RW_FD, DUMP_POS, SEEK_SET) != DUMP_POS ||
 	    lseek(APPEND_FD, 0, SEEK_END) != FILE_SIZE)
 		test_fail_errno("lseek");

@@ -166,6 +166,15 @@ def truncate_ghost_file(img_dir, pid):
             os.truncate(path, os.path.getsize(path) - 100)
 
 
+def inotify_watch_lost(img_dir, pid):
+    """The first inotify watch's handle names a stale generation of its inode, no path."""
+    def edit(entries):
+        watch = [e for e in entries if e['type'] == 'INOTIFY'][0]['ify']['wd'][0]
+        watch['f_handle']['handle'][0] ^= 0xffff << 32  # ext4: inode number, generation
+        watch['f_handle'].pop('path', None)
+    edit_image(img_dir, 'files.img', edit)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
@@ -260,6 +269,12 @@ TESTS = {
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
+    'inotify_watches': {},
+    'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
+    'inotify_watched_deleted': {'mode': 'dump_fails', 'expect': 'which is deleted'},
+    'restore_fail_inotify_watch_lost': {'bin': 'inotify_watches', 'mode': 'restore_fails',
+                                        'corrupt': inotify_watch_lost,
+                                        'expect': 'cannot be found'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
@@ -447,6 +462,7 @@ CROSS_TESTS = {
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
+    'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -458,6 +474,8 @@ for _bin, _desc in CROSS_TESTS.items():
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu's restore drops IN_ONESHOT and IN_EXCL_UNLINK from inotify watch masks.
+TESTS['cross_us2up_inotify_watches']['test_env'] = {'ZDTM_INOTIFY_FLAGS_LOST': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

@@ -1,14 +1,16 @@
 /*
- * inotify instances (file_entry.ify): the description's flags and every watch, each with
- * its wd, mask and the watched inode named by a file handle, as /proc/PID/fdinfo shows
+ * inotify instances (file_entry.ify) and fanotify groups (file_entry.ffy): the flags and
+ * every watch or mark, the watched inodes named by file handles, as /proc/PID/fdinfo shows
  * them. Restore opens each inode by its handle and adds the watches back under their
- * dumped wd numbers. Events queued at dump time are not restored: the kernel offers no way
- * to read them without consuming them, nor to queue them again (as in CRIU).
+ * dumped wd numbers, the marks in their dumped order. Events queued at dump time are not
+ * restored: the kernel offers no way to read them without consuming them, nor to queue
+ * them again (as in CRIU).
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -62,8 +64,8 @@ static void unescape_mountinfo(char *s)
 }
 
 /*
- * The directory of mount mnt_id at mount_point, O_PATH; -1 when it is not one (a mount
- * of a file) or another mount now covers it.
+ * The root of mount mnt_id through its mount point, O_PATH; -1 when that is not a
+ * directory (a file bind-mounted) or another mount now covers it.
  */
 static int open_uncovered_mount(const char *mount_point, unsigned int mnt_id)
 {
@@ -80,41 +82,52 @@ static int open_uncovered_mount(const char *mount_point, unsigned int mnt_id)
 	return fd;
 }
 
+/* A mount as /proc/self/mountinfo lists it. */
+struct mount_line {
+	unsigned int id;
+	unsigned int major, minor;
+	char point[4096];
+};
+
 /*
- * A directory of criu's mount table on the filesystem s_dev (O_PATH), or -errno with *why
- * set to the step that failed.
+ * The root of the first mount of criu's table that match() takes and that its mount point
+ * reaches (O_PATH), *m filled in; -ENOENT when there is none.
  */
-static int open_mount_of(uint32_t s_dev, const char **why)
+static int open_mount(bool (*match)(const struct mount_line *m, const void *arg),
+		      const void *arg, struct mount_line *m)
 {
-	unsigned int maj = s_dev >> 20, min = s_dev & 0xfffff;
 	char *line = NULL;
 	size_t size = 0;
-	int fd = -1;
+	int fd = -ENOENT;
 	FILE *f;
 
 	f = fopen("/proc/self/mountinfo", "re");
-	if (!f) {
-		*why = "cannot read /proc/self/mountinfo";
+	if (!f)
 		return -errno;
-	}
 	while (fd < 0 && getline(&line, &size, f) > 0) {
-		unsigned int mnt_id, line_maj, line_min;
-		char mount_point[4096];
-
-		if (sscanf(line, "%u %*u %u:%u %*s %4095s", &mnt_id, &line_maj, &line_min,
-			   mount_point) != 4 ||
-		    line_maj != maj || line_min != min)
+		if (sscanf(line, "%u %*u %u:%u %*s %4095s", &m->id, &m->major, &m->minor,
+			   m->point) != 4 ||
+		    !match(m, arg))
 			continue;
-		unescape_mountinfo(mount_point);
-		fd = open_uncovered_mount(mount_point, mnt_id);
+		unescape_mountinfo(m->point);
+		fd = open_uncovered_mount(m->point, m->id);
+		if (fd < 0)
+			fd = -ENOENT;
 	}
 	free(line);
 	fclose(f);
-	if (fd < 0) {
-		*why = "no directory of its filesystem is mounted here";
-		return -ENOENT;
-	}
 	return fd;
+}
+
+static bool mount_has_dev(const struct mount_line *m, const void *s_dev)
+{
+	return m->major == *(const uint32_t *)s_dev >> 20 &&
+	       m->minor == (*(const uint32_t *)s_dev & 0xfffff);
+}
+
+static bool mount_has_id(const struct mount_line *m, const void *mnt_id)
+{
+	return m->id == *(const unsigned int *)mnt_id;
 }
 
 /*
@@ -166,11 +179,14 @@ static int open_handle_in_mount(int mnt_fd, const struct watched_inode *wi, cons
 /* By its handle: the fd (O_PATH) or -errno and *why. */
 static int open_by_watched_handle(const struct watched_inode *wi, const char **why)
 {
+	struct mount_line m;
 	int mnt_fd, fd;
 
-	mnt_fd = open_mount_of(wi->s_dev, why);
-	if (mnt_fd < 0)
+	mnt_fd = open_mount(mount_has_dev, &wi->s_dev, &m);
+	if (mnt_fd < 0) {
+		*why = "no directory of its filesystem is mounted here";
 		return mnt_fd;
+	}
 	fd = open_handle_in_mount(mnt_fd, wi, why);
 	close(mnt_fd);
 	return fd;
@@ -212,7 +228,7 @@ static int open_watched_inode(const struct watched_inode *wi, struct stat *st, c
 		fd = -err;
 	}
 	if (fd >= 0 && (uint64_t)st->st_ino != wi->ino) {
-		why = "its handle now names another inode";
+		why = "another inode is there now";
 		close(fd);
 		fd = -ESTALE;
 	}
@@ -223,26 +239,47 @@ static int open_watched_inode(const struct watched_inode *wi, struct stat *st, c
 	return fd;
 }
 
+/* The inode an image entry names; the handle's words are checked to hold fh->bytes. */
+static struct watched_inode watched_inode_of(uint64_t ino, uint32_t s_dev, const FhEntry *fh,
+					     const uint64_t *words)
+{
+	struct watched_inode wi = {
+		.ino = ino,
+		.s_dev = s_dev,
+		.handle_type = fh->type,
+		.handle_bytes = fh->bytes,
+		.path = fh->path,
+	};
+
+	memcpy(wi.handle, words, fh->bytes);
+	return wi;
+}
+
+/* An image's fh_entry must hold its bytes: 0, or -EINVAL after a line naming what. */
+static int check_fh_entry(const FhEntry *fh, const char *what)
+{
+	if (fh->bytes > MAX_HANDLE_SZ || fh->bytes > fh->n_handle * sizeof(*fh->handle)) {
+		pr_err("%s: a %u-byte file handle in %zu words\n", what, fh->bytes, fh->n_handle);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- dump ---- */
 
-/* One watch as dump writes it, with the storage its entry points into. */
-struct dumped_watch {
-	InotifyWdEntry wde;
+/* A watched inode's handle as dump writes it, with the storage its fh_entry points into. */
+struct dumped_handle {
 	FhEntry fh;
-	uint64_t handle[HANDLE_WORDS];
+	uint64_t words[HANDLE_WORDS];
 	char *path; /* fh.path, malloc'ed; or NULL */
 };
 
-static void free_watches(struct dumped_watch *watches, size_t nr)
+/* Once the array holding h stops moving. */
+static void link_dumped_handle(struct dumped_handle *h)
 {
-	for (size_t i = 0; i < nr; i++)
-		free(watches[i].path);
-	free(watches);
-}
-
-static bool inotify_owns(const struct fd_parms *p)
-{
-	return !strcmp(p->link, INOTIFY_LINK);
+	h->fh.n_handle = HANDLE_WORDS;
+	h->fh.handle = h->words;
+	h->fh.path = h->path;
 }
 
 static int hex_digit(char c)
@@ -254,114 +291,41 @@ static int hex_digit(char c)
 	return -1;
 }
 
-/* The f_handle hex of an fdinfo line into buf (len bytes): 0, or -EINVAL. */
-static int parse_handle_hex(const char *hex, unsigned char *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		int hi = hex_digit(hex[2 * i]), lo = hi < 0 ? -1 : hex_digit(hex[2 * i + 1]);
-
-		if (lo < 0)
-			return -EINVAL;
-		buf[i] = hi << 4 | lo;
-	}
-	return 0;
-}
-
 /*
- * "inotify wd:%x ino:%lx sdev:%x mask:%x ignored_mask:%x fhandle-bytes:%x fhandle-type:%x
- * f_handle:HEX" (every number in hex) into w; the kernel leaves the handle out where the
- * filesystem cannot encode one.
+ * "fhandle-bytes:%x fhandle-type:%x f_handle:HEX" at s, which ends a mark's fdinfo line,
+ * into h. The kernel leaves it out where the filesystem cannot encode a handle.
  */
-static int parse_watch_line(const char *line, struct dumped_watch *w, const char *what)
+static int parse_fdinfo_handle(const char *s, struct dumped_handle *h, const char *what)
 {
-	unsigned int wd, sdev, mask, ignored, bytes, type;
-	unsigned long long ino;
+	unsigned int bytes, type;
+	unsigned char *buf = (unsigned char *)h->words;
 	int hex_at = 0, n;
 
-	*w = (struct dumped_watch){ .wde = INOTIFY_WD_ENTRY__INIT, .fh = FH_ENTRY__INIT };
-	n = sscanf(line,
-		   "inotify wd:%x ino:%llx sdev:%x mask:%x ignored_mask:%x fhandle-bytes:%x "
-		   "fhandle-type:%x f_handle:%n",
-		   &wd, &ino, &sdev, &mask, &ignored, &bytes, &type, &hex_at);
-	if (n < 5) {
-		pr_err("%s: cannot parse its fdinfo line: %s", what, line);
-		return -EINVAL;
-	}
-	if (n < 7 || !hex_at) {
-		pr_err("%s: watch wd %u on inode %#llx of device %u:%u has no file handle (its "
-		       "filesystem cannot name it): not supported\n",
-		       what, wd, ino, sdev >> 20, sdev & 0xfffff);
+	*h = (struct dumped_handle){ .fh = FH_ENTRY__INIT };
+	n = sscanf(s, "fhandle-bytes:%x fhandle-type:%x f_handle:%n", &bytes, &type, &hex_at);
+	if (n != 2 || !hex_at) {
+		pr_err("%s: no file handle in fdinfo (its filesystem cannot name it): not "
+		       "supported\n",
+		       what);
 		return -ENOTSUP;
 	}
-	if (bytes > MAX_HANDLE_SZ ||
-	    parse_handle_hex(line + hex_at, (unsigned char *)w->handle, bytes)) {
-		pr_err("%s: bad file handle of watch wd %u in fdinfo: %s", what, wd, line);
+	if (bytes > MAX_HANDLE_SZ) {
+		pr_err("%s: a %u-byte file handle in fdinfo\n", what, bytes);
 		return -EINVAL;
 	}
-	w->wde.wd = wd;
-	w->wde.i_ino = ino;
-	w->wde.s_dev = sdev;
-	w->wde.mask = mask;
-	w->wde.ignored_mask = ignored;
-	w->fh.bytes = bytes;
-	w->fh.type = type;
-	return 0;
-}
+	for (size_t i = 0; i < bytes; i++) {
+		int hi = hex_digit(s[hex_at + 2 * i]);
+		int lo = hi < 0 ? -1 : hex_digit(s[hex_at + 2 * i + 1]);
 
-/* The watches fdinfo lists for p, in its order. */
-static int read_watches(const struct fd_parms *p, struct dumped_watch **out, size_t *nr_out,
-			const char *what)
-{
-	struct dumped_watch *watches = NULL;
-	char path[64], *line = NULL;
-	size_t nr = 0, size = 0;
-	int ret = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", p->pid, p->fd);
-	f = fopen(path, "re");
-	if (!f) {
-		pr_perror("%s: cannot open %s", what, path);
-		return -errno;
-	}
-	while (!ret && getline(&line, &size, f) > 0) {
-		struct dumped_watch *grown;
-
-		if (strncmp(line, "inotify ", 8))
-			continue;
-		grown = realloc(watches, (nr + 1) * sizeof(*grown));
-		if (!grown) {
-			pr_err("%s: out of memory reading %zu watches\n", what, nr + 1);
-			ret = -ENOMEM;
-			break;
+		if (lo < 0) {
+			pr_err("%s: bad file handle in fdinfo: %s", what, s);
+			return -EINVAL;
 		}
-		watches = grown;
-		ret = parse_watch_line(line, &watches[nr++], what);
+		buf[i] = hi << 4 | lo;
 	}
-	free(line);
-	fclose(f);
-	if (ret) {
-		free_watches(watches, nr);
-		return ret;
-	}
-	*out = watches;
-	*nr_out = nr;
+	h->fh.bytes = bytes;
+	h->fh.type = type;
 	return 0;
-}
-
-static struct watched_inode watched_inode_of(const InotifyWdEntry *wde, const FhEntry *fh,
-					     const uint64_t *handle)
-{
-	struct watched_inode wi = {
-		.ino = wde->i_ino,
-		.s_dev = wde->s_dev,
-		.handle_type = fh->type,
-		.handle_bytes = fh->bytes,
-		.path = fh->path,
-	};
-
-	memcpy(wi.handle, handle, fh->bytes);
-	return wi;
 }
 
 /*
@@ -397,27 +361,125 @@ static int find_watched_path(int fd, const struct stat *st, char **path, const c
 /*
  * Restore finds the inode by its handle: it must open now. A deleted inode that an open
  * file still keeps opens too, but it will be gone by then (a deleted file comes back as a
- * new inode): refused.
+ * new inode): refused. Fills in h->path.
  */
-static int check_watch_restorable(struct dumped_watch *w, const char *fd_what)
+static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_handle *h,
+				  const char *what)
 {
-	struct watched_inode wi = watched_inode_of(&w->wde, &w->fh, w->handle);
-	char what[96];
+	struct watched_inode wi = watched_inode_of(ino, s_dev, &h->fh, h->words);
 	struct stat st;
 	int fd, ret = 0;
 
-	snprintf(what, sizeof(what), "%s, watch wd %u", fd_what, w->wde.wd);
 	fd = open_watched_inode(&wi, &st, what);
 	if (fd < 0)
 		return fd;
 	if (st.st_nlink == 0) {
 		pr_err("%s: watched inode %#llx on device %u:%u is deleted: not supported\n", what,
-		       (unsigned long long)wi.ino, wi.s_dev >> 20, wi.s_dev & 0xfffff);
+		       (unsigned long long)ino, s_dev >> 20, s_dev & 0xfffff);
 		ret = -ENOTSUP;
 	}
 	if (!ret)
-		ret = find_watched_path(fd, &st, &w->path, what);
+		ret = find_watched_path(fd, &st, &h->path, what);
 	close(fd);
+	return ret;
+}
+
+/* What fdinfo says of a notification group: the lines that start with prefix. */
+struct fdinfo_lines {
+	char **lines;
+	size_t nr;
+};
+
+static void free_fdinfo_lines(struct fdinfo_lines *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->lines[i]);
+	free(l->lines);
+}
+
+static int read_fdinfo_lines(const struct fd_parms *p, const char *prefix, struct fdinfo_lines *l,
+			     const char *what)
+{
+	char path[64], *line = NULL;
+	size_t size = 0;
+	int ret = 0;
+	FILE *f;
+
+	*l = (struct fdinfo_lines){ NULL, 0 };
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", p->pid, p->fd);
+	f = fopen(path, "re");
+	if (!f) {
+		pr_perror("%s: cannot open %s", what, path);
+		return -errno;
+	}
+	while (getline(&line, &size, f) > 0) {
+		char **grown;
+
+		if (strncmp(line, prefix, strlen(prefix)))
+			continue;
+		grown = realloc(l->lines, (l->nr + 1) * sizeof(*grown));
+		if (!grown) {
+			pr_err("%s: out of memory reading %s\n", what, path);
+			ret = -ENOMEM;
+			break;
+		}
+		l->lines = grown;
+		l->lines[l->nr++] = line;
+		line = NULL;
+		size = 0;
+	}
+	free(line);
+	fclose(f);
+	if (ret)
+		free_fdinfo_lines(l);
+	return ret;
+}
+
+/* ------------------------------------------------------------ inotify dump ---- */
+
+/* One watch as dump writes it. */
+struct dumped_watch {
+	InotifyWdEntry wde;
+	struct dumped_handle h;
+};
+
+static void free_watches(struct dumped_watch *watches, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(watches[i].h.path);
+	free(watches);
+}
+
+static bool inotify_owns(const struct fd_parms *p)
+{
+	return !strcmp(p->link, INOTIFY_LINK);
+}
+
+/* "inotify wd:%x ino:%lx sdev:%x mask:%x ignored_mask:%x " then the handle, all in hex. */
+static int parse_watch(const char *line, struct dumped_watch *w, const char *fd_what)
+{
+	unsigned int wd, sdev, mask, ignored;
+	unsigned long long ino;
+	char what[96];
+	int at = 0, ret;
+
+	w->wde = (InotifyWdEntry)INOTIFY_WD_ENTRY__INIT;
+	w->h.path = NULL;
+	if (sscanf(line, "inotify wd:%x ino:%llx sdev:%x mask:%x ignored_mask:%x %n", &wd, &ino,
+		   &sdev, &mask, &ignored, &at) != 5 ||
+	    !at) {
+		pr_err("%s: cannot parse its fdinfo line: %s", fd_what, line);
+		return -EINVAL;
+	}
+	snprintf(what, sizeof(what), "%s, watch wd %u", fd_what, wd);
+	ret = parse_fdinfo_handle(line + at, &w->h, what);
+	if (!ret)
+		ret = check_inode_restorable(ino, sdev, &w->h, what);
+	w->wde.wd = wd;
+	w->wde.i_ino = ino;
+	w->wde.s_dev = sdev;
+	w->wde.mask = mask;
+	w->wde.ignored_mask = ignored;
 	return ret;
 }
 
@@ -447,10 +509,8 @@ static int write_inotify_entry(const struct fd_parms *p, uint32_t id, struct dum
 	if (nr) /* else w is NULL */
 		qsort(w, nr, sizeof(*w), cmp_dumped_wd);
 	for (size_t i = 0; i < nr; i++) {
-		w[i].fh.n_handle = HANDLE_WORDS;
-		w[i].fh.handle = w[i].handle;
-		w[i].fh.path = w[i].path;
-		w[i].wde.f_handle = &w[i].fh;
+		link_dumped_handle(&w[i].h);
+		w[i].wde.f_handle = &w[i].h.fh;
 		wdes[i] = &w[i].wde;
 	}
 	ife.id = id;
@@ -468,7 +528,8 @@ static int write_inotify_entry(const struct fd_parms *p, uint32_t id, struct dum
 
 static int inotify_dump(const struct fd_parms *p, uint32_t id)
 {
-	struct dumped_watch *watches = NULL;
+	struct dumped_watch *watches;
+	struct fdinfo_lines lines;
 	char what[64];
 	size_t nr = 0;
 	int ret;
@@ -479,11 +540,17 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 		pr_err("%s: file flags %#o: only O_NONBLOCK is supported\n", what, p->flags);
 		return -ENOTSUP;
 	}
-	ret = read_watches(p, &watches, &nr, what);
+	ret = read_fdinfo_lines(p, "inotify ", &lines, what);
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < nr && !ret; i++)
-		ret = check_watch_restorable(&watches[i], what);
+	watches = calloc(lines.nr ? lines.nr : 1, sizeof(*watches));
+	if (!watches) {
+		pr_err("%s: out of memory reading %zu watches\n", what, lines.nr);
+		ret = -ENOMEM;
+	}
+	for (; !ret && nr < lines.nr; nr++)
+		ret = parse_watch(lines.lines[nr], &watches[nr], what);
+	free_fdinfo_lines(&lines);
 	if (!ret)
 		ret = write_inotify_entry(p, id, watches, nr, what);
 	free_watches(watches, nr);
@@ -492,7 +559,7 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 	return ret;
 }
 
-/* ------------------------------------------------------------- restore ---- */
+/* --------------------------------------------------------- inotify restore ---- */
 
 struct inotify_watch {
 	struct watched_inode inode;
@@ -510,32 +577,26 @@ struct inotify_desc {
 static int collect_watch(const struct file_desc *d, const InotifyWdEntry *wde,
 			 struct inotify_watch *w)
 {
-	const FhEntry *fh = wde->f_handle;
 	uint32_t stray = wde->mask & ~(INOTIFY_KEPT_MASK | INOTIFY_OLD_CHILD_BIT);
+	char what[64];
 
+	snprintf(what, sizeof(what), "files.img: inotify file %u, watch wd %u", d->id, wde->wd);
 	if (wde->id && wde->id != d->id) {
-		pr_err("files.img: inotify file %u: its watch wd %u names file %u\n", d->id,
-		       wde->wd, wde->id);
+		pr_err("%s: names file %u\n", what, wde->id);
 		return -EINVAL;
 	}
 	if (wde->wd == 0 || wde->wd > INT32_MAX) {
-		pr_err("files.img: inotify file %u: %u is not a watch descriptor\n", d->id,
-		       wde->wd);
+		pr_err("%s: not a watch descriptor\n", what);
 		return -EINVAL;
 	}
 	if (stray || wde->ignored_mask) {
-		pr_err("files.img: inotify file %u: watch wd %u has mask %#x, ignored mask %#x: "
-		       "bits inotify does not keep\n",
-		       d->id, wde->wd, wde->mask, wde->ignored_mask);
+		pr_err("%s: mask %#x, ignored mask %#x: bits inotify does not keep\n", what,
+		       wde->mask, wde->ignored_mask);
 		return -EINVAL;
 	}
-	if (fh->bytes > MAX_HANDLE_SZ || fh->bytes > fh->n_handle * sizeof(*fh->handle)) {
-		pr_err("files.img: inotify file %u: watch wd %u has a %u-byte file handle in %zu "
-		       "words\n",
-		       d->id, wde->wd, fh->bytes, fh->n_handle);
+	if (check_fh_entry(wde->f_handle, what))
 		return -EINVAL;
-	}
-	w->inode = watched_inode_of(wde, fh, fh->handle);
+	w->inode = watched_inode_of(wde->i_ino, wde->s_dev, wde->f_handle, wde->f_handle->handle);
 	w->wd = wde->wd;
 	w->mask = wde->mask & INOTIFY_KEPT_MASK;
 	return 0;
@@ -703,5 +764,447 @@ const struct fdtype_ops inotify_fdtype_ops = {
 	.dump = inotify_dump,
 	.collect = inotify_collect,
 	.open = inotify_open,
+	.inheritable = true,
+};
+
+/* ---------------------------------------------------------- fanotify marks ---- */
+
+/*
+ * Permission events wait for the group's answer, and the restore itself opens and maps
+ * files in the task that holds the group once it exists: it would wait for itself.
+ */
+#define FANOTIFY_PERM_EVENTS \
+	(FAN_OPEN_PERM | FAN_ACCESS_PERM | FAN_OPEN_EXEC_PERM | 0x00100000 /* FAN_PRE_ACCESS */)
+/* The mark flags fdinfo shows (the kernel's fanotify_mark_user_flags()). */
+#define FANOTIFY_KEPT_MFLAGS (FAN_MARK_IGNORED_SURV_MODIFY | FAN_MARK_EVICTABLE | FAN_MARK_IGNORE)
+
+/* What restore can add again with fanotify_mark(): 0, or -errno after a line naming what. */
+static int check_mark_flags(uint32_t mflags, uint32_t mask, uint32_t ignored, const char *what)
+{
+	if (mflags & ~FANOTIFY_KEPT_MFLAGS) {
+		pr_err("%s: mark flags %#x: not supported\n", what, mflags);
+		return -ENOTSUP;
+	}
+	if ((mask | ignored) & FANOTIFY_PERM_EVENTS) {
+		pr_err("%s: permission events (mask %#x, ignored %#x) would stop the restore's own "
+		       "file accesses: not supported\n",
+		       what, mask, ignored);
+		return -ENOTSUP;
+	}
+	/* These flags come with adding to the ignored mask, and no mask has no events. */
+	if (!ignored && (mflags & (FAN_MARK_IGNORED_SURV_MODIFY | FAN_MARK_IGNORE) || !mask)) {
+		pr_err("%s: mark flags %#x with mask %#x, ignored mask %#x cannot be made again\n",
+		       what, mflags, mask, ignored);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------- fanotify dump ---- */
+
+#define FANOTIFY_LINK "anon_inode:[fanotify]"
+
+/* One mark as dump writes it. */
+struct dumped_mark {
+	FanotifyMarkEntry fme;
+	FanotifyInodeMarkEntry ie;
+	FanotifyMountMarkEntry me;
+	struct dumped_handle h;
+	char *mount_path; /* me.path, malloc'ed; or NULL */
+};
+
+static void free_marks(struct dumped_mark *marks, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(marks[i].h.path);
+		free(marks[i].mount_path);
+	}
+	free(marks);
+}
+
+static bool fanotify_owns(const struct fd_parms *p)
+{
+	return !strcmp(p->link, FANOTIFY_LINK);
+}
+
+/* "fanotify ino:%lx sdev:%x mflags:%x mask:%x ignored_mask:%x " then the handle. */
+static int parse_inode_mark(const char *line, struct dumped_mark *m, const char *fd_what)
+{
+	unsigned int sdev, mflags, mask, ignored;
+	unsigned long long ino;
+	char what[96];
+	int at = 0, ret;
+
+	if (sscanf(line, "fanotify ino:%llx sdev:%x mflags:%x mask:%x ignored_mask:%x %n", &ino,
+		   &sdev, &mflags, &mask, &ignored, &at) != 5 ||
+	    !at) {
+		pr_err("%s: cannot parse its fdinfo line: %s", fd_what, line);
+		return -EINVAL;
+	}
+	snprintf(what, sizeof(what), "%s, mark on inode %#llx", fd_what, ino);
+	ret = check_mark_flags(mflags, mask, ignored, what);
+	if (!ret)
+		ret = parse_fdinfo_handle(line + at, &m->h, what);
+	if (!ret)
+		ret = check_inode_restorable(ino, sdev, &m->h, what);
+	m->fme.type = MARK_TYPE__INODE;
+	m->fme.mflags = mflags;
+	m->fme.mask = mask;
+	m->fme.ignored_mask = ignored;
+	m->fme.s_dev = sdev;
+	m->ie.i_ino = ino;
+	return ret;
+}
+
+/* "fanotify mnt_id:%x mflags:%x mask:%x ignored_mask:%x": named by its mount point too. */
+static int parse_mount_mark(const char *line, struct dumped_mark *m, const char *fd_what)
+{
+	unsigned int mnt_id, mflags, mask, ignored;
+	struct mount_line mnt;
+	char what[96];
+	struct stat st;
+	int fd, ret;
+
+	if (sscanf(line, "fanotify mnt_id:%x mflags:%x mask:%x ignored_mask:%x", &mnt_id, &mflags,
+		   &mask, &ignored) != 4) {
+		pr_err("%s: cannot parse its fdinfo line: %s", fd_what, line);
+		return -EINVAL;
+	}
+	snprintf(what, sizeof(what), "%s, mark on mount %u", fd_what, mnt_id);
+	ret = check_mark_flags(mflags, mask, ignored, what);
+	if (ret)
+		return ret;
+	fd = open_mount(mount_has_id, &mnt_id, &mnt);
+	if (fd < 0) {
+		pr_err("%s: not reachable in criu's mount table (another mount namespace, or its "
+		       "mount point covered): not supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	ret = fstat(fd, &st) ? -errno : 0;
+	close(fd);
+	if (ret) {
+		pr_err("%s: cannot stat %s: %s\n", what, mnt.point, strerror(-ret));
+		return ret;
+	}
+	m->mount_path = strdup(mnt.point);
+	if (!m->mount_path) {
+		pr_err("%s: out of memory\n", what);
+		return -ENOMEM;
+	}
+	m->fme.type = MARK_TYPE__MOUNT;
+	m->fme.mflags = mflags;
+	m->fme.mask = mask;
+	m->fme.ignored_mask = ignored;
+	m->fme.s_dev = kernel_dev(st.st_dev);
+	m->me.mnt_id = mnt_id;
+	return 0;
+}
+
+static int parse_mark(const char *line, struct dumped_mark *m, const char *fd_what)
+{
+	*m = (struct dumped_mark){ .fme = FANOTIFY_MARK_ENTRY__INIT,
+				   .ie = FANOTIFY_INODE_MARK_ENTRY__INIT,
+				   .me = FANOTIFY_MOUNT_MARK_ENTRY__INIT };
+	if (!strncmp(line, "fanotify ino:", 13))
+		return parse_inode_mark(line, m, fd_what);
+	if (!strncmp(line, "fanotify mnt_id:", 16))
+		return parse_mount_mark(line, m, fd_what);
+	/* CRIU's format knows inode and mount marks: not FAN_MARK_FILESYSTEM, nor newer ones. */
+	pr_err("%s: a mark of a kind not supported (%s): %s", fd_what,
+	       strncmp(line, "fanotify sdev:", 14) ? "unknown" : "a whole filesystem", line);
+	return -ENOTSUP;
+}
+
+/* Marks as fdinfo lists them (newest first), as CRIU writes them. */
+static int write_fanotify_entry(const struct fd_parms *p, uint32_t id, const char *flags_line,
+				struct dumped_mark *marks, size_t nr, const char *what)
+{
+	FanotifyFileEntry ffe = FANOTIFY_FILE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
+	FileEntry fe = FILE_ENTRY__INIT;
+	FanotifyMarkEntry **fmes;
+	int ret;
+
+	if (sscanf(flags_line, "fanotify flags:%x event-flags:%x", &ffe.faflags, &ffe.evflags) !=
+	    2) {
+		pr_err("%s: cannot parse its fdinfo line: %s", what, flags_line);
+		return -EINVAL;
+	}
+	fmes = calloc(nr ? nr : 1, sizeof(*fmes));
+	if (!fmes) {
+		pr_err("%s: out of memory writing %zu marks\n", what, nr);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct dumped_mark *m = &marks[i];
+
+		link_dumped_handle(&m->h);
+		m->ie.f_handle = &m->h.fh;
+		m->me.path = m->mount_path;
+		if (m->fme.type == MARK_TYPE__INODE)
+			m->fme.ie = &m->ie;
+		else
+			m->fme.me = &m->me;
+		fmes[i] = &m->fme;
+	}
+	ffe.id = id;
+	ffe.flags = p->flags;
+	ffe.fown = &fown;
+	ffe.n_mark = nr;
+	ffe.mark = fmes;
+	fe.type = FD_TYPES__FANOTIFY;
+	fe.id = id;
+	fe.ffy = &ffe;
+	ret = write_file_entry(&fe);
+	free(fmes);
+	return ret;
+}
+
+/* fanotify_init() opens it O_RDWR, with O_NONBLOCK for FAN_NONBLOCK. */
+static int check_fanotify_flags(uint32_t flags, const char *what)
+{
+	if ((flags & O_ACCMODE) != O_RDWR || (flags & ~(O_ACCMODE | O_NONBLOCK))) {
+		pr_err("%s: file flags %#o: only O_RDWR and O_NONBLOCK are supported\n", what,
+		       flags);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int fanotify_dump(const struct fd_parms *p, uint32_t id)
+{
+	struct dumped_mark *marks;
+	struct fdinfo_lines lines;
+	char what[64];
+	size_t nr = 0;
+	int ret;
+
+	snprintf(what, sizeof(what), "fd %d of task %d (fanotify)", p->fd, p->pid);
+	ret = check_fanotify_flags(p->flags, what);
+	if (!ret)
+		ret = read_fdinfo_lines(p, "fanotify ", &lines, what);
+	if (ret)
+		return ret;
+	if (!lines.nr || strncmp(lines.lines[0], "fanotify flags:", 15)) {
+		pr_err("%s: fdinfo does not start with its flags\n", what);
+		free_fdinfo_lines(&lines);
+		return -EINVAL;
+	}
+	marks = calloc(lines.nr, sizeof(*marks));
+	if (!marks) {
+		pr_err("%s: out of memory reading %zu marks\n", what, lines.nr - 1);
+		ret = -ENOMEM;
+	}
+	for (; !ret && nr < lines.nr - 1; nr++)
+		ret = parse_mark(lines.lines[nr + 1], &marks[nr], what);
+	if (!ret)
+		ret = write_fanotify_entry(p, id, lines.lines[0], marks, nr, what);
+	free_fdinfo_lines(&lines);
+	free_marks(marks, nr);
+	if (!ret)
+		pr_info("%s: %zu marks\n", what, nr);
+	return ret;
+}
+
+/* -------------------------------------------------------- fanotify restore ---- */
+
+struct fanotify_mark {
+	MarkType type;
+	uint32_t mflags, mask, ignored_mask;
+	struct watched_inode inode; /* INODE */
+	uint32_t mnt_id;	/* MOUNT */
+	const char *mount_path; /* MOUNT: in the collected entry; or NULL */
+};
+
+/* d->kind of a fanotify entry: one allocation (files.c frees it). */
+struct fanotify_desc {
+	uint32_t flags, faflags, evflags;
+	size_t nr_marks;
+	struct fanotify_mark marks[]; /* as the image lists them: newest first */
+};
+
+static int collect_mark(const struct file_desc *d, const FanotifyMarkEntry *fme,
+			struct fanotify_mark *m)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "files.img: fanotify file %u, a mark", d->id);
+	if (fme->id && fme->id != d->id) {
+		pr_err("%s: names file %u\n", what, fme->id);
+		return -EINVAL;
+	}
+	if (check_mark_flags(fme->mflags, fme->mask, fme->ignored_mask, what))
+		return -ENOTSUP;
+	*m = (struct fanotify_mark){ .type = fme->type,
+				     .mflags = fme->mflags,
+				     .mask = fme->mask,
+				     .ignored_mask = fme->ignored_mask };
+	if (fme->type == MARK_TYPE__INODE && fme->ie) {
+		if (check_fh_entry(fme->ie->f_handle, what))
+			return -EINVAL;
+		m->inode = watched_inode_of(fme->ie->i_ino, fme->s_dev, fme->ie->f_handle,
+					    fme->ie->f_handle->handle);
+		return 0;
+	}
+	if (fme->type == MARK_TYPE__MOUNT && fme->me) {
+		m->mnt_id = fme->me->mnt_id;
+		m->mount_path = fme->me->path;
+		return 0;
+	}
+	pr_err("%s: of type %d without its inode or mount entry\n", what, fme->type);
+	return -EINVAL;
+}
+
+/* The mount of a mount mark, O_PATH on a directory of it: by its path, else by its id. */
+static int open_mark_mount(const struct fanotify_mark *m, const char *what)
+{
+	struct mount_line mnt;
+	int fd;
+
+	if (m->mount_path) {
+		fd = open(m->mount_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			pr_perror("%s: cannot open mount point %s", what, m->mount_path);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = open_mount(mount_has_id, &m->mnt_id, &mnt);
+	if (fd < 0)
+		pr_err("%s: mount %u is not reachable in criu's mount table\n", what, m->mnt_id);
+	return fd;
+}
+
+static int open_mark_target(const struct fanotify_mark *m, const char *what)
+{
+	struct stat st;
+
+	if (m->type == MARK_TYPE__MOUNT)
+		return open_mark_mount(m, what);
+	return open_watched_inode(&m->inode, &st, what);
+}
+
+/*
+ * The flags must be ones fanotify_init() takes, and every marked object must be found
+ * now, so that a missing one stops the restore before any task exists.
+ */
+static int check_fanotify_desc(const struct file_desc *d, const struct fanotify_desc *fd_desc)
+{
+	char what[64];
+	int fd;
+
+	snprintf(what, sizeof(what), "files.img: fanotify file %u", d->id);
+	if (check_fanotify_flags(fd_desc->flags, what))
+		return -ENOTSUP;
+	fd = fanotify_init(fd_desc->faflags | FAN_CLOEXEC, fd_desc->evflags);
+	if (fd < 0) {
+		pr_perror("%s: fanotify_init(%#x, %#x)", what, fd_desc->faflags, fd_desc->evflags);
+		return -errno;
+	}
+	close(fd);
+	for (size_t i = 0; i < fd_desc->nr_marks; i++) {
+		fd = open_mark_target(&fd_desc->marks[i], what);
+		if (fd < 0)
+			return fd;
+		close(fd);
+	}
+	return 0;
+}
+
+static int fanotify_collect(struct file_desc *d)
+{
+	const FanotifyFileEntry *ffe = d->fe->ffy;
+	struct fanotify_desc *fa;
+	int ret;
+
+	if (!ffe || ffe->id != d->id) {
+		pr_err("files.img: fanotify file %u has no fanotify entry of its own\n", d->id);
+		return -EINVAL;
+	}
+	ret = collect_owner(d, ffe->fown);
+	if (ret)
+		return ret;
+	fa = malloc(sizeof(*fa) + ffe->n_mark * sizeof(fa->marks[0]));
+	if (!fa) {
+		pr_err("files.img: out of memory collecting fanotify file %u (%zu marks)\n", d->id,
+		       ffe->n_mark);
+		return -ENOMEM;
+	}
+	d->kind = fa;
+	fa->flags = ffe->flags;
+	fa->faflags = ffe->faflags;
+	fa->evflags = ffe->evflags;
+	fa->nr_marks = ffe->n_mark;
+	for (size_t i = 0; i < ffe->n_mark; i++) {
+		ret = collect_mark(d, ffe->mark[i], &fa->marks[i]);
+		if (ret)
+			return ret;
+	}
+	return check_fanotify_desc(d, fa);
+}
+
+/*
+ * The mask and the ignored mask are added by separate calls, the ignored one with the API
+ * the mark was given it by (FAN_MARK_IGNORE or the older FAN_MARK_IGNORED_MASK) and
+ * whether it survives modification; an evictable mark is so from its first call.
+ */
+static int add_mark(int fafd, const struct fanotify_mark *m, uint32_t id)
+{
+	unsigned int type = m->type == MARK_TYPE__MOUNT ? FAN_MARK_MOUNT : FAN_MARK_INODE;
+	unsigned int add = FAN_MARK_ADD | type | (m->mflags & FAN_MARK_EVICTABLE);
+	unsigned int ignore = m->mflags & FAN_MARK_IGNORE ? FAN_MARK_IGNORE : FAN_MARK_IGNORED_MASK;
+	char what[64], path[32];
+	int target, ret = 0;
+
+	snprintf(what, sizeof(what), "fanotify file %u", id);
+	target = open_mark_target(m, what);
+	if (target < 0)
+		return target;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
+	if (m->mask && fanotify_mark(fafd, add, m->mask, AT_FDCWD, path))
+		ret = -errno;
+	if (!ret && m->ignored_mask &&
+	    fanotify_mark(fafd, add | ignore | (m->mflags & FAN_MARK_IGNORED_SURV_MODIFY),
+			  m->ignored_mask, AT_FDCWD, path))
+		ret = -errno;
+	close(target);
+	if (ret)
+		pr_err("%s: cannot add its mark (flags %#x, mask %#x, ignored %#x): %s\n", what,
+		       m->mflags, m->mask, m->ignored_mask, strerror(-ret));
+	return ret;
+}
+
+static int fanotify_open(const struct file_desc *d)
+{
+	const struct fanotify_desc *fa = d->kind;
+	int fafd, ret = 0;
+
+	fafd = fanotify_init(fa->faflags, fa->evflags);
+	if (fafd < 0) {
+		pr_perror("fanotify file %u: fanotify_init(%#x, %#x)", d->id, fa->faflags,
+			  fa->evflags);
+		return -errno;
+	}
+	/* Oldest first, so that the group lists them in the dumped order. */
+	for (size_t i = fa->nr_marks; i-- > 0 && !ret;)
+		ret = add_mark(fafd, &fa->marks[i], d->id);
+	if (!ret && fcntl(fafd, F_SETFL, fa->flags)) {
+		pr_perror("fanotify file %u: cannot set its flags %#o", d->id, fa->flags);
+		ret = -errno;
+	}
+	if (ret) {
+		close(fafd);
+		return ret;
+	}
+	pr_debug("fanotify file %u: %zu marks\n", d->id, fa->nr_marks);
+	return fafd;
+}
+
+const struct fdtype_ops fanotify_fdtype_ops = {
+	.type = FD_TYPES__FANOTIFY,
+	.name = "fanotify",
+	.owns = fanotify_owns,
+	.dump = fanotify_dump,
+	.collect = fanotify_collect,
+	.open = fanotify_open,
 	.inheritable = true,
 };

@@ -271,7 +271,9 @@ TESTS = {
     'tty_shell_job': {'mode': 'tty'},
     'inotify_watches': {},
     'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
-    'inotify_watched_deleted': {'mode': 'dump_fails', 'expect': 'which is deleted'},
+    'inotify_watched_deleted': {'mode': 'dump_fails', 'expect': 'is deleted'},
+    'fanotify_marks': {},
+    'fanotify_filesystem_mark': {'mode': 'dump_fails', 'expect': 'a whole filesystem'},
     'restore_fail_inotify_watch_lost': {'bin': 'inotify_watches', 'mode': 'restore_fails',
                                         'corrupt': inotify_watch_lost,
                                         'expect': 'cannot be found'},
@@ -310,6 +312,7 @@ TESTS = {
     'tree_pipe_queued_bytes': {},
     'tree_file_shared_offset': {},
     'tree_pipe_siblings': {},
+    'tree_inotify_shared': {},
     'tree_tty_shell_job': {'mode': 'tty'},
     'tree_leave_running': {'bin': 'tree_sessions', 'mode': 'leave_running'},
     'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
@@ -463,6 +466,7 @@ CROSS_TESTS = {
     'file_deleted_open': {},  # deleted but open
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
+    'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -476,6 +480,8 @@ for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
 # Upstream criu's restore drops IN_ONESHOT and IN_EXCL_UNLINK from inotify watch masks.
 TESTS['cross_us2up_inotify_watches']['test_env'] = {'ZDTM_INOTIFY_FLAGS_LOST': '1'}
+# ... and fails on a fanotify mark whose ignored mask was set with FAN_MARK_IGNORE.
+TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

@@ -561,6 +561,23 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 
 /* --------------------------------------------------------- inotify restore ---- */
 
+/*
+ * The end of a group's open(): ret, what setting it up gave; the dumped file flags
+ * (O_NONBLOCK) last. The fd, or -errno with the group closed.
+ */
+static int finish_group(int fd, int ret, uint32_t flags, const char *kind, uint32_t id)
+{
+	if (!ret && fcntl(fd, F_SETFL, flags)) {
+		pr_perror("%s file %u: cannot set its flags %#o", kind, id, flags);
+		ret = -errno;
+	}
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 struct inotify_watch {
 	struct watched_inode inode;
 	int wd;
@@ -745,16 +762,8 @@ static int inotify_open(const struct file_desc *d)
 		ret = add_watch_at_wd(ifd, in, i, d->id);
 	if (!ret)
 		ret = drain_events(ifd, d->id);
-	if (!ret && fcntl(ifd, F_SETFL, in->flags)) {
-		pr_perror("inotify file %u: cannot set its flags %#o", d->id, in->flags);
-		ret = -errno;
-	}
-	if (ret) {
-		close(ifd);
-		return ret;
-	}
 	pr_debug("inotify file %u: %zu watches\n", d->id, in->nr_watches);
-	return ifd;
+	return finish_group(ifd, ret, in->flags, "inotify", d->id);
 }
 
 const struct fdtype_ops inotify_fdtype_ops = {
@@ -1187,16 +1196,8 @@ static int fanotify_open(const struct file_desc *d)
 	/* Oldest first, so that the group lists them in the dumped order. */
 	for (size_t i = fa->nr_marks; i-- > 0 && !ret;)
 		ret = add_mark(fafd, &fa->marks[i], d->id);
-	if (!ret && fcntl(fafd, F_SETFL, fa->flags)) {
-		pr_perror("fanotify file %u: cannot set its flags %#o", d->id, fa->flags);
-		ret = -errno;
-	}
-	if (ret) {
-		close(fafd);
-		return ret;
-	}
 	pr_debug("fanotify file %u: %zu marks\n", d->id, fa->nr_marks);
-	return fafd;
+	return finish_group(fafd, ret, fa->flags, "fanotify", d->id);
 }
 
 const struct fdtype_ops fanotify_fdtype_ops = {

@@ -265,7 +265,7 @@ static int check_fh_entry(const FhEntry *fh, const char *what)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- dump ---- */
+/* ---------------------------------------------------- dump, both kinds ---- */
 
 /* A watched inode's handle as dump writes it, with the storage its fh_entry points into. */
 struct dumped_handle {
@@ -437,6 +437,24 @@ static int read_fdinfo_lines(const struct fd_parms *p, const char *prefix, struc
 
 /* ------------------------------------------------------------ inotify dump ---- */
 
+/*
+ * Restore uses up every number below the highest wd that no watch has, at about 8 us each
+ * (add_watch_at_wd()): past this many it is refused rather than left running for minutes
+ * (an instance whose numbers wrapped at INT_MAX has its wds in any order, for one).
+ */
+#define INOTIFY_MAX_SKIPPED_WDS (1u << 22)
+
+static int check_wd_gaps(uint32_t max_wd, size_t nr_watches, const char *what)
+{
+	if (max_wd > nr_watches && max_wd - nr_watches > INOTIFY_MAX_SKIPPED_WDS) {
+		pr_err("%s: wd %u with %zu watches: restore would add and remove %zu watches "
+		       "first: not supported\n",
+		       what, max_wd, nr_watches, max_wd - nr_watches);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 /* One watch as dump writes it. */
 struct dumped_watch {
 	InotifyWdEntry wde;
@@ -506,8 +524,7 @@ static int write_inotify_entry(const struct fd_parms *p, uint32_t id, struct dum
 		pr_err("%s: out of memory writing %zu watches\n", what, nr);
 		return -ENOMEM;
 	}
-	if (nr) /* else w is NULL */
-		qsort(w, nr, sizeof(*w), cmp_dumped_wd);
+	qsort(w, nr, sizeof(*w), cmp_dumped_wd);
 	for (size_t i = 0; i < nr; i++) {
 		link_dumped_handle(&w[i].h);
 		w[i].wde.f_handle = &w[i].h.fh;
@@ -530,6 +547,7 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 {
 	struct dumped_watch *watches;
 	struct fdinfo_lines lines;
+	uint32_t max_wd = 0;
 	char what[64];
 	size_t nr = 0;
 	int ret;
@@ -551,6 +569,10 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 	for (; !ret && nr < lines.nr; nr++)
 		ret = parse_watch(lines.lines[nr], &watches[nr], what);
 	free_fdinfo_lines(&lines);
+	for (size_t i = 0; i < nr; i++)
+		max_wd = watches[i].wde.wd > max_wd ? watches[i].wde.wd : max_wd;
+	if (!ret)
+		ret = check_wd_gaps(max_wd, nr, what);
 	if (!ret)
 		ret = write_inotify_entry(p, id, watches, nr, what);
 	free_watches(watches, nr);
@@ -559,7 +581,7 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 	return ret;
 }
 
-/* --------------------------------------------------------- inotify restore ---- */
+/* ------------------------------------------------- restore, both kinds ---- */
 
 /*
  * The end of a group's open(): ret, what setting it up gave; the dumped file flags
@@ -577,6 +599,8 @@ static int finish_group(int fd, int ret, uint32_t flags, const char *kind, uint3
 	}
 	return fd;
 }
+
+/* --------------------------------------------------------- inotify restore ---- */
 
 struct inotify_watch {
 	struct watched_inode inode;
@@ -632,6 +656,12 @@ static int cmp_watch_wd(const void *a, const void *b)
  */
 static int check_watches(const struct file_desc *d, const struct inotify_desc *in)
 {
+	char img_what[48];
+
+	snprintf(img_what, sizeof(img_what), "files.img: inotify file %u", d->id);
+	if (in->nr_watches &&
+	    check_wd_gaps(in->watches[in->nr_watches - 1].wd, in->nr_watches, img_what))
+		return -ENOTSUP;
 	for (size_t i = 0; i < in->nr_watches; i++) {
 		char what[64];
 		struct stat st;

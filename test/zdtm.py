@@ -175,6 +175,13 @@ def inotify_watch_lost(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def inotify_wd_far_away(img_dir, pid):
+    """An inotify watch claims a wd a billion numbers past the others."""
+    def edit(entries):
+        [e for e in entries if e['type'] == 'INOTIFY'][0]['ify']['wd'][-1]['wd'] = 1 << 30
+    edit_image(img_dir, 'files.img', edit)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
@@ -277,6 +284,9 @@ TESTS = {
     'restore_fail_inotify_watch_lost': {'bin': 'inotify_watches', 'mode': 'restore_fails',
                                         'corrupt': inotify_watch_lost,
                                         'expect': 'cannot be found'},
+    'restore_fail_inotify_wd_far_away': {'bin': 'inotify_watches', 'mode': 'restore_fails',
+                                         'corrupt': inotify_wd_far_away,
+                                         'expect': 'restore would add and remove'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},

@@ -31,6 +31,8 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&fifo_fdtype_ops,
 	&memfd_fdtype_ops, /* restore only: mapped memfds */
 	&epoll_fdtype_ops,
+	&inotify_fdtype_ops,
+	&fanotify_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 

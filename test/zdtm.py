@@ -198,6 +198,22 @@ def truncate_ghost_file(img_dir, pid):
             os.truncate(path, os.path.getsize(path) - 100)
 
 
+def inotify_watch_lost(img_dir, pid):
+    """The first inotify watch's handle names a stale generation of its inode, no path."""
+    def edit(entries):
+        watch = [e for e in entries if e['type'] == 'INOTIFY'][0]['ify']['wd'][0]
+        watch['f_handle']['handle'][0] ^= 0xffff << 32  # ext4: inode number, generation
+        watch['f_handle'].pop('path', None)
+    edit_image(img_dir, 'files.img', edit)
+
+
+def inotify_wd_far_away(img_dir, pid):
+    """An inotify watch claims a wd a billion numbers past the others."""
+    def edit(entries):
+        [e for e in entries if e['type'] == 'INOTIFY'][0]['ify']['wd'][-1]['wd'] = 1 << 30
+    edit_image(img_dir, 'files.img', edit)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -316,6 +332,17 @@ TESTS = {
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
+    'inotify_watches': {},
+    'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
+    'inotify_watched_deleted': {'mode': 'dump_fails', 'expect': 'is deleted'},
+    'fanotify_marks': {},
+    'fanotify_filesystem_mark': {'mode': 'dump_fails', 'expect': 'a whole filesystem'},
+    'restore_fail_inotify_watch_lost': {'bin': 'inotify_watches', 'mode': 'restore_fails',
+                                        'corrupt': inotify_watch_lost,
+                                        'expect': 'cannot be found'},
+    'restore_fail_inotify_wd_far_away': {'bin': 'inotify_watches', 'mode': 'restore_fails',
+                                         'corrupt': inotify_wd_far_away,
+                                         'expect': 'restore would add and remove'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
@@ -369,6 +396,7 @@ TESTS = {
     'tree_pipe_queued_bytes': {},
     'tree_file_shared_offset': {},
     'tree_pipe_siblings': {},
+    'tree_inotify_shared': {},
     'tree_tty_shell_job': {'mode': 'tty'},
     'tree_leave_running': {'bin': 'tree_sessions', 'mode': 'leave_running'},
     'tree_restore_twice': {'bin': 'tree_zombie', 'mode': 'twice'},
@@ -531,6 +559,8 @@ CROSS_TESTS = {
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'membarrier_registered': {},
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
+    'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
+    'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -542,6 +572,10 @@ for _bin, _desc in CROSS_TESTS.items():
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu's restore drops IN_ONESHOT and IN_EXCL_UNLINK from inotify watch masks.
+TESTS['cross_us2up_inotify_watches']['test_env'] = {'ZDTM_INOTIFY_FLAGS_LOST': '1'}
+# ... and fails on a fanotify mark whose ignored mask was set with FAN_MARK_IGNORE.
+TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

@@ -152,6 +152,9 @@ extern const struct fdtype_ops epoll_fdtype_ops;
  * line naming img. 0 or -errno.
  */
 int memfd_vma_to_shmem(uint32_t file_id, uint64_t *shmid, const char *img);
+/* inotify instances with their watches, fanotify groups with their marks (files-fsnotify.c). */
+extern const struct fdtype_ops inotify_fdtype_ops;
+extern const struct fdtype_ops fanotify_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 

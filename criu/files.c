@@ -30,6 +30,9 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&pipe_fdtype_ops,
 	&fifo_fdtype_ops,
 	&memfd_fdtype_ops, /* restore only: mapped memfds */
+	&eventfd_fdtype_ops,
+	&signalfd_fdtype_ops,
+	&timerfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -430,6 +433,19 @@ int collect_owner(struct file_desc *d, const FownEntry *fown)
 	}
 	d->owner_signum = fown->signum;
 	return 0;
+}
+
+int restore_status_flags(int fd, uint32_t flags, const struct file_desc *d)
+{
+	int err;
+
+	if (!fcntl(fd, F_SETFL, flags))
+		return fd;
+	err = errno;
+	pr_err("%s file %u: cannot set its flags %#o: %s\n", d->ops->name, d->id, flags,
+	       strerror(err));
+	close(fd);
+	return -err;
 }
 
 static int append_desc(FileEntry *fe, size_t *capacity)

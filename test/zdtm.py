@@ -56,7 +56,7 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids'}
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'timerfd'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -166,6 +166,21 @@ def truncate_ghost_file(img_dir, pid):
             os.truncate(path, os.path.getsize(path) - 100)
 
 
+def edit_files_entries(img_dir, kind, field, value):
+    """Every file_entry's sub-message kind ('tfd', 'efd', ...) gets field = value."""
+    edit_image(img_dir, 'files.img', lambda es: [e[kind].update({field: value}) for e in es
+                                                 if kind in e])
+
+
+def timerfd_bad_clock(img_dir, pid):
+    edit_files_entries(img_dir, 'tfd', 'clockid', 99)
+
+
+def eventfd_counter_max(img_dir, pid):
+    """A counter no write(2) can set (only the kernel's own signals reach it)."""
+    edit_files_entries(img_dir, 'efd', 'counter', 2**64 - 1)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
@@ -259,6 +274,10 @@ TESTS = {
     'fifo_queued_bytes': {},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
+    'eventfd_counter_flags': {},
+    'signalfd_mask_flags': {},
+    'timerfd_interval_ticks': {},
+    'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
@@ -283,6 +302,12 @@ TESTS = {
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
     'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                   'corrupt': vma_becomes_sysv_shm, 'expect': 'SYSVIPC'},
+    'restore_fail_timerfd_clock': {'bin': 'timerfd_interval_ticks', 'mode': 'restore_fails',
+                                   'corrupt': timerfd_bad_clock,
+                                   'expect': 'clock 99 is not one a timerfd can use'},
+    'restore_fail_eventfd_counter': {'bin': 'eventfd_counter_flags', 'mode': 'restore_fails',
+                                     'corrupt': eventfd_counter_max,
+                                     'expect': 'cannot be set from user space'},
     'restore_fail_truncated_ghost': {'bin': 'file_deleted_open', 'mode': 'restore_fails',
                                      'corrupt': truncate_ghost_file, 'expect': 'ghost-file-'},
     'restore_fail_missing_dir': {'mode': 'cli',
@@ -447,6 +472,9 @@ CROSS_TESTS = {
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
+    'eventfd_counter_flags': {},  # anonymous-inode files
+    'signalfd_mask_flags': {},
+    'timerfd_interval_ticks': {},
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -458,6 +486,10 @@ for _bin, _desc in CROSS_TESTS.items():
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu keeps no EFD_SEMAPHORE (dump or restore) and restores an eventfd counter
+# through eventfd()'s unsigned int: the test keeps to that there.
+for _dir in ('cross_up2us_', 'cross_us2up_'):
+    TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

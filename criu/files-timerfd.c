@@ -28,6 +28,15 @@ static bool timerfd_owns(const struct fd_parms *p)
 	return !strcmp(p->link, TIMERFD_LINK);
 }
 
+/*
+ * No time left, an interval and expirations not read: a periodic timer the kernel stopped
+ * on its last expiration until someone reads it (see read_running_timerfd()).
+ */
+static bool stopped_periodic(const TimerfdEntry *tfe)
+{
+	return !tfe->vsec && !tfe->vnsec && (tfe->isec || tfe->insec) && tfe->ticks;
+}
+
 /* ---------------------------------------------------------------- dump ---- */
 
 /* One read of fdinfo: the ticks and the time left are the kernel's at one moment. */
@@ -57,16 +66,10 @@ static int read_timerfd_state(const struct fd_parms *p, TimerfdEntry *tfe)
  * left until something reads it or asks its time, which counts the periods missed since
  * and starts it again. criu asks (timerfd_gettime() on its own copy of the description),
  * which the task cannot tell from its own next read. If it expires again before fdinfo is
- * read, it is asked again; a timer still stopped then (an interval of microseconds, or
- * one disarmed with an interval and given expirations by TFD_IOC_SET_TICKS) is dumped as
- * fdinfo shows it.
+ * read, it is asked again; a timer still stopped then (an interval of microseconds) is
+ * dumped as fdinfo shows it, as upstream criu dumps every such timer (see arm_timer()).
  */
 #define TIMERFD_STATE_TRIES 3
-
-static bool stopped_periodic(const TimerfdEntry *tfe)
-{
-	return !tfe->vsec && !tfe->vnsec && (tfe->isec || tfe->insec) && tfe->ticks;
-}
 
 static int read_running_timerfd(const struct fd_parms *p, TimerfdEntry *tfe)
 {
@@ -162,10 +165,13 @@ static int timerfd_collect(struct file_desc *d)
 }
 
 /*
- * With TFD_TIMER_ABSTIME the deadline is now plus the time left, on the timer's clock. A
- * disarmed timer (no time left) is set too when it has settime flags or an interval: a
- * disarmed timer keeps both (fdinfo and timerfd_gettime() show them, and
- * TFD_TIMER_CANCEL_ON_SET still acts).
+ * With TFD_TIMER_ABSTIME the deadline is now plus the time left, on the timer's clock.
+ * No time left with an interval and unread expirations is a periodic timer stopped on an
+ * expiration nobody read (stopped_periodic()): it expires again one interval after its
+ * restore. (A timer disarmed with an interval and then given expirations by
+ * TFD_IOC_SET_TICKS looks the same and comes back running.) Another disarmed timer is set
+ * too when it has settime flags or an interval: it keeps both (fdinfo and
+ * timerfd_gettime() show them, and TFD_TIMER_CANCEL_ON_SET still acts).
  */
 static int arm_timer(int fd, const TimerfdEntry *tfe, uint32_t id)
 {
@@ -176,6 +182,10 @@ static int arm_timer(int fd, const TimerfdEntry *tfe, uint32_t id)
 	bool armed = tfe->vsec || tfe->vnsec;
 	struct timespec now;
 
+	if (stopped_periodic(tfe)) {
+		its.it_value = its.it_interval;
+		armed = true;
+	}
 	if (!armed && !tfe->settime_flags && !tfe->isec && !tfe->insec)
 		return 0;
 	if (armed && (tfe->settime_flags & TFD_TIMER_ABSTIME)) {

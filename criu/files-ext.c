@@ -19,7 +19,7 @@ static const char *unsupported_kind(const struct fd_parms *p)
 	if (S_ISSOCK(p->st.st_mode))
 		return "sockets are";
 	if (!strncmp(p->link, "anon_inode:", 11))
-		return "anonymous-inode files (eventfd, epoll, signalfd, timerfd, ...) are";
+		return "anonymous-inode files of this kind (epoll, inotify, ...) are";
 	if (S_ISCHR(p->st.st_mode))
 		return "this character device is";
 	if (S_ISBLK(p->st.st_mode))

@@ -33,6 +33,9 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&epoll_fdtype_ops,
 	&inotify_fdtype_ops,
 	&fanotify_fdtype_ops,
+	&eventfd_fdtype_ops,
+	&signalfd_fdtype_ops,
+	&timerfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -450,6 +453,19 @@ int collect_owner(struct file_desc *d, const FownEntry *fown)
 	}
 	d->owner_signum = fown->signum;
 	return 0;
+}
+
+int restore_status_flags(int fd, uint32_t flags, const struct file_desc *d)
+{
+	int err;
+
+	if (!fcntl(fd, F_SETFL, flags))
+		return fd;
+	err = errno;
+	pr_err("%s file %u: cannot set its flags %#o: %s\n", d->ops->name, d->id, flags,
+	       strerror(err));
+	close(fd);
+	return -err;
 }
 
 static int append_desc(FileEntry *fe, size_t *capacity)

@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -153,6 +154,19 @@ static bool has_fdinfo_lock(void)
 	return shown;
 }
 
+/* With a NULL argument the ioctl fails with EFAULT where it exists, ENOTTY where not. */
+static bool has_timerfd_set_ticks(void)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	bool known;
+
+	if (fd < 0)
+		return false;
+	known = ioctl(fd, TFD_IOC_SET_TICKS, NULL) < 0 && errno == EFAULT;
+	close(fd);
+	return known;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -160,7 +174,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("mnt_id", "mount namespaces and mount ids are not dumped"),
 	NOT_IMPLEMENTED("mem_dirty_track", "memory changes are not tracked (soft-dirty): no pre-dump"),
 	NOT_IMPLEMENTED("aio_remap", "AIO rings are not dumped"),
-	NOT_IMPLEMENTED("timerfd", "timerfds are not dumped"),
+	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
 	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("userns", "user namespaces are not restored"),

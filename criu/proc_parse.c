@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -561,5 +562,49 @@ int parse_pid_smaps(pid_t pid, struct proc_vma **vmasp, unsigned int *nrp)
 	}
 	*vmasp = vmas;
 	*nrp = nr;
+	return 0;
+}
+
+int parse_fd_fdinfo(pid_t pid, int fd, struct proc_fdinfo *fi)
+{
+	char name[32];
+	ssize_t len;
+
+	fi->pid = pid;
+	fi->fd = fd;
+	snprintf(name, sizeof(name), "fdinfo/%d", fd);
+	len = read_proc_file(pid, name, fi->text, sizeof(fi->text));
+	if (len < 0)
+		return len;
+	if ((size_t)len == sizeof(fi->text) - 1) {
+		pr_err("/proc/%d/%s: longer than the %zu bytes expected\n", pid, name,
+		       sizeof(fi->text) - 1);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+int fdinfo_scan(const struct proc_fdinfo *fi, const char *key, int nr, const char *fmt, ...)
+{
+	size_t key_len = strlen(key);
+	const char *line = fi->text;
+	va_list args;
+	int ret;
+
+	while (strncmp(line, key, key_len)) {
+		line = strchr(line, '\n');
+		if (!line) {
+			pr_err("/proc/%d/fdinfo/%d: no \"%s\" line\n", fi->pid, fi->fd, key);
+			return -EINVAL;
+		}
+		line++;
+	}
+	va_start(args, fmt);
+	ret = vsscanf(line + key_len, fmt, args);
+	va_end(args);
+	if (ret != nr) {
+		pr_err("/proc/%d/fdinfo/%d: cannot parse the \"%s\" line\n", fi->pid, fi->fd, key);
+		return -EINVAL;
+	}
 	return 0;
 }

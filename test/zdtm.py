@@ -57,7 +57,7 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock'}
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -214,6 +214,21 @@ def inotify_wd_far_away(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def edit_files_entries(img_dir, kind, field, value):
+    """Every file_entry's sub-message kind ('tfd', 'efd', ...) gets field = value."""
+    edit_image(img_dir, 'files.img', lambda es: [e[kind].update({field: value}) for e in es
+                                                 if kind in e])
+
+
+def timerfd_bad_clock(img_dir, pid):
+    edit_files_entries(img_dir, 'tfd', 'clockid', 99)
+
+
+def eventfd_counter_max(img_dir, pid):
+    """A counter no write(2) can set (only the kernel's own signals reach it)."""
+    edit_files_entries(img_dir, 'efd', 'counter', 2**64 - 1)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -331,6 +346,10 @@ TESTS = {
                            'dump_args': ['--file-locks'], 'expect': 'holds a lease (F_SETLEASE)'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
+    'eventfd_counter_flags': {},
+    'signalfd_mask_flags': {},
+    'timerfd_interval_ticks': {},
+    'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
     'inotify_watches': {},
     'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
@@ -370,6 +389,12 @@ TESTS = {
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
     'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                   'corrupt': vma_becomes_sysv_shm, 'expect': 'SYSVIPC'},
+    'restore_fail_timerfd_clock': {'bin': 'timerfd_interval_ticks', 'mode': 'restore_fails',
+                                   'corrupt': timerfd_bad_clock,
+                                   'expect': 'clock 99 is not one a timerfd can use'},
+    'restore_fail_eventfd_counter': {'bin': 'eventfd_counter_flags', 'mode': 'restore_fails',
+                                     'corrupt': eventfd_counter_max,
+                                     'expect': 'cannot be set from user space'},
     'restore_fail_truncated_ghost': {'bin': 'file_deleted_open', 'mode': 'restore_fails',
                                      'corrupt': truncate_ghost_file, 'expect': 'ghost-file-'},
     'restore_fail_missing_dir': {'mode': 'cli',
@@ -561,6 +586,9 @@ CROSS_TESTS = {
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
     'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
+    'eventfd_counter_flags': {},  # anonymous-inode files
+    'signalfd_mask_flags': {},
+    'timerfd_interval_ticks': {},
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -576,6 +604,10 @@ for _bin in ('mem_shared_anon', 'tree_shared_anon'):
 TESTS['cross_us2up_inotify_watches']['test_env'] = {'ZDTM_INOTIFY_FLAGS_LOST': '1'}
 # ... and fails on a fanotify mark whose ignored mask was set with FAN_MARK_IGNORE.
 TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '1'}
+# Upstream criu keeps no EFD_SEMAPHORE (dump or restore) and restores an eventfd counter
+# through eventfd()'s unsigned int: the test keeps to that there.
+for _dir in ('cross_up2us_', 'cross_us2up_'):
+    TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

@@ -155,6 +155,10 @@ int memfd_vma_to_shmem(uint32_t file_id, uint64_t *shmid, const char *img);
 /* inotify instances with their watches, fanotify groups with their marks (files-fsnotify.c). */
 extern const struct fdtype_ops inotify_fdtype_ops;
 extern const struct fdtype_ops fanotify_fdtype_ops;
+/* Anonymous-inode files, re-created with their state from fdinfo (files-eventfd.c, ...). */
+extern const struct fdtype_ops eventfd_fdtype_ops;
+extern const struct fdtype_ops signalfd_fdtype_ops;
+extern const struct fdtype_ops timerfd_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 
@@ -249,6 +253,12 @@ const struct file_desc *find_file_desc(uint32_t id);
 
 /* For the kinds' collect(): the fown_entry's signal, refusing an owner we cannot restore. */
 int collect_owner(struct file_desc *d, const FownEntry *fown);
+/*
+ * For the kinds' open(): set the file status flags of d (F_SETFL: O_NONBLOCK, O_ASYNC, ...;
+ * the access mode stays the creation's) on fd, just created. fd, or -errno after an
+ * error line, fd closed.
+ */
+int restore_status_flags(int fd, uint32_t flags, const struct file_desc *d);
 
 /*
  * A REG entry as files-reg.c collected it: a path restore opens (an fd, a mapped file,

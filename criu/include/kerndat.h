@@ -3,6 +3,16 @@
 #define CR_KERNDAT_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+
+/*
+ * Sets a timerfd's unread expirations; there with CONFIG_CHECKPOINT_RESTORE. From
+ * linux/timerfd.h, which clashes with glibc's sys/timerfd.h.
+ */
+#ifndef TFD_IOC_SET_TICKS
+#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
+#endif
 
 /* Is clone3() with set_tid available (restore with original pids)? */
 bool kerndat_has_clone3_set_tid(void);

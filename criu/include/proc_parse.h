@@ -101,4 +101,21 @@ struct proc_vma {
 int parse_pid_smaps(pid_t pid, struct proc_vma **vmas, unsigned int *nr);
 void free_proc_vmas(struct proc_vma *vmas, unsigned int nr);
 
+/*
+ * /proc/PID/fdinfo/FD, whole. The kernel prints it in one go, so values that change
+ * together (a timerfd's expirations and time left) come from one moment.
+ */
+struct proc_fdinfo {
+	pid_t pid;
+	int fd;
+	char text[4096]; /* NUL-terminated */
+};
+int parse_fd_fdinfo(pid_t pid, int fd, struct proc_fdinfo *fi);
+/*
+ * The value after key (which starts a line of fi->text) scanned with fmt, which must fill
+ * nr values. 0, or -EINVAL after an error line naming the fd and the key.
+ */
+int fdinfo_scan(const struct proc_fdinfo *fi, const char *key, int nr, const char *fmt, ...)
+	__attribute__((format(scanf, 4, 5)));
+
 #endif

@@ -309,19 +309,33 @@ void smaps_vmflags(const void *addr, char *out, size_t size)
 	copy_line(out, size, flags);
 }
 
-void status_field(const char *name, char *out, size_t size)
+/* The value of "name:" on a line of the proc file at path, except its first line. */
+static void proc_field(const char *path, const char *name, char *out, size_t size)
 {
 	char key[64];
 	char *field;
 
 	snprintf(key, sizeof(key), "\n%s:", name);
-	read_file("/proc/self/status", proc_buf, sizeof(proc_buf));
+	read_file(path, proc_buf, sizeof(proc_buf));
 	field = strstr(proc_buf, key);
 	if (!field)
-		test_fail("no %s in /proc/self/status", name);
+		test_fail("no %s in %s", name, path);
 	field += strlen(key);
 	field += strspn(field, " \t");
 	copy_line(out, size, field);
+}
+
+void status_field(const char *name, char *out, size_t size)
+{
+	proc_field("/proc/self/status", name, out, size);
+}
+
+void fdinfo_field(int fd, const char *name, char *out, size_t size)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	proc_field(path, name, out, size);
 }
 
 static int barrier_fds[2] = { -1, -1 };

@@ -77,6 +77,8 @@ void maps_line(const void *addr, char *out, size_t size);
 const char *restored_shmem_name(void);
 /* The value of "Name:" in /proc/self/status, trimmed. */
 void status_field(const char *name, char *out, size_t size);
+/* The value of "name:" in /proc/self/fdinfo/FD, trimmed ("pos", the first line, excepted). */
+void fdinfo_field(int fd, const char *name, char *out, size_t size);
 
 /*
  * Process trees. A setup barrier: test_barrier_init() before the first fork; each

@@ -153,7 +153,8 @@ static int epoll_dump(const struct fd_parms *p, uint32_t id)
 	ee.flags = p->flags;
 	ee.fown = &fown;
 	ret = read_watched(p, &ee);
-	for (size_t i = 0; i < ee.n_tfd && !ret; i++) {
+	/* Backwards: locating a registration may renumber it, which toffs before it must not see. */
+	for (size_t i = ee.n_tfd; i-- > 0 && !ret;) {
 		uint32_t toff = 0;
 
 		for (size_t j = 0; j < i; j++)

@@ -4,9 +4,11 @@
  */
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/kcmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -167,6 +169,26 @@ static bool has_timerfd_set_ticks(void)
 	return known;
 }
 
+/* An epoll watching its own pipe's read end: kcmp finds the watched file at that fd. */
+static bool has_kcmp_epoll(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ends[2], epfd = epoll_create1(EPOLL_CLOEXEC);
+	bool found = false;
+
+	if (epfd >= 0 && !pipe2(ends, O_CLOEXEC)) {
+		struct kcmp_epoll_slot slot = { .efd = epfd, .tfd = ends[0], .toff = 0 };
+
+		found = !epoll_ctl(epfd, EPOLL_CTL_ADD, ends[0], &ev) &&
+			syscall(SYS_kcmp, getpid(), getpid(), KCMP_EPOLL_TFD, ends[0], &slot) == 0;
+		close(ends[0]);
+		close(ends[1]);
+	}
+	if (epfd >= 0)
+		close(epfd);
+	return found;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -194,7 +216,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
 	NOT_IMPLEMENTED("nsid", "network namespaces are not restored"),
 	NOT_IMPLEMENTED("link_nsid", "network namespaces are not restored"),
-	NOT_IMPLEMENTED("kcmp_epoll", "epoll is not dumped"),
+	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },
 	NOT_IMPLEMENTED("timens", "time namespaces are not restored"),
 	NOT_IMPLEMENTED("external_net_ns", "network namespaces are not restored"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },

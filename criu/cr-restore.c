@@ -28,6 +28,7 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "fdstore.h"
+#include "memfd.h"
 #include "files.h"
 #include "image.h"
 #include "kerndat.h"
@@ -1214,7 +1215,8 @@ int cr_restore_tasks(void)
 	}
 
 	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
-	if (prepare_rst_tasks() || shmem_restore_objects(&shmem_pages))
+	if (prepare_rst_tasks() || shmem_restore_objects(&shmem_pages) ||
+	    memfd_restore_objects(&shmem_pages))
 		goto out;
 	if (fork_root_task() || seize_tree_tasks())
 		goto out;
@@ -1226,6 +1228,9 @@ int cr_restore_tasks(void)
 		goto out;
 
 	if (wait_tree_ready())
+		goto out;
+	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
+	if (memfd_apply_seals())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

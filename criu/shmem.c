@@ -136,22 +136,30 @@ static int fill_obj(struct shmem_obj *obj, int pages_fd)
 	return 0;
 }
 
-static int load_obj(struct shmem_obj *obj)
+/* The object's stored pages, from the pages image its pagemap names, into obj->addr. */
+static int fill_obj_from_image(struct shmem_obj *obj)
 {
 	struct cr_img *pages_img;
 	int ret;
 
-	ret = read_obj_pages(obj);
-	if (!ret)
-		ret = create_obj(obj);
-	if (ret || !obj->pages.nr_runs)
-		return ret;
+	if (!obj->pages.nr_runs)
+		return 0;
 	pages_img = open_image(CR_IMG_PAGES, O_RDONLY, obj->pages.pages_id);
 	if (!pages_img)
 		return -EIO;
 	ret = fill_obj(obj, pages_img->fd);
 	close_image(pages_img);
 	return ret;
+}
+
+static int load_obj(struct shmem_obj *obj)
+{
+	int ret;
+
+	ret = read_obj_pages(obj);
+	if (!ret)
+		ret = create_obj(obj);
+	return ret ? ret : fill_obj_from_image(obj);
 }
 
 /* The object's fd goes to fdstore; criu's own mapping goes once it is filled. */
@@ -193,6 +201,43 @@ int shmem_restore_objects(uint64_t *nr_pages)
 	}
 	if (!ret && nr_shmem_objs)
 		pr_info("%u shared memory objects re-created\n", nr_shmem_objs);
+	return ret;
+}
+
+int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages)
+{
+	struct shmem_obj obj = { .shmid = shmid, .size = size, .addr = MAP_FAILED };
+	uint64_t page = getpagesize();
+	const struct page_run *last;
+	int ret;
+
+	/* CRIU writes no pagemap for an empty memfd. */
+	if (!size && !img_exists(CR_IMG_SHMEM_PAGEMAP, shmid))
+		return 0;
+	ret = page_map_read(CR_IMG_SHMEM_PAGEMAP, shmid, &obj.pages);
+	if (ret || !obj.pages.nr_runs)
+		goto out;
+	/* A last page past size is whole in the image, and whole in the mapping. */
+	last = &obj.pages.runs[obj.pages.nr_runs - 1];
+	if (last->vaddr + last->len > (size + page - 1) / page * page) {
+		pr_err("pagemap-shmem-%llu.img: pages up to offset %#llx, past the %llu bytes of %s\n",
+		       (unsigned long long)shmid, (unsigned long long)(last->vaddr + last->len),
+		       (unsigned long long)size, what);
+		ret = -EINVAL;
+		goto out;
+	}
+	/* Through a mapping: hugetlbfs has no write(). */
+	obj.addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (obj.addr == MAP_FAILED) {
+		ret = -errno;
+		pr_perror("%s: cannot map its %llu bytes to fill them", what, (unsigned long long)size);
+		goto out;
+	}
+	ret = fill_obj_from_image(&obj);
+	munmap(obj.addr, size);
+out:
+	*nr_pages = obj.pages.total_bytes / page;
+	page_map_free(&obj.pages);
 	return ret;
 }
 

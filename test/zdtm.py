@@ -56,7 +56,7 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids'}
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'memfd_hugetlb'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -167,6 +167,24 @@ def vma_becomes_sysv_shm(img_dir, pid):
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
+def memfd_unknown_seal(img_dir, pid):
+    """The first memfd claims a seal no kernel has (0x400)."""
+    edit_image(img_dir, 'memfd.img', lambda es: es[0].update(seals='0x400'))
+
+
+def memfd_size_under_its_pages(img_dir, pid):
+    """mfd-alpha's size no longer covers its stored pages (page 10 is stored)."""
+    edit_image(img_dir, 'memfd.img', lambda es: [e.update(size=4096) for e in es
+                                                 if e['name'] == 'mfd-alpha'])
+
+
+def memfd_file_names_missing_inode(img_dir, pid):
+    """The first memfd description names a memfd object that memfd.img does not have."""
+    def edit(entries):
+        next(e for e in entries if e['type'] == 'MEMFD')['memfd']['inode_id'] = 999
+    edit_image(img_dir, 'files.img', edit)
+
+
 def truncate_ghost_file(img_dir, pid):
     """Cut a deleted file's saved contents short."""
     for name in os.listdir(img_dir):
@@ -268,6 +286,8 @@ TESTS = {
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
     'epoll_targets': {},
+    'memfd_fd_contents_seals': {},
+    'memfd_mapped_shared': {},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
@@ -299,6 +319,16 @@ TESTS = {
                                   'corrupt': vma_becomes_sysv_shm, 'expect': 'SYSVIPC'},
     'restore_fail_truncated_ghost': {'bin': 'file_deleted_open', 'mode': 'restore_fails',
                                      'corrupt': truncate_ghost_file, 'expect': 'ghost-file-'},
+    'restore_fail_memfd_unknown_seal': {'bin': 'memfd_fd_contents_seals',
+                                        'mode': 'restore_fails', 'corrupt': memfd_unknown_seal,
+                                        'expect': 'has seals this criu does not know'},
+    'restore_fail_memfd_pages_past_size': {'bin': 'memfd_fd_contents_seals',
+                                           'mode': 'restore_fails',
+                                           'corrupt': memfd_size_under_its_pages,
+                                           'expect': 'past the 4096 bytes of memfd "mfd-alpha"'},
+    'restore_fail_memfd_missing_inode': {'bin': 'memfd_mapped_shared', 'mode': 'restore_fails',
+                                         'corrupt': memfd_file_names_missing_inode,
+                                         'expect': 'names inode 999, which is not in memfd.img'},
     'restore_fail_missing_dir': {'mode': 'cli',
                                  'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
     'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
@@ -463,6 +493,8 @@ CROSS_TESTS = {
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
+    'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
+    'memfd_mapped_shared': {},  # memfds mapped shared and private
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it

@@ -14,6 +14,13 @@
  */
 int shmem_restore_objects(uint64_t *nr_pages);
 
+/*
+ * The pages of pagemap-shmem-SHMID.img into fd, a shared memory object of size bytes
+ * (a memfd restore re-created; pages past size are refused), naming it what in errors;
+ * *nr_pages counts the pages read. 0 or -errno.
+ */
+int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages);
+
 /* In a task: a new fd of the object shmid (mmap it MAP_SHARED at the VMA's pgoff), or -errno. */
 int shmem_open(uint64_t shmid);
 

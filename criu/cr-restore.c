@@ -1215,8 +1215,8 @@ int cr_restore_tasks(void)
 	}
 
 	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
-	if (prepare_rst_tasks() || shmem_restore_objects(&shmem_pages) ||
-	    memfd_restore_objects(&shmem_pages))
+	if (prepare_rst_tasks() || memfd_restore_objects(&shmem_pages) ||
+	    shmem_restore_objects(&shmem_pages))
 		goto out;
 	if (fork_root_task() || seize_tree_tasks())
 		goto out;

@@ -5,8 +5,10 @@
  * Restore re-creates each object once in criu's main process and parks it in fdstore;
  * fds and mappings reopen it through /proc/self/fd, and its seals come last.
  *
- * CRIU also dumps shared anonymous memory as a memfd named "/dev/zero": its VMAs are
- * restored as the shared anonymous memory they are (shmem.c).
+ * CRIU also dumps shared anonymous memory held as a file (an fd on it, a private mapping
+ * of it) as a memfd named "/dev/zero", and so do we; upstream's dump names even its shared
+ * VMAs so. Such an object is restored as the shared anonymous memory it is (shmem.c), and
+ * its fds and private mappings reopen that.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,11 +71,18 @@ struct dumped_memfd {
 static struct dumped_memfd *dumped_memfds;
 static size_t nr_dumped_memfds;
 
-/* NAME of a "/memfd:NAME (deleted)" link into name (MEMFD_NAME_MAX + 1 bytes); false if not one. */
+/*
+ * NAME of a "/memfd:NAME (deleted)" link, or "/dev/zero" for shared anonymous memory, into
+ * name (MEMFD_NAME_MAX + 1 bytes); false if link is neither.
+ */
 static bool memfd_link_name(const char *link, char *name)
 {
 	size_t len = strlen(link), pre = strlen(MEMFD_PREFIX), sfx = strlen(DELETED_SUFFIX);
 
+	if (!strcmp(link, SHMEM_MEMFD_NAME DELETED_SUFFIX)) {
+		strcpy(name, SHMEM_MEMFD_NAME);
+		return true;
+	}
 	if (len < pre + sfx || strncmp(link, MEMFD_PREFIX, pre) ||
 	    strcmp(link + len - sfx, DELETED_SUFFIX) || len - pre - sfx > MEMFD_NAME_MAX)
 		return false;
@@ -82,7 +91,7 @@ static bool memfd_link_name(const char *link, char *name)
 	return true;
 }
 
-/* memfds live on the kernel's internal tmpfs, or on hugetlbfs with MFD_HUGETLB. */
+/* On the kernel's internal tmpfs (as shared anonymous memory), or on hugetlbfs. */
 static bool on_memfd_fs(const char *path)
 {
 	struct statfs sfs;
@@ -251,7 +260,11 @@ static int dump_memfd_object(const struct dumped_memfd *m, struct mem_dump_ctx *
 	pr_info("%s: inode %u, %llu bytes, seals %#x, shmid %lu\n", what, m->inode_id,
 		(unsigned long long)st.st_size, seals, (unsigned long)st.st_ino);
 
-	ret = dump_shmem_fd(m->fd, st.st_ino, st.st_size, what, ctx);
+	/* Shared anonymous memory: its pages are stored already where a VMA maps it shared. */
+	if (!strcmp(m->name, SHMEM_MEMFD_NAME) && shmem_already_dumped(ctx, st.st_ino))
+		ret = 0;
+	else
+		ret = dump_shmem_fd(m->fd, st.st_ino, st.st_size, what, ctx);
 	if (ret)
 		return ret;
 	img = files_side_image(CR_IMG_MEMFD_INODE);
@@ -375,7 +388,8 @@ static int memfd_collect(struct file_desc *d)
 		       d->id, mfe->inode_id);
 		return -EINVAL;
 	}
-	if ((mfe->flags & O_ACCMODE) == O_RDWR && !inode->original_id)
+	if ((mfe->flags & O_ACCMODE) == O_RDWR && !inode->original_id &&
+	    !stands_for_shmem(inode->mie))
 		inode->original_id = d->id;
 	return collect_owner(d, mfe->fown);
 }
@@ -478,21 +492,22 @@ int memfd_restore_objects(uint64_t *nr_pages)
 {
 	int ret = 0;
 
-	for (size_t i = 0; i < nr_memfd_inodes && !ret; i++)
-		if (!stands_for_shmem(memfd_inodes[i].mie))
+	for (size_t i = 0; i < nr_memfd_inodes && !ret; i++) {
+		const MemfdInodeEntry *mie = memfd_inodes[i].mie;
+
+		if (stands_for_shmem(mie))
+			ret = shmem_note_file(mie->shmid, mie->size);
+		else
 			ret = create_memfd(&memfd_inodes[i], nr_pages);
+	}
 	return ret;
 }
 
-/* memfd_create()'s own file of the object (fdstore's copy); the fd or -errno. */
-static int original_memfd(const struct memfd_inode *inode, uint32_t file_id)
+/* memfd_create()'s own file of the object (fdstore's copy), or shmem.c's; the fd or -errno. */
+static int original_memfd(const struct memfd_inode *inode)
 {
-	if (inode->store_id < 0) {
-		pr_err("memfd file %u: \"%s\" is shared anonymous memory, which only VMAs may "
-		       "map\n",
-		       file_id, inode->mie->name);
-		return -ENOTSUP;
-	}
+	if (stands_for_shmem(inode->mie))
+		return shmem_open(inode->mie->shmid);
 	return fdstore_get(inode->store_id);
 }
 
@@ -502,7 +517,7 @@ static int reopen_memfd(const struct memfd_inode *inode, uint32_t flags, uint32_
 	char path[64];
 	int obj, fd;
 
-	obj = original_memfd(inode, file_id);
+	obj = original_memfd(inode);
 	if (obj < 0)
 		return obj;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", obj);
@@ -523,7 +538,7 @@ static int open_description(const struct memfd_inode *inode, uint32_t flags, uin
 
 	if (inode->original_id != file_id)
 		return reopen_memfd(inode, flags, file_id);
-	fd = original_memfd(inode, file_id);
+	fd = original_memfd(inode);
 	if (fd < 0 || !fcntl(fd, F_SETFL, flags & ~REOPEN_DROP_FLAGS))
 		return fd;
 	pr_warn("memfd file %u: cannot set flags %#o on \"%s\" itself (%s): reopened instead\n",
@@ -566,7 +581,7 @@ int memfd_open_mapped(uint32_t file_id, uint32_t fdflags)
 	if (inode->mie->seals & F_SEAL_WRITE)
 		fdflags = (fdflags & ~O_ACCMODE) | O_RDONLY;
 	if ((fdflags & O_ACCMODE) == O_RDWR)
-		return original_memfd(inode, file_id);
+		return original_memfd(inode);
 	return reopen_memfd(inode, fdflags, file_id);
 }
 

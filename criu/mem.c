@@ -270,7 +270,9 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 			  vma->end, vma->path);
 		return -err;
 	}
-	if (path_starts(vma, "/memfd:") && S_ISREG(st.st_mode))
+	/* Shared anonymous memory mapped privately (through an fd on it) is one too, for CRIU. */
+	if ((path_starts(vma, "/memfd:") || path_is(vma, "/dev/zero (deleted)")) &&
+	    S_ISREG(st.st_mode) && !st.st_nlink)
 		return classify_memfd(pid, vma, path, ve);
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
@@ -863,7 +865,7 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 
 /* ---------------------------------------------------- shared anonymous memory ---- */
 
-static bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid)
+bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid)
 {
 	unsigned int i;
 

@@ -25,6 +25,8 @@
 struct shmem_obj {
 	uint64_t shmid;
 	uint64_t size; /* bytes: the highest offset any VMA maps or any stored page has */
+	bool has_file_size; /* held as a file too (shmem_note_file()): its size is file_size */
+	uint64_t file_size;
 	void *addr; /* criu's mapping, while it is filled */
 	int store_id; /* fdstore id of an fd to it */
 	struct page_map pages; /* pagemap-shmem-SHMID.img */
@@ -49,24 +51,41 @@ static struct shmem_obj *find_obj(uint64_t shmid)
 	return NULL;
 }
 
-static int note_vma(const struct vma_image *vma)
+/* The object shmid, added to the table if new; its size covers at least end bytes. */
+static struct shmem_obj *note_obj(uint64_t shmid, uint64_t end)
 {
-	uint64_t end = vma->pgoff + (vma->end - vma->start);
-	struct shmem_obj *obj = find_obj(vma->shmid), *grown;
+	struct shmem_obj *obj = find_obj(shmid), *grown;
 
 	if (!obj) {
 		grown = realloc(shmem_objs, (nr_shmem_objs + 1) * sizeof(*grown));
 		if (!grown) {
-			pr_err("no memory for shared memory object %#llx\n",
-			       (unsigned long long)vma->shmid);
-			return -ENOMEM;
+			pr_err("no memory for shared memory object %#llx\n", (unsigned long long)shmid);
+			return NULL;
 		}
 		shmem_objs = grown;
 		obj = &shmem_objs[nr_shmem_objs++];
-		*obj = (struct shmem_obj){ .shmid = vma->shmid, .addr = MAP_FAILED, .store_id = -1 };
+		*obj = (struct shmem_obj){ .shmid = shmid, .addr = MAP_FAILED, .store_id = -1 };
 	}
 	if (end > obj->size)
 		obj->size = end;
+	return obj;
+}
+
+static int note_vma(const struct vma_image *vma)
+{
+	return note_obj(vma->shmid, vma->pgoff + (vma->end - vma->start)) ? 0 : -ENOMEM;
+}
+
+int shmem_note_file(uint64_t shmid, uint64_t size)
+{
+	uint64_t page = getpagesize();
+	/* Mapped whole by criu to be filled: at least a page, and whole pages. */
+	struct shmem_obj *obj = note_obj(shmid, size ? (size + page - 1) / page * page : page);
+
+	if (!obj)
+		return -ENOMEM;
+	obj->has_file_size = true;
+	obj->file_size = size;
 	return 0;
 }
 
@@ -178,7 +197,14 @@ static int park_obj(struct shmem_obj *obj)
 			  path);
 		return -err;
 	}
-	obj->store_id = fdstore_add(fd);
+	/* Its size as a file, which the mapping made whole pages of. */
+	if (obj->has_file_size && ftruncate(fd, obj->file_size)) {
+		obj->store_id = -errno;
+		pr_perror("shared memory %#llx: cannot set its size to %llu",
+			  (unsigned long long)obj->shmid, (unsigned long long)obj->file_size);
+	} else {
+		obj->store_id = fdstore_add(fd);
+	}
 	close(fd);
 	munmap(obj->addr, obj->size);
 	obj->addr = MAP_FAILED;
@@ -190,7 +216,6 @@ int shmem_restore_objects(uint64_t *nr_pages)
 	unsigned int i;
 	int ret;
 
-	*nr_pages = 0;
 	ret = collect_objs();
 	for (i = 0; i < nr_shmem_objs && !ret; i++) {
 		ret = load_obj(&shmem_objs[i]);

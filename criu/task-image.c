@@ -509,8 +509,8 @@ static int check_vma(const struct vma_image *vma, const struct vma_image *prev, 
 /*
  * A VMA_AREA_MEMFD VMA maps the memfd of a file entry (shmid: its id), and restore maps
  * that object (memfd_open_mapped()). CRIU also dumps shared anonymous memory as a memfd
- * where the kernel shows it as one: such a VMA becomes the shared anonymous mapping it
- * stands for.
+ * where the kernel shows it as one: a shared VMA of it becomes the shared anonymous
+ * mapping it stands for.
  */
 static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 {
@@ -531,13 +531,8 @@ static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 		return -EINVAL;
 	}
 	ret = memfd_vma_shmem(vma->shmid, &shmid, img);
-	if (ret <= 0)
-		return ret;
-	if (!(vma->status & VMA_FILE_SHARED)) {
-		pr_err("%s: vma %#llx-%#llx (status %#x) maps shared anonymous memory privately\n",
-		       img, (unsigned long long)vma->start, (unsigned long long)vma->end, vma->status);
-		return -ENOTSUP;
-	}
+	if (ret <= 0 || !(vma->status & VMA_FILE_SHARED))
+		return ret < 0 ? ret : 0;
 	vma->status = (vma->status & ~(VMA_AREA_MEMFD | VMA_FILE_SHARED)) | VMA_ANON_SHARED;
 	vma->flags |= MAP_ANONYMOUS;
 	vma->shmid = shmid;

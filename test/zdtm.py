@@ -241,6 +241,7 @@ TESTS = {
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
     'mem_shared_anon_alias': {},
+    'mem_shared_anon_fd': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
@@ -502,6 +503,10 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
+# Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
+# restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
+TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
+                                           'mode': 'cross_dump_upstream', 'setsid': True}
 # Upstream criu restores shared anonymous memory as a memfd: the tests accept that name
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):

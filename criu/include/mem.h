@@ -58,6 +58,9 @@ struct task_mm_misc {
 int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx);
 
+/* Whether the pages of shared memory object shmid are stored in this dump already. */
+bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid);
+
 /*
  * The contents of a shared memory object criu holds as fd (a memfd), size bytes, into
  * pagemap-shmem-SHMID.img and its pages, as for shared anonymous memory; what names it in

@@ -35,9 +35,9 @@ void memfd_dump_fini(void);
 
 /*
  * After files_collect(): what the VMA_AREA_MEMFD VMA mapping file file_id maps. 1: the
- * memfd CRIU dumps shared anonymous memory as ("/dev/zero"), whose pages are those of
- * shmem object *shmid; 0: a memfd, mapped as the file it is (memfd_open_mapped()); or
- * -errno after one error line naming img.
+ * memfd CRIU dumps shared anonymous memory as ("/dev/zero"), shmem object *shmid, which a
+ * shared VMA maps as shared anonymous memory; 0: a memfd. Other VMAs map the file
+ * (memfd_open_mapped()). -errno after one error line naming img.
  */
 int memfd_vma_shmem(uint32_t file_id, uint64_t *shmid, const char *img);
 

@@ -8,9 +8,17 @@
 #include <stdint.h>
 
 /*
+ * Main process, before shmem_restore_objects(): shmem object shmid is also held as a
+ * file (an fd on it, a private mapping of it) of size bytes, so it is created even if no
+ * VMA maps it shared, and given that size. 0 or -errno.
+ */
+int shmem_note_file(uint64_t shmid, uint64_t size);
+
+/*
  * Main process, after task_images_collect() and fdstore_init(), before forking the root:
- * create each object the tree's VMAs name, fill it from pagemap-shmem-SHMID.img, park an
- * fd to it in fdstore. *nr_pages counts the pages read. 0 or -errno.
+ * create each object the tree's VMAs name (and shmem_note_file() noted), fill it from
+ * pagemap-shmem-SHMID.img, park an fd to it in fdstore. *nr_pages is increased by the
+ * pages read. 0 or -errno.
  */
 int shmem_restore_objects(uint64_t *nr_pages);
 

@@ -28,11 +28,11 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "fdstore.h"
-#include "memfd.h"
 #include "files.h"
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "memfd.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -1214,7 +1214,10 @@ int cr_restore_tasks(void)
 		goto out;
 	}
 
-	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
+	/*
+	 * Before forking: the tasks inherit the shared memory objects and their sockets. memfds
+	 * first: they name the shared anonymous memory held as files.
+	 */
 	if (prepare_rst_tasks() || memfd_restore_objects(&shmem_pages) ||
 	    shmem_restore_objects(&shmem_pages))
 		goto out;

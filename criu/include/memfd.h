@@ -42,10 +42,11 @@ void memfd_dump_fini(void);
 int memfd_vma_shmem(uint32_t file_id, uint64_t *shmid, const char *img);
 
 /*
- * Main process, after files_collect() and fdstore_init(), before forking the root: each
- * memfd object of memfd.img created with its name, size, contents, owner and mode, and
- * parked in fdstore; its seals wait for memfd_apply_seals(). *nr_pages is increased by
- * the pages read. 0 or -errno.
+ * Main process, after files_collect() and fdstore_init(), before shmem_restore_objects()
+ * and forking the root: each memfd object of memfd.img created with its name, size,
+ * contents, owner and mode, and parked in fdstore; its seals wait for memfd_apply_seals().
+ * A "/dev/zero" one is noted for shmem_restore_objects() to create (shmem_note_file()).
+ * *nr_pages is increased by the pages read. 0 or -errno.
  */
 int memfd_restore_objects(uint64_t *nr_pages);
 

@@ -185,13 +185,7 @@ int main(int argc, char **argv)
 	setup_alpha();
 	setup_beta_gamma();
 	record_flags();
-	test_barrier_init();
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0)
-		child_main();
-	test_barrier_wait();
+	child = test_fork_child(child_main);
 	test_ready();
 	test_wait_sigterm();
 

@@ -148,13 +148,7 @@ int main(int argc, char **argv)
 	test_init(argc, argv);
 	setup_map();
 	setup_others();
-	test_barrier_init();
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0)
-		child_main();
-	test_barrier_wait();
+	child = test_fork_child(child_main);
 	test_ready();
 	test_wait_sigterm();
 

@@ -392,7 +392,7 @@ static int add_action_script(const struct cr_option *o, const char *arg, bool on
 
 /*
  * fd[N]:KEY. Restore looks KEY up among the pipes (pipe:[INODE], the inode dump saw) and
- * regular files (their path); other kinds of KEY name state this criu does not restore.
+ * regular files (their path); other kinds of KEY are refused.
  */
 static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on)
 {

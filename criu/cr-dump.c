@@ -28,6 +28,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "memfd.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "pstree.h"
@@ -1322,6 +1323,10 @@ int cr_dump_tasks(pid_t pid)
 	ret = dump_tree(&stats);
 	if (ret)
 		goto out;
+	/* The memfds the tasks' fds and VMAs named: each object once. */
+	ret = memfd_dump_objects(&stats.mem);
+	if (ret)
+		goto out;
 
 	/* 6. Images: pstree, then inventory.img last, once all else is on disk. */
 	ret = pstree_write();
@@ -1345,6 +1350,7 @@ int cr_dump_tasks(pid_t pid)
 out:
 	if (files_open)
 		files_dump_fini();
+	memfd_dump_fini();
 	if (ret)
 		reg_dump_undo();
 	/* Before the tree runs again: on failure plugins resume the devices they paused. */

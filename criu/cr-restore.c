@@ -33,6 +33,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "memfd.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -1241,8 +1242,12 @@ int cr_restore_tasks(void)
 		goto out;
 	}
 
-	/* Before forking: the tasks inherit the shared memory objects and their sockets. */
-	if (prepare_rst_tasks() || shmem_restore_objects(&shmem_pages))
+	/*
+	 * Before forking: the tasks inherit the shared memory objects and their sockets. memfds
+	 * first: they name the shared anonymous memory held as files.
+	 */
+	if (prepare_rst_tasks() || memfd_restore_objects(&shmem_pages) ||
+	    shmem_restore_objects(&shmem_pages))
 		goto out;
 	if (fork_root_task() || seize_tree_tasks())
 		goto out;
@@ -1254,6 +1259,9 @@ int cr_restore_tasks(void)
 		goto out;
 
 	if (wait_tree_ready())
+		goto out;
+	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
+	if (memfd_apply_seals())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

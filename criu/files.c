@@ -25,11 +25,11 @@
  * their paths by REG entries).
  */
 static const struct fdtype_ops *const fdtype_ops_table[] = {
+	&memfd_fdtype_ops, /* before reg: a memfd is a regular file too */
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
 	&pipe_fdtype_ops,
 	&fifo_fdtype_ops,
-	&memfd_fdtype_ops, /* restore only: mapped memfds */
 	&epoll_fdtype_ops,
 	&inotify_fdtype_ops,
 	&fanotify_fdtype_ops,

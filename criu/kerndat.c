@@ -109,6 +109,17 @@ static bool has_memfd(void)
 	return true;
 }
 
+/* Without free huge pages too: memfd_create() reserves nothing. */
+static bool has_memfd_hugetlb(void)
+{
+	int fd = memfd_create("criu-check", MFD_CLOEXEC | MFD_HUGETLB);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 static bool has_process_vm_readv(void)
 {
 	char src = 1, dst = 0;
@@ -228,7 +239,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
 	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("sockopt_buf_lock", "sockets are not dumped"),
-	NOT_IMPLEMENTED("memfd_hugetlb", "hugetlb memfds are not restored"),
+	{ "memfd_hugetlb", FEAT_EXTRA, has_memfd_hugetlb, "hugetlb memfds" },
 	NOT_IMPLEMENTED("move_mount_set_group", "mounts are not restored"),
 	NOT_IMPLEMENTED("openat2", "files are reopened without openat2()"),
 	{ "get_rseq_conf", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
@@ -242,7 +253,7 @@ static const struct feature features[] = {
 	{ "ptrace_rseq", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	{ "prctl_mm_map", FEAT_REQUIRED, has_prctl_mm_map, "mm fields restore" },
 	{ "vdso", FEAT_REQUIRED, has_mremap_vdso, "vdso restore" },
-	{ "memfd", FEAT_EXPERIMENTAL, has_memfd, "emulated GPU buffers" },
+	{ "memfd", FEAT_EXPERIMENTAL, has_memfd, "memfds, emulated GPU buffers" },
 	{ "process_vm_readv", FEAT_REQUIRED, has_process_vm_readv, "memory dump" },
 	{ "map_fixed_noreplace", FEAT_REQUIRED, has_map_fixed_noreplace, "overlap checks on restore" },
 };

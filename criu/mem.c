@@ -19,16 +19,18 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "memfd.h"
+#include "plugin.h"
+#include "proc_parse.h"
+#include "vma.h"
+
+#include "ext.pb-c.h"
+#include "mm.pb-c.h"
+#include "pagemap.pb-c.h"
 
 #ifndef MAP_DROPPABLE
 #define MAP_DROPPABLE 0x08
 #endif
-#include "plugin.h"
-#include "proc_parse.h"
-#include "vma.h"
-#include "ext.pb-c.h"
-#include "mm.pb-c.h"
-#include "pagemap.pb-c.h"
 
 #define PAGE_SIZE 4096UL
 
@@ -129,14 +131,10 @@ static bool classify_special(const struct proc_vma *vma, VmaEntry *ve)
 	return false;
 }
 
-/*
- * What restore could not reopen by path: a device (a DRM render node, ...) or a memfd
- * (the KFD emulator's buffer objects): only a plugin can re-create the object.
- */
+/* What restore could not reopen by path (a DRM render node, ...): a plugin's to re-create. */
 static bool maps_device_object(const struct proc_vma *vma, const struct stat *st)
 {
-	return !S_ISREG(st->st_mode) || (vma->vmflags & (VMFLAG_IO | VMFLAG_PFNMAP)) ||
-	       path_starts(vma, "/memfd:");
+	return !S_ISREG(st->st_mode) || (vma->vmflags & (VMFLAG_IO | VMFLAG_PFNMAP));
 }
 
 /* HANDLE_DEVICE_VMA on criu's own open copy of the mapped object; -ENOTSUP: nobody took it. */
@@ -181,26 +179,34 @@ static int write_device_file_entry(const char *link, uint32_t fdflags, uint32_t 
 	return write_file_entry(&fe);
 }
 
+/* A mapping of the file ve->shmid names, as its VMA's sharing and access say. */
+static void set_file_mapping(const struct proc_vma *vma, uint32_t file_id, VmaEntry *ve)
+{
+	ve->shmid = file_id;
+	ve->has_fdflags = true;
+	if (vma->shared) {
+		ve->status = VMA_AREA_REGULAR | VMA_FILE_SHARED;
+		ve->flags = MAP_SHARED;
+		/* A file opened read-only cannot be mapped shared-writable, even later. */
+		ve->fdflags = (vma->vmflags & VMFLAG_MAYWRITE) ? O_RDWR : O_RDONLY;
+	} else {
+		ve->status = VMA_AREA_REGULAR | VMA_FILE_PRIVATE;
+		ve->flags = MAP_PRIVATE;
+		ve->fdflags = O_RDONLY;
+	}
+}
+
 /*
- * A shared device VMA a plugin takes: REGULAR|FILE_SHARED|EXT_PLUGIN, no pages stored,
- * and restore maps whatever fd UPDATE_VMA_MAP returns for the file's name. Private device
- * mappings, and shared ones nobody takes, are refused.
+ * A shared device VMA a plugin took: REGULAR|FILE_SHARED|EXT_PLUGIN, no pages stored,
+ * and restore maps whatever fd UPDATE_VMA_MAP returns for the file's name.
  */
-static int classify_device(pid_t pid, const struct proc_vma *vma, const char *map_path, VmaEntry *ve)
+static int take_device_vma(pid_t pid, const char *map_path, const struct proc_vma *vma,
+			   VmaEntry *ve)
 {
 	char link[PATH_MAX];
 	uint32_t file_id;
 	ssize_t len;
 	int ret;
-
-	ret = vma->shared ? offer_device_vma(pid, vma, map_path) : -ENOTSUP;
-	if (ret == -ENOTSUP) {
-		pr_err("task %d: VMA %lx-%lx maps %s (%x:%x), a device or memfd no plugin takes: it cannot be dumped\n",
-		       pid, vma->start, vma->end, vma->path, vma->dev_major, vma->dev_minor);
-		return -ENOTSUP;
-	}
-	if (ret < 0)
-		return ret; /* run_plugins() named the plugin */
 
 	len = readlink(map_path, link, sizeof(link) - 1);
 	if (len < 0) {
@@ -209,14 +215,49 @@ static int classify_device(pid_t pid, const struct proc_vma *vma, const char *ma
 		return ret;
 	}
 	link[len] = '\0';
-	ve->status = VMA_AREA_REGULAR | VMA_FILE_SHARED | VMA_EXT_PLUGIN;
-	ve->flags = MAP_SHARED;
-	ve->has_fdflags = true;
-	/* Only an object opened for writing can be mapped shared-writable, even later. */
-	ve->fdflags = (vma->vmflags & VMFLAG_MAYWRITE) ? O_RDWR : O_RDONLY;
+	set_file_mapping(vma, 0, ve);
+	ve->status |= VMA_EXT_PLUGIN;
 	ret = write_device_file_entry(link, ve->fdflags, &file_id);
 	ve->shmid = file_id;
 	return ret;
+}
+
+/* A device VMA: a plugin's (shared ones only), or refused. */
+static int classify_device(pid_t pid, const struct proc_vma *vma, const char *map_path,
+			   VmaEntry *ve)
+{
+	int ret = vma->shared ? offer_device_vma(pid, vma, map_path) : -ENOTSUP;
+
+	if (ret == -ENOTSUP)
+		pr_err("task %d: VMA %lx-%lx maps %s (%x:%x), a device no plugin takes: it cannot be dumped\n",
+		       pid, vma->start, vma->end, vma->path, vma->dev_major, vma->dev_minor);
+	if (ret < 0)
+		return ret; /* other errors: run_plugins() named the plugin */
+	return take_device_vma(pid, map_path, vma, ve);
+}
+
+/*
+ * A memfd: a plugin may take a shared mapping of one as its device's (the KFD emulator's
+ * buffer objects); otherwise it is the memfd object the task's fds may also hold, with
+ * VMA_AREA_MEMFD. Its fdflags keep a read-only shared mapping without VM_MAYWRITE, which
+ * F_SEAL_WRITE, added once restore has mapped everything, requires.
+ */
+static int classify_memfd(pid_t pid, const struct proc_vma *vma, const char *map_path,
+			  VmaEntry *ve)
+{
+	uint32_t file_id;
+	int ret = vma->shared ? offer_device_vma(pid, vma, map_path) : -ENOTSUP;
+
+	if (ret >= 0)
+		return take_device_vma(pid, map_path, vma, ve);
+	if (ret != -ENOTSUP)
+		return ret;
+	ret = memfd_dump_mapped(pid, map_path, &file_id);
+	if (ret)
+		return ret;
+	set_file_mapping(vma, file_id, ve);
+	ve->status |= VMA_AREA_MEMFD;
+	return 0;
 }
 
 static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
@@ -234,25 +275,17 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 			  vma->end, vma->path);
 		return -err;
 	}
+	/* Shared anonymous memory mapped privately (through an fd on it) is one too, for CRIU. */
+	if ((path_starts(vma, "/memfd:") || path_is(vma, "/dev/zero (deleted)")) &&
+	    S_ISREG(st.st_mode) && !st.st_nlink)
+		return classify_memfd(pid, vma, path, ve);
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
 
 	ret = dump_mapped_file(pid, vma->start, vma->end, &file_id);
-	if (ret)
-		return ret;
-	ve->shmid = file_id;
-	ve->has_fdflags = true;
-	if (vma->shared) {
-		ve->status = VMA_AREA_REGULAR | VMA_FILE_SHARED;
-		ve->flags = MAP_SHARED;
-		/* A file opened read-only cannot be mapped shared-writable, even later. */
-		ve->fdflags = (vma->vmflags & VMFLAG_MAYWRITE) ? O_RDWR : O_RDONLY;
-	} else {
-		ve->status = VMA_AREA_REGULAR | VMA_FILE_PRIVATE;
-		ve->flags = MAP_PRIVATE;
-		ve->fdflags = O_RDONLY;
-	}
-	return 0;
+	if (!ret)
+		set_file_mapping(vma, file_id, ve);
+	return ret;
 }
 
 /*
@@ -310,9 +343,10 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 		ve->shmid = vma->ino;
 		return take_anon_name(pid, vma, "[anon_shmem:", dv);
 	}
-	if (vma->vmflags & VMFLAG_HUGETLB) {
-		pr_err("task %d: VMA %lx-%lx (%s) is hugetlb memory, which is not supported yet\n",
-		       pid, vma->start, vma->end, vma->path[0] ? vma->path : "anonymous");
+	/* hugetlb memfds are memfds; anonymous hugetlb memory shows as /anon_hugepage. */
+	if ((vma->vmflags & VMFLAG_HUGETLB) && (!vma->path[0] || path_starts(vma, "/anon_hugepage"))) {
+		pr_err("task %d: VMA %lx-%lx is anonymous hugetlb memory, which is not supported yet\n",
+		       pid, vma->start, vma->end);
 		return -ENOTSUP;
 	}
 	if (path_starts(vma, "/SYSV")) {
@@ -602,6 +636,11 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 		size_t chunk = len < room ? len : room;
 		ssize_t got = pread(pw->src_fd, pw->buf + pw->buf_used, chunk, src_off);
 
+		/* A memfd's size need not be a page multiple: its last page ends in zeros. */
+		if (got == 0 && pw->shmem && len < PAGE_SIZE) {
+			memset(pw->buf + pw->buf_used, 0, len);
+			got = len;
+		}
 		if (got <= 0) {
 			int err = got < 0 ? errno : EIO;
 
@@ -845,7 +884,7 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 
 /* ---------------------------------------------------- shared anonymous memory ---- */
 
-static bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid)
+bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid)
 {
 	unsigned int i;
 
@@ -898,33 +937,46 @@ static int dump_shmem_data(struct page_writer *pw, off_t size)
 	return ret;
 }
 
-/* pagemap-shmem-SHMID.img and its pages, read through the VMA's map_files link. */
-static int dump_shmem_object(pid_t pid, const VmaEntry *ve, struct mem_dump_ctx *ctx)
+int dump_shmem_fd(int fd, uint64_t shmid, uint64_t size, const char *what,
+		  struct mem_dump_ctx *ctx)
 {
-	struct page_writer pw = { .src_fd = -1, .shmem = true };
-	char what[48];
-	struct stat st;
+	struct page_writer pw = { .src_fd = fd, .shmem = true, .what = what };
 	int ret;
 
-	snprintf(what, sizeof(what), "shared memory %#llx", (unsigned long long)ve->shmid);
-	pw.what = what;
-	pw.src_fd = open_map_files(pid, ve, O_RDONLY);
-	if (pw.src_fd < 0 || fstat(pw.src_fd, &st)) {
-		ret = pw.src_fd < 0 ? pw.src_fd : -errno;
-		pr_err("task %d: cannot open %s mapped at %llx: %s\n", pid, what,
-		       (unsigned long long)ve->start, strerror(-ret));
-	} else {
-		ret = open_page_writer(&pw, CR_IMG_SHMEM_PAGEMAP, ve->shmid, ctx);
+	if (shmem_already_dumped(ctx, shmid)) {
+		pr_err("%s: another shared memory object of this dump has its id %#llx\n", what,
+		       (unsigned long long)shmid);
+		return -EEXIST;
 	}
+	ret = open_page_writer(&pw, CR_IMG_SHMEM_PAGEMAP, shmid, ctx);
 	if (!ret)
-		ret = dump_shmem_data(&pw, st.st_size);
+		ret = dump_shmem_data(&pw, size);
 	if (!ret)
 		ret = flush_pages(&pw);
 	if (!ret)
-		ret = note_shmem_dumped(ctx, ve->shmid);
-	if (pw.src_fd >= 0)
-		close(pw.src_fd);
+		ret = note_shmem_dumped(ctx, shmid);
 	close_page_writer(&pw);
+	return ret;
+}
+
+/* pagemap-shmem-SHMID.img and its pages, read through the VMA's map_files link. */
+static int dump_shmem_object(pid_t pid, const VmaEntry *ve, struct mem_dump_ctx *ctx)
+{
+	char what[48];
+	struct stat st;
+	int fd, ret;
+
+	snprintf(what, sizeof(what), "shared memory %#llx", (unsigned long long)ve->shmid);
+	fd = open_map_files(pid, ve, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = fd < 0 ? fd : -errno;
+		pr_err("task %d: cannot open %s mapped at %llx: %s\n", pid, what,
+		       (unsigned long long)ve->start, strerror(-ret));
+	} else {
+		ret = dump_shmem_fd(fd, ve->shmid, st.st_size, what, ctx);
+	}
+	if (fd >= 0)
+		close(fd);
 	return ret;
 }
 

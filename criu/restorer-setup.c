@@ -21,6 +21,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "memfd.h"
 #include "plugin.h"
 #include "regs-x86.h"
 #include "restorer-setup.h"
@@ -354,7 +355,10 @@ static int vma_file_fd(struct rst_plan *plan, const struct task_image *ti, unsig
 		    other->fdflags == vma->fdflags)
 			return plan->vma_fds[i];
 	}
-	fd = open_vma_file(vma->shmid, vma->fdflags);
+	if (vma->status & VMA_AREA_MEMFD)
+		fd = memfd_open_mapped(vma->shmid, vma->fdflags);
+	else
+		fd = open_vma_file(vma->shmid, vma->fdflags);
 	if (fd < 0)
 		pr_err("vma %#llx-%#llx: cannot open its file %llu: %s\n", (unsigned long long)vma->start,
 		       (unsigned long long)vma->end, (unsigned long long)vma->shmid, strerror(-fd));

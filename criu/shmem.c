@@ -25,6 +25,8 @@
 struct shmem_obj {
 	uint64_t shmid;
 	uint64_t size; /* bytes: the highest offset any VMA maps or any stored page has */
+	bool has_file_size; /* held as a file too (shmem_note_file()): its size is file_size */
+	uint64_t file_size;
 	void *addr; /* criu's mapping, while it is filled */
 	int store_id; /* fdstore id of an fd to it */
 	struct page_map pages; /* pagemap-shmem-SHMID.img */
@@ -49,24 +51,41 @@ static struct shmem_obj *find_obj(uint64_t shmid)
 	return NULL;
 }
 
-static int note_vma(const struct vma_image *vma)
+/* The object shmid, added to the table if new; its size covers at least end bytes. */
+static struct shmem_obj *note_obj(uint64_t shmid, uint64_t end)
 {
-	uint64_t end = vma->pgoff + (vma->end - vma->start);
-	struct shmem_obj *obj = find_obj(vma->shmid), *grown;
+	struct shmem_obj *obj = find_obj(shmid), *grown;
 
 	if (!obj) {
 		grown = realloc(shmem_objs, (nr_shmem_objs + 1) * sizeof(*grown));
 		if (!grown) {
-			pr_err("no memory for shared memory object %#llx\n",
-			       (unsigned long long)vma->shmid);
-			return -ENOMEM;
+			pr_err("no memory for shared memory object %#llx\n", (unsigned long long)shmid);
+			return NULL;
 		}
 		shmem_objs = grown;
 		obj = &shmem_objs[nr_shmem_objs++];
-		*obj = (struct shmem_obj){ .shmid = vma->shmid, .addr = MAP_FAILED, .store_id = -1 };
+		*obj = (struct shmem_obj){ .shmid = shmid, .addr = MAP_FAILED, .store_id = -1 };
 	}
 	if (end > obj->size)
 		obj->size = end;
+	return obj;
+}
+
+static int note_vma(const struct vma_image *vma)
+{
+	return note_obj(vma->shmid, vma->pgoff + (vma->end - vma->start)) ? 0 : -ENOMEM;
+}
+
+int shmem_note_file(uint64_t shmid, uint64_t size)
+{
+	uint64_t page = getpagesize();
+	/* Mapped whole by criu to be filled: at least a page, and whole pages. */
+	struct shmem_obj *obj = note_obj(shmid, size ? (size + page - 1) / page * page : page);
+
+	if (!obj)
+		return -ENOMEM;
+	obj->has_file_size = true;
+	obj->file_size = size;
 	return 0;
 }
 
@@ -136,22 +155,30 @@ static int fill_obj(struct shmem_obj *obj, int pages_fd)
 	return 0;
 }
 
-static int load_obj(struct shmem_obj *obj)
+/* The object's stored pages, from the pages image its pagemap names, into obj->addr. */
+static int fill_obj_from_image(struct shmem_obj *obj)
 {
 	struct cr_img *pages_img;
 	int ret;
 
-	ret = read_obj_pages(obj);
-	if (!ret)
-		ret = create_obj(obj);
-	if (ret || !obj->pages.nr_runs)
-		return ret;
+	if (!obj->pages.nr_runs)
+		return 0;
 	pages_img = open_image(CR_IMG_PAGES, O_RDONLY, obj->pages.pages_id);
 	if (!pages_img)
 		return -EIO;
 	ret = fill_obj(obj, pages_img->fd);
 	close_image(pages_img);
 	return ret;
+}
+
+static int load_obj(struct shmem_obj *obj)
+{
+	int ret;
+
+	ret = read_obj_pages(obj);
+	if (!ret)
+		ret = create_obj(obj);
+	return ret ? ret : fill_obj_from_image(obj);
 }
 
 /* The object's fd goes to fdstore; criu's own mapping goes once it is filled. */
@@ -170,7 +197,14 @@ static int park_obj(struct shmem_obj *obj)
 			  path);
 		return -err;
 	}
-	obj->store_id = fdstore_add(fd);
+	/* Its size as a file, which the mapping made whole pages of. */
+	if (obj->has_file_size && ftruncate(fd, obj->file_size)) {
+		obj->store_id = -errno;
+		pr_perror("shared memory %#llx: cannot set its size to %llu",
+			  (unsigned long long)obj->shmid, (unsigned long long)obj->file_size);
+	} else {
+		obj->store_id = fdstore_add(fd);
+	}
 	close(fd);
 	munmap(obj->addr, obj->size);
 	obj->addr = MAP_FAILED;
@@ -182,7 +216,6 @@ int shmem_restore_objects(uint64_t *nr_pages)
 	unsigned int i;
 	int ret;
 
-	*nr_pages = 0;
 	ret = collect_objs();
 	for (i = 0; i < nr_shmem_objs && !ret; i++) {
 		ret = load_obj(&shmem_objs[i]);
@@ -193,6 +226,43 @@ int shmem_restore_objects(uint64_t *nr_pages)
 	}
 	if (!ret && nr_shmem_objs)
 		pr_info("%u shared memory objects re-created\n", nr_shmem_objs);
+	return ret;
+}
+
+int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages)
+{
+	struct shmem_obj obj = { .shmid = shmid, .size = size, .addr = MAP_FAILED };
+	uint64_t page = getpagesize();
+	const struct page_run *last;
+	int ret;
+
+	/* CRIU writes no pagemap for an empty memfd. */
+	if (!size && !img_exists(CR_IMG_SHMEM_PAGEMAP, shmid))
+		return 0;
+	ret = page_map_read(CR_IMG_SHMEM_PAGEMAP, shmid, &obj.pages);
+	if (ret || !obj.pages.nr_runs)
+		goto out;
+	/* A last page past size is whole in the image, and whole in the mapping. */
+	last = &obj.pages.runs[obj.pages.nr_runs - 1];
+	if (last->vaddr + last->len > (size + page - 1) / page * page) {
+		pr_err("pagemap-shmem-%llu.img: pages up to offset %#llx, past the %llu bytes of %s\n",
+		       (unsigned long long)shmid, (unsigned long long)(last->vaddr + last->len),
+		       (unsigned long long)size, what);
+		ret = -EINVAL;
+		goto out;
+	}
+	/* Through a mapping: hugetlbfs has no write(). */
+	obj.addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (obj.addr == MAP_FAILED) {
+		ret = -errno;
+		pr_perror("%s: cannot map its %llu bytes to fill them", what, (unsigned long long)size);
+		goto out;
+	}
+	ret = fill_obj_from_image(&obj);
+	munmap(obj.addr, size);
+out:
+	*nr_pages = obj.pages.total_bytes / page;
+	page_map_free(&obj.pages);
 	return ret;
 }
 

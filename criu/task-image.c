@@ -16,6 +16,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "memfd.h"
 #include "pstree.h"
 #include "regs-x86.h"
 #include "task-image.h"
@@ -514,9 +515,10 @@ static int check_vma(const struct vma_image *vma, const struct vma_image *prev, 
 }
 
 /*
- * CRIU dumps shared anonymous memory as a memfd where the kernel shows it as one: a
- * VMA_AREA_MEMFD | VMA_FILE_SHARED mapping of a memfd file. Such a VMA becomes the shared
- * anonymous mapping it stands for; any other memfd is refused by memfd_vma_to_shmem().
+ * A VMA_AREA_MEMFD VMA maps the memfd of a file entry (shmid: its id), and restore maps
+ * that object (memfd_open_mapped()). CRIU also dumps shared anonymous memory as a memfd
+ * where the kernel shows it as one: a shared VMA of it becomes the shared anonymous
+ * mapping it stands for.
  */
 static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 {
@@ -525,9 +527,9 @@ static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 
 	if (!(vma->status & VMA_AREA_MEMFD))
 		return 0;
-	if ((vma->status & (VMA_FILE_SHARED | VMA_AREA_REGULAR)) != (VMA_FILE_SHARED | VMA_AREA_REGULAR)) {
-		pr_err("%s: vma %#llx-%#llx (status %#x): a memfd mapping that is not shared\n", img,
-		       (unsigned long long)vma->start, (unsigned long long)vma->end, vma->status);
+	if (!(vma->status & VMA_AREA_REGULAR) || !(vma->status & (VMA_FILE_SHARED | VMA_FILE_PRIVATE))) {
+		pr_err("%s: vma %#llx-%#llx (status %#x): a memfd mapping that is not a file mapping\n",
+		       img, (unsigned long long)vma->start, (unsigned long long)vma->end, vma->status);
 		return -ENOTSUP;
 	}
 	if (vma->shmid > UINT32_MAX) {
@@ -536,9 +538,9 @@ static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 		       (unsigned long long)vma->shmid);
 		return -EINVAL;
 	}
-	ret = memfd_vma_to_shmem(vma->shmid, &shmid, img);
-	if (ret)
-		return ret;
+	ret = memfd_vma_shmem(vma->shmid, &shmid, img);
+	if (ret <= 0 || !(vma->status & VMA_FILE_SHARED))
+		return ret < 0 ? ret : 0;
 	vma->status = (vma->status & ~(VMA_AREA_MEMFD | VMA_FILE_SHARED)) | VMA_ANON_SHARED;
 	vma->flags |= MAP_ANONYMOUS;
 	vma->shmid = shmid;

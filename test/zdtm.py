@@ -58,7 +58,7 @@ UPSTREAM_FEATURES = (
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
-                        'kcmp_epoll'}
+                        'kcmp_epoll', 'memfd_hugetlb'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -191,6 +191,24 @@ def take_conflicting_lock(img_dir, pid):
     return held
 
 
+def memfd_unknown_seal(img_dir, pid):
+    """The first memfd claims a seal no kernel has (0x400)."""
+    edit_image(img_dir, 'memfd.img', lambda es: es[0].update(seals='0x400'))
+
+
+def memfd_size_under_its_pages(img_dir, pid):
+    """mfd-alpha's size no longer covers its stored pages (page 10 is stored)."""
+    edit_image(img_dir, 'memfd.img', lambda es: [e.update(size=4096) for e in es
+                                                 if e['name'] == 'mfd-alpha'])
+
+
+def memfd_file_names_missing_inode(img_dir, pid):
+    """The first memfd description names a memfd object that memfd.img does not have."""
+    def edit(entries):
+        next(e for e in entries if e['type'] == 'MEMFD')['memfd']['inode_id'] = 999
+    edit_image(img_dir, 'files.img', edit)
+
+
 def truncate_ghost_file(img_dir, pid):
     """Cut a deleted file's saved contents short."""
     for name in os.listdir(img_dir):
@@ -281,6 +299,7 @@ TESTS = {
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
     'mem_shared_anon_alias': {},
+    'mem_shared_anon_fd': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
@@ -345,6 +364,8 @@ TESTS = {
                              'expect': 'dump it with --file-locks'},
     'file_lease_refused': {'bin': 'file_lease_held', 'mode': 'dump_fails',
                            'dump_args': ['--file-locks'], 'expect': 'holds a lease (F_SETLEASE)'},
+    'memfd_fd_contents_seals': {},
+    'memfd_mapped_shared': {},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'eventfd_counter_flags': {},
@@ -398,6 +419,16 @@ TESTS = {
                                      'expect': 'cannot be set from user space'},
     'restore_fail_truncated_ghost': {'bin': 'file_deleted_open', 'mode': 'restore_fails',
                                      'corrupt': truncate_ghost_file, 'expect': 'ghost-file-'},
+    'restore_fail_memfd_unknown_seal': {'bin': 'memfd_fd_contents_seals',
+                                        'mode': 'restore_fails', 'corrupt': memfd_unknown_seal,
+                                        'expect': 'has seals this criu does not know'},
+    'restore_fail_memfd_pages_past_size': {'bin': 'memfd_fd_contents_seals',
+                                           'mode': 'restore_fails',
+                                           'corrupt': memfd_size_under_its_pages,
+                                           'expect': 'past the 4096 bytes of memfd "mfd-alpha"'},
+    'restore_fail_memfd_missing_inode': {'bin': 'memfd_mapped_shared', 'mode': 'restore_fails',
+                                         'corrupt': memfd_file_names_missing_inode,
+                                         'expect': 'names inode 999, which is not in memfd.img'},
     'restore_fail_missing_dir': {'mode': 'cli',
                                  'args': ['restore', '-D', '{out}/no-such-dir', '-d']},
     'restore_fail_pid_in_use': {'bin': 'mem_anon_private', 'mode': 'pid_in_use'},
@@ -590,6 +621,8 @@ CROSS_TESTS = {
     'eventfd_counter_flags': {},  # anonymous-inode files
     'signalfd_mask_flags': {},
     'timerfd_interval_ticks': {},
+    'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
+    'memfd_mapped_shared': {},  # memfds mapped shared and private
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -597,6 +630,10 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
+# Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
+# restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
+TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
+                                           'mode': 'cross_dump_upstream', 'setsid': True}
 # Upstream criu restores shared anonymous memory as a memfd: the tests accept that name
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):

@@ -142,16 +142,10 @@ extern const struct fdtype_ops tty_fdtype_ops;
 /* Pipe ends and FIFOs, with their size and queued bytes (pipes.c). */
 extern const struct fdtype_ops pipe_fdtype_ops;
 extern const struct fdtype_ops fifo_fdtype_ops;
-/* Restore only: memfds that stand for shared anonymous memory (files-memfd.c). */
+/* memfds: the objects and their contents, shared with the VMAs that map them (memfd.h). */
 extern const struct fdtype_ops memfd_fdtype_ops;
 /* epoll instances and the files they watch (files-epoll.c). */
 extern const struct fdtype_ops epoll_fdtype_ops;
-/*
- * After files_collect(): the shmem object a VMA with VMA_AREA_MEMFD maps through file
- * file_id, when the memfd is shared anonymous memory as CRIU dumps it; else one error
- * line naming img. 0 or -errno.
- */
-int memfd_vma_to_shmem(uint32_t file_id, uint64_t *shmid, const char *img);
 /* inotify instances with their watches, fanotify groups with their marks (files-fsnotify.c). */
 extern const struct fdtype_ops inotify_fdtype_ops;
 extern const struct fdtype_ops fanotify_fdtype_ops;

@@ -58,4 +58,15 @@ struct task_mm_misc {
 int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx);
 
+/* Whether the pages of shared memory object shmid are stored in this dump already. */
+bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid);
+
+/*
+ * The contents of a shared memory object criu holds as fd (a memfd), size bytes, into
+ * pagemap-shmem-SHMID.img and its pages, as for shared anonymous memory; what names it in
+ * errors. An SHMID already stored in this dump is refused. 0 or -errno.
+ */
+int dump_shmem_fd(int fd, uint64_t shmid, uint64_t size, const char *what,
+		  struct mem_dump_ctx *ctx);
+
 #endif

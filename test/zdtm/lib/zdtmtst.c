@@ -367,6 +367,22 @@ void test_barrier_wait(void)
 	close(barrier_fds[0]);
 }
 
+pid_t test_fork_child(void (*child_main)(void))
+{
+	pid_t child;
+
+	test_barrier_init();
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0) {
+		child_main();
+		test_fail("child_main returned");
+	}
+	test_barrier_wait();
+	return child;
+}
+
 void test_children_verdict(const pid_t *children, int nr, const char *who)
 {
 	int i, status;

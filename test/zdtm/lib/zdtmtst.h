@@ -90,6 +90,12 @@ void test_barrier_init(void);
 void test_barrier_done(void);
 void test_barrier_wait(void);
 /*
+ * The common tree of one child: test_barrier_init(), fork, the child runs child_main
+ * (which calls test_barrier_done() once set up and exits, never returning), the root
+ * returns the child's pid once the barrier is passed.
+ */
+pid_t test_fork_child(void (*child_main)(void));
+/*
  * After restore: SIGTERM each child (so it checks itself), wait for it, and fail the
  * test (with who) if it did not exit 0.
  */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 #include "zdtmtst.h"
@@ -376,4 +377,19 @@ void read_exact(int fd, void *buf, size_t len, const char *what)
 				  len, n ? strerror(errno) : "EOF");
 		done += n;
 	}
+}
+
+int pty_open_master(int flags, char *slave_path, size_t size)
+{
+	const char *dir = getenv("ZDTM_DEVPTS");
+	char ptmx[PATH_MAX];
+	int master, unlock = 0;
+	unsigned int index;
+
+	snprintf(ptmx, sizeof(ptmx), "%s/ptmx", dir ? dir : "/dev");
+	master = open(ptmx, flags | O_RDWR | O_NOCTTY);
+	if (master < 0 || ioctl(master, TIOCSPTLCK, &unlock) || ioctl(master, TIOCGPTN, &index))
+		test_fail("cannot open a pty at %s: %s", ptmx, strerror(errno));
+	snprintf(slave_path, size, "%s/%u", dir ? dir : "/dev/pts", index);
+	return master;
 }

@@ -92,4 +92,12 @@ void test_barrier_wait(void);
  */
 void test_children_verdict(const pid_t *children, int nr, const char *who);
 
+/*
+ * A new pty, unlocked, in the devpts instance the runner mounted for the test
+ * ($ZDTM_DEVPTS: its own index space, which no other process of the machine takes from it
+ * between dump and restore), else in /dev/pts. Returns the master (opened with flags
+ * | O_RDWR | O_NOCTTY); the slave's path goes to slave_path.
+ */
+int pty_open_master(int flags, char *slave_path, size_t size);
+
 #endif

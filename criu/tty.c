@@ -78,6 +78,22 @@ static uint32_t pts_index(dev_t rdev)
 	return (major(rdev) - PTS_MAJOR_FIRST) * 256 + minor(rdev);
 }
 
+/* A copy of entry (size bytes) after the *nr of *table, which grows; -ENOMEM after a line. */
+static int append_entry(void **table, size_t *nr, const void *entry, size_t size,
+			const char *what)
+{
+	char *grown = realloc(*table, (*nr + 1) * size);
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", what);
+		return -ENOMEM;
+	}
+	memcpy(grown + *nr * size, entry, size);
+	*table = grown;
+	(*nr)++;
+	return 0;
+}
+
 /* ---------------------------------------------------------------- dump ---- */
 
 static TtyType tty_type_of(dev_t rdev)
@@ -105,15 +121,8 @@ static bool tty_info_dumped(uint32_t info_id)
 
 static int remember_tty_info(uint32_t info_id)
 {
-	uint32_t *grown = realloc(dumped_infos, (nr_dumped_infos + 1) * sizeof(*grown));
-
-	if (!grown) {
-		pr_err("out of memory remembering terminal %#x\n", info_id);
-		return -ENOMEM;
-	}
-	dumped_infos = grown;
-	dumped_infos[nr_dumped_infos++] = info_id;
-	return 0;
+	return append_entry((void **)&dumped_infos, &nr_dumped_infos, &info_id, sizeof(info_id),
+			    "tty-info.img");
 }
 
 /* What a terminal's tty_info_entry says, read through one of its fds. */
@@ -302,8 +311,18 @@ static bool fd_is_master_of(pid_t pid, int fd, uint32_t index)
 	return found;
 }
 
-/* The tree is stopped: its fds cannot change while they are looked at. */
-static bool tree_holds_master(uint32_t index)
+static bool fd_is_slave_of(pid_t pid, int fd, uint32_t index)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	return !stat(path, &st) && S_ISCHR(st.st_mode) && is_pts(major(st.st_rdev)) &&
+	       pts_index(st.st_rdev) == index;
+}
+
+/* Whether a task of the tree has an fd that is; it is stopped, its fds stay as they are. */
+static bool tree_holds(bool (*is)(pid_t pid, int fd, uint32_t index), uint32_t index)
 {
 	for (struct pstree_item *item = root_item; item; item = pstree_next(item)) {
 		char path[64];
@@ -315,31 +334,7 @@ static bool tree_holds_master(uint32_t index)
 		if (item->zombie || list_fds(path, &fds, &nr))
 			continue;
 		for (size_t i = 0; i < nr && !found; i++)
-			found = fd_is_master_of(item->pid, fds[i], index);
-		free(fds);
-		if (found)
-			return true;
-	}
-	return false;
-}
-
-static bool tree_holds_slave(uint32_t index)
-{
-	for (struct pstree_item *item = root_item; item; item = pstree_next(item)) {
-		char path[64];
-		struct stat st;
-		size_t nr;
-		int *fds;
-		bool found = false;
-
-		snprintf(path, sizeof(path), "/proc/%d/fd", item->pid);
-		if (item->zombie || list_fds(path, &fds, &nr))
-			continue;
-		for (size_t i = 0; i < nr && !found; i++) {
-			snprintf(path, sizeof(path), "/proc/%d/fd/%d", item->pid, fds[i]);
-			found = !stat(path, &st) && S_ISCHR(st.st_mode) &&
-				is_pts(major(st.st_rdev)) && pts_index(st.st_rdev) == index;
-		}
+			found = is(item->pid, fds[i], index);
 		free(fds);
 		if (found)
 			return true;
@@ -426,7 +421,7 @@ static int dump_pty_queues(int master_fd, uint32_t index, const struct tty_state
 		pr_perror("%s: cannot poll the master", what);
 		return -errno;
 	}
-	if (!(pfd.revents & POLLHUP) && !tree_holds_slave(index)) {
+	if (!(pfd.revents & POLLHUP) && !tree_holds(fd_is_slave_of, index)) {
 		pr_info("%s: no slave of pty %u is open: its queues are not read\n", what, index);
 		return 0;
 	}
@@ -513,7 +508,7 @@ static int classify_slave(const struct fd_parms *p, int fd, struct tty_fd *t)
 	if (ioctl(fd, TCGETS, &termios) && errno == EIO)
 		t->role = TTY_PTY_HUNG;
 	else
-		t->role = tree_holds_master(t->index) ? TTY_PTY_SLAVE : TTY_SHELL;
+		t->role = tree_holds(fd_is_master_of, t->index) ? TTY_PTY_SLAVE : TTY_SHELL;
 	return 0;
 }
 
@@ -525,9 +520,9 @@ static int classify_current(const struct fd_parms *p, struct tty_fd *t)
 	dev_t ctty = tty_nr;
 
 	t->info_id = CTTY_INFO_ID;
-	t->role = !ret && tty_nr && is_pts(major(ctty)) && tree_holds_master(pts_index(ctty)) ?
-			  TTY_CURRENT :
-			  TTY_SHELL;
+	t->role = TTY_SHELL;
+	if (!ret && tty_nr && is_pts(major(ctty)) && tree_holds(fd_is_master_of, pts_index(ctty)))
+		t->role = TTY_CURRENT;
 	return ret;
 }
 
@@ -767,23 +762,14 @@ static int decode_tty_info(const TtyInfoEntry *tie, struct tty_info *ti)
 
 static int collect_one_tty_info(void *msg, void *arg)
 {
-	const TtyInfoEntry *tie = msg;
-	struct tty_info *grown;
-	int ret = check_tty_info(tie);
+	struct tty_info ti;
+	int ret = check_tty_info(msg);
 
 	(void)arg;
-	if (ret)
-		return ret;
-	grown = realloc(tty_infos, (nr_tty_infos + 1) * sizeof(*grown));
-	if (!grown) {
-		pr_err("tty-info.img: out of memory\n");
-		return -ENOMEM;
-	}
-	tty_infos = grown;
-	ret = decode_tty_info(tie, &tty_infos[nr_tty_infos]);
 	if (!ret)
-		nr_tty_infos++;
-	return ret;
+		ret = decode_tty_info(msg, &ti);
+	return ret ? ret : append_entry((void **)&tty_infos, &nr_tty_infos, &ti, sizeof(ti),
+					 "tty-info.img");
 }
 
 /* Bytes for a pty side: its tty_info, or the slave side of a pty whose master is dumped. */
@@ -808,28 +794,22 @@ static int check_tty_data(const TtyDataEntry *tde)
 static int collect_one_tty_data(void *msg, void *arg)
 {
 	const TtyDataEntry *tde = msg;
-	struct tty_data *grown, *td;
+	struct tty_data td = { .tty_id = tde->tty_id, .len = tde->data.len };
 	int ret = check_tty_data(tde);
 
 	(void)arg;
 	if (ret)
 		return ret;
-	grown = realloc(tty_datas, (nr_tty_datas + 1) * sizeof(*grown));
-	if (!grown) {
-		pr_err("tty-data.img: out of memory\n");
+	td.bytes = malloc(td.len ? td.len : 1);
+	if (!td.bytes) {
+		pr_err("tty-data.img: out of memory for %zu bytes\n", td.len);
 		return -ENOMEM;
 	}
-	tty_datas = grown;
-	td = &tty_datas[nr_tty_datas];
-	*td = (struct tty_data){ .tty_id = tde->tty_id, .len = tde->data.len };
-	td->bytes = malloc(td->len ? td->len : 1);
-	if (!td->bytes) {
-		pr_err("tty-data.img: out of memory for %zu bytes\n", td->len);
-		return -ENOMEM;
-	}
-	memcpy(td->bytes, tde->data.data, td->len);
-	nr_tty_datas++;
-	return 0;
+	memcpy(td.bytes, tde->data.data, td.len);
+	ret = append_entry((void **)&tty_datas, &nr_tty_datas, &td, sizeof(td), "tty-data.img");
+	if (ret)
+		free(td.bytes);
+	return ret;
 }
 
 /* The infos first: the data names them. */
@@ -883,20 +863,14 @@ static void tty_collect_fini(void)
 }
 
 /* The pty of this index in ptys, added at its first entry; -errno. */
-static ssize_t collect_pty(uint32_t index, uint32_t file_id)
+static ssize_t collect_pty(uint32_t index)
 {
-	struct pty *grown;
+	struct pty pty;
 
 	for (size_t i = 0; i < nr_ptys; i++)
 		if (ptys[i].index == index)
 			return i;
-	grown = realloc(ptys, (nr_ptys + 1) * sizeof(*grown));
-	if (!grown) {
-		pr_err("files.img: out of memory collecting file %u\n", file_id);
-		return -ENOMEM;
-	}
-	ptys = grown;
-	ptys[nr_ptys] = (struct pty){
+	pty = (struct pty){
 		.index = index,
 		.master = find_tty_info(pty_info_id(index, true)),
 		.slave = find_tty_info(pty_info_id(index, false)),
@@ -904,7 +878,9 @@ static ssize_t collect_pty(uint32_t index, uint32_t file_id)
 		.input = find_tty_data(pty_info_id(index, false)),
 		.fake_master_fd = -1,
 	};
-	return nr_ptys++;
+	if (append_entry((void **)&ptys, &nr_ptys, &pty, sizeof(pty), "files.img"))
+		return -ENOMEM;
+	return nr_ptys - 1;
 }
 
 /* The pty whose master's tty_info says it controls session sid, or NULL. */
@@ -952,7 +928,7 @@ static int check_master(const struct file_desc *d, const struct tty_info *ti)
 
 static int collect_master(struct file_desc *d, struct tty_end *end)
 {
-	ssize_t pty = collect_pty(end->info->index, d->id);
+	ssize_t pty = collect_pty(end->info->index);
 	int ret;
 
 	if (pty < 0)
@@ -989,7 +965,7 @@ static int collect_slave(struct file_desc *d, struct tty_end *end)
 		end->role = TTY_SHELL;
 		return 0;
 	}
-	pty = collect_pty(end->info->index, d->id);
+	pty = collect_pty(end->info->index);
 	if (pty < 0)
 		return pty;
 	end->pty = pty;

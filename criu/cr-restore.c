@@ -42,6 +42,7 @@
 #include "shmem.h"
 #include "stats.h"
 #include "task-image.h"
+#include "tty.h"
 #include "vma.h"
 
 #include "inventory.pb-c.h"
@@ -534,8 +535,12 @@ static int task_stages(struct rst_task *task, int sock)
 
 	if (recv_cmd(sock, TASK_CMD_GO))
 		return -1;
-	/* Shared descriptions before the children: they inherit them (files.c). */
-	if (restore_own_leadership(item) || prepare_inherited_files(item) || fork_children(item))
+	/*
+	 * Shared descriptions before the children: they inherit them (files.c), and the
+	 * controlling terminal a session leader takes back through one of them (tty.c).
+	 */
+	if (restore_own_leadership(item) || prepare_inherited_files(item) ||
+	    tty_restore_ctty(item) || fork_children(item))
 		return -1;
 	close_other_task_socks(task);
 	if (task->zombie)
@@ -548,7 +553,9 @@ static int task_stages(struct rst_task *task, int sock)
 		pr_perror("task %d: cannot report its children", item->pid);
 		return -1;
 	}
-	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item))
+	/* Every group exists now: a leader's terminal gets its foreground group back. */
+	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item) ||
+	    tty_restore_foreground(item))
 		return -1;
 	if (task->zombie)
 		exit_as_zombie(item->image->exit_code);

@@ -512,6 +512,11 @@ int dump_reg_file(const struct fd_parms *p, uint32_t id)
 	return dump_reg_entry(id, src, p->link, &p->st, p->flags, p->pos, what);
 }
 
+int dump_reg_path(const struct fd_parms *p, uint32_t id, const char *path)
+{
+	return write_reg_entry(id, path, &p->st, p->flags, p->pos);
+}
+
 /* The target of a /proc link and its inode. */
 static int read_proc_link(const char *src, const char *what, char *link, struct stat *st)
 {

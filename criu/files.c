@@ -684,7 +684,7 @@ struct file_sharing {
 	pid_t first_user;		  /* the first task in tree order with an fd on it */
 	pid_t last_user;		  /* the last task counted, to count each once */
 	unsigned int nr_users;		  /* tasks with an fd on it */
-	bool needed;			  /* another file depends on it (fdtype_ops.deps) */
+	bool needed;			  /* a file or a task needs it (deps, needed_by) */
 	bool inherit;			  /* several tasks use it (or its object), or needed */
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
 	int given_fd;			  /* --inherit-fd: criu's descriptor for it; -1: none */
@@ -1044,6 +1044,29 @@ static bool place_dep(size_t idx, size_t dep)
 	return changed;
 }
 
+/*
+ * A task that needs an entry without holding it (fdtype_ops.needed_by) gets it from its
+ * opener, which moves up to an ancestor of the task when others use it too. Openers only
+ * move up from here on (plan_openers()), so the task keeps it.
+ */
+static void place_task_needs(void)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		struct file_sharing *fs = &file_sharing[i];
+		const struct pstree_item *task;
+
+		if (!file_descs[i].ops->needed_by)
+			continue;
+		task = file_descs[i].ops->needed_by(&file_descs[i]);
+		if (!task)
+			continue;
+		fs->opener = desc_in_use(i) ? common_ancestor(fs->opener, task) : task;
+		fs->needed = fs->inherit = true;
+		pr_debug("file %u: needed by task %d, opened by task %d\n", file_descs[i].id,
+			 task->pid, fs->opener->pid);
+	}
+}
+
 /* One pass of dependencies then objects; *changed: whether any opener moved. */
 static int plan_pass(bool *changed)
 {
@@ -1109,6 +1132,7 @@ static int plan_shared_files(void)
 	}
 	for (size_t i = 0; i < nr_file_descs; i++)
 		file_sharing[i].inherit = file_sharing[i].nr_users > 1;
+	place_task_needs();
 	ret = plan_openers();
 	if (!ret)
 		ret = assign_inherited_fds(max_restored_fd, &next_fd);

@@ -146,6 +146,17 @@ def epoll_watches_missing_fd(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def pty_session_leader_gone(img_dir, pid):
+    """The pty's master says it controls a session no task of the images leads."""
+    edit_image(img_dir, 'tty-info.img', lambda es: [e.update(sid=4194000) for e in es
+                                                     if e['type'] == 'PTY' and e['id'] & 1])
+
+
+def tty_data_for_unknown_pty(img_dir, pid):
+    """Bytes queued for a pty tty-info.img does not have."""
+    edit_image(img_dir, 'tty-data.img', lambda es: es[0].update(tty_id=2 * 5000 + 1))
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -258,6 +269,8 @@ def eventfd_counter_max(img_dir, pid):
 #   sibling        restore -d --restore-sibling: the root's parent is criu's parent
 #   stopped        the task is SIGSTOPped before the dump and must come back stopped
 #   tty            stdio on a pty, dump and restore with --shell-job
+# devpts: a devpts instance of the test's own ({out}/devpts, $ZDTM_DEVPTS), so that the pty
+# indices it gets are not taken by another process between dump and restore.
 #   dump_fails     the dump must fail; every process and thread of the tree stays alive,
 #                  neither stopped nor traced, and the tree passes its checks ('dump_args':
 #                  more options, 'script': shell text written to {out}/script.sh,
@@ -384,6 +397,15 @@ TESTS = {
     'restore_fail_inotify_wd_far_away': {'bin': 'inotify_watches', 'mode': 'restore_fails',
                                          'corrupt': inotify_wd_far_away,
                                          'expect': 'restore would add and remove'},
+    'pty_pair_termios': {'devpts': True},
+    'pty_canonical_queue': {'devpts': True},
+    'pty_session_ctty': {'devpts': True},
+    'pty_pair_termios_leave_running': {'bin': 'pty_pair_termios', 'mode': 'leave_running',
+                                       'devpts': True},
+    'pty_canonical_queue_leave_running': {'bin': 'pty_canonical_queue',
+                                          'mode': 'leave_running', 'devpts': True},
+    'pty_packet_status_refused': {'bin': 'pty_packet_status', 'mode': 'dump_fails',
+                                  'devpts': True, 'expect': 'packet mode status (TIOCPKT)'},
     'leave_running': {'bin': 'mem_anon_private', 'mode': 'leave_running'},
     'restore_twice': {'bin': 'mem_anon_private', 'mode': 'twice'},
     'restore_no_detach': {'bin': 'mem_anon_private', 'mode': 'no_detach'},
@@ -402,6 +424,12 @@ TESTS = {
     'restore_fail_epoll_missing_fd': {'bin': 'epoll_targets', 'mode': 'restore_fails',
                                       'corrupt': epoll_watches_missing_fd,
                                       'expect': 'watches fd 999, which task'},
+    'restore_fail_pty_session_leader': {'bin': 'pty_session_ctty', 'mode': 'restore_fails',
+                                        'devpts': True, 'corrupt': pty_session_leader_gone,
+                                        'expect': 'whose leader is not a live task'},
+    'restore_fail_tty_data_unknown_pty': {'bin': 'pty_pair_termios', 'mode': 'restore_fails',
+                                          'devpts': True, 'corrupt': tty_data_for_unknown_pty,
+                                          'expect': 'which is no pty of tty-info.img'},
     'restore_fail_fd_missing_file': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': fd_names_missing_file,
                                      'expect': 'file id 999999, which is not in files.img'},
@@ -623,6 +651,8 @@ CROSS_TESTS = {
     'timerfd_interval_ticks': {},
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private
+    'pty_pair_termios': {'devpts': True},  # ptys: termios, modes, queued bytes
+    'pty_session_ctty': {'devpts': True},  # a pty as a session's controlling terminal
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -646,6 +676,16 @@ TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '
 # through eventfd()'s unsigned int: the test keeps to that there.
 for _dir in ('cross_up2us_', 'cross_us2up_'):
     TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
+# Upstream criu keeps a packet mode master's status byte with its queued bytes (at dump)
+# and sets a pty's locked termios before its termios (at restore): the pty crossing it has
+# neither. Its restore gives the controlling terminal back to a session's leader after the
+# leader forked the others, which then have none (their tty_nr is 0).
+for _way in ('up2us', 'us2up'):
+    TESTS['cross_%s_pty_pair_termios' % _way]['test_env'] = {'ZDTM_PTY_PLAIN': '1'}
+TESTS['cross_us2up_pty_session_ctty']['test_env'] = {'ZDTM_PTY_LEADER_CTTY_ONLY': '1'}
+# Upstream criu refuses to dump /dev/tty held by another task than the pty's master
+# ("ctty inheritance"), as a terminal multiplexer's children hold it.
+TESTS['cross_up2us_pty_session_ctty']['test_env'] = {'ZDTM_PTY_NO_DEV_TTY': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
@@ -1140,9 +1180,12 @@ class TestRun:
 
     # --- the test process -------------------------------------------------
     def start(self):
+        self.umount_devpts()
         shutil.rmtree(self.out, ignore_errors=True)
         os.makedirs(self.work)
         os.makedirs(self.img)
+        if self.desc.get('devpts'):
+            self.mount_devpts()
         if self.desc.get('mode', '').startswith('plugin_'):
             prog = os.path.join(PLUGINS_DIR, 'plugin_dev')
         elif self.desc.get('mode', '').startswith('gpu'):
@@ -1160,6 +1203,23 @@ class TestRun:
         if pid == 0:
             self.exec_test(prog)
         self.pid, self.is_child = pid, True
+
+    def devpts_path(self):
+        return os.path.join(self.out, 'devpts')
+
+    def mount_devpts(self):
+        path = self.devpts_path()
+        os.makedirs(path)
+        proc = subprocess.run(['mount', '-t', 'devpts', '-o', 'newinstance,ptmxmode=0666',
+                               'devpts', path], capture_output=True)
+        if proc.returncode != 0:
+            raise TestFailure('cannot mount a devpts instance: %s' % proc.stderr.decode().strip())
+        self.test_env['ZDTM_DEVPTS'] = path
+
+    def umount_devpts(self):
+        """Detached: the test's ptys may outlive it for a moment."""
+        if os.path.ismount(self.devpts_path()):
+            subprocess.run(['umount', '-l', self.devpts_path()], capture_output=True)
 
     def exec_test(self, prog):
         """In the forked child: stdio, cwd, then exec; never returns."""
@@ -1281,6 +1341,7 @@ class TestRun:
         for fd in self.stdin_pipe or ():
             os.close(fd)
         self.stdin_pipe = None
+        self.umount_devpts()
 
     # --- the KFD emulator (GPU tests) ---------------------------------------
     def start_emulator(self):

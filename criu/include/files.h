@@ -6,7 +6,7 @@
  * Images (CRIU's format): files.img holds one file_entry per open file description (and
  * per mapped file, exe, cwd and root), fdinfo-FILES_ID.img one fdinfo_entry per fd of a
  * files table; the kinds add their own (remap-fpath.img and ghost-file-ID.img, pipes-data.img,
- * fifo-data.img, tty-info.img).
+ * fifo-data.img, tty-info.img, tty-data.img).
  */
 #ifndef CR_FILES_H
 #define CR_FILES_H
@@ -37,6 +37,7 @@ struct fd_parms {
  * in the main process before forking, so every task has all of it.
  */
 struct task_fds;
+struct pstree_item;
 struct file_desc {
 	uint32_t id;
 	const FileEntry *fe; /* the record as read; only the kind's collect() decodes it */
@@ -120,6 +121,14 @@ struct fdtype_ops {
 	 * bad image fails with its error line before any task exists. 0 or -errno.
 	 */
 	int (*check_finish)(const struct file_desc *d, const struct task_fds *fds);
+	/*
+	 * Optional. Restore, main process, after collect: the task that must have d open
+	 * before it forks its children though none of its fds holds d (a session leader
+	 * makes d's pty its controlling terminal through it), or NULL. The planner opens d
+	 * in that task or an ancestor and keeps it for the subtree; the task finds it with
+	 * files_dep_fd().
+	 */
+	const struct pstree_item *(*needed_by)(const struct file_desc *d);
 };
 
 /* A restored task's fd table, for fdtype_ops.finish(). */
@@ -133,7 +142,11 @@ struct task_fds {
 uint32_t task_fd_file(const struct task_fds *fds, int fd);
 /* The lowest fd of the restored task that holds file id, or -1. */
 int task_fd_of_file(const struct task_fds *fds, uint32_t id);
-/* In open(): where the task holds the dependency id (fdtype_ops.deps) of the file opened. */
+/*
+ * After prepare_inherited_files(): where the task holds file id for its subtree: in open(),
+ * a dependency (fdtype_ops.deps) of the file opened; in a task, a file it needs
+ * (fdtype_ops.needed_by). -EBADF (logged) when the task does not hold it.
+ */
 int files_dep_fd(uint32_t id);
 
 /* Regular files, directories and the memory devices, reopened by path (files-reg.c). */
@@ -195,6 +208,12 @@ int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
 int grab_task_fd(const struct fd_parms *p);
 /* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */
 int dump_reg_file(const struct fd_parms *p, uint32_t id);
+/*
+ * A REG entry id naming path for p as given, not checked against the file: for a kind that
+ * re-creates what the path names itself (a hung-up pty slave, whose name left with its
+ * master).
+ */
+int dump_reg_path(const struct fd_parms *p, uint32_t id, const char *path);
 /* A REG entry for the directory at the /proc link src (cwd, root), opened O_RDONLY. */
 int dump_dir_file(const char *src, const char *what, uint32_t *file_id);
 /* A failed dump: remove the names --link-remap gave deleted files (they stay otherwise). */

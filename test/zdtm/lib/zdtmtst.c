@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -502,4 +503,19 @@ int proc_locks_count(int fd, const char *cls)
 		if (strstr(line, key) && strstr(line, cls) && !strstr(line, "->"))
 			nr++;
 	return nr;
+}
+
+int pty_open_master(int flags, char *slave_path, size_t size)
+{
+	const char *dir = getenv("ZDTM_DEVPTS");
+	char ptmx[PATH_MAX];
+	int master, unlock = 0;
+	unsigned int index;
+
+	snprintf(ptmx, sizeof(ptmx), "%s/ptmx", dir ? dir : "/dev");
+	master = open(ptmx, flags | O_RDWR | O_NOCTTY);
+	if (master < 0 || ioctl(master, TIOCSPTLCK, &unlock) || ioctl(master, TIOCGPTN, &index))
+		test_fail("cannot open a pty at %s: %s", ptmx, strerror(errno));
+	snprintf(slave_path, size, "%s/%u", dir ? dir : "/dev/pts", index);
+	return master;
 }

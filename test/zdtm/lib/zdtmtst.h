@@ -125,4 +125,12 @@ bool flock_free(const char *path, int op);
 /* The lines of /proc/locks on fd's file whose class is cls (POSIX, FLOCK, OFDLCK). */
 int proc_locks_count(int fd, const char *cls);
 
+/*
+ * A new pty, unlocked, in the devpts instance the runner mounted for the test
+ * ($ZDTM_DEVPTS: its own index space, which no other process of the machine takes from it
+ * between dump and restore), else in /dev/pts. Returns the master (opened with flags
+ * | O_RDWR | O_NOCTTY); the slave's path goes to slave_path.
+ */
+int pty_open_master(int flags, char *slave_path, size_t size);
+
 #endif

@@ -1233,6 +1233,10 @@ int cr_dump_tasks(pid_t pid)
 	ret = dump_tree(&stats);
 	if (ret)
 		goto out;
+	/* What ties fds of several tasks together (a socket and its peer) is known now. */
+	ret = files_dump_check();
+	if (ret)
+		goto out;
 
 	/* 6. Images: pstree, then inventory.img last, once all else is on disk. */
 	ret = pstree_write();

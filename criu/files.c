@@ -31,6 +31,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&fifo_fdtype_ops,
 	&memfd_fdtype_ops, /* restore only: mapped memfds */
 	&epoll_fdtype_ops,
+	&unix_sk_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -90,6 +91,20 @@ int files_dump_fini(void)
 	free(dumped_descs);
 	dumped_descs = NULL;
 	nr_dumped_descs = 0;
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
+		if (fdtype_ops_table[k]->dump_fini)
+			fdtype_ops_table[k]->dump_fini();
+	return 0;
+}
+
+int files_dump_check(void)
+{
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+		int ret = fdtype_ops_table[k]->dump_check ? fdtype_ops_table[k]->dump_check() : 0;
+
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 
@@ -525,6 +540,11 @@ static int collect_kinds(void)
 			if (ret)
 				return ret;
 		}
+		if (ops->collect_done) {
+			ret = ops->collect_done();
+			if (ret)
+				return ret;
+		}
 	}
 	return 0;
 }
@@ -666,6 +686,7 @@ struct file_sharing {
 	bool needed;			  /* another file depends on it (fdtype_ops.deps) */
 	bool inherit;			  /* several tasks use it (or its object), or needed */
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
+	int kept_fd;			  /* see files_keep_for(); -1: none */
 	int given_fd;			  /* --inherit-fd: criu's descriptor for it; -1: none */
 };
 
@@ -867,6 +888,39 @@ static int assign_inherited_fds(int max_restored_fd, int *next_fd_out)
 	pr_info("%u descriptions shared between tasks, inherited at fds %d..%d\n", nr_inherited,
 		next_fd + 1, lowest_sfd - 1);
 	*next_fd_out = next_fd;
+	return 0;
+}
+
+/* Whether another entry in use is on the same object as entry idx. */
+static bool shares_object(size_t idx)
+{
+	uint64_t (*key_fn)(const struct file_desc *);
+	uint64_t key = object_key_of(idx, &key_fn);
+
+	for (size_t i = 0; key && i < nr_file_descs; i++)
+		if (i != idx && same_object(i, key, key_fn))
+			return true;
+	return false;
+}
+
+/*
+ * Below the inherited ones, a number for each entry whose description may be made by the
+ * open() of another entry of its object and kept for it (fdtype_ops.opens_object).
+ */
+static int assign_kept_fds(int max_restored_fd, int *next_fd)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		if (!file_descs[i].ops->opens_object || !desc_in_use(i) || !shares_object(i))
+			continue;
+		if (*next_fd <= max_restored_fd) {
+			pr_err("file %u: no fd number free above the restored ones to keep it "
+			       "at while its object is made: restore with a higher soft "
+			       "RLIMIT_NOFILE\n",
+			       file_descs[i].id);
+			return -EMFILE;
+		}
+		file_sharing[i].kept_fd = (*next_fd)--;
+	}
 	return 0;
 }
 
@@ -1079,8 +1133,10 @@ static int plan_shared_files(void)
 		pr_err("out of memory planning %zu shared files\n", nr_file_descs);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < nr_file_descs; i++)
+	for (size_t i = 0; i < nr_file_descs; i++) {
 		file_sharing[i].inherited_fd = file_sharing[i].given_fd = -1;
+		file_sharing[i].kept_fd = -1;
+	}
 	for (item = root_item; item; item = pstree_next(item)) {
 		ret = note_task_files(item, &max_restored_fd);
 		if (ret)
@@ -1091,6 +1147,8 @@ static int plan_shared_files(void)
 	ret = plan_openers();
 	if (!ret)
 		ret = assign_inherited_fds(max_restored_fd, &next_fd);
+	if (!ret)
+		ret = assign_kept_fds(max_restored_fd, &next_fd);
 	return ret ? ret : place_given_fds(next_fd, max_restored_fd);
 }
 
@@ -1181,6 +1239,40 @@ int files_dep_fd(uint32_t id)
 		return -EBADF;
 	}
 	return file_sharing[desc_index(d)].inherited_fd;
+}
+
+int files_keep_for(uint32_t id, int fd)
+{
+	const struct file_desc *d = find_file_desc(id);
+	int kept_fd = d ? file_sharing[desc_index(d)].kept_fd : -1;
+
+	if (kept_fd < 0 || fcntl(kept_fd, F_GETFD) >= 0) {
+		pr_err("file %u: %s to keep it at while its object is made\n", id,
+		       kept_fd < 0 ? "no fd number was set aside"
+				   : "the fd number set aside is taken");
+		close(fd);
+		return -EBADF;
+	}
+	if (dup3(fd, kept_fd, O_CLOEXEC) < 0) {
+		int err = errno;
+
+		pr_err("file %u: cannot keep it at fd %d: %s\n", id, kept_fd, strerror(err));
+		close(fd);
+		return -err;
+	}
+	close(fd);
+	return 0;
+}
+
+int files_take_kept(uint32_t id)
+{
+	const struct file_desc *d = find_file_desc(id);
+	int kept_fd = d ? file_sharing[desc_index(d)].kept_fd : -1;
+
+	/* Taken once: the engine moves it to its place and closes this number. */
+	if (kept_fd < 0 || fcntl(kept_fd, F_GETFD) < 0)
+		return -ENOENT;
+	return kept_fd;
 }
 
 /*

@@ -26,6 +26,7 @@
 #include "stats.pb-c.h"
 #include "ext.pb-c.h"
 #include "memfd.pb-c.h"
+#include "sk-packet.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -59,6 +60,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_TTY_DATA] = PB_IMG("TTY_DATA", "tty-data.img", TTY_DATA_MAGIC, tty_data_entry__descriptor),
 	[CR_IMG_MEMFD_INODE] = PB_IMG("MEMFD_INODE", "memfd.img", MEMFD_INODE_MAGIC,
 				      memfd_inode_entry__descriptor),
+	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
+				    sk_packet_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

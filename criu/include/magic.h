@@ -21,6 +21,7 @@
 #define TTY_INFO_MAGIC 0x59453036u
 #define TTY_DATA_MAGIC 0x59413026u
 #define MEMFD_INODE_MAGIC 0x48453499u
+#define SK_QUEUES_MAGIC 0x56264026u
 #define STATS_MAGIC 0x57093306u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u

@@ -1,8 +1,10 @@
 /*
- * A dump that fails (this process holds a socketpair, which the dumper does not
- * support) leaves the process untouched: it keeps running, its memory, sigmask and
- * the socketpair itself (queued data, both ends) are intact.
+ * A dump that fails (this process holds a netlink socket, a kind the dumper does not
+ * support) leaves the process untouched: it keeps running, its memory, sigmask and the
+ * socket itself (the kernel's answer queued in it, unread) are intact.
  */
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,14 +14,22 @@
 #include "zdtmtst.h"
 
 #define AREA_SIZE (8ul << 20)
-#define MESSAGE "queued before the dump"
 
 int main(int argc, char **argv)
 {
-	char received[64] = "";
+	static char queued[8192], received[8192];
+	struct {
+		struct nlmsghdr nlh;
+		struct ifinfomsg ifi;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+			 .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 },
+		.ifi = { .ifi_family = AF_UNSPEC, .ifi_index = 1 }, /* lo */
+	};
 	sigset_t mask_before, mask_after;
 	unsigned char *area;
-	int sk[2];
+	ssize_t len;
+	int nl;
 
 	test_init(argc, argv);
 
@@ -27,10 +37,14 @@ int main(int argc, char **argv)
 	if (area == MAP_FAILED)
 		test_fail_errno("mmap");
 	pattern_fill(area, AREA_SIZE, 140);
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sk))
-		test_fail_errno("socketpair");
-	if (write(sk[0], MESSAGE, sizeof(MESSAGE)) != sizeof(MESSAGE))
-		test_fail_errno("queue a message");
+	nl = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+	if (nl < 0)
+		test_fail_errno("socket");
+	if (send(nl, &req, sizeof(req), 0) != sizeof(req))
+		test_fail_errno("ask for the loopback link");
+	len = recv(nl, queued, sizeof(queued), MSG_PEEK);
+	if (len <= 0)
+		test_fail_errno("peek at the answer");
 	if (sigprocmask(SIG_BLOCK, NULL, &mask_before))
 		test_fail_errno("sigprocmask");
 
@@ -41,10 +55,11 @@ int main(int argc, char **argv)
 	if (sigprocmask(SIG_BLOCK, NULL, &mask_after) ||
 	    memcmp(&mask_before, &mask_after, sizeof(mask_before)))
 		test_fail("the blocked mask changed");
-	if (read(sk[1], received, sizeof(received)) != sizeof(MESSAGE) ||
-	    strcmp(received, MESSAGE))
-		test_fail("the queued message is gone: '%s'", received);
-	if (write(sk[1], "x", 1) != 1 || read(sk[0], received, 1) != 1 || received[0] != 'x')
-		test_fail("the socketpair no longer works");
+	if (recv(nl, received, sizeof(received), MSG_DONTWAIT) != len ||
+	    memcmp(received, queued, len))
+		test_fail("the queued answer is gone or changed");
+	if (send(nl, &req, sizeof(req), 0) != sizeof(req) ||
+	    recv(nl, received, sizeof(received), 0) <= 0)
+		test_fail("the netlink socket no longer works");
 	test_pass();
 }

@@ -1,0 +1,32 @@
+/*
+ * The data queued in sockets (sk-queues.img): one sk_packet_entry per packet, in queue
+ * order, each followed by its bytes. A packet is a datagram or record for the types that
+ * keep boundaries, a run of bytes for a stream.
+ */
+#ifndef CR_SK_QUEUE_H
+#define CR_SK_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * Dump: the receive queue of socket fd (criu's copy; file id) of the given type into
+ * sk-queues.img. The queue stays as it was, peek offset included. 0 or -errno, after one
+ * line that starts with what.
+ */
+int sk_queue_dump(int fd, uint32_t id, int type, const char *what);
+
+/* Restore, main process: read sk-queues.img, when the dump has one. 0 or -errno. */
+int sk_queue_collect(void);
+void sk_queue_fini(void);
+/* Whether every packet is for a socket known() says exists; else one error line. */
+int sk_queue_check_owners(bool (*known)(uint32_t id));
+/* The number of packets queued for socket id. */
+size_t sk_queue_packets(uint32_t id);
+/*
+ * Restore: send the packets queued for socket id, in order, from fd, which writes to it
+ * (its peer, or a socket connected to it only for this). fd must not block. 0 or -errno.
+ */
+int sk_queue_restore(uint32_t id, int fd, int type, const char *what);
+
+#endif

@@ -341,8 +341,8 @@ static int send_packet(int fd, const struct sk_packet *p, int type, const char *
 
 			pr_perror("%s: cannot queue %u bytes again (%zu sent)%s", what, p->len,
 				  done,
-				  qlen ? " (more datagrams than net.unix.max_dgram_qlen allows from "
-					 "a socket that is not its peer?)"
+				  qlen ? " (more datagrams than net.unix.max_dgram_qlen lets a "
+					 "socket that is not its peer queue?)"
 				       : "");
 			return -errno;
 		}

@@ -144,6 +144,13 @@ def epoll_watches_missing_fd(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def unix_peer_goes_missing(img_dir, pid):
+    """The first Unix socket's peer becomes an inode no socket of the images has."""
+    def edit(entries):
+        [e for e in entries if e['type'] == 'UNIXSK'][0]['usk']['peer'] = 999999
+    edit_image(img_dir, 'files.img', edit)
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -272,6 +279,11 @@ TESTS = {
     'unix_socketpair_queues_leave_running': {'bin': 'unix_socketpair_queues',
                                              'mode': 'leave_running'},
     'unix_socketpair_tree': {},
+    'unix_listen_accept': {},
+    'unix_dgram_bound': {},
+    'unix_external_peer': {'mode': 'dump_fails', 'expect': 'is outside the dumped tree'},
+    'unix_bound_deleted': {'mode': 'dump_fails', 'expect': 'was deleted'},
+    'unix_scm_rights': {'mode': 'dump_fails', 'expect': 'files in flight (SCM_RIGHTS)'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'tty_shell_job': {'mode': 'tty'},
@@ -289,6 +301,10 @@ TESTS = {
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                       'corrupt': file_becomes_inet_socket,
                                       'expect': 'is INETSK, not supported'},
+    'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
+                                       'mode': 'restore_fails',
+                                       'corrupt': unix_peer_goes_missing,
+                                       'expect': 'is not in the images'},
     'restore_fail_epoll_missing_fd': {'bin': 'epoll_targets', 'mode': 'restore_fails',
                                       'corrupt': epoll_watches_missing_fd,
                                       'expect': 'watches fd 999, which task'},
@@ -468,6 +484,11 @@ CROSS_TESTS = {
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'unix_socketpair_queues': {},  # unix sockets: queues, boundaries, shutdown, options
     'unix_socketpair_tree': {},
+    'unix_listen_accept': {},
+    'unix_dgram_bound': {},
+    'unix_external_peer': {'mode': 'dump_fails', 'expect': 'is outside the dumped tree'},
+    'unix_bound_deleted': {'mode': 'dump_fails', 'expect': 'was deleted'},
+    'unix_scm_rights': {'mode': 'dump_fails', 'expect': 'files in flight (SCM_RIGHTS)'},
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -484,6 +505,9 @@ for _bin in ('mem_shared_anon', 'tree_shared_anon'):
 # of a socket with SO_PASSCRED do, and its dump of a datagram queue ends at an empty
 # datagram: the test leaves both out for its dump.
 TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_DUMP': '1'}
+# Upstream criu restores both ends of an accepted connection as a socketpair: the server
+# end comes back without the listening socket's name, which the test then accepts.
+TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must

@@ -36,6 +36,7 @@
 #endif
 
 #define UNIX_NAME_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
+#define DELETED_MARK " (deleted)"
 
 /* CRIU's unix_sk_entry.uflags. */
 #define USK_EXTERN 0x1
@@ -294,8 +295,8 @@ static int relative_name_dir(const char *link, const char *name, UnixSkEntry *ue
 
 	if (link_len <= name_len + 1 || link[link_len - name_len - 1] != '/' ||
 	    strcmp(link + link_len - name_len, name)) {
-		pr_err("%s: cannot tell which directory its relative name %s is in (its file is "
-		       "%s)\n",
+		pr_err("%s: cannot tell which directory its relative name %s is in: its file is "
+		       "%s (moved?), which is not supported\n",
 		       what, name, link);
 		return -ENOTSUP;
 	}
@@ -308,9 +309,9 @@ static int relative_name_dir(const char *link, const char *name, UnixSkEntry *ue
 }
 
 /*
- * A path-bound socket's file, through the socket itself (SIOCUNIXFILE): it must still be
- * at the path the name says, as seen from criu's root (so not under a chroot of the
- * task's), for restore to bind there again.
+ * A path-bound socket's file, through the socket itself (SIOCUNIXFILE): it must be at the
+ * path the name says, as seen from criu's root (so not under a chroot of the task's), or
+ * have been removed from there (deleted: restore binds it there and removes it again).
  */
 static int dump_path_name(int lfd, const struct usk_diag *sk, UnixSkEntry *ue,
 			  FilePermsEntry *perms, const char *what)
@@ -335,10 +336,13 @@ static int dump_path_name(int lfd, const struct usk_diag *sk, UnixSkEntry *ue,
 	}
 	link[len] = '\0';
 	if (st.st_nlink == 0) {
-		pr_err("%s: the file it is bound to (%s) was deleted, which is not supported\n",
-		       what, name);
-		ret = -ENOTSUP;
-	} else if (name[0] == '/' && strcmp(link, name)) {
+		/* The kernel marks the link of a removed file so. */
+		if ((size_t)len > strlen(DELETED_MARK) &&
+		    !strcmp(link + len - strlen(DELETED_MARK), DELETED_MARK))
+			link[len - strlen(DELETED_MARK)] = '\0';
+		ue->has_deleted = ue->deleted = true;
+	}
+	if (name[0] == '/' && strcmp(link, name)) {
 		pr_err("%s: bound to %s, whose file is now %s (moved, or under a chroot), which "
 		       "is not supported\n",
 		       what, name, link);
@@ -608,9 +612,9 @@ static int check_name(const UnixSkEntry *ue, const char *what)
 		pr_err("%s: file permissions for a socket not bound to a path\n", what);
 		return -EINVAL;
 	}
-	if (ue->has_deleted && ue->deleted) {
-		pr_err("%s: its bound file was deleted, which is not supported\n", what);
-		return -ENOTSUP;
+	if (ue->has_deleted && ue->deleted && !path) {
+		pr_err("%s: a deleted file for a socket not bound to a path\n", what);
+		return -EINVAL;
 	}
 	if (ue->has_mnt_id && ue->mnt_id >= 0) {
 		pr_err("%s: bound on mount %d of a mount namespace, which is not supported\n", what,
@@ -900,8 +904,8 @@ static size_t unix_sk_deps(const struct file_desc *d, uint32_t *ids, size_t max)
 }
 
 /*
- * A socket's address. Relative path names are bound and connected to from the
- * directory they were relative to: in_name_dir() goes there and back.
+ * A socket's address. A relative path name is bound from the directory it was relative
+ * to: enter_name_dir() goes there, leave_name_dir() back.
  */
 static socklen_t sk_address(const struct unix_sk *sk, struct sockaddr_un *addr)
 {
@@ -984,24 +988,118 @@ static int restore_file_perms(const struct unix_sk *sk, const char *path)
 	return 0;
 }
 
+static int bind_to_name(int fd, const struct unix_sk *sk, const char *path)
+{
+	struct sockaddr_un addr;
+	socklen_t len = sk_address(sk, &addr);
+
+	if (bind(fd, (struct sockaddr *)&addr, len)) {
+		pr_perror("%s: cannot bind it to %s%s", sk->what, path[0] ? "" : "@",
+			  path[0] ? path : (const char *)sk->ue->name.data + 1);
+		return -errno;
+	}
+	return path[0] ? restore_file_perms(sk, path) : 0;
+}
+
+/* path without its last `levels` components. */
+static void path_up(const char *path, int levels, char *dir)
+{
+	strcpy(dir, path);
+	for (int i = 0; i < levels; i++)
+		*strrchr(dir, '/') = '\0';
+}
+
+/* The directories of path that do not exist, made top down; *made: how many. */
+static int make_missing_dirs(const struct unix_sk *sk, const char *path, int *made)
+{
+	char dir[UNIX_NAME_MAX + 1];
+	int missing = 0;
+	struct stat st;
+	char *slash;
+
+	*made = 0;
+	strcpy(dir, path);
+	while ((slash = strrchr(dir, '/')) && slash != dir) {
+		*slash = '\0';
+		if (!stat(dir, &st))
+			break;
+		if (errno != ENOENT) {
+			pr_perror("%s: cannot look at %s", sk->what, dir);
+			return -errno;
+		}
+		missing++;
+	}
+	for (; missing; missing--, (*made)++) {
+		path_up(path, missing, dir);
+		if (mkdir(dir, 0755)) {
+			pr_perror("%s: cannot make %s for the while it is bound", sk->what, dir);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static int remove_made_dirs(const struct unix_sk *sk, const char *path, int made)
+{
+	char dir[UNIX_NAME_MAX + 1];
+
+	for (int levels = 1; levels <= made; levels++) {
+		path_up(path, levels, dir);
+		if (rmdir(dir)) {
+			pr_perror("%s: cannot remove %s again", sk->what, dir);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A socket whose file was removed after bind(): bound at its name again, its file then
+ * removed, as at dump. What is at the path now (another file, a socket bound there since)
+ * is moved aside meanwhile, and directories that are gone are made and removed again.
+ * Sockets reach it through its file (connect_sk()), not by name. Tasks restore their fds
+ * at the same time: two that bind removed sockets at one path could meet.
+ */
+static int bind_removed(int fd, const struct unix_sk *sk, const char *path)
+{
+	char aside[UNIX_NAME_MAX + 32];
+	bool moved = false;
+	struct stat st;
+	int made, ret = make_missing_dirs(sk, path, &made);
+
+	snprintf(aside, sizeof(aside), "%s.criu-ghost-%u", path, sk->ue->ino);
+	if (!ret && !lstat(path, &st)) {
+		moved = !rename(path, aside);
+		if (!moved) {
+			ret = -errno;
+			pr_perror("%s: cannot move %s aside", sk->what, path);
+		}
+	}
+	if (!ret)
+		ret = bind_to_name(fd, sk, path);
+	if (!ret && unlink(path)) {
+		ret = -errno;
+		pr_perror("%s: cannot remove %s again", sk->what, path);
+	}
+	if (moved && rename(aside, path) && !ret) {
+		ret = -errno;
+		pr_perror("%s: cannot move %s back to %s", sk->what, aside, path);
+	}
+	return remove_made_dirs(sk, path, made) ?: ret;
+}
+
 static int bind_in_dir(int fd, const struct unix_sk *sk)
 {
 	char path[UNIX_NAME_MAX + 1] = "";
-	struct sockaddr_un addr;
-	socklen_t len = sk_address(sk, &addr);
-	bool is_path = is_path_name(sk->ue->name.data, sk->ue->name.len);
-	int ret = 0;
+	int ret;
 
-	if (is_path) {
-		memcpy(path, sk->ue->name.data, sk->ue->name.len);
-		ret = remove_stale_file(sk, path);
-	}
-	if (!ret && bind(fd, (struct sockaddr *)&addr, len)) {
-		ret = -errno;
-		pr_perror("%s: cannot bind it to %s%s", sk->what, is_path ? "" : "@",
-			  is_path ? path : (const char *)sk->ue->name.data + 1);
-	}
-	return ret || !is_path ? ret : restore_file_perms(sk, path);
+	if (!is_path_name(sk->ue->name.data, sk->ue->name.len))
+		return bind_to_name(fd, sk, path);
+	memcpy(path, sk->ue->name.data, sk->ue->name.len);
+	if (sk->ue->has_deleted && sk->ue->deleted)
+		return bind_removed(fd, sk, path);
+	ret = remove_stale_file(sk, path);
+	return ret ?: bind_to_name(fd, sk, path);
 }
 
 static int bind_sk(int fd, const struct unix_sk *sk)
@@ -1017,20 +1115,35 @@ static int bind_sk(int fd, const struct unix_sk *sk)
 	return leave_name_dir(sk, saved_cwd) ?: ret;
 }
 
-/* Connect fd (of socket who) to target by its name. */
-static int connect_sk(int fd, const struct unix_sk *target, const char *who)
+/*
+ * Connect fd (of socket who) to target, bound and open at target_fd: by its abstract name,
+ * or through its file, which reaches it wherever that file is now, even removed.
+ */
+static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const char *who)
 {
 	struct sockaddr_un addr;
 	socklen_t len = sk_address(target, &addr);
-	int saved_cwd, ret = enter_name_dir(target, &saved_cwd);
+	int file_fd = -1, ret = 0;
 
-	if (ret)
-		return ret;
+	if (target_fd < 0)
+		return target_fd;
+	if (is_path_name(target->ue->name.data, target->ue->name.len)) {
+		file_fd = ioctl(target_fd, SIOCUNIXFILE);
+		if (file_fd < 0) {
+			pr_perror("%s: cannot open the file of %s (SIOCUNIXFILE)", who,
+				  target->what);
+			return -errno;
+		}
+		len = offsetof(struct sockaddr_un, sun_path) + 1 +
+		      snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", file_fd);
+	}
 	if (connect(fd, (struct sockaddr *)&addr, len)) {
 		ret = -errno;
 		pr_perror("%s: cannot connect to %s", who, target->what);
 	}
-	return leave_name_dir(target, saved_cwd) ?: ret;
+	if (file_fd >= 0)
+		close(file_fd);
+	return ret;
 }
 
 static int new_socket(const struct unix_sk *sk)
@@ -1097,7 +1210,7 @@ static int connect_through(const struct unix_sk *listener, const struct unix_sk 
 		return cfd;
 	ret = client ? bind_sk(cfd, client) : 0;
 	if (!ret)
-		ret = connect_sk(cfd, listener, client ? client->what : server->what);
+		ret = connect_sk(cfd, listener, lfd, client ? client->what : server->what);
 	if (ret) {
 		close(cfd);
 		return ret;
@@ -1233,7 +1346,8 @@ static int open_datagram(const struct unix_sk *sk)
 	ret = bind_sk(fd, sk);
 	/* Its peer (a dependency) is bound by now; a socket may be its own peer. */
 	if (!ret && sk->peer)
-		ret = connect_sk(fd, sk->peer, sk->what);
+		ret = connect_sk(fd, sk->peer, sk->peer == sk ? fd : files_dep_fd(sk->peer->id),
+				 sk->what);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -1257,7 +1371,7 @@ static int open_stream(const struct unix_sk *sk)
 	}
 	/* A client waiting to be accepted: its listening socket is a dependency. */
 	if (!ret && is_pending(sk))
-		ret = connect_sk(fd, sk->peer, sk->what);
+		ret = connect_sk(fd, sk->peer, files_dep_fd(sk->peer->id), sk->what);
 	if (ret) {
 		close(fd);
 		return ret;

@@ -74,6 +74,13 @@ struct dumped_desc {
 static struct dumped_desc *dumped_descs;
 static size_t nr_dumped_descs;
 
+/*
+ * criu's own fds on files in flight (files_dump_in_flight()): open until the dump ends, as
+ * fds of tasks dumped later are compared with them.
+ */
+static int *in_flight_fds;
+static size_t nr_in_flight_fds;
+
 int files_dump_init(void)
 {
 	files_img = open_image(CR_IMG_FILES, O_WRONLY, 0);
@@ -91,6 +98,11 @@ int files_dump_fini(void)
 	free(dumped_descs);
 	dumped_descs = NULL;
 	nr_dumped_descs = 0;
+	for (size_t i = 0; i < nr_in_flight_fds; i++)
+		close(in_flight_fds[i]);
+	free(in_flight_fds);
+	in_flight_fds = NULL;
+	nr_in_flight_fds = 0;
 	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
 		if (fdtype_ops_table[k]->dump_fini)
 			fdtype_ops_table[k]->dump_fini();
@@ -268,11 +280,13 @@ static int remember_dumped_desc(const struct fd_parms *p, uint32_t id)
 
 /*
  * The file id of fd of task pid (*p filled for it) and its kind, the description dumped
- * when new.
+ * when new. A file in flight (pid is criu) is in no task's fd table, which a kind with a
+ * finish() step needs: refused when new.
  */
 static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 		      const struct fdtype_ops **ops_out)
 {
+	bool in_flight = pid == getpid();
 	const struct dumped_desc *first;
 	const struct fdtype_ops *ops;
 	int ret;
@@ -294,13 +308,36 @@ static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 				fd, pid, p->link, first->fd, first->pid);
 		return 0;
 	}
+	if (in_flight && ops->finish) {
+		pr_err("a file in flight (%s, a %s file) has state that only a task holding it "
+		       "restores: not supported\n",
+		       p->link, ops->name);
+		return -ENOTSUP;
+	}
 	*id = files_new_id();
-	ret = ops->dump(p, *id);
+	/* First: the dump of a socket may meet the socket itself, in flight in its queue. */
+	ret = remember_dumped_desc(p, *id);
 	if (!ret)
-		ret = remember_dumped_desc(p, *id);
+		ret = ops->dump(p, *id);
 	if (!ret)
 		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p->link, *id);
 	return ret;
+}
+
+int files_dump_in_flight(int fd, uint32_t *id)
+{
+	int *grown = realloc(in_flight_fds, (nr_in_flight_fds + 1) * sizeof(*grown));
+	const struct fdtype_ops *ops;
+	struct fd_parms p;
+
+	if (!grown) {
+		pr_err("out of memory keeping a file in flight\n");
+		close(fd);
+		return -ENOMEM;
+	}
+	in_flight_fds = grown;
+	in_flight_fds[nr_in_flight_fds++] = fd;
+	return desc_of_fd(getpid(), fd, &p, id, &ops);
 }
 
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
@@ -1011,6 +1048,13 @@ static ssize_t dep_index(size_t idx, uint32_t id)
 		       "task\n", d->id, d->ops->name, dep->id, dep->ops->name);
 		return -1;
 	}
+	/* finish() runs in a task holding the file: one in flight only would miss it. */
+	if (dep->ops->finish && !file_sharing[desc_index(dep)].nr_users) {
+		pr_err("file %u (%s) needs file %u (%s), which no task holds, and only a task "
+		       "holding it restores all of its state\n",
+		       d->id, d->ops->name, dep->id, dep->ops->name);
+		return -1;
+	}
 	return desc_index(dep);
 }
 
@@ -1246,6 +1290,10 @@ int files_keep_for(uint32_t id, int fd)
 	const struct file_desc *d = find_file_desc(id);
 	int kept_fd = d ? file_sharing[desc_index(d)].kept_fd : -1;
 
+	if (d && !desc_in_use(desc_index(d))) {
+		close(fd);
+		return 0;
+	}
 	if (kept_fd < 0 || fcntl(kept_fd, F_GETFD) >= 0) {
 		pr_err("file %u: %s to keep it at while its object is made\n", id,
 		       kept_fd < 0 ? "no fd number was set aside"

@@ -29,119 +29,151 @@ static bool keeps_boundaries(int type)
 	return type == SOCK_DGRAM || type == SOCK_SEQPACKET;
 }
 
-/*
- * What came with a peeked packet: files in flight (which MSG_PEEK has just installed in
- * criu: closed here) are refused; credentials say a record was there (see peek_queue()).
- */
-static int check_control(struct msghdr *msg, bool *has_creds, const char *what)
+/* One packet as peeked: its bytes, and the files in flight with it as fds of criu's. */
+struct peeked {
+	uint8_t *buf;
+	size_t cap, len;
+	int fds[SCM_MAX_FD];
+	size_t nr_fds;
+	bool end; /* nothing was there: the queue has no more */
+};
+
+static void close_fds(struct peeked *pk, size_t from)
 {
-	bool rights = false;
+	for (size_t i = from; i < pk->nr_fds; i++)
+		close(pk->fds[i]);
+	pk->nr_fds = 0;
+}
 
+/*
+ * What came with a peeked packet: files in flight, which MSG_PEEK installed in criu (taken
+ * into pk); credentials, which say a record was there (see sk_queue_dump()).
+ */
+static int take_control(struct msghdr *msg, struct peeked *pk, bool *has_creds,
+			const char *what)
+{
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
-			*has_creds = true;
-		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			size_t nr = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		size_t nr = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 
-			for (size_t i = 0; i < nr; i++)
-				close(((int *)CMSG_DATA(c))[i]);
-			rights = true;
-		}
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_CREDENTIALS)
+			*has_creds = true;
+		for (size_t i = 0; c->cmsg_type == SCM_RIGHTS && i < nr; i++)
+			if (pk->nr_fds < SCM_MAX_FD)
+				memcpy(&pk->fds[pk->nr_fds++], CMSG_DATA(c) + i * sizeof(int),
+				       sizeof(int));
 	}
-	if (rights || (msg->msg_flags & MSG_CTRUNC)) {
-		pr_err("%s: its queue holds files in flight (SCM_RIGHTS), which is not supported\n",
-		       what);
-		return -ENOTSUP;
+	if (msg->msg_flags & MSG_CTRUNC) {
+		pr_err("%s: more ancillary data queued than one message can bring\n", what);
+		close_fds(pk, 0);
+		return -E2BIG;
 	}
 	return 0;
 }
 
-static int write_packet(uint32_t id, const uint8_t *buf, size_t len)
+/* The files in flight become files of the dump: their ids go in the packet's entry. */
+static int write_packet(uint32_t id, struct peeked *pk, const char *what)
 {
 	SkPacketEntry pe = SK_PACKET_ENTRY__INIT;
+	ScmEntry scm = SCM_ENTRY__INIT, *scms[1] = { &scm };
 	struct cr_img *img = files_side_image(CR_IMG_SK_QUEUES);
-	int ret;
+	uint32_t rights[SCM_MAX_FD];
+	int ret = img ? 0 : -EIO;
 
-	if (!img)
-		return -EIO;
+	for (size_t i = 0; i < pk->nr_fds && !ret; i++) {
+		ret = files_dump_in_flight(pk->fds[i], &rights[i]);
+		if (ret)
+			close_fds(pk, i + 1);
+	}
+	if (ret)
+		return ret;
+	if (pk->nr_fds) {
+		pr_debug("%s: %zu files in flight with a packet\n", what, pk->nr_fds);
+		scm.type = SCM_RIGHTS;
+		scm.n_rights = pk->nr_fds;
+		scm.rights = rights;
+		pe.n_scm = 1;
+		pe.scm = scms;
+		pk->nr_fds = 0;
+	}
 	pe.id_for = id;
-	pe.length = len;
+	pe.length = pk->len;
 	ret = pb_write_one(img, &pe);
-	return ret ? ret : img_write_raw(img, buf, len);
+	return ret ? ret : img_write_raw(img, pk->buf, pk->len);
 }
 
 /*
- * One packet at the peek offset into *buf (grown to fit a record: MSG_TRUNC makes the
- * kernel report a record's whole length; the offset moved only by what was copied and
- * is set back before the retry). *len: its length; *end: the queue has no more.
+ * The packet at the peek offset into pk (its buffer grown to fit a record: MSG_TRUNC makes
+ * the kernel report a record's whole length; the offset moved only by what was copied
+ * and is set back before the retry).
  */
-static int peek_packet(int fd, int type, size_t off, uint8_t **buf, size_t *cap, size_t *len,
-		       bool *end, const char *what)
+static int peek_packet(int fd, int type, size_t off, struct peeked *pk, const char *what)
 {
 	char control[CMSG_SPACE(sizeof(int) * SCM_MAX_FD) + CMSG_SPACE(sizeof(struct ucred))];
 	int flags = MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC;
 	bool records = keeps_boundaries(type), has_creds = false;
-	struct iovec iov = { .iov_base = *buf, .iov_len = *cap };
+	struct iovec iov = { .iov_base = pk->buf, .iov_len = pk->cap };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
 			      .msg_controllen = sizeof(control) };
 	ssize_t n = recvmsg(fd, &msg, flags | (records ? MSG_TRUNC : 0));
 	int ret;
 
 	if (n < 0 && errno == EAGAIN) {
-		*end = true;
+		pk->end = true;
 		return 0;
 	}
 	if (n < 0) {
 		pr_perror("%s: cannot peek at its queue", what);
 		return -errno;
 	}
-	ret = check_control(&msg, &has_creds, what);
+	ret = take_control(&msg, pk, &has_creds, what);
 	if (ret)
 		return ret;
-	if (records && (size_t)n > *cap) {
-		uint8_t *grown = realloc(*buf, n);
+	if (records && (size_t)n > pk->cap) {
+		uint8_t *grown = realloc(pk->buf, n);
 		int back = off;
 
+		close_fds(pk, 0);
 		if (!grown) {
 			pr_err("%s: out of memory for a %zd-byte record\n", what, n);
 			return -ENOMEM;
 		}
-		*buf = grown;
-		*cap = n;
+		pk->buf = grown;
+		pk->cap = n;
 		if (setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &back, sizeof(back))) {
 			pr_perror("%s: cannot set its peek offset back to %d", what, back);
 			return -errno;
 		}
-		return peek_packet(fd, type, off, buf, cap, len, end, what);
+		return peek_packet(fd, type, off, pk, what);
 	}
 	/* A record of any length, even 0, brings credentials; the end of a queue none. */
-	*end = records ? !has_creds : n == 0;
-	*len = n;
+	pk->end = records ? !has_creds : n == 0 && !pk->nr_fds;
+	pk->len = n;
 	return 0;
 }
 
 static int peek_queue(int fd, uint32_t id, int type, const char *what)
 {
-	size_t cap = STREAM_CHUNK, off = 0, nr = 0;
-	uint8_t *buf = malloc(cap);
-	bool end = false;
+	struct peeked pk = { .cap = STREAM_CHUNK };
+	size_t off = 0, nr = 0;
 	int ret = 0;
 
-	if (!buf) {
+	pk.buf = malloc(pk.cap);
+	if (!pk.buf) {
 		pr_err("%s: out of memory for its queue\n", what);
 		return -ENOMEM;
 	}
 	while (!ret) {
-		size_t len = 0;
-
-		ret = peek_packet(fd, type, off, &buf, &cap, &len, &end, what);
-		if (ret || end)
+		ret = peek_packet(fd, type, off, &pk, what);
+		if (ret || pk.end)
 			break;
-		ret = write_packet(id, buf, len);
-		off += len;
+		ret = write_packet(id, &pk, what);
+		off += pk.len;
 		nr++;
 	}
-	free(buf);
+	close_fds(&pk, 0);
+	free(pk.buf);
 	if (!ret)
 		pr_debug("%s: %zu packets, %zu bytes queued\n", what, nr, off);
 	return ret;
@@ -225,6 +257,8 @@ struct sk_packet {
 	uint32_t id_for;
 	uint32_t len;
 	uint8_t *data;
+	uint32_t *rights; /* files.img ids of the files in flight with it */
+	size_t nr_rights;
 };
 
 static struct sk_packet *packets;
@@ -234,10 +268,12 @@ static int check_packet(struct cr_img *img, const SkPacketEntry *pe)
 {
 	off_t left = img_bytes_left(img);
 
-	if (pe->n_scm) {
-		pr_err("%s: a packet for socket %u carries ancillary data (files in flight), "
-		       "which is not supported\n",
-		       img->name, pe->id_for);
+	if (pe->n_scm > 1 || (pe->n_scm && (pe->scm[0]->type != SCM_RIGHTS ||
+					    !pe->scm[0]->n_rights ||
+					    pe->scm[0]->n_rights > SCM_MAX_FD))) {
+		pr_err("%s: a packet for socket %u carries ancillary data other than files in "
+		       "flight (SCM_RIGHTS, 1 to %d of them), which is not supported\n",
+		       img->name, pe->id_for, SCM_MAX_FD);
 		return -ENOTSUP;
 	}
 	if (left < 0 || (uint64_t)left < pe->length) {
@@ -250,7 +286,7 @@ static int check_packet(struct cr_img *img, const SkPacketEntry *pe)
 
 static int read_packet(struct cr_img *img, const SkPacketEntry *pe)
 {
-	struct sk_packet *grown;
+	struct sk_packet *grown, *p;
 	int ret = check_packet(img, pe);
 
 	if (ret)
@@ -261,17 +297,26 @@ static int read_packet(struct cr_img *img, const SkPacketEntry *pe)
 		return -ENOMEM;
 	}
 	packets = grown;
-	packets[nr_packets] = (struct sk_packet){ .id_for = pe->id_for, .len = pe->length };
-	packets[nr_packets].data = malloc(pe->length ? pe->length : 1);
-	if (!packets[nr_packets].data) {
-		pr_err("%s: out of memory for a %u-byte packet\n", img->name, pe->length);
-		return -ENOMEM;
+	p = &packets[nr_packets];
+	*p = (struct sk_packet){ .id_for = pe->id_for, .len = pe->length };
+	p->data = malloc(pe->length ? pe->length : 1);
+	if (pe->n_scm) {
+		p->nr_rights = pe->scm[0]->n_rights;
+		p->rights = malloc(p->nr_rights * sizeof(*p->rights));
 	}
-	ret = img_read_raw(img, packets[nr_packets].data, pe->length);
+	if (!p->data || (pe->n_scm && !p->rights)) {
+		pr_err("%s: out of memory for a %u-byte packet\n", img->name, pe->length);
+		ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = img_read_raw(img, p->data, pe->length);
 	if (ret) {
-		free(packets[nr_packets].data);
+		free(p->data);
+		free(p->rights);
 		return ret;
 	}
+	if (p->nr_rights)
+		memcpy(p->rights, pe->scm[0]->rights, p->nr_rights * sizeof(*p->rights));
 	nr_packets++;
 	return 0;
 }
@@ -299,8 +344,10 @@ int sk_queue_collect(void)
 
 void sk_queue_fini(void)
 {
-	for (size_t i = 0; i < nr_packets; i++)
+	for (size_t i = 0; i < nr_packets; i++) {
 		free(packets[i].data);
+		free(packets[i].rights);
+	}
 	free(packets);
 	packets = NULL;
 	nr_packets = 0;
@@ -328,13 +375,58 @@ size_t sk_queue_packets(uint32_t id)
 	return nr;
 }
 
+bool sk_queue_right(uint32_t id, size_t n, uint32_t *right)
+{
+	for (size_t i = 0; i < nr_packets; i++) {
+		if (packets[i].id_for != id)
+			continue;
+		if (n < packets[i].nr_rights) {
+			*right = packets[i].rights[n];
+			return true;
+		}
+		n -= packets[i].nr_rights;
+	}
+	return false;
+}
+
+/* The first send() of a packet: its files in flight go with it, from fd_of(id). */
+static ssize_t send_first(int fd, const struct sk_packet *p, int (*fd_of)(uint32_t id))
+{
+	char control[CMSG_SPACE(sizeof(int) * SCM_MAX_FD)] = { 0 };
+	struct iovec iov = { .iov_base = p->data, .iov_len = p->len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	if (p->nr_rights) {
+		msg.msg_control = control;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * p->nr_rights);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * p->nr_rights);
+		for (size_t i = 0; i < p->nr_rights; i++) {
+			int file_fd = fd_of(p->rights[i]);
+
+			if (file_fd < 0) {
+				errno = -file_fd;
+				return -1;
+			}
+			memcpy(CMSG_DATA(c) + i * sizeof(int), &file_fd, sizeof(int));
+		}
+	}
+	return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* A record goes in one send(); a stream's bytes in as many as it takes. */
-static int send_packet(int fd, const struct sk_packet *p, int type, const char *what)
+static int send_packet(int fd, const struct sk_packet *p, int type, int (*fd_of)(uint32_t id),
+		       const char *what)
 {
 	size_t done = 0;
 
 	do {
-		ssize_t n = send(fd, p->data + done, p->len - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+		ssize_t n = done ? send(fd, p->data + done, p->len - done,
+					MSG_DONTWAIT | MSG_NOSIGNAL)
+				 : send_first(fd, p, fd_of);
 
 		if (n < 0) {
 			bool qlen = errno == EAGAIN && type == SOCK_DGRAM;
@@ -355,7 +447,8 @@ static int send_packet(int fd, const struct sk_packet *p, int type, const char *
 	return 0;
 }
 
-int sk_queue_restore(uint32_t id, int fd, int type, const char *what)
+int sk_queue_restore(uint32_t id, int fd, int type, int (*fd_of)(uint32_t id),
+		     const char *what)
 {
 	size_t nr = 0;
 
@@ -364,7 +457,7 @@ int sk_queue_restore(uint32_t id, int fd, int type, const char *what)
 
 		if (packets[i].id_for != id)
 			continue;
-		ret = send_packet(fd, &packets[i], type, what);
+		ret = send_packet(fd, &packets[i], type, fd_of, what);
 		if (ret)
 			return ret;
 		nr++;

@@ -878,15 +878,10 @@ static size_t add_dep(uint32_t *ids, size_t max, size_t nr, uint32_t id)
 	return nr + 1;
 }
 
-/*
- * What must be open before sk's open(): the socket it connects to, the listening socket
- * its connection is made through. A client waiting to be accepted connects after the
- * connections its listening socket accepted were made again (they depend on it), so
- * that each accept() takes the connection just made, and it stays in the queue.
- */
-static size_t unix_sk_deps(const struct file_desc *d, uint32_t *ids, size_t max)
+/* The sockets sk's open() connects to, or through. */
+static size_t connection_deps(const struct unix_sk *sk, uint32_t *ids, size_t max)
 {
-	const struct unix_sk *sk = d->kind, *listener = connection_listener(sk);
+	const struct unix_sk *listener = connection_listener(sk);
 	size_t nr = 0;
 
 	if (listener)
@@ -901,6 +896,40 @@ static size_t unix_sk_deps(const struct file_desc *d, uint32_t *ids, size_t max)
 	if (sk->ue->type == SOCK_DGRAM && sk->peer && sk->peer != sk && !is_pair(sk))
 		return add_dep(ids, max, nr, sk->peer->id);
 	return 0;
+}
+
+/* Made by the same open() as sk: itself, and its peer when the two are made together. */
+static bool made_with(const struct unix_sk *sk, uint32_t id)
+{
+	return id == sk->id || (is_pair(sk) && id == sk->peer->id);
+}
+
+/* The files in flight in the queue of owner that sk's open() fills, but those it makes. */
+static size_t rights_deps(const struct unix_sk *sk, uint32_t owner, uint32_t *ids, size_t max,
+			  size_t nr)
+{
+	uint32_t right;
+
+	for (size_t i = 0; sk_queue_right(owner, i, &right); i++)
+		if (!made_with(sk, right))
+			nr = add_dep(ids, max, nr, right);
+	return nr;
+}
+
+/*
+ * What must be open before sk's open(): the socket it connects to, the listening socket
+ * its connection is made through, the files in flight in the queues it fills (its own,
+ * and its peer's when the two are made together). A client waiting to be accepted
+ * connects after the connections its listening socket accepted were made again (they
+ * depend on it), so that each accept() takes the connection just made, and it stays in
+ * the queue.
+ */
+static size_t unix_sk_deps(const struct file_desc *d, uint32_t *ids, size_t max)
+{
+	const struct unix_sk *sk = d->kind;
+	size_t nr = rights_deps(sk, sk->id, ids, max, connection_deps(sk, ids, max));
+
+	return is_pair(sk) ? rights_deps(sk, sk->peer->id, ids, max, nr) : nr;
 }
 
 /*
@@ -1183,13 +1212,39 @@ static int finish_socket(int fd, const struct unix_sk *sk)
 	return ret;
 }
 
-/* The packets queued for sk, sent from writer_fd. */
-static int refill_queue(const struct unix_sk *sk, int writer_fd)
+/*
+ * The sockets the open() in progress makes, at their fds: a socket in flight in its own
+ * queue or its peer's is one of them, not a dependency (see made_with()).
+ */
+static struct {
+	const struct unix_sk *sks[2];
+	int fds[2];
+} making;
+
+static int in_flight_fd(uint32_t id)
 {
+	for (int i = 0; i < 2; i++)
+		if (making.sks[i] && making.sks[i]->id == id)
+			return making.fds[i];
+	return files_dep_fd(id);
+}
+
+/* The packets queued for sk, sent from writer_fd; peer at peer_fd is made with it. */
+static int refill_queue(const struct unix_sk *sk, int sk_fd, int writer_fd,
+			const struct unix_sk *peer, int peer_fd)
+{
+	int ret;
+
 	if (!sk_queue_packets(sk->id))
 		return 0;
-	return sk_opts_widen_sndbuf(writer_fd, sk->what) ?:
-	       sk_queue_restore(sk->id, writer_fd, sk->ue->type, sk->what);
+	making.sks[0] = sk;
+	making.fds[0] = sk_fd;
+	making.sks[1] = peer;
+	making.fds[1] = peer_fd;
+	ret = sk_opts_widen_sndbuf(writer_fd, sk->what) ?:
+	      sk_queue_restore(sk->id, writer_fd, sk->ue->type, in_flight_fd, sk->what);
+	making.sks[0] = making.sks[1] = NULL;
+	return ret;
 }
 
 /*
@@ -1260,7 +1315,8 @@ static int open_pair(const struct unix_sk *sk)
 
 	if (ret)
 		return ret;
-	ret = refill_queue(sk, fds[1]) ?: refill_queue(peer, fds[0]);
+	ret = refill_queue(sk, fds[0], fds[1], peer, fds[1]) ?:
+	      refill_queue(peer, fds[1], fds[0], sk, fds[0]);
 	if (!ret)
 		ret = finish_socket(fds[0], sk) ?: finish_socket(fds[1], peer);
 	if (ret) {
@@ -1296,7 +1352,7 @@ static int open_orphan_end(const struct unix_sk *sk)
 	}
 	if (ret)
 		return ret;
-	ret = refill_queue(sk, fds[1]);
+	ret = refill_queue(sk, fds[0], fds[1], NULL, -1);
 	close(fds[1]);
 	if (ret) {
 		close(fds[0]);
@@ -1328,7 +1384,7 @@ static int new_datagram_socket(const struct unix_sk *sk)
 		pr_perror("%s: cannot disconnect the new socket", sk->what);
 	}
 	if (!ret)
-		ret = refill_queue(sk, fds[1]);
+		ret = refill_queue(sk, fds[0], fds[1], NULL, -1);
 	close(fds[1]);
 	if (ret) {
 		close(fds[0]);

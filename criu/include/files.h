@@ -158,7 +158,8 @@ int files_dep_fd(uint32_t id);
 /*
  * In open() of a kind with opens_object: fd is the description of entry id, another entry
  * of the object being opened; it moves to a number kept for id (no restored or inherited fd
- * uses it) until id's open() takes it with files_take_kept(). Consumes fd. 0 or -errno.
+ * uses it) until id's open() takes it with files_take_kept(). Consumes fd: closed when
+ * nothing opens id (its only references are in flight). 0 or -errno.
  */
 int files_keep_for(uint32_t id, int fd);
 /* In open(): the fd files_keep_for() kept for id, or -ENOENT (not logged) when none. */
@@ -220,6 +221,11 @@ int write_file_entry(const FileEntry *fe);
  * created at its first use, closed by files_dump_fini(). NULL after an error line.
  */
 struct cr_img *files_side_image(enum cr_img_type type);
+/*
+ * A file in flight (SCM_RIGHTS) that a peek at a queue put at fd in criu: its file id, the
+ * description dumped when new, as any task's fd is. Takes fd (closed when the dump ends).
+ */
+int files_dump_in_flight(int fd, uint32_t *id);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */

@@ -174,9 +174,10 @@ static int peek_queue(int fd, uint32_t id, int type, const char *what)
 	}
 	close_fds(&pk, 0);
 	free(pk.buf);
-	if (!ret)
-		pr_debug("%s: %zu packets, %zu bytes queued\n", what, nr, off);
-	return ret;
+	if (ret)
+		return ret;
+	pr_debug("%s: %zu packets, %zu bytes queued\n", what, nr, off);
+	return nr;
 }
 
 static int set_int_opt(int fd, int name, int val, const char *opt, const char *what)
@@ -243,10 +244,10 @@ int sk_queue_dump(int fd, uint32_t id, int type, const char *what)
 	if (!ret)
 		ret = peek_queue(fd, id, type, what);
 	/* Whatever happened, the socket must be left as the task had it. */
-	if (set_int_opt(fd, SO_PEEK_OFF, -1, "SO_PEEK_OFF", what) && !ret)
+	if (set_int_opt(fd, SO_PEEK_OFF, -1, "SO_PEEK_OFF", what) && ret >= 0)
 		ret = -EIO;
 	if (keeps_boundaries(type) && !passcred &&
-	    set_int_opt(fd, SO_PASSCRED, 0, "SO_PASSCRED", what) && !ret)
+	    set_int_opt(fd, SO_PASSCRED, 0, "SO_PASSCRED", what) && ret >= 0)
 		ret = -EIO;
 	return ret;
 }

@@ -24,8 +24,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "files.h"
 #include "log.h"
+#include "plugin.h"
 #include "sk-opts.h"
 #include "sk-queue.h"
 
@@ -51,6 +53,19 @@ static bool is_connection_type(uint32_t type)
 
 /* ---------------------------------------------------------------- dump ---- */
 
+/*
+ * A dumped socket's entry. Written once every fd is dumped, when its peer is known to be
+ * in the images or is dealt with as external (a plugin's, or --ext-unix-sk).
+ */
+struct usk_entry {
+	UnixSkEntry ue;
+	SkOptsEntry opts;
+	FilePermsEntry perms;
+	FownEntry fown;
+	int lfd; /* criu's copy of the socket, for DUMP_UNIX_SK */
+	int nr_packets; /* in its queue, as dumped */
+};
+
 /* One Unix socket of the system as sock_diag shows it, and where it was dumped. */
 struct usk_diag {
 	uint32_t ino;
@@ -68,6 +83,8 @@ struct usk_diag {
 	pid_t pid;
 	int fd;
 	uint32_t img_peer;
+	struct usk_entry *entry; /* until written */
+	uint32_t extern_id; /* outside the tree: the id of the entry standing for it */
 };
 
 static struct usk_diag *diag_sks;
@@ -256,10 +273,22 @@ static int read_diag_table(void)
 	return ret;
 }
 
+static void free_entry(struct usk_entry *e)
+{
+	if (!e)
+		return;
+	if (e->lfd >= 0)
+		close(e->lfd);
+	free(e->ue.name_dir);
+	free(e);
+}
+
 static void unix_sk_dump_fini(void)
 {
-	for (size_t i = 0; i < nr_diag_sks; i++)
+	for (size_t i = 0; i < nr_diag_sks; i++) {
 		free(diag_sks[i].icons);
+		free_entry(diag_sks[i].entry);
+	}
 	free(diag_sks);
 	diag_sks = NULL;
 	nr_diag_sks = 0;
@@ -434,11 +463,10 @@ static bool has_queue(const struct usk_diag *sk)
 	return sk->type == SOCK_DGRAM || sk->state == TCP_ESTABLISHED;
 }
 
-static int write_unix_entry(const struct fd_parms *p, struct usk_diag *sk, uint32_t id,
-			    UnixSkEntry *ue)
+static void fill_unix_entry(const struct fd_parms *p, struct usk_diag *sk, uint32_t id,
+			    struct usk_entry *e)
 {
-	FownEntry fown = FOWN_ENTRY__INIT;
-	FileEntry fe = FILE_ENTRY__INIT;
+	UnixSkEntry *ue = &e->ue;
 
 	ue->id = id;
 	ue->ino = sk->ino;
@@ -448,25 +476,37 @@ static int write_unix_entry(const struct fd_parms *p, struct usk_diag *sk, uint3
 	/* As CRIU writes it: listen()'s backlog, or the bytes sent and not read yet. */
 	ue->backlog = sk->wqlen;
 	ue->peer = sk->img_peer;
-	ue->fown = &fown;
+	ue->fown = &e->fown;
+	ue->opts = &e->opts;
 	ue->name.len = sk->namelen;
 	ue->name.data = sk->name;
 	ue->shutdown = sk->shutdown;
 	ue->has_shutdown = sk->shutdown != SK_SHUTDOWN__NONE;
-	fe.type = FD_TYPES__UNIXSK;
-	fe.id = id;
-	fe.usk = ue;
-	return write_file_entry(&fe);
 }
 
+static struct usk_entry *new_entry(const char *what)
+{
+	struct usk_entry *e = calloc(1, sizeof(*e));
+
+	if (!e) {
+		pr_err("%s: out of memory\n", what);
+		return NULL;
+	}
+	unix_sk_entry__init(&e->ue);
+	sk_opts_entry__init(&e->opts);
+	file_perms_entry__init(&e->perms);
+	fown_entry__init(&e->fown);
+	e->lfd = -1;
+	return e;
+}
+
+/* The entry waits in sk->entry until every fd is dumped (unix_sk_dump_check()). */
 static int unix_sk_dump(const struct fd_parms *p, uint32_t id)
 {
 	struct usk_diag *sk = find_diag(p->st.st_ino);
-	UnixSkEntry ue = UNIX_SK_ENTRY__INIT;
-	SkOptsEntry opts = SK_OPTS_ENTRY__INIT;
-	FilePermsEntry perms = FILE_PERMS_ENTRY__INIT;
+	struct usk_entry *e;
 	char what[96];
-	int lfd, ret;
+	int ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d (unix socket %u)", p->fd, p->pid, sk->ino);
 	ret = check_dumpable(p, sk, what);
@@ -474,43 +514,107 @@ static int unix_sk_dump(const struct fd_parms *p, uint32_t id)
 		ret = image_peer(sk, &sk->img_peer, what);
 	if (ret)
 		return ret;
-	lfd = grab_task_fd(p);
-	if (lfd < 0)
-		return lfd;
-	if (is_path_name(sk->name, sk->namelen))
-		ret = dump_path_name(lfd, sk, &ue, &perms, what);
-	if (!ret)
-		ret = sk_opts_dump(lfd, &opts, what);
-	ue.opts = &opts;
-	if (!ret && has_queue(sk))
-		ret = sk_queue_dump(lfd, id, sk->type, what);
-	close(lfd);
-	if (!ret)
-		ret = write_unix_entry(p, sk, id, &ue);
-	free(ue.name_dir);
-	if (ret)
+	e = new_entry(what);
+	if (!e)
+		return -ENOMEM;
+	e->lfd = ret = grab_task_fd(p);
+	if (ret >= 0 && is_path_name(sk->name, sk->namelen))
+		ret = dump_path_name(e->lfd, sk, &e->ue, &e->perms, what);
+	if (ret >= 0)
+		ret = sk_opts_dump(e->lfd, &e->opts, what);
+	if (ret >= 0 && has_queue(sk))
+		ret = e->nr_packets = sk_queue_dump(e->lfd, id, sk->type, what);
+	if (ret < 0) {
+		free_entry(e);
 		return ret;
+	}
+	fill_unix_entry(p, sk, id, e);
+	sk->entry = e;
 	sk->id = id;
 	sk->pid = p->pid;
 	sk->fd = p->fd;
 	return 0;
 }
 
-/*
- * Once every fd is dumped: a socket's peer, and the clients waiting on a listening
- * socket, must be dumped sockets too (or restore would connect to nothing); a datagram
- * socket connected to one that is not connected back needs its name to connect to.
- */
-static int check_dumped_peers(const struct usk_diag *sk)
+/* What stands in the images for a datagram socket outside the tree: its name. */
+static int write_extern_entry(struct usk_diag *peer)
 {
-	const struct usk_diag *peer = find_diag(sk->img_peer);
+	UnixSkEntry ue = UNIX_SK_ENTRY__INIT;
+	SkOptsEntry opts = SK_OPTS_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
+	FileEntry fe = FILE_ENTRY__INIT;
 
-	if (sk->img_peer && (!peer || !peer->id)) {
+	peer->extern_id = files_new_id();
+	/* As CRIU writes it: a listening datagram socket. */
+	ue.id = peer->extern_id;
+	ue.ino = peer->ino;
+	ue.type = SOCK_DGRAM;
+	ue.state = TCP_LISTEN;
+	ue.uflags = USK_EXTERN;
+	ue.fown = &fown;
+	ue.opts = &opts;
+	ue.name.len = peer->namelen;
+	ue.name.data = peer->name;
+	fe.type = FD_TYPES__UNIXSK;
+	fe.id = ue.id;
+	fe.usk = &ue;
+	pr_info("unix socket %u, outside the tree, is file %u\n", peer->ino, ue.id);
+	return write_file_entry(&fe);
+}
+
+/*
+ * A peer outside the tree: a plugin may take the socket (DUMP_UNIX_SK, as CRIU calls it,
+ * with the socket's inode) and restore it (RESTORE_UNIX_SK); or, with --ext-unix-sk, a
+ * datagram socket connected to a bound one connects to it again by its name, as CRIU
+ * does. Anything else is refused.
+ */
+static int external_peer(struct usk_diag *sk, struct usk_diag *peer)
+{
+	struct usk_entry *e = sk->entry;
+	int ret = run_plugins(DUMP_UNIX_SK, e->lfd, sk->ino);
+	const char *why = NULL;
+
+	if (ret == 0 && e->nr_packets)
+		why = "its queue is not empty, and the plugin that took it does not restore it";
+	else if (ret == 0)
+		e->ue.uflags |= USK_CALLBACK;
+	if (ret != -ENOTSUP)
+		goto out;
+	if (!opts.ext_unix_sk)
+		why = "which is not supported (but for a bound datagram peer, with "
+		      "--ext-unix-sk)";
+	else if (!peer || peer->type != SOCK_DGRAM || sk->type != SOCK_DGRAM)
+		why = "and --ext-unix-sk covers datagram sockets only";
+	else if (!peer->namelen)
+		why = "and has no name to connect to again";
+	else if (peer->name[0] && peer->name[0] != '/')
+		why = "and has a relative name, which --ext-unix-sk does not cover";
+	else if (!peer->extern_id)
+		ret = write_extern_entry(peer);
+	else
+		ret = 0;
+out:
+	if (why) {
 		pr_err("fd %d of task %d (unix socket %u): its peer, socket %u, is outside the "
-		       "dumped tree, which is not supported (--ext-unix-sk is not supported)\n",
-		       sk->fd, sk->pid, sk->ino, sk->img_peer);
+		       "dumped tree, %s\n",
+		       sk->fd, sk->pid, sk->ino, sk->img_peer, why);
 		return -ENOTSUP;
 	}
+	return ret;
+}
+
+/*
+ * Once every fd is dumped: a socket's peer, and the clients waiting on a listening
+ * socket, must be dumped sockets too (or restore would connect to nothing; but see
+ * external_peer()); a datagram socket connected to one that is not connected back needs
+ * its name to connect to.
+ */
+static int check_dumped_peers(struct usk_diag *sk)
+{
+	struct usk_diag *peer = find_diag(sk->img_peer);
+
+	if (sk->img_peer && (!peer || !peer->id))
+		return external_peer(sk, peer);
 	if (peer && peer != sk && peer->img_peer != sk->ino && peer->state != TCP_LISTEN &&
 	    !peer->namelen) {
 		pr_err("fd %d of task %d (unix socket %u): connected to socket %u, which has no "
@@ -532,10 +636,25 @@ static int check_dumped_peers(const struct usk_diag *sk)
 	return 0;
 }
 
+static int write_waiting_entry(struct usk_diag *sk)
+{
+	FileEntry fe = FILE_ENTRY__INIT;
+	int ret = check_dumped_peers(sk);
+
+	fe.type = FD_TYPES__UNIXSK;
+	fe.id = sk->id;
+	fe.usk = &sk->entry->ue;
+	if (!ret)
+		ret = write_file_entry(&fe);
+	free_entry(sk->entry);
+	sk->entry = NULL;
+	return ret;
+}
+
 static int unix_sk_dump_check(void)
 {
 	for (size_t i = 0; i < nr_diag_sks; i++) {
-		int ret = diag_sks[i].id ? check_dumped_peers(&diag_sks[i]) : 0;
+		int ret = diag_sks[i].entry ? write_waiting_entry(&diag_sks[i]) : 0;
 
 		if (ret)
 			return ret;
@@ -579,17 +698,44 @@ static bool is_pending(const struct unix_sk *sk)
 	return is_connection_type(sk->ue->type) && sk->peer && is_listening(sk->peer);
 }
 
+/* An entry standing for a socket outside the tree, connected to by name (--ext-unix-sk). */
+static bool is_extern(const struct unix_sk *sk)
+{
+	return sk->ue->uflags & USK_EXTERN;
+}
+
+/* A socket a plugin dumped (DUMP_UNIX_SK) and restores (RESTORE_UNIX_SK). */
+static bool by_plugin(const struct unix_sk *sk)
+{
+	return sk->ue->uflags & USK_CALLBACK;
+}
+
 static const char *uflag_name(uint32_t uflags)
 {
-	if (uflags & USK_EXTERN)
-		return "has its peer outside the dumped tree (--ext-unix-sk)";
 	if (uflags & USK_SERVICE)
 		return "was connected to criu's service";
-	if (uflags & USK_CALLBACK)
-		return "was dumped by a plugin (DUMP_UNIX_SK)";
 	if (uflags & USK_INHERIT)
 		return "was given by --inherit-fd";
 	return "has unknown flags";
+}
+
+/* As CRIU writes it: a bound datagram socket, "listening", without a peer. */
+static int check_extern(const UnixSkEntry *ue, const char *what)
+{
+	if (!opts.ext_unix_sk) {
+		pr_err("%s stands for a socket outside the dumped tree: restore with "
+		       "--ext-unix-sk to connect to it again\n",
+		       what);
+		return -ENOTSUP;
+	}
+	if (ue->type != SOCK_DGRAM || ue->peer || !ue->name.len ||
+	    (ue->name.data[0] && ue->name.data[0] != '/')) {
+		pr_err("%s stands for a socket outside the dumped tree, but is not a datagram "
+		       "socket with an absolute or abstract name and no peer\n",
+		       what);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int check_name(const UnixSkEntry *ue, const char *what)
@@ -626,10 +772,14 @@ static int check_name(const UnixSkEntry *ue, const char *what)
 
 static int check_kind_and_state(const UnixSkEntry *ue, const char *what)
 {
-	if (ue->uflags) {
-		pr_err("%s %s, which is not supported\n", what, uflag_name(ue->uflags));
+	if (ue->uflags & ~(USK_EXTERN | USK_CALLBACK) ||
+	    (ue->uflags & USK_EXTERN && ue->uflags & USK_CALLBACK)) {
+		pr_err("%s %s, which is not supported\n", what,
+		       uflag_name(ue->uflags & ~(USK_EXTERN | USK_CALLBACK)));
 		return -ENOTSUP;
 	}
+	if (ue->uflags & USK_EXTERN)
+		return check_extern(ue, what);
 	if (ue->type != SOCK_STREAM && ue->type != SOCK_DGRAM && ue->type != SOCK_SEQPACKET) {
 		pr_err("%s: socket type %u is not supported\n", what, ue->type);
 		return -ENOTSUP;
@@ -763,7 +913,7 @@ static int check_datagram_peer(const struct unix_sk *sk)
 {
 	const struct unix_sk *peer = sk->peer;
 
-	if (!peer || is_pair(sk))
+	if (!peer || is_pair(sk) || is_extern(peer))
 		return 0;
 	if (!peer->ue->name.len) {
 		pr_err("%s: connected to %s, which has no name to connect to\n", sk->what,
@@ -780,8 +930,9 @@ static int check_datagram_peer(const struct unix_sk *sk)
 /* Listening sockets and connections not accepted yet have no queue of data. */
 static int check_queue_owner(const struct unix_sk *sk)
 {
-	bool may_queue = sk->ue->type == SOCK_DGRAM ||
-			 (sk->ue->state == TCP_ESTABLISHED && !is_pending(sk));
+	bool may_queue = !by_plugin(sk) && !is_extern(sk) &&
+			 (sk->ue->type == SOCK_DGRAM ||
+			  (sk->ue->state == TCP_ESTABLISHED && !is_pending(sk)));
 
 	if (!may_queue && sk_queue_packets(sk->id)) {
 		pr_err("sk-queues.img: data queued for %s, which cannot have any\n", sk->what);
@@ -794,7 +945,8 @@ static int resolve_peer(struct unix_sk *sk)
 {
 	uint32_t peer_ino = sk->ue->peer;
 
-	if (!peer_ino)
+	/* A plugin's socket names its peer outside the tree. */
+	if (!peer_ino || by_plugin(sk))
 		return 0;
 	sk->peer = find_usk_by_ino(peer_ino);
 	if (!sk->peer) {
@@ -832,7 +984,12 @@ static int unix_sk_collect_done(void)
 	for (size_t i = 0; i < nr_usks && !ret; i++) {
 		struct unix_sk *sk = usks[i];
 
-		ret = sk->ue->type == SOCK_DGRAM ? check_datagram_peer(sk) : check_connection(sk);
+		if (by_plugin(sk) || is_extern(sk))
+			ret = 0;
+		else if (sk->ue->type == SOCK_DGRAM)
+			ret = check_datagram_peer(sk);
+		else
+			ret = check_connection(sk);
 		if (!ret)
 			ret = check_queue_owner(sk);
 		sk->via = listener_named_as(sk);
@@ -893,7 +1050,8 @@ static size_t connection_deps(const struct unix_sk *sk, uint32_t *ids, size_t ma
 				nr = add_dep(ids, max, nr, usks[i]->id);
 		return nr;
 	}
-	if (sk->ue->type == SOCK_DGRAM && sk->peer && sk->peer != sk && !is_pair(sk))
+	if (sk->ue->type == SOCK_DGRAM && sk->peer && sk->peer != sk && !is_pair(sk) &&
+	    !is_extern(sk->peer))
 		return add_dep(ids, max, nr, sk->peer->id);
 	return 0;
 }
@@ -1146,7 +1304,8 @@ static int bind_sk(int fd, const struct unix_sk *sk)
 
 /*
  * Connect fd (of socket who) to target, bound and open at target_fd: by its abstract name,
- * or through its file, which reaches it wherever that file is now, even removed.
+ * or through its file, which reaches it wherever that file is now, even removed. A socket
+ * outside the tree, not opened, is reached by its name.
  */
 static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const char *who)
 {
@@ -1154,9 +1313,9 @@ static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const
 	socklen_t len = sk_address(target, &addr);
 	int file_fd = -1, ret = 0;
 
-	if (target_fd < 0)
+	if (target_fd < 0 && !is_extern(target))
 		return target_fd;
-	if (is_path_name(target->ue->name.data, target->ue->name.len)) {
+	if (is_path_name(target->ue->name.data, target->ue->name.len) && !is_extern(target)) {
 		file_fd = ioctl(target_fd, SIOCUNIXFILE);
 		if (file_fd < 0) {
 			pr_perror("%s: cannot open the file of %s (SIOCUNIXFILE)", who,
@@ -1401,7 +1560,9 @@ static int open_datagram(const struct unix_sk *sk)
 		return fd;
 	ret = bind_sk(fd, sk);
 	/* Its peer (a dependency) is bound by now; a socket may be its own peer. */
-	if (!ret && sk->peer)
+	if (!ret && sk->peer && is_extern(sk->peer))
+		ret = connect_sk(fd, sk->peer, -1, sk->what);
+	else if (!ret && sk->peer)
 		ret = connect_sk(fd, sk->peer, sk->peer == sk ? fd : files_dep_fd(sk->peer->id),
 				 sk->what);
 	if (ret) {
@@ -1435,6 +1596,16 @@ static int open_stream(const struct unix_sk *sk)
 	return fd;
 }
 
+/* As CRIU asks for it: by the socket's inode. */
+static int open_by_plugin(const struct unix_sk *sk)
+{
+	int fd = run_plugins(RESTORE_UNIX_SK, sk->ue->ino);
+
+	if (fd == -ENOTSUP)
+		pr_err("%s was dumped by a plugin, and no loaded plugin restores it\n", sk->what);
+	return fd;
+}
+
 static int unix_sk_open(const struct file_desc *d)
 {
 	const struct unix_sk *sk = d->kind;
@@ -1442,9 +1613,17 @@ static int unix_sk_open(const struct file_desc *d)
 
 	if (fd != -ENOENT)
 		return fd; /* made with its peer */
+	if (is_extern(sk)) {
+		pr_err("%s stands for a socket outside the dumped tree, which no fd holds\n",
+		       sk->what);
+		return -EINVAL;
+	}
 	if (is_pair(sk))
 		return open_pair(sk);
-	fd = sk->ue->type == SOCK_DGRAM ? open_datagram(sk) : open_stream(sk);
+	if (by_plugin(sk))
+		fd = open_by_plugin(sk);
+	else
+		fd = sk->ue->type == SOCK_DGRAM ? open_datagram(sk) : open_stream(sk);
 	if (fd < 0)
 		return fd;
 	ret = finish_socket(fd, sk);

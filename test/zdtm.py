@@ -28,6 +28,8 @@ PLUGINS_DIR = os.path.join(TEST_DIR, 'plugins')
 # lib/: test_trace (10), test_fail (20), testdev (30); lib-notestdev/: the first two.
 PLUGIN_LIB = os.path.join(PLUGINS_DIR, 'lib')
 PLUGIN_LIB_NO_TESTDEV = os.path.join(PLUGINS_DIR, 'lib-notestdev')
+# lib-unixsk/: test_unixsk alone, which takes Unix sockets whose peer is outside the tree.
+PLUGIN_LIB_UNIXSK = os.path.join(PLUGINS_DIR, 'lib-unixsk')
 # GPU tests: the KFD EMULATOR daemon (test/gpu) and the AMDGPU plugin
 KFD_EMU = os.path.join(TEST_DIR, 'gpu', 'kfd-emu')
 AMDGPU_PLUGIN_DIR = os.path.join(ROOT_DIR, 'plugins', 'amdgpu')
@@ -183,7 +185,8 @@ def truncate_ghost_file(img_dir, pid):
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
-#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options)
+#   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args', 'restore_args':
+#                  more options)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
@@ -285,6 +288,9 @@ TESTS = {
     'unix_bound_deleted': {},
     'unix_bound_moved': {'mode': 'dump_fails', 'expect': 'moved.sock (moved'},
     'unix_scm_rights': {},
+    'unix_ext_dgram': {'dump_args': ['--ext-unix-sk'], 'restore_args': ['--ext-unix-sk']},
+    'unix_ext_plugin': {'dump_args': ['-L', PLUGIN_LIB_UNIXSK],
+                        'restore_args': ['-L', PLUGIN_LIB_UNIXSK]},
     'unix_scm_epoll': {'mode': 'dump_fails',
                        'expect': 'has state that only a task holding it restores'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
@@ -491,6 +497,7 @@ CROSS_TESTS = {
     'unix_dgram_bound': {},
     'unix_bound_deleted': {},
     'unix_scm_rights': {},
+    'unix_ext_dgram': {'dump_args': ['--ext-unix-sk'], 'restore_args': ['--ext-unix-sk']},
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -514,6 +521,9 @@ TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTO
 TESTS['cross_us2up_unix_bound_deleted']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
 # Upstream criu's restore fails on a socket whose only reference is in flight in its pair.
 TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
+# Upstream criu leaves a tree with an external unix socket running after its dump: there is
+# no pid to restore into.
+del TESTS['cross_up2us_unix_ext_dgram']
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
@@ -667,11 +677,12 @@ def images_checksum(img_dir):
 # cannot come back: they are cut out of the image's bytes before the comparison (every
 # other byte must match) and listed in out/NAME/crit/unknown-fields.txt.
 # Not images: raw page contents, logs, and what plugins write in formats of their own
-# (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*), and
+# (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*, and
+# test_unixsk: unixsk-*), and
 # this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-',)
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-') + OWN_IMAGES
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + OWN_IMAGES
 
 
 def own_crit(*args):
@@ -1363,7 +1374,7 @@ class TestRun:
     def run_default(self):
         pid = self.pid
         self.dump(self.desc.get('dump_args', []))
-        self.restore(pid)
+        self.restore(pid, extra=self.desc.get('restore_args', ()))
         self.finish_and_judge()
 
     run_tty = run_default
@@ -1378,8 +1389,8 @@ class TestRun:
         """Dump with one criu, restore (-d) with the other; the tree must come back whole
         and pass its own checks."""
         pid = self.pid
-        self.dump(binary=dumper)
-        self.restore(pid, binary=restorer)
+        self.dump(self.desc.get('dump_args', []), binary=dumper)
+        self.restore(pid, extra=self.desc.get('restore_args', ()), binary=restorer)
         self.expect_tree_restored()
         self.finish_and_judge()
 

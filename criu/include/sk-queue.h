@@ -12,7 +12,8 @@
 /*
  * Dump: the receive queue of socket fd (criu's copy; file id) of the given type into
  * sk-queues.img, its files in flight dumped as files (files_dump_in_flight()). The queue
- * stays as it was, peek offset included. 0 or -errno, after one line that starts with what.
+ * stays as it was, peek offset included. The number of packets, or -errno after one line
+ * that starts with what.
  */
 int sk_queue_dump(int fd, uint32_t id, int type, const char *what);
 

@@ -1493,6 +1493,22 @@ static int open_pair(const struct unix_sk *sk)
 }
 
 /*
+ * fds[0] for sk, with a socket of criu's at fds[1] as its peer: the queue is sent from
+ * there, then fds[1] is closed. fds[0], or -errno with both closed.
+ */
+static int fill_from_own_peer(const struct unix_sk *sk, int fds[2])
+{
+	int ret = refill_queue(sk, fds[0], fds[1], NULL, -1);
+
+	close(fds[1]);
+	if (ret) {
+		close(fds[0]);
+		return ret;
+	}
+	return fds[0];
+}
+
+/*
  * A connection end whose peer is gone: made with a peer of criu's that sends the queue
  * and then closes, which shuts it down both ways as the dumped one was.
  */
@@ -1509,15 +1525,7 @@ static int open_orphan_end(const struct unix_sk *sk)
 			close(fds[1]);
 		}
 	}
-	if (ret)
-		return ret;
-	ret = refill_queue(sk, fds[0], fds[1], NULL, -1);
-	close(fds[1]);
-	if (ret) {
-		close(fds[0]);
-		return ret;
-	}
-	return fds[0];
+	return ret ?: fill_from_own_peer(sk, fds);
 }
 
 /*
@@ -1541,15 +1549,11 @@ static int new_datagram_socket(const struct unix_sk *sk)
 	if (connect(fds[0], &unspec, sizeof(unspec))) {
 		ret = -errno;
 		pr_perror("%s: cannot disconnect the new socket", sk->what);
-	}
-	if (!ret)
-		ret = refill_queue(sk, fds[0], fds[1], NULL, -1);
-	close(fds[1]);
-	if (ret) {
 		close(fds[0]);
+		close(fds[1]);
 		return ret;
 	}
-	return fds[0];
+	return fill_from_own_peer(sk, fds);
 }
 
 static int open_datagram(const struct unix_sk *sk)

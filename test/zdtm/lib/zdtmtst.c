@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,6 +363,76 @@ void test_children_verdict(const pid_t *children, int nr, const char *who)
 		if (!WIFEXITED(status) || WEXITSTATUS(status))
 			test_fail("%s: child %d failed (wait status %#x)", who, children[i], status);
 	}
+}
+
+pid_t test_fork_outside(void (*run)(int ready_fd, void *arg), void *arg)
+{
+	int report[2], ready[2], status;
+	pid_t child, pid;
+	char byte;
+
+	if (pipe(report) || pipe(ready))
+		test_fail_errno("pipe for a process outside the tree");
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0) {
+		pid = fork();
+		if (pid == 0) {
+			close(ready[0]);
+			run(ready[1], arg);
+			_exit(1);
+		}
+		if (pid < 0 || write(report[1], &pid, sizeof(pid)) != sizeof(pid))
+			_exit(1);
+		_exit(0);
+	}
+	if (waitpid(child, &status, 0) != child || status)
+		test_fail("the child forking outside the tree failed (status %#x)", status);
+	close(ready[1]);
+	if (read(report[0], &pid, sizeof(pid)) != sizeof(pid) || read(ready[0], &byte, 1) != 1)
+		test_fail("the process outside the tree did not start");
+	close(report[0]);
+	close(report[1]);
+	close(ready[0]);
+	return pid;
+}
+
+void test_wait_outside_exited(pid_t pid)
+{
+	char path[32], stat[1024], *state;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	for (;;) {
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return;
+		len = read(fd, stat, sizeof(stat) - 1);
+		close(fd);
+		if (len <= 0)
+			return;
+		stat[len] = '\0';
+		state = strrchr(stat, ')');
+		if (state && state[1] == ' ' && state[2] == 'Z')
+			return;
+		sched_yield();
+	}
+}
+
+void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)
+{
+	struct sockaddr_un addr;
+	socklen_t len = sizeof(addr);
+	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
+		       : getsockname(fd, (struct sockaddr *)&addr, &len);
+
+	if (ret || len != want_len || memcmp(&addr, want, len))
+		test_fail("fd %d: %s is %u bytes (%s), expected %u ('%s')", fd,
+			  peer ? "the peer's name" : "its name", len,
+			  ret ? strerror(errno) : "other bytes", want_len,
+			  want_len > sizeof(sa_family_t) ? want->sun_path + !want->sun_path[0] : "");
 }
 
 void read_exact(int fd, void *buf, size_t len, const char *what)

@@ -9,7 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 /*
  * Protocol: the runner starts "PROG PIDFILE". test_init() blocks SIGTERM (it stays
@@ -91,5 +93,20 @@ void test_barrier_wait(void);
  * test (with who) if it did not exit 0.
  */
 void test_children_verdict(const pid_t *children, int nr, const char *who);
+
+/*
+ * A process outside the dumped tree: forked by a child that exits, it goes to the runner
+ * (a subreaper). It runs run(ready_fd, arg), which writes one byte to ready_fd once it is
+ * set up and must not return; test_fork_outside() returns its pid after that byte.
+ */
+pid_t test_fork_outside(void (*run)(int ready_fd, void *arg), void *arg);
+/* Wait until the process outside the tree has exited (the runner reaps it). */
+void test_wait_outside_exited(pid_t pid);
+
+/*
+ * Unix sockets: fd's own name (peer false) or its peer's is want (want_len bytes, as
+ * getsockname() gives them), or the test fails.
+ */
+void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len);
 
 #endif

@@ -82,17 +82,6 @@ static void setup(void)
 		test_fail_errno("connect and unlink");
 }
 
-static void expect_name(int fd, bool peer, const char *want)
-{
-	struct sockaddr_un addr;
-	socklen_t len = sizeof(addr);
-	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
-		       : getsockname(fd, (struct sockaddr *)&addr, &len);
-
-	if (ret || strcmp(addr.sun_path, want))
-		test_fail("fd %d: %s is not %s", fd, peer ? "the peer's name" : "its name", want);
-}
-
 static void expect_recv(int fd, const char *want)
 {
 	char got[16];
@@ -123,22 +112,22 @@ static void check(void)
 	int server;
 
 	check_files();
-	expect_name(SERVER, false, srv_addr.sun_path);
-	expect_name(CLIENT, true, srv_addr.sun_path);
+	expect_sock_name(SERVER, false, &srv_addr, SUN_LEN(&srv_addr) + 1);
+	expect_sock_name(CLIENT, true, &srv_addr, SUN_LEN(&srv_addr) + 1);
 	expect_recv(SERVER, "one");
 	expect_recv(SERVER, "two");
 	if (send(CLIENT, "three", 5, 0) != 5)
 		test_fail_errno("the client cannot send");
 	expect_recv(SERVER, "three");
 
-	expect_name(PAIR_BOUND, false, pair_addr.sun_path);
+	expect_sock_name(PAIR_BOUND, false, &pair_addr, SUN_LEN(&pair_addr) + 1);
 	expect_recv(PAIR_BOUND, "q");
 	if (send(PAIR_BOUND, "r", 1, 0) != 1)
 		test_fail_errno("the pair cannot send");
 	expect_recv(PAIR_OTHER, "r");
 
-	expect_name(LISTENER, false, listen_addr.sun_path);
-	expect_name(WAITING, true, listen_addr.sun_path);
+	expect_sock_name(LISTENER, false, &listen_addr, SUN_LEN(&listen_addr) + 1);
+	expect_sock_name(WAITING, true, &listen_addr, SUN_LEN(&listen_addr) + 1);
 	server = poll(&pfd, 1, 0) == 1 ? accept(LISTENER, NULL, NULL) : -1;
 	if (server < 0 || send(WAITING, "x", 1, 0) != 1)
 		test_fail("the waiting connection is gone");

@@ -88,19 +88,6 @@ static void setup(void)
 	send_numbered(SELF, NULL, 0, TO_SELF, "to self");
 }
 
-static void expect_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)
-{
-	struct sockaddr_un addr;
-	socklen_t len = sizeof(addr);
-	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
-		       : getsockname(fd, (struct sockaddr *)&addr, &len);
-
-	if (ret || len != want_len || memcmp(&addr, want, len))
-		test_fail("fd %d: %s has %u bytes (%s), expected %u", fd,
-			  peer ? "the peer's name" : "its name", len,
-			  ret ? strerror(errno) : "other bytes", want_len);
-}
-
 static void expect_numbered(int fd, int nr, const char *tag)
 {
 	char want[32], got[32];
@@ -123,15 +110,15 @@ static void check(void)
 	struct sockaddr_un addr;
 	socklen_t len = sizeof(addr);
 
-	expect_name(SERVER, false, &server_addr, server_len);
+	expect_sock_name(SERVER, false, &server_addr, server_len);
 	if (getpeername(SERVER, (struct sockaddr *)&addr, &len) != -1 || errno != ENOTCONN)
 		test_fail("the server is connected");
-	expect_name(CLIENT, false, &client_addr, client_len);
-	expect_name(CLIENT, true, &server_addr, server_len);
-	expect_name(UNNAMED, false, &unnamed, sizeof(sa_family_t));
-	expect_name(UNNAMED, true, &server_addr, server_len);
-	expect_name(SELF, false, &self_addr, self_len);
-	expect_name(SELF, true, &self_addr, self_len);
+	expect_sock_name(CLIENT, false, &client_addr, client_len);
+	expect_sock_name(CLIENT, true, &server_addr, server_len);
+	expect_sock_name(UNNAMED, false, &unnamed, sizeof(sa_family_t));
+	expect_sock_name(UNNAMED, true, &server_addr, server_len);
+	expect_sock_name(SELF, false, &self_addr, self_len);
+	expect_sock_name(SELF, true, &self_addr, self_len);
 
 	expect_numbered(SERVER, TO_SERVER, "to server");
 	expect_numbered(CLIENT, TO_CLIENT, "to client");

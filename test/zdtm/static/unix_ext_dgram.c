@@ -6,15 +6,12 @@
  * on "bye" (or after a minute without one).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "zdtmtst.h"
@@ -24,13 +21,14 @@
 static struct sockaddr_un ext_addr = { .sun_family = AF_UNIX }, our_addr;
 static socklen_t our_len;
 
-static void __attribute__((noreturn)) run_w(int ready)
+static void run_w(int ready, void *arg)
 {
 	struct timeval idle = { .tv_sec = 60 };
 	struct sockaddr_un from;
 	char buf[64], reply[80];
 	int sk = socket(AF_UNIX, SOCK_DGRAM, 0);
 
+	(void)arg;
 	if (sk < 0 || bind(sk, (struct sockaddr *)&ext_addr, sizeof(ext_addr)) ||
 	    setsockopt(sk, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)) ||
 	    write(ready, "r", 1) != 1)
@@ -48,59 +46,6 @@ static void __attribute__((noreturn)) run_w(int ready)
 	}
 	unlink(ext_addr.sun_path);
 	_exit(0);
-}
-
-static pid_t fork_outside(void)
-{
-	int report[2], ready[2], status;
-	pid_t q, w;
-	char c;
-
-	if (pipe(report) || pipe(ready))
-		test_fail_errno("pipe");
-	q = fork();
-	if (q < 0)
-		test_fail_errno("fork Q");
-	if (q == 0) {
-		w = fork();
-		if (w == 0)
-			run_w(ready[1]);
-		if (w < 0 || write(report[1], &w, sizeof(w)) != sizeof(w))
-			_exit(1);
-		_exit(0);
-	}
-	if (waitpid(q, &status, 0) != q || status)
-		test_fail("Q did not exit cleanly (status %#x)", status);
-	if (read(report[0], &w, sizeof(w)) != sizeof(w) || read(ready[0], &c, 1) != 1)
-		test_fail_errno("wait for W");
-	close(report[0]);
-	close(report[1]);
-	close(ready[0]);
-	close(ready[1]);
-	return w;
-}
-
-static void wait_exited(pid_t w)
-{
-	char path[32], stat[1024], *state;
-	ssize_t len;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", w);
-	for (;;) {
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			return;
-		len = read(fd, stat, sizeof(stat) - 1);
-		close(fd);
-		if (len <= 0)
-			return;
-		stat[len] = '\0';
-		state = strrchr(stat, ')');
-		if (state && state[1] == ' ' && state[2] == 'Z')
-			return;
-		sched_yield();
-	}
 }
 
 static void expect_recv(const char *want)
@@ -130,7 +75,7 @@ int main(int argc, char **argv)
 	our_len = offsetof(struct sockaddr_un, sun_path) + 1 +
 		  snprintf(our_addr.sun_path + 1, sizeof(our_addr.sun_path) - 1,
 			   "zdtm-usk-ext-%d", getpid());
-	w = fork_outside();
+	w = test_fork_outside(run_w, NULL);
 	fd = socket(AF_UNIX, SOCK_DGRAM, 0);
 	if (fd < 0 || dup2(fd, OURS) != OURS)
 		test_fail_errno("socket");
@@ -155,6 +100,6 @@ int main(int argc, char **argv)
 	expect_recv("echo:after");
 	if (send(OURS, "bye", 3, 0) != 3)
 		test_fail_errno("send bye");
-	wait_exited(w);
+	test_wait_outside_exited(w);
 	test_pass();
 }

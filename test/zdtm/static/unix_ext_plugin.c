@@ -6,15 +6,12 @@
  * and answers. W echoes what each connection sends and exits on "bye" (or after a minute
  * without a word).
  */
-#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "zdtmtst.h"
@@ -23,12 +20,13 @@
 
 static struct sockaddr_un listen_addr = { .sun_family = AF_UNIX };
 
-static void __attribute__((noreturn)) run_w(int ready)
+static void run_w(int ready, void *arg)
 {
 	struct timeval idle = { .tv_sec = 60 };
 	char buf[64], reply[80];
 	int lsk = socket(AF_UNIX, SOCK_STREAM, 0), sk;
 
+	(void)arg;
 	if (lsk < 0 || bind(lsk, (struct sockaddr *)&listen_addr, sizeof(listen_addr)) ||
 	    listen(lsk, 2) || setsockopt(lsk, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)) ||
 	    write(ready, "r", 1) != 1)
@@ -50,59 +48,6 @@ static void __attribute__((noreturn)) run_w(int ready)
 	}
 	unlink(listen_addr.sun_path);
 	_exit(0);
-}
-
-static pid_t fork_outside(void)
-{
-	int report[2], ready[2], status;
-	pid_t q, w;
-	char c;
-
-	if (pipe(report) || pipe(ready))
-		test_fail_errno("pipe");
-	q = fork();
-	if (q < 0)
-		test_fail_errno("fork Q");
-	if (q == 0) {
-		w = fork();
-		if (w == 0)
-			run_w(ready[1]);
-		if (w < 0 || write(report[1], &w, sizeof(w)) != sizeof(w))
-			_exit(1);
-		_exit(0);
-	}
-	if (waitpid(q, &status, 0) != q || status)
-		test_fail("Q did not exit cleanly (status %#x)", status);
-	if (read(report[0], &w, sizeof(w)) != sizeof(w) || read(ready[0], &c, 1) != 1)
-		test_fail_errno("wait for W");
-	close(report[0]);
-	close(report[1]);
-	close(ready[0]);
-	close(ready[1]);
-	return w;
-}
-
-static void wait_exited(pid_t w)
-{
-	char path[32], stat[1024], *state;
-	ssize_t len;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", w);
-	for (;;) {
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			return;
-		len = read(fd, stat, sizeof(stat) - 1);
-		close(fd);
-		if (len <= 0)
-			return;
-		stat[len] = '\0';
-		state = strrchr(stat, ')');
-		if (state && state[1] == ' ' && state[2] == 'Z')
-			return;
-		sched_yield();
-	}
 }
 
 static void exchange(const char *msg)
@@ -132,7 +77,7 @@ int main(int argc, char **argv)
 		test_fail_errno("getcwd");
 	snprintf(listen_addr.sun_path, sizeof(listen_addr.sun_path), "%s/ext-listen.sock", cwd);
 	unlink(listen_addr.sun_path);
-	w = fork_outside();
+	w = test_fork_outside(run_w, NULL);
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (fd < 0 || dup2(fd, OURS) != OURS ||
 	    connect(OURS, (struct sockaddr *)&listen_addr, sizeof(listen_addr)))
@@ -149,6 +94,6 @@ int main(int argc, char **argv)
 	exchange("after");
 	if (write(OURS, "bye", 3) != 3)
 		test_fail_errno("write bye");
-	wait_exited(w);
+	test_wait_outside_exited(w);
 	test_pass();
 }

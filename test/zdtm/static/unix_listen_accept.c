@@ -115,25 +115,11 @@ static void setup(void)
 	place(socket(AF_UNIX, SOCK_STREAM, 0), UNBOUND);
 }
 
-static void expect_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)
-{
-	struct sockaddr_un addr;
-	socklen_t len = sizeof(addr);
-	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
-		       : getsockname(fd, (struct sockaddr *)&addr, &len);
-
-	if (ret || len != want_len || memcmp(&addr, want, len))
-		test_fail("fd %d: %s is %u bytes ('%s'), expected %u ('%s')", fd,
-			  peer ? "the peer's name" : "its name", len,
-			  len > 2 ? addr.sun_path + !addr.sun_path[0] : "", want_len,
-			  want_len > 2 ? want->sun_path + !want->sun_path[0] : "");
-}
-
 static void expect_unnamed(int fd, bool peer)
 {
 	struct sockaddr_un unnamed = { .sun_family = AF_UNIX };
 
-	expect_name(fd, peer, &unnamed, sizeof(sa_family_t));
+	expect_sock_name(fd, peer, &unnamed, sizeof(sa_family_t));
 }
 
 /* The name of a server end that was accepted from a listening socket. */
@@ -142,7 +128,7 @@ static void expect_accepted_name(int fd, const struct sockaddr_un *want, socklen
 	if (upstream_restore)
 		expect_unnamed(fd, false);
 	else
-		expect_name(fd, false, want, want_len);
+		expect_sock_name(fd, false, want, want_len);
 }
 
 static void expect_recv(int fd, const char *want)
@@ -173,8 +159,8 @@ static void accept_waiting(int listener, int client, const struct sockaddr_un *a
 	if (server < 0)
 		test_fail("fd %d: the waiting connection cannot be accepted: %s", listener,
 			  strerror(errno));
-	expect_name(server, false, addr, len);
-	expect_name(client, true, addr, len);
+	expect_sock_name(server, false, addr, len);
+	expect_sock_name(client, true, addr, len);
 	send_all(client, "late");
 	expect_recv(server, "late");
 	send_all(server, "reply");
@@ -188,7 +174,7 @@ static void check(void)
 {
 	struct stat st;
 
-	expect_name(L_PATH, false, &path_addr, path_len);
+	expect_sock_name(L_PATH, false, &path_addr, path_len);
 	expect_int(L_PATH, SO_ACCEPTCONN, 1, "SO_ACCEPTCONN");
 	if (stat(path_addr.sun_path, &st) || !S_ISSOCK(st.st_mode) ||
 	    (st.st_mode & 07777) != FILE_MODE)
@@ -197,7 +183,7 @@ static void check(void)
 	expect_unnamed(S_PATH, true);
 	expect_unnamed(C_PATH, false);
 	if (!upstream_restore)
-		expect_name(C_PATH, true, &path_addr, path_len);
+		expect_sock_name(C_PATH, true, &path_addr, path_len);
 	expect_recv(S_PATH, "from the path client");
 	expect_recv(C_PATH, "from the path server");
 	accept_waiting(L_PATH, P_PATH, &path_addr, path_len);
@@ -207,17 +193,17 @@ static void check(void)
 	/* The closed client, unnamed, is still its peer for getpeername(). */
 	expect_unnamed(ORPHAN, true);
 
-	expect_name(L_ABS, false, &abs_addr, abs_len);
+	expect_sock_name(L_ABS, false, &abs_addr, abs_len);
 	expect_int(L_ABS, SO_TYPE, SOCK_SEQPACKET, "SO_TYPE");
 	expect_accepted_name(S_ABS, &abs_addr, abs_len);
 	if (!upstream_restore)
-		expect_name(C_ABS, true, &abs_addr, abs_len);
+		expect_sock_name(C_ABS, true, &abs_addr, abs_len);
 	expect_recv(S_ABS, "record one");
 	expect_recv(S_ABS, "record two");
 	expect_recv(C_ABS, "record back");
 	accept_waiting(L_ABS, P_ABS, &abs_addr, abs_len);
 
-	expect_name(L_REL, false, &rel_addr, rel_len);
+	expect_sock_name(L_REL, false, &rel_addr, rel_len);
 	expect_int(L_REL, SO_ACCEPTCONN, 1, "SO_ACCEPTCONN");
 	expect_unnamed(UNBOUND, false);
 	expect_int(UNBOUND, SO_ACCEPTCONN, 0, "SO_ACCEPTCONN");

@@ -28,6 +28,7 @@
 #include "files.h"
 #include "log.h"
 #include "plugin.h"
+#include "pstree.h"
 #include "sk-opts.h"
 #include "sk-queue.h"
 
@@ -90,6 +91,10 @@ struct usk_diag {
 static struct usk_diag *diag_sks;
 static size_t nr_diag_sks;
 static int diag_state; /* 0: not read yet, 1: read, < 0: reading failed */
+
+/* The inodes of the sockets the tasks of the dump hold, sorted; read with the table. */
+static uint32_t *tree_sks;
+static size_t nr_tree_sks;
 
 static int cmp_diag_ino(const void *a, const void *b)
 {
@@ -285,6 +290,9 @@ static void free_entry(struct usk_entry *e)
 
 static void unix_sk_dump_fini(void)
 {
+	free(tree_sks);
+	tree_sks = NULL;
+	nr_tree_sks = 0;
 	for (size_t i = 0; i < nr_diag_sks; i++) {
 		free(diag_sks[i].icons);
 		free_entry(diag_sks[i].entry);
@@ -295,17 +303,110 @@ static void unix_sk_dump_fini(void)
 	diag_state = 0;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int add_tree_socket(uint32_t ino, size_t *cap)
+{
+	if (nr_tree_sks == *cap) {
+		size_t grown_cap = *cap ? *cap * 2 : 64;
+		uint32_t *grown = realloc(tree_sks, grown_cap * sizeof(*grown));
+
+		if (!grown) {
+			pr_err("out of memory listing the sockets of the tree\n");
+			return -ENOMEM;
+		}
+		tree_sks = grown;
+		*cap = grown_cap;
+	}
+	tree_sks[nr_tree_sks++] = ino;
+	return 0;
+}
+
+/* The sockets among the fds of task pid (frozen: the list cannot change). */
+static int read_task_sockets(pid_t pid, size_t *cap)
+{
+	char path[64], link[64];
+	size_t nr_fds;
+	int *fds, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	ret = list_fds(path, &fds, &nr_fds);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < nr_fds && !ret; i++) {
+		unsigned int ino;
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fds[i]);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len < 0)
+			continue;
+		link[len] = '\0';
+		if (sscanf(link, "socket:[%u]", &ino) == 1)
+			ret = add_tree_socket(ino, cap);
+	}
+	free(fds);
+	return ret;
+}
+
+static int read_tree_sockets(void)
+{
+	size_t cap = 0;
+	int ret = 0;
+
+	for (struct pstree_item *item = root_item; item && !ret; item = pstree_next(item))
+		if (!item->zombie)
+			ret = read_task_sockets(item->pid, &cap);
+	if (!ret && nr_tree_sks)
+		qsort(tree_sks, nr_tree_sks, sizeof(*tree_sks), cmp_u32);
+	return ret;
+}
+
+static bool tree_holds(uint32_t ino)
+{
+	return nr_tree_sks && bsearch(&ino, tree_sks, nr_tree_sks, sizeof(*tree_sks), cmp_u32);
+}
+
+static const struct usk_diag *listener_of(uint32_t client_ino);
+
+/*
+ * A socket whose peer no task of the dump holds is left, as a file of its own, to a
+ * plugin that takes files the core does not (DUMP_EXT_FILE: the AMDGPU plugin's
+ * connection to its KFD emulator), when one is loaded and neither --ext-unix-sk nor a
+ * plugin for Unix sockets (DUMP_UNIX_SK) says how to dump such peers. A peer only in
+ * flight in some queue looks outside the tree to this test.
+ */
+static bool left_to_ext_plugins(const struct usk_diag *sk)
+{
+	const struct usk_diag *listener = listener_of(sk->ino);
+	uint32_t peer = sk->peer ? sk->peer : listener ? listener->ino : 0;
+
+	return peer && !tree_holds(peer) && !opts.ext_unix_sk &&
+	       cr_plugin_has_hook(CR_PLUGIN_HOOK__DUMP_EXT_FILE) &&
+	       !cr_plugin_has_hook(CR_PLUGIN_HOOK__DUMP_UNIX_SK);
+}
+
 /* A socket the table has: a Unix socket of the namespace criu reads. */
 static bool unix_sk_owns(const struct fd_parms *p)
 {
+	const struct usk_diag *sk;
+
 	if (!S_ISSOCK(p->st.st_mode))
 		return false;
 	if (!diag_state) {
 		int ret = read_diag_table();
 
+		if (!ret)
+			ret = read_tree_sockets();
 		diag_state = ret ? ret : 1;
 	}
-	return diag_state > 0 && find_diag(p->st.st_ino);
+	sk = diag_state > 0 ? find_diag(p->st.st_ino) : NULL;
+	return sk && !left_to_ext_plugins(sk);
 }
 
 static bool is_path_name(const uint8_t *name, uint32_t len)

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <sys/wait.h>
 
 #include "zdtmtst.h"
@@ -419,6 +421,45 @@ void test_wait_outside_exited(pid_t pid)
 			return;
 		sched_yield();
 	}
+}
+
+/* RTM_GETLINK for the loopback device (ifindex 1). */
+static void ask_for_lo(int fd)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct ifinfomsg ifi;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+			 .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 },
+		.ifi = { .ifi_family = AF_UNSPEC, .ifi_index = 1 },
+	};
+
+	if (send(fd, &req, sizeof(req), 0) != sizeof(req))
+		test_fail_errno("ask the netlink socket for the loopback link");
+}
+
+void test_unsupported_socket(struct unsupported_socket *us)
+{
+	us->fd = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+	if (us->fd < 0)
+		test_fail_errno("netlink socket");
+	ask_for_lo(us->fd);
+	us->len = recv(us->fd, us->queued, sizeof(us->queued), MSG_PEEK);
+	if (us->len <= 0)
+		test_fail_errno("peek at the netlink answer");
+}
+
+void test_unsupported_socket_check(const struct unsupported_socket *us, const char *who)
+{
+	static char received[sizeof(us->queued)];
+
+	if (recv(us->fd, received, sizeof(received), MSG_DONTWAIT) != us->len ||
+	    memcmp(received, us->queued, us->len))
+		test_fail("%s: the answer queued in the netlink socket is gone or changed", who);
+	ask_for_lo(us->fd);
+	if (recv(us->fd, received, sizeof(received), 0) <= 0)
+		test_fail("%s: the netlink socket no longer works", who);
 }
 
 void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)

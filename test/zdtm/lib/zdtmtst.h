@@ -104,6 +104,19 @@ pid_t test_fork_outside(void (*run)(int ready_fd, void *arg), void *arg);
 void test_wait_outside_exited(pid_t pid);
 
 /*
+ * Dumps that must fail: a socket of a kind the dumper refuses (netlink), with the kernel's
+ * answer to a request left queued in it. test_unsupported_socket_check() fails the test
+ * (naming who) unless that answer is still there, byte for byte, and the socket works.
+ */
+struct unsupported_socket {
+	int fd;
+	char queued[8192];
+	ssize_t len;
+};
+void test_unsupported_socket(struct unsupported_socket *us);
+void test_unsupported_socket_check(const struct unsupported_socket *us, const char *who);
+
+/*
  * Unix sockets: fd's own name (peer false) or its peer's is want (want_len bytes, as
  * getsockname() gives them), or the test fails.
  */

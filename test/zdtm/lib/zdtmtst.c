@@ -464,6 +464,9 @@ void test_unsupported_socket_check(const struct unsupported_socket *us, const ch
 
 void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)
 {
+	/* Printable: a path, or an abstract name from its second byte. */
+	const char *shown =
+		want_len > sizeof(sa_family_t) ? want->sun_path + !want->sun_path[0] : "";
 	struct sockaddr_un addr;
 	socklen_t len = sizeof(addr);
 	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
@@ -472,8 +475,7 @@ void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen
 	if (ret || len != want_len || memcmp(&addr, want, len))
 		test_fail("fd %d: %s is %u bytes (%s), expected %u ('%s')", fd,
 			  peer ? "the peer's name" : "its name", len,
-			  ret ? strerror(errno) : "other bytes", want_len,
-			  want_len > sizeof(sa_family_t) ? want->sun_path + !want->sun_path[0] : "");
+			  ret ? strerror(errno) : "other bytes", want_len, shown);
 }
 
 void read_exact(int fd, void *buf, size_t len, const char *what)

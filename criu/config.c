@@ -69,6 +69,7 @@ static int set_check_all(const struct cr_option *o, const char *arg, bool on);
 static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on);
 static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on);
 static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on);
+static int set_ext_unix_sk(const struct cr_option *o, const char *arg, bool on);
 static int set_file_validation(const struct cr_option *o, const char *arg, bool on);
 static int accept_sparse_ghosts(const struct cr_option *o, const char *arg, bool on);
 static int set_config(const struct cr_option *o, const char *arg, bool on);
@@ -135,6 +136,9 @@ static const struct cr_option options[] = {
 	     "cgroups are neither dumped nor restored"),
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
 	     "no CPU capability image is written or checked"),
+	CALL("ext-unix-sk", 'x', optional_argument, set_ext_unix_sk, NULL,
+	     "a datagram unix socket connected to a bound one outside the tree is dumped, and "
+	     "connects to it again on restore"),
 	/* check */
 	CALL("feature", 0, required_argument, set_feature, "NAME", "check: only this feature"),
 	FLAG("extra", 0, check_extra, "check: also the extra features"),
@@ -148,7 +152,6 @@ static const struct cr_option options[] = {
 	CALL("version", 'V', no_argument, show_version, NULL, "print the version"),
 	/* refused: state this criu does not dump or restore (Documentation/criu.8.txt) */
 	REFUSED("join-ns", 'J', required_argument),
-	REFUSED("ext-unix-sk", 'x', optional_argument),
 	REFUSED_FLAG("tcp-established", 0),
 	REFUSED_FLAG("tcp-close", 0),
 	REFUSED_FLAG("skip-in-flight", 0),
@@ -493,6 +496,16 @@ static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool o
 	}
 	/* Without a value upstream means "soft": cgroups dumped and restored. */
 	return arg && !strcmp(arg, "ignore") ? 0 : refuse(o, arg);
+}
+
+/* Without a value: every external peer; with inodes, upstream's exceptions list: refused. */
+static int set_ext_unix_sk(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (arg)
+		return refuse(o, arg);
+	opts.ext_unix_sk = true;
+	return 0;
 }
 
 /* Dump writes no cpuinfo image and restore checks no CPU capability: "none". */

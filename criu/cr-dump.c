@@ -1323,6 +1323,10 @@ int cr_dump_tasks(pid_t pid)
 	ret = dump_tree(&stats);
 	if (ret)
 		goto out;
+	/* What ties fds of several tasks together (a socket and its peer) is known now. */
+	ret = files_dump_check();
+	if (ret)
+		goto out;
 	/* The memfds the tasks' fds and VMAs named: each object once. */
 	ret = memfd_dump_objects(&stats.mem);
 	if (ret)

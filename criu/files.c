@@ -36,6 +36,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&eventfd_fdtype_ops,
 	&signalfd_fdtype_ops,
 	&timerfd_fdtype_ops,
+	&unix_sk_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -78,6 +79,13 @@ struct dumped_desc {
 static struct dumped_desc *dumped_descs;
 static size_t nr_dumped_descs;
 
+/*
+ * criu's own fds on files in flight (files_dump_in_flight()): open until the dump ends, as
+ * fds of tasks dumped later are compared with them.
+ */
+static int *in_flight_fds;
+static size_t nr_in_flight_fds;
+
 int files_dump_init(void)
 {
 	files_img = open_image(CR_IMG_FILES, O_WRONLY, 0);
@@ -95,6 +103,25 @@ int files_dump_fini(void)
 	free(dumped_descs);
 	dumped_descs = NULL;
 	nr_dumped_descs = 0;
+	for (size_t i = 0; i < nr_in_flight_fds; i++)
+		close(in_flight_fds[i]);
+	free(in_flight_fds);
+	in_flight_fds = NULL;
+	nr_in_flight_fds = 0;
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
+		if (fdtype_ops_table[k]->dump_fini)
+			fdtype_ops_table[k]->dump_fini();
+	return 0;
+}
+
+int files_dump_check(void)
+{
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+		int ret = fdtype_ops_table[k]->dump_check ? fdtype_ops_table[k]->dump_check() : 0;
+
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 
@@ -261,11 +288,13 @@ static int remember_dumped_desc(const struct fd_parms *p, uint32_t id)
 
 /*
  * The file id of fd of task pid (*p filled for it) and its kind, the description dumped
- * when new.
+ * when new. A file in flight (pid is criu) is in no task's fd table, which a kind with a
+ * finish() step needs: refused when new.
  */
 static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 		      const struct fdtype_ops **ops_out)
 {
+	bool in_flight = pid == getpid();
 	const struct dumped_desc *first;
 	const struct fdtype_ops *ops;
 	int ret;
@@ -287,13 +316,36 @@ static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 				fd, pid, p->link, first->fd, first->pid);
 		return 0;
 	}
+	if (in_flight && ops->finish) {
+		pr_err("a file in flight (%s, a %s file) has state that only a task holding it "
+		       "restores: not supported\n",
+		       p->link, ops->name);
+		return -ENOTSUP;
+	}
 	*id = files_new_id();
-	ret = ops->dump(p, *id);
+	/* First: the dump of a socket may meet the socket itself, in flight in its queue. */
+	ret = remember_dumped_desc(p, *id);
 	if (!ret)
-		ret = remember_dumped_desc(p, *id);
+		ret = ops->dump(p, *id);
 	if (!ret)
 		pr_debug("fd %d of task %d: %s %s, file id %u\n", fd, pid, ops->name, p->link, *id);
 	return ret;
+}
+
+int files_dump_in_flight(int fd, uint32_t *id)
+{
+	int *grown = realloc(in_flight_fds, (nr_in_flight_fds + 1) * sizeof(*grown));
+	const struct fdtype_ops *ops;
+	struct fd_parms p;
+
+	if (!grown) {
+		pr_err("out of memory keeping a file in flight\n");
+		close(fd);
+		return -ENOMEM;
+	}
+	in_flight_fds = grown;
+	in_flight_fds[nr_in_flight_fds++] = fd;
+	return desc_of_fd(getpid(), fd, &p, id, &ops);
 }
 
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
@@ -546,6 +598,11 @@ static int collect_kinds(void)
 			if (ret)
 				return ret;
 		}
+		if (ops->collect_done) {
+			ret = ops->collect_done();
+			if (ret)
+				return ret;
+		}
 	}
 	return 0;
 }
@@ -687,6 +744,7 @@ struct file_sharing {
 	bool needed;			  /* a file or a task needs it (deps, needed_by) */
 	bool inherit;			  /* several tasks use it (or its object), or needed */
 	int inherited_fd;		  /* where the opener keeps it; -1 when not inherited */
+	int kept_fd;			  /* see files_keep_for(); -1: none */
 	int given_fd;			  /* --inherit-fd: criu's descriptor for it; -1: none */
 };
 
@@ -891,6 +949,39 @@ static int assign_inherited_fds(int max_restored_fd, int *next_fd_out)
 	return 0;
 }
 
+/* Whether another entry in use is on the same object as entry idx. */
+static bool shares_object(size_t idx)
+{
+	uint64_t (*key_fn)(const struct file_desc *);
+	uint64_t key = object_key_of(idx, &key_fn);
+
+	for (size_t i = 0; key && i < nr_file_descs; i++)
+		if (i != idx && same_object(i, key, key_fn))
+			return true;
+	return false;
+}
+
+/*
+ * Below the inherited ones, a number for each entry whose description may be made by the
+ * open() of another entry of its object and kept for it (fdtype_ops.opens_object).
+ */
+static int assign_kept_fds(int max_restored_fd, int *next_fd)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		if (!file_descs[i].ops->opens_object || !desc_in_use(i) || !shares_object(i))
+			continue;
+		if (*next_fd <= max_restored_fd) {
+			pr_err("file %u: no fd number free above the restored ones to keep it "
+			       "at while its object is made: restore with a higher soft "
+			       "RLIMIT_NOFILE\n",
+			       file_descs[i].id);
+			return -EMFILE;
+		}
+		file_sharing[i].kept_fd = (*next_fd)--;
+	}
+	return 0;
+}
+
 /* The description --inherit-fd ifd names, as an index into file_descs; -1 if none. */
 static ssize_t find_given_desc(const struct inherit_fd *ifd)
 {
@@ -976,6 +1067,13 @@ static ssize_t dep_index(size_t idx, uint32_t id)
 	if (!dep->ops->inheritable) {
 		pr_err("file %u (%s) needs file %u (%s), which cannot be opened for another "
 		       "task\n", d->id, d->ops->name, dep->id, dep->ops->name);
+		return -1;
+	}
+	/* finish() runs in a task holding the file: one in flight only would miss it. */
+	if (dep->ops->finish && !file_sharing[desc_index(dep)].nr_users) {
+		pr_err("file %u (%s) needs file %u (%s), which no task holds, and only a task "
+		       "holding it restores all of its state\n",
+		       d->id, d->ops->name, dep->id, dep->ops->name);
 		return -1;
 	}
 	return desc_index(dep);
@@ -1123,8 +1221,10 @@ static int plan_shared_files(void)
 		pr_err("out of memory planning %zu shared files\n", nr_file_descs);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < nr_file_descs; i++)
+	for (size_t i = 0; i < nr_file_descs; i++) {
 		file_sharing[i].inherited_fd = file_sharing[i].given_fd = -1;
+		file_sharing[i].kept_fd = -1;
+	}
 	for (item = root_item; item; item = pstree_next(item)) {
 		ret = note_task_files(item, &max_restored_fd);
 		if (ret)
@@ -1136,6 +1236,8 @@ static int plan_shared_files(void)
 	ret = plan_openers();
 	if (!ret)
 		ret = assign_inherited_fds(max_restored_fd, &next_fd);
+	if (!ret)
+		ret = assign_kept_fds(max_restored_fd, &next_fd);
 	return ret ? ret : place_given_fds(next_fd, max_restored_fd);
 }
 
@@ -1226,6 +1328,44 @@ int files_dep_fd(uint32_t id)
 		return -EBADF;
 	}
 	return file_sharing[desc_index(d)].inherited_fd;
+}
+
+int files_keep_for(uint32_t id, int fd)
+{
+	const struct file_desc *d = find_file_desc(id);
+	int kept_fd = d ? file_sharing[desc_index(d)].kept_fd : -1;
+
+	if (d && !desc_in_use(desc_index(d))) {
+		close(fd);
+		return 0;
+	}
+	if (kept_fd < 0 || fcntl(kept_fd, F_GETFD) >= 0) {
+		pr_err("file %u: %s to keep it at while its object is made\n", id,
+		       kept_fd < 0 ? "no fd number was set aside"
+				   : "the fd number set aside is taken");
+		close(fd);
+		return -EBADF;
+	}
+	if (dup3(fd, kept_fd, O_CLOEXEC) < 0) {
+		int err = errno;
+
+		pr_err("file %u: cannot keep it at fd %d: %s\n", id, kept_fd, strerror(err));
+		close(fd);
+		return -err;
+	}
+	close(fd);
+	return 0;
+}
+
+int files_take_kept(uint32_t id)
+{
+	const struct file_desc *d = find_file_desc(id);
+	int kept_fd = d ? file_sharing[desc_index(d)].kept_fd : -1;
+
+	/* Taken once: the engine moves it to its place and closes this number. */
+	if (kept_fd < 0 || fcntl(kept_fd, F_GETFD) < 0)
+		return -ENOENT;
+	return kept_fd;
 }
 
 /*

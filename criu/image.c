@@ -27,6 +27,7 @@
 #include "ext.pb-c.h"
 #include "memfd.pb-c.h"
 #include "file-lock.pb-c.h"
+#include "sk-packet.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -62,6 +63,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				      memfd_inode_entry__descriptor),
 	[CR_IMG_FILE_LOCKS] = PB_IMG("FILE_LOCKS", "filelocks.img", FILE_LOCKS_MAGIC,
 				     file_lock_entry__descriptor),
+	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
+				    sk_packet_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -88,6 +88,11 @@ struct cr_plugin *cr_plugin_next(int hook, struct cr_plugin *prev)
 	return NULL;
 }
 
+bool cr_plugin_has_hook(int hook)
+{
+	return cr_plugin_next(hook, NULL) != NULL;
+}
+
 void *cr_plugin_hook_fn(const struct cr_plugin *plugin, int hook)
 {
 	return plugin->desc->hooks[hook];

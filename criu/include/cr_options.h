@@ -39,6 +39,7 @@ struct cr_options {
 	unsigned int nr_inherit_fds;
 	bool link_remap; /* a file whose name was removed, other links left, is linked back */
 	bool file_locks; /* dump the file locks the tree holds (restore takes them regardless) */
+	bool ext_unix_sk; /* -x: unix sockets may have peers outside the tree (sk-unix.c) */
 	bool file_validation_size; /* --file-validation filesize: a size change fails restore */
 	uint64_t ghost_limit;	   /* bytes of a deleted file's contents a dump may save */
 	char *check_feature;	   /* check --feature */

@@ -44,13 +44,15 @@
 enum {
 	/*
 	 * DUMP_UNIX_SK(fd, id), criu, dump: a Unix socket whose peer is outside the dumped
-	 * tree. fd is criu's copy of the socket; id names it in the images. Return 0 after
-	 * saving what RESTORE_UNIX_SK needs (in your own image, keyed by id).
+	 * tree, once every task's fds are dumped. fd is criu's copy of the socket; id is its
+	 * inode (unix_sk_entry.ino, as CRIU passes it). Return 0 after saving what
+	 * RESTORE_UNIX_SK needs (in your own image, keyed by id); its queue must be empty.
 	 */
 	CR_PLUGIN_HOOK__DUMP_UNIX_SK = 0,
 	/*
-	 * RESTORE_UNIX_SK(id), the task, restore: re-create the socket dumped as id. Return
-	 * the new fd (>= 0); criu installs it at the task's fd number.
+	 * RESTORE_UNIX_SK(id), the task, restore: re-create the socket dumped with inode id.
+	 * Return the new fd (>= 0); criu installs it at the task's fd number and sets its
+	 * options, shutdown and file flags as dumped.
 	 */
 	CR_PLUGIN_HOOK__RESTORE_UNIX_SK = 1,
 

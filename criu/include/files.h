@@ -56,6 +56,14 @@ struct fdtype_ops {
 	/* Dump: write the description as file_entry id (write_file_entry()). 0 or -errno. */
 	int (*dump)(const struct fd_parms *p, uint32_t id);
 	/*
+	 * Optional. Dump, from files_dump_check(), once every task's fds are dumped and before
+	 * the images are sealed: what needs all of them (a socket's peer must be one of the
+	 * dumped sockets). 0 or -errno, after one error line.
+	 */
+	int (*dump_check)(void);
+	/* Optional. Dump, from files_dump_fini(), after a dump or a failed one: free its state. */
+	void (*dump_fini)(void);
+	/*
 	 * Optional. Restore, main process, before this kind's entries are collected: read the
 	 * kind's own images (pipes-data.img, remap-fpath.img, ...). 0 or -errno.
 	 */
@@ -68,6 +76,12 @@ struct fdtype_ops {
 	 * (find_reg_file()). 0 or -errno, after one error line.
 	 */
 	int (*collect)(struct file_desc *d);
+	/*
+	 * Optional. Restore, main process, once every entry of the kind is collected: what
+	 * ties entries together (a socket's peer, named by its inode). 0 or -errno, after one
+	 * error line.
+	 */
+	int (*collect_done)(void);
 	/*
 	 * Optional. Restore, main process, from files_collect_fini(): free the tables
 	 * collect_images() and collect() filled (d->kind is files.c's to free), whether the
@@ -91,6 +105,12 @@ struct fdtype_ops {
 	 * task when several tasks use them, so the object and its state exist once.
 	 */
 	uint64_t (*object_key)(const struct file_desc *d);
+	/*
+	 * With object_key. open() of one entry of an object may make the descriptions of the
+	 * object's other entries too (both ends of a socketpair) and hand each to the engine
+	 * (files_keep_for()) until that entry's own open() takes it back (files_take_kept()).
+	 */
+	bool opens_object;
 	/*
 	 * Optional. Restore, main process, after collect: the name --inherit-fd gives this
 	 * description (pipe:[INODE] as dumped, a regular file's path) into buf. A description
@@ -148,6 +168,15 @@ int task_fd_of_file(const struct task_fds *fds, uint32_t id);
  * (fdtype_ops.needed_by). -EBADF (logged) when the task does not hold it.
  */
 int files_dep_fd(uint32_t id);
+/*
+ * In open() of a kind with opens_object: fd is the description of entry id, another entry
+ * of the object being opened; it moves to a number kept for id (no restored or inherited fd
+ * uses it) until id's open() takes it with files_take_kept(). Consumes fd: closed when
+ * nothing opens id (its only references are in flight). 0 or -errno.
+ */
+int files_keep_for(uint32_t id, int fd);
+/* In open(): the fd files_keep_for() kept for id, or -ENOENT (not logged) when none. */
+int files_take_kept(uint32_t id);
 
 /* Regular files, directories and the memory devices, reopened by path (files-reg.c). */
 extern const struct fdtype_ops reg_fdtype_ops;
@@ -166,6 +195,8 @@ extern const struct fdtype_ops fanotify_fdtype_ops;
 extern const struct fdtype_ops eventfd_fdtype_ops;
 extern const struct fdtype_ops signalfd_fdtype_ops;
 extern const struct fdtype_ops timerfd_fdtype_ops;
+/* Unix sockets: names, peers, queues, options (sk-unix.c). */
+extern const struct fdtype_ops unix_sk_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 
@@ -180,6 +211,8 @@ static inline uint32_t kernel_dev(dev_t dev)
 /* Open / close files.img (and the kinds' images) for the whole dump. */
 int files_dump_init(void);
 int files_dump_fini(void);
+/* Once every task's fds are dumped: each kind's dump_check(). 0 or -errno. */
+int files_dump_check(void);
 /*
  * Every fd of /proc/PID/fd -> files.img + fdinfo-FILES_ID.img (the task's ids.files_id,
  * set before this is called). -errno naming the fd if refused.
@@ -204,6 +237,11 @@ int write_file_entry(const FileEntry *fe);
 struct cr_img *files_side_image(enum cr_img_type type);
 /* Whether fd1 of pid1 and fd2 of pid2 are one open description (kcmp): 1, 0, or -errno. */
 int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
+/*
+ * A file in flight (SCM_RIGHTS) that a peek at a queue put at fd in criu: its file id, the
+ * description dumped when new, as any task's fd is. Takes fd (closed when the dump ends).
+ */
+int files_dump_in_flight(int fd, uint32_t *id);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */

@@ -76,6 +76,9 @@ void cr_plugin_fini(int stage, int ret);
 int cr_plugins_to_inventory(PluginsEntry *plugins);
 int cr_plugins_check_inventory(const PluginsEntry *plugins);
 
+/* Whether a loaded plugin implements hook (CR_PLUGIN_HOOK__...). */
+bool cr_plugin_has_hook(int hook);
+
 /* ---- run_plugins() machinery; call run_plugins(), not these ---- */
 struct cr_plugin;
 

@@ -194,7 +194,7 @@ def check_explore_quick(dump_dir, expected):
 
 
 # Images plugins write in formats of their own (the AMDGPU plugin's, the test plugins').
-PLUGIN_IMAGES = ("amdgpu-", "testdev-")
+PLUGIN_IMAGES = ("amdgpu-", "testdev-", "unixsk-")
 
 
 def check_image_quick(path):

@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -396,6 +399,117 @@ void test_children_verdict(const pid_t *children, int nr, const char *who)
 		if (!WIFEXITED(status) || WEXITSTATUS(status))
 			test_fail("%s: child %d failed (wait status %#x)", who, children[i], status);
 	}
+}
+
+pid_t test_fork_outside(void (*run)(int ready_fd, void *arg), void *arg)
+{
+	int report[2], ready[2], status;
+	pid_t child, pid;
+	char byte;
+
+	if (pipe(report) || pipe(ready))
+		test_fail_errno("pipe for a process outside the tree");
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0) {
+		pid = fork();
+		if (pid == 0) {
+			close(ready[0]);
+			run(ready[1], arg);
+			_exit(1);
+		}
+		if (pid < 0 || write(report[1], &pid, sizeof(pid)) != sizeof(pid))
+			_exit(1);
+		_exit(0);
+	}
+	if (waitpid(child, &status, 0) != child || status)
+		test_fail("the child forking outside the tree failed (status %#x)", status);
+	close(ready[1]);
+	if (read(report[0], &pid, sizeof(pid)) != sizeof(pid) || read(ready[0], &byte, 1) != 1)
+		test_fail("the process outside the tree did not start");
+	close(report[0]);
+	close(report[1]);
+	close(ready[0]);
+	return pid;
+}
+
+void test_wait_outside_exited(pid_t pid)
+{
+	char path[32], stat[1024], *state;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	for (;;) {
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return;
+		len = read(fd, stat, sizeof(stat) - 1);
+		close(fd);
+		if (len <= 0)
+			return;
+		stat[len] = '\0';
+		state = strrchr(stat, ')');
+		if (state && state[1] == ' ' && state[2] == 'Z')
+			return;
+		sched_yield();
+	}
+}
+
+/* RTM_GETLINK for the loopback device (ifindex 1). */
+static void ask_for_lo(int fd)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct ifinfomsg ifi;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETLINK,
+			 .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 },
+		.ifi = { .ifi_family = AF_UNSPEC, .ifi_index = 1 },
+	};
+
+	if (send(fd, &req, sizeof(req), 0) != sizeof(req))
+		test_fail_errno("ask the netlink socket for the loopback link");
+}
+
+void test_unsupported_socket(struct unsupported_socket *us)
+{
+	us->fd = socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE);
+	if (us->fd < 0)
+		test_fail_errno("netlink socket");
+	ask_for_lo(us->fd);
+	us->len = recv(us->fd, us->queued, sizeof(us->queued), MSG_PEEK);
+	if (us->len <= 0)
+		test_fail_errno("peek at the netlink answer");
+}
+
+void test_unsupported_socket_check(const struct unsupported_socket *us, const char *who)
+{
+	static char received[sizeof(us->queued)];
+
+	if (recv(us->fd, received, sizeof(received), MSG_DONTWAIT) != us->len ||
+	    memcmp(received, us->queued, us->len))
+		test_fail("%s: the answer queued in the netlink socket is gone or changed", who);
+	ask_for_lo(us->fd);
+	if (recv(us->fd, received, sizeof(received), 0) <= 0)
+		test_fail("%s: the netlink socket no longer works", who);
+}
+
+void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len)
+{
+	/* Printable: a path, or an abstract name from its second byte. */
+	const char *shown =
+		want_len > sizeof(sa_family_t) ? want->sun_path + !want->sun_path[0] : "";
+	struct sockaddr_un addr;
+	socklen_t len = sizeof(addr);
+	int ret = peer ? getpeername(fd, (struct sockaddr *)&addr, &len)
+		       : getsockname(fd, (struct sockaddr *)&addr, &len);
+
+	if (ret || len != want_len || memcmp(&addr, want, len))
+		test_fail("fd %d: %s is %u bytes (%s), expected %u ('%s')", fd,
+			  peer ? "the peer's name" : "its name", len,
+			  ret ? strerror(errno) : "other bytes", want_len, shown);
 }
 
 void read_exact(int fd, void *buf, size_t len, const char *what)

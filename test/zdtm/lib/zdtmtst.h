@@ -10,7 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 /*
  * Protocol: the runner starts "PROG PIDFILE". test_init() blocks SIGTERM (it stays
@@ -132,5 +134,33 @@ int proc_locks_count(int fd, const char *cls);
  * | O_RDWR | O_NOCTTY); the slave's path goes to slave_path.
  */
 int pty_open_master(int flags, char *slave_path, size_t size);
+
+/*
+ * A process outside the dumped tree: forked by a child that exits, it goes to the runner
+ * (a subreaper). It runs run(ready_fd, arg), which writes one byte to ready_fd once it is
+ * set up and must not return; test_fork_outside() returns its pid after that byte.
+ */
+pid_t test_fork_outside(void (*run)(int ready_fd, void *arg), void *arg);
+/* Wait until the process outside the tree has exited (the runner reaps it). */
+void test_wait_outside_exited(pid_t pid);
+
+/*
+ * Dumps that must fail: a socket of a kind the dumper refuses (netlink), with the kernel's
+ * answer to a request left queued in it. test_unsupported_socket_check() fails the test
+ * (naming who) unless that answer is still there, byte for byte, and the socket works.
+ */
+struct unsupported_socket {
+	int fd;
+	char queued[8192];
+	ssize_t len;
+};
+void test_unsupported_socket(struct unsupported_socket *us);
+void test_unsupported_socket_check(const struct unsupported_socket *us, const char *who);
+
+/*
+ * Unix sockets: fd's own name (peer false) or its peer's is want (want_len bytes, as
+ * getsockname() gives them), or the test fails.
+ */
+void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * A dump of a multi-threaded process that fails (it holds a socketpair, which the dumper
- * does not support) after every thread was seized and its state read by injected
+ * A dump of a multi-threaded process that fails (it holds a netlink socket, which the
+ * dumper does not support) after every thread was seized and its state read by injected
  * syscalls leaves every thread untouched: none is traced or stopped, each keeps its
  * blocked mask, and each comes back from its futex wait when woken.
  */
@@ -10,7 +10,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -75,12 +74,11 @@ static long current_syscall(pid_t tid)
 
 int main(int argc, char **argv)
 {
+	static struct unsupported_socket us;
 	pthread_t threads[NR_THREADS];
-	int sk[2];
 
 	test_init(argc, argv);
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sk))
-		test_fail_errno("socketpair");
+	test_unsupported_socket(&us);
 	for (long i = 0; i < NR_THREADS; i++) {
 		if (pthread_create(&threads[i], NULL, thread_main, (void *)i))
 			test_fail("cannot create thread %ld", i);

@@ -84,26 +84,8 @@ static pid_t fork_outside_leader(int *tree_alive_fd)
 /* W is the runner's child now: let it go, and wait until it exited for the runner to reap. */
 static void end_outside_leader(pid_t w, int tree_alive_fd)
 {
-	char path[32], stat[1024], *state;
-	ssize_t len;
-	int fd;
-
 	close(tree_alive_fd);
-	snprintf(path, sizeof(path), "/proc/%d/stat", w);
-	for (;;) {
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			return;
-		len = read(fd, stat, sizeof(stat) - 1);
-		close(fd);
-		if (len <= 0)
-			return;
-		stat[len] = '\0';
-		state = strrchr(stat, ')');
-		if (state && state[1] == ' ' && state[2] == 'Z')
-			return;
-		sched_yield();
-	}
+	test_wait_outside_exited(w);
 }
 
 static void __attribute__((noreturn)) run_k(pid_t group)

@@ -1,0 +1,343 @@
+/*
+ * SOL_SOCKET options of a socket (sk_opts_entry): read from criu's copy of the socket on
+ * dump and set on the new socket on restore. Options the image has no field for are
+ * checked at their defaults, so a socket never comes back reading differently.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "sk-opts.h"
+
+/* Newer than some libc headers (asm-generic/socket.h numbers). */
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
+
+static int get_int_opt(int fd, int name, const char *opt, int *val, const char *what)
+{
+	socklen_t len = sizeof(*val);
+
+	if (getsockopt(fd, SOL_SOCKET, name, val, &len)) {
+		pr_perror("%s: cannot read %s", what, opt);
+		return -errno;
+	}
+	return 0;
+}
+
+static int set_opt(int fd, int name, const char *opt, const void *val, socklen_t len,
+		   const char *what)
+{
+	if (setsockopt(fd, SOL_SOCKET, name, val, len)) {
+		pr_perror("%s: cannot set %s", what, opt);
+		return -errno;
+	}
+	return 0;
+}
+
+static int set_int_opt(int fd, int name, const char *opt, int val, const char *what)
+{
+	return set_opt(fd, name, opt, &val, sizeof(val), what);
+}
+
+/*
+ * Options no field of the image holds, and the value they must have: each changes what
+ * the owner reads (extra ancillary data, or its absence). An option the kernel does not
+ * know (ENOPROTOOPT) has its default by definition.
+ */
+static const struct {
+	int name;
+	const char *opt;
+	int def;
+} fixed_opts[] = {
+	{ SO_PASSPIDFD, "SO_PASSPIDFD", 0 },
+	{ SO_PASSRIGHTS, "SO_PASSRIGHTS", 1 },
+	{ SO_TIMESTAMP, "SO_TIMESTAMP", 0 },
+	{ SO_TIMESTAMPNS, "SO_TIMESTAMPNS", 0 },
+	{ SO_RXQ_OVFL, "SO_RXQ_OVFL", 0 },
+};
+
+static int check_fixed_opts(int fd, const char *what)
+{
+	for (size_t i = 0; i < sizeof(fixed_opts) / sizeof(fixed_opts[0]); i++) {
+		socklen_t len = sizeof(int);
+		int val;
+
+		if (getsockopt(fd, SOL_SOCKET, fixed_opts[i].name, &val, &len)) {
+			if (errno == ENOPROTOOPT)
+				continue;
+			pr_perror("%s: cannot read %s", what, fixed_opts[i].opt);
+			return -errno;
+		}
+		if (val != fixed_opts[i].def) {
+			pr_err("%s: %s is %d, which is not supported\n", what, fixed_opts[i].opt,
+			       val);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* A filter or a bound device would need fields this criu does not restore. */
+static int check_unsupported_opts(int fd, const char *what)
+{
+	char dev[64];
+	socklen_t len = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &len)) {
+		pr_perror("%s: cannot read SO_GET_FILTER", what);
+		return -errno;
+	}
+	if (len) {
+		pr_err("%s: a socket filter is attached (SO_ATTACH_FILTER), which is not "
+		       "supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	len = sizeof(dev);
+	if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &len)) {
+		pr_perror("%s: cannot read SO_BINDTODEVICE", what);
+		return -errno;
+	}
+	if (len) {
+		pr_err("%s: bound to device %.*s (SO_BINDTODEVICE), which is not supported\n", what,
+		       (int)len, dev);
+		return -ENOTSUP;
+	}
+	return check_fixed_opts(fd, what);
+}
+
+static int dump_timeout(int fd, int name, const char *opt, uint64_t *sec, uint64_t *usec,
+			const char *what)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (getsockopt(fd, SOL_SOCKET, name, &tv, &len)) {
+		pr_perror("%s: cannot read %s", what, opt);
+		return -errno;
+	}
+	*sec = tv.tv_sec;
+	*usec = tv.tv_usec;
+	return 0;
+}
+
+/* The boolean options: stored as has_X + X in the entry. */
+#define BOOL_OPT(field, name)                                                              \
+	{ name, #name, offsetof(SkOptsEntry, has_##field), offsetof(SkOptsEntry, field) }
+static const struct {
+	int name;
+	const char *opt;
+	size_t has_off, val_off; /* protobuf_c_boolean each */
+} bool_opts[] = {
+	BOOL_OPT(reuseaddr, SO_REUSEADDR),   BOOL_OPT(so_passcred, SO_PASSCRED),
+	BOOL_OPT(so_passsec, SO_PASSSEC),    BOOL_OPT(so_dontroute, SO_DONTROUTE),
+	BOOL_OPT(so_no_check, SO_NO_CHECK),  BOOL_OPT(so_reuseport, SO_REUSEPORT),
+	BOOL_OPT(so_broadcast, SO_BROADCAST), BOOL_OPT(so_keepalive, SO_KEEPALIVE),
+};
+#define NR_BOOL_OPTS (sizeof(bool_opts) / sizeof(bool_opts[0]))
+
+static protobuf_c_boolean *opt_field(const SkOptsEntry *soe, size_t off)
+{
+	return (protobuf_c_boolean *)((char *)soe + off);
+}
+
+/* The integer options: has_X + X (uint32), and a new socket's value. */
+#define UINT_OPT(field, name, def)                                                         \
+	{ name, #name, offsetof(SkOptsEntry, has_##field), offsetof(SkOptsEntry, field), def }
+static const struct {
+	int name;
+	const char *opt;
+	size_t has_off, val_off;
+	uint32_t def;
+} uint_opts[] = {
+	UINT_OPT(so_priority, SO_PRIORITY, 0),
+	UINT_OPT(so_rcvlowat, SO_RCVLOWAT, 1),
+	/* Setting even 0 takes CAP_NET_ADMIN: set only when it differs. */
+	UINT_OPT(so_mark, SO_MARK, 0),
+	UINT_OPT(so_oobinline, SO_OOBINLINE, 0),
+};
+#define NR_UINT_OPTS (sizeof(uint_opts) / sizeof(uint_opts[0]))
+
+static uint32_t *uint_field(const SkOptsEntry *soe, size_t off)
+{
+	return (uint32_t *)((char *)soe + off);
+}
+
+static int dump_flags_and_numbers(int fd, SkOptsEntry *soe, const char *what)
+{
+	int val, ret;
+
+	for (size_t i = 0; i < NR_BOOL_OPTS; i++) {
+		ret = get_int_opt(fd, bool_opts[i].name, bool_opts[i].opt, &val, what);
+		if (ret)
+			return ret;
+		*opt_field(soe, bool_opts[i].has_off) = true;
+		*opt_field(soe, bool_opts[i].val_off) = val != 0;
+	}
+	for (size_t i = 0; i < NR_UINT_OPTS; i++) {
+		ret = get_int_opt(fd, uint_opts[i].name, uint_opts[i].opt, &val, what);
+		if (ret)
+			return ret;
+		*opt_field(soe, uint_opts[i].has_off) = true;
+		*uint_field(soe, uint_opts[i].val_off) = val;
+	}
+	return 0;
+}
+
+static int dump_linger(int fd, SkOptsEntry *soe, const char *what)
+{
+	struct linger lin;
+	socklen_t len = sizeof(lin);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lin, &len)) {
+		pr_perror("%s: cannot read SO_LINGER", what);
+		return -errno;
+	}
+	soe->has_so_linger = lin.l_onoff != 0;
+	soe->so_linger = lin.l_linger;
+	return 0;
+}
+
+int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
+{
+	int val, ret = check_unsupported_opts(fd, what);
+
+	if (!ret)
+		ret = get_int_opt(fd, SO_SNDBUF, "SO_SNDBUF", &val, what);
+	if (!ret) {
+		soe->so_sndbuf = val;
+		ret = get_int_opt(fd, SO_RCVBUF, "SO_RCVBUF", &val, what);
+	}
+	if (!ret) {
+		soe->so_rcvbuf = val;
+		ret = dump_timeout(fd, SO_SNDTIMEO, "SO_SNDTIMEO", &soe->so_snd_tmo_sec,
+				   &soe->so_snd_tmo_usec, what);
+	}
+	if (!ret)
+		ret = dump_timeout(fd, SO_RCVTIMEO, "SO_RCVTIMEO", &soe->so_rcv_tmo_sec,
+				   &soe->so_rcv_tmo_usec, what);
+	if (!ret)
+		ret = dump_flags_and_numbers(fd, soe, what);
+	if (!ret)
+		ret = dump_linger(fd, soe, what);
+	if (!ret)
+		ret = get_int_opt(fd, SO_BUF_LOCK, "SO_BUF_LOCK", &val, what);
+	if (!ret) {
+		soe->has_so_buf_lock = true;
+		soe->so_buf_lock = val;
+	}
+	return ret;
+}
+
+int sk_opts_check(const SkOptsEntry *soe, const char *what)
+{
+	if (!soe) {
+		pr_err("%s: no socket options in the image\n", what);
+		return -EINVAL;
+	}
+	if (soe->n_so_filter || (soe->so_bound_dev && soe->so_bound_dev[0])) {
+		pr_err("%s: a socket filter or a bound device (SO_ATTACH_FILTER, "
+		       "SO_BINDTODEVICE) is not supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	if (soe->has_tcp_keepcnt || soe->has_tcp_keepidle || soe->has_tcp_keepintvl) {
+		pr_err("%s: TCP keepalive options on a socket that is not TCP\n", what);
+		return -EINVAL;
+	}
+	if (soe->so_snd_tmo_sec > LONG_MAX || soe->so_rcv_tmo_sec > LONG_MAX ||
+	    soe->so_snd_tmo_usec >= 1000000 || soe->so_rcv_tmo_usec >= 1000000) {
+		pr_err("%s: a send or receive timeout out of range\n", what);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * getsockopt() reads twice what setsockopt() was given (the kernel's bookkeeping
+ * overhead); the FORCE variants pass the system's maximum, which a size the task set
+ * by hand within its own limits never needed, but criu's own widening does.
+ */
+static int set_buf(int fd, int force_name, int name, const char *opt, uint32_t size,
+		   const char *what)
+{
+	int val = size / 2;
+
+	if (!setsockopt(fd, SOL_SOCKET, force_name, &val, sizeof(val)))
+		return 0;
+	if (errno != EPERM) {
+		pr_perror("%s: cannot set %s to %u", what, opt, size);
+		return -errno;
+	}
+	return set_opt(fd, name, opt, &val, sizeof(val), what);
+}
+
+int sk_opts_widen_sndbuf(int fd, const char *what)
+{
+	return set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF", INT_MAX, what);
+}
+
+static int restore_timeout(int fd, int name, const char *opt, uint64_t sec, uint64_t usec,
+			   const char *what)
+{
+	struct timeval tv = { .tv_sec = sec, .tv_usec = usec };
+
+	return set_opt(fd, name, opt, &tv, sizeof(tv), what);
+}
+
+/* Only what differs from a new socket's defaults is set. */
+static int restore_flags_and_numbers(int fd, const SkOptsEntry *soe, const char *what)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < NR_BOOL_OPTS && !ret; i++)
+		if (*opt_field(soe, bool_opts[i].has_off) && *opt_field(soe, bool_opts[i].val_off))
+			ret = set_int_opt(fd, bool_opts[i].name, bool_opts[i].opt, 1, what);
+	for (size_t i = 0; i < NR_UINT_OPTS && !ret; i++)
+		if (*opt_field(soe, uint_opts[i].has_off) &&
+		    *uint_field(soe, uint_opts[i].val_off) != uint_opts[i].def)
+			ret = set_int_opt(fd, uint_opts[i].name, uint_opts[i].opt,
+					  *uint_field(soe, uint_opts[i].val_off), what);
+	if (!ret && soe->has_so_linger) {
+		struct linger lin = { .l_onoff = 1, .l_linger = soe->so_linger };
+
+		ret = set_opt(fd, SO_LINGER, "SO_LINGER", &lin, sizeof(lin), what);
+	}
+	return ret;
+}
+
+/*
+ * Setting a buffer size locks it against the kernel's tuning (SO_BUF_LOCK): the dumped
+ * lock bits are set last. An image without them (older CRIU) keeps both locked, as CRIU
+ * restores it.
+ */
+int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what)
+{
+	int ret = set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF", soe->so_sndbuf, what);
+
+	if (!ret)
+		ret = set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, "SO_RCVBUF", soe->so_rcvbuf, what);
+	if (!ret)
+		ret = restore_timeout(fd, SO_SNDTIMEO, "SO_SNDTIMEO", soe->so_snd_tmo_sec,
+				      soe->so_snd_tmo_usec, what);
+	if (!ret)
+		ret = restore_timeout(fd, SO_RCVTIMEO, "SO_RCVTIMEO", soe->so_rcv_tmo_sec,
+				      soe->so_rcv_tmo_usec, what);
+	if (!ret)
+		ret = restore_flags_and_numbers(fd, soe, what);
+	if (!ret && soe->has_so_buf_lock)
+		ret = set_int_opt(fd, SO_BUF_LOCK, "SO_BUF_LOCK", soe->so_buf_lock, what);
+	return ret;
+}

@@ -62,8 +62,8 @@ static int read_named_pid(const struct fd_parms *p, pid_t *pid)
 	if (ret)
 		return ret;
 	if (strtol(nspids, NULL, 10) != *pid || strpbrk(nspids, " \t")) {
-		pr_err("fd %d of task %d: pidfd on pid %d, which is \"%s\" down its pid namespaces: "
-		       "nested pid namespaces are not supported\n",
+		pr_err("fd %d of task %d: pidfd on pid %d, which is \"%s\" down its pid "
+		       "namespaces: nested pid namespaces are not supported\n",
 		       p->fd, p->pid, *pid, nspids);
 		return -ENOTSUP;
 	}
@@ -152,7 +152,7 @@ struct pidfd_file {
 	uint32_t id;
 	uint32_t ino;
 	uint32_t flags;
-	pid_t pid; /* -1: a process that is gone */
+	pid_t pid;    /* -1: a process that is gone */
 	int store_id; /* its description in the fdstore; -1 until pidfd_tree_forked() */
 };
 
@@ -216,7 +216,11 @@ static int pidfd_collect(struct file_desc *d)
 	if (ret)
 		return ret;
 	pidfd_files[nr_pidfd_files++] = (struct pidfd_file){
-		.id = d->id, .ino = pfe->ino, .flags = pfe->flags, .pid = pfe->nspid, .store_id = -1,
+		.id = d->id,
+		.ino = pfe->ino,
+		.flags = pfe->flags,
+		.pid = pfe->nspid,
+		.store_id = -1,
 	};
 	return 0;
 }

@@ -689,8 +689,7 @@ TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '
 for _dir in ('cross_up2us_', 'cross_us2up_'):
     TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
 # Upstream criu refuses to dump a PIDFD_THREAD pidfd: the test makes none there.
-for _dir in ('cross_up2us_', 'cross_us2up_'):
-    TESTS[_dir + 'pidfd_child_self_dead']['test_env'] = {'ZDTM_PIDFD_UPSTREAM': '1'}
+TESTS['cross_up2us_pidfd_child_self_dead']['test_env'] = {'ZDTM_PIDFD_UPSTREAM': '1'}
 # Upstream criu keeps a packet mode master's status byte with its queued bytes (at dump)
 # and sets a pty's locked termios before its termios (at restore): the pty crossing it has
 # neither. Its restore gives the controlling terminal back to a session's leader after the

@@ -4,10 +4,12 @@
  * pidfs inode; a signal sent through one reaches the child, waitid() through the other
  * reaps it), and a child reaped before the dump (two descriptions on one inode of their
  * own, one shared with the live child, the other the parent's alone): it reads as exited.
+ * A zombie child is named like a live one: its pidfd polls as exited and waitid() through
+ * it reaps the child with its exit code.
  * After restore the parent has no other child (the process restore made for the reaped
  * one is gone).
- * With ZDTM_PIDFD_UPSTREAM set (cross tests) there is no PIDFD_THREAD pidfd: upstream criu
- * refuses it.
+ * With ZDTM_PIDFD_UPSTREAM set (dumped by upstream criu) there is no PIDFD_THREAD pidfd:
+ * upstream criu refuses to dump one.
  */
 #include <errno.h>
 #include <poll.h>
@@ -35,7 +37,9 @@
 #define DEAD_FD	       43 /* shared with the live child */
 #define DEAD_NB_FD     44 /* PIDFD_NONBLOCK, the parent's alone */
 #define SELF_THREAD_FD 45
+#define ZOMBIE_FD      46
 #define DEAD_EXIT      7
+#define ZOMBIE_EXIT    5
 
 /* What the live child saw after restore, for the parent. */
 struct child_report {
@@ -121,6 +125,7 @@ static void __attribute__((noreturn)) child_main(void)
 	close(LIVE_FD);
 	close(DEAD_NB_FD);
 	close(SELF_THREAD_FD);
+	close(ZOMBIE_FD);
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	if (sigprocmask(SIG_BLOCK, &usr1, NULL))
@@ -157,6 +162,40 @@ static void make_dead_child(void)
 	if (waitpid(dead, &status, 0) != dead || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != DEAD_EXIT)
 		test_fail("the child to be reaped did not exit with %d", DEAD_EXIT);
+}
+
+/* A child that exits at once and stays a zombie, with a pidfd on it. */
+static pid_t make_zombie_child(void)
+{
+	pid_t zombie = fork();
+	siginfo_t info;
+
+	if (zombie < 0)
+		test_fail_errno("fork");
+	if (zombie == 0)
+		_exit(ZOMBIE_EXIT);
+	pidfd_at(zombie, 0, ZOMBIE_FD);
+	if (waitid(P_PID, zombie, &info, WEXITED | WNOWAIT))
+		test_fail_errno("waitid(WNOWAIT) for the zombie");
+	return zombie;
+}
+
+/* Dead, not reaped: the pid is still named; waitid() through the pidfd reaps it. */
+static void check_zombie(pid_t zombie)
+{
+	struct pollfd pfd = { .fd = ZOMBIE_FD, .events = POLLIN };
+	siginfo_t info = { 0 };
+
+	expect_pid(ZOMBIE_FD, zombie, "parent");
+	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLIN))
+		test_fail("parent: the zombie's pidfd does not poll as exited (revents %#x)",
+			  pfd.revents);
+	if (waitid(P_PIDFD, ZOMBIE_FD, &info, WEXITED))
+		test_fail_errno("waitid(P_PIDFD) for the zombie");
+	if (info.si_pid != zombie || info.si_code != CLD_EXITED || info.si_status != ZOMBIE_EXIT)
+		test_fail("the zombie %d was reaped as %d with code %d status %d", zombie,
+			  info.si_pid, info.si_code, info.si_status);
+	expect_pid(ZOMBIE_FD, -1, "parent, the zombie reaped");
 }
 
 static void check_self(bool thread_fd)
@@ -235,7 +274,7 @@ static void signal_and_reap(pid_t child)
 int main(int argc, char **argv)
 {
 	bool thread_fd = !getenv("ZDTM_PIDFD_UPSTREAM");
-	pid_t child;
+	pid_t child, zombie;
 
 	test_init(argc, argv);
 	report = mmap(NULL, sizeof(*report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -246,6 +285,7 @@ int main(int argc, char **argv)
 	if (thread_fd)
 		pidfd_at(getpid(), PIDFD_THREAD, SELF_THREAD_FD);
 	make_dead_child();
+	zombie = make_zombie_child();
 	child = test_fork_child(child_main);
 	pidfd_at(child, PIDFD_NONBLOCK, LIVE_NB_FD);
 	pidfd_at(child, 0, LIVE_FD);
@@ -255,6 +295,7 @@ int main(int argc, char **argv)
 	check_self(thread_fd);
 	check_dead();
 	check_live(child);
+	check_zombie(zombie);
 	signal_and_reap(child);
 	test_pass();
 }

@@ -147,16 +147,23 @@ static void __attribute__((noreturn)) child_main(void)
 	exit(0);
 }
 
+static pid_t fork_exiting(int code)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		test_fail_errno("fork");
+	if (pid == 0)
+		_exit(code);
+	return pid;
+}
+
 /* A child that exits at once, with pidfds taken on it before it is reaped. */
 static void make_dead_child(void)
 {
-	pid_t dead = fork();
+	pid_t dead = fork_exiting(DEAD_EXIT);
 	int status;
 
-	if (dead < 0)
-		test_fail_errno("fork");
-	if (dead == 0)
-		_exit(DEAD_EXIT);
 	pidfd_at(dead, 0, DEAD_FD);
 	pidfd_at(dead, PIDFD_NONBLOCK, DEAD_NB_FD);
 	if (waitpid(dead, &status, 0) != dead || !WIFEXITED(status) ||
@@ -167,13 +174,9 @@ static void make_dead_child(void)
 /* A child that exits at once and stays a zombie, with a pidfd on it. */
 static pid_t make_zombie_child(void)
 {
-	pid_t zombie = fork();
+	pid_t zombie = fork_exiting(ZOMBIE_EXIT);
 	siginfo_t info;
 
-	if (zombie < 0)
-		test_fail_errno("fork");
-	if (zombie == 0)
-		_exit(ZOMBIE_EXIT);
 	pidfd_at(zombie, 0, ZOMBIE_FD);
 	if (waitid(P_PID, zombie, &info, WEXITED | WNOWAIT))
 		test_fail_errno("waitid(WNOWAIT) for the zombie");

@@ -553,7 +553,11 @@ static int task_stages(struct rst_task *task, int sock)
 		pr_perror("task %d: cannot report its children", item->pid);
 		return -1;
 	}
-	/* Every group exists now: a leader's terminal gets its foreground group back. */
+	/*
+	 * Every group exists now: a leader's terminal gets its foreground group back. criu
+	 * made the files that name tasks before GROUPS (files_tree_forked()): prepare_fds()
+	 * takes them.
+	 */
 	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item) ||
 	    tty_restore_foreground(item))
 		return -1;
@@ -1259,7 +1263,11 @@ int cr_restore_tasks(void)
 	if (fork_root_task() || seize_tree_tasks())
 		goto out;
 	t_forked = now_secs();
-	if (release_groups())
+	/*
+	 * Every task exists and waits for GROUPS before it opens its fds (prepare_fds()): the
+	 * files that name tasks (pidfds) can be made now, and only now.
+	 */
+	if (files_tree_forked() || release_groups())
 		goto out;
 	/* Before waiting: plugins start work here that overlaps the tasks' own restore. */
 	if (run_plugins(POST_FORKING))

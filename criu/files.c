@@ -37,6 +37,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&signalfd_fdtype_ops,
 	&timerfd_fdtype_ops,
 	&unix_sk_fdtype_ops,
+	&pidfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 
@@ -310,7 +311,7 @@ static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 		*id = first->id;
 		pr_debug("fd %d of task %d: shares file id %u\n", fd, pid, *id);
 		/* Restore opens these in each task (see fdtype_ops.inheritable). */
-		if (first->pid != pid && !ops->inheritable)
+		if (first->pid != pid && !ops->inheritable && !ops->parked)
 			pr_warn("fd %d of task %d (%s) shares its description with fd %d of "
 				"task %d: it will be restored as a separate copy in each task\n",
 				fd, pid, p->link, first->fd, first->pid);
@@ -924,6 +925,11 @@ static int assign_inherited_fds(int max_restored_fd, int *next_fd_out)
 
 		if (!fs->inherit)
 			continue;
+		/* Still one description: each task takes the one criu made (parked). */
+		if (file_descs[i].ops->parked) {
+			fs->inherit = false;
+			continue;
+		}
 		if (!file_descs[i].ops->inheritable) {
 			pr_warn("file %u (%s) is used by %u tasks: restored as one copy per task, "
 				"not as one shared description\n",
@@ -1395,6 +1401,17 @@ static int open_inherited_after_deps(const struct pstree_item *item, size_t idx,
 	opened[idx] = true;
 	pr_debug("file %u opened for the subtree at fd %d\n", file_descs[idx].id,
 		 file_sharing[idx].inherited_fd);
+	return 0;
+}
+
+int files_tree_forked(void)
+{
+	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+		int ret = fdtype_ops_table[k]->tree_forked ? fdtype_ops_table[k]->tree_forked() : 0;
+
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 

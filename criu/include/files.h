@@ -98,6 +98,12 @@ struct fdtype_ops {
 	 */
 	bool inheritable;
 	/*
+	 * open() takes the one description criu made for d in tree_forked() (from the
+	 * fdstore): the tasks that shared it share it again, and none opens it for its
+	 * subtree (that happens before the tree exists), whatever inheritable says.
+	 */
+	bool parked;
+	/*
 	 * Optional. Restore, main process, after collect: the kernel object behind the
 	 * description whose state one opening restores (a pipe's queue, a deleted file's
 	 * contents), as a key unique among the entries this function is called for; 0 when
@@ -149,6 +155,13 @@ struct fdtype_ops {
 	 * files_dep_fd().
 	 */
 	const struct pstree_item *(*needed_by)(const struct file_desc *d);
+	/*
+	 * Optional. Restore, main process, once every task of the tree exists (their other
+	 * threads do not yet) and before any of them opens its own fds (prepare_fds() waits
+	 * for it): make what names the tree's tasks (a pidfd) and park it in the fdstore for
+	 * open(). 0 or -errno, after one error line.
+	 */
+	int (*tree_forked)(void);
 };
 
 /* A restored task's fd table, for fdtype_ops.finish(). */
@@ -197,6 +210,8 @@ extern const struct fdtype_ops signalfd_fdtype_ops;
 extern const struct fdtype_ops timerfd_fdtype_ops;
 /* Unix sockets: names, peers, queues, options (sk-unix.c). */
 extern const struct fdtype_ops unix_sk_fdtype_ops;
+/* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */
+extern const struct fdtype_ops pidfd_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 
@@ -280,6 +295,11 @@ void files_collect_fini(void);
  */
 struct pstree_item;
 int prepare_inherited_files(const struct pstree_item *item);
+/*
+ * Main process, once the tree is forked and before any task opens its fds: each kind's
+ * fdtype_ops.tree_forked(). 0 or -errno.
+ */
+int files_tree_forked(void);
 /*
  * In the restored task, after the service fds are installed and before anything else
  * opens fds: every fd of its fdinfo image at its number with its flags and offset; every

@@ -1278,6 +1278,9 @@ int cr_restore_tasks(void)
 	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
 	if (memfd_apply_seals())
 		goto out;
+	/* Once every thread exists: one may be a file's owner (files.h). */
+	if (restore_file_owners())
+		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))
 		goto out;

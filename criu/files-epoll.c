@@ -152,7 +152,9 @@ static int epoll_dump(const struct fd_parms *p, uint32_t id)
 	ee.id = id;
 	ee.flags = p->flags;
 	ee.fown = &fown;
-	ret = read_watched(p, &ee);
+	ret = dump_fown(p, &fown);
+	if (!ret)
+		ret = read_watched(p, &ee);
 	/* Backwards: locating a registration may renumber it, which toffs before it must not see. */
 	for (size_t i = ee.n_tfd; i-- > 0 && !ret;) {
 		uint32_t toff = 0;
@@ -184,13 +186,16 @@ static int epoll_collect(struct file_desc *d)
 	return collect_owner(d, ee->fown);
 }
 
+/* O_NONBLOCK comes back; O_ASYNC would not (epoll has no fasync), nor could it be dumped. */
 static int epoll_open(const struct file_desc *d)
 {
 	int fd = epoll_create1(0);
 
-	if (fd < 0)
+	if (fd < 0) {
 		pr_perror("epoll %u: epoll_create1", d->id);
-	return fd < 0 ? -errno : fd;
+		return -errno;
+	}
+	return restore_status_flags(fd, d->fe->epfd->flags, d);
 }
 
 static int epoll_check_finish(const struct file_desc *d, const struct task_fds *fds)

@@ -55,6 +55,8 @@ static int eventfd_dump(const struct fd_parms *p, uint32_t id)
 	int ret;
 
 	ret = read_eventfd_state(p, &efe.counter, &semaphore);
+	if (!ret)
+		ret = dump_fown(p, &fown);
 	if (ret)
 		return ret;
 	efe.id = id;

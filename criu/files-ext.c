@@ -60,6 +60,8 @@ static int ext_dump(const struct fd_parms *p, uint32_t id)
 	close(lfd);
 	if (ret == -ENOTSUP)
 		refuse_fd(p);
+	if (ret >= 0)
+		ret = dump_fown(p, &fown);
 	if (ret < 0)
 		return ret;
 

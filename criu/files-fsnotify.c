@@ -519,6 +519,9 @@ static int write_inotify_entry(const struct fd_parms *p, uint32_t id, struct dum
 	InotifyWdEntry **wdes;
 	int ret;
 
+	ret = dump_fown(p, &fown);
+	if (ret)
+		return ret;
 	wdes = calloc(nr ? nr : 1, sizeof(*wdes));
 	if (!wdes) {
 		pr_err("%s: out of memory writing %zu watches\n", what, nr);
@@ -553,9 +556,10 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 	int ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d (inotify)", p->fd, p->pid);
-	/* inotify_init1() sets O_NONBLOCK alone; O_ASYNC would need the owner, not dumped. */
-	if (p->flags & ~O_NONBLOCK) {
-		pr_err("%s: file flags %#o: only O_NONBLOCK is supported\n", what, p->flags);
+	/* inotify_init1() sets O_NONBLOCK, F_SETFL (finish_group()) also O_ASYNC. */
+	if (p->flags & ~(O_NONBLOCK | O_ASYNC)) {
+		pr_err("%s: file flags %#o: only O_NONBLOCK and O_ASYNC are supported\n", what,
+		       p->flags);
 		return -ENOTSUP;
 	}
 	ret = read_fdinfo_lines(p, "inotify ", &lines, what);
@@ -585,7 +589,7 @@ static int inotify_dump(const struct fd_parms *p, uint32_t id)
 
 /*
  * The end of a group's open(): ret, what setting it up gave; the dumped file flags
- * (O_NONBLOCK) last. The fd, or -errno with the group closed.
+ * (O_NONBLOCK, O_ASYNC) last. The fd, or -errno with the group closed.
  */
 static int finish_group(int fd, int ret, uint32_t flags, const char *kind, uint32_t id)
 {
@@ -691,8 +695,9 @@ static int inotify_collect(struct file_desc *d)
 		pr_err("files.img: inotify file %u has no inotify entry of its own\n", d->id);
 		return -EINVAL;
 	}
-	if (ife->flags & ~O_NONBLOCK) {
-		pr_err("files.img: inotify file %u: flags %#o: only O_NONBLOCK is supported\n",
+	if (ife->flags & ~(O_NONBLOCK | O_ASYNC)) {
+		pr_err("files.img: inotify file %u: flags %#o: only O_NONBLOCK and O_ASYNC are "
+		       "supported\n",
 		       d->id, ife->flags);
 		return -ENOTSUP;
 	}
@@ -965,6 +970,9 @@ static int write_fanotify_entry(const struct fd_parms *p, uint32_t id, const cha
 	FanotifyMarkEntry **fmes;
 	int ret;
 
+	ret = dump_fown(p, &fown);
+	if (ret)
+		return ret;
 	if (sscanf(flags_line, "fanotify flags:%x event-flags:%x", &ffe.faflags, &ffe.evflags) !=
 	    2) {
 		pr_err("%s: cannot parse its fdinfo line: %s", what, flags_line);

@@ -160,16 +160,18 @@ static int note_memfd(int fd, const struct stat *st, const char *link, const cha
 	return 0;
 }
 
-static int write_memfd_entry(uint32_t id, uint32_t flags, uint64_t pos, uint32_t inode_id)
+/* fown: the owner of an fd's I/O signals; NULL for the entry of the mappings. */
+static int write_memfd_entry(uint32_t id, uint32_t flags, uint64_t pos, uint32_t inode_id,
+			     FownEntry *fown)
 {
 	MemfdFileEntry mfe = MEMFD_FILE_ENTRY__INIT;
-	FownEntry fown = FOWN_ENTRY__INIT;
+	FownEntry no_owner = FOWN_ENTRY__INIT;
 	FileEntry fe = FILE_ENTRY__INIT;
 
 	mfe.id = id;
 	mfe.flags = flags;
 	mfe.pos = pos;
-	mfe.fown = &fown;
+	mfe.fown = fown ? fown : &no_owner;
 	mfe.inode_id = inode_id;
 	fe.type = FD_TYPES__MEMFD;
 	fe.id = id;
@@ -180,15 +182,19 @@ static int write_memfd_entry(uint32_t id, uint32_t flags, uint64_t pos, uint32_t
 static int memfd_dump(const struct fd_parms *p, uint32_t id)
 {
 	struct dumped_memfd *m;
+	FownEntry fown;
 	char what[64];
 	int fd, ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d", p->fd, p->pid);
+	ret = dump_fown(p, &fown);
+	if (ret)
+		return ret;
 	fd = grab_task_fd(p);
 	if (fd < 0)
 		return fd;
 	ret = note_memfd(fd, &p->st, p->link, what, &m);
-	return ret ? ret : write_memfd_entry(id, p->flags, p->pos, m->inode_id);
+	return ret ? ret : write_memfd_entry(id, p->flags, p->pos, m->inode_id, &fown);
 }
 
 /* As CRIU writes it: one entry per object for all its VMAs, which carry their own access. */
@@ -216,7 +222,7 @@ int memfd_dump_mapped(pid_t pid, const char *map_path, uint32_t *file_id)
 		return ret;
 	if (!m->mapped_id) {
 		m->mapped_id = files_new_id();
-		ret = write_memfd_entry(m->mapped_id, O_RDONLY, 0, m->inode_id);
+		ret = write_memfd_entry(m->mapped_id, O_RDONLY, 0, m->inode_id, NULL);
 	}
 	*file_id = m->mapped_id;
 	return ret;

@@ -133,6 +133,9 @@ static int pidfd_dump(const struct fd_parms *p, uint32_t id)
 		       p->fd, p->pid, p->flags);
 		return -ENOTSUP;
 	}
+	ret = dump_fown(p, &fown);
+	if (ret)
+		return ret;
 	pfe.id = id;
 	pfe.ino = pidfs_ino(p);
 	pfe.flags = p->flags & PIDFD_OPEN_FLAGS;

@@ -374,18 +374,19 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	return check_ghost_path(path, what);
 }
 
+/* fown: the owner of an fd's I/O signals; NULL for a file no fd holds (cwd, a mapping). */
 static int write_reg_entry(uint32_t id, const char *path, const struct stat *st, uint32_t flags,
-			   uint64_t pos)
+			   uint64_t pos, FownEntry *fown)
 {
 	FileEntry fe = FILE_ENTRY__INIT;
 	RegFileEntry rfe = REG_FILE_ENTRY__INIT;
-	FownEntry fown = FOWN_ENTRY__INIT;
+	FownEntry no_owner = FOWN_ENTRY__INIT;
 
 	rfe.id = id;
 	rfe.name = (char *)path; /* protobuf-c's field is not const; it is only read */
 	rfe.flags = flags;
 	rfe.pos = pos;
-	rfe.fown = &fown;
+	rfe.fown = fown ? fown : &no_owner;
 	rfe.has_mode = true;
 	rfe.mode = st->st_mode;
 	/* Only a regular file's size means something to check on restore. */
@@ -441,7 +442,7 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	dumped_link_remaps[nr_dumped_link_remaps++] =
 		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, lpath };
 	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
-	return write_reg_entry(*link_id, lpath, st, O_RDONLY, 0);
+	return write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL);
 }
 
 void reg_dump_undo(void)
@@ -476,7 +477,7 @@ static int write_remap(uint32_t file_id, uint32_t remap_id, RemapType type)
  * is the /proc link the contents of a deleted file are read from.
  */
 static int dump_reg_entry(uint32_t id, const char *src, const char *link, const struct stat *st,
-			  uint32_t flags, uint64_t pos, const char *what)
+			  uint32_t flags, uint64_t pos, FownEntry *fown, const char *what)
 {
 	enum reg_path_kind kind;
 	char path[PATH_MAX];
@@ -493,7 +494,7 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 		if (!ret)
 			ret = write_remap(id, remap_id, REMAP_TYPE__LINKED);
 	}
-	return ret ? ret : write_reg_entry(id, path, st, flags, pos);
+	return ret ? ret : write_reg_entry(id, path, st, flags, pos, fown);
 }
 
 /* A symlink is held only by an O_PATH | O_NOFOLLOW fd, reopened the same way. */
@@ -506,15 +507,21 @@ static bool reg_owns(const struct fd_parms *p)
 int dump_reg_file(const struct fd_parms *p, uint32_t id)
 {
 	char src[64], what[64];
+	FownEntry fown;
+	int ret;
 
 	snprintf(src, sizeof(src), "/proc/%d/fd/%d", p->pid, p->fd);
 	snprintf(what, sizeof(what), "fd %d of task %d", p->fd, p->pid);
-	return dump_reg_entry(id, src, p->link, &p->st, p->flags, p->pos, what);
+	ret = dump_fown(p, &fown);
+	return ret ? ret : dump_reg_entry(id, src, p->link, &p->st, p->flags, p->pos, &fown, what);
 }
 
 int dump_reg_path(const struct fd_parms *p, uint32_t id, const char *path)
 {
-	return write_reg_entry(id, path, &p->st, p->flags, p->pos);
+	FownEntry fown;
+	int ret = dump_fown(p, &fown);
+
+	return ret ? ret : write_reg_entry(id, path, &p->st, p->flags, p->pos, &fown);
 }
 
 /* The target of a /proc link and its inode. */
@@ -544,7 +551,7 @@ int dump_dir_file(const char *src, const char *what, uint32_t *file_id)
 		return -ENOTDIR;
 	}
 	*file_id = files_new_id();
-	return dump_reg_entry(*file_id, src, link, &st, O_RDONLY, 0, what);
+	return dump_reg_entry(*file_id, src, link, &st, O_RDONLY, 0, NULL, what);
 }
 
 static int remember_vma_file(const struct stat *st, const char *path, uint32_t flags, uint32_t id)
@@ -606,7 +613,7 @@ static int dump_vma_file(const char *src, const char *what, uint32_t flags, uint
 	}
 	id = files_new_id();
 	/* The mapping code opens it with the access the VMA needs (open_vma_file()). */
-	ret = dump_reg_entry(id, src, link, &st, flags, 0, what);
+	ret = dump_reg_entry(id, src, link, &st, flags, 0, NULL, what);
 	if (!ret)
 		ret = remember_vma_file(&st, link, flags, id);
 	if (!ret) {

@@ -37,6 +37,8 @@ static int signalfd_dump(const struct fd_parms *p, uint32_t id)
 	ret = parse_fd_fdinfo(p->pid, p->fd, &fi);
 	if (!ret)
 		ret = fdinfo_scan(&fi, "sigmask:", 1, "%" SCNx64, &sfe.sigmask);
+	if (!ret)
+		ret = dump_fown(p, &fown);
 	if (ret)
 		return ret;
 	sfe.id = id;

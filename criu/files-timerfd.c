@@ -101,6 +101,8 @@ static int timerfd_dump(const struct fd_parms *p, uint32_t id)
 	int ret;
 
 	ret = read_running_timerfd(p, &tfe);
+	if (!ret)
+		ret = dump_fown(p, &fown);
 	if (ret)
 		return ret;
 	tfe.id = id;

@@ -8,6 +8,7 @@
 #include <linux/kcmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -87,6 +88,34 @@ static size_t nr_dumped_descs;
 static int *in_flight_fds;
 static size_t nr_in_flight_fds;
 
+/*
+ * The pidfd of the task whose fds are read, kept for its next fd: every fd is grabbed at
+ * least once (dump_fown()). Dropped once the task's fds are done: its pid may be reused.
+ */
+static int cached_pidfd = -1;
+static pid_t cached_pidfd_pid;
+
+static void drop_task_pidfd(void)
+{
+	if (cached_pidfd >= 0)
+		close(cached_pidfd);
+	cached_pidfd = -1;
+}
+
+static int task_pidfd(pid_t pid)
+{
+	if (cached_pidfd >= 0 && cached_pidfd_pid == pid)
+		return cached_pidfd;
+	drop_task_pidfd();
+	cached_pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (cached_pidfd < 0) {
+		pr_perror("task %d: pidfd_open", pid);
+		return -errno;
+	}
+	cached_pidfd_pid = pid;
+	return cached_pidfd;
+}
+
 int files_dump_init(void)
 {
 	files_img = open_image(CR_IMG_FILES, O_WRONLY, 0);
@@ -95,6 +124,7 @@ int files_dump_init(void)
 
 int files_dump_fini(void)
 {
+	drop_task_pidfd();
 	close_image(files_img);
 	files_img = NULL;
 	for (size_t i = 0; i < CR_IMG_MAX; i++) {
@@ -155,18 +185,100 @@ int write_file_entry(const FileEntry *fe)
  */
 int grab_task_fd(const struct fd_parms *p)
 {
-	int pidfd, fd;
+	int pidfd = task_pidfd(p->pid), fd;
 
-	pidfd = syscall(SYS_pidfd_open, p->pid, 0);
-	if (pidfd < 0) {
-		pr_perror("fd %d of task %d: pidfd_open", p->fd, p->pid);
+	if (pidfd < 0)
+		return pidfd;
+	fd = syscall(SYS_pidfd_getfd, pidfd, p->fd, 0);
+	if (fd < 0) {
+		pr_perror("fd %d of task %d: cannot get a copy of it (pidfd_getfd)", p->fd, p->pid);
 		return -errno;
 	}
-	fd = syscall(SYS_pidfd_getfd, pidfd, p->fd, 0);
+	return fd;
+}
+
+/* The kernel's (asm-generic/fcntl.h); glibc's fcntl.h does not have it. */
+#ifndef F_GETOWNER_UIDS
+#define F_GETOWNER_UIDS 17
+#endif
+
+/*
+ * Whether restore can give a file the owner of its I/O signals back: a thread, process
+ * or process group of the tree that keeps its id. Both sides.
+ */
+static bool owner_in_tree(uint32_t type, uint32_t id)
+{
+	if (id > INT_MAX)
+		return false;
+	switch (type) {
+	case F_OWNER_TID:
+		return pstree_find_thread(id);
+	case F_OWNER_PID:
+		return pstree_find(id);
+	case F_OWNER_PGRP:
+		return pstree_group_kept(id);
+	}
+	return false;
+}
+
+static const char *owner_kind(uint32_t type)
+{
+	switch (type) {
+	case F_OWNER_TID:
+		return "thread";
+	case F_OWNER_PID:
+		return "process";
+	case F_OWNER_PGRP:
+		return "process group";
+	}
+	return "owner of an unknown type";
+}
+
+/*
+ * Nothing in /proc shows the owner, nor the signal (fdinfo's flags only show O_ASYNC, and
+ * an owner matters without it: a socket's SIGURG, a lease's break signal), so every file
+ * is asked through criu's copy of it, the same description. An owner that died reads 0:
+ * it gets no signal any more, and none is dumped.
+ */
+int dump_fown(const struct fd_parms *p, FownEntry *fown)
+{
+	struct f_owner_ex owner = { 0, 0 };
+	uint32_t ids[2] = { 0, 0 };
+	int fd, sig, ret = 0;
+
+	fown_entry__init(fown);
+	/* fcntl refuses both on O_PATH files, which cannot have either. */
+	if (p->flags & O_PATH)
+		return 0;
+	fd = grab_task_fd(p);
 	if (fd < 0)
-		pr_perror("fd %d of task %d: cannot get a copy of it (pidfd_getfd)", p->fd, p->pid);
-	close(pidfd);
-	return fd < 0 ? -errno : fd;
+		return fd;
+	sig = fcntl(fd, F_GETSIG);
+	if (sig < 0 || fcntl(fd, F_GETOWN_EX, &owner) ||
+	    (owner.pid && fcntl(fd, F_GETOWNER_UIDS, ids))) {
+		ret = -errno;
+		pr_perror("fd %d of task %d: cannot read the owner of its I/O signals", p->fd,
+			  p->pid);
+	}
+	close(fd);
+	if (ret)
+		return ret;
+	fown->signum = sig;
+	if (!owner.pid)
+		return 0;
+	if (!owner_in_tree(owner.type, owner.pid)) {
+		pr_err("fd %d of task %d (%s): its I/O signals (F_SETOWN) go to %s %d, which is "
+		       "outside the dumped tree: not supported\n",
+		       p->fd, p->pid, p->link, owner_kind(owner.type), owner.pid);
+		return -ENOTSUP;
+	}
+	fown->uid = ids[0];
+	fown->euid = ids[1];
+	fown->pid_type = owner.type;
+	fown->pid = owner.pid;
+	pr_debug("fd %d of task %d: I/O signal %d to %s %d (uid %u, euid %u)\n", p->fd, p->pid,
+		 sig, owner_kind(owner.type), owner.pid, ids[0], ids[1]);
+	return 0;
 }
 
 static int read_fdinfo_fields(struct fd_parms *p)
@@ -446,6 +558,7 @@ int dump_task_files(pid_t pid)
 	}
 	for (size_t i = 0; i < nr_fds && !ret; i++)
 		ret = dump_one_fd(pid, fds[i], fdinfo_img);
+	drop_task_pidfd();
 	close_image(fdinfo_img);
 	free(fds);
 	return ret;
@@ -486,25 +599,26 @@ static size_t desc_index(const struct file_desc *d)
 }
 
 /*
- * Who gets a signal on I/O (F_SETOWN) names a task or group by pid: not restored, so a
- * description that had one is refused rather than restored without it. The signal
- * itself (F_SETSIG) is a plain number, set again.
+ * The owner (F_SETOWN_EX) names a thread, process or group by id: one of the restored
+ * tree, set once all of it exists (restore_file_owners()). The signal (F_SETSIG) is a
+ * plain number, set when the file is opened.
  */
 int collect_owner(struct file_desc *d, const FownEntry *fown)
 {
 	if (!fown)
 		return 0;
-	if (fown->pid) {
-		pr_err("files.img: file %u has an owner for I/O signals (F_SETOWN pid %u), which "
-		       "is not supported\n",
-		       d->id, fown->pid);
-		return -ENOTSUP;
-	}
 	if (fown->signum > 64) {
 		pr_err("files.img: file %u: I/O signal %u is not a signal\n", d->id, fown->signum);
 		return -EINVAL;
 	}
+	if (fown->pid && !owner_in_tree(fown->pid_type, fown->pid)) {
+		pr_err("files.img: file %u: its I/O signals go to %s %u (type %u), which is not "
+		       "in the restored tree\n",
+		       d->id, owner_kind(fown->pid_type), fown->pid, fown->pid_type);
+		return -EINVAL;
+	}
 	d->owner_signum = fown->signum;
+	d->owner = fown->pid ? fown : NULL;
 	return 0;
 }
 
@@ -751,6 +865,9 @@ struct file_sharing {
 
 /* Indexed like file_descs. */
 static struct file_sharing *file_sharing;
+
+/* fd numbers no planned fd uses: above every restored one, below the inherited and given. */
+static int park_lo, park_hi;
 
 static unsigned int item_depth(const struct pstree_item *item)
 {
@@ -1217,6 +1334,53 @@ static int plan_openers(void)
 	return ret;
 }
 
+static void set_park_range(int max_restored_fd)
+{
+	int lowest_sfd, highest_sfd;
+
+	service_fd_range(&lowest_sfd, &highest_sfd);
+	park_lo = max_restored_fd + 1;
+	park_hi = lowest_sfd - 1;
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		if (file_sharing[i].inherited_fd >= 0 && file_sharing[i].inherited_fd <= park_hi)
+			park_hi = file_sharing[i].inherited_fd - 1;
+		if (file_sharing[i].given_fd >= 0 && file_sharing[i].given_fd <= park_hi)
+			park_hi = file_sharing[i].given_fd - 1;
+		if (file_sharing[i].kept_fd >= 0 && file_sharing[i].kept_fd <= park_hi)
+			park_hi = file_sharing[i].kept_fd - 1;
+	}
+}
+
+int files_park_fd(int fd)
+{
+	int parked = park_lo <= park_hi ? fcntl(fd, F_DUPFD_CLOEXEC, park_lo) : -1;
+
+	close(fd);
+	if (parked > park_hi) {
+		close(parked);
+		parked = -1;
+	}
+	if (parked < 0)
+		pr_debug("no fd number free to keep an fd for later (%d..%d)\n", park_lo, park_hi);
+	return parked;
+}
+
+/* restore_file_owners() reaches a file through an fd of the tree: one must hold it. */
+static int check_owned_files(void)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		const struct file_desc *d = &file_descs[i];
+
+		if (d->owner && desc_in_use(i) && !file_sharing[i].nr_users) {
+			pr_err("file %u (%s) has an owner for its I/O signals, but no fd of the "
+			       "tree holds it: not supported\n",
+			       d->id, d->ops->name);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 static int plan_shared_files(void)
 {
 	struct pstree_item *item;
@@ -1241,10 +1405,16 @@ static int plan_shared_files(void)
 	place_task_needs();
 	ret = plan_openers();
 	if (!ret)
+		ret = check_owned_files();
+	if (!ret)
 		ret = assign_inherited_fds(max_restored_fd, &next_fd);
 	if (!ret)
 		ret = assign_kept_fds(max_restored_fd, &next_fd);
-	return ret ? ret : place_given_fds(next_fd, max_restored_fd);
+	if (!ret)
+		ret = place_given_fds(next_fd, max_restored_fd);
+	if (!ret)
+		set_park_range(max_restored_fd);
+	return ret;
 }
 
 /*
@@ -1546,6 +1716,157 @@ static int finish_files(const struct task_fds *fds)
 	return 0;
 }
 
+/* criu's own uids again, after setown_as() took others; and its dumpable flag. */
+static int take_own_uids(uid_t uid, uid_t euid, uid_t suid, int dumpable)
+{
+	if (syscall(SYS_setresuid, uid, euid, suid)) {
+		pr_perror("cannot take criu's uids %u/%u/%u back", uid, euid, suid);
+		return -errno;
+	}
+	/* A change of euid makes a process not dumpable. */
+	if (dumpable == 0 || dumpable == 1)
+		prctl(PR_SET_DUMPABLE, dumpable);
+	return 0;
+}
+
+/*
+ * The kernel keeps the uid and euid of whoever sets the owner, and checks them against
+ * the receiver's before each signal (sigio_perm() in fs/fcntl.c): criu makes the call as
+ * the image's ids. Its saved uid stays, so that it can take its own ids back. The raw
+ * system call changes this thread's ids alone (glibc's setresuid() changes every
+ * thread's), so a plugin's worker thread keeps criu's meanwhile.
+ */
+static int setown_as(int fd, const struct f_owner_ex *owner, const FownEntry *fown, uint32_t id)
+{
+	uid_t uid, euid, suid;
+	int dumpable = -1, err = 0;
+	bool other_ids;
+
+	if (getresuid(&uid, &euid, &suid)) {
+		pr_perror("cannot read criu's uids");
+		return -errno;
+	}
+	other_ids = fown->uid != uid || fown->euid != euid;
+	if (other_ids) {
+		dumpable = prctl(PR_GET_DUMPABLE);
+		if (syscall(SYS_setresuid, fown->uid, fown->euid, -1)) {
+			pr_perror("file %u: cannot take uid %u and euid %u to set its owner", id,
+				  fown->uid, fown->euid);
+			return -errno;
+		}
+	}
+	if (fcntl(fd, F_SETOWN_EX, owner))
+		err = errno;
+	if (other_ids) {
+		int ret = take_own_uids(uid, euid, suid, dumpable);
+
+		if (ret)
+			return ret;
+	}
+	if (err) {
+		pr_err("file %u: cannot give its I/O signals to %s %d: %s\n", id,
+		       owner_kind(owner->type), owner->pid, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+/* Through criu's copy of fd of task pid, the same description. */
+static int set_file_owner(const struct file_desc *d, pid_t pid, int fd)
+{
+	struct f_owner_ex owner = { .type = d->owner->pid_type, .pid = d->owner->pid };
+	struct fd_parms p = { .pid = pid, .fd = fd };
+	int own_fd = grab_task_fd(&p), ret;
+
+	if (own_fd < 0)
+		return own_fd;
+	ret = setown_as(own_fd, &owner, d->owner, d->id);
+	close(own_fd);
+	if (!ret)
+		pr_debug("file %u: I/O signals to %s %d\n", d->id, owner_kind(owner.type),
+			 owner.pid);
+	return ret;
+}
+
+/*
+ * Whether fdi is the fd through which the restored tree's state of its description is
+ * set once: the task's lowest fd on it; a shared description by its first user only; a
+ * file each user opened for itself (fdtype_ops.inheritable) by each; never a descriptor
+ * --inherit-fd gave, which stays as it was given.
+ */
+static bool first_fd_of_file(const struct task_fds *fds, const FdinfoEntry *fdi)
+{
+	const struct file_desc *d = find_file_desc(fdi->id);
+	const struct file_sharing *fs = &file_sharing[desc_index(d)];
+
+	if (fs->given_fd >= 0 || task_fd_of_file(fds, fdi->id) != (int)fdi->fd)
+		return false;
+	return !d->ops->inheritable || fs->first_user == fds->pid;
+}
+
+static int set_task_owners(const struct pstree_item *item)
+{
+	struct task_fds fds = { .pid = item->pid };
+	int ret;
+
+	if (item->zombie || !item->ids.files_id)
+		return 0;
+	ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
+	for (size_t i = 0; i < fds.nr && !ret; i++) {
+		const FdinfoEntry *fdi = fds.fdis[i];
+		const struct file_desc *d = find_file_desc(fdi->id);
+
+		if (d->owner && first_fd_of_file(&fds, fdi))
+			ret = set_file_owner(d, item->pid, fdi->fd);
+	}
+	free_fdinfos(fds.fdis, fds.nr);
+	return ret;
+}
+
+/*
+ * Not when the files are opened: an owner may be a thread, which the restorer creates
+ * last, or a task not forked yet; and a signal raised while the tree is restored would
+ * wait, pending, in a task that did not ask for it.
+ */
+int restore_file_owners(void)
+{
+	struct pstree_item *item;
+	size_t nr_owned = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < nr_file_descs; i++)
+		nr_owned += file_descs[i].owner != NULL;
+	if (!nr_owned)
+		return 0;
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		ret = set_task_owners(item);
+	drop_task_pidfd();
+	if (!ret)
+		pr_info("owners of I/O signals set for %zu files\n", nr_owned);
+	return ret;
+}
+
+/*
+ * A signal-driven file's signal carries the fd number O_ASYNC was last set through
+ * (si_fd): that was where the file was opened, so it is set again at the task's number.
+ * Off and on, since F_SETFL registers only a change (a file without fasync ignores
+ * both). A terminal makes its foreground group or the caller the owner then: none, until
+ * restore_file_owners() sets the image's.
+ */
+static int rearm_async(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags >= 0 && !(flags & O_ASYNC))
+		return 0;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_ASYNC) || fcntl(fd, F_SETFL, flags) ||
+	    fcntl(fd, F_SETOWN, 0)) {
+		pr_perror("fd %d: cannot set O_ASYNC at its number", fd);
+		return -errno;
+	}
+	return 0;
+}
+
 int prepare_fds(pid_t pid)
 {
 	struct task_fds fds = { .pid = pid };
@@ -1562,6 +1883,9 @@ int prepare_fds(pid_t pid)
 		ret = place_fd(fds.fdis, i);
 	if (!ret)
 		ret = close_stray_fds(fds.fdis, fds.nr);
+	for (size_t i = 0; i < fds.nr && !ret; i++)
+		if (first_fd_of_file(&fds, fds.fdis[i]))
+			ret = rearm_async(fds.fdis[i]->fd);
 	if (!ret)
 		ret = finish_files(&fds);
 	free_fdinfos(fds.fdis, fds.nr);

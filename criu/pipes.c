@@ -192,18 +192,14 @@ static int dump_queue_once(const struct fd_parms *p, enum cr_img_type type, cons
 }
 
 /*
- * Packet mode (O_DIRECT) keeps write boundaries that the copied queue no longer has, and
- * O_ASYNC needs its owner and signal, which nobody dumps: refuse rather than restore less.
- * The image names a pipe by 32 bits of its inode: a larger one could be taken for another.
+ * Packet mode (O_DIRECT) keeps write boundaries that the copied queue no longer has: refuse
+ * rather than restore less. The image names a pipe by 32 bits of its inode: a larger one
+ * could be taken for another.
  */
 static int check_pipe_dumpable(const struct fd_parms *p, const char *what)
 {
 	if (p->flags & O_DIRECT) {
 		pr_err("%s is a packet-mode (O_DIRECT) pipe, which is not supported\n", what);
-		return -ENOTSUP;
-	}
-	if (p->flags & O_ASYNC) {
-		pr_err("%s has O_ASYNC set, which is not supported\n", what);
 		return -ENOTSUP;
 	}
 	if (p->st.st_ino > UINT32_MAX) {
@@ -226,6 +222,8 @@ static int pipe_dump(const struct fd_parms *p, uint32_t id)
 	ret = check_pipe_dumpable(p, what);
 	if (!ret)
 		ret = dump_queue_once(p, CR_IMG_PIPES_DATA, what);
+	if (!ret)
+		ret = dump_fown(p, &fown);
 	if (ret)
 		return ret;
 	pe.id = id;
@@ -295,6 +293,10 @@ struct pipe_obj {
 	const struct pipe_data *data; /* NULL: empty, default size */
 	bool restored;
 	ino_t restored_ino; /* pipes: the new pipe, to find an end this task already holds */
+	/* pipes: the end pipe2() made that the task did not take yet, parked; or -1 */
+	int spare_fd;
+	uint32_t spare_accmode;
+	pid_t spare_pid; /* the task that parked it: its children do not take it */
 };
 
 static struct pipe_obj *pipe_objs;
@@ -439,7 +441,7 @@ static ssize_t collect_pipe_obj(bool fifo, uint32_t pipe_id, uint32_t file_id)
 	}
 	pipe_objs = grown;
 	pipe_objs[nr_pipe_objs] = (struct pipe_obj){
-		.fifo = fifo, .pipe_id = pipe_id, .data = find_pipe_data(t, pipe_id)
+		.fifo = fifo, .pipe_id = pipe_id, .data = find_pipe_data(t, pipe_id), .spare_fd = -1
 	};
 	return nr_pipe_objs++;
 }
@@ -491,6 +493,7 @@ static int fifo_collect(struct file_desc *d)
 	if (!regf)
 		return -EINVAL;
 	d->owner_signum = find_file_desc(ffe->regf_id)->owner_signum;
+	d->owner = find_file_desc(ffe->regf_id)->owner;
 	return collect_end(d, true, ffe->pipe_id, regf->flags, regf);
 }
 
@@ -567,11 +570,18 @@ static int set_status_flags(int fd, uint32_t flags, const char *what)
 }
 
 /*
- * The first end of a pipe this task needs: pipe2, refill, keep the wanted end and close
- * the other. Closing it loses nothing: the queue lives as long as either end does, and a
- * later end is opened anew from the kept one (reopen_pipe_end()), so no fd of criu's sits
- * where a restored fd may still have to go.
+ * The first end of a pipe this task needs: pipe2, refill, keep the wanted end and park the
+ * other (files_park_fd()), out of the way of the fds still to be placed, for the task's
+ * next end of the pipe (take_spare_end()). Any other end is opened anew from one the task
+ * holds (reopen_pipe_end()); the queue lives as long as either end does.
  */
+static void park_spare_end(struct pipe_obj *obj, int fd, uint32_t accmode)
+{
+	obj->spare_fd = files_park_fd(fd);
+	obj->spare_accmode = accmode;
+	obj->spare_pid = getpid();
+}
+
 static int create_pipe(struct pipe_obj *obj, uint32_t flags, const char *what)
 {
 	int ends[2], fd, ret;
@@ -594,11 +604,11 @@ static int create_pipe(struct pipe_obj *obj, uint32_t flags, const char *what)
 	switch (flags & O_ACCMODE) {
 	case O_RDONLY:
 		fd = ends[0];
-		close(ends[1]);
+		park_spare_end(obj, ends[1], O_WRONLY);
 		break;
 	case O_WRONLY:
 		fd = ends[1];
-		close(ends[0]);
+		park_spare_end(obj, ends[0], O_RDONLY);
 		break;
 	default:
 		fd = open_end_via(ends[0], flags, what);
@@ -645,10 +655,27 @@ static int find_held_end(const struct pipe_obj *obj, const char *what)
 	return found;
 }
 
-static int reopen_pipe_end(const struct pipe_obj *obj, uint32_t flags, const char *what)
+/*
+ * An end reopened through /proc/self/fd gets O_LARGEFILE (open(2) adds it on 64-bit),
+ * which F_SETFL cannot take away: one pipe2() made has the flags a pipe() end has.
+ */
+static int take_spare_end(struct pipe_obj *obj, uint32_t flags)
 {
-	int held_fd = find_held_end(obj, what);
+	int fd = obj->spare_fd;
 
+	if (fd < 0 || obj->spare_pid != getpid() || (flags & O_ACCMODE) != obj->spare_accmode)
+		return -1;
+	obj->spare_fd = -1;
+	return fd;
+}
+
+static int reopen_pipe_end(struct pipe_obj *obj, uint32_t flags, const char *what)
+{
+	int held_fd = take_spare_end(obj, flags);
+
+	if (held_fd >= 0)
+		return held_fd;
+	held_fd = find_held_end(obj, what);
 	return held_fd < 0 ? held_fd : open_end_via(held_fd, flags, what);
 }
 

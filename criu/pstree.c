@@ -255,6 +255,27 @@ bool pstree_leader_is_dead(pid_t id)
 	return !pstree_find(id) && !is_outer_id(id);
 }
 
+struct pstree_item *pstree_find_thread(pid_t tid)
+{
+	struct pstree_item *item;
+
+	for (item = root_item; item; item = pstree_next(item))
+		for (unsigned int i = 0; i < item->nr_threads; i++)
+			if (item->threads[i] == tid)
+				return item;
+	return NULL;
+}
+
+bool pstree_group_kept(pid_t pgid)
+{
+	struct pstree_item *item;
+
+	for (item = root_item; item; item = pstree_next(item))
+		if (item->pgid == pgid)
+			return !is_outer_id(pgid);
+	return false;
+}
+
 /*
  * Restore can only hand the root criu's session and group: anything else led from
  * outside the tree comes back different, which only --shell-job accepts (as CRIU does).

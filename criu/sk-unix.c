@@ -623,6 +623,8 @@ static int unix_sk_dump(const struct fd_parms *p, uint32_t id)
 		ret = dump_path_name(e->lfd, sk, &e->ue, &e->perms, what);
 	if (ret >= 0)
 		ret = sk_opts_dump(e->lfd, &e->opts, what);
+	if (ret >= 0)
+		ret = dump_fown(p, &e->fown);
 	if (ret >= 0 && has_queue(sk))
 		ret = e->nr_packets = sk_queue_dump(e->lfd, id, sk->type, what);
 	if (ret < 0) {

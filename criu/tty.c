@@ -584,6 +584,9 @@ static int tty_dump(const struct fd_parms *p, uint32_t id)
 	int fd, ret;
 
 	snprintf(what, sizeof(what), "fd %d of task %d (%s)", p->fd, p->pid, p->link);
+	ret = dump_fown(p, &fown);
+	if (ret)
+		return ret;
 	fd = grab_task_fd(p);
 	if (fd < 0)
 		return fd;
@@ -1006,7 +1009,8 @@ static int decode_tty_end(struct file_desc *d, const TtyFileEntry *tfe, struct t
 {
 	char user[48];
 
-	*end = (struct tty_end){ .role = TTY_SHELL, .flags = tfe->flags };
+	/* Opened without O_ASYNC, which tty_open() sets after. */
+	*end = (struct tty_end){ .role = TTY_SHELL, .flags = tfe->flags & ~O_ASYNC };
 	end->info = find_tty_info(tfe->tty_info_id);
 	if (!end->info) {
 		pr_err("files.img: terminal file %u names terminal %u, which is not in "
@@ -1370,7 +1374,7 @@ static int open_current(const struct tty_end *end)
 	return ret ? ret : open_reg_file(end->regf, end->flags);
 }
 
-static int tty_open(const struct file_desc *d)
+static int open_tty_end(const struct file_desc *d)
 {
 	const struct tty_end *end = d->kind;
 	char what[64];
@@ -1388,6 +1392,31 @@ static int tty_open(const struct file_desc *d)
 	default:
 		return open_shell_tty(d, end);
 	}
+}
+
+/*
+ * O_ASYNC through F_SETFL once open: open(2) would keep the flag without registering the
+ * file for the signal. Turning it on makes the terminal's foreground group (or this task)
+ * the owner; the image's owner, if any, is set once the whole tree exists
+ * (restore_file_owners()), none until then.
+ */
+static int set_tty_async(int fd, const struct file_desc *d)
+{
+	int flags = fcntl(fd, F_GETFL), err;
+
+	if (flags >= 0 && !fcntl(fd, F_SETFL, flags | O_ASYNC) && !fcntl(fd, F_SETOWN, 0))
+		return fd;
+	err = errno;
+	pr_err("terminal file %u: cannot set O_ASYNC: %s\n", d->id, strerror(err));
+	close(fd);
+	return -err;
+}
+
+static int tty_open(const struct file_desc *d)
+{
+	int fd = open_tty_end(d);
+
+	return fd >= 0 && (d->fe->tty->flags & O_ASYNC) ? set_tty_async(fd, d) : fd;
 }
 
 /*

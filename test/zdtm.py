@@ -253,6 +253,14 @@ def inotify_wd_far_away(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def fown_names_no_task(img_dir, pid):
+    """The pipe owned by the process names, as its owner, a pid the tree does not have."""
+    def edit(entries):
+        pipe = next(e['pipe'] for e in entries if 'pipe' in e and e['pipe']['fown']['pid'])
+        pipe['fown']['pid'] = 999999
+    edit_image(img_dir, 'files.img', edit)
+
+
 def edit_files_entries(img_dir, kind, field, value):
     """Every file_entry's sub-message kind ('tfd', 'efd', ...) gets field = value."""
     edit_image(img_dir, 'files.img', lambda es: [e[kind].update({field: value}) for e in es
@@ -375,6 +383,14 @@ TESTS = {
                                           'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
+    'file_fown_async': {'devpts': True},
+    'file_fown_outside': {'mode': 'dump_fails', 'expect': 'which is outside the dumped tree'},
+    'file_fown_outside_group': {'bin': 'file_fown_outside', 'mode': 'dump_fails',
+                                'test_env': {'ZDTM_FOWN_OUTSIDE_GROUP': '1'},
+                                'expect': 'go to process group'},
+    'restore_fail_fown_no_such_task': {'bin': 'file_fown_async', 'mode': 'restore_fails',
+                                       'devpts': True, 'corrupt': fown_names_no_task,
+                                       'expect': 'go to process 999999 (type 1), which is not'},
     'epoll_targets': {},
     # file locks (--file-locks): POSIX, flock(), OFD; waiters; refusals
     'file_locks_posix': {'dump_args': ['--file-locks']},
@@ -670,6 +686,7 @@ CROSS_TESTS = {
     'pipe_queued_bytes': {},  # pipes, FIFOs
     'tree_pipe_queued_bytes': {},
     'fifo_queued_bytes': {},
+    'file_fown_async': {'devpts': True},  # owners of I/O signals: process, thread, group
     'file_reg_flags_offset': {},  # regular files: flags, offsets, shared descriptions
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
@@ -726,6 +743,10 @@ for _dir in ('cross_up2us_', 'cross_us2up_'):
     TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
 # Upstream criu refuses to dump a PIDFD_THREAD pidfd: the test makes none there.
 TESTS['cross_up2us_pidfd_child_self_dead']['test_env'] = {'ZDTM_PIDFD_UPSTREAM': '1'}
+# Upstream criu sets a file's owner when it opens the file, before the threads exist (one
+# that a thread owns fails its restore), and O_ASYNC before the file has its fd number (the
+# signal's si_fd is that of the opening).
+TESTS['cross_us2up_file_fown_async']['test_env'] = {'ZDTM_FOWN_UPSTREAM': '1'}
 # Upstream criu keeps a packet mode master's status byte with its queued bytes (at dump)
 # and sets a pty's locked termios before its termios (at restore): the pty crossing it has
 # neither. Its restore gives the controlling terminal back to a session's leader after the

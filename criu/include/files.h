@@ -45,6 +45,7 @@ struct file_desc {
 	/* What collect() decoded (struct reg_file, a pipe end, ...), malloc'ed; or NULL. */
 	void *kind;
 	uint32_t owner_signum; /* F_SETSIG from the fown_entry; 0: none */
+	const FownEntry *owner; /* the fown_entry when it names an owner (F_SETOWN_EX), or NULL */
 };
 
 /* One kind of file. The pipelines call these and never look at the kind themselves. */
@@ -259,7 +260,16 @@ int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
 int files_dump_in_flight(int fd, uint32_t *id);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
-/* A REG entry id naming the file behind p by its path: a FIFO's or terminal's regf_id. */
+/*
+ * For every kind's dump(): the owner of p's I/O signals (F_GETOWN_EX, with the uid and
+ * euid the kernel recorded with it) and their signal (F_GETSIG) into fown. An owner
+ * outside the dumped tree is refused. 0 or -errno after one error line.
+ */
+int dump_fown(const struct fd_parms *p, FownEntry *fown);
+/*
+ * A REG entry id naming the file behind p by its path, with its owner (dump_fown()): a
+ * FIFO's or terminal's regf_id.
+ */
 int dump_reg_file(const struct fd_parms *p, uint32_t id);
 /*
  * A REG entry id naming path for p as given, not checked against the file: for a kind that
@@ -322,8 +332,24 @@ int open_vma_file(uint32_t file_id, uint32_t fdflags);
 const FileEntry *find_file_entry(uint32_t id);
 const struct file_desc *find_file_desc(uint32_t id);
 
-/* For the kinds' collect(): the fown_entry's signal, refusing an owner we cannot restore. */
+/*
+ * For the kinds' collect(): the fown_entry's signal and owner into d, refusing an owner
+ * that is not a thread, process or group of the restored tree. 0 or -errno.
+ */
 int collect_owner(struct file_desc *d, const FownEntry *fown);
+/*
+ * Main process, once every task and thread of the restored tree exists and none runs
+ * code of its own yet: the owners of the files' I/O signals (F_SETOWN_EX), as the images
+ * name them, with the uid and euid recorded with each. 0 or -errno after one error line.
+ */
+int restore_file_owners(void);
+/*
+ * For the kinds' open(), in the restored task: fd moved (close-on-exec) to a number that
+ * no fd restore places uses, so that it stays until the kind takes it for a later open();
+ * prepare_fds() closes it if none did. The new fd, or -1 with fd closed when no number is
+ * free: the kind then does without.
+ */
+int files_park_fd(int fd);
 /*
  * For the kinds' open(): set the file status flags of d (F_SETFL: O_NONBLOCK, O_ASYNC, ...;
  * the access mode stays the creation's) on fd, just created. fd, or -errno after an

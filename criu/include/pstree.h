@@ -83,6 +83,14 @@ int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *n
 int pstree_check_leaders(bool shell_job);
 /* Restore side: id is a session or group whose leader exited and needs a helper. */
 bool pstree_leader_is_dead(pid_t id);
+/* The item one of whose threads (the main one included) is tid, or NULL. Both sides. */
+struct pstree_item *pstree_find_thread(pid_t tid);
+/*
+ * Whether process group pgid has a member in the tree and comes back under that id after
+ * restore: not the root's group led from outside, which restore replaces with criu's.
+ * Both sides.
+ */
+bool pstree_group_kept(pid_t pgid);
 
 /*
  * Dump side: give every live process of the tree its object ids (its own: processes that

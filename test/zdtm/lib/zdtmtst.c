@@ -536,6 +536,16 @@ void open_fd_at(const char *path, int flags, int at)
 		close(fd);
 }
 
+void pipe_at(int read_fd, int write_fd)
+{
+	int ends[2];
+
+	if (pipe(ends) || dup2(ends[0], read_fd) != read_fd || dup2(ends[1], write_fd) != write_fd)
+		test_fail_errno("pipe and dup2");
+	close(ends[0]);
+	close(ends[1]);
+}
+
 pid_t test_fork(void (*child_main)(void))
 {
 	pid_t pid = fork();

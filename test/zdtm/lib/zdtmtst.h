@@ -105,6 +105,8 @@ void test_children_verdict(const pid_t *children, int nr, const char *who);
 
 /* open(path, flags) (created 0600 with O_CREAT) moved to fd number at; fails the test. */
 void open_fd_at(const char *path, int flags, int at);
+/* A new pipe, its ends moved to fd numbers read_fd and write_fd; fails the test. */
+void pipe_at(int read_fd, int write_fd);
 
 /* fork(): the child runs child_main, which does not return; the parent gets its pid. */
 pid_t test_fork(void (*child_main)(void));

@@ -31,16 +31,6 @@ struct watch {
 	unsigned long long data;
 };
 
-static void pipe_at(int read_fd, int write_fd)
-{
-	int ends[2];
-
-	if (pipe(ends) || dup2(ends[0], read_fd) != read_fd || dup2(ends[1], write_fd) != write_fd)
-		test_fail_errno("pipe and dup2");
-	close(ends[0]);
-	close(ends[1]);
-}
-
 static void epoll_at(int fd, int flags)
 {
 	int epfd = epoll_create1(flags);

@@ -26,16 +26,6 @@
 
 static unsigned char big[BIG_WRITTEN];
 
-static void pipe_at(int read_fd, int write_fd)
-{
-	int ends[2];
-
-	if (pipe(ends) || dup2(ends[0], read_fd) != read_fd || dup2(ends[1], write_fd) != write_fd)
-		test_fail_errno("pipe and dup2");
-	close(ends[0]);
-	close(ends[1]);
-}
-
 static void write_all(int fd, const void *buf, size_t len)
 {
 	if (write(fd, buf, len) != (ssize_t)len)

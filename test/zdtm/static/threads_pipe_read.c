@@ -50,17 +50,6 @@ static void fail_reader(int idx, const char *fmt, const char *detail)
 	snprintf(failures[idx], sizeof(failures[idx]), fmt, idx, detail);
 }
 
-static void pipe_at(int read_fd)
-{
-	int ends[2];
-
-	if (pipe(ends) || dup2(ends[0], read_fd) != read_fd ||
-	    dup2(ends[1], WRITE_FD(read_fd)) != WRITE_FD(read_fd))
-		test_fail_errno("pipe and dup2");
-	close(ends[0]);
-	close(ends[1]);
-}
-
 /*
  * The first read() is the one blocked across dump and restore: it must come back with
  * bytes, not an error (an interrupted call not restarted shows as EINTR or -ERESTARTSYS).
@@ -180,9 +169,9 @@ int main(int argc, char **argv)
 	test_init(argc, argv);
 	for (int i = 0; i < NR_OWN; i++) {
 		pattern_fill(own_msgs[i], OWN_MSG_BYTES, OWN_SEED(i));
-		pipe_at(OWN_READ_FD(i));
+		pipe_at(OWN_READ_FD(i), WRITE_FD(OWN_READ_FD(i)));
 	}
-	pipe_at(SHARED_READ_FD);
+	pipe_at(SHARED_READ_FD, WRITE_FD(SHARED_READ_FD));
 
 	for (long i = 0; i < NR_READERS; i++) {
 		if (pthread_create(&threads[i], NULL, i < NR_OWN ? own_reader : shared_reader,

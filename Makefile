@@ -36,7 +36,7 @@ include plugins/amdgpu/Makefile.inc
 # crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
 include crit/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm
+.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps
 all: criu/criu $(AMDGPU_PLUGIN) crit
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
@@ -61,6 +61,10 @@ bench: all
 
 bench-gpu: all
 	$(MAKE) -C test/bench-gpu
+
+# redis-server, an asyncio server and tmux dumped and restored (test/realapps/run.sh).
+realapps: all
+	$(MAKE) -C test realapps
 
 # Upstream CRIU's zdtm suite (../shared/upstream-criu) against criu/criu, one flavour
 # (ZDTM_FLAVOUR: h, ns, uns); ZDTM_ARGS=--list runs only test/upstream-zdtm/pass-FLAVOUR.txt.

@@ -3,6 +3,7 @@
  * (registers, xstate, sigmask, queued signals, rseq registration).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <elf.h>
@@ -28,7 +29,8 @@
 /*
  * Wait for the interrupt stop. A signal may be on its way to the task when we interrupt
  * it: we then see its signal-delivery stop first, hand the signal over unchanged, and
- * wait again; the pending PTRACE_INTERRUPT makes the task stop right after.
+ * wait again; the pending PTRACE_INTERRUPT makes the task stop right after. A task that
+ * exits instead gives -ESRCH, unlogged: the callers say what it means to them.
  */
 static int wait_interrupt_stop(pid_t pid)
 {
@@ -46,7 +48,7 @@ static int wait_interrupt_stop(pid_t pid)
 			return -err;
 		}
 		if (!WIFSTOPPED(status)) {
-			pr_err("task %d exited while being seized (status %#x)\n", pid, status);
+			pr_debug("task %d exited before it stopped (status %#x)\n", pid, status);
 			return -ESRCH;
 		}
 		if (status >> 16 == PTRACE_EVENT_STOP)
@@ -61,14 +63,17 @@ static int wait_interrupt_stop(pid_t pid)
 	}
 }
 
-int compel_seize(pid_t pid)
+/* quiet_exit: see compel_try_seize(). */
+static int seize(pid_t pid, bool quiet_exit)
 {
 	int err;
 
 	/* TRACESYSGOOD tells syscall stops (used by remote syscalls) from real SIGTRAPs. */
 	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
 		err = errno;
-		pr_err("cannot seize %d: %s\n", pid, strerror(err));
+		/* PTRACE_SEIZE refuses a zombie with EPERM, as it does a task we may not trace. */
+		if (!quiet_exit || (err != EPERM && err != ESRCH))
+			pr_err("cannot seize %d: %s\n", pid, strerror(err));
 		return -err;
 	}
 	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
@@ -78,21 +83,37 @@ int compel_seize(pid_t pid)
 		return -err;
 	}
 	err = wait_interrupt_stop(pid);
+	if (err == -ESRCH && !quiet_exit)
+		pr_err("task %d exited while being seized\n", pid);
 	if (err)
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
 	return err;
 }
 
+int compel_seize(pid_t pid)
+{
+	return seize(pid, false);
+}
+
+int compel_try_seize(pid_t pid)
+{
+	return seize(pid, true);
+}
+
 int compel_take_pending_stop(pid_t pid)
 {
-	if (ptrace(PTRACE_CONT, pid, NULL, NULL)) {
-		int err = errno;
+	int err;
 
+	if (ptrace(PTRACE_CONT, pid, NULL, NULL)) {
+		err = errno;
 		pr_err("cannot let %d take its pending stop: %s\n", pid, strerror(err));
 		return -err;
 	}
 	/* The signal's delivery stop first (passed on), then the group stop it starts. */
-	return wait_interrupt_stop(pid);
+	err = wait_interrupt_stop(pid);
+	if (err == -ESRCH)
+		pr_err("task %d exited while taking its pending stop\n", pid);
+	return err;
 }
 
 int compel_detach(pid_t pid)

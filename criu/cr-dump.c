@@ -141,6 +141,34 @@ static bool thread_seized(const struct dump_task *task, pid_t tid)
 	return false;
 }
 
+/*
+ * Whether a thread that could not be seized has exited: gone from /proc/PID/task, or dead
+ * ('Z', 'X') there until the kernel releases it, which it does at once for a thread that
+ * is not its process's leader.
+ */
+static bool thread_exited(pid_t pid, pid_t tid)
+{
+	char path[64], buf[512], *state;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len < 0)
+		return errno == ESRCH;
+	buf[len] = '\0';
+	state = strrchr(buf, ')');
+	return state && (state[2] == 'Z' || state[2] == 'X');
+}
+
+/*
+ * 0: seized; 1: it exited first (a pool letting a thread go), and the next reading of
+ * the list no longer holds it; or -errno.
+ */
 static int seize_one_thread(struct dump_task *task, pid_t tid)
 {
 	struct dump_thread *grown;
@@ -152,7 +180,15 @@ static int seize_one_thread(struct dump_task *task, pid_t tid)
 		return -ENOMEM;
 	}
 	task->other_threads = grown;
-	ret = compel_seize(tid);
+	ret = compel_try_seize(tid);
+	if (ret == -ESRCH || ret == -EPERM) {
+		if (thread_exited(task->item->pid, tid)) {
+			pr_info("thread %d of %d exited while being seized\n", tid,
+				task->item->pid);
+			return 1;
+		}
+		pr_err("cannot seize thread %d of %d: %s\n", tid, task->item->pid, strerror(-ret));
+	}
 	if (ret)
 		return ret;
 	memset(&grown[task->nr_other_threads], 0, sizeof(*grown));
@@ -180,8 +216,8 @@ static int fix_thread_list(struct dump_task *task)
 
 /*
  * The main thread is seized; seize the others as /proc/PID/task lists them. A thread
- * still running may start new ones, so the list is read again until a pass finds no
- * thread that is not seized; seized threads start no more, so this ends.
+ * still running may start new ones (or exit), so the list is read again until a pass
+ * finds no thread that is not seized; seized threads start no more, so this ends.
  */
 static int seize_other_threads(struct dump_task *task)
 {
@@ -195,7 +231,7 @@ static int seize_other_threads(struct dump_task *task)
 			if (thread_seized(task, item->threads[i]))
 				continue;
 			ret = seize_one_thread(task, item->threads[i]);
-			if (ret)
+			if (ret < 0)
 				return ret;
 			found++;
 		}
@@ -260,6 +296,29 @@ static int settle_pending_stop(struct dump_task *task)
 }
 
 /*
+ * A child listed in its stopped parent's children may exit before it is seized (a shell
+ * loop's short `sleep`): its parent cannot reap it now, so it is a zombie, and is dumped
+ * as one, as CRIU does. *st is read again for its state and wait status.
+ */
+static int seize_child(pid_t pid, struct proc_pid_stat *st)
+{
+	int ret = compel_try_seize(pid);
+	int err;
+
+	if (ret != -ESRCH && ret != -EPERM)
+		return ret;
+	err = parse_pid_stat(pid, st);
+	if (err)
+		return err;
+	if (st->state != 'Z') {
+		pr_err("cannot seize %d: %s\n", pid, strerror(-ret));
+		return ret;
+	}
+	pr_info("process %d exited while being seized\n", pid);
+	return 0;
+}
+
+/*
  * Put pid in the tree under parent and seize it. A zombie cannot be traced and has
  * nothing left but its exit status, which /proc/PID/stat still shows.
  */
@@ -279,20 +338,22 @@ static int add_task(struct pstree_item *parent, pid_t pid)
 	task = new_dump_task(pid);
 	if (!task)
 		return -ENOMEM;
-	task->proc_state = st.state;
-	task->proc_flags = st.flags;
 	task->item = pstree_add_item(parent, pid);
 	if (!task->item)
 		return -ENOMEM;
+	if (st.state != 'Z') {
+		ret = parent ? seize_child(pid, &st) : compel_seize(pid);
+		if (ret)
+			return ret;
+	}
+	task->proc_state = st.state;
+	task->proc_flags = st.flags;
 	if (st.state == 'Z') {
 		task->item->zombie = true;
 		task->item->exit_status = st.exit_code;
 		pr_info("process %d is a zombie (wait status %#x)\n", pid, st.exit_code);
 		return pstree_collect_ids(task->item);
 	}
-	ret = compel_seize(pid);
-	if (ret)
-		return ret;
 	task->seized = true;
 	pr_info("seized task %d\n", pid);
 	ret = settle_pending_stop(task);

@@ -10,6 +10,10 @@ PKGS="$PKGS clang libclang-rt-dev"
 # Debian's criu: test/zdtm.py decodes every dump's images with its crit (/usr/bin/crit,
 # python3 pycriu). Its /usr/sbin/criu is never run: the tests run criu/criu by path.
 PKGS="$PKGS criu"
+# make realapps (test/realapps/): real programs dumped and restored. The tests start their
+# own redis-server on a Unix socket; the one the package starts as a service (where systemd
+# runs) is never used.
+PKGS="$PKGS redis-server tmux"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

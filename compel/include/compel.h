@@ -19,6 +19,13 @@
  */
 int compel_seize(pid_t pid);
 /*
+ * compel_seize() for a task that may exit meanwhile (a child found in its stopped parent's
+ * list): -ESRCH (it exited before it stopped) and -EPERM (PTRACE_SEIZE refused it: a
+ * zombie by then, or a task we may not trace) come back without a log line, for the
+ * caller to look at the task again. Other failures are logged as by compel_seize().
+ */
+int compel_try_seize(pid_t pid);
+/*
  * A seized task with a stop signal queued: let it take the signal now and wait for the
  * group stop it starts, so that it is dumped stopped, as it was about to be, and no
  * remote syscall meets the signal later. Signals queued before it are passed on.

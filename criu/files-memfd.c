@@ -51,7 +51,7 @@
 #define MFD_HUGE_SHIFT 26
 #define MFD_HUGE_MASK  0x3f
 #endif
-#define MEMFD_HUGETLB_BITS (MFD_HUGETLB | (MFD_HUGE_MASK << MFD_HUGE_SHIFT))
+#define MEMFD_HUGETLB_BITS (MFD_HUGETLB | ((uint32_t)MFD_HUGE_MASK << MFD_HUGE_SHIFT))
 
 /* Flags open() must not see again: they would create or truncate, not reopen. */
 #define REOPEN_DROP_FLAGS (O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | (O_TMPFILE & ~O_DIRECTORY))

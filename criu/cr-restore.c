@@ -40,6 +40,7 @@
 #include "restorer-setup.h"
 #include "servicefd.h"
 #include "shmem.h"
+#include "sysv-shm.h"
 #include "stats.h"
 #include "task-image.h"
 #include "tty.h"
@@ -1187,7 +1188,7 @@ static int collect_images(void)
 	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || task_images_collect())
 		return -1;
 	/* After files_collect(): each lock's fd must name a file of its task. */
-	if (file_locks_collect())
+	if (file_locks_collect() || sysv_shm_check_tree())
 		return -1;
 	return check_pids_free() || prepare_plugins() ? -1 : 0;
 }

@@ -22,6 +22,7 @@
 #include "memfd.h"
 #include "plugin.h"
 #include "proc_parse.h"
+#include "sysv-shm.h"
 #include "vma.h"
 
 #include "ext.pb-c.h"
@@ -349,11 +350,8 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 		       pid, vma->start, vma->end);
 		return -ENOTSUP;
 	}
-	if (path_starts(vma, "/SYSV")) {
-		pr_err("task %d: VMA %lx-%lx is SysV shared memory, which is not supported yet\n",
-		       pid, vma->start, vma->end);
-		return -ENOTSUP;
-	}
+	if (path_starts(vma, "/SYSV") && vma->shared)
+		return sysv_shm_dump_vma(pid, vma, ve);
 	if (!vma->path[0] || path_is(vma, "[heap]") || path_is(vma, "[stack]") ||
 	    path_starts(vma, "[anon:"))
 		return classify_anon(pid, vma, dv);
@@ -990,7 +988,9 @@ static int dump_shmem_objects(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	for (i = 0; i < nr && !ret; i++) {
 		const VmaEntry *ve = &dvmas[i].e;
 
-		if ((ve->status & VMA_ANON_SHARED) && !shmem_already_dumped(ctx, ve->shmid))
+		/* A SysV segment stays in its IPC namespace (sysv-shm.h). */
+		if ((ve->status & VMA_ANON_SHARED) && !(ve->status & VMA_AREA_SYSVIPC) &&
+		    !shmem_already_dumped(ctx, ve->shmid))
 			ret = dump_shmem_object(pid, ve, ctx);
 	}
 	return ret;

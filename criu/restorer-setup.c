@@ -27,6 +27,7 @@
 #include "restorer-setup.h"
 #include "servicefd.h"
 #include "shmem.h"
+#include "sysv-shm.h"
 #include "task-image.h"
 #include "vma.h"
 
@@ -442,7 +443,7 @@ static int shmem_vma_fd(struct rst_plan *plan, const struct task_image *ti, unsi
 
 static bool vma_needs_fd(const struct vma_image *vma)
 {
-	return vma_image_mapped(vma) && !(vma->status & VMA_ANON_PRIVATE);
+	return vma_image_mapped(vma) && !(vma->status & VMA_ANON_PRIVATE) && !vma_is_sysv_shm(vma);
 }
 
 /* One fd per mapped object; device VMAs may also get another offset (plan->vma_pgoffs). */
@@ -668,7 +669,17 @@ static uint32_t rst_vma_status(const struct rst_plan *plan, const struct vma_ima
 		status |= RST_VMA_LOCKED;
 	if (vma_has_pages(plan->pages, vma))
 		status |= RST_VMA_HAS_PAGES;
+	if (vma_is_sysv_shm(vma))
+		status |= RST_VMA_SYSV;
 	return status;
+}
+
+/* A SysV attach: the segment id where the fd goes, shmat() flags where mmap()'s go. */
+static void fill_sysv_vma(const struct task_image *ti, unsigned int idx, struct rst_vma *out)
+{
+	out->fd = (int32_t)ti->vmas[idx].shmid;
+	out->pgoff = ti->vmas[idx].pgoff;
+	out->flags = out->pgoff ? 0 : sysv_shm_attach_flags(ti, idx);
 }
 
 /* Names go to names, which the blob reads at the same address (the region is mapped in place). */
@@ -683,7 +694,7 @@ static void fill_vmas(const struct rst_plan *plan, const struct task_image *ti, 
 
 		if (!vma_image_mapped(vma))
 			continue;
-		*out++ = (struct rst_vma){
+		*out = (struct rst_vma){
 			.start = vma->start,
 			.end = vma->end,
 			.pgoff = has_fd ? plan->vma_pgoffs[i] : 0,
@@ -695,6 +706,9 @@ static void fill_vmas(const struct rst_plan *plan, const struct task_image *ti, 
 			.fd = plan->vma_fds[i],
 			.anon_name = vma->anon_name ? (uintptr_t)names : 0,
 		};
+		if (vma_is_sysv_shm(vma))
+			fill_sysv_vma(ti, i, out);
+		out++;
 		if (vma->anon_name)
 			names = stpcpy(names, vma->anon_name) + 1;
 	}

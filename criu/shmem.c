@@ -38,7 +38,8 @@ static unsigned int nr_shmem_objs;
 
 static bool vma_is_shmem(const struct vma_image *vma)
 {
-	return vma_image_mapped(vma) && (vma->status & VMA_ANON_SHARED);
+	return vma_image_mapped(vma) && (vma->status & VMA_ANON_SHARED) &&
+	       !(vma->status & VMA_AREA_SYSVIPC);
 }
 
 static struct shmem_obj *find_obj(uint64_t shmid)

@@ -465,7 +465,6 @@ static const char *unsupported_vma_kind(uint32_t status)
 		uint32_t bit;
 		const char *name;
 	} kinds[] = {
-		{ VMA_AREA_SYSVIPC, "SysV shared memory (VMA_AREA_SYSVIPC)" },
 		{ VMA_AREA_SOCKET, "a packet socket ring (VMA_AREA_SOCKET)" },
 		{ VMA_AREA_AIORING, "an AIO ring (VMA_AREA_AIORING)" },
 		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
@@ -503,6 +502,8 @@ static int check_vma(const struct vma_image *vma, const struct vma_image *prev, 
 		why = "neither a regular mapping nor [vsyscall]";
 	else if (vma->end > TASK_SIZE && !(vma->status & VMA_AREA_VSYSCALL))
 		why = "above the user address space";
+	else if ((vma->status & VMA_AREA_SYSVIPC) && kind != VMA_ANON_SHARED)
+		why = "SysV shared memory that is not shared anonymous memory";
 	else if ((vma->status & VMA_EXT_PLUGIN) && !(kind & (VMA_FILE_PRIVATE | VMA_FILE_SHARED)))
 		why = "a device mapping without its file";
 	else if (vma_image_mapped(vma) && vma->pgoff % PAGE_SIZE)

@@ -189,6 +189,14 @@ def vma_becomes_sysv_shm(img_dir, pid):
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
+def sysv_segment_removed(img_dir, pid):
+    """The SysV segment the task attached is removed before the restore (it is not in the
+    images: restore must find it gone before any task exists)."""
+    vmas = own_crit_entries(os.path.join(img_dir, 'mm-%d.img' % pid))[0]['vmas']
+    for shmid in {v['shmid'] for v in vmas if v['status'] & VMA_AREA_SYSVIPC}:
+        subprocess.run(['ipcrm', '-m', str(shmid)], check=True)
+
+
 def lock_names_missing_fd(img_dir, pid):
     edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(fd=77))
 
@@ -335,6 +343,7 @@ TESTS = {
     'mem_shared_anon': {},
     'mem_shared_anon_alias': {},
     'mem_shared_anon_fd': {},
+    'sysv_shm_attached': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
@@ -465,6 +474,11 @@ TESTS = {
     'restore_sibling': {'bin': 'mem_anon_private', 'mode': 'sibling'},
     'restore_stopped_task': {'bin': 'mem_anon_private', 'mode': 'stopped'},
     'dump_fail_unsupported_fd': {'mode': 'dump_fails'},
+    'dump_fail_sysv_shm_removed': {'bin': 'sysv_shm_removed', 'mode': 'dump_fails',
+                                   'expect': 'already removed (IPC_RMID)'},
+    'restore_fail_sysv_shm_gone': {'bin': 'sysv_shm_attached', 'mode': 'restore_fails',
+                                   'corrupt': sysv_segment_removed,
+                                   'expect': 'is gone from this IPC namespace'},
     'tree_shared_fdtable': {'mode': 'dump_fails', 'expect': 'share one fd table (CLONE_FILES)'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
@@ -495,7 +509,8 @@ TESTS = {
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
     'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                  'corrupt': vma_becomes_sysv_shm, 'expect': 'SYSVIPC'},
+                                  'corrupt': vma_becomes_sysv_shm,
+                                  'expect': 'SysV shared memory that is not shared anonymous'},
     'restore_fail_timerfd_clock': {'bin': 'timerfd_interval_ticks', 'mode': 'restore_fails',
                                    'corrupt': timerfd_bad_clock,
                                    'expect': 'clock 99 is not one a timerfd can use'},

@@ -43,6 +43,12 @@ struct rst_report {
  */
 #define RST_VMA_ACCOUNT (1u << 0)
 #define RST_VMA_LOCKED (1u << 1) /* mlock()ed (VmFlags "lo") */
+/*
+ * SysV shared memory (sysv-shm.h): fd is the segment's id. The piece at pgoff 0 attaches
+ * the whole segment with shmat() (flags: its SHM_* flags); every piece is then
+ * mprotect()ed to its prot.
+ */
+#define RST_VMA_SYSV (1u << 2)
 #define RST_VMA_HAS_PAGES (1u << 31) /* stored pages must be read into this VMA */
 
 /* One VMA to recreate (those the blob maps: not the kernel's special mappings). */

@@ -232,11 +232,33 @@ static long name_vma(struct rst_args *a, const struct rst_vma *vma)
 	return ret;
 }
 
+/* The piece at offset 0 attaches the whole segment; each piece then gets its own prot. */
+static long map_sysv_vma(struct rst_args *a, const struct rst_vma *vma)
+{
+	long addr, ret;
+
+	if (!vma->pgoff) {
+		addr = sys_shmat(vma->fd, vma->start, vma->flags);
+		if (addr != (long)vma->start) {
+			pr_err(a, "shmat SysV shared memory %d at %lx flags %x: %ld", vma->fd, vma->start,
+			       vma->flags, addr);
+			return addr < 0 ? addr : -EINVAL;
+		}
+	}
+	ret = sys_mprotect(vma->start, vma->end - vma->start, vma->prot);
+	if (ret)
+		pr_err(a, "mprotect SysV piece %lx-%lx prot %x: %ld", vma->start, vma->end, vma->prot,
+		       ret);
+	return ret ? ret : apply_madvise(a, vma);
+}
+
 static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 {
 	uint32_t prot = vma->prot;
 	long addr, ret;
 
+	if (vma->status & RST_VMA_SYSV)
+		return map_sysv_vma(a, vma);
 	if (vma_is_filled(vma))
 		prot |= PROT_READ | PROT_WRITE;
 	addr = sys_mmap(vma->start, vma->end - vma->start, prot, vma->flags | MAP_FIXED_NOREPLACE, vma->fd,

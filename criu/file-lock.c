@@ -1,6 +1,6 @@
 /*
- * File locks (--file-locks): POSIX record locks, flock() locks and OFD locks the dumped
- * tree holds, in filelocks.img. Dump reads them from /proc/locks and from each fd's
+ * File locks (--file-locks): POSIX record locks, flock() locks, OFD locks and leases the
+ * dumped tree holds, in filelocks.img. Dump reads them from /proc/locks and from each fd's
  * fdinfo "lock:" lines, which say which open description holds a lock; restore decodes
  * the image before forking, and each task's restorer blob re-takes its own locks once
  * nothing of criu's closes a file in it any more (criu/pie/restorer.c).
@@ -166,34 +166,63 @@ static const char *fd_path(pid_t pid, int fd, char *buf, size_t len)
 	return buf;
 }
 
+/* A word of a lock line among names[]: its index, or -1. */
+static int word_index(const char *word, const char *const names[], int nr)
+{
+	for (int i = 0; i < nr; i++)
+		if (!strcmp(word, names[i]))
+			return i;
+	return -1;
+}
+
+/*
+ * A lease: "ACTIVE READ|WRITE", or "BREAKING READ|UNLCK", where the kernel prints the
+ * type a broken lease is going to (also what F_GETLEASE says).
+ */
+static int lease_type(const struct lock_line *l, uint32_t *type)
+{
+	static const char *const types[] = { "READ", "WRITE", "UNLCK" }; /* F_RDLCK.. F_UNLCK */
+	int t = word_index(l->type, types, 3);
+
+	if (!strcmp(l->mode, "ACTIVE") && (t == F_RDLCK || t == F_WRLCK))
+		*type = t;
+	else if (!strcmp(l->mode, "BREAKING") && (t == F_RDLCK || t == F_UNLCK))
+		*type = t | FILE_LOCK_LEASE_BREAKING;
+	else
+		return -ENOTSUP;
+	return 0;
+}
+
+static int record_lock_type(const struct lock_line *l, uint32_t *type)
+{
+	static const char *const types[] = { "READ", "WRITE" }; /* F_RDLCK, F_WRLCK */
+	int t = word_index(l->type, types, 2);
+
+	if (t < 0 || strcmp(l->mode, "ADVISORY"))
+		return -ENOTSUP;
+	*type = t;
+	return 0;
+}
+
 /* The kind and type filelocks.img gives the lock; -ENOTSUP after one line if none fits. */
 static int lock_kind_type(pid_t pid, int fd, const struct lock_line *l, struct held_lock *h)
 {
+	static const char *const classes[] = { "POSIX", "FLOCK", "OFDLCK", "LEASE" };
+	static const uint32_t kinds[] = { FILE_LOCK_POSIX, FILE_LOCK_FLOCK, FILE_LOCK_OFD,
+					  FILE_LOCK_LEASE };
+	int class = word_index(l->class, classes, 4);
 	char path[256];
+	int ret = -ENOTSUP;
 
-	if (!strcmp(l->class, "LEASE")) {
-		pr_err("fd %d of task %d (%s) holds a lease (F_SETLEASE), which is not supported\n",
-		       fd, pid, fd_path(pid, fd, path, sizeof(path)));
-		return -ENOTSUP;
+	if (class >= 0) {
+		h->kind = kinds[class];
+		ret = h->kind == FILE_LOCK_LEASE ? lease_type(l, &h->type) :
+						   record_lock_type(l, &h->type);
 	}
-	if (!strcmp(l->class, "POSIX"))
-		h->kind = FILE_LOCK_POSIX;
-	else if (!strcmp(l->class, "FLOCK"))
-		h->kind = FILE_LOCK_FLOCK;
-	else if (!strcmp(l->class, "OFDLCK"))
-		h->kind = FILE_LOCK_OFD;
-	if (!strcmp(l->type, "READ"))
-		h->type = F_RDLCK;
-	else if (!strcmp(l->type, "WRITE"))
-		h->type = F_WRLCK;
-	else
-		h->kind = 0;
-	if (!h->kind || strcmp(l->mode, "ADVISORY")) {
+	if (ret)
 		pr_err("fd %d of task %d (%s) holds a %s %s %s lock, which is not supported\n", fd,
 		       pid, fd_path(pid, fd, path, sizeof(path)), l->class, l->mode, l->type);
-		return -ENOTSUP;
-	}
-	return 0;
+	return ret;
 }
 
 /*
@@ -445,6 +474,8 @@ static const char *lock_kind_name(uint32_t kind)
 		return "flock";
 	case FILE_LOCK_OFD:
 		return "OFD";
+	case FILE_LOCK_LEASE:
+		return "lease";
 	}
 	return "unknown";
 }
@@ -453,18 +484,18 @@ static int check_lock_entry(size_t idx, const FileLockEntry *fle)
 {
 	const struct pstree_item *item = pstree_find(fle->pid);
 
-	if (fle->flag == FILE_LOCK_LEASE) {
-		pr_err("filelocks.img: lock %zu is a lease on fd %d of task %d, which is not "
-		       "supported\n",
-		       idx, fle->fd, fle->pid);
-		return -ENOTSUP;
-	}
 	if (fle->flag != FILE_LOCK_POSIX && fle->flag != FILE_LOCK_FLOCK &&
-	    fle->flag != FILE_LOCK_OFD) {
+	    fle->flag != FILE_LOCK_OFD && fle->flag != FILE_LOCK_LEASE) {
 		pr_err("filelocks.img: lock %zu has kind %u, not a lock kind\n", idx, fle->flag);
 		return -EINVAL;
 	}
-	if (fle->type != F_RDLCK && fle->type != F_WRLCK) {
+	if (fle->flag == FILE_LOCK_LEASE && fle->type != F_RDLCK && fle->type != F_WRLCK &&
+	    fle->type != (F_RDLCK | FILE_LOCK_LEASE_BREAKING) &&
+	    fle->type != (F_UNLCK | FILE_LOCK_LEASE_BREAKING)) {
+		pr_err("filelocks.img: lock %zu (lease) has type %u, not a lease's\n", idx, fle->type);
+		return -EINVAL;
+	}
+	if (fle->flag != FILE_LOCK_LEASE && fle->type != F_RDLCK && fle->type != F_WRLCK) {
 		pr_err("filelocks.img: lock %zu (%s) has type %u, neither read nor write\n", idx,
 		       lock_kind_name(fle->flag), fle->type);
 		return -EINVAL;
@@ -540,6 +571,29 @@ static int find_lock_files(const struct pstree_item *item, size_t first, size_t 
 	return ret;
 }
 
+/*
+ * A lease is on a regular file; a read lease only on a read-only fd, and a lease that
+ * breaks to a read lease was a write lease (blob: take_lease()), so not on one.
+ */
+static int check_lease_file(const struct task_lock *tl, const FileEntry *fe)
+{
+	const struct rst_file_lock *lk = &tl->lock;
+	bool read_only = fe->reg && (fe->reg->flags & O_ACCMODE) == O_RDONLY;
+	const char *why = NULL;
+
+	if (fe->type != FD_TYPES__REG || !fe->reg)
+		why = "not a regular file";
+	else if (lk->type == F_RDLCK && !read_only)
+		why = "a read lease on an fd open for writing";
+	else if (lk->type == (F_RDLCK | FILE_LOCK_LEASE_BREAKING) && read_only)
+		why = "a read lease breaking to a read lease";
+	if (!why)
+		return 0;
+	pr_err("filelocks.img: task %d has a lease (type %u) on fd %d: %s\n", tl->pid, lk->type,
+	       lk->fd, why);
+	return -EINVAL;
+}
+
 /* flock() needs only an open fd; the record locks need the access they lock against. */
 static int check_lock_file(const struct task_lock *tl)
 {
@@ -552,6 +606,8 @@ static int check_lock_file(const struct task_lock *tl)
 		       tl->pid, lock_kind_name(lk->kind), lk->fd);
 		return -EINVAL;
 	}
+	if (lk->kind == FILE_LOCK_LEASE)
+		return check_lease_file(tl, fe);
 	if (lk->kind == FILE_LOCK_FLOCK || fe->type != FD_TYPES__REG || !fe->reg)
 		return 0;
 	acc = fe->reg->flags & O_ACCMODE;
@@ -638,7 +694,8 @@ static int check_lock_free(pid_t pid, const struct rst_file_lock *lk)
 			    .l_len = lk->len };
 	char holder[32] = "an OFD lock";
 
-	if (lk->kind == FILE_LOCK_FLOCK)
+	/* A lease is not tested: F_SETLEASE itself fails if the file is open elsewhere. */
+	if (lk->kind == FILE_LOCK_FLOCK || lk->kind == FILE_LOCK_LEASE)
 		return 0;
 	if (fcntl(lk->fd, lk->kind == FILE_LOCK_OFD ? F_OFD_GETLK : F_GETLK, &fl)) {
 		pr_perror("task %d: cannot test its %s lock on fd %d", pid,

@@ -207,8 +207,15 @@ def read_lock_becomes_write(img_dir, pid):
                                                      if e['fd'] == 42])
 
 
-def lock_becomes_lease(img_dir, pid):
-    edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(flag=8))
+def lock_becomes_read_lease(img_dir, pid):
+    """file_locks_posix's first lock (on fd 40, open read-write) claims to be a read lease."""
+    edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(flag=8, type=0))
+
+
+def open_leased_file(img_dir, pid):
+    """The runner opens the file file_leases holds a write lease on: restore cannot take
+    that lease back. Returns the file, whose close() lets the lease be taken again."""
+    return open(os.path.join(os.path.dirname(img_dir), 'work', 'write.lease'), 'rb')
 
 
 def take_conflicting_lock(img_dir, pid):
@@ -415,8 +422,9 @@ TESTS = {
                                  'dump_args': ['--file-locks']},
     'file_locks_no_option': {'bin': 'file_locks_posix', 'mode': 'dump_fails',
                              'expect': 'dump it with --file-locks'},
-    'file_lease_refused': {'bin': 'file_lease_held', 'mode': 'dump_fails',
-                           'dump_args': ['--file-locks'], 'expect': 'holds a lease (F_SETLEASE)'},
+    'file_leases': {'dump_args': ['--file-locks']},
+    'file_leases_no_option': {'bin': 'file_leases', 'mode': 'dump_fails',
+                              'expect': 'dump it with --file-locks'},
     'memfd_fd_contents_seals': {},
     'memfd_mapped_shared': {},
     # Unix sockets: socketpairs, names, listening and accepted sockets, datagrams
@@ -541,8 +549,11 @@ TESTS = {
                                  'corrupt': read_lock_becomes_write,
                                  'expect': 'which is not open for writing'},
     'restore_fail_lock_lease': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
-                                'dump_args': ['--file-locks'], 'corrupt': lock_becomes_lease,
-                                'expect': 'is a lease on fd 40'},
+                                'dump_args': ['--file-locks'], 'corrupt': lock_becomes_read_lease,
+                                'expect': 'a read lease on an fd open for writing'},
+    'restore_fail_lease_file_open': {'bin': 'file_leases', 'mode': 'restore_fails',
+                                     'dump_args': ['--file-locks'], 'corrupt': open_leased_file,
+                                     'expect': 'the file is open elsewhere'},
     'restore_fail_lock_taken': {'bin': 'file_locks_posix', 'mode': 'restore_fails',
                                 'dump_args': ['--file-locks'], 'corrupt': take_conflicting_lock,
                                 'expect': 'write lock on fd 40 at 100+100 is taken: process'},
@@ -713,6 +724,7 @@ CROSS_TESTS = {
     'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_ofd': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_waiter': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
+    'file_leases': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
@@ -750,6 +762,8 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu's restore of a lease being broken lets the break's signal reach the program.
+TESTS['cross_us2up_file_leases']['test_env'] = {'ZDTM_LEASE_BREAK_SIGNAL': '1'}
 # Upstream criu's restore drops IN_ONESHOT and IN_EXCL_UNLINK from inotify watch masks.
 TESTS['cross_us2up_inotify_watches']['test_env'] = {'ZDTM_INOTIFY_FLAGS_LOST': '1'}
 # ... and fails on a fanotify mark whose ignored mask was set with FAN_MARK_IGNORE.

@@ -12,14 +12,20 @@
 #define FILE_LOCK_POSIX 1u /* fcntl(F_SETLK): owned by the process */
 #define FILE_LOCK_FLOCK 2u /* flock(): owned by the open description */
 #define FILE_LOCK_OFD 4u   /* fcntl(F_OFD_SETLK): owned by the open description */
-#define FILE_LOCK_LEASE 8u /* fcntl(F_SETLEASE): refused */
+#define FILE_LOCK_LEASE 8u /* fcntl(F_SETLEASE): owned by the open description */
+/*
+ * file_lock_entry.type of a lease being broken: the type it breaks to (F_RDLCK, F_UNLCK)
+ * with this bit; the type it had is the one the fd's access mode allows (F_RDLCK for a
+ * read-only fd, F_WRLCK otherwise), as CRIU restores it.
+ */
+#define FILE_LOCK_LEASE_BREAKING 4u
 
 /*
  * Dump, the whole tree seized, before any task's files are dumped: every lock the tree
  * holds, found in /proc/locks and named by the fdinfo "lock:" lines of the fd (of the
  * first task in tree order) whose description holds it -> filelocks.img (only when
- * there are some). Refuses, with one line, a lock without --file-locks, a lease, a lock
- * of a kind it cannot re-take, a POSIX lock of the tree no fd shows. 0 or -errno.
+ * there are some). Refuses, with one line, a lock without --file-locks, a lock of a kind
+ * it cannot re-take, a POSIX lock of the tree no fd shows. 0 or -errno.
  */
 int dump_file_locks(void);
 

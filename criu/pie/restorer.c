@@ -468,7 +468,21 @@ static long restore_mm(struct rst_args *a)
 #define F_RDLCK 0
 #define F_WRLCK 1
 #define F_SETLK 6
+#define F_UNLCK 2
+#define F_GETFL 3
 #define F_OFD_SETLK 37
+#define F_GETSIG 11
+#define F_SETLEASE 1024
+#define O_ACCMODE 3
+#define O_RDONLY 0
+#define O_WRONLY 1
+#define O_NONBLOCK 04000
+#define AT_FDCWD -100
+#define SIGIO 29
+
+struct rst_timespec {
+	int64_t sec, nsec;
+};
 #define LOCK_SH 1
 #define LOCK_EX 2
 #define LOCK_NB 4
@@ -483,10 +497,68 @@ struct rst_flock {
 	int32_t pid;
 };
 
-static long take_file_lock(const struct rst_file_lock *lk)
+/* "/proc/self/fd/N" into buf (32 bytes). */
+static void self_fd_path(char *buf, int fd)
+{
+	static const char prefix[] = "/proc/self/fd/";
+	char digits[12];
+	int n = 0;
+
+	memcpy(buf, prefix, sizeof(prefix) - 1);
+	buf += sizeof(prefix) - 1;
+	do {
+		digits[n++] = '0' + fd % 10;
+		fd /= 10;
+	} while (fd);
+	while (n)
+		*buf++ = digits[--n];
+	*buf = '\0';
+}
+
+/*
+ * A lease being broken: the lease it had (what the fd's access mode allows), then an
+ * open of the file that conflicts with it the way the dumped break did, which fails with
+ * EWOULDBLOCK and starts the break again (the kernel's timer starts over). F_SETLEASE
+ * made the task the file's owner, so the break's signal (F_SETSIG's, SIGIO without) is
+ * the task's: it is taken back here, with every signal blocked, before the dumped ones
+ * are queued (criu sets the dumped owner later).
+ */
+static long take_breaking_lease(struct rst_args *a, const struct rst_file_lock *lk)
+{
+	uint32_t target = lk->type & ~FILE_LOCK_LEASE_BREAKING;
+	struct rst_timespec no_wait = { 0, 0 };
+	long flags, signo, ret;
+	uint64_t break_sig;
+	char path[32];
+
+	flags = sys_fcntl(lk->fd, F_GETFL, 0);
+	signo = sys_fcntl(lk->fd, F_GETSIG, 0);
+	if (flags < 0 || signo < 0)
+		return flags < 0 ? flags : signo;
+	break_sig = 1ull << ((signo ? signo : SIGIO) - 1);
+	ret = sys_fcntl(lk->fd, F_SETLEASE, (flags & O_ACCMODE) == O_RDONLY ? F_RDLCK : F_WRLCK);
+	if (ret)
+		return ret;
+	self_fd_path(path, lk->fd);
+	ret = sys_openat(AT_FDCWD, path, (target == F_RDLCK ? O_RDONLY : O_WRONLY) | O_NONBLOCK, 0);
+	if (ret >= 0) {
+		sys_close(ret);
+		pr_err(a, "fd %d: opening its file again did not break its lease", lk->fd);
+		return -EINVAL;
+	}
+	if (ret != -EAGAIN)
+		return ret;
+	ret = sys_rt_sigtimedwait(&break_sig, 0, &no_wait, sizeof(break_sig));
+	return ret > 0 || ret == -EAGAIN ? 0 : ret;
+}
+
+static long take_file_lock(struct rst_args *a, const struct rst_file_lock *lk)
 {
 	struct rst_flock fl = { (int16_t)lk->type, SEEK_SET, lk->start, lk->len, 0 };
 
+	if (lk->kind == FILE_LOCK_LEASE)
+		return lk->type & FILE_LOCK_LEASE_BREAKING ? take_breaking_lease(a, lk) :
+							     sys_fcntl(lk->fd, F_SETLEASE, lk->type);
 	/* Never wait: a lock someone else took since the dump fails the restore. */
 	if (lk->kind == FILE_LOCK_FLOCK)
 		return sys_flock(lk->fd, (lk->type == F_WRLCK ? LOCK_EX : LOCK_SH) | LOCK_NB);
@@ -511,13 +583,16 @@ static long retake_file_locks(struct rst_args *a)
 	for (i = 0; i < a->nr_file_locks; i++) {
 		const struct rst_file_lock *lk = &locks[i];
 
-		ret = take_file_lock(lk);
+		ret = take_file_lock(a, lk);
 		if (ret) {
-			pr_err(a, "fd %d: cannot re-take its %s %s lock at %ld+%ld: %ld%s", lk->fd,
+			pr_err(a, "fd %d: cannot re-take its %s lock (type %u) at %ld+%ld: %ld%s", lk->fd,
 			       lk->kind == FILE_LOCK_POSIX ? "POSIX" :
-			       lk->kind == FILE_LOCK_OFD   ? "OFD" : "flock",
-			       lk->type == F_WRLCK ? "write" : "read", lk->start, lk->len, ret,
-			       ret == -EAGAIN ? " (someone else holds the file locked)" : "");
+			       lk->kind == FILE_LOCK_OFD   ? "OFD" :
+			       lk->kind == FILE_LOCK_LEASE ? "lease" : "flock",
+			       lk->type, lk->start, lk->len, ret,
+			       ret != -EAGAIN			? "" :
+			       lk->kind == FILE_LOCK_LEASE ? " (the file is open elsewhere)" :
+							      " (someone else holds the file locked)");
 			return ret;
 		}
 	}

@@ -35,6 +35,9 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 #define sys_mmap(addr, len, prot, flags, fd, off) sys_call(__NR_mmap, addr, len, prot, flags, fd, off)
 #define sys_munmap(addr, len) sys_call(__NR_munmap, addr, len, 0, 0, 0, 0)
 #define sys_mprotect(addr, len, prot) sys_call(__NR_mprotect, addr, len, prot, 0, 0, 0)
+#define sys_openat(dirfd, path, flags, mode) sys_call(__NR_openat, dirfd, path, flags, mode, 0, 0)
+#define sys_rt_sigtimedwait(set, info, timeout, setsize)                                         \
+	sys_call(__NR_rt_sigtimedwait, set, info, timeout, setsize, 0, 0)
 #define sys_shmat(id, addr, flags) sys_call(__NR_shmat, id, addr, flags, 0, 0, 0)
 #define sys_mremap(old, old_len, new_len, flags, new_addr)                                      \
 	sys_call(__NR_mremap, old, old_len, new_len, flags, new_addr, 0)

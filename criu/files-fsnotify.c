@@ -18,6 +18,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "pstree.h"
 
 #include "fsnotify.pb-c.h"
 
@@ -358,10 +359,38 @@ static int find_watched_path(int fd, const struct stat *st, char **path, const c
 	return 0;
 }
 
+/* Whether a task of the tree has st's inode open: an fd of one (deleted: a ghost). */
+static bool tree_holds_inode(const struct stat *st)
+{
+	struct pstree_item *item;
+	bool found = false;
+
+	for (item = root_item; item && !found; item = pstree_next(item)) {
+		char dir[32];
+		int *fds;
+		size_t nr;
+
+		snprintf(dir, sizeof(dir), "/proc/%d/fd", item->pid);
+		if (item->zombie || list_fds(dir, &fds, &nr))
+			continue;
+		for (size_t i = 0; i < nr && !found; i++) {
+			char link[64];
+			struct stat fst;
+
+			snprintf(link, sizeof(link), "%s/%d", dir, fds[i]);
+			found = !stat(link, &fst) && fst.st_dev == st->st_dev &&
+				fst.st_ino == st->st_ino;
+		}
+		free(fds);
+	}
+	return found;
+}
+
 /*
- * Restore finds the inode by its handle: it must open now. A deleted inode that an open
- * file still keeps opens too, but it will be gone by then (a deleted file comes back as a
- * new inode): refused. Fills in h->path.
+ * Restore finds the inode by its handle: it must open now. A deleted inode lives only as
+ * long as something holds it open: if a task of the tree does, that file comes back as a
+ * ghost (a new inode) and restore puts the watch on it (reg_ghost_file_of_inode()); any
+ * other is refused. Fills in h->path.
  */
 static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_handle *h,
 				  const char *what)
@@ -373,10 +402,14 @@ static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_ha
 	fd = open_watched_inode(&wi, &st, what);
 	if (fd < 0)
 		return fd;
-	if (st.st_nlink == 0) {
-		pr_err("%s: watched inode %#llx on device %u:%u is deleted: not supported\n", what,
-		       (unsigned long long)ino, s_dev >> 20, s_dev & 0xfffff);
+	if (st.st_nlink == 0 && !tree_holds_inode(&st)) {
+		pr_err("%s: watched inode %#llx on device %u:%u is deleted and no task of the tree holds it open: not supported\n",
+		       what, (unsigned long long)ino, s_dev >> 20, s_dev & 0xfffff);
 		ret = -ENOTSUP;
+	}
+	if (st.st_nlink == 0) {
+		close(fd);
+		return ret;
 	}
 	if (!ret)
 		ret = find_watched_path(fd, &st, &h->path, what);
@@ -608,6 +641,7 @@ static int finish_group(int fd, int ret, uint32_t flags, const char *kind, uint3
 
 struct inotify_watch {
 	struct watched_inode inode;
+	uint32_t ghost_file; /* the inode was deleted: this REG entry's ghost is it now; or 0 */
 	int wd;
 	uint32_t mask; /* for inotify_add_watch() */
 };
@@ -642,6 +676,7 @@ static int collect_watch(const struct file_desc *d, const InotifyWdEntry *wde,
 	if (check_fh_entry(wde->f_handle, what))
 		return -EINVAL;
 	w->inode = watched_inode_of(wde->i_ino, wde->s_dev, wde->f_handle, wde->f_handle->handle);
+	w->ghost_file = reg_ghost_file_of_inode(wde->s_dev, wde->i_ino);
 	w->wd = wde->wd;
 	w->mask = wde->mask & INOTIFY_KEPT_MASK;
 	return 0;
@@ -677,6 +712,8 @@ static int check_watches(const struct file_desc *d, const struct inotify_desc *i
 			pr_err("%s: appears twice\n", what);
 			return -EINVAL;
 		}
+		if (in->watches[i].ghost_file)
+			continue; /* made by the restore: a dependency of d (inotify_deps()) */
 		fd = open_watched_inode(&in->watches[i].inode, &st, what);
 		if (fd < 0)
 			return fd;
@@ -744,7 +781,7 @@ static int add_watch_at_wd(int ifd, const struct inotify_desc *in, size_t idx, u
 	int inode_fd, wd, err;
 
 	snprintf(what, sizeof(what), "inotify file %u, watch wd %d", id, w->wd);
-	inode_fd = open_watched_inode(&w->inode, &st, what);
+	inode_fd = w->ghost_file ? files_dep_fd(w->ghost_file) : open_watched_inode(&w->inode, &st, what);
 	if (inode_fd < 0)
 		return inode_fd;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", inode_fd);
@@ -752,7 +789,8 @@ static int add_watch_at_wd(int ifd, const struct inotify_desc *in, size_t idx, u
 		if (inotify_rm_watch(ifd, wd))
 			break;
 	err = errno;
-	close(inode_fd);
+	if (!w->ghost_file)
+		close(inode_fd);
 	if (wd < 0 || (wd > last_wd && wd < w->wd)) {
 		pr_err("%s: cannot %s it on inode %#llx: %s\n", what, wd < 0 ? "add" : "number",
 		       (unsigned long long)w->inode.ino, strerror(err));
@@ -782,6 +820,22 @@ static int drain_events(int ifd, uint32_t id)
 	return 0;
 }
 
+/* The ghosts (REG entries) whose re-created inodes some watches are on. */
+static size_t inotify_deps(const struct file_desc *d, uint32_t *ids, size_t max)
+{
+	const struct inotify_desc *in = d->kind;
+	size_t nr = 0;
+
+	for (size_t i = 0; i < in->nr_watches; i++) {
+		if (!in->watches[i].ghost_file)
+			continue;
+		if (nr < max)
+			ids[nr] = in->watches[i].ghost_file;
+		nr++;
+	}
+	return nr;
+}
+
 static int inotify_open(const struct file_desc *d)
 {
 	const struct inotify_desc *in = d->kind;
@@ -807,6 +861,7 @@ const struct fdtype_ops inotify_fdtype_ops = {
 	.owns = inotify_owns,
 	.dump = inotify_dump,
 	.collect = inotify_collect,
+	.deps = inotify_deps,
 	.open = inotify_open,
 	.inheritable = true,
 };

@@ -657,6 +657,9 @@ struct ghost_file {
 	bool chunks; /* contents as ghost_chunk_entry records, else size raw bytes */
 	bool has_atim, has_mtim;
 	struct timespec atim, mtim;
+	bool has_dumped_inode;
+	uint32_t dumped_dev; /* kernel_dev() encoding, as inotify names it */
+	uint64_t dumped_ino;
 	bool restored;
 	dev_t restored_dev;
 	ino_t restored_ino;
@@ -765,6 +768,9 @@ static int decode_ghost_header(struct cr_img *img, struct ghost_file *g)
 	g->gid = ge->gid;
 	g->mode = ge->mode;
 	g->rdev = ge->rdev;
+	g->has_dumped_inode = ge->has_dev && ge->has_ino;
+	g->dumped_dev = ge->dev;
+	g->dumped_ino = ge->ino;
 	if (S_ISLNK(ge->mode)) {
 		if (!ge->symlnk_target || !*ge->symlnk_target) {
 			pr_err("%s: a deleted symlink without its target\n", img->name);
@@ -947,6 +953,17 @@ static int collect_one_remap(void *msg, void *arg)
 	}
 	ghost_remaps = grown;
 	ghost_remaps[nr_ghost_remaps++] = (struct ghost_remap){ rpe->orig_id, g };
+	return 0;
+}
+
+uint32_t reg_ghost_file_of_inode(uint32_t s_dev, uint64_t ino)
+{
+	for (size_t i = 0; i < nr_ghost_remaps; i++) {
+		const struct ghost_file *g = ghost_remaps[i].ghost;
+
+		if (g->has_dumped_inode && g->dumped_dev == s_dev && g->dumped_ino == ino)
+			return ghost_remaps[i].file_id;
+	}
 	return 0;
 }
 

@@ -375,6 +375,11 @@ struct reg_file {
 	uint32_t link_id; /* --link-remap: reached through this REG entry's file; 0: none */
 };
 
+/*
+ * After the REG kind's collect_images(): a REG entry re-created from a ghost that was the
+ * inode s_dev (kernel_dev() encoding) / ino at dump; 0 when none is.
+ */
+uint32_t reg_ghost_file_of_inode(uint32_t s_dev, uint64_t ino);
 /* The collected REG entry id; NULL after an error line that names user. */
 const struct reg_file *find_reg_file(uint32_t id, const char *user);
 /* Open rf's file with flags (no offset set); the fd or -errno (logged). */

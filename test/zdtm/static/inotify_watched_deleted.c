@@ -1,7 +1,8 @@
 /*
- * A watch on a file deleted while still open cannot be restored (the file comes back as a
- * new inode): the dump fails naming it and leaves the process as it was: nothing queued by
- * the dump, and the watches still report what happens after.
+ * A watch on a file deleted while still open: the file comes back as a new inode (from
+ * its ghost image) and the watch comes back on it, so a write through the restored fd is
+ * reported on the watch's wd; the directory's watch is intact, and nothing the dump or
+ * the restore did (reading the file, re-creating it and removing its name) is queued.
  */
 #include <fcntl.h>
 #include <string.h>
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	if (ioctl(ifd, FIONREAD, &queued) || queued)
-		test_fail("%d bytes of events queued by the failed dump", queued);
+		test_fail("%d bytes of events queued by the dump and restore", queued);
 	if (write(file_fd, "x", 1) != 1)
 		test_fail_errno("write");
 	expect_event(ifd, file_wd, IN_MODIFY, "the deleted file's watch");

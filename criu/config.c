@@ -62,6 +62,7 @@ static int set_status_fd(const struct cr_option *o, const char *arg, bool on);
 static int set_ghost_limit(const struct cr_option *o, const char *arg, bool on);
 static int add_action_script(const struct cr_option *o, const char *arg, bool on);
 static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
+static int add_irmap_scan_path(const struct cr_option *o, const char *arg, bool on);
 static int set_external(const struct cr_option *o, const char *arg, bool on);
 static int set_root(const struct cr_option *o, const char *arg, bool on);
 static int set_feature(const struct cr_option *o, const char *arg, bool on);
@@ -111,6 +112,10 @@ static const struct cr_option options[] = {
 	     "restore the file KEY (pipe:[INODE] or a path) as criu's fd N"),
 	FLAG("link-remap", 0, link_remap, "dump a file open under a removed name by linking it back"),
 	FLAG("file-locks", 'l', file_locks, "dump the file locks the tree holds"),
+	FLAG("force-irmap", 0, force_irmap,
+	     "dump a path for every watched inode (inotify, fanotify), found by scanning"),
+	CALL("irmap-scan-path", 0, required_argument, add_irmap_scan_path, "DIR",
+	     "--force-irmap: scan DIR first (repeatable)"),
 	CALL("ghost-limit", 0, required_argument, set_ghost_limit, "SIZE",
 	     "largest deleted file whose contents dump saves (default 1M)"),
 	CALL("file-validation", 0, required_argument, set_file_validation, "filesize",
@@ -159,8 +164,6 @@ static const struct cr_option options[] = {
 	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("veth-pair", 0, required_argument),
 	REFUSED("ms", 0, no_argument),
-	REFUSED_FLAG("force-irmap", 0),
-	REFUSED("irmap-scan-path", 0, required_argument),
 	REFUSED("ext-mount-map", 'M', required_argument),
 	REFUSED("exec-cmd", 0, no_argument),
 	REFUSED("cgroup-root", 0, required_argument),
@@ -391,6 +394,13 @@ static int add_action_script(const struct cr_option *o, const char *arg, bool on
 	(void)o;
 	(void)on;
 	return append(&opts.action_scripts, &opts.nr_action_scripts, &arg, sizeof(arg));
+}
+
+static int add_irmap_scan_path(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)on;
+	return append(&opts.irmap_scan_paths, &opts.nr_irmap_scan_paths, &arg, sizeof(arg));
 }
 
 /*

@@ -16,7 +16,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "files.h"
+#include "irmap.h"
 #include "log.h"
 #include "pstree.h"
 
@@ -413,6 +415,12 @@ static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_ha
 	}
 	if (!ret)
 		ret = find_watched_path(fd, &st, &h->path, what);
+	if (!ret && !h->path && opts.force_irmap) {
+		ret = irmap_find_path(st.st_dev, st.st_ino, &h->path);
+		if (ret == -ENOENT)
+			pr_err("%s: --force-irmap: no path leads to watched inode %#llx on device %u:%u (--irmap-scan-path names where to look)\n",
+			       what, (unsigned long long)ino, s_dev >> 20, s_dev & 0xfffff);
+	}
 	close(fd);
 	return ret;
 }

@@ -197,6 +197,17 @@ def sysv_segment_removed(img_dir, pid):
         subprocess.run(['ipcrm', '-m', str(shmid)], check=True)
 
 
+def every_watch_has_a_path(img_dir, pid):
+    """--force-irmap: each inotify watch names its inode by a path too, and the path leads to
+    that inode."""
+    for entry in own_crit_entries(os.path.join(img_dir, 'files.img')):
+        for wd in entry.get('ify', {}).get('wd', []):
+            path = wd['f_handle'].get('path')
+            if not path or os.lstat(path).st_ino != wd['i_ino']:
+                raise TestFailure('watch %d of inode %#x has the path %r' %
+                                  (wd['wd'], wd['i_ino'], path), 'dump.log')
+
+
 def lock_names_missing_fd(img_dir, pid):
     edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(fd=77))
 
@@ -340,6 +351,7 @@ def eventfd_counter_max(img_dir, pid):
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
+# image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -459,6 +471,9 @@ TESTS = {
     'inotify_watches': {},
     'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
     'inotify_watched_deleted': {},
+    'inotify_watches_force_irmap': {'bin': 'inotify_watches',
+                                    'dump_args': ['--force-irmap', '--irmap-scan-path', '/nonexistent'],
+                                    'image_check': every_watch_has_a_path},
     'fanotify_marks': {},
     'fanotify_filesystem_mark': {'mode': 'dump_fails', 'expect': 'a whole filesystem'},
     'restore_fail_inotify_watch_lost': {'bin': 'inotify_watches', 'mode': 'restore_fails',
@@ -1548,6 +1563,8 @@ class TestRun:
         self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log',
                   binary=binary)
         self.check_images()
+        if 'image_check' in self.desc:
+            self.desc['image_check'](self.img, self.pid)
         if '-R' in extra or '--leave-stopped' in extra:
             return
         # the default dump kills the task: reap it so its PID is free for restore

@@ -40,6 +40,9 @@ struct cr_options {
 	bool link_remap; /* a file whose name was removed, other links left, is linked back */
 	bool file_locks; /* dump the file locks the tree holds (restore takes them regardless) */
 	bool ext_unix_sk; /* -x: unix sockets may have peers outside the tree (sk-unix.c) */
+	bool force_irmap; /* every watched inode gets a path in the images (irmap.h) */
+	char **irmap_scan_paths; /* --irmap-scan-path, where irmap looks first */
+	unsigned int nr_irmap_scan_paths;
 	bool file_validation_size; /* --file-validation filesize: a size change fails restore */
 	uint64_t ghost_limit;	   /* bytes of a deleted file's contents a dump may save */
 	char *check_feature;	   /* check --feature */

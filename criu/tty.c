@@ -36,10 +36,14 @@
 #define TTY_SERIAL_MINOR 64
 #define TTYAUX_MAJOR	5 /* /dev/tty, /dev/console, /dev/ptmx */
 #define CTTY_MINOR	0
+#define CONSOLE_MINOR	1
 #define PTMX_MINOR	2
 #define PTS_MAJOR_FIRST 136 /* UNIX98 pty slaves */
 #define PTS_MAJOR_LAST	143
+/* CRIU's ids of the terminals that are not ptys: one for /dev/tty, /dev/console, any vt. */
 #define CTTY_INFO_ID	(1006 << 1)
+#define CONSOLE_INFO_ID (1002 << 1)
+#define VT_INFO_ID	(1004 << 1)
 #define OTHER_INFO_ID	0x80000000u
 #define DELETED_MARK	" (deleted)"
 /*
@@ -66,6 +70,7 @@ enum tty_role {
 	TTY_PTY_HUNG, /* a slave whose master was closed */
 	TTY_CURRENT,  /* /dev/tty of a task whose controlling terminal is a pty of the tree */
 	TTY_SHELL,    /* another terminal: a shell job's */
+	TTY_DEVICE,   /* /dev/console or a virtual console: the system's, opened again by path */
 };
 
 static uint32_t pty_info_id(uint32_t index, bool master)
@@ -526,6 +531,20 @@ static int classify_current(const struct fd_parms *p, struct tty_fd *t)
 	return ret;
 }
 
+/* CRIU's format has one tty_info id for every virtual console: the tree may hold one. */
+static int check_one_vt(dev_t rdev, const char *what)
+{
+	static dev_t dumped_vt;
+
+	if (dumped_vt && dumped_vt != rdev) {
+		pr_err("%s: a second virtual console (tty%u after tty%u): CRIU's images have room for one\n",
+		       what, minor(rdev), minor(dumped_vt));
+		return -ENOTSUP;
+	}
+	dumped_vt = rdev;
+	return 0;
+}
+
 static int classify_tty_fd(const struct fd_parms *p, int fd, struct tty_fd *t, const char *what)
 {
 	unsigned int ma = major(p->st.st_rdev), mi = minor(p->st.st_rdev);
@@ -545,6 +564,14 @@ static int classify_tty_fd(const struct fd_parms *p, int fd, struct tty_fd *t, c
 	if (ma == TTYAUX_MAJOR && mi == CTTY_MINOR)
 		return classify_current(p, t);
 	t->info_id = OTHER_INFO_ID | kernel_dev(p->st.st_rdev);
+	if (ma == TTYAUX_MAJOR && mi == CONSOLE_MINOR) {
+		t->role = TTY_DEVICE;
+		t->info_id = CONSOLE_INFO_ID;
+	} else if (ma == TTY_MAJOR && mi < TTY_SERIAL_MINOR) {
+		t->role = TTY_DEVICE;
+		t->info_id = VT_INFO_ID;
+		return check_one_vt(p->st.st_rdev, what);
+	}
 	return 0;
 }
 
@@ -630,6 +657,7 @@ struct tty_info {
 	uint32_t index;
 	uid_t uid;
 	gid_t gid;
+	dev_t rdev;
 };
 
 static struct tty_info *tty_infos;
@@ -750,6 +778,7 @@ static int decode_tty_info(const TtyInfoEntry *tie, struct tty_info *ti)
 		.has_owner = tie->has_uid && tie->has_gid,
 		.uid = tie->uid,
 		.gid = tie->gid,
+		.rdev = tie->rdev,
 	};
 	if (tie->pty)
 		ti->index = tie->pty->index;
@@ -1045,6 +1074,8 @@ static int collect_end(struct file_desc *d, struct tty_end *end)
 		return collect_slave(d, end);
 	if (end->info->type == TTY_TYPE__CTTY)
 		collect_current(end);
+	if (end->info->type == TTY_TYPE__CONSOLE || end->info->type == TTY_TYPE__VT)
+		end->role = TTY_DEVICE;
 	return 0;
 }
 
@@ -1083,10 +1114,10 @@ static int tty_collect(struct file_desc *d)
  * The job's terminal modes (echo, canonical input, control characters) go with it, as
  * CRIU restores them; the window size is the terminal's own and stays.
  */
-static int restore_shell_termios(int fd, const struct tty_info *ti)
+static int restore_termios(int fd, const struct tty_info *ti, const char *path)
 {
 	if (ti->has_termios && ioctl(fd, TCSETS, &ti->termios)) {
-		pr_perror("cannot restore the termios of terminal %u on %s", ti->id, criu_tty_path);
+		pr_perror("cannot restore the termios of terminal %u on %s", ti->id, path);
 		return -errno;
 	}
 	return 0;
@@ -1102,7 +1133,32 @@ static int open_shell_tty(const struct file_desc *d, const struct tty_end *end)
 		pr_perror("cannot open terminal %s for file %u", criu_tty_path, d->id);
 		return -errno;
 	}
-	ret = restore_shell_termios(fd, end->info);
+	ret = restore_termios(fd, end->info, criu_tty_path);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/*
+ * The console or virtual console at the dumped path, which must still be that device;
+ * its modes as the task left them (the device outlived the task; others may share it).
+ */
+static int open_device_tty(const struct file_desc *d, const struct tty_end *end)
+{
+	int fd = open_reg_file(end->regf, end->flags | O_NOCTTY), ret = 0;
+	struct stat st;
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || !S_ISCHR(st.st_mode) || st.st_rdev != end->info->rdev) {
+		pr_err("terminal file %u: %s is no longer the device %u:%u\n", d->id,
+		       end->regf->path, major(end->info->rdev), minor(end->info->rdev));
+		ret = -ENXIO;
+	}
+	if (!ret)
+		ret = restore_termios(fd, end->info, end->regf->path);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -1389,6 +1445,8 @@ static int open_tty_end(const struct file_desc *d)
 		return open_hung_slave(d, end);
 	case TTY_CURRENT:
 		return open_current(end);
+	case TTY_DEVICE:
+		return open_device_tty(d, end);
 	default:
 		return open_shell_tty(d, end);
 	}

@@ -468,6 +468,7 @@ TESTS = {
                                        'corrupt': pidfd_names_unknown_pid,
                                        'expect': 'which is no task of the tree'},
     'tty_shell_job': {'mode': 'tty'},
+    'tty_console_vt': {},
     'inotify_watches': {},
     'inotify_watches_leave_running': {'bin': 'inotify_watches', 'mode': 'leave_running'},
     'inotify_watched_deleted': {},
@@ -741,6 +742,7 @@ CROSS_TESTS = {
     'file_locks_waiter': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_leases': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
+    'tty_console_vt': {},  # /dev/console and a virtual console, by path
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'membarrier_registered': {},

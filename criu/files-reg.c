@@ -292,25 +292,29 @@ static bool is_internal_file(const char *path)
 	       !strcmp(path, "/dev/zero") || path[0] != '/';
 }
 
-/* A deleted file is re-created in its directory on restore: that directory must exist. */
+/*
+ * A deleted file is re-created at its path on restore, and so are the directories above
+ * it that were deleted too (ghost_parents): the nearest one that exists must be a
+ * directory.
+ */
 static int check_ghost_path(const char *path, const char *what)
 {
 	char *dir = strdup(path), *slash;
+	struct stat st;
 	int ret = 0;
 
 	if (!dir) {
 		pr_err("out of memory checking %s\n", path);
 		return -ENOMEM;
 	}
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	if (access(dir, F_OK)) {
-		ret = -errno;
-		pr_err("%s: deleted file %s cannot be re-created on restore: its directory %s: %s\n",
-		       what, path, dir, strerror(errno));
+	do {
+		slash = strrchr(dir, '/');
+		slash[slash == dir] = '\0';
+	} while (lstat(dir, &st) && errno == ENOENT && slash != dir);
+	if (!S_ISDIR(st.st_mode)) {
+		ret = -ENOTDIR;
+		pr_err("%s: deleted file %s cannot be re-created on restore: %s is not a directory\n",
+		       what, path, dir);
 	}
 	free(dir);
 	return ret;
@@ -1246,6 +1250,50 @@ static int make_ghost_inode(const char *path, const struct ghost_file *g)
 	return ret < 0 ? -errno : ret;
 }
 
+/* Directories above a ghost that were deleted with it, made again for its re-creation. */
+struct ghost_parents {
+	char path[PATH_MAX];
+	size_t made[64]; /* lengths of the prefixes of path made, the outermost first */
+	unsigned int nr;
+};
+
+/* mkdir() each missing directory above path, outermost first, remembering each one. */
+static int make_ghost_parents(const char *path, struct ghost_parents *gp)
+{
+	char *end = gp->path;
+	struct stat st;
+
+	snprintf(gp->path, sizeof(gp->path), "%s", path);
+	gp->nr = 0;
+	while ((end = strchr(end + 1, '/'))) {
+		*end = '\0';
+		if (lstat(gp->path, &st) && errno == ENOENT) {
+			if (gp->nr == sizeof(gp->made) / sizeof(gp->made[0])) {
+				pr_err("%s: more than %u deleted directories to re-create\n", path, gp->nr);
+				return -ENAMETOOLONG;
+			}
+			if (mkdir(gp->path, 0700)) {
+				pr_perror("cannot re-create the deleted directory %s", gp->path);
+				return -errno;
+			}
+			gp->made[gp->nr++] = end - gp->path;
+		}
+		*end = '/';
+	}
+	return 0;
+}
+
+/* Removes them again, innermost first: the ghost's path then shows them deleted too. */
+static void remove_ghost_parents(struct ghost_parents *gp)
+{
+	while (gp->nr--) {
+		gp->path[gp->made[gp->nr]] = '\0';
+		if (rmdir(gp->path))
+			pr_warn("cannot remove the re-created directory %s: %s\n", gp->path,
+				strerror(errno));
+	}
+}
+
 /*
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
  * someone created a new file there since, a sibling name is the best we can do.
@@ -1315,12 +1363,16 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 {
 	struct ghost_file *g = rf->ghost;
 	char created[PATH_MAX + 32];
+	struct ghost_parents parents;
 	int wfd, fd = -1, ret;
 	struct stat st;
 
-	wfd = create_ghost_file(rf->path, g, created, sizeof(created));
-	if (wfd < 0)
+	ret = make_ghost_parents(rf->path, &parents);
+	wfd = ret ? ret : create_ghost_file(rf->path, g, created, sizeof(created));
+	if (wfd < 0) {
+		remove_ghost_parents(&parents);
 		return wfd;
+	}
 	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) : restore_node_attrs(created, g);
 	if (!ret) {
 		/* Through the fd, not the name: the inode just made, whatever the name is now. */
@@ -1334,6 +1386,7 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 		ret = -errno;
 		pr_perror("cannot remove re-created %s", created);
 	}
+	remove_ghost_parents(&parents);
 	if (!ret && fstat(wfd, &st)) {
 		ret = -errno;
 		pr_perror("cannot stat re-created %s", created);
@@ -1472,6 +1525,10 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 {
 	int open_flags = (flags & ~REOPEN_DROP_FLAGS) | O_NOCTTY;
 	int fd, ret;
+
+	/* O_TMPFILE is O_DIRECTORY plus a bit of its own: the file is no directory. */
+	if ((flags & O_TMPFILE) == O_TMPFILE)
+		open_flags &= ~O_DIRECTORY;
 
 	if (rf->ghost) {
 		fd = open_ghost(rf, open_flags);

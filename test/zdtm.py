@@ -405,6 +405,7 @@ TESTS = {
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
     'file_deleted_nodes': {},
+    'file_deleted_nested': {},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
@@ -735,6 +736,7 @@ CROSS_TESTS = {
     'file_dup_shared_offset': {},
     'file_deleted_open': {},  # deleted but open
     'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
+    'file_deleted_nested': {},  # in deleted directories, O_TMPFILE
     # file locks: upstream restores them only when asked to (--file-locks)
     'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
@@ -779,6 +781,8 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu's restore leaves the deleted directories it re-created for a ghost.
+TESTS['cross_us2up_file_deleted_nested']['test_env'] = {'ZDTM_GHOST_DIRS_LEFT': '1'}
 # Upstream criu's restore of a lease being broken lets the break's signal reach the program.
 TESTS['cross_us2up_file_leases']['test_env'] = {'ZDTM_LEASE_BREAK_SIGNAL': '1'}
 # Upstream criu's restore drops IN_ONESHOT and IN_EXCL_UNLINK from inotify watch masks.

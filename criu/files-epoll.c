@@ -17,6 +17,7 @@
 #include "fdinfo.pb-c.h"
 #include "files.h"
 #include "log.h"
+#include "pstree.h"
 
 /* ---------------------------------------------------------------- dump ---- */
 
@@ -25,12 +26,32 @@ static bool epoll_owns(const struct fd_parms *p)
 	return !strcmp(p->link, "anon_inode:[eventpoll]");
 }
 
-/* Whether fd of the task is the file registration toff of tfd in epoll efd watches. */
-static bool is_watched_file(pid_t pid, int efd, int fd, uint32_t tfd, uint32_t toff)
+/*
+ * Whether fd of task holder is the file registration toff of tfd in epoll efd (of task
+ * pid) watches. kcmp() takes the candidate's task and fd first, the epoll's task second.
+ */
+static bool is_watched_file(pid_t pid, int efd, pid_t holder, int fd, uint32_t tfd, uint32_t toff)
 {
 	struct kcmp_epoll_slot slot = { .efd = efd, .tfd = tfd, .toff = toff };
 
-	return syscall(SYS_kcmp, pid, pid, KCMP_EPOLL_TFD, fd, &slot) == 0;
+	return syscall(SYS_kcmp, holder, pid, KCMP_EPOLL_TFD, fd, &slot) == 0;
+}
+
+/*
+ * An epoll in flight (p->pid is criu, which took it from a socket's queue): restore
+ * registers its files from the task that puts it back there (fdtype_ops.finish_in_flight),
+ * under their numbers, so a task of the tree must hold each one at its number.
+ */
+static int find_in_flight_target(const struct fd_parms *p, const EventpollTfdEntry *t, uint32_t toff)
+{
+	struct pstree_item *item;
+
+	for (item = root_item; item; item = pstree_next(item))
+		if (!item->zombie && is_watched_file(p->pid, p->fd, item->pid, t->tfd, t->tfd, toff))
+			return 0;
+	pr_err("an epoll in flight watches fd %u (inode %llu), which no task of the tree holds at that number: not supported\n",
+	       t->tfd, (unsigned long long)t->inode);
+	return -ENOTSUP;
 }
 
 /*
@@ -43,14 +64,14 @@ static int find_watched_fd(const struct fd_parms *p, const EventpollTfdEntry *t,
 	size_t nr = 0;
 	int *fds, fd = -1, ret;
 
-	if (is_watched_file(p->pid, p->fd, t->tfd, t->tfd, toff))
+	if (is_watched_file(p->pid, p->fd, p->pid, t->tfd, t->tfd, toff))
 		return t->tfd;
 	snprintf(path, sizeof(path), "/proc/%d/fd", p->pid);
 	ret = list_fds(path, &fds, &nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < nr && fd < 0; i++)
-		if (is_watched_file(p->pid, p->fd, fds[i], t->tfd, toff))
+		if (is_watched_file(p->pid, p->fd, p->pid, fds[i], t->tfd, toff))
 			fd = fds[i];
 	free(fds);
 	if (fd < 0) {
@@ -69,7 +90,11 @@ static int find_watched_fd(const struct fd_parms *p, const EventpollTfdEntry *t,
  */
 static int locate_watched_file(const struct fd_parms *p, EventpollTfdEntry *t, uint32_t toff)
 {
-	int fd = find_watched_fd(p, t, toff);
+	int fd;
+
+	if (p->pid == getpid())
+		return find_in_flight_target(p, t, toff);
+	fd = find_watched_fd(p, t, toff);
 
 	if (fd < 0)
 		return fd;
@@ -245,4 +270,5 @@ const struct fdtype_ops epoll_fdtype_ops = {
 	.inheritable = true,
 	.finish = epoll_finish,
 	.check_finish = epoll_check_finish,
+	.finish_in_flight = true,
 };

@@ -429,7 +429,7 @@ static int desc_of_fd(pid_t pid, int fd, struct fd_parms *p, uint32_t *id,
 				fd, pid, p->link, first->fd, first->pid);
 		return 0;
 	}
-	if (in_flight && ops->finish) {
+	if (in_flight && ops->finish && !ops->finish_in_flight) {
 		pr_err("a file in flight (%s, a %s file) has state that only a task holding it "
 		       "restores: not supported\n",
 		       p->link, ops->name);
@@ -1193,7 +1193,8 @@ static ssize_t dep_index(size_t idx, uint32_t id)
 		return -1;
 	}
 	/* finish() runs in a task holding the file: one in flight only would miss it. */
-	if (dep->ops->finish && !file_sharing[desc_index(dep)].nr_users) {
+	if (dep->ops->finish && !dep->ops->finish_in_flight &&
+	    !file_sharing[desc_index(dep)].nr_users) {
 		pr_err("file %u (%s) needs file %u (%s), which no task holds, and only a task "
 		       "holding it restores all of its state\n",
 		       d->id, d->ops->name, dep->id, dep->ops->name);
@@ -1381,6 +1382,32 @@ static int check_owned_files(void)
 	return 0;
 }
 
+/* A file with a finish() step that no task holds: finish() runs in its opener (task). */
+static bool finished_by_opener(size_t idx)
+{
+	return file_descs[idx].ops->finish && !file_sharing[idx].nr_users && desc_in_use(idx);
+}
+
+/* fdtype_ops.check_finish of each file finished_by_opener() against its opener's fds. */
+static int check_opener_finish(void)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < nr_file_descs && !ret; i++) {
+		const struct pstree_item *opener = file_sharing[i].opener;
+		struct task_fds fds = { 0 };
+
+		if (!finished_by_opener(i) || !file_descs[i].ops->check_finish)
+			continue;
+		fds.pid = opener->pid;
+		ret = read_fdinfos(opener->ids.files_id, &fds.fdis, &fds.nr);
+		if (!ret)
+			ret = file_descs[i].ops->check_finish(&file_descs[i], &fds);
+		free_fdinfos(fds.fdis, fds.nr);
+	}
+	return ret;
+}
+
 static int plan_shared_files(void)
 {
 	struct pstree_item *item;
@@ -1406,6 +1433,8 @@ static int plan_shared_files(void)
 	ret = plan_openers();
 	if (!ret)
 		ret = check_owned_files();
+	if (!ret)
+		ret = check_opener_finish();
 	if (!ret)
 		ret = assign_inherited_fds(max_restored_fd, &next_fd);
 	if (!ret)
@@ -1716,6 +1745,25 @@ static int finish_files(const struct task_fds *fds)
 	return 0;
 }
 
+/*
+ * finish() of the files this task opened for others that no task holds, on the fd it
+ * keeps each at, before close_stray_fds() closes it (the file lives on where it was put:
+ * a socket's queue).
+ */
+static int finish_opened_files(const struct task_fds *fds)
+{
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		int ret;
+
+		if (!finished_by_opener(i) || file_sharing[i].opener->pid != fds->pid)
+			continue;
+		ret = file_descs[i].ops->finish(&file_descs[i], file_sharing[i].inherited_fd, fds);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 /* criu's own uids again, after setown_as() took others; and its dumpable flag. */
 static int take_own_uids(uid_t uid, uid_t euid, uid_t suid, int dumpable)
 {
@@ -1881,6 +1929,8 @@ int prepare_fds(pid_t pid)
 		return ret;
 	for (size_t i = 0; i < fds.nr && !ret; i++)
 		ret = place_fd(fds.fdis, i);
+	if (!ret)
+		ret = finish_opened_files(&fds);
 	if (!ret)
 		ret = close_stray_fds(fds.fdis, fds.nr);
 	for (size_t i = 0; i < fds.nr && !ret; i++)

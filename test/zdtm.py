@@ -208,6 +208,15 @@ def every_watch_has_a_path(img_dir, pid):
                                   (wd['wd'], wd['i_ino'], path), 'dump.log')
 
 
+def epoll_watches_fd_77(img_dir, pid):
+    """The epoll in flight claims to watch fd 77, which the task that restores it lacks."""
+    def edit(entries):
+        for e in entries:
+            if e['type'] == 'EVENTPOLL':
+                e['epfd']['tfd'][0]['tfd'] = 77
+    edit_image(img_dir, 'files.img', edit)
+
+
 def lock_names_missing_fd(img_dir, pid):
     edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(fd=77))
 
@@ -422,6 +431,12 @@ TESTS = {
                                        'devpts': True, 'corrupt': fown_names_no_task,
                                        'expect': 'go to process 999999 (type 1), which is not'},
     'epoll_targets': {},
+    'epoll_in_flight': {},
+    'dump_fail_epoll_in_flight_moved': {'bin': 'epoll_in_flight_moved', 'mode': 'dump_fails',
+                                        'expect': 'which no task of the tree holds at that number'},
+    'restore_fail_epoll_in_flight_target': {'bin': 'epoll_in_flight', 'mode': 'restore_fails',
+                                            'corrupt': epoll_watches_fd_77,
+                                            'expect': 'watches fd 77, which task'},
     # file locks (--file-locks): POSIX, flock(), OFD; waiters; refusals
     'file_locks_posix': {'dump_args': ['--file-locks']},
     'file_locks_posix_mapped': {'bin': 'file_locks_posix', 'dump_args': ['--file-locks'],
@@ -746,6 +761,7 @@ CROSS_TESTS = {
     'tty_shell_job': {'tty': True, 'setsid': True},  # a terminal, --shell-job
     'tty_console_vt': {},  # /dev/console and a virtual console, by path
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
+    'epoll_in_flight': {},  # an epoll only in a socket's queue
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'membarrier_registered': {},
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE

@@ -149,6 +149,13 @@ struct fdtype_ops {
 	 */
 	int (*check_finish)(const struct file_desc *d, const struct task_fds *fds);
 	/*
+	 * With finish(): a description no task holds (one in flight in a socket's queue) is
+	 * dumped too, and restored with finish() run by the task that opens it for the files
+	 * that need it, once that task's fds are placed, on the fd it keeps it at (fds: that
+	 * task's; check_finish() checks them before anything is forked).
+	 */
+	bool finish_in_flight;
+	/*
 	 * Optional. Restore, main process, after collect: the task that must have d open
 	 * before it forks its children though none of its fds holds d (a session leader
 	 * makes d's pty its controlling terminal through it), or NULL. The planner opens d

@@ -643,3 +643,37 @@ int pty_open_master(int flags, char *slave_path, size_t size)
 	snprintf(slave_path, size, "%s/%u", dir ? dir : "/dev/pts", index);
 	return master;
 }
+
+void test_send_fds(int sk, const int *fds, int nr, const char *data)
+{
+	char control[CMSG_SPACE(sizeof(int) * 2)] = { 0 };
+	struct iovec iov = { .iov_base = (void *)data, .iov_len = strlen(data) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = CMSG_SPACE(sizeof(int) * nr) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nr);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nr);
+	if (sendmsg(sk, &msg, 0) != (ssize_t)strlen(data))
+		test_fail_errno("sendmsg");
+}
+
+int test_recv_fds(int sk, int *fds, const char *data)
+{
+	char control[CMSG_SPACE(sizeof(int) * 2)], got[32];
+	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(sk, &msg, MSG_DONTWAIT);
+
+	if (n != (ssize_t)strlen(data) || memcmp(got, data, n))
+		test_fail("fd %d: the message '%s' is gone (%zd bytes)", sk, data, n);
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		test_fail("fd %d: the files in flight with '%s' are gone", sk, data);
+	memcpy(fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0));
+	return (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+}

@@ -165,4 +165,12 @@ void test_unsupported_socket_check(const struct unsupported_socket *us, const ch
  */
 void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen_t want_len);
 
+/*
+ * SCM_RIGHTS: test_send_fds() sends nr (at most 2) fds with the text data through sk;
+ * test_recv_fds() receives the next message, which must say data and carry fds, into
+ * fds[] and returns how many came. Either fails the test otherwise.
+ */
+void test_send_fds(int sk, const int *fds, int nr, const char *data);
+int test_recv_fds(int sk, int *fds, const char *data);
+
 #endif

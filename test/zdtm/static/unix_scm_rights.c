@@ -29,41 +29,6 @@
 #define ALONE_PEER  108 /* its peer is in flight in its own queue only */
 #define PIPE_BYTES  "queued in the pipe"
 
-static void send_fds(int sk, const int *fds, int nr, const char *data)
-{
-	char control[CMSG_SPACE(sizeof(int) * 2)] = { 0 };
-	struct iovec iov = { .iov_base = (void *)data, .iov_len = strlen(data) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-			      .msg_controllen = CMSG_SPACE(sizeof(int) * nr) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * nr);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * nr);
-	if (sendmsg(sk, &msg, 0) != (ssize_t)strlen(data))
-		test_fail_errno("sendmsg");
-}
-
-/* The fds received with a message that must say data; returns how many. */
-static int recv_fds(int sk, int *fds, const char *data)
-{
-	char control[CMSG_SPACE(sizeof(int) * 2)], got[32];
-	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-			      .msg_controllen = sizeof(control) };
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(sk, &msg, MSG_DONTWAIT);
-
-	if (n != (ssize_t)strlen(data) || memcmp(got, data, n))
-		test_fail("fd %d: the message '%s' is gone (%zd bytes)", sk, data, n);
-	c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
-		test_fail("fd %d: the files in flight with '%s' are gone", sk, data);
-	memcpy(fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0));
-	return (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-}
-
 static void place(int fd, int at)
 {
 	if (fd < 0 || dup2(fd, at) != at)
@@ -90,9 +55,9 @@ static void setup(void)
 
 	fds[0] = p[0];
 	fds[1] = FILE_FD;
-	send_fds(DG_SENDER, fds, 2, "pipe and file");
+	test_send_fds(DG_SENDER, fds, 2, "pipe and file");
 	close(p[0]);
-	send_fds(st[0], &pair[1], 1, "a socket");
+	test_send_fds(st[0], &pair[1], 1, "a socket");
 	close(pair[1]);
 	if (send(PAIR_KEPT, "to the socket in flight", 23, 0) != 23)
 		test_fail_errno("send");
@@ -103,13 +68,13 @@ static void setup(void)
 	place(pair[0], SELF_A);
 	place(pair[1], SELF_B);
 	fds[0] = SELF_A;
-	send_fds(SELF_A, fds, 1, "myself");
+	test_send_fds(SELF_A, fds, 1, "myself");
 	if (getenv("ZDTM_UNIX_UPSTREAM_RESTORE"))
 		return;
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair))
 		test_fail_errno("socketpair");
 	place(pair[1], ALONE_PEER);
-	send_fds(pair[0], &pair[0], 1, "alone");
+	test_send_fds(pair[0], &pair[0], 1, "alone");
 	close(pair[0]);
 }
 
@@ -126,7 +91,7 @@ static void check(void)
 	char got[32];
 	int fds[2];
 
-	if (recv_fds(DG_RECEIVER, fds, "pipe and file") != 2)
+	if (test_recv_fds(DG_RECEIVER, fds, "pipe and file") != 2)
 		test_fail("not two files in flight with the datagram");
 	read_exact(fds[0], got, strlen(PIPE_BYTES), "the pipe in flight");
 	if (memcmp(got, PIPE_BYTES, strlen(PIPE_BYTES)))
@@ -137,7 +102,7 @@ static void check(void)
 	    lseek(fds[1], 0, SEEK_CUR) != 3)
 		test_fail("the file in flight does not share its offset with fd %d", FILE_FD);
 
-	if (recv_fds(ST_RECEIVER, fds, "a socket") != 1)
+	if (test_recv_fds(ST_RECEIVER, fds, "a socket") != 1)
 		test_fail("not one file in flight with the stream");
 	read_exact(fds[0], got, 23, "the socket in flight");
 	if (memcmp(got, "to the socket in flight", 23))
@@ -147,12 +112,12 @@ static void check(void)
 	if (read(ST_RECEIVER, got, 1) != 0)
 		test_fail("the stream whose sender closed does not end");
 
-	if (recv_fds(SELF_B, fds, "myself") != 1)
+	if (test_recv_fds(SELF_B, fds, "myself") != 1)
 		test_fail("not one file in flight with 'myself'");
 	expect_same_file(fds[0], SELF_A, "the socket sent over itself");
 	if (getenv("ZDTM_UNIX_UPSTREAM_RESTORE"))
 		return;
-	if (recv_fds(ALONE_PEER, fds, "alone") != 1)
+	if (test_recv_fds(ALONE_PEER, fds, "alone") != 1)
 		test_fail("not one file in flight with 'alone'");
 	if (write(fds[0], "z", 1) != 1 || read(ALONE_PEER, got, 1) != 1 || got[0] != 'z')
 		test_fail("the socket whose only reference was in flight is not its peer's");

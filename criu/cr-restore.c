@@ -190,8 +190,6 @@ static struct rst_task *task_of(const struct pstree_item *item)
 
 /* ---- in the forked task ---- */
 
-static pid_t clone_with_pid(pid_t pid, unsigned long flags);
-
 /*
  * A group whose leader exited is re-created by its first member in pstree order (the
  * others join after GROUPS). The gone leader of a dead session's own group is the
@@ -596,7 +594,7 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 
 /* ---- in criu ---- */
 
-static pid_t clone_with_pid(pid_t pid, unsigned long flags)
+pid_t clone_with_pid(pid_t pid, unsigned long flags)
 {
 	/*
 	 * clone3 refuses an exit signal with CLONE_PARENT: the sibling then signals criu's

@@ -10,15 +10,18 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cr_options.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "pstree.h"
 
 #include "ghost-file.pb-c.h"
 #include "remap-file-path.pb-c.h"
@@ -327,6 +330,7 @@ static int check_ghost_path(const char *path, const char *what)
  */
 enum reg_path_kind {
 	PATH_LIVE, /* the path names the file */
+	PATH_DEAD_PROC, /* in /proc/PID of a process gone: opened while a helper has PID */
 	PATH_GHOST, /* deleted: contents in a ghost image */
 	PATH_LINK_REMAP, /* its name removed, other names left: linked back (--link-remap) */
 };
@@ -351,6 +355,24 @@ static int resolve_unlinked_path(const struct stat *st, const char *what, char *
 	return check_ghost_path(path, what);
 }
 
+/*
+ * The pid of "/proc/PID[/...]" when st is on procfs there: a directory or file of a
+ * process that is gone shows as deleted. 0 when it is no such path.
+ */
+static pid_t dead_proc_pid(const char *path, const struct stat *st)
+{
+	struct stat proc;
+	char *end;
+	long pid;
+
+	if (strncmp(path, "/proc/", 6) || stat("/proc", &proc) || proc.st_dev != st->st_dev)
+		return 0;
+	pid = strtol(path + 6, &end, 10);
+	if (end == path + 6 || (*end && *end != '/') || pid <= 0 || pid > INT32_MAX)
+		return 0;
+	return pid;
+}
+
 static int resolve_path(const char *link, const struct stat *st, const char *what, char *path,
 			enum reg_path_kind *kind)
 {
@@ -359,6 +381,14 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	struct stat now;
 
 	snprintf(path, PATH_MAX, "%s", link);
+	if (marked) {
+		path[len - sfx] = '\0';
+		if (dead_proc_pid(path, st)) {
+			*kind = PATH_DEAD_PROC;
+			return 0;
+		}
+		path[len - sfx] = DELETED_SUFFIX[0];
+	}
 	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
 	if (st->st_nlink) {
 		int ret = S_ISLNK(st->st_mode) ? lstat(path, &now) : stat(path, &now);
@@ -497,6 +527,8 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 		ret = link_back(src, path, st, &remap_id);
 		if (!ret)
 			ret = write_remap(id, remap_id, REMAP_TYPE__LINKED);
+	} else if (!ret && kind == PATH_DEAD_PROC) {
+		ret = write_remap(id, dead_proc_pid(path, st), REMAP_TYPE__PROCFS);
 	}
 	return ret ? ret : write_reg_entry(id, path, st, flags, pos, fown);
 }
@@ -874,10 +906,14 @@ static struct ghost_file *ghost_of_file(uint32_t file_id)
 	return NULL;
 }
 
-/* remap-fpath.img: which file id is reached through which link_remap file (REG id). */
+/*
+ * remap-fpath.img: which file id is reached through which link_remap file (LINKED: its
+ * REG id), or lies in /proc/PID of a process gone at dump (PROCFS: the pid).
+ */
 struct linked_remap {
 	uint32_t file_id;
-	uint32_t link_id;
+	RemapType type;
+	uint32_t target;
 };
 
 static struct linked_remap *linked_remaps;
@@ -891,6 +927,14 @@ static const struct linked_remap *linked_remap_of(uint32_t file_id)
 	return NULL;
 }
 
+/* The target of file_id's remap of type type, or 0. */
+static uint32_t remap_target(uint32_t file_id, RemapType type)
+{
+	const struct linked_remap *lr = linked_remap_of(file_id);
+
+	return lr && lr->type == type ? lr->target : 0;
+}
+
 static RemapType remap_type_of(const RemapFilePathEntry *rpe)
 {
 	if (rpe->has_remap_type)
@@ -898,23 +942,47 @@ static RemapType remap_type_of(const RemapFilePathEntry *rpe)
 	return (rpe->remap_id & REMAP_GHOST_BIT) ? REMAP_TYPE__GHOST : REMAP_TYPE__LINKED;
 }
 
-/* The ghost an entry names; CRIU's /proc remaps are refused. */
+/* The ghost an entry names. */
 static int remap_ghost_id(const RemapFilePathEntry *rpe, uint32_t *ghost_id)
 {
 	if (remap_type_of(rpe) != REMAP_TYPE__GHOST) {
-		pr_err("remap-fpath.img: file %u is a procfs remap, which is not supported\n",
-		       rpe->orig_id);
+		pr_err("remap-fpath.img: file %u has remap type %d, which is not supported\n",
+		       rpe->orig_id, remap_type_of(rpe));
 		return -ENOTSUP;
 	}
 	*ghost_id = rpe->has_remap_type ? rpe->remap_id : rpe->remap_id & ~REMAP_GHOST_BIT;
 	return 0;
 }
 
-/* A file linked back by --link-remap: its REG entry is checked once all are collected. */
+/*
+ * A process gone at dump: restore gives a helper its pid while the file is opened, so
+ * the pid must be free now.
+ */
+static int check_dead_pid(const RemapFilePathEntry *rpe)
+{
+	if (rpe->remap_id == 0 || rpe->remap_id > INT32_MAX) {
+		pr_err("remap-fpath.img: file %u lies in /proc of pid %u\n", rpe->orig_id,
+		       rpe->remap_id);
+		return -EINVAL;
+	}
+	if (!kill(rpe->remap_id, 0) || errno != ESRCH) {
+		pr_err("remap-fpath.img: file %u lies in /proc/%u of a process gone at dump, but pid %u is in use now\n",
+		       rpe->orig_id, rpe->remap_id, rpe->remap_id);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+/*
+ * A file linked back by --link-remap (its REG entry is checked once all are collected),
+ * or one in /proc/PID of a process gone.
+ */
 static int collect_linked_remap(const RemapFilePathEntry *rpe)
 {
 	struct linked_remap *grown;
 
+	if (remap_type_of(rpe) == REMAP_TYPE__PROCFS && check_dead_pid(rpe))
+		return -EINVAL;
 	if (ghost_of_file(rpe->orig_id) || linked_remap_of(rpe->orig_id)) {
 		pr_err("remap-fpath.img: file %u is remapped twice\n", rpe->orig_id);
 		return -EINVAL;
@@ -925,7 +993,8 @@ static int collect_linked_remap(const RemapFilePathEntry *rpe)
 		return -ENOMEM;
 	}
 	linked_remaps = grown;
-	linked_remaps[nr_linked_remaps++] = (struct linked_remap){ rpe->orig_id, rpe->remap_id };
+	linked_remaps[nr_linked_remaps++] =
+		(struct linked_remap){ rpe->orig_id, remap_type_of(rpe), rpe->remap_id };
 	return 0;
 }
 
@@ -938,7 +1007,7 @@ static int collect_one_remap(void *msg, void *arg)
 	int ret;
 
 	(void)arg;
-	if (remap_type_of(rpe) == REMAP_TYPE__LINKED)
+	if (remap_type_of(rpe) == REMAP_TYPE__LINKED || remap_type_of(rpe) == REMAP_TYPE__PROCFS)
 		return collect_linked_remap(rpe);
 	ret = remap_ghost_id(rpe, &ghost_id);
 	if (ret)
@@ -1052,6 +1121,19 @@ static bool remap_mismatch(const struct reg_file *rf)
 	return !S_ISREG(rf->mode);
 }
 
+/* A file of a dead process's /proc directory must lie in /proc/PID of that pid. */
+static bool dead_pid_mismatch(const struct reg_file *rf)
+{
+	char dir[32];
+	size_t len;
+
+	if (!rf->dead_pid)
+		return false;
+	len = snprintf(dir, sizeof(dir), "/proc/%d", rf->dead_pid);
+	return strncmp(rf->path, dir, len) || (rf->path[len] && rf->path[len] != '/') ||
+	       !is_plain_path(rf->path);
+}
+
 static int reg_collect(struct file_desc *d)
 {
 	const RegFileEntry *rfe = d->fe->reg;
@@ -1077,8 +1159,15 @@ static int reg_collect(struct file_desc *d)
 		.has_mode = rfe->has_mode, .mode = rfe->mode,
 		.has_size = rfe->has_size, .size = rfe->size,
 		.ghost = ghost_of_file(d->id),
-		.link_id = linked_remap_of(d->id) ? linked_remap_of(d->id)->link_id : 0,
+		.link_id = remap_target(d->id, REMAP_TYPE__LINKED),
+		.dead_pid = remap_target(d->id, REMAP_TYPE__PROCFS),
 	};
+	if (dead_pid_mismatch(rf)) {
+		pr_err("files.img: file %u (%s) is remapped to dead pid %d but does not lie in its /proc directory\n",
+		       d->id, rf->path, rf->dead_pid);
+		free(rf);
+		return -EINVAL;
+	}
 	if (remap_mismatch(rf)) {
 		pr_err("files.img: file %u (%s) is remapped to a %s but is not a %s at a plain "
 		       "absolute path\n",
@@ -1510,10 +1599,73 @@ static int open_linked(const struct reg_file *rf, int flags)
 	return fd;
 }
 
+/*
+ * A file in /proc/PID of a process gone at dump: a helper child gets PID while the file
+ * is opened (and, with chdir_too, made the cwd: a dead process's directory cannot be
+ * entered), then exits and is reaped, and the opened directory or file is a dead
+ * process's again. The helper waits for EOF on a pipe: it goes if we die.
+ */
+static int open_dead_proc(const struct reg_file *rf, int flags, bool chdir_too)
+{
+	int hold[2], fd, status;
+	pid_t helper;
+	char c;
+
+	if (pipe2(hold, O_CLOEXEC)) {
+		pr_perror("%s: pipe for the helper of dead pid %d", rf->path, rf->dead_pid);
+		return -errno;
+	}
+	helper = clone_with_pid(rf->dead_pid, 0);
+	if (helper == 0) {
+		close(hold[1]);
+		_exit(read(hold[0], &c, 1) == 0 ? 0 : 1);
+	}
+	close(hold[0]);
+	if (helper < 0) {
+		pr_perror("%s: cannot create a helper with the dead pid %d", rf->path, rf->dead_pid);
+		close(hold[1]);
+		return -EBUSY;
+	}
+	fd = open(rf->path, flags);
+	if (fd < 0) {
+		fd = -errno;
+		pr_perror("cannot open %s (flags %#o) of helper %d", rf->path, flags, helper);
+	} else if (chdir_too && fchdir(fd)) {
+		pr_perror("cannot chdir to %s of helper %d", rf->path, helper);
+		close(fd);
+		fd = -errno;
+	}
+	close(hold[1]);
+	if (waitpid(helper, &status, 0) != helper)
+		pr_warn("%s: cannot reap helper %d: %s\n", rf->path, helper, strerror(errno));
+	return fd;
+}
+
+int chdir_reg_dir(const struct reg_file *rf)
+{
+	int fd;
+
+	if (rf->dead_pid) {
+		fd = open_dead_proc(rf, O_PATH | O_DIRECTORY | O_CLOEXEC, true);
+	} else {
+		fd = open_reg_file(rf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0 && fchdir(fd)) {
+			pr_perror("cannot chdir to %s", rf->path);
+			close(fd);
+			fd = -errno;
+		}
+	}
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 void reg_remove_links(void)
 {
 	for (size_t i = 0; i < nr_linked_remaps; i++) {
-		const struct file_desc *d = find_file_desc(linked_remaps[i].link_id);
+		const struct file_desc *d = linked_remaps[i].type == REMAP_TYPE__LINKED ?
+						    find_file_desc(linked_remaps[i].target) : NULL;
 		const struct reg_file *lf = d && d->fe->type == FD_TYPES__REG ? d->kind : NULL;
 
 		if (lf && unlink(lf->path) && errno != ENOENT)
@@ -1532,6 +1684,8 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 
 	if (rf->ghost) {
 		fd = open_ghost(rf, open_flags);
+	} else if (rf->dead_pid) {
+		fd = open_dead_proc(rf, open_flags, false);
 	} else if (rf->link_id) {
 		fd = open_linked(rf, open_flags);
 	} else {

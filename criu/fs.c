@@ -92,12 +92,15 @@ static int open_dir(const struct reg_file *dir)
 
 /*
  * Both directories are opened before chroot: after it, the cwd path (seen from criu's
- * root) would resolve inside the new root.
+ * root) would resolve inside the new root. Without a new root the cwd is entered by
+ * path (it may be a dead process's /proc directory, entered only while it lives).
  */
 static int set_cwd_root(pid_t pid, const struct reg_file *cwd, const struct reg_file *root)
 {
 	int cwd_fd, root_fd = -1, ret = 0;
 
+	if (!strcmp(root->path, "/"))
+		return chdir_reg_dir(cwd);
 	cwd_fd = open_dir(cwd);
 	if (cwd_fd < 0)
 		return cwd_fd;

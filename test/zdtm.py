@@ -217,6 +217,15 @@ def epoll_watches_fd_77(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def dead_pid_becomes_1(img_dir, pid):
+    """The dead process whose /proc directory the cwd is claims pid 1, which is alive."""
+    def edit(entries):
+        for e in entries:
+            if e.get('remap_type') == 'PROCFS':
+                e['remap_id'] = 1
+    edit_image(img_dir, 'remap-fpath.img', edit)
+
+
 def lock_names_missing_fd(img_dir, pid):
     edit_image(img_dir, 'filelocks.img', lambda es: es[0].update(fd=77))
 
@@ -415,6 +424,9 @@ TESTS = {
     'file_deleted_open': {},
     'file_deleted_nodes': {},
     'file_deleted_nested': {},
+    'cwd_dead_proc': {},
+    'restore_fail_dead_pid_in_use': {'bin': 'cwd_dead_proc', 'mode': 'restore_fails',
+                                     'corrupt': dead_pid_becomes_1, 'expect': 'pid 1 is in use now'},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
@@ -752,6 +764,7 @@ CROSS_TESTS = {
     'file_deleted_open': {},  # deleted but open
     'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
     'file_deleted_nested': {},  # in deleted directories, O_TMPFILE
+    'cwd_dead_proc': {},  # cwd and fd in /proc of reaped children
     # file locks: upstream restores them only when asked to (--file-locks)
     'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},

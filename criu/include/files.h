@@ -380,6 +380,7 @@ struct reg_file {
 	uint64_t size;
 	struct ghost_file *ghost; /* deleted at dump: re-created from its ghost image */
 	uint32_t link_id; /* --link-remap: reached through this REG entry's file; 0: none */
+	pid_t dead_pid; /* path is in /proc/PID of a process gone at dump (a PROCFS remap); 0: none */
 };
 
 /*
@@ -391,6 +392,8 @@ uint32_t reg_ghost_file_of_inode(uint32_t s_dev, uint64_t ino);
 const struct reg_file *find_reg_file(uint32_t id, const char *user);
 /* Open rf's file with flags (no offset set); the fd or -errno (logged). */
 int open_reg_file(const struct reg_file *rf, uint32_t flags);
+/* Make rf, a directory, the cwd (a dead process's /proc one too). 0 or -errno (logged). */
+int chdir_reg_dir(const struct reg_file *rf);
 /*
  * Main process, once the restored tree runs: remove the link_remap files dump created
  * for --link-remap (kept after a failed restore: the images still need them).

@@ -83,6 +83,8 @@ int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *n
 int pstree_check_leaders(bool shell_job);
 /* Restore side: id is a session or group whose leader exited and needs a helper. */
 bool pstree_leader_is_dead(pid_t id);
+/* Restore: a child (clone3() with flags) that gets pid; 0 in it, -1 with errno on failure. */
+pid_t clone_with_pid(pid_t pid, unsigned long flags);
 /* The item one of whose threads (the main one included) is tid, or NULL. Both sides. */
 struct pstree_item *pstree_find_thread(pid_t tid);
 /*

@@ -1,8 +1,7 @@
 /*
- * A dump that must be refused: an epoll in flight (SCM_RIGHTS) that no fd holds. Its
- * watches name fds of the task that added them, which restore sets up only in a task
- * that holds the epoll. The dump fails; the process runs on and receives the epoll, which
- * still watches the socket.
+ * An epoll in flight (SCM_RIGHTS) that no fd holds, watching the very socket in whose
+ * queue it waits: after restore the task receives the epoll, which still watches the
+ * socket (restore registers it once the socket is back at its number).
  */
 #include <string.h>
 #include <sys/epoll.h>

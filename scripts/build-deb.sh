@@ -9,7 +9,9 @@ set -eu
 top="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$1"
 out="$(cd "$1" && pwd)"
-if ! git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+# safe.directory: CI may run this as root in a clone another user owns.
+git() { command git -c safe.directory="$top" -C "$top" "$@"; }
+if ! git rev-parse --git-dir >/dev/null 2>&1; then
 	echo "build-deb.sh: $top is not a git checkout; run dpkg-buildpackage -us -uc -b there" >&2
 	exit 1
 fi

@@ -1,10 +1,13 @@
 # Top-level build: criu/criu (with the restorer blob linked in), plugins, tests.
+# Where `make install` puts things (DESTDIR is prepended to each, for packaging).
 PREFIX ?= /usr/local
 DESTDIR ?=
-BINDIR := $(PREFIX)/sbin
-LIBDIR := $(PREFIX)/lib
-INCLUDEDIR := $(PREFIX)/include/criu
-PLUGINDIR := $(LIBDIR)/criu
+SBINDIR ?= $(PREFIX)/sbin
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PLUGINDIR ?= $(LIBDIR)/criu
 
 CC ?= gcc
 LD ?= ld
@@ -16,8 +19,15 @@ ifeq ($(ASAN),1)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
 endif
 CFLAGS ?= -O2 -g
-CFLAGS += $(WARN) $(SANITIZE) -D_GNU_SOURCE -MMD -MP -DCR_PLUGIN_DEFAULT_DIR='"$(PLUGINDIR)"'
-CPPFLAGS += -Icriu/include -Icompel/include -Iimages -I.
+# A distribution's CFLAGS, CPPFLAGS and LDFLAGS (environment or command line) come first;
+# the project's own are appended to them, even to a command-line value (override), so
+# -Werror and the include paths always hold. The build directory is mapped to "." in
+# debug info and __FILE__: two builds of one tree in two places give the same bytes.
+override CFLAGS += $(WARN) $(SANITIZE) -D_GNU_SOURCE -MMD -MP -ffile-prefix-map=$(CURDIR)=.
+override CFLAGS += -DCR_PLUGIN_DEFAULT_DIR='"$(PLUGINDIR)"'
+override CPPFLAGS += -Icriu/include -Icompel/include -Iimages -I.
+# Full RELRO: the GOT is read-only once criu (or a plugin) is loaded.
+override LDFLAGS += -Wl,-z,relro,-z,now
 LDLIBS := -lprotobuf-c -ldl -lpthread
 
 PROTOS := $(wildcard images/*.proto)
@@ -35,20 +45,31 @@ include criu/pie/Makefile.inc
 include plugins/amdgpu/Makefile.inc
 # crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
 include crit/Makefile.inc
+# Man pages (asciidoctor): targets man, man-clean.
+include Documentation/Makefile.inc
 
 .PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps
+.PHONY: uninstall deb
 all: criu/criu $(AMDGPU_PLUGIN) crit
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
 	$(PROTOC_C) --proto_path=images --c_out=images $<
 
-$(PB_OBJS): CFLAGS += -Wno-unused-parameter
+$(PB_OBJS): override CFLAGS += -Wno-unused-parameter
 $(CRIU_OBJS): | $(PB_H) $(RESTORER_BLOB_H)
 
 criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ)
-	$(CC) $(CFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 -include $(CRIU_OBJS:.o=.d) $(PB_OBJS:.o=.d)
+
+# The plugin directory is compiled into criu/plugin.o: `make install PREFIX=/usr` after a
+# plain `make` rebuilds it for the new directory instead of installing a criu that looks
+# in the old one.
+criu/plugindir.stamp: FORCE
+	@echo '$(PLUGINDIR)' | cmp -s - $@ || echo '$(PLUGINDIR)' >$@
+criu/plugin.o: criu/plugindir.stamp
+.PHONY: FORCE
 
 test: all
 	$(MAKE) -C test run
@@ -76,11 +97,37 @@ zdtm: all
 fuzz:
 	$(MAKE) -C test/fuzz run
 
-install: all crit-install
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PLUGINDIR)
-	install -m 755 criu/criu $(DESTDIR)$(BINDIR)/criu
-	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu-plugin.h
+# criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header and the
+# man pages. Not stripped: a packager strips (and keeps the debug symbols) itself.
+install: all man crit-install
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR)
+	install -m 755 criu/criu $(DESTDIR)$(SBINDIR)/criu
+	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
 	install -m 755 $(AMDGPU_PLUGIN) $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
+	for page in $(notdir $(MAN_PAGES)); do \
+		install -d $(DESTDIR)$(MANDIR)/man$${page##*.} && \
+		install -m 644 Documentation/$$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page || exit 1; \
+	done
+
+uninstall: crit-uninstall
+	rm -f $(DESTDIR)$(SBINDIR)/criu $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
+	rm -f $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
+	for page in $(notdir $(MAN_PAGES)); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
+	for dir in $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR); do \
+		[ ! -d $$dir ] || rmdir --ignore-fail-on-non-empty $$dir; done
+
+# The Debian packages (debian/), built by dpkg-buildpackage from a copy of the tree in
+# DEB_DIR, where the .debs land (scripts/build-deb.sh); then lintian's verdict on them.
+DEB_DIR ?= out/deb
+deb:
+	scripts/build-deb.sh $(DEB_DIR)
+	lintian --info $(DEB_DIR)/*.changes
+
+# What the targets above leave besides the build: `make clean` removes it too.
+.PHONY: pkg-clean
+pkg-clean:
+	rm -rf out criu/plugindir.stamp
+clean: man-clean pkg-clean
 
 clean: crit-clean
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
 #include "version.h"
@@ -142,8 +143,7 @@ static const struct cr_option options[] = {
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
 	     "no CPU capability image is written or checked"),
 	CALL("ext-unix-sk", 'x', optional_argument, set_ext_unix_sk, NULL,
-	     "a datagram unix socket connected to a bound one outside the tree is dumped, and "
-	     "connects to it again on restore"),
+	     "dump datagram Unix sockets connected to one outside the tree"),
 	/* check */
 	CALL("feature", 0, required_argument, set_feature, "NAME", "check: only this feature"),
 	FLAG("extra", 0, check_extra, "check: also the extra features"),
@@ -195,6 +195,46 @@ static const struct cr_option options[] = {
 };
 
 #define NR_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+/*
+ * Why the refused options are refused, by subject: one line each in --help (criu(8),
+ * REFUSED OPTIONS, says more). Names every refused option of the table once, and
+ * --external, refused whatever its value.
+ */
+struct refusal {
+	const char *why;
+	const char *const *names; /* NULL-terminated */
+};
+
+/* clang-format off */
+#define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
+static const struct refusal refusals[] = {
+	{ "memory changes are not tracked (no soft-dirty bits here)",
+	  NAMES("track-mem", "prev-images-dir", "auto-dedup") },
+	{ "no page server, lazy pages or image streams",
+	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
+		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
+	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
+	{ "networks are neither locked nor restored", NAMES("veth-pair", "network-lock", "empty-ns") },
+	{ "external resources are not supported", NAMES("external") },
+	{ "namespaces are not restored", NAMES("join-ns", "weak-sysctls") },
+	{ "mounts are neither dumped nor restored",
+	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
+		"enable-external-masters", "mntns-compat-mode") },
+	{ "cgroups are neither dumped nor restored",
+	  NAMES("cgroup-root", "cgroup-props", "cgroup-props-file", "cgroup-dump-controller",
+		"cgroup-yard") },
+	{ "the tree is frozen with ptrace, not a cgroup", NAMES("freeze-cgroup") },
+	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
+	{ "watches are dumped by file handle, not path", NAMES("force-irmap", "irmap-scan-path") },
+	{ "LSM profiles and contexts are not restored", NAMES("lsm-profile", "lsm-mount-context") },
+	{ "criu runs as root", NAMES("unprivileged") },
+	{ "a task with a uprobes area is not dumped", NAMES("allow-uprobes") },
+	{ "no deprecated features to turn on", NAMES("deprecated", "ms") },
+	{ "not supported by this criu", NAMES("skip-file-rwx-check", "exec-cmd", "close") },
+};
+#undef NAMES
+/* clang-format on */
 /* getopt's val for a long option: 2 * index (+1 for --no-NAME), above any short name. */
 #define LONG_VAL_BASE 256
 
@@ -860,45 +900,58 @@ static void print_option_help(const struct cr_option *o)
 	printf("  %-28s %s\n", left, o->help);
 }
 
-void print_usage(void)
+/* Refused whatever its value: it has no help line of its own. */
+static bool always_refused(const struct cr_option *o)
+{
+	return !o->set || o->set == set_external;
+}
+
+static const char *refusal_reason(const char *name)
+{
+	for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+		for (const char *const *n = refusals[i].names; *n; n++)
+			if (!strcmp(*n, name))
+				return refusals[i].why;
+	return "";
+}
+
+/* Words wrapped at 88 columns after an indent of two. */
+static void print_wrapped(const char *const *words)
 {
 	unsigned int col = 2;
 
-	printf("Usage:\n"
-	       "  criu dump -t PID -D DIR [options]\n"
-	       "  criu restore -D DIR [options]\n"
-	       "  criu check [--feature NAME] [--extra] [--experimental] [--all]\n"
-	       "  criu show FILE\n"
-	       "  (pre-dump needs memory tracking, which this kernel lacks; page-server, service,\n"
-	       "  dedup, lazy-pages, cpuinfo, swrk and exec are not supported)\n"
-	       "\n"
-	       "Options (also read from /etc/criu/default.conf, ~/.criu/default.conf,\n"
-	       "$CRIU_CONFIG_FILE and --config FILE, one per line without the dashes):\n");
-	for (unsigned int i = 0; i < NR_OPTIONS; i++)
-		if (options[i].set && options[i].help)
-			print_option_help(&options[i]);
-	printf("\nRefused with \"option --NAME is not supported\" (criu(8) says why):\n ");
-	for (unsigned int i = 0; i < NR_OPTIONS; i++) {
-		const char *name = options[i].name;
-
-		if (options[i].set && options[i].set != set_external)
-			continue;
-		if (col + strlen(name) + 3 > 88) {
+	printf(" ");
+	for (; *words; words++) {
+		if (col + strlen(*words) + 1 > 88) {
 			printf("\n ");
 			col = 2;
 		}
-		col += printf(" --%s", name);
-	}
-	printf("\n--external is refused for every kind; --root for any directory but /;\n"
-	       "--manage-cgroups but =ignore; --cpu-cap but =none; --file-validation buildid.\n"
-	       "\nFeatures for check --feature:\n ");
-	col = 2;
-	for (const char *const *f = check_feature_names(); *f; f++) {
-		if (col + strlen(*f) + 2 > 88) {
-			printf("\n ");
-			col = 2;
-		}
-		col += printf(" %s", *f);
+		col += printf(" %s", *words);
 	}
 	printf("\n");
+}
+
+void print_usage(void)
+{
+	printf("Usage:\n"
+	       "  criu dump -t PID [-D DIR] [<options>]\n"
+	       "  criu restore [-D DIR] [<options>]\n"
+	       "  criu check [--feature NAME] [--extra] [--experimental] [--all]\n"
+	       "  criu show FILE\n"
+	       "\n");
+	print_commands();
+	printf("\nOptions (--[no-]NAME: --no-NAME undoes --NAME):\n");
+	for (unsigned int i = 0; i < NR_OPTIONS; i++)
+		if (!always_refused(&options[i]))
+			print_option_help(&options[i]);
+	printf("Options are also read from /etc/criu/default.conf, ~/.criu/default.conf,\n"
+	       "$CRIU_CONFIG_FILE and --config FILE: one per line, without the dashes.\n");
+	printf("\nRefused with \"option --NAME is not supported\" (criu(8) says more):\n");
+	for (unsigned int i = 0; i < NR_OPTIONS; i++)
+		if (always_refused(&options[i]))
+			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
+	printf("Refused for some values: --root but /, --manage-cgroups but =ignore, --cpu-cap\n"
+	       "but =none, --file-validation buildid, --ext-unix-sk with inodes.\n"
+	       "\nFeatures for check --feature:\n");
+	print_wrapped(check_feature_names());
 }

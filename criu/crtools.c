@@ -58,8 +58,9 @@ static int open_dirs_and_log(bool create_images_dir)
  * source tree (crit/crit), else the one installed beside it (../bin/crit), else crit in PATH.
  * Returns only on failure.
  */
-static int exec_crit_show(const char *file)
+static int exec_crit_show(char **args)
 {
+	const char *file = args[0];
 	static const char *const beside[] = { "../crit/crit", "../bin/crit" };
 	char self[PATH_MAX], crit[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -101,10 +102,11 @@ void report_status_ready(void)
 	opts.status_fd = -1;
 }
 
-static int run_dump(void)
+static int run_dump(char **args)
 {
 	int ret;
 
+	(void)args;
 	if (!opts.tree_pid) {
 		fprintf(stderr, "Error: dump needs a process: -t PID\n");
 		return 1;
@@ -126,10 +128,11 @@ static int run_dump(void)
 	return ret ? 1 : 0;
 }
 
-static int run_restore(void)
+static int run_restore(char **args)
 {
 	int ret;
 
+	(void)args;
 	if (open_dirs_and_log(false))
 		return 1;
 	ret = cr_restore_tasks();
@@ -140,7 +143,7 @@ static int run_restore(void)
 	return ret < 0 ? 1 : ret;
 }
 
-static int run_check(void)
+static int run_check(char **args)
 {
 	struct check_request req = {
 		.feature = opts.check_feature,
@@ -149,6 +152,7 @@ static int run_check(void)
 	};
 	int ret;
 
+	(void)args;
 	if (opts.log_file ? open_dirs_and_log(false) : log_init(-1, NULL, opts.loglevel))
 		return 1;
 	ret = cr_check(&req);
@@ -157,8 +161,9 @@ static int run_check(void)
 }
 
 /* Needs memory change tracking (soft-dirty), which neither this criu nor this kernel has. */
-static int run_pre_dump(void)
+static int run_pre_dump(char **args)
 {
+	(void)args;
 	fprintf(stderr, "Error: pre-dump is not supported: memory changes cannot be tracked "
 			"(see criu check --feature mem_dirty_track)\n");
 	return 1;
@@ -166,16 +171,36 @@ static int run_pre_dump(void)
 
 struct command {
 	const char *name;
-	int (*run)(void); /* NULL: refused */
+	int (*run)(char **args); /* NULL: refused */
+	const char *arg; /* the one word that follows the command ("FILE"), or NULL */
+	const char *help; /* one line of --help */
 };
 
-/* CRIU's commands; show is `crit show`, the rest of CRIU's are refused by name. */
+/* CRIU's commands, with show (`crit show`); the rest of CRIU's are refused by name. */
 static const struct command commands[] = {
-	{ "dump", run_dump },	    { "restore", run_restore }, { "check", run_check },
-	{ "pre-dump", run_pre_dump }, { "page-server", NULL },  { "service", NULL },
-	{ "dedup", NULL },	    { "lazy-pages", NULL },	{ "cpuinfo", NULL },
-	{ "swrk", NULL },	    { "exec", NULL },
+	{ "dump", run_dump, NULL, "checkpoint the process tree rooted at PID into DIR" },
+	{ "restore", run_restore, NULL, "restore the process tree saved in DIR" },
+	{ "check", run_check, NULL, "check that this kernel has what dump and restore need" },
+	{ "show", exec_crit_show, "FILE", "print an image file as JSON (runs crit show FILE)" },
+	{ "pre-dump", run_pre_dump, NULL,
+	  "refused: needs memory change tracking, which this kernel lacks" },
+	{ "page-server", NULL, NULL, "not supported: pages go into the images directory only" },
+	{ "service", NULL, NULL, "not supported: there is no RPC service" },
+	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
+	{ "dedup", NULL, NULL, "not supported: there are no pre-dumps to deduplicate" },
+	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
+	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
+	{ "exec", NULL, NULL, "not supported" },
 };
+
+#define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void print_commands(void)
+{
+	printf("Commands:\n");
+	for (size_t i = 0; i < NR_COMMANDS; i++)
+		printf("  %-14s %s\n", commands[i].name, commands[i].help);
+}
 
 /*
  * A run refused for its options still leaves its log (-o) with the reason, as a run that
@@ -203,7 +228,7 @@ static void log_parse_error(void)
 int main(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
-	int first = parse_options(argc, argv);
+	int first = parse_options(argc, argv), nr_args;
 
 	if (first < 0) {
 		log_parse_error();
@@ -213,14 +238,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Error: no command given (dump, restore, check, show); see criu --help\n");
 		return 1;
 	}
-	if (!strcmp(argv[first], "show")) {
-		if (first + 2 != argc) {
-			fprintf(stderr, "Error: show needs one image file\n");
-			return 1;
-		}
-		return exec_crit_show(argv[first + 1]);
-	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < NR_COMMANDS; i++)
 		if (!strcmp(argv[first], commands[i].name))
 			cmd = &commands[i];
 	if (!cmd) {
@@ -232,12 +250,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "command %s is not supported\n", cmd->name);
 		return 1;
 	}
-	if (first + 1 < argc) {
-		fprintf(stderr, "Error: excessive parameter '%s' for command %s\n", argv[first + 1],
-			cmd->name);
+	nr_args = cmd->arg ? 1 : 0;
+	if (first + 1 + nr_args < argc) {
+		fprintf(stderr, "Error: excessive parameter '%s' for command %s\n",
+			argv[first + 1 + nr_args], cmd->name);
+		return 1;
+	}
+	if (first + 1 + nr_args > argc) {
+		fprintf(stderr, "Error: %s needs %s: criu %s %s\n", cmd->name, cmd->arg, cmd->name,
+			cmd->arg);
 		return 1;
 	}
 	if (prepare_status_fd())
 		return 1;
-	return cmd->run();
+	return cmd->run(argv + first + 1);
 }

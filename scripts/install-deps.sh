@@ -14,6 +14,9 @@ PKGS="$PKGS criu"
 # own redis-server on a Unix socket; the one the package starts as a service (where systemd
 # runs) is never used.
 PKGS="$PKGS redis-server tmux"
+# make install renders the man pages with asciidoctor; make deb and test/pkg build the
+# Debian packages (debhelper) and check them with lintian.
+PKGS="$PKGS asciidoctor debhelper lintian"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -5,11 +5,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* Dump the tree rooted at pid into the images dir (DESIGN.md §3). 0 or -1. */
+/* Dump the tree rooted at pid into the images dir (Documentation/design.md §3). 0 or -1. */
 int cr_dump_tasks(pid_t pid);
 /*
- * Restore the tree from the images dir (DESIGN.md §4). -1 on failure; else 0 with -d,
- * or the restored root's exit status when criu waits for it.
+ * Restore the tree from the images dir (Documentation/design.md §4). -1 on failure; else
+ * 0 with -d, or the restored root's exit status when criu waits for it.
  */
 int cr_restore_tasks(void);
 /* What `criu check` is asked: one feature, or the required ones and these groups. */
@@ -27,5 +27,8 @@ int cr_check(const struct check_request *req);
  * the tree runs): writes one \0 and closes it. Called once; no-op without the option.
  */
 void report_status_ready(void);
+
+/* The commands' lines of criu --help. */
+void print_commands(void);
 
 #endif

@@ -17,7 +17,7 @@
 #endif
 
 /*
- * Where the pipelines call in (DESIGN.md §3, §4):
+ * Where the pipelines call in (Documentation/design.md §3, §4, §9):
  *
  * dump (all in criu):
  *   cr_plugin_init(CR_PLUGIN_STAGE__DUMP)        after option parsing; failure: exit != 0

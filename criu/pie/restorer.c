@@ -397,7 +397,7 @@ static void join_workers(struct rst_args *a, uint32_t nr_started)
 }
 
 /*
- * First-touch faults, not the copy, dominate restore time (DESIGN.md §8): several
+ * First-touch faults, not the copy, dominate restore time (Documentation/design.md §14): several
  * threads reading disjoint parts spread the faults over the cores.
  */
 static long read_pages(struct rst_args *a)

@@ -2,7 +2,8 @@
  * The AMDGPU plugin: checkpoints a process's KFD state (GPUs, buffer objects, private
  * data) through AMDKFD_IOC_CRIU_OP, and restores it either in the task (serial) or with
  * BO contents written by a worker thread in criu while the task rebuilds its host memory
- * (parallel, DESIGN.md §4). Device access: amdgpu_dev.h (/dev/kfd or the KFD EMULATOR).
+ * (parallel, Documentation/design.md §10). Device access: amdgpu_dev.h (/dev/kfd or the
+ * KFD EMULATOR).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1122,7 +1123,7 @@ static int start_listening(void)
 		pr_perror("eventfd");
 		return -errno;
 	}
-	/* Before the fork: fdstore is how the tasks reach it (DESIGN.md §4). */
+	/* Before the fork: fdstore is how the tasks reach it (Documentation/design.md §4). */
 	rst.store_id = fdstore_add(rst.listen_sk);
 	if (rst.store_id < 0) {
 		pr_err("cannot park the BO worker's socket in fdstore: %s\n", strerror(-rst.store_id));

@@ -1,6 +1,6 @@
 /*
  * Test plugin "testdev": takes TESTDEV_PATH (/dev/kmsg) fds (a device the core does not handle) and
- * exercises the restore timeline of DESIGN.md §4 the way the GPU plugin does:
+ * exercises the restore timeline of Documentation/design.md §4 the way the GPU plugin does:
  *   init(RESTORE)        parks one end of a socket pair in fdstore;
  *   POST_FORKING         starts a worker thread in criu serving that socket;
  *   RESTORE_EXT_FILE     (in the task) fetches the socket with fdstore_get(), sends

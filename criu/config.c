@@ -226,7 +226,6 @@ static const struct refusal refusals[] = {
 		"cgroup-yard") },
 	{ "the tree is frozen with ptrace, not a cgroup", NAMES("freeze-cgroup") },
 	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
-	{ "watches are dumped by file handle, not path", NAMES("force-irmap", "irmap-scan-path") },
 	{ "LSM profiles and contexts are not restored", NAMES("lsm-profile", "lsm-mount-context") },
 	{ "criu runs as root", NAMES("unprivileged") },
 	{ "a task with a uprobes area is not dumped", NAMES("allow-uprobes") },

@@ -3,6 +3,8 @@
  * (registers, xstate, sigmask, queued signals, rseq registration).
  */
 #include <errno.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,13 +65,42 @@ static int wait_interrupt_stop(pid_t pid)
 	}
 }
 
+/*
+ * TRACESYSGOOD tells syscall stops (used by remote syscalls) from real SIGTRAPs;
+ * SUSPEND_SECCOMP lets the remote syscalls and the restorer's run whatever seccomp
+ * filters or strict mode the task has (it needs CAP_SYS_ADMIN: without it, a task with
+ * seccomp fails where a filter refuses what it is made to run).
+ */
+long compel_seize_options(void)
+{
+	static long options = -1;
+	pid_t child;
+
+	if (options >= 0)
+		return options;
+	options = PTRACE_O_TRACESYSGOOD | PTRACE_O_SUSPEND_SECCOMP;
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	if (child < 0 || ptrace(PTRACE_SEIZE, child, NULL, (void *)options)) {
+		pr_warn("PTRACE_O_SUSPEND_SECCOMP is not available: %s\n", strerror(errno));
+		options = PTRACE_O_TRACESYSGOOD;
+	}
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, __WALL);
+	}
+	return options;
+}
+
 /* quiet_exit: see compel_try_seize(). */
 static int seize(pid_t pid, bool quiet_exit)
 {
 	int err;
 
-	/* TRACESYSGOOD tells syscall stops (used by remote syscalls) from real SIGTRAPs. */
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
 		err = errno;
 		/* PTRACE_SEIZE refuses a zombie with EPERM, as it does a task we may not trace. */
 		if (!quiet_exit || (err != EPERM && err != ESRCH))

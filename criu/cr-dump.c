@@ -31,6 +31,7 @@
 #include "memfd.h"
 #include "plugin.h"
 #include "proc_parse.h"
+#include "seccomp.h"
 #include "pstree.h"
 #include "regs-x86.h"
 #include "task-sched.h"
@@ -570,12 +571,6 @@ static int collect_creds(struct dump_task *task)
 	ret = parse_pid_status(task->item->pid, st);
 	if (ret)
 		return ret;
-	/* Filters are not in the images yet: a restored task would silently lose them. */
-	if (st->seccomp_mode) {
-		pr_err("task %d uses seccomp (mode %d), which is not supported yet\n",
-		       task->item->pid, st->seccomp_mode);
-		return -ENOTSUP;
-	}
 	creds_entry__init(ce);
 	ce->uid = st->uid[0];
 	ce->euid = st->uid[1];
@@ -1007,6 +1002,8 @@ static int collect_thread_state(struct dump_thread *th)
 	th->tcore.signals_p = &th->pending.entry;
 	th->tcore.comm = th->comm;
 	ret = dump_thread_sched(th->tid, &th->tcore);
+	if (!ret)
+		ret = seccomp_dump_thread(th->tid, &th->tcore);
 	return ret ? ret : collect_rseq_and_robust_list(th);
 }
 
@@ -1390,6 +1387,8 @@ int cr_dump_tasks(pid_t pid)
 		goto out;
 	/* The memfds the tasks' fds and VMAs named: each object once. */
 	ret = memfd_dump_objects(&stats.mem);
+	if (!ret)
+		ret = seccomp_dump_write();
 	if (ret)
 		goto out;
 
@@ -1416,6 +1415,7 @@ out:
 	if (files_open)
 		files_dump_fini();
 	memfd_dump_fini();
+	seccomp_dump_fini();
 	if (ret)
 		reg_dump_undo();
 	/* Before the tree runs again: on failure plugins resume the devices they paused. */

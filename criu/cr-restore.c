@@ -39,6 +39,7 @@
 #include "task-sched.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
+#include "seccomp.h"
 #include "shmem.h"
 #include "sysv-shm.h"
 #include "stats.h"
@@ -642,7 +643,7 @@ static int seize_task(struct rst_task *task)
 {
 	char go = TASK_CMD_GO;
 
-	if (ptrace(PTRACE_SEIZE, task->pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD)) {
+	if (ptrace(PTRACE_SEIZE, task->pid, 0, PTRACE_O_EXITKILL | compel_seize_options())) {
 		pr_perror("cannot trace task %d", task->pid);
 		return -1;
 	}
@@ -1183,7 +1184,8 @@ static int collect_images(void)
 	if (read_inventory() || pstree_read())
 		return -1;
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
-	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || task_images_collect())
+	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || seccomp_collect() ||
+	    task_images_collect())
 		return -1;
 	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect() || sysv_shm_check_tree())
@@ -1237,6 +1239,7 @@ int cr_restore_tasks(void)
 		task_images_free();
 		files_collect_fini();
 		file_locks_collect_fini();
+		seccomp_collect_fini();
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
@@ -1316,6 +1319,7 @@ out:
 	task_images_free();
 	files_collect_fini();
 	file_locks_collect_fini();
+	seccomp_collect_fini();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);

@@ -28,6 +28,7 @@
 #include "memfd.pb-c.h"
 #include "file-lock.pb-c.h"
 #include "sk-packet.pb-c.h"
+#include "seccomp.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -65,6 +66,7 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				     file_lock_entry__descriptor),
 	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
 				    sk_packet_entry__descriptor),
+	[CR_IMG_SECCOMP] = PB_IMG("SECCOMP", "seccomp.img", SECCOMP_MAGIC, seccomp_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "compel.h"
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
@@ -167,6 +168,18 @@ static bool has_fdinfo_lock(void)
 	return shown;
 }
 
+/* Remote syscalls and the restorer run past a task's seccomp only with this option. */
+static bool has_seccomp_suspend(void)
+{
+	return compel_seize_options() & PTRACE_O_SUSPEND_SECCOMP;
+}
+
+/* Filters are read with PTRACE_SECCOMP_GET_FILTER, which needs the kernel's filters. */
+static bool has_seccomp_filters(void)
+{
+	return has_seccomp_suspend() && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
+}
+
 /* With a NULL argument the ioctl fails with EFAULT where it exists, ENOTTY where not. */
 static bool has_timerfd_set_ticks(void)
 {
@@ -212,8 +225,8 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("userns", "user namespaces are not restored"),
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
-	NOT_IMPLEMENTED("seccomp_suspend", "seccomp is not dumped: a task using it fails the dump"),
-	NOT_IMPLEMENTED("seccomp_filters", "seccomp is not dumped: a task using it fails the dump"),
+	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
+	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },
 	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
 	NOT_IMPLEMENTED("cgroupns", "cgroup namespaces are not restored"),
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),

@@ -184,8 +184,6 @@ static int parse_status_line(const char *line, struct proc_pid_status *st, unsig
 		*seen |= STATUS_SIGPND;
 	else if (sscanf(line, "ShdPnd: %" SCNx64, &st->shared_pending) == 1)
 		*seen |= STATUS_SHDPND;
-	else
-		sscanf(line, "Seccomp: %d", &st->seccomp_mode);
 	if (caps)
 		*seen |= STATUS_CAPS;
 	return 0;

@@ -26,6 +26,7 @@
 #include "regs-x86.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
+#include "seccomp.h"
 #include "shmem.h"
 #include "sysv-shm.h"
 #include "task-image.h"
@@ -51,7 +52,7 @@ extern const char restorer_blob[], restorer_blob_end[];
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
-	uint64_t groups, auxv, close_fds, file_locks;
+	uint64_t groups, auxv, close_fds, file_locks, seccomp;
 	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
@@ -549,6 +550,7 @@ static void plan_layout(struct rst_plan *plan, const struct task_image *ti)
 	l->groups = region_take(&pos, ti->creds.nr_groups * sizeof(uint32_t), 64);
 	l->auxv = region_take(&pos, ti->nr_auxv * sizeof(uint64_t), 64);
 	l->close_fds = region_take(&pos, plan->nr_close_fds * sizeof(int32_t), 64);
+	l->seccomp = region_take(&pos, seccomp_region_size(ti), 64);
 	l->file_locks = region_take(&pos, plan->nr_file_locks * sizeof(struct rst_file_lock), 64);
 	l->threads = region_take(&pos, ti->nr_threads * sizeof(struct rst_thread), 64);
 	l->thread_data = pos;
@@ -859,6 +861,9 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		memcpy(REGION_PTR(region, l->file_locks), plan->file_locks,
 		       plan->nr_file_locks * sizeof(struct rst_file_lock));
 	fill_threads(args, plan, ti, region);
+	/* After the threads and creds: it fills in its part of both. */
+	seccomp_fill_region(ti, REGION_PTR(region, l->seccomp), region + l->seccomp, args,
+			    REGION_PTR(region, l->threads));
 	return args;
 }
 

@@ -19,6 +19,7 @@
 #include "memfd.h"
 #include "pstree.h"
 #include "regs-x86.h"
+#include "seccomp.h"
 #include "task-image.h"
 #include "vma.h"
 
@@ -100,13 +101,27 @@ static int collect_thread_info(const ThreadInfoX86 *ti, struct thread_image *th,
 	return xsave_from_image(ti->fpregs, th->xsave, th->xsave_len, img);
 }
 
-static int check_no_seccomp(bool has_mode, SeccompMode mode, const char *img)
+/* Old images kept one seccomp mode for the whole task: CRIU writes it per thread now. */
+static int check_no_old_seccomp(bool has_mode, SeccompMode mode, const char *img)
 {
 	if (has_mode && mode != SECCOMP_MODE__disabled) {
-		pr_err("%s: seccomp mode %d, which is not supported\n", img, mode);
+		pr_err("%s: a task-wide seccomp mode %d (an old image), which is not supported\n",
+		       img, mode);
 		return -ENOTSUP;
 	}
 	return 0;
+}
+
+static int collect_thread_seccomp(const ThreadCoreEntry *tc, struct thread_image *th,
+				  const char *img)
+{
+	th->seccomp_mode = tc->has_seccomp_mode ? tc->seccomp_mode : SECCOMP_MODE__disabled;
+	if (th->seccomp_mode > SECCOMP_MODE__filter) {
+		pr_err("%s: seccomp mode %u is not known\n", img, th->seccomp_mode);
+		return -EINVAL;
+	}
+	return seccomp_thread_chain(tc->has_seccomp_mode, tc->seccomp_mode, tc->has_seccomp_filter,
+				    tc->seccomp_filter, &th->seccomp_chain, &th->nr_seccomp, img);
 }
 
 static int collect_thread_core(const ThreadCoreEntry *tc, struct thread_image *th, const char *img)
@@ -131,7 +146,7 @@ static int collect_thread_core(const ThreadCoreEntry *tc, struct thread_image *t
 		th->rseq_len = tc->rseq_entry->rseq_abi_size;
 		th->rseq_sig = tc->rseq_entry->signature;
 	}
-	return check_no_seccomp(tc->has_seccomp_mode, tc->seccomp_mode, img) ?:
+	return collect_thread_seccomp(tc, th, img) ?:
 	       collect_siginfos(tc->signals_p, &th->pending, &th->nr_pending, img);
 }
 
@@ -363,7 +378,7 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 	ti->oom_score_adj = tc->oom_score_adj;
 	ti->has_child_subreaper = tc->has_child_subreaper;
 	ti->child_subreaper = tc->child_subreaper;
-	ret = check_no_seccomp(tc->has_old_seccomp_mode, tc->old_seccomp_mode, img) ?:
+	ret = check_no_old_seccomp(tc->has_old_seccomp_mode, tc->old_seccomp_mode, img) ?:
 	      collect_sigactions(tc, ti, img) ?: collect_rlimits(tc->rlimits, ti, img) ?:
 	      collect_timers(tc->timers, ti);
 	return ret ? ret : collect_siginfos(tc->signals_s, &ti->shared_pending,
@@ -917,6 +932,7 @@ static void free_task_image(struct task_image *ti)
 	for (i = 0; i < ti->nr_threads; i++) {
 		free(ti->threads[i].pending);
 		free(ti->threads[i].xsave);
+		free(ti->threads[i].seccomp_chain);
 	}
 	for (i = 0; i < ti->nr_vmas; i++)
 		free(ti->vmas[i].anon_name);

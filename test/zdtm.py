@@ -59,7 +59,7 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'seccomp_suspend', 'seccomp_filters', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
@@ -224,6 +224,13 @@ def dead_pid_becomes_1(img_dir, pid):
             if e.get('remap_type') == 'PROCFS':
                 e['remap_id'] = 1
     edit_image(img_dir, 'remap-fpath.img', edit)
+
+
+def seccomp_chain_loops(img_dir, pid):
+    """The newest filter of the first chain names the next older one as its next newer."""
+    def edit(entries):
+        entries[0]['seccomp_filters'][0]['prev'] = 1
+    edit_image(img_dir, 'seccomp.img', edit)
 
 
 def lock_names_missing_fd(img_dir, pid):
@@ -417,6 +424,9 @@ TESTS = {
     'itimers': {},
     'posix_timers': {},
     'sched_policy_nice_oom': {},
+    'seccomp_filters_threads': {},
+    'restore_fail_seccomp_loop': {'bin': 'seccomp_filters_threads', 'mode': 'restore_fails',
+                                  'corrupt': seccomp_chain_loops, 'expect': 'form a loop'},
     'membarrier_registered': {},
     'mem_map_flags': {},
     'tree_stopped_stop_queued': {},
@@ -775,6 +785,7 @@ CROSS_TESTS = {
     'epoll_targets': {},  # epoll: watched files, nested, one-shot, moved fds
     'epoll_in_flight': {},  # an epoll only in a socket's queue
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
+    'seccomp_filters_threads': {},  # seccomp: shared and own filters, strict mode
     'membarrier_registered': {},
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
@@ -809,6 +820,8 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Upstream criu's restore gives each thread seccomp filters of its own: TSYNC fails after.
+TESTS['cross_us2up_seccomp_filters_threads']['test_env'] = {'ZDTM_SECCOMP_UNSHARED': '1'}
 # Upstream criu's restore leaves the deleted directories it re-created for a ghost.
 TESTS['cross_us2up_file_deleted_nested']['test_env'] = {'ZDTM_GHOST_DIRS_LEFT': '1'}
 # Upstream criu's restore of a lease being broken lets the break's signal reach the program.

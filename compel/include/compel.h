@@ -17,6 +17,8 @@
  * PTRACE_SEIZE + PTRACE_INTERRUPT, then wait until the task sits in its interrupt stop.
  * Signals that arrive meanwhile are delivered to the task, as they would have been.
  */
+/* The PTRACE_SEIZE options compel uses (probed once): also for criu's own seizes. */
+long compel_seize_options(void);
 int compel_seize(pid_t pid);
 /*
  * compel_seize() for a task that may exit meanwhile (a child found in its stopped parent's

@@ -23,6 +23,7 @@
 #define MEMFD_INODE_MAGIC 0x48453499u
 #define FILE_LOCKS_MAGIC 0x54323616u
 #define SK_QUEUES_MAGIC 0x56264026u
+#define SECCOMP_MAGIC 0x64413049u
 #define STATS_MAGIC 0x57093306u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u

@@ -29,7 +29,6 @@ struct proc_pid_status {
 	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
 	uint32_t no_new_privs;
 	uint32_t umask;
-	int seccomp_mode;
 	uint64_t sig_pending, shared_pending; /* SigPnd (the thread's), ShdPnd: bit sig - 1 */
 	int nr_threads;
 	uint32_t nr_groups;

@@ -161,6 +161,21 @@ struct rst_thread {
 	uint64_t blk_sigset;
 	uint64_t xsave; /* 64-byte aligned copy of the NT_X86_XSTATE buffer, + 4 for magic2 */
 	uint64_t stack_top; /* other threads run on this stack in the region; 0 for the main one */
+	/*
+	 * Seccomp (seccomp.h): the mode (0 none, 1 strict, 2 filter); in filter mode its
+	 * nr_seccomp filters, oldest first, at seccomp_first of rst_args.seccomp_filters.
+	 */
+	uint32_t seccomp_mode;
+	uint32_t nr_seccomp;
+	uint32_t seccomp_first;
+	uint32_t pad;
+};
+
+/* One seccomp filter to install: len BPF instructions at prog, with flags. */
+struct rst_seccomp_filter {
+	uint64_t prog;
+	uint32_t len;
+	uint32_t flags;
 };
 
 struct rst_creds {
@@ -171,6 +186,12 @@ struct rst_creds {
 	uint32_t nr_groups;
 	uint32_t pad;
 	uint64_t groups; /* pointer to u32 gids */
+	/*
+	 * Capabilities kept in the effective and permitted sets beyond the dumped ones until
+	 * the seccomp filters are in: a task without no_new_privs installs them only with
+	 * CAP_SYS_ADMIN, which the dumped sets may lack (dropped after installing them).
+	 */
+	uint64_t keep_caps;
 };
 
 /*
@@ -263,6 +284,16 @@ struct rst_args {
 	uint32_t nr_file_fds;
 	uint32_t nr_file_locks;
 	uint64_t file_locks; /* struct rst_file_lock[] */
+
+	/*
+	 * struct rst_seccomp_filter[], the threads' chains one after another. The first
+	 * nr_seccomp_shared filters are the same in every thread: the main thread installs
+	 * them for all (SECCOMP_FILTER_FLAG_TSYNC), so that they are one filter again, as
+	 * TSYNC later needs; each thread then adds the rest of its own.
+	 */
+	uint64_t seccomp_filters;
+	uint32_t nr_seccomp_shared;
+	uint32_t pad3;
 };
 
 #endif

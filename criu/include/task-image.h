@@ -61,6 +61,9 @@ struct thread_image {
 	uint8_t *xsave; /* standard-format XSAVE buffer of this machine's size */
 	uint32_t xsave_len;
 	struct sched_image sched;
+	uint32_t seccomp_mode; /* SECCOMP_MODE__* */
+	uint32_t *seccomp_chain; /* filter mode: seccomp.img indices, oldest first */
+	uint32_t nr_seccomp;
 };
 
 /*

@@ -24,6 +24,7 @@
 #define PAGE_SIZE 4096ul
 #define EINTR 4
 #define EIO 5
+#define EBUSY 16
 #define EEXIST 17
 #define EINVAL 22
 #define EPROTO 71
@@ -845,25 +846,34 @@ static long set_ids(struct rst_args *a, const struct rst_creds *c)
 	return 0;
 }
 
-static long set_caps(struct rst_args *a, const struct rst_creds *c)
+/* The capability sets, with keep also in the effective and permitted ones. */
+static long capset_with(struct rst_args *a, const struct rst_creds *c, uint64_t keep)
 {
 	struct {
 		uint32_t version;
 		int32_t pid;
 	} hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	uint64_t eff = c->cap_eff | keep, prm = c->cap_prm | keep;
 	struct {
 		uint32_t effective, permitted, inheritable;
 	} data[2] = {
-		{ (uint32_t)c->cap_eff, (uint32_t)c->cap_prm, (uint32_t)c->cap_inh },
-		{ (uint32_t)(c->cap_eff >> 32), (uint32_t)(c->cap_prm >> 32), (uint32_t)(c->cap_inh >> 32) },
+		{ (uint32_t)eff, (uint32_t)prm, (uint32_t)c->cap_inh },
+		{ (uint32_t)(eff >> 32), (uint32_t)(prm >> 32), (uint32_t)(c->cap_inh >> 32) },
 	};
 	long ret = sys_capset(&hdr, data);
+
+	if (ret)
+		pr_err(a, "capset eff %lx prm %lx inh %lx: %ld", eff, prm, c->cap_inh, ret);
+	return ret;
+}
+
+static long set_caps(struct rst_args *a, const struct rst_creds *c)
+{
+	long ret = capset_with(a, c, c->keep_caps);
 	int cap;
 
-	if (ret) {
-		pr_err(a, "capset eff %lx prm %lx inh %lx: %ld", c->cap_eff, c->cap_prm, c->cap_inh, ret);
+	if (ret)
 		return ret;
-	}
 	for (cap = 0; cap < 64; cap++) {
 		if (!(c->cap_amb & (1ull << cap)))
 			continue;
@@ -923,6 +933,74 @@ static long restore_post_creds(struct rst_args *a)
 		ret = prctl_set_recorded(a, a->has_dumpable, PR_SET_DUMPABLE, a->dumpable,
 					 "PR_SET_DUMPABLE");
 	return ret;
+}
+
+/* ---- 10b. seccomp: last, since criu suspends it only for the traced ---- */
+
+#define SECCOMP_SET_MODE_STRICT 0
+#define SECCOMP_SET_MODE_FILTER 1
+#define SECCOMP_FILTER_FLAG_TSYNC 1
+#define RST_SECCOMP_STRICT 1
+
+/* struct sock_fprog */
+struct rst_sock_fprog {
+	uint16_t len;
+	uint16_t pad[3];
+	uint64_t filter;
+};
+
+/* Filters [from, to) of th's chain, each with its flags and extra_flags. */
+static long install_filters(struct rst_args *a, const struct rst_thread *th, uint32_t from,
+			    uint32_t to, uint32_t extra_flags)
+{
+	const struct rst_seccomp_filter *f =
+		(const struct rst_seccomp_filter *)a->seccomp_filters + th->seccomp_first;
+	uint32_t i;
+	long ret;
+
+	for (i = from; i < to; i++) {
+		struct rst_sock_fprog prog = { .len = (uint16_t)f[i].len, .filter = f[i].prog };
+
+		ret = sys_seccomp(SECCOMP_SET_MODE_FILTER, f[i].flags | extra_flags, &prog);
+		if (ret) {
+			/* TSYNC gives the tid of a thread it could not give the filter to. */
+			pr_err(a, "thread %d: seccomp filter %u of %u (flags %x): %ld", th->tid, i,
+			       th->nr_seccomp, f[i].flags | extra_flags, ret);
+			return ret > 0 ? -EBUSY : ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A thread's own part: its filters after the shared ones, or strict mode; then the
+ * capabilities kept to install them go (criu still traces the thread, with its seccomp
+ * suspended, so the syscalls left to the restorer pass whatever the filters say).
+ */
+static long restore_own_seccomp(struct rst_args *a, const struct rst_thread *th)
+{
+	long ret = install_filters(a, th, a->nr_seccomp_shared, th->nr_seccomp, 0);
+
+	if (!ret && th->seccomp_mode == RST_SECCOMP_STRICT) {
+		ret = sys_seccomp(SECCOMP_SET_MODE_STRICT, 0, 0);
+		if (ret)
+			pr_err(a, "thread %d: seccomp strict mode: %ld", th->tid, ret);
+	}
+	if (!ret && a->has_creds && a->creds.keep_caps)
+		ret = capset_with(a, &a->creds, 0);
+	return ret;
+}
+
+/*
+ * Main thread, the others restored and waiting: the filters all threads share, given to
+ * every thread at once (TSYNC) so that they are one filter again, then its own.
+ */
+static long restore_seccomp(struct rst_args *a, const struct rst_thread *main_thread)
+{
+	uint32_t tsync = a->nr_threads > 1 ? SECCOMP_FILTER_FLAG_TSYNC : 0;
+	long ret = install_filters(a, main_thread, 0, a->nr_seccomp_shared, tsync);
+
+	return ret ? ret : restore_own_seccomp(a, main_thread);
 }
 
 /* ---- 11. report, wait for criu's release, become the program ---- */
@@ -1036,6 +1114,9 @@ static __attribute__((noreturn, used)) void thread_main(struct rst_args *a, stru
 	wait_for_release(a);
 	if (ret)
 		sys_exit(1);
+	/* criu follows this thread out: a thread that exits instead fails the restore. */
+	if (restore_own_seccomp(a, th))
+		sys_exit_group(1);
 	build_sigframe(th, &frame);
 	sigreturn_to_program(&frame);
 }
@@ -1154,6 +1235,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, restore_creds(a));
 	STEP(a, restore_post_creds(a));
 	STEP(a, wait_threads_restored(a));
+	STEP(a, restore_seccomp(a, main_thread));
 	STEP(a, report_and_stop(a));
 
 	release_threads(a);

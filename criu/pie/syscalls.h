@@ -38,6 +38,7 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 #define sys_openat(dirfd, path, flags, mode) sys_call(__NR_openat, dirfd, path, flags, mode, 0, 0)
 #define sys_rt_sigtimedwait(set, info, timeout, setsize)                                         \
 	sys_call(__NR_rt_sigtimedwait, set, info, timeout, setsize, 0, 0)
+#define sys_seccomp(op, flags, args) sys_call(__NR_seccomp, op, flags, args, 0, 0, 0)
 #define sys_shmat(id, addr, flags) sys_call(__NR_shmat, id, addr, flags, 0, 0, 0)
 #define sys_mremap(old, old_len, new_len, flags, new_addr)                                      \
 	sys_call(__NR_mremap, old, old_len, new_len, flags, new_addr, 0)

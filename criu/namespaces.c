@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -17,10 +18,10 @@
 #include "pstree.h"
 
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
-static const struct ns_kind net_ns_kind = {.name = "net", .clone_flag = CLONE_NEWNET};
-static const struct ns_kind mnt_ns_kind = {.name = "mnt", .clone_flag = CLONE_NEWNS};
-static const struct ns_kind user_ns_kind = {.name = "user", .clone_flag = CLONE_NEWUSER};
-static const struct ns_kind cgroup_ns_kind = {.name = "cgroup", .clone_flag = CLONE_NEWCGROUP};
+static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
+static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
+static const struct ns_kind user_ns_kind = { .name = "user", .clone_flag = CLONE_NEWUSER };
+static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
 
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
 	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
@@ -42,26 +43,37 @@ static struct ns_id *ns_ids;
 /* The root's namespaces of its own, by kind; NULL where it lives in criu's. */
 static struct ns_id *root_own[NS_KINDS];
 
+/* Where each kind's id is: in struct task_ids, and in task_kobj_ids_entry with its has_. */
+#define NS_ID_FIELD(f)                                                                             \
+	{ offsetof(struct task_ids, f), offsetof(TaskKobjIdsEntry, f),                             \
+	  offsetof(TaskKobjIdsEntry, has_##f) }
+static const struct {
+	size_t ids, entry, entry_has;
+} ns_id_fields[NS_KINDS] = {
+	[NS_PID] = NS_ID_FIELD(pid_ns_id),	 [NS_NET] = NS_ID_FIELD(net_ns_id),
+	[NS_IPC] = NS_ID_FIELD(ipc_ns_id),	 [NS_UTS] = NS_ID_FIELD(uts_ns_id),
+	[NS_MNT] = NS_ID_FIELD(mnt_ns_id),	 [NS_USER] = NS_ID_FIELD(user_ns_id),
+	[NS_CGROUP] = NS_ID_FIELD(cgroup_ns_id), [NS_TIME] = NS_ID_FIELD(time_ns_id),
+};
+
 static uint32_t *ids_field(struct task_ids *ids, enum ns_kind_nr k)
 {
-	switch (k) {
-	case NS_PID:
-		return &ids->pid_ns_id;
-	case NS_NET:
-		return &ids->net_ns_id;
-	case NS_IPC:
-		return &ids->ipc_ns_id;
-	case NS_UTS:
-		return &ids->uts_ns_id;
-	case NS_MNT:
-		return &ids->mnt_ns_id;
-	case NS_USER:
-		return &ids->user_ns_id;
-	case NS_CGROUP:
-		return &ids->cgroup_ns_id;
-	default:
-		return &ids->time_ns_id;
-	}
+	return (uint32_t *)((char *)ids + ns_id_fields[k].ids);
+}
+
+static uint32_t task_ns_id(const struct task_ids *ids, enum ns_kind_nr k)
+{
+	return *(const uint32_t *)((const char *)ids + ns_id_fields[k].ids);
+}
+
+/* 0 where the entry has no id of that kind. */
+static uint32_t entry_ns_id(const TaskKobjIdsEntry *e, enum ns_kind_nr k)
+{
+	const char *base = (const char *)e;
+
+	if (!*(const protobuf_c_boolean *)(base + ns_id_fields[k].entry_has))
+		return 0;
+	return *(const uint32_t *)(base + ns_id_fields[k].entry);
 }
 
 static struct ns_id *add_ns(const struct ns_kind *kind, uint32_t id)
@@ -182,8 +194,8 @@ static int collect_task_ns(struct pstree_item *item, const uint64_t *criu_kids, 
 static int check_not_nested(const struct pstree_item *item)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
-		uint32_t id = *ids_field((struct task_ids *)&item->ids, k);
-		uint32_t root_id = *ids_field(&root_item->ids, k);
+		uint32_t id = task_ns_id(&item->ids, k);
+		uint32_t root_id = task_ns_id(&root_item->ids, k);
 
 		if (id == root_id)
 			continue;
@@ -201,7 +213,7 @@ static int check_not_nested(const struct pstree_item *item)
  */
 static int check_for_children(const struct pstree_item *item)
 {
-	static const enum ns_kind_nr kinds[] = {NS_PID, NS_TIME};
+	static const enum ns_kind_nr kinds[] = { NS_PID, NS_TIME };
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
 		const char *name = ns_kinds[kinds[i]]->name;
@@ -238,7 +250,7 @@ static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id)
 static int check_root_own(void)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
-		struct ns_id *ns = find_ns_by_id(ns_kinds[k], *ids_field(&root_item->ids, k));
+		struct ns_id *ns = find_ns_by_id(ns_kinds[k], task_ns_id(&root_item->ids, k));
 		int ret;
 
 		if (!ns || ns->criu)
@@ -344,28 +356,6 @@ int ns_dump_images(void)
 
 /* --------------------------------------------------------------- restore ---- */
 
-static uint32_t entry_ns_id(const TaskKobjIdsEntry *e, enum ns_kind_nr k)
-{
-	switch (k) {
-	case NS_PID:
-		return e->has_pid_ns_id ? e->pid_ns_id : 0;
-	case NS_NET:
-		return e->has_net_ns_id ? e->net_ns_id : 0;
-	case NS_IPC:
-		return e->has_ipc_ns_id ? e->ipc_ns_id : 0;
-	case NS_UTS:
-		return e->has_uts_ns_id ? e->uts_ns_id : 0;
-	case NS_MNT:
-		return e->has_mnt_ns_id ? e->mnt_ns_id : 0;
-	case NS_USER:
-		return e->has_user_ns_id ? e->user_ns_id : 0;
-	case NS_CGROUP:
-		return e->has_cgroup_ns_id ? e->cgroup_ns_id : 0;
-	default:
-		return e->has_time_ns_id ? e->time_ns_id : 0;
-	}
-}
-
 /* A namespace of the root's that is not the dumping criu's: it is to be created. */
 static int collect_root_own(enum ns_kind_nr k, uint32_t id)
 {
@@ -390,8 +380,8 @@ static int collect_root_own(enum ns_kind_nr k, uint32_t id)
 static int check_restored_nested(const struct pstree_item *item)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
-		uint32_t id = *ids_field((struct task_ids *)&item->ids, k);
-		uint32_t root_id = *ids_field(&root_item->ids, k);
+		uint32_t id = task_ns_id(&item->ids, k);
+		uint32_t root_id = task_ns_id(&root_item->ids, k);
 
 		if (!id || !root_id || id == root_id)
 			continue;
@@ -409,7 +399,7 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	int ret = 0;
 
 	for (int k = 0; k < NS_KINDS && !ret && criu_ids; k++) {
-		uint32_t id = *ids_field(&root_item->ids, k), criu_id = entry_ns_id(criu_ids, k);
+		uint32_t id = task_ns_id(&root_item->ids, k), criu_id = entry_ns_id(criu_ids, k);
 
 		if (id && criu_id && id != criu_id)
 			ret = collect_root_own(k, id);

@@ -259,8 +259,9 @@ static int shm_hugetlb_flag(const void *addr, uint32_t *flag)
 }
 
 /* The contents follow the entry (in_pagemaps unset), padded to 4 bytes as CRIU pads them. */
-static int dump_shm_seg(struct cr_img *img, uint32_t ns_id, int id, const struct shmid_ds *ds)
+static int dump_shm_seg(struct cr_img *img, uint32_t ns_id, int id, const void *stat)
 {
+	const struct shmid_ds *ds = stat;
 	IpcShmEntry e = IPC_SHM_ENTRY__INIT;
 	IpcDescEntry desc = IPC_DESC_ENTRY__INIT;
 	void *addr;
@@ -292,8 +293,9 @@ static int dump_shm_seg(struct cr_img *img, uint32_t ns_id, int id, const struct
 	return ret;
 }
 
-static int dump_msg_queue(struct cr_img *img, uint32_t ns_id, int id, const struct msqid_ds *ds)
+static int dump_msg_queue(struct cr_img *img, uint32_t ns_id, int id, const void *stat)
 {
+	const struct msqid_ds *ds = stat;
 	IpcMsgEntry e = IPC_MSG_ENTRY__INIT;
 	IpcDescEntry desc = IPC_DESC_ENTRY__INIT;
 	/* No message is longer than the bytes the queue holds. */
@@ -332,8 +334,9 @@ static int dump_msg_queue(struct cr_img *img, uint32_t ns_id, int id, const stru
 	return ret;
 }
 
-static int dump_sem_set(struct cr_img *img, uint32_t ns_id, int id, const struct semid_ds *ds)
+static int dump_sem_set(struct cr_img *img, uint32_t ns_id, int id, const void *stat)
 {
+	const struct semid_ds *ds = stat;
 	IpcSemEntry e = IPC_SEM_ENTRY__INIT;
 	IpcDescEntry desc = IPC_DESC_ENTRY__INIT;
 	unsigned short *values;
@@ -385,11 +388,6 @@ static int shm_stat(int index, void *ds)
 	return shmctl(index, SHM_STAT, ds);
 }
 
-static int shm_dump(struct cr_img *img, uint32_t ns_id, int id, const void *ds)
-{
-	return dump_shm_seg(img, ns_id, id, ds);
-}
-
 static int msg_max_index(void)
 {
 	struct msginfo info;
@@ -400,11 +398,6 @@ static int msg_max_index(void)
 static int msg_stat(int index, void *ds)
 {
 	return msgctl(index, MSG_STAT, ds);
-}
-
-static int msg_dump(struct cr_img *img, uint32_t ns_id, int id, const void *ds)
-{
-	return dump_msg_queue(img, ns_id, id, ds);
 }
 
 static int sem_max_index(void)
@@ -419,15 +412,10 @@ static int sem_stat(int index, void *ds)
 	return semctl(index, 0, SEM_STAT, ds);
 }
 
-static int sem_dump(struct cr_img *img, uint32_t ns_id, int id, const void *ds)
-{
-	return dump_sem_set(img, ns_id, id, ds);
-}
-
 static const struct ipc_walk ipc_walks[] = {
-	{"shared memory segments", CR_IMG_IPCNS_SHM, shm_stat, shm_dump, shm_max_index},
-	{"message queues", CR_IMG_IPCNS_MSG, msg_stat, msg_dump, msg_max_index},
-	{"semaphore sets", CR_IMG_IPCNS_SEM, sem_stat, sem_dump, sem_max_index},
+	{ "shared memory segments", CR_IMG_IPCNS_SHM, shm_stat, dump_shm_seg, shm_max_index },
+	{ "message queues", CR_IMG_IPCNS_MSG, msg_stat, dump_msg_queue, msg_max_index },
+	{ "semaphore sets", CR_IMG_IPCNS_SEM, sem_stat, dump_sem_set, sem_max_index },
 };
 
 static int dump_objects(const struct ipc_walk *w, uint32_t ns_id)

@@ -44,8 +44,17 @@ static int add_pair(pid_t host, pid_t img)
 		return -ENOMEM;
 	}
 	pairs = grown;
-	pairs[nr_pairs++] = (struct pid_pair){host, img};
+	pairs[nr_pairs++] = (struct pid_pair){ host, img };
 	pr_debug("pid %d is %d in the tree's pid namespace\n", host, img);
+	return 0;
+}
+
+/* The other pid of the pair that has id as criu's (id_is_host) or the images'; 0: none. */
+static pid_t other_pid(pid_t id, bool id_is_host)
+{
+	for (size_t i = 0; i < nr_pairs; i++)
+		if ((id_is_host ? pairs[i].host : pairs[i].img) == id)
+			return id_is_host ? pairs[i].img : pairs[i].host;
 	return 0;
 }
 
@@ -64,12 +73,7 @@ static int own_level_pid(pid_t pid, pid_t tid, pid_t *img, unsigned int *depth)
 
 pid_t pidns_img_pid(pid_t host)
 {
-	if (!own_ns)
-		return host;
-	for (size_t i = 0; i < nr_pairs; i++)
-		if (pairs[i].host == host)
-			return pairs[i].img;
-	return 0;
+	return own_ns ? other_pid(host, true) : host;
 }
 
 /*
@@ -129,12 +133,7 @@ static int pid_dump_check(struct ns_id *ns)
 
 pid_t pidns_host_pid(pid_t img_pid)
 {
-	if (!own_ns)
-		return img_pid;
-	for (size_t i = 0; i < nr_pairs; i++)
-		if (pairs[i].img == img_pid)
-			return pairs[i].host;
-	return 0;
+	return own_ns ? other_pid(img_pid, false) : img_pid;
 }
 
 int pidns_note_root(pid_t img_pid, pid_t host)

@@ -163,7 +163,7 @@ static struct timespec offset_for(clockid_t clock, const struct timespec *dumped
 		nsec += NSEC_PER_SEC;
 		sec--;
 	}
-	return (struct timespec){sec, nsec};
+	return (struct timespec){ sec, nsec };
 }
 
 static int write_offsets(const struct ns_id *ns, const struct time_ns *tns)

@@ -75,8 +75,8 @@ static char *attach(int flags)
 /* Writes its slot of the segment, counts itself on the semaphore, queues a message. */
 static void worker_work(long type)
 {
-	struct worker_msg msg = {type, getpid()};
-	struct sembuf up = {0, 1, 0};
+	struct worker_msg msg = { type, getpid() };
+	struct sembuf up = { 0, 1, 0 };
 	char *shm = attach(0);
 
 	pattern_fill(shm + (getpid() - FIRST_WORKER) * SLOT, SLOT, getpid() + type * 100);

@@ -149,7 +149,7 @@ struct named_files {
 
 static void set_owner(int fd, int type, pid_t pid)
 {
-	struct f_owner_ex owner = {type, pid};
+	struct f_owner_ex owner = { type, pid };
 
 	if (fcntl(fd, F_SETOWN_EX, &owner))
 		test_fail_errno("F_SETOWN_EX");

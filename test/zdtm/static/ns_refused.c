@@ -22,12 +22,12 @@ static const struct {
 	const char *name;
 	int flag;
 } root_kinds[] = {
-	{"pid_for_children", CLONE_NEWPID},
-	{"time_for_children", CLONE_NEWTIME},
-	{"net", CLONE_NEWNET},
-	{"mnt", CLONE_NEWNS},
-	{"user", CLONE_NEWUSER},
-	{"cgroup", CLONE_NEWCGROUP},
+	{ "pid_for_children", CLONE_NEWPID },
+	{ "time_for_children", CLONE_NEWTIME },
+	{ "net", CLONE_NEWNET },
+	{ "mnt", CLONE_NEWNS },
+	{ "user", CLONE_NEWUSER },
+	{ "cgroup", CLONE_NEWCGROUP },
 };
 
 static void nested_main(void)

@@ -36,18 +36,18 @@
 static const struct {
 	const char *path, *value;
 } sysctls[] = {
-	{"/proc/sys/kernel/sem", "251\t32001\t101\t129"},
-	{"/proc/sys/kernel/msgmax", "9000"},
-	{"/proc/sys/kernel/msgmnb", "20000"},
-	{"/proc/sys/kernel/msgmni", "777"},
-	{"/proc/sys/kernel/shmmax", "123456789"},
-	{"/proc/sys/kernel/shmall", "987654"},
-	{"/proc/sys/kernel/shmmni", "1234"},
-	{"/proc/sys/fs/mqueue/queues_max", "300"},
-	{"/proc/sys/fs/mqueue/msg_max", "20"},
-	{"/proc/sys/fs/mqueue/msgsize_max", "9000"},
-	{"/proc/sys/fs/mqueue/msg_default", "5"},
-	{"/proc/sys/fs/mqueue/msgsize_default", "4000"},
+	{ "/proc/sys/kernel/sem", "251\t32001\t101\t129" },
+	{ "/proc/sys/kernel/msgmax", "9000" },
+	{ "/proc/sys/kernel/msgmnb", "20000" },
+	{ "/proc/sys/kernel/msgmni", "777" },
+	{ "/proc/sys/kernel/shmmax", "123456789" },
+	{ "/proc/sys/kernel/shmall", "987654" },
+	{ "/proc/sys/kernel/shmmni", "1234" },
+	{ "/proc/sys/fs/mqueue/queues_max", "300" },
+	{ "/proc/sys/fs/mqueue/msg_max", "20" },
+	{ "/proc/sys/fs/mqueue/msgsize_max", "9000" },
+	{ "/proc/sys/fs/mqueue/msg_default", "5" },
+	{ "/proc/sys/fs/mqueue/msgsize_default", "4000" },
 };
 #define NR_SYSCTLS (sizeof(sysctls) / sizeof(sysctls[0]))
 /* Asked for at dump time and not taken yet: it stays asked for. */
@@ -63,10 +63,10 @@ static const struct shm_want {
 	gid_t gid;
 	bool sparse, lock, huge;
 } shms[] = {
-	{0x7a110001, 12345, 0640, 7, 0, 0, false, true, false},
-	{IPC_PRIVATE, 3 * PAGE, 0600, -1, 0, 0, false, false, false},
-	{0x7a110003, 1 << 20, 0604, 32768 * 3 + 5, 1000, 2000, true, false, false},
-	{0x7a110004, 2 << 20, 0660, 100, 0, 0, false, false, true},
+	{ 0x7a110001, 12345, 0640, 7, 0, 0, false, true, false },
+	{ IPC_PRIVATE, 3 * PAGE, 0600, -1, 0, 0, false, false, false },
+	{ 0x7a110003, 1 << 20, 0604, 32768 * 3 + 5, 1000, 2000, true, false, false },
+	{ 0x7a110004, 2 << 20, 0660, 100, 0, 0, false, false, true },
 };
 #define NR_SHMS (sizeof(shms) / sizeof(shms[0]))
 static int shm_ids[NR_SHMS];
@@ -77,7 +77,7 @@ static bool upstream_restore;
 static const struct {
 	long type;
 	size_t size;
-} msgs[] = {{1, 0}, {2, 1}, {3, 100}, {2, 9000}, {1, 37}};
+} msgs[] = { { 1, 0 }, { 2, 1 }, { 3, 100 }, { 2, 9000 }, { 1, 37 } };
 #define UPSTREAM_MSGMAX 8192
 
 static size_t msg_size(unsigned int i)
@@ -88,7 +88,7 @@ static size_t msg_size(unsigned int i)
 static int msq_full, msq_empty;
 #define MSQ_EMPTY_QBYTES 5000
 
-static const unsigned short sem_values[] = {0, 1, 2, 32767, 100};
+static const unsigned short sem_values[] = { 0, 1, 2, 32767, 100 };
 #define NR_SEMS (sizeof(sem_values) / sizeof(sem_values[0]))
 static int sem_set, sem_private;
 
@@ -317,7 +317,7 @@ static void check_sysctls(void)
 /* Shares the namespaces: the names, and a semaphore it takes (2 of sem_set[2]). */
 static void child_main(void)
 {
-	struct sembuf take = {2, -2, IPC_NOWAIT};
+	struct sembuf take = { 2, -2, IPC_NOWAIT };
 
 	test_barrier_done();
 	test_wait_sigterm();

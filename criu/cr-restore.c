@@ -720,14 +720,17 @@ static pid_t clone_root(const struct pstree_item *item)
 	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
 	if (opts.restore_sibling)
 		flags |= CLONE_PARENT;
-	if (ns_enter_before_root())
+	if (ns_enter_before_root()) {
 		pid = -1;
-	else if (kerndat_has_clone3_set_tid() || (flags & ~CLONE_PARENT))
-		pid = clone_with_pid(item->pid, flags);
-	else
-		pid = fork_with_ns_last_pid(item->pid);
-	if (pid < 0)
-		pr_perror("cannot create task with pid %d (clone flags %#lx)", item->pid, flags);
+	} else {
+		if (kerndat_has_clone3_set_tid() || (flags & ~CLONE_PARENT))
+			pid = clone_with_pid(item->pid, flags);
+		else
+			pid = fork_with_ns_last_pid(item->pid);
+		if (pid < 0)
+			pr_perror("cannot create task with pid %d (clone flags %#lx)", item->pid,
+				  flags);
+	}
 	/* criu itself back where it was, for what it forks later; the root stays. */
 	if (pid != 0 && ns_leave_after_root() && pid > 0) {
 		kill(pid, SIGKILL);

@@ -73,7 +73,7 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
 				    sk_packet_entry__descriptor),
 	[CR_IMG_UTSNS] = PB_IMG("UTSNS", "utsns-%lu.img", UTSNS_MAGIC, utsns_entry__descriptor),
-	[CR_IMG_IPC_VAR] = PB_IMG("IPC_VAR", "ipcns-var-%lu.img", IPCNS_VAR_MAGIC,
+	[CR_IMG_IPC_VAR] = PB_IMG("IPC_VAR", "ipcns-var-%lu.img", IPC_VAR_MAGIC,
 				  ipc_var_entry__descriptor),
 	[CR_IMG_IPCNS_SHM] = PB_IMG("IPCNS_SHM", "ipcns-shm-%lu.img", IPCNS_SHM_MAGIC,
 				    ipc_shm_entry__descriptor),

@@ -291,6 +291,13 @@ def child_gets_own_uts_ns(img_dir, pid):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
 
 
+def ipc_msgmax_tiny(img_dir, pid):
+    """The IPC namespace's kernel/msgmax becomes 4: the root's restore of the first queued
+    message longer than that fails, after the tree's root was forked."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-%d.img' % pid))[0]['ipc_ns_id']
+    edit_image(img_dir, 'ipcns-var-%d.img' % ns_id, lambda es: es[0].update(msg_ctlmax=4))
+
+
 def pidns_external(img_dir, pid):
     """The tree's pid namespace was given with --external pid[INODE]:KEY (pidns-ID.img)."""
     ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['pid_ns_id']
@@ -587,6 +594,13 @@ TESTS = {
     'restore_fail_pidns_external': {'bin': 'ns_pid_init', 'mode': 'restore_fails',
                                     'launcher': True, 'pidns': True, 'corrupt': pidns_external,
                                     'expect': 'is an external one (pid[4026531836]:host)'},
+    'restore_fail_ipc_restore': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                 'corrupt': ipc_msgmax_tiny,
+                                 'expect': 'cannot queue message 2 (100 bytes) again'},
+    'restore_fail_ns_container_ipc': {'bin': 'ns_container', 'mode': 'restore_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'corrupt': lambda img_dir, pid: ipc_msgmax_tiny(img_dir, 1),
+                                      'expect': 'cannot queue message 0 (8 bytes) again'},
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "mem.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "seccomp.h"
@@ -407,8 +408,7 @@ static int collect_and_seize_tree(pid_t root_pid)
 	}
 	if (!ret)
 		pr_info("the tree of %d holds %u processes\n", root_pid, nr_dump_tasks);
-	/* Sessions and groups restore cannot give back fail the dump before any state is read. */
-	return ret ? ret : pstree_check_leaders(opts.shell_job);
+	return ret;
 }
 
 static void seize_timer_fired(int sig)
@@ -889,7 +889,7 @@ static int collect_one_posix_timer(struct compel_ctl *ctl, const struct proc_pos
 	pte->vsec = its.it_value.tv_sec;
 	pte->vnsec = its.it_value.tv_nsec;
 	pte->has_notify_thread_id = true;
-	pte->notify_thread_id = pt->notify_tid;
+	pte->notify_thread_id = pidns_img_pid(pt->notify_tid);
 	return 0;
 }
 
@@ -1076,7 +1076,7 @@ static int collect_task_state(struct dump_task *task)
 
 static int write_core_image(pid_t tid, const CoreEntry *core)
 {
-	struct cr_img *img = open_image(CR_IMG_CORE, O_WRONLY, tid);
+	struct cr_img *img = open_image(CR_IMG_CORE, O_WRONLY, pidns_img_pid(tid));
 	int ret;
 
 	if (!img)
@@ -1297,7 +1297,11 @@ static void release_tree(bool dumped)
 {
 	unsigned int i;
 
-	for (i = 0; i < nr_dump_tasks; i++)
+	/*
+	 * Children first: the init of a pid namespace, killed, waits until its children are
+	 * reaped, and a traced child is reaped by its tracer, criu, first.
+	 */
+	for (i = nr_dump_tasks; i-- > 0;)
 		release_task(dump_tasks[i], dumped);
 }
 
@@ -1311,6 +1315,7 @@ static void free_tree(void)
 	dump_tasks = NULL;
 	nr_dump_tasks = 0;
 	pstree_free();
+	ns_fini();
 }
 
 /* stats-dump, once the tree is released: frozen time runs until then. */
@@ -1360,6 +1365,15 @@ int cr_dump_tasks(pid_t pid)
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	if (ret)
 		goto out;
+	/*
+	 * Namespaces, sessions and groups that restore cannot give back fail the dump before any
+	 * state is read; the namespaces first: the pids the images use come with them.
+	 */
+	ret = ns_dump_collect();
+	if (!ret)
+		ret = pstree_check_leaders(opts.shell_job);
+	if (ret)
+		goto out;
 
 	/* 2. Devices: once the whole tree is seized and before any of its state is read. */
 	ret = checkpoint_tree_devices();
@@ -1389,6 +1403,11 @@ int cr_dump_tasks(pid_t pid)
 	ret = memfd_dump_objects(&stats.mem);
 	if (!ret)
 		ret = seccomp_dump_write();
+	if (ret)
+		goto out;
+
+	/* The root's own namespaces, while the tree is still frozen. */
+	ret = ns_dump_images();
 	if (ret)
 		goto out;
 

@@ -34,6 +34,7 @@
 #include "kerndat.h"
 #include "log.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -49,10 +50,14 @@
 
 #include "inventory.pb-c.h"
 
-/* A task being restored, as the main process tracks it. */
+/*
+ * A task being restored, as the main process tracks it: by the pids criu sees, which differ
+ * from the images' (item->pid, item->threads) inside a pid namespace of the tree's own.
+ */
 struct rst_task {
 	struct pstree_item *item;
 	pid_t pid; /* 0 until forked */
+	pid_t *tids; /* item->threads, once the restorer made them; NULL before */
 	int sync_fd; /* our end of the task's report socket */
 	int task_sock; /* the task's end: created by criu, kept by the task alone */
 	bool forked; /* it reported that its children exist */
@@ -159,13 +164,16 @@ static int check_helper_pid_free(pid_t id, const char *kind)
 	return 0;
 }
 
-/* clone3(set_tid) needs the pids free; say so plainly instead of failing with EEXIST later. */
+/*
+ * clone3(set_tid) needs the pids free; say so plainly instead of failing with EEXIST later.
+ * In a pid namespace of the tree's own, every pid is free.
+ */
 static int check_pids_free(void)
 {
 	struct pstree_item *item;
 	char path[32];
 
-	for (item = root_item; item; item = pstree_next(item)) {
+	for (item = root_item; item && !pidns_own(); item = pstree_next(item)) {
 		snprintf(path, sizeof(path), "/proc/%d", item->pid);
 		if (access(path, F_OK) == 0) {
 			pr_err("pid %d is already in use: cannot restore its task with that pid\n",
@@ -536,6 +544,12 @@ static int task_stages(struct rst_task *task, int sock)
 	if (recv_cmd(sock, TASK_CMD_GO))
 		return -1;
 	/*
+	 * The root, born into its namespaces (fork_root_task()), fills them before anything
+	 * else: the SysV objects must exist before any task restores its memory.
+	 */
+	if (task == &rst_tasks[0] && ns_restore_in_root())
+		return -1;
+	/*
 	 * Shared descriptions before the children: they inherit them (files.c), and the
 	 * controlling terminal a session leader takes back through one of them (tty.c).
 	 */
@@ -693,21 +707,48 @@ static int prepare_rst_tasks(void)
 }
 
 /* The root, from criu; it forks the rest of the tree itself. */
+/*
+ * The root, born into the namespaces of its own it had (clone flags, and what criu
+ * entered around the fork: ns_enter_before_root()); it fills them itself before it forks
+ * (task_stages()). The init of its own pid namespace is pid 1 there (set_tid says so).
+ */
+static pid_t clone_root(const struct pstree_item *item)
+{
+	unsigned long flags = ns_root_clone_flags();
+	pid_t pid;
+
+	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
+	if (opts.restore_sibling)
+		flags |= CLONE_PARENT;
+	if (ns_enter_before_root()) {
+		pid = -1;
+	} else {
+		if (kerndat_has_clone3_set_tid() || (flags & ~CLONE_PARENT))
+			pid = clone_with_pid(item->pid, flags);
+		else
+			pid = fork_with_ns_last_pid(item->pid);
+		if (pid < 0)
+			pr_perror("cannot create task with pid %d (clone flags %#lx)", item->pid,
+				  flags);
+	}
+	/* criu itself back where it was, for what it forks later; the root stays. */
+	if (pid != 0 && ns_leave_after_root() && pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, __WALL);
+		pid = -1;
+	}
+	return pid;
+}
+
 static int fork_root_task(void)
 {
 	struct rst_task *root = &rst_tasks[0];
 	unsigned int i;
 	pid_t pid;
 
-	/* --restore-sibling: the root becomes a child of criu's parent, as with CRIU. */
-	if (kerndat_has_clone3_set_tid())
-		pid = clone_with_pid(root->item->pid, opts.restore_sibling ? CLONE_PARENT : 0);
-	else
-		pid = fork_with_ns_last_pid(root->item->pid);
-	if (pid < 0) {
-		pr_perror("cannot create task with pid %d", root->item->pid);
+	pid = clone_root(root->item);
+	if (pid < 0)
 		return -1;
-	}
 	if (pid == 0)
 		task_main(root);
 	for (i = 0; i < nr_rst_tasks; i++) {
@@ -716,7 +757,7 @@ static int fork_root_task(void)
 	}
 	root->pid = pid;
 	pr_info("forked task %d\n", pid);
-	return seize_task(root);
+	return pidns_note_root(root->item->pid, pid) ?: seize_task(root);
 }
 
 /* A task that reported a failure (or died) instead of the next stage. */
@@ -767,9 +808,9 @@ static int seize_tree_tasks(void)
 	for (i = 1; i < nr_rst_tasks; i++) {
 		struct rst_task *task = &rst_tasks[i];
 
-		if (wait_task_forked(task_of(task->item->parent)))
+		if (wait_task_forked(task_of(task->item->parent)) ||
+		    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid, &task->pid))
 			return -1;
-		task->pid = task->item->pid;
 		if (seize_task(task))
 			return -1;
 	}
@@ -836,8 +877,16 @@ static int seize_task_threads(struct rst_task *task)
 	struct pstree_item *item = task->item;
 	unsigned int i;
 
-	for (i = 0; i < item->nr_threads; i++)
-		if (item->threads[i] != task->pid && compel_seize(item->threads[i]))
+	task->tids = calloc(item->nr_threads, sizeof(*task->tids));
+	if (!task->tids) {
+		pr_err("no memory for the threads of task %d\n", task->pid);
+		return -1;
+	}
+	if (pidns_find_threads(task->pid, item->threads, item->nr_threads, task->tids))
+		return -1;
+	/* tids[0] is the main thread (pstree.img lists it first), traced since its fork. */
+	for (i = 1; i < item->nr_threads; i++)
+		if (compel_seize(task->tids[i]))
 			return -1;
 	if (item->nr_threads > 1)
 		pr_info("task %d: %u threads traced\n", task->pid, item->nr_threads);
@@ -857,7 +906,7 @@ static int restore_task_sched(struct rst_task *task)
 	const struct task_image *ti = task->item->image;
 
 	for (unsigned int i = 0; i < ti->nr_threads; i++)
-		if (restore_thread_sched(ti->threads[i].tid, &ti->threads[i].sched))
+		if (restore_thread_sched(task->tids[i], &ti->threads[i].sched))
 			return -1;
 	if (ti->has_oom_score_adj && restore_oom_score_adj(task->pid, ti->oom_score_adj))
 		return -1;
@@ -985,8 +1034,8 @@ static int follow_threads_out(struct rst_task *task)
 
 	if (follow_to_sigreturn_exit(task, task->pid))
 		return -1;
-	for (i = 0; i < item->nr_threads; i++)
-		if (item->threads[i] != task->pid && follow_to_sigreturn_exit(task, item->threads[i]))
+	for (i = 1; i < item->nr_threads; i++)
+		if (follow_to_sigreturn_exit(task, task->tids[i]))
 			return -1;
 	return 0;
 }
@@ -1010,8 +1059,8 @@ static int detach_threads(struct rst_task *task)
 		pr_perror("task %d: cannot leave it stopped", task->pid);
 		return -1;
 	}
-	for (i = 0; i < item->nr_threads; i++)
-		if (item->threads[i] != task->pid && compel_detach(item->threads[i]))
+	for (i = 1; i < item->nr_threads; i++)
+		if (compel_detach(task->tids[i]))
 			return -1;
 	return compel_detach(task->pid);
 }
@@ -1132,6 +1181,7 @@ static void free_rst_tasks(void)
 			close(rst_tasks[i].sync_fd);
 		if (rst_tasks[i].task_sock >= 0)
 			close(rst_tasks[i].task_sock);
+		free(rst_tasks[i].tids);
 	}
 	free(rst_tasks);
 	rst_tasks = NULL;
@@ -1184,7 +1234,7 @@ static int collect_images(void)
 	if (read_inventory() || pstree_read())
 		return -1;
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
-	if (pstree_check_namespaces(inventory->root_ids) || files_collect() || seccomp_collect() ||
+	if (ns_restore_collect(inventory->root_ids) || files_collect() || seccomp_collect() ||
 	    task_images_collect())
 		return -1;
 	/* After files_collect(): each lock's fd must name a file of its task. */
@@ -1228,7 +1278,7 @@ int cr_restore_tasks(void)
 {
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
 	uint64_t shmem_pages = 0;
-	pid_t root_pid;
+	pid_t root_pid = 0; /* as criu sees it, once forked */
 	sigset_t all, old;
 	int ret = -1;
 
@@ -1240,11 +1290,11 @@ int cr_restore_tasks(void)
 		files_collect_fini();
 		file_locks_collect_fini();
 		seccomp_collect_fini();
+		ns_fini();
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
 	}
-	root_pid = root_item->pid;
 
 	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
 	sigfillset(&all);
@@ -1262,7 +1312,10 @@ int cr_restore_tasks(void)
 	if (prepare_rst_tasks() || memfd_restore_objects(&shmem_pages) ||
 	    shmem_restore_objects(&shmem_pages))
 		goto out;
-	if (fork_root_task() || seize_tree_tasks())
+	if (fork_root_task())
+		goto out;
+	root_pid = rst_tasks[0].pid;
+	if (seize_tree_tasks())
 		goto out;
 	t_forked = now_secs();
 	/*
@@ -1320,6 +1373,7 @@ out:
 	files_collect_fini();
 	file_locks_collect_fini();
 	seccomp_collect_fini();
+	ns_fini();
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);

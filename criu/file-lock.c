@@ -18,6 +18,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "restorer-args.h"
 
@@ -391,7 +392,7 @@ static void held_to_entry(const struct held_lock *h, FileLockEntry *fle)
 	file_lock_entry__init(fle);
 	fle->flag = h->kind;
 	fle->type = h->type;
-	fle->pid = h->pid;
+	fle->pid = pidns_img_pid(h->pid);
 	fle->fd = h->fd;
 	if (h->kind == FILE_LOCK_FLOCK)
 		return; /* whole file: 0, 0 */

@@ -25,6 +25,7 @@
 #include "fdstore.h"
 #include "files.h"
 #include "log.h"
+#include "namespaces.h"
 #include "proc_parse.h"
 #include "pstree.h"
 
@@ -45,29 +46,16 @@ static bool pidfd_owns(const struct fd_parms *p)
 /* ---------------------------------------------------------------- dump ---- */
 
 /*
- * "NSpid:" lists the pid from criu's pid namespace down to the process's own; the tree
- * shares criu's (pstree_check_namespaces()), so one value is expected, "Pid:"'s.
+ * "Pid:" names the process as criu sees it; a task of the tree is named in the images by its
+ * pid in the tree's pid namespace (pidns_img_pid()), whatever "NSpid:" says further down.
  */
 static int read_named_pid(const struct fd_parms *p, pid_t *pid)
 {
 	struct proc_fdinfo fi;
-	char nspids[64];
 	int ret;
 
 	ret = parse_fd_fdinfo(p->pid, p->fd, &fi);
-	if (!ret)
-		ret = fdinfo_scan(&fi, "Pid:", 1, "%d", pid);
-	if (!ret)
-		ret = fdinfo_scan(&fi, "NSpid:", 1, " %63[-0-9 \t]", nspids);
-	if (ret)
-		return ret;
-	if (strtol(nspids, NULL, 10) != *pid || strpbrk(nspids, " \t")) {
-		pr_err("fd %d of task %d: pidfd on pid %d, which is \"%s\" down its pid "
-		       "namespaces: nested pid namespaces are not supported\n",
-		       p->fd, p->pid, *pid, nspids);
-		return -ENOTSUP;
-	}
-	return 0;
+	return ret ? ret : fdinfo_scan(&fi, "Pid:", 1, "%d", pid);
 }
 
 /* The task of the tree that has tid as one of its other threads, or NULL. */
@@ -139,7 +127,7 @@ static int pidfd_dump(const struct fd_parms *p, uint32_t id)
 	pfe.id = id;
 	pfe.ino = pidfs_ino(p);
 	pfe.flags = p->flags & PIDFD_OPEN_FLAGS;
-	pfe.nspid = pid;
+	pfe.nspid = pid == -1 ? -1 : pidns_img_pid(pid);
 	pfe.fown = &fown;
 	fe.type = FD_TYPES__PIDFD;
 	fe.id = id;
@@ -306,7 +294,7 @@ static int pidfd_tree_forked(void)
 
 		if (pf->store_id >= 0)
 			continue; /* made with an earlier pidfd on the same reaped process */
-		ret = pf->pid == -1 ? make_dead_pidfds(pf) : make_pidfd(pf, pf->pid);
+		ret = pf->pid == -1 ? make_dead_pidfds(pf) : make_pidfd(pf, pidns_host_pid(pf->pid));
 	}
 	if (!ret && nr_pidfd_files)
 		pr_info("%zu pidfds made for the tasks\n", nr_pidfd_files);

@@ -17,6 +17,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "servicefd.h"
 
@@ -275,7 +276,7 @@ int dump_fown(const struct fd_parms *p, FownEntry *fown)
 	fown->uid = ids[0];
 	fown->euid = ids[1];
 	fown->pid_type = owner.type;
-	fown->pid = owner.pid;
+	fown->pid = pidns_img_pid(owner.pid);
 	pr_debug("fd %d of task %d: I/O signal %d to %s %d (uid %u, euid %u)\n", p->fd, p->pid,
 		 sig, owner_kind(owner.type), owner.pid, ids[0], ids[1]);
 	return 0;
@@ -1819,10 +1820,14 @@ static int setown_as(int fd, const struct f_owner_ex *owner, const FownEntry *fo
 	return 0;
 }
 
-/* Through criu's copy of fd of task pid, the same description. */
+/*
+ * Through criu's copy of fd of task pid, the same description. The owner is named as criu
+ * sees it: criu sets it from outside the tree's pid namespace, if the tree has one.
+ */
 static int set_file_owner(const struct file_desc *d, pid_t pid, int fd)
 {
-	struct f_owner_ex owner = { .type = d->owner->pid_type, .pid = d->owner->pid };
+	struct f_owner_ex owner = { .type = d->owner->pid_type,
+				    .pid = pidns_host_pid(d->owner->pid) };
 	struct fd_parms p = { .pid = pid, .fd = fd };
 	int own_fd = grab_task_fd(&p), ret;
 
@@ -1865,7 +1870,7 @@ static int set_task_owners(const struct pstree_item *item)
 		const struct file_desc *d = find_file_desc(fdi->id);
 
 		if (d->owner && first_fd_of_file(&fds, fdi))
-			ret = set_file_owner(d, item->pid, fdi->fd);
+			ret = set_file_owner(d, pidns_host_pid(item->pid), fdi->fd);
 	}
 	free_fdinfos(fds.fdis, fds.nr);
 	return ret;

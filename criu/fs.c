@@ -12,6 +12,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "proc_parse.h"
 
 #include "fs.pb-c.h"
@@ -52,7 +53,7 @@ int dump_task_fs(pid_t pid)
 	if (ret)
 		return ret;
 	fse.has_umask = true;
-	img = open_image(CR_IMG_FS, O_WRONLY, pid);
+	img = open_image(CR_IMG_FS, O_WRONLY, pidns_img_pid(pid));
 	if (!img)
 		return -EIO;
 	ret = pb_write_one(img, &fse);

@@ -29,6 +29,13 @@
 #include "file-lock.pb-c.h"
 #include "sk-packet.pb-c.h"
 #include "seccomp.pb-c.h"
+#include "utsns.pb-c.h"
+#include "ipc-var.pb-c.h"
+#include "ipc-shm.pb-c.h"
+#include "ipc-msg.pb-c.h"
+#include "ipc-sem.pb-c.h"
+#include "timens.pb-c.h"
+#include "pidns.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -67,6 +74,17 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
 				    sk_packet_entry__descriptor),
 	[CR_IMG_SECCOMP] = PB_IMG("SECCOMP", "seccomp.img", SECCOMP_MAGIC, seccomp_entry__descriptor),
+	[CR_IMG_UTSNS] = PB_IMG("UTSNS", "utsns-%lu.img", UTSNS_MAGIC, utsns_entry__descriptor),
+	[CR_IMG_IPC_VAR] = PB_IMG("IPC_VAR", "ipcns-var-%lu.img", IPC_VAR_MAGIC,
+				  ipc_var_entry__descriptor),
+	[CR_IMG_IPCNS_SHM] = PB_IMG("IPCNS_SHM", "ipcns-shm-%lu.img", IPCNS_SHM_MAGIC,
+				    ipc_shm_entry__descriptor),
+	[CR_IMG_IPCNS_MSG] = PB_IMG("IPCNS_MSG", "ipcns-msg-%lu.img", IPCNS_MSG_MAGIC,
+				    ipc_msg_entry__descriptor),
+	[CR_IMG_IPCNS_SEM] = PB_IMG("IPCNS_SEM", "ipcns-sem-%lu.img", IPCNS_SEM_MAGIC,
+				    ipc_sem_entry__descriptor),
+	[CR_IMG_TIMENS] = PB_IMG("TIMENS", "timens-%lu.img", TIMENS_MAGIC, timens_entry__descriptor),
+	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/file.h>
@@ -213,6 +214,29 @@ static bool has_kcmp_epoll(void)
 	return found;
 }
 
+/* Time namespaces: the kernel shows one for every process (Linux 5.6). */
+static bool has_timens(void)
+{
+	return access("/proc/self/ns/time", F_OK) == 0;
+}
+
+/* A task's pids down its pid namespaces, which dump and restore read (Linux 4.1). */
+static bool has_nspid(void)
+{
+	char buf[4096];
+	ssize_t len;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return false;
+	buf[len] = '\0';
+	return strstr(buf, "\nNSpid:") != NULL;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -241,14 +265,14 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("nsid", "network namespaces are not restored"),
 	NOT_IMPLEMENTED("link_nsid", "network namespaces are not restored"),
 	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },
-	NOT_IMPLEMENTED("timens", "time namespaces are not restored"),
+	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "network namespaces are not restored"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	NOT_IMPLEMENTED("newifindex", "network devices are not restored"),
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
-	NOT_IMPLEMENTED("ns_pid", "pid namespaces are not restored"),
+	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
 	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("sockopt_buf_lock", "sockets are not dumped"),

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mem.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "sysv-shm.h"
@@ -517,7 +518,7 @@ static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dum
 	mm.vmas = ptrs;
 	mm.n_vmas = nr;
 
-	img = open_image(CR_IMG_MM, O_WRONLY, pid);
+	img = open_image(CR_IMG_MM, O_WRONLY, pidns_img_pid(pid));
 	ret = img ? pb_write_one(img, &mm) : -EIO;
 	close_image(img);
 	free(ptrs);
@@ -556,7 +557,7 @@ static int write_mm_ext_image(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	ext.vmas = ptrs;
 	ret = 0;
 	if (ext.n_vmas) {
-		img = open_image(CR_IMG_MM_EXT, O_WRONLY, pid);
+		img = open_image(CR_IMG_MM_EXT, O_WRONLY, pidns_img_pid(pid));
 		ret = img ? pb_write_one(img, &ext) : -EIO;
 		close_image(img);
 	}
@@ -865,7 +866,7 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 		ret = -ENOMEM;
 		pr_err("no memory for pagemap entries\n");
 	} else {
-		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pid, ctx);
+		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
 	}
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);

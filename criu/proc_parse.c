@@ -228,6 +228,41 @@ void free_pid_status(struct proc_pid_status *st)
 	st->nr_groups = 0;
 }
 
+/* The numbers after "NSpid:", in order. */
+static int parse_nspid_line(const char *text, pid_t *ids, unsigned int max, unsigned int *nr)
+{
+	char *end;
+
+	for (*nr = 0;; (*nr)++) {
+		long id = strtol(text, &end, 10);
+
+		if (end == text)
+			break;
+		if (*nr == max || id <= 0)
+			return -EINVAL;
+		ids[*nr] = id;
+		text = end;
+	}
+	return *nr ? 0 : -EINVAL;
+}
+
+int parse_pid_nspid(pid_t pid, pid_t tid, pid_t *ids, unsigned int max, unsigned int *nr)
+{
+	char name[48], buf[4096], *line;
+	ssize_t len;
+
+	snprintf(name, sizeof(name), "task/%d/status", tid);
+	len = read_proc_file(pid, name, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	line = strstr(buf, "\nNSpid:");
+	if (!line || parse_nspid_line(line + 7, ids, max, nr)) {
+		pr_err("/proc/%d/%s: no \"NSpid:\" line this criu understands\n", pid, name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_limit_value(const char *word, uint64_t *value)
 {
 	char *end;

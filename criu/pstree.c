@@ -14,22 +14,11 @@
 
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "proc_parse.h"
 #include "pstree.h"
 #include "pstree.pb-c.h"
 
-/*
- * Namespace ids as CRIU numbers them for a tree living in the namespaces criu runs in;
- * restore creates no namespace for a task whose ids equal root_ids'.
- */
-#define PID_NS_ID 1
-#define NET_NS_ID 2
-#define IPC_NS_ID 3
-#define UTS_NS_ID 4
-#define TIME_NS_ID 5
-#define MNT_NS_ID 6
-#define USER_NS_ID 7
-#define CGROUP_NS_ID 8
 /* Object ids: 1 is the root_ids' own, tasks count from here. */
 #define FIRST_TASK_OBJ_ID 2
 
@@ -205,13 +194,14 @@ static int write_one_item(struct cr_img *img, struct pstree_item *item)
 		pr_err("no memory for the pstree entry of %d\n", item->pid);
 		return -ENOMEM;
 	}
+	/* Pids as the root's pid namespace numbers them; 0 for one outside it. */
 	for (i = 0; i < item->nr_threads; i++)
-		tids[i] = item->threads[i];
-	entry.pid = item->pid;
+		tids[i] = pidns_img_pid(item->threads[i]);
+	entry.pid = pidns_img_pid(item->pid);
 	/* The root's parent is outside the tree: CRIU's images say 0. */
-	entry.ppid = item->parent ? item->ppid : 0;
-	entry.pgid = item->pgid;
-	entry.sid = item->sid;
+	entry.ppid = item->parent ? pidns_img_pid(item->ppid) : 0;
+	entry.pgid = pidns_img_pid(item->pgid);
+	entry.sid = pidns_img_pid(item->sid);
 	entry.n_threads = item->nr_threads;
 	entry.threads = tids;
 	ret = pb_write_one(img, &entry);
@@ -282,7 +272,8 @@ bool pstree_group_kept(pid_t pgid)
  */
 static int check_root_id(pid_t id, pid_t criu_id, const char *kind, bool shell_job)
 {
-	if (pstree_find(id) || id == criu_id || shell_job)
+	/* The init of a pid namespace sees 0 for one led from outside it, whatever it is. */
+	if (pstree_find(id) || id == criu_id || shell_job || pidns_own())
 		return 0;
 	pr_err("process %d: its %s %d is led from outside the dumped tree and is not criu's: "
 	       "restore would give it criu's; use --shell-job to accept that\n",
@@ -302,6 +293,12 @@ static int check_member_id(const struct pstree_item *item, pid_t id, const char 
 		pr_err("process %d: its %s %d is led by process %d, which is outside the dumped "
 		       "tree: dump from an ancestor of both\n", item->pid, kind, id, id);
 		return -EINVAL;
+	}
+	/* Nothing says which pid the gone leader had inside the namespace. */
+	if (pidns_own()) {
+		pr_err("process %d: the leader of its %s %d exited: re-creating it inside a pid "
+		       "namespace is not supported\n", item->pid, kind, id);
+		return -ENOTSUP;
 	}
 	pr_info("process %d: the leader of its %s %d exited: restore re-creates it with a "
 		"helper\n", item->pid, kind, id);
@@ -362,18 +359,6 @@ int pstree_check_leaders(bool shell_job)
 	return ret;
 }
 
-static void set_ns_ids(struct task_ids *ids)
-{
-	ids->pid_ns_id = PID_NS_ID;
-	ids->net_ns_id = NET_NS_ID;
-	ids->ipc_ns_id = IPC_NS_ID;
-	ids->uts_ns_id = UTS_NS_ID;
-	ids->time_ns_id = TIME_NS_ID;
-	ids->mnt_ns_id = MNT_NS_ID;
-	ids->user_ns_id = USER_NS_ID;
-	ids->cgroup_ns_id = CGROUP_NS_ID;
-}
-
 /*
  * Processes created with CLONE_VM, CLONE_FILES, CLONE_FS or CLONE_SIGHAND (and not as
  * threads) share that object; restore gives each process its own, which would change
@@ -413,8 +398,9 @@ int pstree_assign_ids(void)
 	struct pstree_item *item, *other;
 	int ret;
 
+	/* The namespace ids are ns_dump_collect()'s; zombies have no object ids. */
 	for (item = root_item; item; item = pstree_next(item)) {
-		memset(&item->ids, 0, sizeof(item->ids));
+		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = 0;
 		if (item->zombie)
 			continue;
 		for (other = root_item; other != item; other = pstree_next(other)) {
@@ -423,7 +409,6 @@ int pstree_assign_ids(void)
 				return ret;
 		}
 		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = next++;
-		set_ns_ids(&item->ids);
 	}
 	return 0;
 }
@@ -467,7 +452,7 @@ void pstree_fill_root_ids(TaskKobjIdsEntry *e)
 {
 	struct task_ids ids = { .vm_id = 1, .files_id = 1, .fs_id = 1, .sighand_id = 1 };
 
-	set_ns_ids(&ids);
+	ns_criu_ids(&ids);
 	ids_to_entry(&ids, e);
 }
 
@@ -478,7 +463,7 @@ int pstree_write_ids(const struct pstree_item *item)
 	int ret;
 
 	ids_to_entry(&item->ids, &e);
-	img = open_image(CR_IMG_IDS, O_WRONLY, item->pid);
+	img = open_image(CR_IMG_IDS, O_WRONLY, pidns_img_pid(item->pid));
 	if (!img)
 		return -EIO;
 	ret = pb_write_one(img, &e);
@@ -508,40 +493,6 @@ static int read_item_ids(struct pstree_item *item)
 		pb_free(img, e);
 	}
 	close_image(img);
-	return ret;
-}
-
-/* One namespace id of a task against the root's; 0 on either side: not recorded. */
-static int check_ns_id(const struct pstree_item *item, const char *ns, uint32_t id, bool root_has,
-		       uint32_t root_id)
-{
-	if (!id || !root_has || id == root_id)
-		return 0;
-	pr_err("ids-%d.img: the task is in another %s namespace (id %u, the dump's root %u): "
-	       "restoring namespaces is not supported\n", item->pid, ns, id, root_id);
-	return -EINVAL;
-}
-
-int pstree_check_namespaces(const TaskKobjIdsEntry *r)
-{
-	struct pstree_item *item;
-	int ret = 0;
-
-	if (!r)
-		return 0;
-	for (item = root_item; item && !ret; item = pstree_next(item)) {
-		const struct task_ids *t = &item->ids;
-
-		ret = check_ns_id(item, "pid", t->pid_ns_id, r->has_pid_ns_id, r->pid_ns_id) ?:
-		      check_ns_id(item, "net", t->net_ns_id, r->has_net_ns_id, r->net_ns_id) ?:
-		      check_ns_id(item, "ipc", t->ipc_ns_id, r->has_ipc_ns_id, r->ipc_ns_id) ?:
-		      check_ns_id(item, "uts", t->uts_ns_id, r->has_uts_ns_id, r->uts_ns_id) ?:
-		      check_ns_id(item, "mount", t->mnt_ns_id, r->has_mnt_ns_id, r->mnt_ns_id) ?:
-		      check_ns_id(item, "user", t->user_ns_id, r->has_user_ns_id, r->user_ns_id) ?:
-		      check_ns_id(item, "cgroup", t->cgroup_ns_id, r->has_cgroup_ns_id,
-				  r->cgroup_ns_id) ?:
-		      check_ns_id(item, "time", t->time_ns_id, r->has_time_ns_id, r->time_ns_id);
-	}
 	return ret;
 }
 

@@ -230,28 +230,38 @@ int shmem_restore_objects(uint64_t *nr_pages)
 	return ret;
 }
 
+/* pagemap-shmem-SHMID.img's runs, which must lie within obj->size bytes (what, in errors). */
+static int read_runs_within(struct shmem_obj *obj, const char *what)
+{
+	uint64_t page = getpagesize();
+	const struct page_run *last;
+	int ret;
+
+	ret = page_map_read(CR_IMG_SHMEM_PAGEMAP, obj->shmid, &obj->pages);
+	if (ret || !obj->pages.nr_runs)
+		return ret;
+	/* A last page past size is whole in the image, and whole in the mapping. */
+	last = &obj->pages.runs[obj->pages.nr_runs - 1];
+	if (last->vaddr + last->len > (obj->size + page - 1) / page * page) {
+		pr_err("pagemap-shmem-%llu.img: pages up to offset %#llx, past the %llu bytes of %s\n",
+		       (unsigned long long)obj->shmid, (unsigned long long)(last->vaddr + last->len),
+		       (unsigned long long)obj->size, what);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages)
 {
 	struct shmem_obj obj = { .shmid = shmid, .size = size, .addr = MAP_FAILED };
-	uint64_t page = getpagesize();
-	const struct page_run *last;
 	int ret;
 
 	/* CRIU writes no pagemap for an empty memfd. */
 	if (!size && !img_exists(CR_IMG_SHMEM_PAGEMAP, shmid))
 		return 0;
-	ret = page_map_read(CR_IMG_SHMEM_PAGEMAP, shmid, &obj.pages);
+	ret = read_runs_within(&obj, what);
 	if (ret || !obj.pages.nr_runs)
 		goto out;
-	/* A last page past size is whole in the image, and whole in the mapping. */
-	last = &obj.pages.runs[obj.pages.nr_runs - 1];
-	if (last->vaddr + last->len > (size + page - 1) / page * page) {
-		pr_err("pagemap-shmem-%llu.img: pages up to offset %#llx, past the %llu bytes of %s\n",
-		       (unsigned long long)shmid, (unsigned long long)(last->vaddr + last->len),
-		       (unsigned long long)size, what);
-		ret = -EINVAL;
-		goto out;
-	}
 	/* Through a mapping: hugetlbfs has no write(). */
 	obj.addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (obj.addr == MAP_FAILED) {
@@ -262,7 +272,19 @@ int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint6
 	ret = fill_obj_from_image(&obj);
 	munmap(obj.addr, size);
 out:
-	*nr_pages = obj.pages.total_bytes / page;
+	*nr_pages = obj.pages.total_bytes / getpagesize();
+	page_map_free(&obj.pages);
+	return ret;
+}
+
+int shmem_fill_mem(void *addr, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages)
+{
+	struct shmem_obj obj = { .shmid = shmid, .size = size, .addr = addr };
+	int ret = read_runs_within(&obj, what);
+
+	if (!ret)
+		ret = fill_obj_from_image(&obj);
+	*nr_pages = obj.pages.total_bytes / getpagesize();
 	page_map_free(&obj.pages);
 	return ret;
 }

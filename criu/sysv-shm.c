@@ -2,6 +2,7 @@
  * SysV shared memory attached in a task, in criu's own IPC namespace (sysv-shm.h).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
@@ -11,6 +12,7 @@
 
 #include "cr_options.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "sysv-shm.h"
 
@@ -38,16 +40,17 @@ int sysv_shm_dump_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 
 	if (own_ns < 0)
 		return own_ns;
-	if (!own_ns) {
-		pr_err("task %d: VMA %lx-%lx attaches SysV shared memory %d of another IPC namespace, which is not supported yet\n",
-		       pid, vma->start, vma->end, shmid);
-		return -ENOTSUP;
-	}
 	if (vma->vmflags & VMFLAG_HUGETLB) {
 		pr_err("task %d: VMA %lx-%lx attaches SysV hugetlb memory %d, which is not supported yet\n",
 		       pid, vma->start, vma->end, shmid);
 		return -ENOTSUP;
 	}
+	/*
+	 * The tree's own IPC namespace (ns_dump_collect() refuses any other one) is dumped
+	 * whole by ns-ipc.c, segments with their contents and ids; it checks them there.
+	 */
+	if (!own_ns)
+		goto attach;
 	if (shmctl(shmid, IPC_STAT, &ds) < 0) {
 		pr_perror("task %d: VMA %lx-%lx: cannot stat SysV shared memory %d", pid, vma->start,
 			  vma->end, shmid);
@@ -58,6 +61,7 @@ int sysv_shm_dump_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 		       pid, vma->start, vma->end, shmid);
 		return -ENOTSUP;
 	}
+attach:
 	ve->status = VMA_AREA_REGULAR | VMA_ANON_SHARED | VMA_AREA_SYSVIPC;
 	ve->flags = MAP_SHARED | MAP_ANONYMOUS;
 	ve->shmid = shmid;
@@ -77,7 +81,9 @@ static unsigned int attach_end(const struct task_image *ti, unsigned int first)
 	return i;
 }
 
-static int check_attach(const struct task_image *ti, unsigned int first, unsigned int end)
+/* live: the segment is in criu's IPC namespace now, and must match the attach. */
+static int check_attach(const struct task_image *ti, unsigned int first, unsigned int end,
+			bool live)
 {
 	const struct vma_image *head = &ti->vmas[first];
 	uint64_t len = ti->vmas[end - 1].end - head->start;
@@ -89,6 +95,8 @@ static int check_attach(const struct task_image *ti, unsigned int first, unsigne
 		       (unsigned long long)head->shmid, (unsigned long long)head->pgoff);
 		return -ENOTSUP;
 	}
+	if (!live)
+		return 0;
 	if (head->shmid > INT32_MAX || shmctl((int)head->shmid, IPC_STAT, &ds) < 0) {
 		pr_err("vma %#llx-%#llx: SysV shared memory %llu is gone from this IPC namespace (it is not in the images: it must outlive the dumped task)\n",
 		       (unsigned long long)head->start, (unsigned long long)head->end,
@@ -104,7 +112,7 @@ static int check_attach(const struct task_image *ti, unsigned int first, unsigne
 	return 0;
 }
 
-static int check_task(const struct task_image *ti)
+static int check_task(const struct task_image *ti, bool live)
 {
 	unsigned int i = 0, end;
 	int ret;
@@ -115,7 +123,7 @@ static int check_task(const struct task_image *ti)
 			continue;
 		}
 		end = attach_end(ti, i);
-		ret = check_attach(ti, i, end);
+		ret = check_attach(ti, i, end, live);
 		if (ret)
 			return ret;
 		i = end;
@@ -125,12 +133,14 @@ static int check_task(const struct task_image *ti)
 
 int sysv_shm_check_tree(void)
 {
+	/* The root re-creates the segments of its IPC namespace before any memory is restored. */
+	bool live = !(ns_root_clone_flags() & CLONE_NEWIPC);
 	struct pstree_item *item;
 	int ret = 0;
 
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		if (item->image && !task_image_zombie(item->image))
-			ret = check_task(item->image);
+			ret = check_task(item->image, live);
 	return ret;
 }
 

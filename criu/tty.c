@@ -27,6 +27,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "tty.h"
 
@@ -170,8 +171,8 @@ static int write_tty_info(const struct fd_parms *p, uint32_t info_id, const stru
 	tie.locked = s->pty_locked;
 	tie.exclusive = s->exclusive;
 	tie.packet_mode = s->packet;
-	tie.sid = s->sid;
-	tie.pgrp = s->pgrp;
+	tie.sid = pidns_img_pid(s->sid);
+	tie.pgrp = pidns_img_pid(s->pgrp);
 	tie.rdev = p->st.st_rdev;
 	/* A hung-up terminal has none of these: CRIU writes what it still has. */
 	if (!s->hung) {

@@ -59,8 +59,9 @@ UPSTREAM_FEATURES = (
     'apparmor_stacking network_lock_nftables sockopt_buf_lock memfd_hugetlb '
     'move_mount_set_group openat2 get_rseq_conf ipv6_freebind pagemap_scan timer_cr_ids '
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
-IMPLEMENTED_FEATURES = {'clone3_set_tid', 'seccomp_suspend', 'seccomp_filters', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
-                        'kcmp_epoll', 'memfd_hugetlb'}
+IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
+                        'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
+                        'seccomp_filters'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -332,6 +333,33 @@ def eventfd_counter_max(img_dir, pid):
     edit_files_entries(img_dir, 'efd', 'counter', 2**64 - 1)
 
 
+def root_gets_own_ns(img_dir, pid, field):
+    """The root's ids say it has a namespace of its own of a kind (field: mnt_ns_id, ...)."""
+    edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
+
+
+def child_gets_own_uts_ns(img_dir, pid):
+    """A child of the root (pid is one here) is in another UTS namespace than the root."""
+    edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
+
+
+def ipc_msgmax_tiny(img_dir, pid):
+    """The IPC namespace's kernel/msgmax becomes 4: the root's restore of the first queued
+    message longer than that fails, after the tree's root was forked."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-%d.img' % pid))[0]['ipc_ns_id']
+    edit_image(img_dir, 'ipcns-var-%d.img' % ns_id, lambda es: es[0].update(msg_ctlmax=4))
+
+
+def pidns_external(img_dir, pid):
+    """The tree's pid namespace was given with --external pid[INODE]:KEY (pidns-ID.img)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['pid_ns_id']
+    image = {'magic': 'PIDNS', 'entries': [{'ext_key': 'pid[4026531836]:host'}]}
+    proc = subprocess.run([OWN_CRIT, 'encode', '-o', os.path.join(img_dir, 'pidns-%d.img' % ns_id)],
+                          input=json.dumps(image).encode(), capture_output=True)
+    if proc.returncode != 0:
+        raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -375,6 +403,12 @@ def eventfd_counter_max(img_dir, pid):
 #                          clean restore must still work; 'env': extra criu environment
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
+# launcher: the test program forks the tree's root into namespaces of its own (as
+#   `unshare -p -f` does; test_launch_root()), publishes the root's pid and exits: the root,
+#   reparented to the runner, is the test's process. pidns: that root is the init of its own
+#   pid namespace: restore gives it another pid in the runner's namespace (the pidfile's),
+#   and every task of the tree must be back with its pid inside (checked from outside,
+#   "NSpid:").
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
@@ -629,6 +663,27 @@ TESTS = {
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                           'corrupt': corrupt_grandchild_core,
                                           'corrupt_depth': 2},
+    # namespaces: trees whose root has namespaces of its own, as a container runtime makes them
+    'ns_pid_init': {'launcher': True, 'pidns': True},
+    'ns_uts_ipc': {},
+    'ns_time': {'launcher': True},
+    'ns_container': {'launcher': True, 'pidns': True},
+    'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
+    'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
+                         'pidns': True},
+    'restore_fail_pidns_external': {'bin': 'ns_pid_init', 'mode': 'restore_fails',
+                                    'launcher': True, 'pidns': True, 'corrupt': pidns_external,
+                                    'expect': 'is an external one (pid[4026531836]:host)'},
+    'restore_fail_ipc_restore': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                 'corrupt': ipc_msgmax_tiny,
+                                 'expect': 'cannot queue message 2 (100 bytes) again'},
+    'restore_fail_ns_container_ipc': {'bin': 'ns_container', 'mode': 'restore_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'corrupt': lambda img_dir, pid: ipc_msgmax_tiny(img_dir, 1),
+                                      'expect': 'cannot queue message 0 (8 bytes) again'},
+    'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
+                               'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
+                               'expect': 'nested uts namespaces are not supported'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
@@ -805,6 +860,10 @@ CROSS_TESTS = {
     'unix_bound_deleted': {},
     'unix_scm_rights': {},
     'unix_ext_dgram': {'dump_args': ['--ext-unix-sk'], 'restore_args': ['--ext-unix-sk']},
+    # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
+    # namespace whose init leads its session, as this one's does)
+    'ns_container': {'launcher': True, 'pidns': True},
+    'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -862,9 +921,31 @@ TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTO
 TESTS['cross_us2up_unix_bound_deleted']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
 # Upstream criu's restore fails on a socket whose only reference is in flight in its pair.
 TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
+# Upstream criu restores no SysV message longer than 8192 bytes, no queue's qbytes, no
+# segment's SHM_LOCK, and sets a pending kernel/shm_next_id before the segments (which take it).
+TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
+
+# Namespaces restore could not give back (ns_refused.c): the dump refuses them with one line.
+for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported'),
+                       ('nested_uts', 'nested uts namespaces are not supported'),
+                       ('pid_for_children', 'has unshared a pid namespace that its children'),
+                       ('time_for_children', 'has unshared a time namespace that its children'),
+                       ('net', 'net namespaces are not supported'),
+                       ('mnt', 'mnt namespaces are not supported'),
+                       ('user', 'user namespaces are not supported'),
+                       ('cgroup', 'cgroup namespaces are not supported')):
+    TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
+                                    'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
+# A root with a namespace of its own of a kind this criu does not restore, as the images say.
+for _kind in ('net', 'mnt', 'user', 'cgroup'):
+    TESTS['restore_fail_ns_' + _kind] = {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails',
+        'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
+                                                                                 field),
+        'expect': 'restoring %s namespaces is not supported' % _kind}
 
 # GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
 # daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
@@ -989,6 +1070,16 @@ def tree_pids(root):
             except FileNotFoundError:
                 pass
     return tree
+
+
+def ns_pid(pid):
+    """pid's pid in its own pid namespace (the last of "NSpid:")."""
+    return int(proc_status(pid, 'NSpid').split()[-1])
+
+
+def ns_tree(tree):
+    """{pid in the tree's pid namespace: depth} of a tree_pids() tree."""
+    return {ns_pid(pid): depth for pid, depth in tree.items()}
 
 
 def tree_tids(tree):
@@ -1224,6 +1315,17 @@ class _ImageReader:
         self.pos = end
         return chunk
 
+    def seek(self, offset, whence=os.SEEK_SET):
+        """crit skips padding (after SysV IPC objects' data) with seek(): the bytes it
+        skips forward count as read."""
+        start = {os.SEEK_SET: 0, os.SEEK_CUR: self.pos, os.SEEK_END: len(self.data)}[whence]
+        target = min(max(start + offset, 0), len(self.data))
+        if target >= self.pos:
+            self.read(target - self.pos)
+        else:
+            self.pos = target
+        return self.pos
+
     def known_bytes(self, dropped, left_out):
         """The image without the fields crit does not know (with their sizes fixed), and
         without the entries it cannot encode (their indexes go to left_out)."""
@@ -1314,6 +1416,12 @@ def crit_helper():
             encodable = json.loads(text)
             for entry in reversed(left_out):
                 del encodable['entries'][entry]
+            # CRIU 3.17's crit gives a SysV segment's contents to base64.decodebytes() as
+            # the JSON's text, which Python 3 refuses: its encode of any ipcns-shm JSON
+            # fails. The contents are handed to it as bytes, as its decode wrote them.
+            if encodable.get('magic') == 'IPCNS_SHM':
+                for entry in encodable['entries']:
+                    entry['extra'] = entry['extra'].encode()
             encoded = io.BytesIO()
             try:
                 pycriu.images.dump(encodable, encoded)  # crit encode -i OUT.json
@@ -1370,6 +1478,7 @@ class TestRun:
         self.stdin_pipe = None  # mode inherit_fd: (read, write) ends, the test's stdin
         self.trace = os.path.join(self.out, 'trace')  # written by the test_trace plugin
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
+        self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.crit_failure = None  # why a dump's images failed the crit check
@@ -1448,10 +1557,27 @@ class TestRun:
         while not os.path.exists(self.pidfile):
             if self.is_child and os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
                 self.pid = None
+                # a launcher exits once it published its root's pid
+                if self.desc.get('launcher') and os.path.exists(self.pidfile):
+                    break
                 raise TestFailure('exited before it was ready: ' + self.verdict_text())
             if time.monotonic() > deadline:
                 raise TestFailure('not ready after %d s' % READY_TIMEOUT)
             time.sleep(0.01)
+        if self.desc.get('launcher'):
+            self.adopt_launched_root()
+
+    def adopt_launched_root(self):
+        """The launcher published its root's pid and exits: the root is ours (the subreaper)."""
+        with open(self.pidfile) as pidfile:
+            root = int(pidfile.read().split()[0])
+        if self.pid is not None:
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = None
+            if status:
+                raise TestFailure('the launcher exited with wait status %#x: %s'
+                                  % (status, self.verdict_text()))
+        self.pid, self.is_child = root, True
 
     def wait_exit(self, timeout=EXIT_TIMEOUT):
         """Wait for our child self.pid to exit; returns its wait status."""
@@ -1607,6 +1733,8 @@ class TestRun:
     def dump(self, extra=(), binary=CRIU):
         extra = list(extra) + (['--shell-job'] if self.pty_slave_path else [])
         self.tree = tree_pids(self.pid)
+        if self.desc.get('pidns'):
+            self.ns_tree = ns_tree(self.tree)
         self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra, 'dump.log',
                   binary=binary)
         self.check_images()
@@ -1672,6 +1800,10 @@ class TestRun:
     def expect_restored_pid(self, pid):
         with open(self.pidfile) as pidfile:
             restored = int(pidfile.read().split()[0])
+        if self.desc.get('pidns'):
+            # criu -d exited: the init is ours (the subreaper), under a pid of its own here
+            self.pid, self.is_child = restored, True
+            return self.expect_ns_tree_restored()
         if restored != pid:
             self.pid, self.is_child = restored, False
             raise TestFailure('restored with pid %d, dumped as %d' % (restored, pid),
@@ -2357,8 +2489,18 @@ class TestRun:
             raise TestFailure('restore chose %r, expected "%s"' % (choices, expected),
                               'restore.log')
 
+    def expect_ns_tree_restored(self):
+        """Every process of the dumped tree is back at its depth, with its pid inside its
+        pid namespace (the runner sees them under other pids)."""
+        restored = ns_tree(tree_pids(self.pid))
+        if restored != self.ns_tree:
+            raise TestFailure('restored tree %r (pids in its namespace), dumped %r'
+                              % (restored, self.ns_tree), 'restore.log')
+
     def expect_tree_restored(self):
         """Every process of the dumped tree is back, with its pid, at its depth."""
+        if self.desc.get('pidns'):
+            return self.expect_ns_tree_restored()
         restored = tree_pids(self.pid)
         if restored != self.tree:
             raise TestFailure('restored tree %r, dumped %r' % (restored, self.tree),

@@ -39,6 +39,13 @@ enum cr_img_type {
 	CR_IMG_FILE_LOCKS,
 	CR_IMG_SK_QUEUES,
 	CR_IMG_SECCOMP,
+	CR_IMG_UTSNS, /* utsns-NSID: namespace images are named by namespace id */
+	CR_IMG_IPC_VAR, /* ipcns-var-NSID */
+	CR_IMG_IPCNS_SHM, /* ipcns-shm-NSID */
+	CR_IMG_IPCNS_MSG, /* ipcns-msg-NSID */
+	CR_IMG_IPCNS_SEM, /* ipcns-sem-NSID */
+	CR_IMG_TIMENS, /* timens-NSID */
+	CR_IMG_PIDNS, /* pidns-NSID */
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

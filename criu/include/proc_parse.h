@@ -37,6 +37,13 @@ struct proc_pid_status {
 int parse_pid_status(pid_t pid, struct proc_pid_status *st);
 void free_pid_status(struct proc_pid_status *st);
 
+/*
+ * "NSpid:" of thread tid of process pid (/proc/PID/task/TID/status): its pid in each pid
+ * namespace from /proc's down to its own. Up to max of them into ids, *nr set. 0 or -errno.
+ */
+#define PROC_MAX_PID_LEVELS 33 /* the kernel nests pid namespaces 32 deep */
+int parse_pid_nspid(pid_t pid, pid_t tid, pid_t *ids, unsigned int max, unsigned int *nr);
+
 /* /proc/PID/limits: RLIM_INFINITY for "unlimited". */
 #define PROC_NR_RLIMITS 16
 struct proc_rlimit {

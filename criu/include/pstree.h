@@ -11,6 +11,10 @@
 
 #include "core.pb-c.h"
 
+/*
+ * Dump side: pids as criu sees them (pidns_img_pid() gives the images' ones); restore side:
+ * as the images name them (pidns_host_pid() gives criu's).
+ */
 struct pstree_item {
 	pid_t pid;
 	pid_t ppid; /* as the dumped process saw it; the root's parent is outside the tree */
@@ -96,14 +100,14 @@ bool pstree_group_kept(pid_t pgid);
 
 /*
  * Dump side: give every live process of the tree its object ids (its own: processes that
- * share mm, files, fs or signal handlers are refused), from 2 on in tree order, and
- * namespace ids as the inventory's root_ids have them. Before any image names them.
+ * share mm, files, fs or signal handlers are refused), from 2 on in tree order; its
+ * namespace ids are ns_dump_collect()'s. Before any image names them.
  * 0 or -errno after one error line.
  */
 int pstree_assign_ids(void);
 /* ids-PID.img of a live process. 0 or -errno. */
 int pstree_write_ids(const struct pstree_item *item);
-/* The root_ids of inventory.img: 1 for each object id, the namespaces as every task's. */
+/* The root_ids of inventory.img: 1 for each object id, and criu's own namespaces. */
 void pstree_fill_root_ids(TaskKobjIdsEntry *ids);
 
 /*
@@ -112,10 +116,4 @@ void pstree_fill_root_ids(TaskKobjIdsEntry *ids);
  */
 int pstree_write(void);
 int pstree_read(void);
-/*
- * Restore side: every task must live in the namespaces of the dump's root (root_ids of
- * inventory.img, NULL: none recorded); this criu creates none. 0 or -EINVAL (logged).
- */
-int pstree_check_namespaces(const TaskKobjIdsEntry *root_ids);
-
 #endif

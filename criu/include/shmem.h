@@ -29,6 +29,12 @@ int shmem_restore_objects(uint64_t *nr_pages);
  */
 int shmem_fill_fd(int fd, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages);
 
+/*
+ * The same into size bytes of memory at addr that the caller has mapped (a SysV segment it
+ * attached). 0 or -errno.
+ */
+int shmem_fill_mem(void *addr, uint64_t shmid, uint64_t size, const char *what, uint64_t *nr_pages);
+
 /* In a task: a new fd of the object shmid (mmap it MAP_SHARED at the VMA's pgoff), or -errno. */
 int shmem_open(uint64_t shmid);
 

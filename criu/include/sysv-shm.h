@@ -1,12 +1,13 @@
 /*
- * SysV shared memory attached in a task (shmat()), in criu's own IPC namespace.
+ * SysV shared memory attached in a task (shmat()).
  *
  * The VMA is dumped as CRIU writes it (VMA_AREA_SYSVIPC | VMA_ANON_SHARED, shmid: the
- * segment's id), with no pages: the segment outlives the task in this IPC namespace, so
- * restore attaches the same segment again, by id, at the same address. A segment already
- * removed (IPC_RMID) would vanish with its last attach, so such a dump is refused unless
- * the task keeps running (-R); a segment gone by restore time fails the restore before
- * any task exists.
+ * segment's id), with no pages, and restore attaches the segment again, by id, at the
+ * same address. In an IPC namespace of the tree's own the segments are in its images
+ * (ns-ipc.c), re-created with their ids by the root before any task's memory. In criu's
+ * own IPC namespace the segment outlives the task: a segment already removed (IPC_RMID)
+ * would vanish with its last attach, so such a dump is refused unless the task keeps
+ * running (-R); a segment gone by restore time fails the restore before any task exists.
  */
 #ifndef CR_SYSV_SHM_H
 #define CR_SYSV_SHM_H
@@ -32,8 +33,9 @@ static inline bool vma_is_sysv_shm(const struct vma_image *vma)
 /*
  * Restore, after task_images_collect(), before any task is forked: every attach of every
  * task (a run of VMAs of one segment from its offset 0 on, as mprotect() may have split
- * it) covers a live segment of that id in criu's IPC namespace whole. 0 or -errno, with
- * one line naming the VMA and the segment.
+ * it) covers a live segment of that id in criu's IPC namespace whole (nothing to check
+ * when the tree has an IPC namespace of its own). 0 or -errno, with one line naming the
+ * VMA and the segment.
  */
 int sysv_shm_check_tree(void);
 

@@ -1,8 +1,9 @@
 /*
  * Fuzz target for restore's decoding of the process tree and every task's images, as the
- * restore reads them before forking: pstree_read(), pstree_check_namespaces() against
- * inventory.img's root ids, files_collect() (a memfd VMA needs the file table),
- * task_images_collect() (core, ids, mm, mm-ext, pagemap).
+ * restore reads them before forking: pstree_read(), ns_restore_collect() against
+ * inventory.img's root ids (the root's own namespaces' images: utsns, ipcns-*, timens,
+ * pidns), files_collect() (a memfd VMA needs the file table), task_images_collect() (core,
+ * ids, mm, mm-ext, pagemap).
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include "files.h"
 #include "fuzz.h"
 #include "image.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "task-image.h"
 
@@ -40,10 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_fds_begin();
 	inv = read_inventory();
 	if (!pstree_read()) {
-		if (!pstree_check_namespaces(inv ? inv->root_ids : NULL) && !files_collect() &&
+		if (!ns_restore_collect(inv ? inv->root_ids : NULL) && !files_collect() &&
 		    !task_images_collect())
 			task_images_free();
 		files_collect_fini();
+		ns_fini();
 		pstree_free();
 	}
 	if (inv)

@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "zdtmtst.h"
@@ -96,10 +97,15 @@ void test_init(int argc, char **argv)
 		test_fail_errno("sigaction(SIGTERM)");
 }
 
-static void write_pidfile_tmp(void)
+static void proc_field(const char *path, const char *name, char *out, size_t size);
+
+/* Set in a root that test_launch_root() forked: its launcher waits for a byte on it. */
+static int launch_ready_fd = -1;
+
+static void write_pidfile_tmp_of(pid_t pid)
 {
 	char pid_text[32];
-	int len = snprintf(pid_text, sizeof(pid_text), "%d\n", getpid());
+	int len = snprintf(pid_text, sizeof(pid_text), "%d\n", pid);
 	int fd = openat(pidfile_dir_fd, pidfile_tmp_name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 	if (fd < 0)
@@ -108,6 +114,21 @@ static void write_pidfile_tmp(void)
 		test_fail_errno("write pidfile");
 	if (close(fd))
 		test_fail_errno("close pidfile");
+}
+
+static void write_pidfile_tmp(void)
+{
+	write_pidfile_tmp_of(getpid());
+}
+
+static void publish_pidfile(pid_t pid)
+{
+	write_pidfile_tmp_of(pid);
+	/* rename is atomic: the runner never sees a half-written pidfile */
+	if (renameat(pidfile_dir_fd, pidfile_tmp_name, pidfile_dir_fd, pidfile_name))
+		test_fail_errno("publish pidfile");
+	close(pidfile_dir_fd);
+	pidfile_dir_fd = -1;
 }
 
 void test_ready_prepare(const char **tmp_path, const char **final_path)
@@ -121,12 +142,92 @@ void test_ready_prepare(const char **tmp_path, const char **final_path)
 
 void test_ready(void)
 {
-	write_pidfile_tmp();
-	/* rename is atomic: the runner never sees a half-written pidfile */
-	if (renameat(pidfile_dir_fd, pidfile_tmp_name, pidfile_dir_fd, pidfile_name))
-		test_fail_errno("publish pidfile");
+	if (launch_ready_fd < 0) {
+		publish_pidfile(getpid());
+		return;
+	}
+	/* A launched root: its launcher publishes the pid, as the runner sees it. */
+	if (write(launch_ready_fd, "R", 1) != 1)
+		test_fail_errno("tell the launcher the root is ready");
+	close(launch_ready_fd);
+	launch_ready_fd = -1;
 	close(pidfile_dir_fd);
 	pidfile_dir_fd = -1;
+}
+
+void test_unshare_time(long monotonic_sec, long boottime_sec)
+{
+	char text[96];
+	int fd, len;
+
+	if (unshare(CLONE_NEWTIME))
+		test_fail_errno("unshare(CLONE_NEWTIME)");
+	len = snprintf(text, sizeof(text), "monotonic %ld 0\nboottime %ld 0\n", monotonic_sec,
+		       boottime_sec);
+	fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, text, len) != len)
+		test_fail_errno("write /proc/self/timens_offsets");
+	close(fd);
+}
+
+void test_launch_root(unsigned long flags)
+{
+	int ready[2], status;
+	pid_t root;
+	char byte;
+
+	if (flags && unshare(flags))
+		test_fail("unshare(%#lx): %s", flags, strerror(errno));
+	if (pipe(ready))
+		test_fail_errno("pipe for the root's launch");
+	root = fork();
+	if (root < 0)
+		test_fail_errno("fork the root");
+	if (root == 0) {
+		close(ready[0]);
+		launch_ready_fd = ready[1];
+		return;
+	}
+	close(ready[1]);
+	if (read(ready[0], &byte, 1) != 1) {
+		waitpid(root, &status, 0);
+		test_fail("the root exited before it was ready (wait status %#x)", status);
+	}
+	publish_pidfile(root);
+	_exit(0);
+}
+
+/* "NSpid:" of the calling thread: how many entries, and the last one. */
+static unsigned int thread_nspid(pid_t *last)
+{
+	char text[256], *pos, *end;
+	unsigned int nr = 0;
+
+	proc_field("/proc/thread-self/status", "NSpid", text, sizeof(text));
+	for (pos = text;; pos = end, nr++) {
+		long id = strtol(pos, &end, 10);
+
+		if (end == pos)
+			return nr;
+		*last = id;
+	}
+}
+
+unsigned int ns_pid_levels(void)
+{
+	pid_t last;
+
+	return thread_nspid(&last);
+}
+
+void expect_ns_pid(pid_t want, unsigned int levels, const char *who)
+{
+	pid_t own = syscall(SYS_gettid), last = 0;
+	unsigned int nr = thread_nspid(&last);
+
+	if (own != want || last != want || nr != levels)
+		test_fail("%s: pid %d, the last of %u \"NSpid:\" entries %d; expected %d, %u "
+			  "entries", who, own, nr, last, want, levels);
 }
 
 void test_wait_sigterm(void)

@@ -27,6 +27,27 @@ void test_ready(void);
 void test_wait_sigterm(void);
 
 /*
+ * Trees in namespaces of their own, made as `unshare -p -f` makes them (tests with
+ * 'launcher' in zdtm.py). Right after test_init(), the test program unshares a time
+ * namespace whose clocks run the given seconds ahead (test_unshare_time(), optional), then
+ * test_launch_root() unshares the namespaces of flags (CLONE_NEWPID, CLONE_NEWUTS,
+ * CLONE_NEWIPC, ...) and forks the tree's root, born into all of them (in a new pid
+ * namespace, its init); it returns in the root only. The program's first process stays a
+ * launcher: once the root calls test_ready(), it publishes the root's pid as the runner
+ * sees it and exits, and the root is the runner's child from then on.
+ */
+void test_unshare_time(long monotonic_sec, long boottime_sec);
+void test_launch_root(unsigned long flags);
+/*
+ * The calling thread's pid (or tid) is want in its own pid namespace, levels deep in all
+ * ("NSpid:" of /proc/thread-self/status, which says so from criu's namespace down), or
+ * the test fails, naming who.
+ */
+void expect_ns_pid(pid_t want, unsigned int levels, const char *who);
+/* How many pid namespaces deep the calling thread is ("NSpid:" entries). */
+unsigned int ns_pid_levels(void);
+
+/*
  * For tests that must be inside hand-written code when the dump happens (registers):
  * writes PIDFILE's temporary twin and returns both absolute paths; the caller renames
  * tmp to final (rename(2)) when its state is loaded. No fd stays open.

@@ -1,0 +1,139 @@
+/*
+ * The namespaces of the dumped tree: one ns_id per namespace its tasks live in (criu's own
+ * among them), the ids the images name them by (task_kobj_ids_entry, utsns-ID.img, ...),
+ * and one file per kind behind struct ns_kind (ns-pid.c, ns-uts.c, ns-ipc.c, ns-time.c).
+ *
+ * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
+ * dumped, and restore creates them for the root, which the rest of the tree inherits.
+ * Every other task must live in its root's namespaces (nested ones are refused).
+ */
+#ifndef CR_NAMESPACES_H
+#define CR_NAMESPACES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core.pb-c.h"
+
+/* Kinds, in task_ids order. */
+enum ns_kind_nr { NS_PID, NS_NET, NS_IPC, NS_UTS, NS_MNT, NS_USER, NS_CGROUP, NS_TIME, NS_KINDS };
+
+struct ns_kind;
+
+/* One namespace of the tree. */
+struct ns_id {
+	const struct ns_kind *kind;
+	uint32_t id;  /* as the images name it */
+	bool criu;    /* dump: criu's own; restore: the dumping criu's (inventory's root_ids) */
+	uint64_t kid; /* dump: its inode (/proc/PID/ns/NAME) */
+	pid_t pid;    /* dump: a task of the tree in it, as criu sees it */
+	void *priv;   /* restore: what the kind's collect() decoded */
+	struct ns_id *next;
+};
+
+/*
+ * One kind of namespace. A kind this criu does not restore has only its name and flag:
+ * a tree whose root has one of its own is refused at dump and at restore.
+ */
+struct ns_kind {
+	const char *name; /* as /proc/PID/ns names it, and in messages */
+	unsigned long clone_flag;
+	bool supported;
+	/*
+	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
+	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
+	 */
+	int (*dump)(const struct ns_id *ns);
+	/*
+	 * Optional. Dump, main process, from ns_dump_collect(), for a namespace of the root's
+	 * own: what must hold for restore to give it back, and what the dump needs to know of
+	 * it (a pid namespace: its init is the root; the pids of the tree in it). 0 or -errno,
+	 * after one error line.
+	 */
+	int (*dump_check)(struct ns_id *ns);
+	/*
+	 * Restore, main process, before anything is forked: read and check the images into
+	 * ns->priv. 0 or -errno, after one error line.
+	 */
+	int (*collect)(struct ns_id *ns);
+	/*
+	 * Restore, main process, right before it forks the root: a namespace the root is born
+	 * into without a clone flag (time: unshare(), then the offsets). leave() right after
+	 * the fork takes criu back out of it. 0 or -errno.
+	 */
+	int (*enter)(struct ns_id *ns);
+	int (*leave)(struct ns_id *ns);
+	/*
+	 * Restore, in the root task, born into the namespace, before it forks anything: put
+	 * the images' state in. 0 or -errno.
+	 */
+	int (*restore)(const struct ns_id *ns);
+	/* Restore, main process: free ns->priv. */
+	void (*fini)(struct ns_id *ns);
+};
+
+extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind;
+
+struct pstree_item;
+struct task_ids;
+
+/*
+ * Dump, main process, once the tree is seized and before any of its state is read: the
+ * namespace ids of every live task (item->ids), and the checks that refuse, with one
+ * line, what restore could not give back: a root in a namespace of a kind this criu does
+ * not restore, a task in other namespaces than its root's, children to be born into
+ * another pid or time namespace (*_for_children), a pid namespace dumped without its
+ * init. Then the pids as the images name them (pidns_img_pid()). 0 or -errno.
+ */
+int ns_dump_collect(void);
+/*
+ * Dump, main process, while the tree is frozen: the images of every namespace of the
+ * root's own (each kind's dump(), in a child joined to it). 0 or -errno.
+ */
+int ns_dump_images(void);
+/* Both sides: criu's own namespaces' ids, as inventory's root_ids holds them. */
+void ns_criu_ids(struct task_ids *ids);
+void ns_fini(void);
+
+/*
+ * Restore, main process, before anything is forked: the namespaces the images name, the
+ * root's own ones (those unlike root_ids: NULL, none recorded), each kind's images read;
+ * refused with one line: a kind this criu does not restore, nested namespaces. 0 or -errno.
+ */
+int ns_restore_collect(const TaskKobjIdsEntry *root_ids);
+/* The clone() flags that give the root its own namespaces. */
+unsigned long ns_root_clone_flags(void);
+/* Main process, around the fork of the root (ns_kind.enter/leave). 0 or -errno. */
+int ns_enter_before_root(void);
+int ns_leave_after_root(void);
+/* In the root task, first thing after criu let it go: ns_kind.restore of each. 0 or -errno. */
+int ns_restore_in_root(void);
+
+/*
+ * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it
+ * by its pid in criu's. Both are the same but for a root with a pid namespace of its own.
+ *
+ * Dump: the pid (or tid, or session, or group id) host, as criu sees it, as the images name
+ * it: 0 for one outside the root's pid namespace (the session a namespace's init was
+ * born in).
+ */
+pid_t pidns_img_pid(pid_t host);
+/* Whether the root has a pid namespace of its own (both sides, once collected). */
+bool pidns_own(void);
+/*
+ * Restore, main process: the task img_pid of the tree, as criu sees it, or 0 when it was not
+ * found (not forked yet).
+ */
+pid_t pidns_host_pid(pid_t img_pid);
+/* Restore: the root, forked as host. */
+int pidns_note_root(pid_t img_pid, pid_t host);
+/*
+ * Restore: the child img_pid that the task parent_host has forked, as criu sees it. 0 or
+ * -errno; *host set.
+ */
+int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
+/* Restore: threads img_tids[nr] of the process host, as criu sees them, into host_tids. */
+int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
+
+#endif

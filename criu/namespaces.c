@@ -1,0 +1,442 @@
+/*
+ * The tree's namespaces: which ones its tasks live in and what restore could not give back
+ * (dump), which ones the images name and which the root is to be given (restore), and the
+ * calls into each kind (struct ns_kind) around them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "namespaces.h"
+#include "pstree.h"
+
+/* Kinds this criu does not restore (yet): a root with one of its own is refused. */
+static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
+static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
+static const struct ns_kind user_ns_kind = { .name = "user", .clone_flag = CLONE_NEWUSER };
+static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
+
+static const struct ns_kind *const ns_kinds[NS_KINDS] = {
+	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
+	[NS_UTS] = &uts_ns_kind,       [NS_MNT] = &mnt_ns_kind,	  [NS_USER] = &user_ns_kind,
+	[NS_CGROUP] = &cgroup_ns_kind, [NS_TIME] = &time_ns_kind,
+};
+
+/*
+ * The ids of criu's own namespaces, as this criu has always numbered them; the tree's own
+ * namespaces get ids from NS_FIRST_OWN_ID on.
+ */
+static const uint32_t criu_ns_ids[NS_KINDS] = {
+	[NS_PID] = 1,  [NS_NET] = 2, [NS_IPC] = 3,  [NS_UTS] = 4,
+	[NS_TIME] = 5, [NS_MNT] = 6, [NS_USER] = 7, [NS_CGROUP] = 8,
+};
+#define NS_FIRST_OWN_ID 9
+
+static struct ns_id *ns_ids;
+/* The root's namespaces of its own, by kind; NULL where it lives in criu's. */
+static struct ns_id *root_own[NS_KINDS];
+
+/* Where each kind's id is: in struct task_ids, and in task_kobj_ids_entry with its has_. */
+#define NS_ID_FIELD(f)                                                                             \
+	{ offsetof(struct task_ids, f), offsetof(TaskKobjIdsEntry, f),                             \
+	  offsetof(TaskKobjIdsEntry, has_##f) }
+static const struct {
+	size_t ids, entry, entry_has;
+} ns_id_fields[NS_KINDS] = {
+	[NS_PID] = NS_ID_FIELD(pid_ns_id),	 [NS_NET] = NS_ID_FIELD(net_ns_id),
+	[NS_IPC] = NS_ID_FIELD(ipc_ns_id),	 [NS_UTS] = NS_ID_FIELD(uts_ns_id),
+	[NS_MNT] = NS_ID_FIELD(mnt_ns_id),	 [NS_USER] = NS_ID_FIELD(user_ns_id),
+	[NS_CGROUP] = NS_ID_FIELD(cgroup_ns_id), [NS_TIME] = NS_ID_FIELD(time_ns_id),
+};
+
+static uint32_t *ids_field(struct task_ids *ids, enum ns_kind_nr k)
+{
+	return (uint32_t *)((char *)ids + ns_id_fields[k].ids);
+}
+
+static uint32_t task_ns_id(const struct task_ids *ids, enum ns_kind_nr k)
+{
+	return *(const uint32_t *)((const char *)ids + ns_id_fields[k].ids);
+}
+
+/* 0 where the entry has no id of that kind. */
+static uint32_t entry_ns_id(const TaskKobjIdsEntry *e, enum ns_kind_nr k)
+{
+	const char *base = (const char *)e;
+
+	if (!*(const protobuf_c_boolean *)(base + ns_id_fields[k].entry_has))
+		return 0;
+	return *(const uint32_t *)(base + ns_id_fields[k].entry);
+}
+
+static struct ns_id *add_ns(const struct ns_kind *kind, uint32_t id)
+{
+	struct ns_id *ns = calloc(1, sizeof(*ns));
+
+	if (!ns) {
+		pr_err("no memory for a %s namespace\n", kind->name);
+		return NULL;
+	}
+	ns->kind = kind;
+	ns->id = id;
+	ns->next = ns_ids;
+	ns_ids = ns;
+	return ns;
+}
+
+void ns_criu_ids(struct task_ids *ids)
+{
+	for (int k = 0; k < NS_KINDS; k++)
+		*ids_field(ids, k) = criu_ns_ids[k];
+}
+
+void ns_fini(void)
+{
+	while (ns_ids) {
+		struct ns_id *next = ns_ids->next;
+
+		if (ns_ids->kind->fini)
+			ns_ids->kind->fini(ns_ids);
+		free(ns_ids);
+		ns_ids = next;
+	}
+	for (int k = 0; k < NS_KINDS; k++)
+		root_own[k] = NULL;
+}
+
+unsigned long ns_root_clone_flags(void)
+{
+	unsigned long flags = 0;
+
+	/* A kind entered around the fork (time) cannot be asked of clone(). */
+	for (int k = 0; k < NS_KINDS; k++)
+		if (root_own[k] && !root_own[k]->kind->enter)
+			flags |= root_own[k]->kind->clone_flag;
+	return flags;
+}
+
+/* ------------------------------------------------------------------ dump ---- */
+
+/* The inode of /proc/WHO/ns/NAME; 0 where the kernel has no such namespace. */
+static int ns_inode(const char *who, const char *name, uint64_t *kid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%s/ns/%s", who, name);
+	if (stat(path, &st)) {
+		int err = errno;
+
+		*kid = 0;
+		if (err == ENOENT)
+			return 0;
+		pr_perror("cannot stat %s", path);
+		return -err;
+	}
+	*kid = st.st_ino;
+	return 0;
+}
+
+static int task_ns_inode(pid_t pid, const char *name, uint64_t *kid)
+{
+	char who[16];
+
+	snprintf(who, sizeof(who), "%d", pid);
+	return ns_inode(who, name, kid);
+}
+
+static struct ns_id *find_dump_ns(const struct ns_kind *kind, uint64_t kid)
+{
+	for (struct ns_id *ns = ns_ids; ns; ns = ns->next)
+		if (ns->kind == kind && ns->kid == kid)
+			return ns;
+	return NULL;
+}
+
+/* The ids of one live task's namespaces, each namespace added as it is first seen. */
+static int collect_task_ns(struct pstree_item *item, const uint64_t *criu_kids, uint32_t *next_id)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		const struct ns_kind *kind = ns_kinds[k];
+		struct ns_id *ns;
+		uint64_t kid;
+		int ret;
+
+		ret = task_ns_inode(item->pid, kind->name, &kid);
+		if (ret)
+			return ret;
+		ns = find_dump_ns(kind, kid);
+		if (!ns) {
+			bool criu = kid == criu_kids[k];
+
+			ns = add_ns(kind, criu ? criu_ns_ids[k] : (*next_id)++);
+			if (!ns)
+				return -ENOMEM;
+			ns->criu = criu;
+			ns->kid = kid;
+			ns->pid = item->pid;
+			pr_info("%s namespace %u (inode %llu%s) of task %d\n", kind->name, ns->id,
+				(unsigned long long)kid, criu ? ", criu's" : "", item->pid);
+		}
+		*ids_field(&item->ids, k) = ns->id;
+	}
+	return 0;
+}
+
+/* Only the root may have namespaces of its own: restore creates them for it alone. */
+static int check_not_nested(const struct pstree_item *item)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		uint32_t id = task_ns_id(&item->ids, k);
+		uint32_t root_id = task_ns_id(&root_item->ids, k);
+
+		if (id == root_id)
+			continue;
+		pr_err("task %d is in another %s namespace than the tree's root %d: nested %s "
+		       "namespaces are not supported\n",
+		       item->pid, ns_kinds[k]->name, root_item->pid, ns_kinds[k]->name);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/*
+ * A task that unshared a pid or time namespace without being born into it: its children
+ * would be, and restore has no way to give that back.
+ */
+static int check_for_children(const struct pstree_item *item)
+{
+	static const enum ns_kind_nr kinds[] = { NS_PID, NS_TIME };
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *name = ns_kinds[kinds[i]]->name;
+		char for_children[32];
+		uint64_t own, next;
+		int ret;
+
+		snprintf(for_children, sizeof(for_children), "%s_for_children", name);
+		ret = task_ns_inode(item->pid, name, &own);
+		if (!ret)
+			ret = task_ns_inode(item->pid, for_children, &next);
+		if (ret)
+			return ret;
+		/* The kernel hides a pid namespace that has no init yet: it is no less there. */
+		if (own == next || !own)
+			continue;
+		pr_err("task %d has unshared a %s namespace that its children would be born into "
+		       "(/proc/%d/ns/%s): not supported\n",
+		       item->pid, name, item->pid, for_children);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id)
+{
+	for (struct ns_id *ns = ns_ids; ns; ns = ns->next)
+		if (ns->kind == kind && ns->id == id)
+			return ns;
+	return NULL;
+}
+
+/* The root's namespaces that are not criu's: each must be of a kind this criu restores. */
+static int check_root_own(void)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		struct ns_id *ns = find_ns_by_id(ns_kinds[k], task_ns_id(&root_item->ids, k));
+		int ret;
+
+		if (!ns || ns->criu)
+			continue;
+		if (!ns->kind->supported) {
+			pr_err("the tree's root %d is in a %s namespace of its own (not criu's): "
+			       "%s namespaces are not supported\n",
+			       root_item->pid, ns->kind->name, ns->kind->name);
+			return -ENOTSUP;
+		}
+		root_own[k] = ns;
+		ret = ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
+		if (ret)
+			return ret;
+		pr_info("the tree's root lives in %s namespace %u of its own: it is dumped\n",
+			ns->kind->name, ns->id);
+	}
+	return 0;
+}
+
+int ns_dump_collect(void)
+{
+	uint64_t criu_kids[NS_KINDS];
+	uint32_t next_id = NS_FIRST_OWN_ID;
+	struct pstree_item *item;
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		ret = ns_inode("self", ns_kinds[k]->name, &criu_kids[k]);
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		if (!item->zombie)
+			ret = collect_task_ns(item, criu_kids, &next_id);
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		if (!item->zombie)
+			ret = check_not_nested(item);
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		if (!item->zombie)
+			ret = check_for_children(item);
+	return ret ? ret : check_root_own();
+}
+
+/* In the child: join the namespace through a task of the tree in it, then dump it. */
+static int join_and_dump(const struct ns_id *ns)
+{
+	char path[64];
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", ns->pid, ns->kind->name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, ns->kind->clone_flag)) {
+		pr_perror("%s namespace %u: cannot join it through %s", ns->kind->name, ns->id,
+			  path);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	ret = ns->kind->dump(ns);
+	if (!ret)
+		pr_info("%s namespace %u dumped\n", ns->kind->name, ns->id);
+	return ret;
+}
+
+/*
+ * A child joins the namespace, criu stays where it is (setns() into some kinds cannot be
+ * undone, and a multi-threaded process cannot join others). The child says what failed.
+ */
+static int dump_one_ns(const struct ns_id *ns)
+{
+	pid_t child;
+	int status;
+
+	child = fork();
+	if (child < 0) {
+		pr_perror("%s namespace %u: cannot fork to dump it", ns->kind->name, ns->id);
+		return -errno;
+	}
+	if (child == 0)
+		_exit(join_and_dump(ns) ? 1 : 0);
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR) {
+			pr_perror("%s namespace %u: waitpid", ns->kind->name, ns->id);
+			return -ECHILD;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (!WIFEXITED(status))
+		pr_err("%s namespace %u: its dumper was killed by signal %d\n", ns->kind->name,
+		       ns->id, WTERMSIG(status));
+	return -EIO;
+}
+
+int ns_dump_images(void)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (root_own[k] && root_own[k]->kind->dump)
+			ret = dump_one_ns(root_own[k]);
+	return ret;
+}
+
+/* --------------------------------------------------------------- restore ---- */
+
+/* A namespace of the root's that is not the dumping criu's: it is to be created. */
+static int collect_root_own(enum ns_kind_nr k, uint32_t id)
+{
+	const struct ns_kind *kind = ns_kinds[k];
+	struct ns_id *ns;
+
+	if (!kind->supported) {
+		pr_err("ids-%d.img: the dump's root task is in a %s namespace of its own (id %u): "
+		       "restoring %s namespaces is not supported\n",
+		       root_item->pid, kind->name, id, kind->name);
+		return -ENOTSUP;
+	}
+	ns = add_ns(kind, id);
+	if (!ns)
+		return -ENOMEM;
+	root_own[k] = ns;
+	pr_info("the root gets %s namespace %u of its own\n", kind->name, id);
+	return kind->collect ? kind->collect(ns) : 0;
+}
+
+/* Namespace ids 0 (a task without ids-PID.img, an image without the field) say nothing. */
+static int check_restored_nested(const struct pstree_item *item)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		uint32_t id = task_ns_id(&item->ids, k);
+		uint32_t root_id = task_ns_id(&root_item->ids, k);
+
+		if (!id || !root_id || id == root_id)
+			continue;
+		pr_err("ids-%d.img: the task is in another %s namespace (id %u) than the root "
+		       "(%u): nested %s namespaces are not supported\n",
+		       item->pid, ns_kinds[k]->name, id, root_id, ns_kinds[k]->name);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
+{
+	struct pstree_item *item;
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret && criu_ids; k++) {
+		uint32_t id = task_ns_id(&root_item->ids, k), criu_id = entry_ns_id(criu_ids, k);
+
+		if (id && criu_id && id != criu_id)
+			ret = collect_root_own(k, id);
+	}
+	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
+		ret = check_restored_nested(item);
+	if (ret)
+		ns_fini();
+	return ret;
+}
+
+int ns_enter_before_root(void)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (root_own[k] && root_own[k]->kind->enter)
+			ret = root_own[k]->kind->enter(root_own[k]);
+	return ret;
+}
+
+int ns_leave_after_root(void)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS; k++)
+		if (root_own[k] && root_own[k]->kind->leave)
+			ret = root_own[k]->kind->leave(root_own[k]) ?: ret;
+	return ret;
+}
+
+int ns_restore_in_root(void)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (root_own[k] && root_own[k]->kind->restore)
+			ret = root_own[k]->kind->restore(root_own[k]);
+	return ret;
+}

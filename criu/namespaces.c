@@ -431,6 +431,44 @@ int ns_leave_after_root(void)
 	return ret;
 }
 
+/* In root_host's namespace of ns's kind, fn(ns); criu back in its own after. */
+static int run_in_root_ns(pid_t root_host, const struct ns_id *ns,
+			  int (*fn)(const struct ns_id *ns))
+{
+	char path[64];
+	int own, theirs, ret;
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", ns->kind->name);
+	own = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", root_host, ns->kind->name);
+	theirs = open(path, O_RDONLY | O_CLOEXEC);
+	if (own < 0 || theirs < 0 || setns(theirs, ns->kind->clone_flag)) {
+		pr_perror("cannot enter the %s namespace of the root %d", ns->kind->name, root_host);
+		ret = -errno;
+	} else {
+		ret = fn(ns);
+		if (setns(own, ns->kind->clone_flag)) {
+			pr_perror("cannot go back to criu's own %s namespace", ns->kind->name);
+			ret = ret ?: -errno;
+		}
+	}
+	if (own >= 0)
+		close(own);
+	if (theirs >= 0)
+		close(theirs);
+	return ret;
+}
+
+int ns_restore_late(pid_t root_host)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (root_own[k] && root_own[k]->kind->restore_late)
+			ret = run_in_root_ns(root_host, root_own[k], root_own[k]->kind->restore_late);
+	return ret;
+}
+
 int ns_restore_in_root(void)
 {
 	int ret = 0;

@@ -267,12 +267,7 @@ static int dump_shm_seg(struct cr_img *img, uint32_t ns_id, int id, const void *
 	void *addr;
 	int ret;
 
-	if (ds->shm_perm.mode & SHM_DEST) {
-		pr_err("ipc namespace %u: shared memory segment %d was removed (IPC_RMID) while "
-		       "still attached: not supported\n",
-		       ns_id, id);
-		return -ENOTSUP;
-	}
+	/* A segment removed while attached keeps SHM_DEST in its mode (ipc_restore_late()). */
 	fill_desc(&desc, id, &ds->shm_perm);
 	e.desc = &desc;
 	e.size = ds->shm_segsz;
@@ -967,6 +962,30 @@ static int ipc_restore(const struct ns_id *ns)
 	return ret;
 }
 
+/*
+ * Segments removed (IPC_RMID) while attached: re-created, attached again by the tasks,
+ * and only now removed again, so that they go with their last detach as they would have.
+ */
+static int ipc_restore_late(const struct ns_id *ns)
+{
+	const struct ipc_ns_image *im = ns->priv;
+
+	for (size_t i = 0; i < im->nr_shms; i++) {
+		const IpcDescEntry *desc = im->shms[i].e->desc;
+
+		if (!(desc->mode & SHM_DEST))
+			continue;
+		if (shmctl(desc->id, IPC_RMID, NULL)) {
+			pr_perror("ipc namespace %u: cannot remove shm segment %u again", ns->id,
+				  desc->id);
+			return -errno;
+		}
+		pr_info("ipc namespace %u: shm segment %u removed again (IPC_RMID)\n", ns->id,
+			desc->id);
+	}
+	return 0;
+}
+
 const struct ns_kind ipc_ns_kind = {
 	.name = "ipc",
 	.clone_flag = CLONE_NEWIPC,
@@ -974,5 +993,6 @@ const struct ns_kind ipc_ns_kind = {
 	.dump = ipc_dump,
 	.collect = ipc_collect,
 	.restore = ipc_restore,
+	.restore_late = ipc_restore_late,
 	.fini = ipc_fini,
 };

@@ -924,6 +924,8 @@ TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE'
 # Upstream criu restores no SysV message longer than 8192 bytes, no queue's qbytes, no
 # segment's SHM_LOCK, and sets a pending kernel/shm_next_id before the segments (which take it).
 TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
+# ... and a segment removed while attached comes back not removed.
+TESTS['cross_us2up_ns_container']['test_env'] = {'ZDTM_SHM_REMOVED_KEPT': '1'}
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']

@@ -69,6 +69,12 @@ struct ns_kind {
 	 * the images' state in. 0 or -errno.
 	 */
 	int (*restore)(const struct ns_id *ns);
+	/*
+	 * Optional. Restore, main process, once every task has restored its memory (and, so,
+	 * attached what it had attached), from within the namespace (criu joins it for the
+	 * call): what only then can be done. 0 or -errno.
+	 */
+	int (*restore_late)(const struct ns_id *ns);
 	/* Restore, main process: free ns->priv. */
 	void (*fini)(struct ns_id *ns);
 };
@@ -109,6 +115,8 @@ int ns_enter_before_root(void);
 int ns_leave_after_root(void);
 /* In the root task, first thing after criu let it go: ns_kind.restore of each. 0 or -errno. */
 int ns_restore_in_root(void);
+/* Main process, every task restored: ns_kind.restore_late of each, in root_host's. */
+int ns_restore_late(pid_t root_host);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

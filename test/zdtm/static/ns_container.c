@@ -152,9 +152,43 @@ static void expect_exit(pid_t pid)
 		test_fail("worker %d: wait status %#x (%s)", pid, status, strerror(errno));
 }
 
+/* A segment the init attached and then removed (IPC_RMID): it lives while attached. */
+static char *attach_removed(int *id)
+{
+	char *addr;
+
+	*id = shmget(IPC_PRIVATE, 3 * 4096, IPC_CREAT | 0600);
+	addr = *id < 0 ? (void *)-1 : shmat(*id, NULL, 0);
+	if (addr == (void *)-1 || shmctl(*id, IPC_RMID, NULL))
+		test_fail_errno("removed segment");
+	pattern_fill(addr, 3 * 4096, 55);
+	return addr;
+}
+
+/*
+ * Still there, removed, attached once, its contents kept; gone with its detach. Upstream
+ * criu's restore leaves it not removed (ZDTM_SHM_REMOVED_KEPT): only the contents count.
+ */
+static void expect_removed(int id, char *addr)
+{
+	struct shmid_ds ds;
+
+	if (getenv("ZDTM_SHM_REMOVED_KEPT")) {
+		pattern_expect(addr, 3 * 4096, 55, "the removed segment");
+		return;
+	}
+	if (shmctl(id, IPC_STAT, &ds) || !(ds.shm_perm.mode & SHM_DEST) || ds.shm_nattch != 1)
+		test_fail("removed segment %d: mode %#o, %lu attaches", id, ds.shm_perm.mode,
+			  (unsigned long)ds.shm_nattch);
+	pattern_expect(addr, 3 * 4096, 55, "the removed segment");
+	if (shmdt(addr) || !shmctl(id, IPC_STAT, &ds))
+		test_fail("removed segment %d outlived its last detach", id);
+}
+
 int main(int argc, char **argv)
 {
-	char *kept;
+	char *kept, *removed;
+	int removed_id;
 
 	test_init(argc, argv);
 	test_unshare_time(MONOTONIC_AHEAD, BOOTTIME_AHEAD);
@@ -177,6 +211,7 @@ int main(int argc, char **argv)
 	test_barrier_wait();
 	/* The init keeps the segment attached across the dump (its VMA names it by id). */
 	kept = attach(0);
+	removed = attach_removed(&removed_id);
 	test_ready();
 	test_wait_sigterm();
 
@@ -188,6 +223,7 @@ int main(int argc, char **argv)
 		test_fail("semaphore %d, not %d", semctl(sem_id, 0, GETVAL), NR_WORKERS);
 	expect_slots(1);
 	pattern_expect(kept, SLOT, FIRST_WORKER + 100, "the init's attach of the segment");
+	expect_removed(removed_id, removed);
 	expect_messages(1);
 	/* pid 3 first: it checks that its parent is still pid 2 */
 	if (kill(3, SIGTERM))

@@ -40,8 +40,11 @@ struct amdgpu_dev_ops {
 	int (*open_own)(struct amdgpu_dev **dev, int *fd);
 	/* Open the render node with this minor for the calling process. */
 	int (*open_render)(uint32_t minor, int *fd);
-	/* UPDATE_VMA_MAP: whose VMA the path (as /proc/PID/map_files named it) is; -ENOTSUP. */
-	int (*vma_kind)(const char *path, enum amdgpu_vma_kind *kind);
+	/*
+	 * UPDATE_VMA_MAP: whose VMA the path (as /proc/PID/map_files named it) is, and for a
+	 * render node its minor on the dump machine (BO offsets are per device); -ENOTSUP.
+	 */
+	int (*vma_kind)(const char *path, enum amdgpu_vma_kind *kind, uint32_t *minor);
 	/*
 	 * The fd a VMA is mapped through after restore: a render node's (render_fd: the node
 	 * the GPU's VM was restored on) or the process's /dev/kfd space (dev).

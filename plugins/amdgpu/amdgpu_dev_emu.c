@@ -137,9 +137,9 @@ static int emu_render_minor(int task_fd, uint32_t *minor)
 	return 0;
 }
 
-static int emu_vma_kind(const char *path, enum amdgpu_vma_kind *kind)
+static int emu_vma_kind(const char *path, enum amdgpu_vma_kind *kind, uint32_t *minor)
 {
-	if (!strncmp(path, EMU_RENDER_MEMFD, strlen(EMU_RENDER_MEMFD)))
+	if (sscanf(path, EMU_RENDER_MEMFD "%u", minor) == 1)
 		*kind = AMDGPU_VMA_RENDER;
 	else if (!strncmp(path, EMU_KFD_MEMFD, strlen(EMU_KFD_MEMFD)))
 		*kind = AMDGPU_VMA_KFD;
@@ -152,6 +152,7 @@ static int emu_owns_vma(int fd, const struct stat *st)
 {
 	enum amdgpu_vma_kind kind;
 	char path[64], link[256];
+	uint32_t minor;
 	ssize_t len;
 
 	(void)st;
@@ -160,7 +161,7 @@ static int emu_owns_vma(int fd, const struct stat *st)
 	if (len < 0)
 		return -ENOTSUP;
 	link[len] = '\0';
-	return emu_vma_kind(link, &kind);
+	return emu_vma_kind(link, &kind, &minor);
 }
 
 /* The connection is the caller's process's /dev/kfd: the fd handed back is what it keeps. */

@@ -140,9 +140,9 @@ static int kfd_open_render(uint32_t minor, int *fd)
 	return 0;
 }
 
-static int kfd_vma_kind(const char *path, enum amdgpu_vma_kind *kind)
+static int kfd_vma_kind(const char *path, enum amdgpu_vma_kind *kind, uint32_t *minor)
 {
-	if (!strncmp(path, RENDER_PATH, strlen(RENDER_PATH)))
+	if (sscanf(path, RENDER_PATH "%u", minor) == 1)
 		*kind = AMDGPU_VMA_RENDER;
 	else if (!strcmp(path, KFD_DEVICE))
 		*kind = AMDGPU_VMA_KFD;

@@ -33,6 +33,7 @@ struct restored_bo {
 	uint64_t restored_offset;
 	uint64_t size;
 	uint32_t local_id;
+	uint32_t dump_minor; /* its render node at dump: offsets are per device */
 	bool through_kfd; /* doorbell, MMIO: mapped through /dev/kfd, not a render node */
 };
 
@@ -238,6 +239,16 @@ static int park_map_fds(struct amdgpu_dev *dev)
 	return 0;
 }
 
+static const AmdgpuGpuEntry *dumped_gpu(const AmdgpuKfdEntry *kfd, uint32_t user_gpu_id)
+{
+	size_t i;
+
+	for (i = 0; i < kfd->n_gpus; i++)
+		if (kfd->gpus[i]->user_gpu_id == user_gpu_id)
+			return kfd->gpus[i];
+	return NULL;
+}
+
 static int note_restored_bos(const AmdgpuKfdEntry *kfd, const struct kfd_criu_bo_bucket *buckets)
 {
 	struct restored_bo *grown = realloc(restored_bos, (nr_restored_bos + kfd->n_bos + 1) *
@@ -250,17 +261,19 @@ static int note_restored_bos(const AmdgpuKfdEntry *kfd, const struct kfd_criu_bo
 	}
 	restored_bos = grown;
 	for (i = 0; i < kfd->n_bos; i++) {
+		const AmdgpuGpuEntry *dumped = dumped_gpu(kfd, buckets[i].gpu_id);
 		const struct amdgpu_gpu_map *gpu = amdgpu_map_user_gpu(kfd, buckets[i].gpu_id);
 		uint32_t flags = buckets[i].alloc_flags;
 
 		/* Userptr BOs are the process's own memory: criu restores their VMAs itself. */
-		if (!gpu || (flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))
+		if (!gpu || !dumped || (flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))
 			continue;
 		restored_bos[nr_restored_bos++] = (struct restored_bo){
 			.old_offset = buckets[i].offset,
 			.restored_offset = buckets[i].restored_offset,
 			.size = buckets[i].size,
 			.local_id = gpu->local_id,
+			.dump_minor = dumped->render_minor,
 			.through_kfd = !amdgpu_bo_has_contents(flags),
 		};
 	}
@@ -428,15 +441,17 @@ int amdgpu_task_restore_file(int id)
 
 /* ---- UPDATE_VMA_MAP ---- */
 
-static const struct restored_bo *find_restored_bo(uint64_t old_pgoff, bool through_kfd)
+/* A render node VMA's BO: its node and its offset; a /dev/kfd VMA's: its offset alone. */
+static const struct restored_bo *find_restored_bo(uint64_t old_pgoff, bool through_kfd,
+						  uint32_t minor)
 {
 	size_t i;
 
 	for (i = 0; i < nr_restored_bos; i++) {
 		const struct restored_bo *bo = &restored_bos[i];
 
-		if (bo->through_kfd == through_kfd && old_pgoff >= bo->old_offset &&
-		    old_pgoff - bo->old_offset < bo->size)
+		if (bo->through_kfd == through_kfd && (through_kfd || bo->dump_minor == minor) &&
+		    old_pgoff >= bo->old_offset && old_pgoff - bo->old_offset < bo->size)
 			return bo;
 	}
 	return NULL;
@@ -461,10 +476,11 @@ int amdgpu_task_update_vma(const char *path, uint64_t addr, uint64_t old_pgoff,
 	enum amdgpu_vma_kind kind;
 	const struct restored_bo *bo;
 	const struct task_render *render;
+	uint32_t minor = 0;
 
-	if (!amdgpu_rst.ops || amdgpu_rst.ops->vma_kind(path, &kind))
+	if (!amdgpu_rst.ops || amdgpu_rst.ops->vma_kind(path, &kind, &minor))
 		return -ENOTSUP;
-	bo = find_restored_bo(old_pgoff, kind == AMDGPU_VMA_KFD);
+	bo = find_restored_bo(old_pgoff, kind == AMDGPU_VMA_KFD, minor);
 	if (kind == AMDGPU_VMA_KFD) {
 		if (kfd_map_store_id < 0) {
 			pr_err("VMA %#" PRIx64 " maps /dev/kfd, and this task restored none\n", addr);

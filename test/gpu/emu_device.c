@@ -1047,12 +1047,35 @@ static int file_full(int fd, void *buf, uint64_t len, uint64_t off, bool read_it
 }
 
 /*
- * Through a bounce buffer, one per connection thread, touched once: the aperture is
+ * Through a bounce buffer, one per connection thread, faulted in once: the aperture is
  * written with pwrite(), not through a mapping, since a page fault per 4 KiB of a fresh
  * mapping costs several times the copy itself (first-touch faults on this VM: ~15 us a
  * page, against ~0.25 us a page written).
  */
-static __thread char *copy_buf;
+static pthread_key_t copy_buf_key;
+static pthread_once_t copy_buf_once = PTHREAD_ONCE_INIT;
+
+static void make_copy_buf_key(void)
+{
+	/* Freed when the connection's thread ends. */
+	pthread_key_create(&copy_buf_key, free);
+}
+
+static char *copy_buf(void)
+{
+	char *buf;
+
+	pthread_once(&copy_buf_once, make_copy_buf_key);
+	buf = pthread_getspecific(copy_buf_key);
+	if (!buf) {
+		buf = malloc(EMU_COPY_CHUNK);
+		if (buf && pthread_setspecific(copy_buf_key, buf)) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	return buf;
+}
 
 static void file_error(const struct emu_bo *bo, const char *what, uint64_t pos, int ret)
 {
@@ -1066,9 +1089,10 @@ static int copy_chunks(const struct emu_bo *bo, const struct kfdemu_copy *req, i
 	struct emu_mem aperture;
 	uint64_t pos = req->bo_offset, file_pos = req->file_offset, left = req->length;
 	bool to_bo = req->dir == KFDEMU_COPY_TO_BO;
+	char *buf = copy_buf();
 	int ret = 0;
 
-	if (!copy_buf && !(copy_buf = malloc(EMU_COPY_CHUNK)))
+	if (!buf)
 		return -ENOMEM;
 	emu_bo_mem(bo, 0, &aperture);
 	while (!ret && left) {
@@ -1076,14 +1100,14 @@ static int copy_chunks(const struct emu_bo *bo, const struct kfdemu_copy *req, i
 
 		/* The device side (emu_mem_*) logs its own failures; the file side's are said here. */
 		if (to_bo) {
-			ret = file_full(file_fd, copy_buf, chunk, file_pos, true);
+			ret = file_full(file_fd, buf, chunk, file_pos, true);
 			if (ret)
 				file_error(bo, "read", file_pos, ret);
 			else
-				ret = emu_mem_write(&aperture, copy_buf, chunk, pos);
+				ret = emu_mem_write(&aperture, buf, chunk, pos);
 		} else {
-			ret = emu_mem_read(&aperture, copy_buf, chunk, pos);
-			if (!ret && (ret = file_full(file_fd, copy_buf, chunk, file_pos, false)))
+			ret = emu_mem_read(&aperture, buf, chunk, pos);
+			if (!ret && (ret = file_full(file_fd, buf, chunk, file_pos, false)))
 				file_error(bo, "write", file_pos, ret);
 		}
 		pos += chunk;

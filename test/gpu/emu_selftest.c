@@ -310,7 +310,8 @@ static int test_bo_kernels_and_mapping(void)
 	CHECK(kfdemu_device_map_bo(&dev, &vram, (void **)&map) == 0, "map through renderD128");
 	snprintf(path, sizeof(path), "/proc/%d/maps", getpid());
 	maps = fopen(path, "r");
-	while (maps && fgets(line, sizeof(line), maps))
+	CHECK(maps, "open %s", path);
+	while (fgets(line, sizeof(line), maps))
 		render_mapping |= strtoull(line, NULL, 16) == (uintptr_t)map &&
 				  strstr(line, "/memfd:kfdemu-renderD128");
 	fclose(maps);

@@ -39,26 +39,6 @@ const struct amdgpu_dev_ops *amdgpu_backend(AmdgpuBackend backend)
 	return NULL;
 }
 
-static int file_io_full(int file_fd, void *buf, uint64_t len, uint64_t off, bool read_file)
-{
-	while (len) {
-		ssize_t done =
-			read_file ? pread(file_fd, buf, len, off) : pwrite(file_fd, buf, len, off);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		/* A short image: it was truncated. */
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-		off += done;
-	}
-	return 0;
-}
-
 static int copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
 			 bool to_bo)
 {
@@ -76,7 +56,7 @@ static int copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_
 		if (map == MAP_FAILED)
 			return -errno;
 		/* to_bo: read the image straight into the BO's pages (one copy). */
-		ret = file_io_full(file_fd, (char *)map + lead, chunk, file_off, to_bo);
+		ret = amdgpu_file_io(file_fd, (char *)map + lead, chunk, file_off, to_bo);
 		munmap(map, chunk + lead);
 		if (ret)
 			return ret;

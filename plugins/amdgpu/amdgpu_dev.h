@@ -13,6 +13,7 @@
 #include <linux/kfd_ioctl.h>
 
 #include "amdgpu.pb-c.h"
+#include "amdgpu_file_io.h"
 
 struct amdgpu_dev;
 struct amdgpu_engine;

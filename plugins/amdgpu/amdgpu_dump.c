@@ -219,17 +219,6 @@ static int save_bos(struct dump_ctx *ctx, AmdgpuKfdEntry *kfd,
 	return ret;
 }
 
-static void close_bucket_fds(struct kfd_criu_bo_bucket *buckets, uint32_t nr_bos)
-{
-	uint32_t i;
-
-	for (i = 0; i < nr_bos; i++) {
-		if (buckets[i].dmabuf_fd != KFD_INVALID_FD)
-			close((int)buckets[i].dmabuf_fd);
-		buckets[i].dmabuf_fd = KFD_INVALID_FD;
-	}
-}
-
 /* CHECKPOINT into freshly sized buckets, then everything into the images. */
 static int checkpoint_paused(struct dump_ctx *ctx, struct amdgpu_dev *dev,
 			     const struct kfd_ioctl_criu_args *info, AmdgpuKfdEntry *kfd)
@@ -263,7 +252,7 @@ static int checkpoint_paused(struct dump_ctx *ctx, struct amdgpu_dev *dev,
 		priv = NULL;
 	}
 	if (buckets)
-		close_bucket_fds(buckets, info->num_bos);
+		amdgpu_close_bucket_fds(buckets, info->num_bos);
 	free(devices);
 	free(buckets);
 	free(priv);

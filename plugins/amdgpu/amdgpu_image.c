@@ -36,38 +36,6 @@ static void pages_image_name(char *buf, size_t size, int id)
 	snprintf(buf, size, "amdgpu-pages-%d.img", id);
 }
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	while (len) {
-		ssize_t done = write(fd, buf, len);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		buf = (const char *)buf + done;
-		len -= done;
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	while (len) {
-		ssize_t done = read(fd, buf, len);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-	}
-	return 0;
-}
-
 /* One packed message behind the header; which message the magic says. */
 static int message_write(const char *name, uint32_t magic, const ProtobufCMessage *msg)
 {
@@ -83,9 +51,9 @@ static int message_write(const char *name, uint32_t magic, const ProtobufCMessag
 	}
 	protobuf_c_message_pack(msg, buf);
 	fd = openat(criu_get_image_dir(), name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ret = fd < 0 ? -errno : write_full(fd, &hdr, sizeof(hdr));
+	ret = fd < 0 ? -errno : amdgpu_file_io(fd, &hdr, sizeof(hdr), 0, false);
 	if (!ret)
-		ret = write_full(fd, buf, hdr.len);
+		ret = amdgpu_file_io(fd, buf, hdr.len, sizeof(hdr), false);
 	if (fd >= 0 && close(fd) && !ret)
 		ret = -errno;
 	free(buf);
@@ -101,7 +69,7 @@ static int read_payload(int fd, const char *name, uint32_t magic,
 	uint8_t *buf;
 	int ret;
 
-	ret = read_full(fd, &hdr, sizeof(hdr));
+	ret = amdgpu_file_io(fd, &hdr, sizeof(hdr), 0, true);
 	if (!ret && (hdr.magic != magic || hdr.version != AMDGPU_IMG_VERSION ||
 		     hdr.len > IMAGE_MAX)) {
 		pr_err("%s: bad header (magic %#x, version %u, length %" PRIu64 "; this plugin reads version %u)\n",
@@ -112,7 +80,7 @@ static int read_payload(int fd, const char *name, uint32_t magic,
 	if (!ret && !buf)
 		ret = -ENOMEM;
 	if (!ret)
-		ret = read_full(fd, buf, hdr.len);
+		ret = amdgpu_file_io(fd, buf, hdr.len, sizeof(hdr), true);
 	if (!ret) {
 		*msg = protobuf_c_message_unpack(desc, NULL, hdr.len, buf);
 		if (!*msg)

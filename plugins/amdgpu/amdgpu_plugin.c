@@ -45,6 +45,17 @@ int amdgpu_criu_op(const struct amdgpu_dev_ops *ops, struct amdgpu_dev *dev,
 	return ret;
 }
 
+void amdgpu_close_bucket_fds(struct kfd_criu_bo_bucket *buckets, size_t nr_bos)
+{
+	size_t i;
+
+	for (i = 0; i < nr_bos; i++) {
+		if (buckets[i].dmabuf_fd != KFD_INVALID_FD)
+			close((int)buckets[i].dmabuf_fd);
+		buckets[i].dmabuf_fd = KFD_INVALID_FD;
+	}
+}
+
 const struct amdgpu_dumped_kfd *amdgpu_find_kfd(int file_id)
 {
 	size_t i;

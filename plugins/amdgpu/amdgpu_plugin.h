@@ -56,6 +56,8 @@ const struct amdgpu_gpu_map *amdgpu_map_user_gpu(const AmdgpuKfdEntry *kfd, uint
 int amdgpu_criu_op(const struct amdgpu_dev_ops *ops, struct amdgpu_dev *dev,
 		   struct kfd_ioctl_criu_args *args, const char *what);
 double amdgpu_now(void);
+/* CHECKPOINT and RESTORE fill the dma-bufs of all buckets or none: close what they gave. */
+void amdgpu_close_bucket_fds(struct kfd_criu_bo_bucket *buckets, size_t nr_bos);
 
 /* amdgpu_dump.c: the dump hooks. */
 int amdgpu_dump_file(int fd, int id);

@@ -16,6 +16,7 @@
 
 #define LOG_PREFIX "amdgpu: "
 #include "criu-plugin.h"
+#include "amdgpu_dev.h"
 #include "amdgpu_sdma.h"
 
 /* Large enough to amortise a submission, small enough to stay resident. */
@@ -176,24 +177,6 @@ static int submit_and_wait(struct amdgpu_sdma *sdma, amdgpu_bo_list_handle list,
 	return ret;
 }
 
-static int file_io(int fd, void *buf, uint64_t len, uint64_t off, bool read_it)
-{
-	while (len) {
-		ssize_t done = read_it ? pread(fd, buf, len, off) : pwrite(fd, buf, len, off);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-		off += done;
-	}
-	return 0;
-}
-
 static int copy_chunks(struct amdgpu_sdma *sdma, const struct gpu_buf *bo_buf,
 		       amdgpu_bo_list_handle list, uint64_t bo_off, int file_fd, uint64_t file_off,
 		       uint64_t len, bool to_bo)
@@ -206,7 +189,7 @@ static int copy_chunks(struct amdgpu_sdma *sdma, const struct gpu_buf *bo_buf,
 		unsigned int dwords;
 
 		if (to_bo)
-			ret = file_io(file_fd, sdma->staging, chunk, file_off, true);
+			ret = amdgpu_file_io(file_fd, sdma->staging, chunk, file_off, true);
 		dwords = ret ? 0
 			     : amdgpu_sdma_build_copy(sdma->ib, IB_SIZE / 4,
 						      to_bo ? sdma->staging_buf.addr : bo_addr,
@@ -217,7 +200,7 @@ static int copy_chunks(struct amdgpu_sdma *sdma, const struct gpu_buf *bo_buf,
 		if (!ret)
 			ret = submit_and_wait(sdma, list, dwords);
 		if (!ret && !to_bo)
-			ret = file_io(file_fd, sdma->staging, chunk, file_off, false);
+			ret = amdgpu_file_io(file_fd, sdma->staging, chunk, file_off, false);
 		bo_off += chunk;
 		file_off += chunk;
 		len -= chunk;

@@ -114,17 +114,6 @@ static int restore_render_file(int id, const AmdgpuRenderEntry *render)
 
 /* ---- the process's KFD state ---- */
 
-static void close_bucket_fds(struct kfd_criu_bo_bucket *buckets, size_t nr_bos)
-{
-	size_t i;
-
-	for (i = 0; i < nr_bos; i++) {
-		if (buckets[i].dmabuf_fd != KFD_INVALID_FD)
-			close((int)buckets[i].dmabuf_fd);
-		buckets[i].dmabuf_fd = KFD_INVALID_FD;
-	}
-}
-
 /* KFD wants one bucket per GPU, each with the render node to build the GPU's VM on. */
 static int fill_device_buckets(const AmdgpuKfdEntry *kfd, struct kfd_criu_device_bucket *devices)
 {
@@ -412,7 +401,7 @@ static int restore_kfd_file(const struct amdgpu_dumped_kfd *dumped)
 		ret = fill_in_task(dumped->file_id, kfd, buckets);
 out:
 	/* RESTORE fills the fds in all or none of the buckets. */
-	close_bucket_fds(buckets, kfd->n_bos);
+	amdgpu_close_bucket_fds(buckets, kfd->n_bos);
 	free(buckets);
 	if (dev)
 		ops->close(dev);

@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "amdgpu_file_io.h"
 #include "emu_state.h"
 #include "libkfdemu.h"
 
@@ -137,24 +138,13 @@ static int process_vm_io(const struct emu_mem *mem, void *buf, uint64_t len, uin
 
 static int file_io(const struct emu_mem *mem, void *buf, uint64_t len, uint64_t offset, bool write)
 {
-	uint64_t pos = mem->base + offset;
+	int ret = amdgpu_file_io(mem->fd, buf, len, mem->base + offset, !write);
 
-	while (len) {
-		ssize_t done =
-			write ? pwrite(mem->fd, buf, len, pos) : pread(mem->fd, buf, len, pos);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done <= 0) {
-			emu_err("device memory at %#llx: %s failed: %s", (unsigned long long)pos,
-				write ? "write" : "read", done < 0 ? strerror(errno) : "short");
-			return done < 0 ? -errno : -EIO;
-		}
-		buf = (char *)buf + done;
-		len -= done;
-		pos += done;
-	}
-	return 0;
+	if (ret)
+		emu_err("device memory at %#llx: %s failed: %s",
+			(unsigned long long)(mem->base + offset), write ? "write" : "read",
+			ret == -ENODATA ? "short" : strerror(-ret));
+	return ret;
 }
 
 int emu_mem_read(const struct emu_mem *mem, void *buf, uint64_t len, uint64_t offset)
@@ -1027,25 +1017,6 @@ static void put_copy_bo(struct emu_bo *bo)
 	pthread_mutex_unlock(&emu_lock);
 }
 
-static int file_full(int fd, void *buf, uint64_t len, uint64_t off, bool read_it)
-{
-	while (len) {
-		ssize_t done = read_it ? pread(fd, buf, len, off) : pwrite(fd, buf, len, off);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		/* A file that ends early is a truncated image. */
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-		off += done;
-	}
-	return 0;
-}
-
 /*
  * Through a bounce buffer, one per connection thread, faulted in once: the aperture is
  * written with pwrite(), not through a mapping, since a page fault per 4 KiB of a fresh
@@ -1100,14 +1071,14 @@ static int copy_chunks(const struct emu_bo *bo, const struct kfdemu_copy *req, i
 
 		/* The device side (emu_mem_*) logs its own failures; the file side's are said here. */
 		if (to_bo) {
-			ret = file_full(file_fd, buf, chunk, file_pos, true);
+			ret = amdgpu_file_io(file_fd, buf, chunk, file_pos, true);
 			if (ret)
 				file_error(bo, "read", file_pos, ret);
 			else
 				ret = emu_mem_write(&aperture, buf, chunk, pos);
 		} else {
 			ret = emu_mem_read(&aperture, buf, chunk, pos);
-			if (!ret && (ret = file_full(file_fd, buf, chunk, file_pos, false)))
+			if (!ret && (ret = amdgpu_file_io(file_fd, buf, chunk, file_pos, false)))
 				file_error(bo, "write", file_pos, ret);
 		}
 		pos += chunk;

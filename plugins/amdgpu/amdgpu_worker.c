@@ -62,6 +62,7 @@ static struct {
 	int listen_sk;
 	int store_id;
 	int abort_efd; /* exit() on a failed restore: drop everything now */
+	int stop_efd;  /* exit(): the acceptor stops waiting for connections */
 	pthread_t acceptor;
 	bool acceptor_started;
 	pthread_mutex_t lock; /* everything below */
@@ -71,7 +72,7 @@ static struct {
 	struct task_record *tasks;
 	struct lane *lanes;
 	size_t nr_lanes;
-} wk = { .listen_sk = -1, .store_id = -1, .abort_efd = -1,
+} wk = { .listen_sk = -1, .store_id = -1, .abort_efd = -1, .stop_efd = -1,
 	 .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
 
 /* ================== in the task: hand the BOs over ================== */
@@ -399,22 +400,17 @@ static void *acceptor_main(void *arg)
 	(void)arg;
 	for (;;) {
 		struct pollfd pfds[2] = { { .fd = wk.listen_sk, .events = POLLIN },
-					  { .fd = wk.abort_efd, .events = POLLIN } };
-		bool stopping;
+					  { .fd = wk.stop_efd, .events = POLLIN } };
 		int sk;
 
-		if (poll(pfds, 2, 100) < 0 && errno != EINTR) {
+		if (poll(pfds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
 			pr_perror("worker: poll");
 			break;
 		}
-		pthread_mutex_lock(&wk.lock);
-		stopping = wk.stopping;
-		pthread_mutex_unlock(&wk.lock);
-		if (!pfds[0].revents) {
-			if (stopping || pfds[1].revents)
-				break;
-			continue;
-		}
+		if (!pfds[0].revents)
+			break;
 		sk = accept4(wk.listen_sk, NULL, NULL, SOCK_CLOEXEC);
 		if (sk < 0) {
 			pr_perror("worker: accept");
@@ -512,7 +508,8 @@ int amdgpu_worker_listen(void)
 		return -errno;
 	}
 	wk.abort_efd = eventfd(0, EFD_CLOEXEC);
-	if (wk.abort_efd < 0) {
+	wk.stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (wk.abort_efd < 0 || wk.stop_efd < 0) {
 		pr_perror("eventfd");
 		return -errno;
 	}
@@ -622,6 +619,8 @@ void amdgpu_worker_stop(bool abort)
 	pthread_mutex_unlock(&wk.lock);
 	if (abort && wk.abort_efd >= 0 && write(wk.abort_efd, &one, sizeof(one)) != sizeof(one))
 		pr_perror("cannot signal the BO worker");
+	if (wk.stop_efd >= 0 && write(wk.stop_efd, &one, sizeof(one)) != sizeof(one))
+		pr_perror("cannot stop the BO worker's acceptor");
 	if (wk.acceptor_started)
 		pthread_join(wk.acceptor, NULL);
 	for (i = 0; i < wk.nr_lanes; i++)
@@ -641,8 +640,10 @@ void amdgpu_worker_stop(bool abort)
 		close(wk.listen_sk);
 	if (wk.abort_efd >= 0)
 		close(wk.abort_efd);
+	if (wk.stop_efd >= 0)
+		close(wk.stop_efd);
 	wk.lanes = NULL;
 	wk.nr_lanes = 0;
-	wk.listen_sk = wk.abort_efd = wk.store_id = -1;
+	wk.listen_sk = wk.abort_efd = wk.stop_efd = wk.store_id = -1;
 	wk.acceptor_started = wk.stopping = wk.aborted = false;
 }

@@ -41,16 +41,21 @@ CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 .DEFAULT_GOAL := all
 # The restorer blob (criu/pie/) has its own flags and rules.
 include criu/pie/Makefile.inc
-# The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so.
+# The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so (and a test build).
 include plugins/amdgpu/Makefile.inc
 # crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
 include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps
+.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
 .PHONY: uninstall deb
 all: criu/criu $(AMDGPU_PLUGIN) crit
+
+# What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
+# KFD EMULATOR (test/gpu) and the AMDGPU plugin's test build. Not in `all`: never installed.
+gpu-emu: $(AMDGPU_TEST_PLUGIN)
+	$(MAKE) -C test/gpu all
 
 images/%.pb-c.c images/%.pb-c.h: images/%.proto
 	$(PROTOC_C) --proto_path=images --c_out=images $<
@@ -71,16 +76,16 @@ criu/plugindir.stamp: FORCE
 criu/plugin.o: criu/plugindir.stamp
 .PHONY: FORCE
 
-test: all
+test: all gpu-emu
 	$(MAKE) -C test run
 
-demo: all
+demo: all gpu-emu
 	./scripts/demo.sh
 
 bench: all
 	$(MAKE) -C test bench
 
-bench-gpu: all
+bench-gpu: all gpu-emu
 	$(MAKE) -C test/bench-gpu
 
 # redis-server, an asyncio server and tmux dumped and restored (test/realapps/run.sh).

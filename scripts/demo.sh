@@ -12,7 +12,8 @@ COUNTER="$SRC_DIR/test/demo/counter"
 MEM_MIB=64
 KFD_EMU="$SRC_DIR/test/gpu/kfd-emu"
 GPU_HOLDER="$SRC_DIR/test/bench-gpu/gpu_holder"
-AMDGPU_PLUGIN_DIR="$SRC_DIR/plugins/amdgpu"
+# The AMDGPU plugin's test build: the one with the KFD EMULATOR backend (make gpu-emu).
+AMDGPU_PLUGIN_DIR="$SRC_DIR/test/gpu/plugin"
 GPU_HOST_MIB=512
 GPU_DEV_MIB=512
 
@@ -42,6 +43,8 @@ show_proc() { # PID
 [ -x "$CRIU" ] || die "$CRIU not built; run make first"
 make -s -C "$SRC_DIR/test/demo" counter
 make -s -C "$SRC_DIR/test/bench-gpu" gpu_holder
+# What `make demo` builds first; run directly after a plain `make`, the demo builds it.
+[ -x "$KFD_EMU" ] && [ -e "$AMDGPU_PLUGIN_DIR/amdgpu_plugin.so" ] || make -s -C "$SRC_DIR" gpu-emu
 
 WORK_DIR="$(mktemp -d /tmp/criu-demo.XXXXXX)"
 IMG_DIR="$WORK_DIR/images"
@@ -182,7 +185,7 @@ done
 grep -q ready "$GPU_LOG" || die "gpu_holder did not get ready; see $GPU_LOG"
 tail -n 1 "$GPU_LOG" | sed 's/^/     /'
 
-step "9. GPU: criu dump -t $GPU_PID -L plugins/amdgpu (BO contents through the AMDGPU plugin)"
+step "9. GPU: criu dump -t $GPU_PID -L test/gpu/plugin (the AMDGPU plugin, its emulator build)"
 "$CRIU" dump -t "$GPU_PID" -D "$GPU_IMG" -v4 -o dump.log -L "$AMDGPU_PLUGIN_DIR" ||
 	die "criu dump failed; see $GPU_IMG/dump.log"
 for _ in $(seq 50); do

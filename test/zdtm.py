@@ -15,6 +15,8 @@ import os
 import pty
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -31,9 +33,11 @@ PLUGIN_LIB = os.path.join(PLUGINS_DIR, 'lib')
 PLUGIN_LIB_NO_TESTDEV = os.path.join(PLUGINS_DIR, 'lib-notestdev')
 # lib-unixsk/: test_unixsk alone, which takes Unix sockets whose peer is outside the tree.
 PLUGIN_LIB_UNIXSK = os.path.join(PLUGINS_DIR, 'lib-unixsk')
-# GPU tests: the KFD EMULATOR daemon (test/gpu) and the AMDGPU plugin
+# GPU tests: the KFD EMULATOR daemon (test/gpu) and the AMDGPU plugin's test build (with
+# the emulator backend); the production build is only checked, it cannot drive an emulator
 KFD_EMU = os.path.join(TEST_DIR, 'gpu', 'kfd-emu')
-AMDGPU_PLUGIN_DIR = os.path.join(ROOT_DIR, 'plugins', 'amdgpu')
+AMDGPU_PLUGIN_DIR = os.path.join(TEST_DIR, 'gpu', 'plugin')
+AMDGPU_PROD_PLUGIN_DIR = os.path.join(ROOT_DIR, 'plugins', 'amdgpu')
 # The reference: upstream CRIU next to the repository (absent in a plain clone: the cross
 # tests are then skipped). It is run, never read.
 UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstream-criu',
@@ -98,6 +102,40 @@ def truncate_amdgpu_pages(img_dir, pid):
         if name.startswith('amdgpu-pages-'):
             path = os.path.join(img_dir, name)
             os.truncate(path, os.path.getsize(path) // 2)
+
+
+def amdgpu_priv_data_version(img_dir, pid):
+    """Flip the version KFD's private data starts with, inside amdgpu-kfd-*.img: the image
+    header (magic, version, length), then a protobuf whose field 5 holds the private data."""
+    def varint(data, pos):
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            value |= (byte & 0x7f) << shift
+            pos, shift = pos + 1, shift + 7
+            if not byte & 0x80:
+                return value, pos
+    for name in os.listdir(img_dir):
+        if not name.startswith('amdgpu-kfd-'):
+            continue
+        path = os.path.join(img_dir, name)
+        with open(path, 'rb') as img:
+            data = bytearray(img.read())
+        pos = 16
+        while pos < len(data):
+            key, pos = varint(data, pos)
+            if key & 7 == 2:
+                length, pos = varint(data, pos)
+                if key >> 3 == 5:
+                    data[pos] ^= 0x40
+                    break
+                pos += length
+            elif key & 7 == 0:
+                _, pos = varint(data, pos)
+            else:
+                raise ValueError('%s: unexpected wire type %d' % (name, key & 7))
+        with open(path, 'wb') as img:
+            img.write(data)
 
 
 def corrupt_grandchild_core(img_dir, pid):
@@ -949,12 +987,13 @@ for _kind in ('net', 'mnt', 'user', 'cgroup'):
                                                                                  field),
         'expect': 'restoring %s namespaces is not supported' % _kind}
 
-# GPU (modes gpu, gpu_restore_fails): test/zdtm/gpu/gpu_bos on its own KFD EMULATOR
-# daemon, dumped and restored with -L plugins/amdgpu. 'path': how the BO contents must
-# have been restored (parallel: criu's worker; serial: the task); 'layout': gpu_bos's;
-# 'child': gpu_bos forks a child without GPU state (a tree: serial, whatever is asked);
-# 'parallel_env': AMDGPU_PARALLEL_RESTORE for criu (None: unset; default: '1' for the
-# parallel path, '0' for serial).
+# GPU (modes gpu, gpu_restore_fails, gpu_production_plugin): test/zdtm/gpu/gpu_bos (or
+# 'bin') on its own KFD EMULATOR daemon, dumped and restored with the plugin's test build.
+# 'path': how the BO contents must have been restored (parallel: criu's worker; serial: the
+# tasks); 'layout': gpu_bos's; 'child': gpu_bos forks a child without GPU state; 'procs': a
+# tree of that many GPU processes; 'parallel_env': AMDGPU_PARALLEL_RESTORE for criu (None:
+# unset; default: '1' for the parallel path, '0' for serial); 'restore_gpus': restore on a
+# second emulator with these GPUs (gpu ids remapped, or another model).
 TESTS.update({
     'amdgpu_two_gpus_mapped_parallel': {'mode': 'gpu', 'path': 'parallel',
                                         'layout': 'two_gpus'},
@@ -964,7 +1003,8 @@ TESTS.update({
     # the mapped 1 GiB BO's pages are the plugin's: none may land in the page images
     'amdgpu_6gib_sparse_parallel': {'mode': 'gpu', 'path': 'parallel', 'layout': 'big',
                                     'max_pages_bytes': 16 << 20},
-    # restore must fail naming the cause, leave no process and the images unchanged
+    # restore must fail naming the cause, leave no process, nothing in the emulator, and
+    # the images unchanged
     'amdgpu_fail_truncated_pages_parallel': {'mode': 'gpu_restore_fails', 'path': 'parallel',
                                              'corrupt': truncate_amdgpu_pages,
                                              'names': 'the image is truncated'},
@@ -977,14 +1017,42 @@ TESTS.update({
     'amdgpu_fail_task_dies_mid_command': {'mode': 'gpu_restore_fails', 'path': 'parallel',
                                           'fault': 'task-dies-mid-command',
                                           'names': 'closed the connection mid-command'},
-    # a root with BOs and a child: the plugin chooses serial, and says why; the child too
-    # is restored and passes its own memory check
+    # KFD refuses private data of another version: RESTORE fails, the task says so
+    'amdgpu_fail_priv_data_version': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                      'corrupt': amdgpu_priv_data_version,
+                                      'names': 'KFD CRIU op RESTORE failed: Invalid argument'},
+    # no GPU of the dumped model on the restore machine: refused before anything is forked
+    'amdgpu_fail_other_gpu_model': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                    'restore_gpus': ['0x3c1d:0x7410', '0x4d2e:0x7410'],
+                                    'names': 'no unused GPU of the same model here'},
+    # a root with BOs and a child without: criu's worker serves the tree (upstream would
+    # fall back to serial); the child too is restored and passes its own memory check
+    'amdgpu_tree_child_parallel': {'mode': 'gpu', 'path': 'parallel', 'layout': 'two_gpus',
+                                   'child': True, 'parallel_env': None},
     'amdgpu_tree_child_serial': {'mode': 'gpu', 'path': 'serial', 'layout': 'two_gpus',
-                                 'child': True, 'parallel_env': None},
-    # parallel explicitly asked for: the plugin cannot force it on a tree, still serial
-    'amdgpu_tree_child_parallel_asked_serial': {'mode': 'gpu', 'path': 'serial',
-                                                'layout': 'two_gpus', 'child': True,
-                                                'parallel_env': '1'},
+                                 'child': True},
+    # a launcher and three workers, each with its own BOs on both GPUs
+    'amdgpu_tree4_parallel': {'mode': 'gpu', 'path': 'parallel', 'layout': 'two_gpus',
+                              'procs': 4},
+    'amdgpu_tree4_serial': {'mode': 'gpu', 'path': 'serial', 'layout': 'two_gpus', 'procs': 4},
+    # one of the four dies mid-restore: the whole restore fails, nothing is left behind,
+    # and a clean restore of the same images then works
+    'amdgpu_tree4_one_dies_parallel': {'mode': 'gpu_restore_fails', 'path': 'parallel',
+                                       'layout': 'two_gpus', 'procs': 4,
+                                       'fault': 'task-dies-mid-command:CHILD',
+                                       'names': 'closed the connection mid-command'},
+    # restored on GPUs with other ids: handles, doorbell offsets, queues, events and SVM
+    # ranges keep the process's ids, the device buckets and mappings use the new ones
+    'amdgpu_gpu_id_remap': {'mode': 'gpu', 'path': 'parallel', 'layout': 'two_gpus',
+                            'restore_gpus': ['0x3c1d', '0x4d2e']},
+    # a process computing on its queues while dumped; results checked after restore
+    'amdgpu_queues_running_parallel': {'mode': 'gpu', 'path': 'parallel', 'bin': 'gpu_queues'},
+    'amdgpu_queues_running_serial': {'mode': 'gpu', 'path': 'serial', 'bin': 'gpu_queues'},
+    'amdgpu_queues_gpu_id_remap': {'mode': 'gpu', 'path': 'parallel', 'bin': 'gpu_queues',
+                                   'restore_gpus': ['0x3c1d', '0x4d2e']},
+    # what make install ships: no emulator, no test hooks; emulator images are refused
+    'amdgpu_production_plugin': {'mode': 'gpu_production_plugin', 'path': 'parallel',
+                                 'names': 'this build of the plugin has no emulator backend'},
 })
 
 
@@ -1483,6 +1551,7 @@ class TestRun:
         self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
+        self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
 
     # --- the test process -------------------------------------------------
@@ -1497,7 +1566,7 @@ class TestRun:
             prog = os.path.join(PLUGINS_DIR, 'plugin_dev')
         elif self.desc.get('mode', '').startswith('gpu'):
             self.start_emulator()
-            prog = os.path.join(BIN_DIR, 'gpu_bos')
+            prog = os.path.join(BIN_DIR, self.desc.get('bin', 'gpu_bos'))
         else:
             prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
         if self.desc.get('mode') == 'tty' or self.desc.get('tty'):
@@ -1668,22 +1737,28 @@ class TestRun:
         self.umount_devpts()
 
     # --- the KFD emulator (GPU tests) ---------------------------------------
-    def start_emulator(self):
-        """A daemon of our own: its socket and topology in the test's directory."""
+    def start_emulator(self, gpus=()):
+        """A daemon of our own: its socket and a fresh topology in the test's directory."""
         emu_dir = os.path.join(self.out, 'emu')
-        os.makedirs(emu_dir)
-        sock, topo = os.path.join(emu_dir, 'sock'), os.path.join(emu_dir, 'topology')
-        pidfile = os.path.join(emu_dir, 'pid')
-        self.emu = subprocess.Popen([KFD_EMU, '-s', sock, '-t', topo, '-p', pidfile, '-l',
-                                     os.path.join(emu_dir, 'log')], stdin=subprocess.DEVNULL)
+        os.makedirs(emu_dir, exist_ok=True)
+        sock, pidfile = os.path.join(emu_dir, 'sock'), os.path.join(emu_dir, 'pid')
+        topo = os.path.join(emu_dir, 'topology-%d' % len(os.listdir(emu_dir)))
+        if os.path.exists(pidfile):
+            os.unlink(pidfile)
+        gpu_args = [a for g in gpus for a in ('-g', g)]
+        self.emu = subprocess.Popen([KFD_EMU, '-s', sock, '-t', topo, '-p', pidfile, '-v', '3',
+                                     '-l', os.path.join(emu_dir, 'log')] + gpu_args,
+                                    stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + READY_TIMEOUT
         while not os.path.exists(pidfile):
             if self.emu.poll() is not None or time.monotonic() > deadline:
                 raise TestFailure('the KFD emulator did not start (see %s/log)' % emu_dir)
             time.sleep(0.01)
+        self.emu_sock = sock
         self.test_env = {'KFDEMU_SOCKET': sock,
                          'GPU_TEST_LAYOUT': self.desc.get('layout', 'two_gpus'),
-                         'GPU_TEST_CHILD': '1' if self.desc.get('child') else '0'}
+                         'GPU_TEST_CHILD': '1' if self.desc.get('child') else '0',
+                         'GPU_TEST_PROCS': str(self.desc.get('procs', 1))}
         self.criu_env = {'KFDEMU_SOCKET': sock, 'AMDGPU_TOPOLOGY_DIR': topo,
                          'AMDGPU_PARALLEL_RESTORE': self.desc.get(
                              'parallel_env', '1' if self.desc['path'] == 'parallel' else '0')}
@@ -1698,6 +1773,42 @@ class TestRun:
             self.emu.kill()
             self.emu.wait()
         self.emu = None
+
+    def emulator_stats(self):
+        """What the emulator holds, asked on a render node connection (which makes no
+        process of its own): the wire protocol of test/gpu/kfdemu_proto.h."""
+        frame = struct.Struct('<IHHIiQII')
+
+        def call(sk, msg_type, payload):
+            sk.sendall(frame.pack(0x4544464b, 2, msg_type, 1, 0, len(payload), 0, 0) + payload)
+            head = b''
+            while len(head) < frame.size:
+                head += sk.recv(frame.size - len(head))
+            fields = frame.unpack(head)
+            body = b''
+            while len(body) < fields[5]:
+                body += sk.recv(fields[5] - len(body))
+            if fields[4]:
+                raise TestFailure('the KFD emulator refused request %d: %d' % (msg_type, fields[4]))
+            return body
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sk:
+            sk.connect(self.emu_sock)
+            call(sk, 1, struct.pack('<IIQII', 2, 1, os.fstat(sk.fileno()).st_ino, 128, 0))
+            names = ('processes', 'bos', 'queues', 'events', 'svm_ranges', 'connections',
+                     'vram_used')
+            return dict(zip(names, struct.unpack('<IIIIIIQ', call(sk, 22, b''))))
+
+    def expect_emulator_empty(self, log):
+        """Nothing of the tree is left in the emulator: no process, BO, queue or VRAM."""
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while True:
+            stats = self.emulator_stats()
+            if not stats['processes'] and not stats['bos'] and not stats['vram_used']:
+                return
+            if time.monotonic() > deadline:
+                raise TestFailure('the KFD emulator still holds %r' % stats, log)
+            time.sleep(0.02)
 
     # --- criu --------------------------------------------------------------
     def criu(self, action, args, log=None, stdin=None, expect_ok=True, binary=CRIU):
@@ -2461,29 +2572,32 @@ class TestRun:
         self.finish_and_judge()
 
     # --- GPU (KFD emulator + plugins/amdgpu) -----------------------------------
-    def expect_bo_path(self, pid):
-        """The BO contents went the way the test names: criu's worker, or the task."""
+    def gpu_pids(self):
+        """The dumped processes that hold GPU state: the root, and with 'procs' the tree."""
+        return sorted(self.tree) if self.desc.get('procs', 1) > 1 else [self.pid]
+
+    def expect_bo_path(self):
+        """Every GPU process's BO contents went the way the test names: criu's worker, or
+        the task itself."""
         with open(os.path.join(self.img, 'restore.log'), errors='replace') as log:
             text = log.read()
-        if self.desc['path'] == 'parallel':
-            needle = 'amdgpu: worker: task %d: ' % pid
-        else:
-            needle = 'amdgpu: task %d: ' % pid
-        lines = [l for l in text.splitlines() if needle in l and 'BOs (' in l]
-        if len(lines) != 1 or ('serial' in lines[0]) != (self.desc['path'] == 'serial'):
-            raise TestFailure('BO contents were not restored on the %s path: %r'
-                              % (self.desc['path'], lines), 'restore.log')
+        for pid in self.gpu_pids():
+            if self.desc['path'] == 'parallel':
+                needle = 'amdgpu: worker: task %d: ' % pid
+            else:
+                needle = 'amdgpu: task %d: ' % pid
+            lines = [l for l in text.splitlines() if needle in l and 'BOs (' in l]
+            if len(lines) != 1 or ('serial' in lines[0]) != (self.desc['path'] == 'serial'):
+                raise TestFailure('BO contents of task %d were not restored on the %s path: %r'
+                                  % (pid, self.desc['path'], lines), 'restore.log')
         self.expect_path_choice(text)
 
     def expect_path_choice(self, log_text):
         """criu's plugin init chose the path for the expected reason, and said so."""
         if self.desc['path'] == 'parallel':
             expected = 'amdgpu: BO worker started'
-        elif self.desc.get('child'):
-            expected = ('amdgpu: BO contents restored in the tasks (serial): the tree has '
-                        'more than one process')
         else:
-            expected = ('amdgpu: BO contents restored in the task (serial): '
+            expected = ('amdgpu: BO contents restored in the tasks (serial): '
                         'AMDGPU_PARALLEL_RESTORE=0')
         choices = [l for l in log_text.splitlines()
                    if 'amdgpu: BO worker started' in l or 'amdgpu: BO contents restored in' in l]
@@ -2508,25 +2622,33 @@ class TestRun:
             raise TestFailure('restored tree %r, dumped %r' % (restored, self.tree),
                               'restore.log')
 
+    def move_to_restore_machine(self):
+        """'restore_gpus': the images go to a machine with other GPUs (a second emulator
+        on the same socket, with a fresh topology)."""
+        if 'restore_gpus' in self.desc:
+            self.stop_emulator()
+            self.start_emulator(self.desc['restore_gpus'])
+
     def run_gpu(self):
         pid = self.pid
         self.dump(['-L', AMDGPU_PLUGIN_DIR])
+        self.move_to_restore_machine()
         self.restore(pid, extra=['-L', AMDGPU_PLUGIN_DIR])
-        self.expect_bo_path(pid)
+        self.expect_bo_path()
         self.expect_tree_restored()
         self.finish_and_judge()
 
-    def run_gpu_restore_fails(self):
-        pid = self.pid
-        self.dump(['-L', AMDGPU_PLUGIN_DIR])
-        if 'corrupt' in self.desc:
-            self.desc['corrupt'](self.img, pid)
+    def gpu_restore_must_fail(self, pid, plugin_dir):
+        """A restore that fails naming the cause, leaving no process, nothing in the
+        emulator, and the images as they were."""
         checksum = images_checksum(self.img)
-        if 'fault' in self.desc:
-            self.criu_env['AMDGPU_PLUGIN_TEST_FAULT'] = self.desc['fault']
+        fault = self.desc.get('fault', '')
+        if fault.endswith(':CHILD'):
+            fault = fault.replace('CHILD', str(max(p for p in self.tree if p != pid)))
+        if fault:
+            self.criu_env['AMDGPU_PLUGIN_TEST_FAULT'] = fault
         code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
-                                             '-L', AMDGPU_PLUGIN_DIR], 'restore.log',
-                                 expect_ok=False)
+                                             '-L', plugin_dir], 'restore.log', expect_ok=False)
         self.criu_env.pop('AMDGPU_PLUGIN_TEST_FAULT', None)
         if code == 0:
             self.pid, self.is_child = pid, False
@@ -2537,15 +2659,41 @@ class TestRun:
         if not any(self.desc['names'] in l for l in lines + stderr.splitlines()):
             raise TestFailure('nothing says "%s": %r' % (self.desc['names'], lines[-3:]),
                               'restore.log')
-        self.expect_no_process(pid, 'restore.log')
+        for tree_pid in self.tree:
+            self.expect_no_process(tree_pid, 'restore.log')
+        self.expect_emulator_empty('restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
+
+    def run_gpu_restore_fails(self):
+        pid = self.pid
+        self.dump(['-L', AMDGPU_PLUGIN_DIR])
+        if 'corrupt' in self.desc:
+            self.desc['corrupt'](self.img, pid)
+        self.move_to_restore_machine()
+        self.gpu_restore_must_fail(pid, AMDGPU_PLUGIN_DIR)
         if 'fault' not in self.desc:
             return
         # nothing the failure left (emulator state, worker, sockets) stands in the way
         self.restore(pid, extra=['-L', AMDGPU_PLUGIN_DIR])
-        self.expect_bo_path(pid)
+        self.expect_bo_path()
+        self.expect_tree_restored()
         self.finish_and_judge()
+
+    def run_gpu_production_plugin(self):
+        """The plugin make install ships has no emulator client and no test hooks, and
+        refuses the emulator's images with one clear line."""
+        so = os.path.join(AMDGPU_PROD_PLUGIN_DIR, 'amdgpu_plugin.so')
+        with open(so, 'rb') as plugin:
+            blob = plugin.read()
+        for marker in (b'kfdemu_', b'/memfd:kfdemu', b'AMDGPU_PLUGIN_TEST_FAULT',
+                       b'task-dies-mid-command'):
+            if marker in blob:
+                raise TestFailure('%s contains %r: test code in the production build'
+                                  % (so, marker.decode()))
+        pid = self.pid
+        self.dump(['-L', AMDGPU_PLUGIN_DIR])
+        self.gpu_restore_must_fail(pid, AMDGPU_PROD_PLUGIN_DIR)
 
 
 def run_one(name, use_criu):

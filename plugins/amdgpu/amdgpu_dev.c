@@ -1,11 +1,12 @@
 /*
- * BO contents I/O shared by both device backends: the CPU copies between a BO's fd
- * (dma-buf on hardware, memfd on the emulator) and an image file through an mmap of the
- * BO, in bounded windows, so a BO of any (64-bit) size needs little address space.
+ * The backends of this build, and the CPU copies between a BO's dma-buf and an image file
+ * through an mmap of the dma-buf, in bounded windows, so a BO of any (64-bit) size needs
+ * little address space: the hardware backend's copies where SDMA cannot run.
  */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define LOG_PREFIX "amdgpu: "
@@ -15,23 +16,27 @@
 /* 64 MiB: large enough that the mmap cost vanishes, small enough for any address space. */
 #define COPY_WINDOW (64ULL << 20)
 
-static int file_io_full(int file_fd, void *buf, uint64_t len, uint64_t off, bool read_file)
-{
-	while (len) {
-		ssize_t done = read_file ? pread(file_fd, buf, len, off) : pwrite(file_fd, buf, len, off);
+/* The emulator backend exists in test builds only (AMDGPU_EMULATOR): see Makefile.inc. */
+const struct amdgpu_dev_ops *const amdgpu_backends[] = {
+	&amdgpu_dev_kfd_ops,
+#ifdef AMDGPU_EMULATOR
+	&amdgpu_dev_emu_ops,
+#endif
+};
+const unsigned int amdgpu_nr_backends = sizeof(amdgpu_backends) / sizeof(amdgpu_backends[0]);
 
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		/* A short image: it was truncated. */
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-		off += done;
-	}
-	return 0;
+const struct amdgpu_dev_ops *amdgpu_backend(AmdgpuBackend backend)
+{
+	unsigned int i;
+
+	for (i = 0; i < amdgpu_nr_backends; i++)
+		if (amdgpu_backends[i]->backend == backend)
+			return amdgpu_backends[i];
+	if (backend == AMDGPU_BACKEND__KFD_EMULATOR)
+		pr_err("the images were made on the KFD EMULATOR; this build of the plugin has no emulator backend (the test build in test/gpu/plugin has)\n");
+	else
+		pr_err("the images name device backend %d, which this plugin does not know\n", backend);
+	return NULL;
 }
 
 static int copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_off, uint64_t len,
@@ -48,22 +53,13 @@ static int copy_via_mmap(int bo_fd, uint64_t bo_off, int file_fd, uint64_t file_
 
 		map = mmap(NULL, chunk + lead, to_bo ? PROT_WRITE : PROT_READ, MAP_SHARED, bo_fd,
 			   map_off);
-		if (map == MAP_FAILED) {
-			ret = -errno;
-			pr_err("cannot map %llu bytes of a BO at %#llx: %s\n",
-			       (unsigned long long)chunk, (unsigned long long)bo_off, strerror(-ret));
-			return ret;
-		}
+		if (map == MAP_FAILED)
+			return -errno;
 		/* to_bo: read the image straight into the BO's pages (one copy). */
-		ret = file_io_full(file_fd, (char *)map + lead, chunk, file_off, to_bo);
+		ret = amdgpu_file_io(file_fd, (char *)map + lead, chunk, file_off, to_bo);
 		munmap(map, chunk + lead);
-		if (ret) {
-			pr_err("BO contents at %#llx (%llu bytes): cannot %s the image at offset %llu: %s\n",
-			       (unsigned long long)bo_off, (unsigned long long)chunk,
-			       to_bo ? "read" : "write", (unsigned long long)file_off,
-			       ret == -ENODATA ? "the image is truncated" : strerror(-ret));
+		if (ret)
 			return ret;
-		}
 		bo_off += chunk;
 		file_off += chunk;
 		len -= chunk;

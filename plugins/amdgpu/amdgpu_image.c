@@ -1,7 +1,8 @@
 /*
  * Reading and writing the AMDGPU plugin's images. The plugin cannot use criu's image
- * code (not part of the plugin API), so amdgpu-kfd-ID.img has its own small header:
- * u32 magic, u32 version, u64 length of the packed protobuf that follows.
+ * code (not part of the plugin API), so amdgpu-kfd-ID.img and amdgpu-renderD-ID.img have
+ * their own small header: u32 magic, u32 version, u64 length of the packed protobuf that
+ * follows.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,75 +18,42 @@
 #include "amdgpu_image.h"
 
 /* Bigger than any sane entry (a million BOs): a corrupt length is refused, not allocated. */
-#define KFD_IMAGE_MAX (256ULL << 20)
+#define IMAGE_MAX (256ULL << 20)
 
-struct kfd_image_hdr {
+#define KFD_IMAGE "amdgpu-kfd-%d.img"
+#define KFD_MAGIC 0x4b444741U /* "AGDK" */
+#define RENDER_IMAGE "amdgpu-renderD-%d.img"
+#define RENDER_MAGIC 0x52444741U /* "AGDR" */
+
+struct img_hdr {
 	uint32_t magic;
 	uint32_t version;
 	uint64_t len;
 };
-
-static void kfd_image_name(char *buf, size_t size, int id)
-{
-	snprintf(buf, size, "amdgpu-kfd-%d.img", id);
-}
 
 static void pages_image_name(char *buf, size_t size, int id)
 {
 	snprintf(buf, size, "amdgpu-pages-%d.img", id);
 }
 
-static int write_full(int fd, const void *buf, size_t len)
+/* One packed message behind the header; which message the magic says. */
+static int message_write(const char *name, uint32_t magic, const ProtobufCMessage *msg)
 {
-	while (len) {
-		ssize_t done = write(fd, buf, len);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		buf = (const char *)buf + done;
-		len -= done;
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	while (len) {
-		ssize_t done = read(fd, buf, len);
-
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done < 0)
-			return -errno;
-		if (done == 0)
-			return -ENODATA;
-		buf = (char *)buf + done;
-		len -= done;
-	}
-	return 0;
-}
-
-int amdgpu_kfd_image_write(int id, const AmdgpuKfdEntry *kfd)
-{
-	struct kfd_image_hdr hdr = { .magic = AMDGPU_IMG_MAGIC, .version = AMDGPU_IMG_VERSION };
-	char name[64];
+	struct img_hdr hdr = { .magic = magic, .version = AMDGPU_IMG_VERSION };
 	uint8_t *buf;
 	int fd, ret;
 
-	kfd_image_name(name, sizeof(name), id);
-	hdr.len = amdgpu_kfd_entry__get_packed_size(kfd);
+	hdr.len = protobuf_c_message_get_packed_size(msg);
 	buf = malloc(hdr.len ? hdr.len : 1);
 	if (!buf) {
 		pr_err("%s: out of memory\n", name);
 		return -ENOMEM;
 	}
-	amdgpu_kfd_entry__pack(kfd, buf);
+	protobuf_c_message_pack(msg, buf);
 	fd = openat(criu_get_image_dir(), name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ret = fd < 0 ? -errno : write_full(fd, &hdr, sizeof(hdr));
+	ret = fd < 0 ? -errno : amdgpu_file_io(fd, &hdr, sizeof(hdr), 0, false);
 	if (!ret)
-		ret = write_full(fd, buf, hdr.len);
+		ret = amdgpu_file_io(fd, buf, hdr.len, sizeof(hdr), false);
 	if (fd >= 0 && close(fd) && !ret)
 		ret = -errno;
 	free(buf);
@@ -94,27 +62,28 @@ int amdgpu_kfd_image_write(int id, const AmdgpuKfdEntry *kfd)
 	return ret;
 }
 
-static int read_kfd_payload(int fd, const char *name, AmdgpuKfdEntry **kfd)
+static int read_payload(int fd, const char *name, uint32_t magic,
+			const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg)
 {
-	struct kfd_image_hdr hdr;
+	struct img_hdr hdr;
 	uint8_t *buf;
 	int ret;
 
-	ret = read_full(fd, &hdr, sizeof(hdr));
-	if (!ret && (hdr.magic != AMDGPU_IMG_MAGIC || hdr.version != AMDGPU_IMG_VERSION ||
-		     hdr.len > KFD_IMAGE_MAX)) {
-		pr_err("%s: bad header (magic %#x, version %u, length %" PRIu64 ")\n", name, hdr.magic,
-		       hdr.version, hdr.len);
+	ret = amdgpu_file_io(fd, &hdr, sizeof(hdr), 0, true);
+	if (!ret && (hdr.magic != magic || hdr.version != AMDGPU_IMG_VERSION ||
+		     hdr.len > IMAGE_MAX)) {
+		pr_err("%s: bad header (magic %#x, version %u, length %" PRIu64 "; this plugin reads version %u)\n",
+		       name, hdr.magic, hdr.version, hdr.len, AMDGPU_IMG_VERSION);
 		return -EINVAL;
 	}
 	buf = ret ? NULL : malloc(hdr.len ? hdr.len : 1);
 	if (!ret && !buf)
 		ret = -ENOMEM;
 	if (!ret)
-		ret = read_full(fd, buf, hdr.len);
+		ret = amdgpu_file_io(fd, buf, hdr.len, sizeof(hdr), true);
 	if (!ret) {
-		*kfd = amdgpu_kfd_entry__unpack(NULL, hdr.len, buf);
-		if (!*kfd)
+		*msg = protobuf_c_message_unpack(desc, NULL, hdr.len, buf);
+		if (!*msg)
 			ret = -EINVAL;
 	}
 	free(buf);
@@ -124,12 +93,11 @@ static int read_kfd_payload(int fd, const char *name, AmdgpuKfdEntry **kfd)
 	return ret;
 }
 
-int amdgpu_kfd_image_read(int id, AmdgpuKfdEntry **kfd)
+static int message_read(const char *name, uint32_t magic, const ProtobufCMessageDescriptor *desc,
+			ProtobufCMessage **msg)
 {
-	char name[64];
 	int fd, ret;
 
-	kfd_image_name(name, sizeof(name), id);
 	fd = openat(criu_get_image_dir(), name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -137,15 +105,55 @@ int amdgpu_kfd_image_read(int id, AmdgpuKfdEntry **kfd)
 		pr_perror("cannot open %s", name);
 		return -errno;
 	}
-	ret = read_kfd_payload(fd, name, kfd);
+	ret = read_payload(fd, name, magic, desc, msg);
 	close(fd);
 	return ret;
+}
+
+int amdgpu_kfd_image_write(int id, const AmdgpuKfdEntry *kfd)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), KFD_IMAGE, id);
+	return message_write(name, KFD_MAGIC, &kfd->base);
+}
+
+int amdgpu_kfd_image_read(int id, AmdgpuKfdEntry **kfd)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), KFD_IMAGE, id);
+	return message_read(name, KFD_MAGIC, &amdgpu_kfd_entry__descriptor,
+			    (ProtobufCMessage **)kfd);
 }
 
 void amdgpu_kfd_image_free(AmdgpuKfdEntry *kfd)
 {
 	if (kfd)
 		amdgpu_kfd_entry__free_unpacked(kfd, NULL);
+}
+
+int amdgpu_render_image_write(int id, const AmdgpuRenderEntry *render)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), RENDER_IMAGE, id);
+	return message_write(name, RENDER_MAGIC, &render->base);
+}
+
+int amdgpu_render_image_read(int id, AmdgpuRenderEntry **render)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), RENDER_IMAGE, id);
+	return message_read(name, RENDER_MAGIC, &amdgpu_render_entry__descriptor,
+			    (ProtobufCMessage **)render);
+}
+
+void amdgpu_render_image_free(AmdgpuRenderEntry *render)
+{
+	if (render)
+		amdgpu_render_entry__free_unpacked(render, NULL);
 }
 
 int amdgpu_pages_create(int id)
@@ -193,8 +201,8 @@ int amdgpu_pages_check_size(int pages_fd, int id, const AmdgpuKfdEntry *kfd)
 	return 0;
 }
 
-int amdgpu_fill_bo(const struct amdgpu_dev_ops *ops, const AmdgpuBoEntry *bo, int bo_fd,
-		   int pages_fd)
+int amdgpu_fill_bo(const struct amdgpu_dev_ops *ops, struct amdgpu_engine *engine,
+		   const AmdgpuBoEntry *bo, int bo_fd, int pages_fd)
 {
 	size_t i;
 	int ret;
@@ -207,9 +215,14 @@ int amdgpu_fill_bo(const struct amdgpu_dev_ops *ops, const AmdgpuBoEntry *bo, in
 			       bo->addr, ext->bo_offset, ext->length, bo->size);
 			return -EINVAL;
 		}
-		ret = ops->file_to_bo(pages_fd, ext->image_offset, bo_fd, ext->bo_offset, ext->length);
-		if (ret)
+		ret = ops->file_to_bo(engine, pages_fd, ext->image_offset, bo_fd, ext->bo_offset,
+				      ext->length);
+		if (ret) {
+			pr_err("BO %#" PRIx64 ": cannot write %" PRIu64 " bytes at %#" PRIx64 " from the pages image: %s\n",
+			       bo->addr, ext->length, ext->bo_offset,
+			       ret == -ENODATA ? "the image is truncated" : strerror(-ret));
 			return ret;
+		}
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@ static int read_node_props(const char *node_dir, struct amdgpu_topo_gpu *gpu)
 			if (!strcmp(name, amdgpu_model_props[i]))
 				gpu->model[i] = value;
 		}
+		if (!strcmp(name, "drm_render_minor"))
+			gpu->render_minor = value;
 	}
 	fclose(f);
 	return 0;
@@ -141,7 +144,8 @@ void amdgpu_topology_free(struct amdgpu_topology *topo)
 	*topo = (struct amdgpu_topology){ 0 };
 }
 
-const struct amdgpu_topo_gpu *amdgpu_topology_find(const struct amdgpu_topology *topo, uint32_t gpu_id)
+const struct amdgpu_topo_gpu *amdgpu_topology_find(const struct amdgpu_topology *topo,
+						   uint32_t gpu_id)
 {
 	unsigned int i;
 
@@ -150,6 +154,47 @@ const struct amdgpu_topo_gpu *amdgpu_topology_find(const struct amdgpu_topology 
 			return &topo->gpus[i];
 	}
 	return NULL;
+}
+
+const struct amdgpu_topo_gpu *amdgpu_topology_find_minor(const struct amdgpu_topology *topo,
+							 uint32_t minor)
+{
+	unsigned int i;
+
+	for (i = 0; i < topo->nr_gpus; i++) {
+		if (topo->gpus[i].render_minor == minor)
+			return &topo->gpus[i];
+	}
+	return NULL;
+}
+
+int amdgpu_gpu_entry_fill(AmdgpuGpuEntry *gpu, uint32_t user_gpu_id,
+			  const struct amdgpu_topo_gpu *topo_gpu)
+{
+	int i;
+
+	gpu->user_gpu_id = user_gpu_id;
+	gpu->actual_gpu_id = topo_gpu->gpu_id;
+	gpu->render_minor = topo_gpu->render_minor;
+	gpu->model = calloc(AMDGPU_NR_MODEL_PROPS, sizeof(*gpu->model));
+	if (!gpu->model)
+		goto nomem;
+	for (i = 0; i < AMDGPU_NR_MODEL_PROPS; i++) {
+		AmdgpuTopoProp *prop = malloc(sizeof(*prop));
+
+		if (!prop)
+			goto nomem;
+		amdgpu_topo_prop__init(prop);
+		gpu->model[gpu->n_model++] = prop;
+		prop->name = strdup(amdgpu_model_props[i]);
+		if (!prop->name)
+			goto nomem;
+		prop->value = topo_gpu->model[i];
+	}
+	return 0;
+nomem:
+	pr_err("out of memory describing GPU %#x\n", topo_gpu->gpu_id);
+	return -ENOMEM;
 }
 
 static uint64_t saved_prop(const AmdgpuGpuEntry *gpu, const char *name)
@@ -174,33 +219,44 @@ static int same_model(const AmdgpuGpuEntry *saved, const struct amdgpu_topo_gpu 
 	return 1;
 }
 
-int amdgpu_topology_map(const struct amdgpu_topology *topo, const AmdgpuKfdEntry *kfd,
-			uint32_t *actual_ids)
+static bool mapped(const struct amdgpu_gpu_map *map, size_t nr_map, uint32_t dump_id)
 {
-	unsigned int used = 0, j;
 	size_t i;
 
-	if (kfd->n_gpus != topo->nr_gpus) {
-		pr_err("the process used %zu GPUs, this machine has %u (topology %s): cannot map them\n",
-		       kfd->n_gpus, topo->nr_gpus, topology_dir());
-		return -ENODEV;
-	}
+	for (i = 0; i < nr_map; i++)
+		if (map[i].dump_id == dump_id)
+			return true;
+	return false;
+}
+
+int amdgpu_topology_map(const struct amdgpu_topology *topo, AmdgpuGpuEntry *const *gpus,
+			size_t nr_gpus, struct amdgpu_gpu_map *map, size_t *nr_map)
+{
+	uint64_t used = 0;
+	unsigned int j;
+	size_t i;
+
+	*nr_map = 0;
 	/* The first unused GPU of the same model: same-model GPUs are interchangeable. */
-	for (i = 0; i < kfd->n_gpus; i++) {
-		for (j = 0; j < topo->nr_gpus; j++) {
-			if (!(used & (1U << j)) && same_model(kfd->gpus[i], &topo->gpus[j]))
+	for (i = 0; i < nr_gpus; i++) {
+		if (mapped(map, *nr_map, gpus[i]->actual_gpu_id))
+			continue;
+		for (j = 0; j < topo->nr_gpus && j < 64; j++) {
+			if (!(used & (1ULL << j)) && same_model(gpus[i], &topo->gpus[j]))
 				break;
 		}
-		if (j == topo->nr_gpus) {
+		if (j == topo->nr_gpus || j == 64) {
 			pr_err("GPU %#x of the dump (device id %#" PRIx64 "): no unused GPU of the same model here (topology %s)\n",
-			       kfd->gpus[i]->user_gpu_id, saved_prop(kfd->gpus[i], "device_id"),
-			       topology_dir());
+			       gpus[i]->actual_gpu_id, saved_prop(gpus[i], "device_id"), topology_dir());
 			return -ENODEV;
 		}
-		used |= 1U << j;
-		actual_ids[i] = topo->gpus[j].gpu_id;
-		pr_info("GPU %#x of the dump -> GPU %#x here\n", kfd->gpus[i]->user_gpu_id,
-			actual_ids[i]);
+		used |= 1ULL << j;
+		map[(*nr_map)++] =
+			(struct amdgpu_gpu_map){.dump_id = gpus[i]->actual_gpu_id,
+						.local_id = topo->gpus[j].gpu_id,
+						.local_minor = topo->gpus[j].render_minor};
+		pr_info("GPU %#x of the dump -> GPU %#x here (renderD%u)\n", gpus[i]->actual_gpu_id,
+			topo->gpus[j].gpu_id, topo->gpus[j].render_minor);
 	}
 	return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * GPU benchmark and demo subject: HOST_MIB of private anonymous memory and DEV_MIB of VRAM
- * BOs on the KFD EMULATOR's GPUs (test/gpu; an emulator, not a GPU), all non-zero, then waits.
- * On SIGTERM it checks every host word and every BO byte read back from the device, and exits
- * 0 (PASS) or 1 (FAIL), so each benchmark or demo restore is also proven byte-exact.
+ * BOs on the KFD EMULATOR's GPUs (test/gpu; an emulator, not a GPU), all non-zero, then
+ * waits; with NPROCS > 1, a launcher and NPROCS - 1 workers, each with that much of its
+ * own. On SIGTERM each checks every host word and every BO word (read through its mapping
+ * on the render node, which the restore re-made) and the launcher exits 0 (PASS) only if all did,
+ * so each benchmark or demo restore is also proven byte-exact.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "libkfdemu.h"
@@ -22,16 +25,17 @@
 /* One FILL pattern per chunk: a chunk restored at the wrong place reads back wrong. */
 #define FILL_CHUNK (16 * MIB)
 #define MAX_BOS 1024
-#define MAX_GPUS 8
+#define MAX_PROCS 16
 /* Odd, so (i + 1) * WORD_MULT is never zero and differs for every word index. */
 #define WORD_MULT 0x9e3779b97f4a7c15ull
 
 struct holder_bo {
 	struct kfdemu_bo_info info;
-	uint32_t seed; /* the FILL pattern of chunk c is chunk_pattern(seed, c) */
+	uint32_t seed;	     /* the FILL pattern of chunk c is chunk_pattern(seed, c) */
+	const uint32_t *map; /* through its GPU's render node, as a runtime maps its BOs */
 };
 
-static struct kfdemu_conn *conn;
+static struct kfdemu_device dev;
 static struct holder_bo bos[MAX_BOS];
 static unsigned int nr_bos;
 
@@ -78,27 +82,20 @@ static int check_host(const uint64_t *words, size_t size_mib)
 /* The device memory, spread over every emulated GPU, each BO filled by FILL kernels. */
 static int fill_device(uint64_t dev_mib)
 {
-	struct kfdemu_gpu_info gpus[MAX_GPUS];
-	uint32_t nr_gpus = MAX_GPUS;
 	uint64_t left = dev_mib * MIB, off;
-	int ret;
+	int ret = 0;
 
-	ret = kfdemu_get_gpus(conn, gpus, &nr_gpus);
-	if (!ret && nr_gpus == 0)
-		ret = -ENODEV;
-	if (ret) {
-		fprintf(stderr, "gpu_holder: no emulated GPUs: %s\n", strerror(-ret));
-		return ret;
-	}
 	while (left && nr_bos < MAX_BOS) {
 		struct holder_bo *bo = &bos[nr_bos];
 		uint64_t size = left < BO_SIZE ? left : BO_SIZE;
 
 		bo->seed = nr_bos + 1;
-		ret = kfdemu_alloc_bo(conn, gpus[nr_bos % nr_gpus].gpu_id,
+		ret = kfdemu_alloc_bo(dev.kfd, dev.gpus[nr_bos % dev.nr_gpus].gpu_id,
 				      KFD_IOC_ALLOC_MEM_FLAGS_VRAM, size, 0, &bo->info);
+		if (!ret)
+			ret = kfdemu_device_map_bo(&dev, &bo->info, (void **)&bo->map);
 		for (off = 0; !ret && off < size; off += FILL_CHUNK)
-			ret = kfdemu_bo_fill(conn, bo->info.handle, off,
+			ret = kfdemu_bo_fill(dev.kfd, bo->info.handle, off,
 					     size - off < FILL_CHUNK ? size - off : FILL_CHUNK,
 					     chunk_pattern(bo->seed, off / FILL_CHUNK));
 		if (ret) {
@@ -116,62 +113,139 @@ static int fill_device(uint64_t dev_mib)
 	return 0;
 }
 
-/* Reads the BO back through its exported fd (the emulator's VRAM) and checks every word. */
-static int check_bo(const struct holder_bo *bo, uint32_t *buf)
+/*
+ * Reads the BO back through its mapping (made at allocation, re-made by the restore on the
+ * restored render node) and checks every word.
+ */
+static int check_bo(const struct holder_bo *bo)
 {
-	uint64_t off, i;
-	int fd, ret;
+	uint64_t i;
 
-	ret = kfdemu_export_bo(conn, bo->info.handle, &fd);
-	if (ret) {
-		printf("gpu_holder %d: FAIL: cannot export BO %#" PRIx64 ": %s\n", getpid(),
-		       bo->info.va_addr, strerror(-ret));
-		return ret;
-	}
-	for (off = 0; !ret && off < bo->info.size; off += FILL_CHUNK) {
-		uint64_t len = bo->info.size - off < FILL_CHUNK ? bo->info.size - off : FILL_CHUNK;
-		uint32_t expected = chunk_pattern(bo->seed, off / FILL_CHUNK);
+	for (i = 0; i < bo->info.size / 4; i++) {
+		uint32_t expected = chunk_pattern(bo->seed, i * 4 / FILL_CHUNK);
 
-		if (pread(fd, buf, len, off) != (ssize_t)len) {
-			printf("gpu_holder %d: FAIL: short read of BO %#" PRIx64 " at %#" PRIx64 "\n",
-			       getpid(), bo->info.va_addr, off);
-			ret = -EIO;
-		}
-		for (i = 0; !ret && i < len / 4; i++) {
-			if (buf[i] != expected) {
-				printf("gpu_holder %d: FAIL: BO %#" PRIx64 " word at %#" PRIx64
-				       " is %#x, expected %#x\n", getpid(), bo->info.va_addr,
-				       off + 4 * i, buf[i], expected);
-				ret = -EIO;
-			}
+		if (bo->map[i] != expected) {
+			printf("gpu_holder %d: FAIL: BO %#" PRIx64 " word at %#" PRIx64
+			       " is %#x, expected %#x\n", getpid(), bo->info.va_addr, 4 * i, bo->map[i],
+			       expected);
+			return -EIO;
 		}
 	}
-	close(fd);
-	return ret;
+	return 0;
 }
 
 static int check_device(void)
 {
-	uint32_t *buf = malloc(FILL_CHUNK);
 	unsigned int i;
-	int ret = buf ? 0 : -ENOMEM;
+	int ret = 0;
 
 	for (i = 0; !ret && i < nr_bos; i++)
-		ret = check_bo(&bos[i], buf);
-	free(buf);
+		ret = check_bo(&bos[i]);
+	return ret;
+}
+
+/* One process's share: host memory, then its own /dev/kfd, render nodes and BOs. */
+static uint64_t *setup(size_t host_mib, size_t dev_mib)
+{
+	uint64_t *host = fill_host(host_mib);
+	int ret;
+
+	if (!host)
+		return NULL;
+	/* Open from this process: the emulator binds BOs to the process that opened it. */
+	ret = kfdemu_device_open(NULL, &dev);
+	if (ret) {
+		fprintf(stderr, "gpu_holder: cannot open the KFD emulator: %s\n", strerror(-ret));
+		return NULL;
+	}
+	if (fill_device(dev_mib))
+		return NULL;
+	printf("gpu_holder %d: ready, %zu MiB host memory, %zu MiB in %u BOs on the KFD EMULATOR\n",
+	       getpid(), host_mib, dev_mib, nr_bos);
+	return host;
+}
+
+static void wait_sigterm(const sigset_t *sigterm)
+{
+	while (sigwaitinfo(sigterm, NULL) != SIGTERM)
+		;
+}
+
+static int verdict(const uint64_t *host, size_t host_mib)
+{
+	if (check_host(host, host_mib) || check_device())
+		return 1;
+	printf("gpu_holder %d: PASS, host and device memory intact\n", getpid());
+	return 0;
+}
+
+/* A worker: its own memory, ready on the pipe, then its own check on SIGTERM. */
+static void __attribute__((noreturn)) worker_main(size_t host_mib, size_t dev_mib, int ready_fd,
+						   const sigset_t *sigterm)
+{
+	uint64_t *host = setup(host_mib, dev_mib);
+
+	if (!host || write(ready_fd, "r", 1) != 1)
+		_exit(2);
+	close(ready_fd);
+	wait_sigterm(sigterm);
+	_exit(verdict(host, host_mib));
+}
+
+/* The workers, each ready before the launcher says it is; no pipe is left open after. */
+static int start_workers(int nr, size_t host_mib, size_t dev_mib, const sigset_t *sigterm,
+			 pid_t *workers)
+{
+	int pipe_fds[2], i;
+	char byte;
+
+	if (pipe(pipe_fds))
+		return -errno;
+	for (i = 0; i < nr; i++) {
+		workers[i] = fork();
+		if (workers[i] < 0)
+			return -errno;
+		if (workers[i] == 0) {
+			close(pipe_fds[0]);
+			worker_main(host_mib, dev_mib, pipe_fds[1], sigterm);
+		}
+	}
+	close(pipe_fds[1]);
+	for (i = 0; i < nr; i++)
+		if (read(pipe_fds[0], &byte, 1) != 1)
+			return -EIO;
+	close(pipe_fds[0]);
+	return 0;
+}
+
+static int workers_verdict(const pid_t *workers, int nr)
+{
+	int i, status, ret = 0;
+
+	for (i = 0; i < nr; i++)
+		kill(workers[i], SIGTERM);
+	for (i = 0; i < nr; i++) {
+		if (waitpid(workers[i], &status, 0) != workers[i] || !WIFEXITED(status) ||
+		    WEXITSTATUS(status)) {
+			printf("gpu_holder %d: FAIL: worker %d ended with status %#x\n", getpid(),
+			       workers[i], status);
+			ret = 1;
+		}
+	}
 	return ret;
 }
 
 int main(int argc, char **argv)
 {
 	size_t host_mib, dev_mib;
+	pid_t workers[MAX_PROCS];
+	int nr_procs = argc == 4 ? atoi(argv[3]) : 1;
 	sigset_t sigterm;
 	uint64_t *host;
-	int ret;
 
-	if (argc != 3 || (host_mib = strtoul(argv[1], NULL, 10)) == 0 ||
-	    (dev_mib = strtoul(argv[2], NULL, 10)) == 0) {
-		fprintf(stderr, "usage: %s HOST_MIB DEV_MIB (KFD emulator socket: $KFDEMU_SOCKET)\n",
+	if ((argc != 3 && argc != 4) || (host_mib = strtoul(argv[1], NULL, 10)) == 0 ||
+	    (dev_mib = strtoul(argv[2], NULL, 10)) == 0 || nr_procs < 1 || nr_procs > MAX_PROCS) {
+		fprintf(stderr, "usage: %s HOST_MIB DEV_MIB [NPROCS] (KFD emulator socket: $KFDEMU_SOCKET)\n",
 			argv[0]);
 		return 2;
 	}
@@ -186,28 +260,21 @@ int main(int argc, char **argv)
 		perror("gpu_holder: setup");
 		return 2;
 	}
-	host = fill_host(host_mib);
-	if (!host)
-		return 2;
-	/* Connect from this process: the emulator binds BOs to the process that connected. */
-	ret = kfdemu_connect(NULL, &conn);
-	if (ret) {
-		fprintf(stderr, "gpu_holder: cannot connect to the KFD emulator: %s\n", strerror(-ret));
-		return 2;
-	}
-	if (fill_device(dev_mib))
-		return 2;
 	/* stdout is a regular file (the driver polls it): unbuffered lines land in order. */
 	setvbuf(stdout, NULL, _IONBF, 0);
-	printf("gpu_holder %d: ready, %zu MiB host memory, %zu MiB in %u BOs on the KFD EMULATOR\n",
-	       getpid(), host_mib, dev_mib, nr_bos);
+	if (start_workers(nr_procs - 1, host_mib, dev_mib, &sigterm, workers)) {
+		fprintf(stderr, "gpu_holder: cannot start the workers\n");
+		return 2;
+	}
+	host = setup(host_mib, dev_mib);
+	if (!host)
+		return 2;
+	printf("gpu_holder %d: all %d processes ready\n", getpid(), nr_procs);
 
-	while (sigwaitinfo(&sigterm, NULL) != SIGTERM)
-		;
+	wait_sigterm(&sigterm);
 
-	if (check_host(host, host_mib) || check_device())
+	if (workers_verdict(workers, nr_procs - 1) || verdict(host, host_mib))
 		return 1;
-	printf("gpu_holder %d: PASS, %zu MiB host memory and %zu MiB device memory intact\n",
-	       getpid(), host_mib, dev_mib);
+	printf("gpu_holder %d: all PASS\n", getpid());
 	return 0;
 }

@@ -1,189 +1,353 @@
 /*
- * The KFD EMULATOR's device: per-client processes, memfd-backed buffer objects ("VRAM"
- * and GTT), the "kernels" that compute on them, and the KFD CRIU ops with the real
- * structs from <linux/kfd_ioctl.h>. All state is under emu_lock. Not a GPU.
+ * The KFD EMULATOR's device: GPUs and their BO spaces (apertures), per-client processes,
+ * buffer objects of every KFD kind (VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP), the memory
+ * the kernels work on, and the copy engine (the "SDMA" criu's plugin uses through
+ * dma-bufs). All state is under emu_lock. Not a GPU.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
-#include "emu.h"
+#include "amdgpu_file_io.h"
+#include "emu_state.h"
 #include "libkfdemu.h"
 
-#define EMU_PAGE_SIZE 4096ULL
 #define EMU_VA_BASE (1ULL << 32)
 #define EMU_VA_ALIGN (2ULL << 20)
-#define EMU_KERNEL_CHUNK (1U << 20)
-
-/* Opaque to the checkpoint tool, as KFD's private data is; versioned so a bad image fails. */
-#define EMU_PRIV_MAGIC 0x5650454bU /* "KEPV" */
-#define EMU_PRIV_VERSION 1
-
-struct emu_priv_header {
-	uint32_t magic;
-	uint32_t version;
-	uint32_t num_bos;
-	uint32_t num_devices;
-};
-
-struct emu_priv_bo {
-	uint32_t idr;
-	uint32_t user_gpu_id;
-};
+/* Sparse memfds: only what is written costs memory. */
+#define EMU_APERTURE_SIZE (1ULL << 40)
+#define EMU_KFD_SPACE_SIZE (1ULL << 38)
+/* What the copy engine moves per read and write. */
+#define EMU_COPY_CHUNK (4ULL << 20)
 
 struct emu_gpu emu_gpus[EMU_MAX_GPUS];
 unsigned int emu_nr_gpus;
 
-struct emu_bo {
-	uint64_t handle;
-	uint64_t va_addr;
-	uint64_t size;
-	uint64_t mmap_offset;
-	uint32_t idr;
-	uint32_t user_gpu_id;
-	uint32_t alloc_flags;
-	struct emu_gpu *gpu;
-	int memfd;
-	int refs; /* the process's table + each kernel running on it */
-};
-
-/* KFD keeps a user_gpu_id per device of a process: a restored process keeps its old ids. */
-struct emu_gpu_map {
-	uint32_t user_gpu_id;
-	struct emu_gpu *gpu;
-};
-
-struct emu_process {
-	struct emu_process *next;
-	uint32_t pid;
-	int pidfd; /* tells a dead process from a new one that got its pid */
-	int owners; /* connections opened by this process */
-	int refs;   /* owners + connections attached to it */
-	bool dead;  /* every owner is gone: BOs freed, ops fail with ESRCH */
-	bool paused; /* PROCESS_INFO .. UNPAUSE: queues evicted, no kernel runs */
-	bool awaiting_resume; /* RESTORE .. RESUME: same */
-	bool restored;
-	int running_kernels;
-	uint32_t next_idr;
-	struct emu_bo **bos;
-	uint32_t nr_bos;
-	uint32_t bos_capacity;
-	struct emu_gpu_map gpu_map[EMU_MAX_GPUS];
-	uint32_t nr_gpu_maps;
-};
-
-static pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Broadcast on unpause, resume, kernel completion and process death. */
-static pthread_cond_t emu_state_changed = PTHREAD_COND_INITIALIZER;
+pthread_mutex_t emu_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t emu_state_changed = PTHREAD_COND_INITIALIZER;
 static struct emu_process *emu_processes; /* newest first */
-/* Fake mmap offsets are never reused, so a restored BO always gets a new one, as on KFD. */
+/* BO mmap offsets are never reused, so a restored BO always gets a new one, as on KFD. */
 static uint64_t next_mmap_offset = 1ULL << 32;
-
-static const char *criu_op_name(uint32_t op)
-{
-	static const char *const names[] = {
-		[KFD_CRIU_OP_PROCESS_INFO] = "PROCESS_INFO", [KFD_CRIU_OP_CHECKPOINT] = "CHECKPOINT",
-		[KFD_CRIU_OP_UNPAUSE] = "UNPAUSE",	     [KFD_CRIU_OP_RESTORE] = "RESTORE",
-		[KFD_CRIU_OP_RESUME] = "RESUME",
-	};
-
-	return op < sizeof(names) / sizeof(names[0]) ? names[op] : "unknown";
-}
 
 static uint64_t round_up(uint64_t value, uint64_t align)
 {
 	return (value + align - 1) / align * align;
 }
 
+static int sparse_memfd(const char *name, uint64_t size, int *fd)
+{
+	*fd = memfd_create(name, MFD_CLOEXEC);
+	if (*fd >= 0 && !ftruncate(*fd, size))
+		return 0;
+	emu_err("cannot make the sparse memfd %s: %s", name, strerror(errno));
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	return -ENOMEM;
+}
+
+int emu_device_init(void)
+{
+	char name[64];
+	int ret;
+
+	for (unsigned int i = 0; i < emu_nr_gpus; i++) {
+		snprintf(name, sizeof(name), "kfdemu-renderD%u", emu_gpus[i].render_minor);
+		ret = sparse_memfd(name, EMU_APERTURE_SIZE, &emu_gpus[i].aperture_fd);
+		if (ret)
+			return ret;
+	}
+	return emu_engine_start();
+}
+
+struct emu_gpu *emu_find_gpu(uint32_t gpu_id)
+{
+	for (unsigned int i = 0; i < emu_nr_gpus; i++)
+		if (emu_gpus[i].gpu_id == gpu_id)
+			return &emu_gpus[i];
+	return NULL;
+}
+
+struct emu_gpu *emu_gpu_by_minor(uint32_t minor)
+{
+	for (unsigned int i = 0; i < emu_nr_gpus; i++)
+		if (emu_gpus[i].render_minor == minor)
+			return &emu_gpus[i];
+	return NULL;
+}
+
 void emu_get_gpu_info(struct kfdemu_gpu_info *gpus)
 {
 	pthread_mutex_lock(&emu_lock);
 	for (unsigned int i = 0; i < emu_nr_gpus; i++) {
-		gpus[i].gpu_id = emu_gpus[i].gpu_id;
-		gpus[i].node_id = emu_gpus[i].node_id;
-		gpus[i].device_id = emu_gpus[i].device_id;
-		gpus[i].vram_size = emu_gpus[i].vram_size;
-		gpus[i].vram_used = emu_gpus[i].vram_used;
+		gpus[i] = (struct kfdemu_gpu_info){ .gpu_id = emu_gpus[i].gpu_id,
+						    .node_id = emu_gpus[i].node_id,
+						    .device_id = emu_gpus[i].device_id,
+						    .render_minor = emu_gpus[i].render_minor,
+						    .vram_size = emu_gpus[i].vram_size,
+						    .vram_used = emu_gpus[i].vram_used };
 	}
 	pthread_mutex_unlock(&emu_lock);
 }
 
+uint64_t emu_kfd_offset(uint64_t type, const struct emu_gpu *gpu)
+{
+	return KFDEMU_MMAP_OFFSET(type, gpu ? gpu->gpu_id : 0);
+}
+
+/* ---- memory: apertures, /dev/kfd space, process memory ---- */
+
+void emu_bo_mem(const struct emu_bo *bo, uint64_t offset, struct emu_mem *mem)
+{
+	*mem = (struct emu_mem){ .fd = -1, .pid = bo->proc->pid };
+	if (bo->alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR) {
+		mem->addr = bo->user_addr + offset;
+	} else if (bo->alloc_flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)) {
+		mem->fd = bo->gpu->aperture_fd;
+		mem->base = bo->mmap_offset + offset;
+	} else {
+		mem->fd = bo->proc->kfd_fd;
+		mem->base = bo->mmap_offset + offset;
+	}
+}
+
+static int process_vm_io(const struct emu_mem *mem, void *buf, uint64_t len, uint64_t offset,
+			 bool write)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)(mem->addr + offset), .iov_len = len};
+	ssize_t done;
+
+	done = write ? process_vm_writev(mem->pid, &local, 1, &remote, 1, 0) :
+		       process_vm_readv(mem->pid, &local, 1, &remote, 1, 0);
+	if (done == (ssize_t)len)
+		return 0;
+	emu_err("pid %u: cannot %s %llu bytes of its memory at %#llx: %s", mem->pid,
+		write ? "write" : "read", (unsigned long long)len,
+		(unsigned long long)(mem->addr + offset), done < 0 ? strerror(errno) : "short");
+	return -EFAULT;
+}
+
+static int file_io(const struct emu_mem *mem, void *buf, uint64_t len, uint64_t offset, bool write)
+{
+	int ret = amdgpu_file_io(mem->fd, buf, len, mem->base + offset, !write);
+
+	if (ret)
+		emu_err("device memory at %#llx: %s failed: %s",
+			(unsigned long long)(mem->base + offset), write ? "write" : "read",
+			ret == -ENODATA ? "short" : strerror(-ret));
+	return ret;
+}
+
+int emu_mem_read(const struct emu_mem *mem, void *buf, uint64_t len, uint64_t offset)
+{
+	return mem->fd < 0 ? process_vm_io(mem, buf, len, offset, false) :
+			     file_io(mem, buf, len, offset, false);
+}
+
+int emu_mem_write(const struct emu_mem *mem, const void *buf, uint64_t len, uint64_t offset)
+{
+	return mem->fd < 0 ? process_vm_io(mem, (void *)buf, len, offset, true) :
+			     file_io(mem, (void *)buf, len, offset, true);
+}
+
+/* The next data at or after pos (file-backed memory: holes read as zeros), or len. */
+static uint64_t next_data_in(const struct emu_mem *mem, uint64_t pos, uint64_t end)
+{
+	off_t data;
+
+	if (mem->fd < 0)
+		return pos;
+	data = lseek(mem->fd, mem->base + pos, SEEK_DATA);
+	if (data < 0 || (uint64_t)data >= mem->base + end)
+		return end;
+	return (uint64_t)data - mem->base;
+}
+
+int emu_kernel_step(uint32_t op, uint32_t arg, const struct emu_mem *mem, uint64_t offset,
+		    uint64_t len, uint64_t *sum)
+{
+	uint64_t end = offset + len, pos = offset, n;
+	uint32_t *chunk = malloc(EMU_STEP);
+	int ret = 0;
+
+	if (!chunk)
+		return -ENOMEM;
+	while (!ret && pos < end) {
+		/* Holes read as zeros and add nothing to a checksum: skip them. */
+		if (op == KFDEMU_KERNEL_CHECKSUM)
+			pos = next_data_in(mem, pos, end) & ~7ULL;
+		if (pos >= end)
+			break;
+		n = end - pos < EMU_STEP ? end - pos : EMU_STEP;
+		if (op == KFDEMU_KERNEL_FILL) {
+			for (uint64_t i = 0; i < n / 4; i++)
+				chunk[i] = arg;
+			ret = emu_mem_write(mem, chunk, n, pos);
+		} else if (op == KFDEMU_KERNEL_ADD) {
+			ret = emu_mem_read(mem, chunk, n, pos);
+			for (uint64_t i = 0; !ret && i < n / 4; i++)
+				chunk[i] += arg;
+			if (!ret)
+				ret = emu_mem_write(mem, chunk, n, pos);
+		} else if (op == KFDEMU_KERNEL_CHECKSUM) {
+			ret = emu_mem_read(mem, chunk, n, pos);
+			if (!ret)
+				*sum += kfdemu_checksum(chunk, n, pos);
+		}
+		pos += n;
+	}
+	free(chunk);
+	return ret;
+}
+
+/* Whether /proc/PID/maps covers [addr, addr + len) with mappings, without a gap. */
+int emu_process_range_mapped(uint32_t pid, uint64_t addr, uint64_t len)
+{
+	unsigned long long start, end;
+	uint64_t covered = addr;
+	char path[64], line[512];
+	FILE *maps;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	maps = fopen(path, "re");
+	if (!maps) {
+		emu_err("pid %u: cannot read its mappings: %s", pid, strerror(errno));
+		return -ESRCH;
+	}
+	while (covered < addr + len && fgets(line, sizeof(line), maps)) {
+		if (sscanf(line, "%llx-%llx", &start, &end) != 2)
+			continue;
+		if (start <= covered && end > covered)
+			covered = end;
+	}
+	fclose(maps);
+	if (covered >= addr + len)
+		return 0;
+	emu_err("pid %u: memory %#llx+%#llx is not mapped (a gap at %#llx)", pid,
+		(unsigned long long)addr, (unsigned long long)len, (unsigned long long)covered);
+	return -EFAULT;
+}
+
 /* ---- buffer objects ---- */
 
-static void bo_put(struct emu_bo *bo)
+static void bo_unplace(struct emu_bo *bo)
+{
+	if (!(bo->alloc_flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)))
+		return;
+	/* Give the memory back; the offset is never handed out again. */
+	if (fallocate(bo->gpu->aperture_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      bo->mmap_offset, bo->size))
+		emu_warn("BO %#llx: cannot free its memory: %s", (unsigned long long)bo->handle,
+			 strerror(errno));
+}
+
+void emu_bo_put(struct emu_bo *bo)
 {
 	if (--bo->refs)
 		return;
-	close(bo->memfd);
+	bo_unplace(bo);
+	if (bo->dmabuf_fd >= 0)
+		close(bo->dmabuf_fd);
 	free(bo);
 }
 
-static int bo_create(uint32_t user_gpu_id, struct emu_gpu *gpu, uint32_t idr, uint32_t flags,
-		     uint64_t va_addr, uint64_t size, struct emu_bo **bo_out)
+/* Drop the process's reference; a kernel or copy still running on it keeps the memory. */
+void emu_bo_release(struct emu_bo *bo)
 {
-	char name[64];
-	struct emu_bo *bo;
-	int ret;
+	if (bo->alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
+		bo->gpu->vram_used -= bo->size;
+	emu_bo_put(bo);
+}
 
-	if ((flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM) && gpu->vram_used + size > gpu->vram_size) {
+static int place_bo(struct emu_bo *bo, struct emu_gpu_map *map, uint32_t pid)
+{
+	struct emu_gpu *gpu = map->gpu;
+	uint32_t flags = bo->alloc_flags;
+
+	if (flags & KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL) {
+		if (bo->size != KFDEMU_DOORBELL_SLICE) {
+			emu_err("pid %u: a doorbell BO is the process's slice, %llu bytes, not %llu",
+				pid, KFDEMU_DOORBELL_SLICE, (unsigned long long)bo->size);
+			return -EINVAL;
+		}
+		bo->mmap_offset = emu_kfd_offset(KFDEMU_MMAP_TYPE_DOORBELL, gpu);
+		return 0;
+	}
+	if (flags & KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP) {
+		if (bo->size != KFDEMU_MMIO_PAGE_SIZE) {
+			emu_err("pid %u: an MMIO_REMAP BO is one page, not %llu bytes", pid,
+				(unsigned long long)bo->size);
+			return -EINVAL;
+		}
+		bo->mmap_offset = emu_kfd_offset(KFDEMU_MMAP_TYPE_MMIO, gpu);
+		return 0;
+	}
+	if (flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR) {
+		if (!bo->user_addr || bo->user_addr % EMU_PAGE_SIZE) {
+			emu_err("pid %u: userptr BO at user address %#llx: not page aligned", pid,
+				(unsigned long long)bo->user_addr);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if ((flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM) && gpu->vram_used + bo->size > gpu->vram_size) {
 		emu_err("gpu %#x: no room for a %llu-byte VRAM BO (%llu of %llu used)", gpu->gpu_id,
-			(unsigned long long)size, (unsigned long long)gpu->vram_used,
+			(unsigned long long)bo->size, (unsigned long long)gpu->vram_used,
 			(unsigned long long)gpu->vram_size);
 		return -ENOMEM;
 	}
-	bo = calloc(1, sizeof(*bo));
+	if (next_mmap_offset + bo->size > EMU_APERTURE_SIZE) {
+		emu_err("gpu %#x: the emulator's BO offsets are used up", gpu->gpu_id);
+		return -ENOMEM;
+	}
+	bo->mmap_offset = next_mmap_offset;
+	next_mmap_offset += round_up(bo->size, EMU_PAGE_SIZE);
+	if (flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
+		gpu->vram_used += bo->size;
+	return 0;
+}
+
+int emu_bo_create(struct emu_process *proc, struct emu_gpu_map *map, uint32_t idr,
+		  uint32_t flags, uint64_t va, uint64_t size, uint64_t user_addr,
+		  struct emu_bo **bo_out)
+{
+	struct emu_bo *bo = calloc(1, sizeof(*bo));
+	int ret;
+
 	if (!bo)
 		return -ENOMEM;
-	bo->mmap_offset = next_mmap_offset;
-	snprintf(name, sizeof(name), "kfdemu-bo-%llx", (unsigned long long)bo->mmap_offset);
-	/* Sparse: ftruncate allocates nothing, only touched pages cost memory. */
-	bo->memfd = memfd_create(name, MFD_CLOEXEC);
-	if (bo->memfd < 0 || ftruncate(bo->memfd, size)) {
-		ret = -errno;
-		emu_err("gpu %#x: cannot back a %llu-byte BO with a memfd: %s", gpu->gpu_id,
-			(unsigned long long)size, strerror(errno));
-		if (bo->memfd >= 0)
-			close(bo->memfd);
+	*bo = (struct emu_bo){ .proc = proc, .handle = (uint64_t)map->user_gpu_id << 32 | idr,
+			       .va_addr = va, .size = size, .user_addr = user_addr, .idr = idr,
+			       .user_gpu_id = map->user_gpu_id, .alloc_flags = flags,
+			       .gpu = map->gpu, .dmabuf_fd = -1, .refs = 1 };
+	ret = place_bo(bo, map, proc->pid);
+	if (ret) {
 		free(bo);
 		return ret;
 	}
-	next_mmap_offset += round_up(size, EMU_PAGE_SIZE);
-	bo->handle = (uint64_t)user_gpu_id << 32 | idr;
-	bo->va_addr = va_addr;
-	bo->size = size;
-	bo->idr = idr;
-	bo->user_gpu_id = user_gpu_id;
-	bo->alloc_flags = flags;
-	bo->gpu = gpu;
-	bo->refs = 1;
-	if (flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
-		gpu->vram_used += size;
 	*bo_out = bo;
 	return 0;
 }
 
-/* Drop the process's reference; a kernel still running on it keeps the memfd open. */
-static void bo_release(struct emu_bo *bo)
-{
-	if (bo->alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
-		bo->gpu->vram_used -= bo->size;
-	bo_put(bo);
-}
-
-static int process_add_bo(struct emu_process *proc, struct emu_bo *bo)
+int emu_process_add_bo(struct emu_process *proc, struct emu_bo *bo)
 {
 	if (proc->nr_bos == proc->bos_capacity) {
 		uint32_t capacity = proc->bos_capacity ? proc->bos_capacity * 2 : 64;
 		struct emu_bo **grown = realloc(proc->bos, capacity * sizeof(*grown));
 
-		if (!grown)
+		if (!grown) {
+			emu_err("pid %u: no memory for the BO table", proc->pid);
 			return -ENOMEM;
+		}
 		proc->bos = grown;
 		proc->bos_capacity = capacity;
 	}
@@ -191,7 +355,7 @@ static int process_add_bo(struct emu_process *proc, struct emu_bo *bo)
 	return 0;
 }
 
-static struct emu_bo *lookup_bo(struct emu_process *proc, uint64_t handle, uint32_t *index)
+struct emu_bo *emu_lookup_bo(struct emu_process *proc, uint64_t handle, uint32_t *index)
 {
 	for (uint32_t i = 0; i < proc->nr_bos; i++) {
 		if (proc->bos[i]->handle != handle)
@@ -205,24 +369,37 @@ static struct emu_bo *lookup_bo(struct emu_process *proc, uint64_t handle, uint3
 
 static struct emu_bo *process_find_bo(struct emu_process *proc, uint64_t handle, uint32_t *index)
 {
-	struct emu_bo *bo = lookup_bo(proc, handle, index);
+	struct emu_bo *bo = emu_lookup_bo(proc, handle, index);
 
 	if (!bo)
 		emu_err("pid %u: no BO with handle %#llx", proc->pid, (unsigned long long)handle);
 	return bo;
 }
 
-static struct emu_gpu *process_gpu(struct emu_process *proc, uint32_t user_gpu_id)
+struct emu_bo *emu_bo_at_va(struct emu_process *proc, uint32_t user_gpu_id, uint64_t va,
+			    uint64_t len)
+{
+	for (uint32_t i = 0; i < proc->nr_bos; i++) {
+		struct emu_bo *bo = proc->bos[i];
+
+		if (bo->user_gpu_id == user_gpu_id && va >= bo->va_addr &&
+		    va - bo->va_addr <= bo->size && len <= bo->size - (va - bo->va_addr))
+			return bo;
+	}
+	return NULL;
+}
+
+struct emu_gpu_map *emu_process_gpu(struct emu_process *proc, uint32_t user_gpu_id)
 {
 	for (uint32_t i = 0; i < proc->nr_gpu_maps; i++)
 		if (proc->gpu_map[i].user_gpu_id == user_gpu_id)
-			return proc->gpu_map[i].gpu;
+			return &proc->gpu_map[i];
 	emu_err("pid %u: no GPU with id %#x", proc->pid, user_gpu_id);
 	return NULL;
 }
 
-static bool va_range_free(struct emu_process *proc, uint32_t user_gpu_id, uint64_t va,
-			  uint64_t size)
+bool emu_va_range_free(struct emu_process *proc, uint32_t user_gpu_id, uint64_t va,
+		       uint64_t size)
 {
 	for (uint32_t i = 0; i < proc->nr_bos; i++) {
 		struct emu_bo *bo = proc->bos[i];
@@ -248,12 +425,13 @@ static uint64_t pick_va(struct emu_process *proc, uint32_t user_gpu_id)
 	return round_up(va, EMU_VA_ALIGN) + (va == EMU_VA_BASE ? 0 : EMU_VA_ALIGN);
 }
 
-static int check_bo_shape(uint32_t pid, uint32_t flags, uint64_t va, uint64_t size)
+int emu_check_bo_shape(uint32_t pid, uint32_t flags, uint64_t va, uint64_t size)
 {
-	uint32_t kind = flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT);
+	uint32_t kind = flags & EMU_BO_KINDS;
 
-	if (kind != KFD_IOC_ALLOC_MEM_FLAGS_VRAM && kind != KFD_IOC_ALLOC_MEM_FLAGS_GTT) {
-		emu_err("pid %u: BO flags %#x: the emulator has VRAM or GTT BOs only", pid, flags);
+	if (!kind || (kind & (kind - 1))) {
+		emu_err("pid %u: BO flags %#x: exactly one of VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP",
+			pid, flags);
 		return -EINVAL;
 	}
 	if (!size || size % EMU_PAGE_SIZE || va % EMU_PAGE_SIZE || va + size < va) {
@@ -262,6 +440,37 @@ static int check_bo_shape(uint32_t pid, uint32_t flags, uint64_t va, uint64_t si
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* The dma-buf stand-in: an empty sealed memfd, recognised by its inode when handed back. */
+int emu_bo_export(struct emu_bo *bo, int *fd)
+{
+	struct stat st;
+
+	if (!(bo->alloc_flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT))) {
+		emu_err("BO %#llx (flags %#x) has no dma-buf: only VRAM and GTT BOs do",
+			(unsigned long long)bo->handle, bo->alloc_flags);
+		return -EINVAL;
+	}
+	if (bo->dmabuf_fd < 0) {
+		bo->dmabuf_fd = memfd_create("kfdemu-dmabuf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (bo->dmabuf_fd < 0 || fstat(bo->dmabuf_fd, &st) ||
+		    fcntl(bo->dmabuf_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+			emu_err("BO %#llx: cannot make its dma-buf: %s", (unsigned long long)bo->handle,
+				strerror(errno));
+			if (bo->dmabuf_fd >= 0)
+				close(bo->dmabuf_fd);
+			bo->dmabuf_fd = -1;
+			return -ENOMEM;
+		}
+		bo->dmabuf_ino = st.st_ino;
+	}
+	*fd = fcntl(bo->dmabuf_fd, F_DUPFD_CLOEXEC, 0);
+	if (*fd >= 0)
+		return 0;
+	emu_err("BO %#llx: cannot dup its dma-buf: %s", (unsigned long long)bo->handle,
+		strerror(errno));
+	return -errno;
 }
 
 /* ---- processes ---- */
@@ -276,9 +485,7 @@ static bool process_has_exited(const struct emu_process *proc)
 
 static void process_unlink(struct emu_process *proc)
 {
-	struct emu_process **link;
-
-	for (link = &emu_processes; *link; link = &(*link)->next) {
+	for (struct emu_process **link = &emu_processes; *link; link = &(*link)->next) {
 		if (*link == proc) {
 			*link = proc->next;
 			return;
@@ -286,13 +493,41 @@ static void process_unlink(struct emu_process *proc)
 	}
 }
 
+static void reset_gpu_maps(struct emu_process *proc)
+{
+	for (unsigned int i = 0; i < emu_nr_gpus; i++)
+		proc->gpu_map[i] = (struct emu_gpu_map){ .user_gpu_id = emu_gpus[i].gpu_id,
+							 .gpu = &emu_gpus[i] };
+	proc->nr_gpu_maps = emu_nr_gpus;
+}
+
+/* Everything the process holds on the device goes; it keeps its /dev/kfd space. */
+void emu_process_clear(struct emu_process *proc)
+{
+	/* A kernel or engine step still running uses its queues and BOs. */
+	emu_wait_for_kernels(proc);
+	while (proc->queues) {
+		struct emu_queue *queue = proc->queues;
+
+		proc->queues = queue->next;
+		emu_queue_free(queue);
+	}
+	proc->nr_queues = 0;
+	emu_events_free(proc);
+	emu_svm_free_list(&proc->svm, &proc->nr_svm);
+	emu_svm_free_list(&proc->svm_pending, &proc->nr_svm_pending);
+	for (uint32_t i = 0; i < proc->nr_bos; i++)
+		emu_bo_release(proc->bos[i]);
+	proc->nr_bos = 0;
+	reset_gpu_maps(proc);
+}
+
 /* The process is gone (as KFD frees a process's memory when its mm goes). */
 static void process_kill(struct emu_process *proc)
 {
-	emu_info("pid %u: process gone, freeing %u BOs", proc->pid, proc->nr_bos);
-	for (uint32_t i = 0; i < proc->nr_bos; i++)
-		bo_release(proc->bos[i]);
-	proc->nr_bos = 0;
+	emu_info("pid %u: process gone, freeing %u BOs, %u queues, %u events", proc->pid,
+		 proc->nr_bos, proc->nr_queues, proc->nr_events);
+	emu_process_clear(proc);
 	proc->dead = true;
 	process_unlink(proc);
 	pthread_cond_broadcast(&emu_state_changed);
@@ -304,14 +539,14 @@ static struct emu_process *process_new(uint32_t pid, int pidfd)
 
 	if (!proc)
 		return NULL;
+	if (sparse_memfd("kfdemu-kfd", EMU_KFD_SPACE_SIZE, &proc->kfd_fd)) {
+		free(proc);
+		return NULL;
+	}
 	proc->pid = pid;
 	proc->pidfd = pidfd;
 	proc->next_idr = 1;
-	for (unsigned int i = 0; i < emu_nr_gpus; i++) {
-		proc->gpu_map[i].user_gpu_id = emu_gpus[i].gpu_id;
-		proc->gpu_map[i].gpu = &emu_gpus[i];
-	}
-	proc->nr_gpu_maps = emu_nr_gpus;
+	reset_gpu_maps(proc);
 	proc->next = emu_processes;
 	emu_processes = proc;
 	return proc;
@@ -359,6 +594,7 @@ void emu_process_close(struct emu_process *proc, bool owner)
 	if (--proc->refs == 0) {
 		if (proc->pidfd >= 0)
 			close(proc->pidfd);
+		close(proc->kfd_fd);
 		free(proc->bos);
 		free(proc);
 	}
@@ -371,6 +607,11 @@ static struct emu_process *process_lookup(uint32_t pid)
 		if (proc->pid == pid && !process_has_exited(proc))
 			return proc;
 	return NULL;
+}
+
+struct emu_process *emu_process_lookup(uint32_t pid)
+{
+	return process_lookup(pid);
 }
 
 int emu_process_find(uint32_t pid, struct emu_process **proc_out)
@@ -403,7 +644,7 @@ uint32_t emu_process_pid(const struct emu_process *proc)
 }
 
 /* A process that exited is gone even before its last connection is reaped. */
-static int check_alive(struct emu_process *proc)
+int emu_check_alive(struct emu_process *proc)
 {
 	if (!proc->dead && process_has_exited(proc))
 		process_kill(proc);
@@ -413,48 +654,179 @@ static int check_alive(struct emu_process *proc)
 	return -ESRCH;
 }
 
+void emu_wait_for_kernels(struct emu_process *proc)
+{
+	while (proc->running_kernels)
+		pthread_cond_wait(&emu_state_changed, &emu_lock);
+}
+
+/* ---- render nodes ---- */
+
+/* Which process's GPU has its VM bound to this render node file; NULL if none. */
+static struct emu_gpu_map *find_binding(uint64_t drm_ino, struct emu_process **owner)
+{
+	for (struct emu_process *proc = emu_processes; proc; proc = proc->next) {
+		for (uint32_t i = 0; !proc->dead && i < proc->nr_gpu_maps; i++) {
+			if (proc->gpu_map[i].drm_ino != drm_ino)
+				continue;
+			if (owner)
+				*owner = proc;
+			return &proc->gpu_map[i];
+		}
+	}
+	return NULL;
+}
+
+int emu_render_identify(int fd, const struct emu_gpu *gpu, uint32_t pid, uint64_t *ino)
+{
+	uint32_t minor, owner;
+	struct stat st;
+
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+	    emu_conn_find_render(st.st_ino, &minor, &owner)) {
+		emu_err("pid %u: the fd given for gpu %#x is not an emulated render node", pid,
+			gpu->gpu_id);
+		return -EINVAL;
+	}
+	if (minor != gpu->render_minor || owner != pid) {
+		emu_err("pid %u: render node renderD%u of pid %u given for gpu %#x (renderD%u)", pid,
+			minor, owner, gpu->gpu_id, gpu->render_minor);
+		return -EINVAL;
+	}
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* KFD's pdd takes the render node's VM once; the same file again is fine, another not. */
+int emu_bind_render(struct emu_process *proc, struct emu_gpu_map *map, uint64_t ino)
+{
+	struct emu_process *owner;
+	struct emu_gpu_map *bound = find_binding(ino, &owner);
+
+	if (map->drm_ino == ino)
+		return 0;
+	if (map->drm_ino || (bound && bound != map)) {
+		emu_err("pid %u: gpu %#x: %s", proc->pid, map->gpu->gpu_id,
+			map->drm_ino ? "its VM is bound to another render node file already" :
+				       "that render node file holds another process's VM");
+		return -EBUSY;
+	}
+	map->drm_ino = ino;
+	return 0;
+}
+
+int emu_acquire_vm(struct emu_process *proc, uint32_t gpu_id, int render_fd)
+{
+	struct emu_gpu_map *map;
+	struct emu_gpu *gpu;
+	uint64_t ino;
+	int ret;
+
+	/* The render node is looked up first: emu_lock is never taken around the connection list.
+	 */
+	pthread_mutex_lock(&emu_lock);
+	ret = emu_check_alive(proc);
+	map = ret ? NULL : emu_process_gpu(proc, gpu_id);
+	gpu = map ? map->gpu : NULL;
+	pthread_mutex_unlock(&emu_lock);
+	if (!gpu)
+		return ret ? ret : -EINVAL;
+	ret = emu_render_identify(render_fd, gpu, proc->pid, &ino);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&emu_lock);
+	ret = emu_check_alive(proc);
+	if (!ret)
+		ret = emu_bind_render(proc, map, ino);
+	pthread_mutex_unlock(&emu_lock);
+	if (!ret)
+		emu_info("pid %u: gpu %#x: VM bound to renderD%u", proc->pid, gpu_id, gpu->render_minor);
+	return ret;
+}
+
+int emu_render_mmap_fd(uint64_t render_sock_ino, int *fd)
+{
+	struct emu_gpu_map *map;
+	int ret = 0;
+
+	pthread_mutex_lock(&emu_lock);
+	map = find_binding(render_sock_ino, NULL);
+	if (!map) {
+		emu_err("render node file (socket inode %llu) holds no process's VM: ACQUIRE_VM or RESTORE it first",
+			(unsigned long long)render_sock_ino);
+		ret = -EACCES;
+	} else {
+		*fd = fcntl(map->gpu->aperture_fd, F_DUPFD_CLOEXEC, 0);
+		if (*fd < 0)
+			ret = -errno;
+	}
+	pthread_mutex_unlock(&emu_lock);
+	return ret;
+}
+
+int emu_kfd_mmap_fd(struct emu_process *proc, int *fd)
+{
+	int ret;
+
+	pthread_mutex_lock(&emu_lock);
+	ret = emu_check_alive(proc);
+	if (!ret) {
+		*fd = fcntl(proc->kfd_fd, F_DUPFD_CLOEXEC, 0);
+		if (*fd < 0)
+			ret = -errno;
+	}
+	pthread_mutex_unlock(&emu_lock);
+	return ret;
+}
+
 /* ---- BO calls ---- */
 
 static int alloc_bo_locked(struct emu_process *proc, struct kfdemu_bo_info *info)
 {
-	struct emu_gpu *gpu;
-	struct emu_bo *bo;
+	struct emu_gpu_map *map;
+	struct emu_bo *bo = NULL;
 	int ret;
 
-	ret = check_alive(proc);
+	ret = emu_check_alive(proc);
 	if (!ret)
-		ret = check_bo_shape(proc->pid, info->alloc_flags, info->va_addr, info->size);
+		ret = emu_check_bo_shape(proc->pid, info->alloc_flags, info->va_addr, info->size);
 	if (ret)
 		return ret;
-	gpu = process_gpu(proc, info->gpu_id);
-	if (!gpu)
+	map = emu_process_gpu(proc, info->gpu_id);
+	if (!map)
 		return -EINVAL;
+	/* KFD allocates through the GPU's VM, which ACQUIRE_VM made from a render node. */
+	if (!map->drm_ino) {
+		emu_err("pid %u: gpu %#x: no VM yet (ACQUIRE_VM with a render node first)", proc->pid,
+			info->gpu_id);
+		return -EINVAL;
+	}
 	if (!info->va_addr)
 		info->va_addr = pick_va(proc, info->gpu_id);
-	else if (!va_range_free(proc, info->gpu_id, info->va_addr, info->size)) {
+	else if (!emu_va_range_free(proc, info->gpu_id, info->va_addr, info->size)) {
 		emu_err("pid %u: VA %#llx+%#llx overlaps a BO on gpu %#x", proc->pid,
 			(unsigned long long)info->va_addr, (unsigned long long)info->size,
 			info->gpu_id);
 		return -EINVAL;
 	}
-	ret = bo_create(info->gpu_id, gpu, proc->next_idr, info->alloc_flags, info->va_addr,
-			info->size, &bo);
-	if (ret)
-		return ret;
-	ret = process_add_bo(proc, bo);
+	if ((info->alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR) &&
+	    emu_process_range_mapped(proc->pid, info->user_addr, info->size))
+		return -EFAULT;
+	ret = emu_bo_create(proc, map, proc->next_idr, info->alloc_flags, info->va_addr,
+			    info->size, info->user_addr, &bo);
+	if (!ret)
+		ret = emu_process_add_bo(proc, bo);
 	if (ret) {
-		emu_err("pid %u: no memory for the BO table", proc->pid);
-		bo_release(bo);
+		if (bo)
+			emu_bo_release(bo);
 		return ret;
 	}
 	proc->next_idr++;
 	info->handle = bo->handle;
 	info->mmap_offset = bo->mmap_offset;
-	emu_debug("pid %u: BO %#llx: %s %llu bytes at va %#llx, offset %#llx", proc->pid,
-		  (unsigned long long)bo->handle,
-		  bo->alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM ? "VRAM" : "GTT",
-		  (unsigned long long)bo->size, (unsigned long long)bo->va_addr,
-		  (unsigned long long)bo->mmap_offset);
+	emu_debug("pid %u: BO %#llx: flags %#x, %llu bytes at va %#llx, offset %#llx", proc->pid,
+		  (unsigned long long)bo->handle, bo->alloc_flags, (unsigned long long)bo->size,
+		  (unsigned long long)bo->va_addr, (unsigned long long)bo->mmap_offset);
 	return 0;
 }
 
@@ -475,27 +847,21 @@ int emu_free_bo(struct emu_process *proc, uint64_t handle)
 	int ret;
 
 	pthread_mutex_lock(&emu_lock);
-	ret = check_alive(proc);
+	ret = emu_check_alive(proc);
 	if (!ret) {
 		bo = process_find_bo(proc, handle, &index);
 		ret = bo ? 0 : -EINVAL;
 	}
-	if (bo) {
+	if (bo && bo->queue_users) {
+		emu_err("pid %u: BO %#llx holds a queue's buffers: destroy the queue first", proc->pid,
+			(unsigned long long)handle);
+		ret = -EBUSY;
+	} else if (bo) {
 		proc->bos[index] = proc->bos[--proc->nr_bos];
-		bo_release(bo);
+		emu_bo_release(bo);
 	}
 	pthread_mutex_unlock(&emu_lock);
 	return ret;
-}
-
-static int dup_bo_fd(const struct emu_bo *bo, int *fd)
-{
-	*fd = fcntl(bo->memfd, F_DUPFD_CLOEXEC, 0);
-	if (*fd >= 0)
-		return 0;
-	emu_err("BO %#llx: cannot dup its memfd: %s", (unsigned long long)bo->handle,
-		strerror(errno));
-	return -errno;
 }
 
 int emu_export_bo(struct emu_process *proc, uint64_t handle, int *fd)
@@ -504,115 +870,16 @@ int emu_export_bo(struct emu_process *proc, uint64_t handle, int *fd)
 	int ret;
 
 	pthread_mutex_lock(&emu_lock);
-	ret = check_alive(proc);
+	ret = emu_check_alive(proc);
 	if (!ret) {
 		bo = process_find_bo(proc, handle, NULL);
-		ret = bo ? dup_bo_fd(bo, fd) : -EINVAL;
+		ret = bo ? emu_bo_export(bo, fd) : -EINVAL;
 	}
 	pthread_mutex_unlock(&emu_lock);
 	return ret;
 }
 
-/* ---- kernels ---- */
-
-static int kernel_io_error(const struct emu_bo *bo, const char *what, uint64_t pos)
-{
-	int ret = errno ? -errno : -EIO;
-
-	emu_err("BO %#llx: kernel %s at offset %#llx failed: %s", (unsigned long long)bo->handle,
-		what, (unsigned long long)pos, strerror(-ret));
-	return ret;
-}
-
-static int kernel_fill(const struct emu_bo *bo, uint64_t offset, uint64_t length,
-		       uint32_t pattern, uint32_t *chunk)
-{
-	for (uint32_t i = 0; i < EMU_KERNEL_CHUNK / 4; i++)
-		chunk[i] = pattern;
-	for (uint64_t pos = offset; pos < offset + length;) {
-		uint64_t todo = offset + length - pos;
-		ssize_t done;
-
-		done = pwrite(bo->memfd, chunk, todo < EMU_KERNEL_CHUNK ? todo : EMU_KERNEL_CHUNK, pos);
-		if (done <= 0)
-			return kernel_io_error(bo, "fill", pos);
-		pos += done;
-	}
-	return 0;
-}
-
-static int kernel_add(const struct emu_bo *bo, uint64_t offset, uint64_t length,
-		      uint32_t addend, uint32_t *chunk)
-{
-	for (uint64_t pos = offset; pos < offset + length;) {
-		uint64_t todo = offset + length - pos;
-		size_t len = todo < EMU_KERNEL_CHUNK ? todo : EMU_KERNEL_CHUNK;
-
-		/* Reads of a memfd never come up short inside its size. */
-		if (pread(bo->memfd, chunk, len, pos) != (ssize_t)len)
-			return kernel_io_error(bo, "add (read)", pos);
-		for (size_t i = 0; i < len / 4; i++)
-			chunk[i] += addend;
-		if (pwrite(bo->memfd, chunk, len, pos) != (ssize_t)len)
-			return kernel_io_error(bo, "add (write)", pos);
-		pos += len;
-	}
-	return 0;
-}
-
-/* Holes read as zeros and add nothing to the checksum: skip them, so sparse BOs are cheap. */
-static int kernel_checksum(const struct emu_bo *bo, uint64_t offset, uint64_t length,
-			   uint64_t *sum, uint32_t *chunk)
-{
-	uint64_t end = offset + length;
-	uint64_t pos = offset;
-
-	*sum = 0;
-	while (pos < end) {
-		off_t data = lseek(bo->memfd, pos, SEEK_DATA);
-		off_t hole;
-
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0)
-			return kernel_io_error(bo, "checksum (seek)", pos);
-		if ((uint64_t)data >= end)
-			break;
-		hole = lseek(bo->memfd, data, SEEK_HOLE);
-		if (hole < 0)
-			return kernel_io_error(bo, "checksum (seek)", data);
-		for (pos = data & ~7ULL; pos < (uint64_t)hole && pos < end;) {
-			uint64_t todo = (end < (uint64_t)hole ? end : (uint64_t)hole) - pos;
-			size_t len = todo < EMU_KERNEL_CHUNK ? todo : EMU_KERNEL_CHUNK;
-
-			len = (len + 7) & ~7UL;
-			if (pread(bo->memfd, chunk, len, pos) != (ssize_t)len)
-				return kernel_io_error(bo, "checksum (read)", pos);
-			*sum += kfdemu_checksum(chunk, len, pos);
-			pos += len;
-		}
-	}
-	return 0;
-}
-
-static int execute_kernel(const struct emu_bo *bo, const struct kfdemu_kernel *kernel,
-			  uint64_t *result)
-{
-	uint32_t *chunk = malloc(EMU_KERNEL_CHUNK);
-	int ret = -EINVAL;
-
-	if (!chunk)
-		return -ENOMEM;
-	*result = 0;
-	if (kernel->op == KFDEMU_KERNEL_FILL)
-		ret = kernel_fill(bo, kernel->offset, kernel->length, kernel->arg, chunk);
-	else if (kernel->op == KFDEMU_KERNEL_ADD)
-		ret = kernel_add(bo, kernel->offset, kernel->length, kernel->arg, chunk);
-	else if (kernel->op == KFDEMU_KERNEL_CHECKSUM)
-		ret = kernel_checksum(bo, kernel->offset, kernel->length, result, chunk);
-	free(chunk);
-	return ret;
-}
+/* ---- kernels run synchronously (RUN_KERNEL) ---- */
 
 static int check_kernel(const struct emu_bo *bo, const struct kfdemu_kernel *kernel)
 {
@@ -627,11 +894,19 @@ static int check_kernel(const struct emu_bo *bo, const struct kfdemu_kernel *ker
 			(unsigned long long)kernel->length, (unsigned long long)bo->size);
 		return -EINVAL;
 	}
+	if (bo->alloc_flags &
+	    (KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL | KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP)) {
+		emu_err("BO %#llx: doorbells and MMIO registers are not memory for kernels",
+			(unsigned long long)bo->handle);
+		return -EINVAL;
+	}
 	return 0;
 }
 
-/* Kernels wait while the process's queues are evicted: between PROCESS_INFO and UNPAUSE,
- * and from RESTORE until RESUME, as KFD keeps a process's queues off the hardware. */
+/*
+ * Kernels wait while the process's queues are evicted: between PROCESS_INFO and UNPAUSE,
+ * and from RESTORE until RESUME, as KFD keeps a process's queues off the hardware.
+ */
 static int start_kernel(struct emu_process *proc, const struct kfdemu_kernel *kernel,
 			struct emu_bo **bo_out)
 {
@@ -640,7 +915,7 @@ static int start_kernel(struct emu_process *proc, const struct kfdemu_kernel *ke
 
 	while ((proc->paused || proc->awaiting_resume) && !proc->dead)
 		pthread_cond_wait(&emu_state_changed, &emu_lock);
-	ret = check_alive(proc);
+	ret = emu_check_alive(proc);
 	if (ret)
 		return ret;
 	bo = process_find_bo(proc, kernel->handle, NULL);
@@ -658,429 +933,233 @@ static int start_kernel(struct emu_process *proc, const struct kfdemu_kernel *ke
 int emu_run_kernel(struct emu_process *proc, const struct kfdemu_kernel *kernel,
 		   uint64_t *result)
 {
+	struct emu_mem mem;
 	struct emu_bo *bo;
 	int ret;
 
 	pthread_mutex_lock(&emu_lock);
 	ret = start_kernel(proc, kernel, &bo);
+	if (!ret)
+		emu_bo_mem(bo, 0, &mem);
 	pthread_mutex_unlock(&emu_lock);
 	if (ret)
 		return ret;
 
 	/* Outside the lock: other processes keep running while this one computes. */
-	ret = execute_kernel(bo, kernel, result);
+	*result = 0;
+	ret = emu_kernel_step(kernel->op, kernel->arg, &mem, kernel->offset, kernel->length,
+			      result);
 
 	pthread_mutex_lock(&emu_lock);
 	proc->running_kernels--;
-	bo_put(bo);
+	emu_bo_put(bo);
 	pthread_cond_broadcast(&emu_state_changed);
 	pthread_mutex_unlock(&emu_lock);
 	return ret;
 }
 
-/* ---- CRIU ops ---- */
+/* ---- the copy engine: what criu's plugin reaches through a BO's dma-buf ---- */
 
-struct criu_reply {
-	char *payload;
-	uint64_t size;
-	int *fds;
-	uint32_t nr_fds;
-};
-
-static uint64_t priv_data_size(uint32_t num_bos)
+static struct emu_bo *bo_by_dmabuf(int fd)
 {
-	return sizeof(struct emu_priv_header) + (uint64_t)num_bos * sizeof(struct emu_priv_bo);
-}
+	struct stat st;
 
-static int reply_alloc(struct criu_reply *reply, uint64_t size, uint32_t nr_fds)
-{
-	reply->payload = calloc(1, size);
-	reply->fds = calloc(nr_fds + 1, sizeof(int));
-	if (!reply->payload || !reply->fds) {
-		emu_err("no memory for a %llu-byte CRIU reply", (unsigned long long)size);
-		return -ENOMEM;
-	}
-	reply->size = size;
-	return 0;
-}
-
-static void reply_discard(struct criu_reply *reply)
-{
-	for (uint32_t i = 0; i < reply->nr_fds; i++)
-		close(reply->fds[i]);
-	free(reply->fds);
-	free(reply->payload);
-	memset(reply, 0, sizeof(*reply));
-}
-
-/* Hand the BO's memfd out as its dma-buf: the bucket names it by index into the fds. */
-static int reply_add_bo_fd(struct criu_reply *reply, const struct emu_bo *bo,
-			   struct kfd_criu_bo_bucket *bucket)
-{
-	int ret = dup_bo_fd(bo, &reply->fds[reply->nr_fds]);
-
-	if (ret)
-		return ret;
-	bucket->dmabuf_fd = reply->nr_fds++;
-	return 0;
-}
-
-static void wait_for_kernels(struct emu_process *proc)
-{
-	while (proc->running_kernels)
-		pthread_cond_wait(&emu_state_changed, &emu_lock);
-}
-
-static int criu_process_info(struct emu_process *proc, struct kfd_ioctl_criu_args *args)
-{
-	proc->paused = true;
-	wait_for_kernels(proc);
-	args->num_devices = proc->nr_gpu_maps;
-	args->num_bos = proc->nr_bos;
-	/* Queues, events and SVM ranges are not emulated. */
-	args->num_objects = 0;
-	args->priv_data_size = priv_data_size(proc->nr_bos);
-	args->pid = proc->pid;
-	emu_info("pid %u: PROCESS_INFO: paused, %u devices, %u BOs", proc->pid, args->num_devices,
-		 args->num_bos);
-	return 0;
-}
-
-static void checkpoint_devices(struct emu_process *proc, struct kfd_criu_device_bucket *devices)
-{
-	for (uint32_t i = 0; i < proc->nr_gpu_maps; i++) {
-		devices[i].user_gpu_id = proc->gpu_map[i].user_gpu_id;
-		devices[i].actual_gpu_id = proc->gpu_map[i].gpu->gpu_id;
-	}
-}
-
-static int checkpoint_bos(struct emu_process *proc, struct kfd_criu_bo_bucket *bos,
-			  struct emu_priv_bo *priv_bos, struct criu_reply *reply)
-{
-	for (uint32_t i = 0; i < proc->nr_bos; i++) {
-		struct emu_bo *bo = proc->bos[i];
-		int ret;
-
-		bos[i].addr = bo->va_addr;
-		bos[i].size = bo->size;
-		bos[i].offset = bo->mmap_offset;
-		bos[i].gpu_id = bo->user_gpu_id;
-		bos[i].alloc_flags = bo->alloc_flags;
-		priv_bos[i].idr = bo->idr;
-		priv_bos[i].user_gpu_id = bo->user_gpu_id;
-		ret = reply_add_bo_fd(reply, bo, &bos[i]);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int criu_checkpoint(struct emu_process *proc, struct kfd_ioctl_criu_args *args,
-			   struct criu_reply *reply)
-{
-	struct kfd_criu_device_bucket *devices;
-	struct emu_priv_header *priv;
-	struct kfd_criu_bo_bucket *bos;
-	int ret;
-
-	if (!proc->paused) {
-		emu_err("pid %u: CHECKPOINT before PROCESS_INFO", proc->pid);
-		return -EINVAL;
-	}
-	if (args->num_devices != proc->nr_gpu_maps || args->num_bos != proc->nr_bos ||
-	    args->priv_data_size != priv_data_size(proc->nr_bos)) {
-		emu_err("pid %u: CHECKPOINT sized for %u devices, %u BOs, %llu bytes; the process has %u, %u, %llu",
-			proc->pid, args->num_devices, args->num_bos,
-			(unsigned long long)args->priv_data_size, proc->nr_gpu_maps, proc->nr_bos,
-			(unsigned long long)priv_data_size(proc->nr_bos));
-		return -EINVAL;
-	}
-	ret = reply_alloc(reply,
-			  sizeof(*args) + proc->nr_gpu_maps * sizeof(*devices) +
-				  proc->nr_bos * sizeof(*bos) + args->priv_data_size,
-			  proc->nr_bos);
-	if (ret)
-		return ret;
-	devices = (void *)(reply->payload + sizeof(*args));
-	bos = (void *)(devices + proc->nr_gpu_maps);
-	priv = (void *)(bos + proc->nr_bos);
-	*priv = (struct emu_priv_header){ EMU_PRIV_MAGIC, EMU_PRIV_VERSION, proc->nr_bos,
-					  proc->nr_gpu_maps };
-	checkpoint_devices(proc, devices);
-	ret = checkpoint_bos(proc, bos, (void *)(priv + 1), reply);
-	if (ret)
-		return ret;
-	memcpy(reply->payload, args, sizeof(*args));
-	emu_info("pid %u: CHECKPOINT: %u BOs handed out", proc->pid, proc->nr_bos);
-	return 0;
-}
-
-static int criu_unpause(struct emu_process *proc)
-{
-	if (!proc->paused) {
-		emu_err("pid %u: UNPAUSE of a process that is not paused", proc->pid);
-		return -EINVAL;
-	}
-	proc->paused = false;
-	pthread_cond_broadcast(&emu_state_changed);
-	emu_info("pid %u: UNPAUSE", proc->pid);
-	return 0;
-}
-
-static int criu_resume(const struct kfd_ioctl_criu_args *args)
-{
-	struct emu_process *proc = process_lookup(args->pid);
-
-	if (!proc) {
-		emu_err("RESUME: no live process with pid %u", args->pid);
-		return -ESRCH;
-	}
-	if (!proc->awaiting_resume) {
-		emu_err("RESUME: pid %u was not restored or is already running", args->pid);
-		return -EINVAL;
-	}
-	proc->awaiting_resume = false;
-	pthread_cond_broadcast(&emu_state_changed);
-	emu_info("pid %u: RESUME", args->pid);
-	return 0;
-}
-
-/* The restore arrays as they sit in the request, checked against each other. */
-struct restore_input {
-	const struct kfd_criu_device_bucket *devices;
-	const struct kfd_criu_bo_bucket *bos;
-	const struct emu_priv_bo *priv_bos;
-};
-
-static int parse_restore_input(uint32_t pid, const struct kfd_ioctl_criu_args *args,
-			       const void *request, uint64_t request_size,
-			       struct restore_input *in)
-{
-	const char *pos = (const char *)request + sizeof(*args);
-	const struct emu_priv_header *priv;
-	uint64_t expected;
-
-	expected = sizeof(*args) + (uint64_t)args->num_devices * sizeof(*in->devices) +
-		   (uint64_t)args->num_bos * sizeof(*in->bos) + args->priv_data_size;
-	if (request_size != expected || args->priv_data_size != priv_data_size(args->num_bos)) {
-		emu_err("pid %u: RESTORE: %llu request bytes with %llu bytes of private data for %u BOs",
-			pid, (unsigned long long)request_size,
-			(unsigned long long)args->priv_data_size, args->num_bos);
-		return -EINVAL;
-	}
-	in->devices = (const void *)pos;
-	in->bos = (const void *)(in->devices + args->num_devices);
-	priv = (const void *)(in->bos + args->num_bos);
-	in->priv_bos = (const void *)(priv + 1);
-	if (priv->magic != EMU_PRIV_MAGIC || priv->version != EMU_PRIV_VERSION ||
-	    priv->num_bos != args->num_bos || priv->num_devices != args->num_devices) {
-		emu_err("pid %u: RESTORE: private data is not this emulator's (magic %#x version %u) or disagrees with the buckets",
-			pid, priv->magic, priv->version);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static struct emu_gpu *find_gpu(uint32_t gpu_id)
-{
-	for (unsigned int i = 0; i < emu_nr_gpus; i++)
-		if (emu_gpus[i].gpu_id == gpu_id)
-			return &emu_gpus[i];
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		return NULL;
+	for (struct emu_process *proc = emu_processes; proc; proc = proc->next)
+		for (uint32_t i = 0; !proc->dead && i < proc->nr_bos; i++)
+			if (proc->bos[i]->dmabuf_fd >= 0 && proc->bos[i]->dmabuf_ino == st.st_ino)
+				return proc->bos[i];
 	return NULL;
 }
 
-static int restore_gpu_map(struct emu_process *proc, const struct kfd_ioctl_criu_args *args,
-			   const struct kfd_criu_device_bucket *devices)
+int emu_identify_dmabuf(int fd, struct kfdemu_identity *id)
 {
-	if (args->num_devices > EMU_MAX_GPUS) {
-		emu_err("pid %u: RESTORE: %u devices, the emulator has %u", proc->pid,
-			args->num_devices, emu_nr_gpus);
+	struct emu_bo *bo;
+
+	pthread_mutex_lock(&emu_lock);
+	bo = bo_by_dmabuf(fd);
+	if (bo)
+		*id = (struct kfdemu_identity){ .kind = KFDEMU_FD_DMABUF, .pid = bo->proc->pid,
+						.gpu_id = bo->gpu->gpu_id,
+						.render_minor = bo->gpu->render_minor };
+	pthread_mutex_unlock(&emu_lock);
+	return bo ? 0 : -ENOENT;
+}
+
+static int get_copy_bo(int dmabuf_fd, uint64_t offset, uint64_t length, struct emu_bo **bo_out)
+{
+	struct emu_bo *bo;
+
+	pthread_mutex_lock(&emu_lock);
+	bo = bo_by_dmabuf(dmabuf_fd);
+	if (bo && offset <= bo->size && length <= bo->size - offset)
+		bo->refs++;
+	pthread_mutex_unlock(&emu_lock);
+	if (!bo) {
+		emu_err("copy engine: the fd is not the dma-buf of a live BO");
+		return -EBADF;
+	}
+	if (offset > bo->size || length > bo->size - offset) {
+		emu_err("copy engine: BO %#llx: range %#llx+%#llx outside its %#llx bytes",
+			(unsigned long long)bo->handle, (unsigned long long)offset,
+			(unsigned long long)length, (unsigned long long)bo->size);
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < args->num_devices; i++) {
-		struct emu_gpu *gpu = find_gpu(devices[i].actual_gpu_id);
-
-		for (uint32_t j = 0; j < i; j++) {
-			if (devices[j].user_gpu_id == devices[i].user_gpu_id ||
-			    devices[j].actual_gpu_id == devices[i].actual_gpu_id)
-				gpu = NULL;
-		}
-		if (!gpu) {
-			emu_err("pid %u: RESTORE: device bucket %u (user %#x -> actual %#x) names no emulated GPU or repeats one",
-				proc->pid, i, devices[i].user_gpu_id, devices[i].actual_gpu_id);
-			return -EINVAL;
-		}
-		proc->gpu_map[i].user_gpu_id = devices[i].user_gpu_id;
-		proc->gpu_map[i].gpu = gpu;
-	}
-	proc->nr_gpu_maps = args->num_devices;
+	*bo_out = bo;
 	return 0;
 }
 
-static int restore_one_bo(struct emu_process *proc, const struct kfd_criu_bo_bucket *bucket,
-			  const struct emu_priv_bo *priv_bo, struct emu_bo **bo)
+static void put_copy_bo(struct emu_bo *bo)
 {
-	struct emu_gpu *gpu;
-	int ret;
+	pthread_mutex_lock(&emu_lock);
+	emu_bo_put(bo);
+	pthread_mutex_unlock(&emu_lock);
+}
 
-	ret = check_bo_shape(proc->pid, bucket->alloc_flags, bucket->addr, bucket->size);
-	if (ret)
-		return ret;
-	if (priv_bo->user_gpu_id != bucket->gpu_id || !priv_bo->idr) {
-		emu_err("pid %u: RESTORE: BO at va %#llx: private data (gpu %#x, id %u) disagrees with its bucket (gpu %#x)",
-			proc->pid, (unsigned long long)bucket->addr, priv_bo->user_gpu_id,
-			priv_bo->idr, bucket->gpu_id);
-		return -EINVAL;
+/*
+ * Through a bounce buffer, one per connection thread, faulted in once: the aperture is
+ * written with pwrite(), not through a mapping, since a page fault per 4 KiB of a fresh
+ * mapping costs several times the copy itself (first-touch faults on this VM: ~15 us a
+ * page, against ~0.25 us a page written).
+ */
+static pthread_key_t copy_buf_key;
+static pthread_once_t copy_buf_once = PTHREAD_ONCE_INIT;
+
+static void make_copy_buf_key(void)
+{
+	/* Freed when the connection's thread ends. */
+	pthread_key_create(&copy_buf_key, free);
+}
+
+static char *copy_buf(void)
+{
+	char *buf;
+
+	pthread_once(&copy_buf_once, make_copy_buf_key);
+	buf = pthread_getspecific(copy_buf_key);
+	if (!buf) {
+		buf = malloc(EMU_COPY_CHUNK);
+		if (buf && pthread_setspecific(copy_buf_key, buf)) {
+			free(buf);
+			buf = NULL;
+		}
 	}
-	gpu = process_gpu(proc, bucket->gpu_id);
-	if (!gpu)
-		return -EINVAL;
-	if (!va_range_free(proc, bucket->gpu_id, bucket->addr, bucket->size) ||
-	    lookup_bo(proc, (uint64_t)bucket->gpu_id << 32 | priv_bo->idr, NULL)) {
-		emu_err("pid %u: RESTORE: BO %u on gpu %#x at va %#llx collides with another",
-			proc->pid, priv_bo->idr, bucket->gpu_id, (unsigned long long)bucket->addr);
-		return -EINVAL;
-	}
-	ret = bo_create(bucket->gpu_id, gpu, priv_bo->idr, bucket->alloc_flags, bucket->addr,
-			bucket->size, bo);
-	if (ret)
-		return ret;
-	ret = process_add_bo(proc, *bo);
-	if (ret) {
-		emu_err("pid %u: no memory for the BO table", proc->pid);
-		bo_release(*bo);
+	return buf;
+}
+
+static void file_error(const struct emu_bo *bo, const char *what, uint64_t pos, int ret)
+{
+	emu_err("copy engine: BO %#llx: cannot %s the file at %llu: %s",
+		(unsigned long long)bo->handle, what, (unsigned long long)pos,
+		ret == -ENODATA ? "it ends there" : strerror(-ret));
+}
+
+static int copy_chunks(const struct emu_bo *bo, const struct kfdemu_copy *req, int file_fd)
+{
+	struct emu_mem aperture;
+	uint64_t pos = req->bo_offset, file_pos = req->file_offset, left = req->length;
+	bool to_bo = req->dir == KFDEMU_COPY_TO_BO;
+	char *buf = copy_buf();
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	emu_bo_mem(bo, 0, &aperture);
+	while (!ret && left) {
+		uint64_t chunk = left < EMU_COPY_CHUNK ? left : EMU_COPY_CHUNK;
+
+		/* The device side (emu_mem_*) logs its own failures; the file side's are said here. */
+		if (to_bo) {
+			ret = amdgpu_file_io(file_fd, buf, chunk, file_pos, true);
+			if (ret)
+				file_error(bo, "read", file_pos, ret);
+			else
+				ret = emu_mem_write(&aperture, buf, chunk, pos);
+		} else {
+			ret = emu_mem_read(&aperture, buf, chunk, pos);
+			if (!ret && (ret = amdgpu_file_io(file_fd, buf, chunk, file_pos, false)))
+				file_error(bo, "write", file_pos, ret);
+		}
+		pos += chunk;
+		file_pos += chunk;
+		left -= chunk;
 	}
 	return ret;
 }
 
-/* A failed RESTORE leaves the process as it found it: no BOs, its own GPU ids. */
-static void undo_restore(struct emu_process *proc)
+int emu_copy(const struct kfdemu_copy *req, int dmabuf_fd, int file_fd)
 {
-	for (uint32_t i = 0; i < proc->nr_bos; i++)
-		bo_release(proc->bos[i]);
-	proc->nr_bos = 0;
-	for (unsigned int i = 0; i < emu_nr_gpus; i++) {
-		proc->gpu_map[i].user_gpu_id = emu_gpus[i].gpu_id;
-		proc->gpu_map[i].gpu = &emu_gpus[i];
-	}
-	proc->nr_gpu_maps = emu_nr_gpus;
-}
-
-static int restore_bos(struct emu_process *proc, const struct kfd_ioctl_criu_args *args,
-		       const struct restore_input *in, struct criu_reply *reply)
-{
-	struct kfd_criu_bo_bucket *out_bos = (void *)(reply->payload + sizeof(*args));
-	uint32_t max_idr = 0;
-
-	memcpy(out_bos, in->bos, args->num_bos * sizeof(*out_bos));
-	for (uint32_t i = 0; i < args->num_bos; i++) {
-		struct emu_bo *bo;
-		int ret;
-
-		ret = restore_one_bo(proc, &in->bos[i], &in->priv_bos[i], &bo);
-		if (!ret)
-			ret = reply_add_bo_fd(reply, bo, &out_bos[i]);
-		if (ret)
-			return ret;
-		out_bos[i].restored_offset = bo->mmap_offset;
-		if (bo->idr > max_idr)
-			max_idr = bo->idr;
-	}
-	proc->next_idr = max_idr + 1;
-	return 0;
-}
-
-static int check_restorable(struct emu_process *proc)
-{
-	if (!proc->nr_bos && !proc->restored)
-		return 0;
-	emu_err("pid %u: RESTORE into a process that already has BOs or was restored", proc->pid);
-	return -EINVAL;
-}
-
-static int criu_restore(struct emu_process *proc, struct kfd_ioctl_criu_args *args,
-			const void *request, uint64_t request_size, struct criu_reply *reply)
-{
-	struct restore_input in;
+	struct emu_bo *bo;
 	int ret;
 
-	ret = check_restorable(proc);
-	if (!ret)
-		ret = parse_restore_input(proc->pid, args, request, request_size, &in);
-	if (!ret)
-		ret = reply_alloc(reply, sizeof(*args) + args->num_bos * sizeof(*in.bos),
-				  args->num_bos);
-	if (ret)
-		return ret;
-	ret = restore_gpu_map(proc, args, in.devices);
-	if (!ret)
-		ret = restore_bos(proc, args, &in, reply);
-	if (ret) {
-		undo_restore(proc);
-		return ret;
-	}
-	/* Queues stay evicted until RESUME: the restored task must not compute before. */
-	proc->restored = true;
-	proc->awaiting_resume = true;
-	memcpy(reply->payload, args, sizeof(*args));
-	emu_info("pid %u: RESTORE: %u BOs on %u devices re-created", proc->pid, args->num_bos,
-		 args->num_devices);
-	return 0;
-}
-
-static int dispatch_criu_op(struct emu_process *proc, struct kfd_ioctl_criu_args *args,
-			    const void *request, uint64_t request_size, struct criu_reply *reply)
-{
-	int ret;
-
-	/* RESUME names its process by pid: the caller is the checkpoint tool, not the task. */
-	if (args->op == KFD_CRIU_OP_RESUME)
-		return criu_resume(args);
-	ret = check_alive(proc);
-	if (ret)
-		return ret;
-	switch (args->op) {
-	case KFD_CRIU_OP_PROCESS_INFO:
-		return criu_process_info(proc, args);
-	case KFD_CRIU_OP_CHECKPOINT:
-		return criu_checkpoint(proc, args, reply);
-	case KFD_CRIU_OP_UNPAUSE:
-		return criu_unpause(proc);
-	case KFD_CRIU_OP_RESTORE:
-		return criu_restore(proc, args, request, request_size, reply);
-	}
-	emu_err("pid %u: unknown CRIU op %u", proc->pid, args->op);
-	return -EINVAL;
-}
-
-int emu_criu_op(struct emu_process *proc, const void *request, uint64_t request_size,
-		void **reply_payload, uint64_t *reply_size, int **reply_fds, uint32_t *nr_reply_fds)
-{
-	struct kfd_ioctl_criu_args args;
-	struct criu_reply reply = {};
-	int ret;
-
-	if (request_size < sizeof(args)) {
-		emu_err("CRIU_OP: %llu-byte request, shorter than kfd_ioctl_criu_args",
-			(unsigned long long)request_size);
+	if (req->dir != KFDEMU_COPY_TO_BO && req->dir != KFDEMU_COPY_FROM_BO) {
+		emu_err("copy engine: unknown direction %u", req->dir);
 		return -EINVAL;
 	}
-	memcpy(&args, request, sizeof(args));
-	emu_debug("pid %u: CRIU op %s", proc->pid, criu_op_name(args.op));
-	pthread_mutex_lock(&emu_lock);
-	ret = dispatch_criu_op(proc, &args, request, request_size, &reply);
-	pthread_mutex_unlock(&emu_lock);
-	if (!ret && !reply.payload)
-		ret = reply_alloc(&reply, sizeof(args), 0);
-	if (ret) {
-		reply_discard(&reply);
+	ret = get_copy_bo(dmabuf_fd, req->bo_offset, req->length, &bo);
+	if (ret)
 		return ret;
+	ret = copy_chunks(bo, req, file_fd);
+	if (!ret)
+		emu_debug("copy engine: BO %#llx: %llu bytes %s", (unsigned long long)bo->handle,
+			  (unsigned long long)req->length,
+			  req->dir == KFDEMU_COPY_TO_BO ? "written" : "read");
+	put_copy_bo(bo);
+	return ret;
+}
+
+int emu_next_data(int dmabuf_fd, struct kfdemu_next_data *req)
+{
+	struct emu_bo *bo;
+	off_t data, hole;
+	uint64_t base;
+	int ret;
+
+	ret = get_copy_bo(dmabuf_fd, 0, 0, &bo);
+	if (ret)
+		return ret;
+	base = bo->mmap_offset;
+	ret = -ENXIO;
+	if (req->from < bo->size) {
+		data = lseek(bo->gpu->aperture_fd, base + req->from, SEEK_DATA);
+		hole = data < 0 ? -1 : lseek(bo->gpu->aperture_fd, data, SEEK_HOLE);
+		if (data >= 0 && hole >= 0 && (uint64_t)data < base + bo->size) {
+			req->start = data - base;
+			req->end =
+				(uint64_t)hole - base < bo->size ? (uint64_t)hole - base : bo->size;
+			ret = 0;
+		}
 	}
-	if (args.op != KFD_CRIU_OP_CHECKPOINT && args.op != KFD_CRIU_OP_RESTORE)
-		memcpy(reply.payload, &args, sizeof(args));
-	*reply_payload = reply.payload;
-	*reply_size = reply.size;
-	*reply_fds = reply.fds;
-	*nr_reply_fds = reply.nr_fds;
-	return 0;
+	put_copy_bo(bo);
+	return ret;
+}
+
+void emu_get_stats(struct kfdemu_stats *stats)
+{
+	struct emu_process *proc, *next;
+
+	pthread_mutex_lock(&emu_lock);
+	/* An exited process whose connections are not reaped yet is gone already. */
+	for (proc = emu_processes; proc; proc = next) {
+		next = proc->next;
+		if (process_has_exited(proc))
+			process_kill(proc);
+	}
+	for (proc = emu_processes; proc; proc = proc->next) {
+		stats->nr_processes++;
+		stats->nr_bos += proc->nr_bos;
+		stats->nr_queues += proc->nr_queues;
+		stats->nr_events += proc->nr_events;
+		stats->nr_svm_ranges += proc->nr_svm + proc->nr_svm_pending;
+	}
+	for (unsigned int i = 0; i < emu_nr_gpus; i++)
+		stats->vram_used += emu_gpus[i].vram_used;
+	pthread_mutex_unlock(&emu_lock);
+}
+
+/* For the engine: every live process, under emu_lock. */
+struct emu_process *emu_process_first(void)
+{
+	return emu_processes;
 }

@@ -12,7 +12,6 @@
 #include "emu.h"
 
 #define EMU_VENDOR_AMD 0x1002U
-#define EMU_RENDER_MINOR_BASE 128
 
 /* Build a path; topology paths are short, an overlong --topology is refused. */
 static int __attribute__((format(printf, 3, 4))) build_path(char *path, size_t size,
@@ -164,7 +163,7 @@ static void format_gpu_properties(const struct emu_gpu *gpu, char *text, size_t 
 		 "capability 671588992\ndebug_prop 0\nsdma_fw_version 10\n"
 		 "unique_id %llu\nnum_xcc 1\nmax_engine_clk_ccompute 3000\n",
 		 0x80000000U + gpu->node_id * 0x1000U, EMU_VENDOR_AMD, gpu->device_id,
-		 (gpu->node_id + 2) << 8, EMU_RENDER_MINOR_BASE + gpu->node_id - 1,
+		 (gpu->node_id + 2) << 8, gpu->render_minor,
 		 (unsigned long long)gpu->vram_size,
 		 0x4b46444500000000ULL | gpu->gpu_id);
 }

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -22,6 +23,9 @@
 
 #include "emu.h"
 #include "libkfdemu.h"
+
+/* Render node minors as DRM numbers them: renderD128 is the first. */
+#define EMU_RENDER_MINOR_BASE 128
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -41,18 +45,23 @@ static struct emu_config config = {
 	.log_level = EMU_LOG_WARN,
 };
 
-/* One client connection, served by one thread. */
+/* One client connection, served by one thread: /dev/kfd of a process, or a render node. */
 struct emu_conn {
 	struct emu_conn *next;
 	int sock;
 	uint32_t pid;
 	uint64_t sock_ino;	   /* the client's socket inode, from HELLO */
-	struct emu_process *own;    /* the process this client opened */
-	struct emu_process *target; /* what ops act on: own, or one ATTACHed to */
+	bool hello_done;
+	uint32_t kind;		   /* enum kfdemu_conn_kind */
+	uint32_t render_minor;	   /* RENDER */
+	struct emu_process *own;    /* KFD: the process this client opened */
+	struct emu_process *target; /* KFD: what ops act on: own, or one ATTACHed to */
 };
 
+/* Lock order: conns_lock before emu_lock, never the other way round. */
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct emu_conn *conns;
+static unsigned int nr_conns;
 static FILE *log_file;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -88,6 +97,7 @@ static void conn_register(struct emu_conn *conn)
 	pthread_mutex_lock(&conns_lock);
 	conn->next = conns;
 	conns = conn;
+	nr_conns++;
 	pthread_mutex_unlock(&conns_lock);
 }
 
@@ -97,10 +107,29 @@ static void conn_unregister(struct emu_conn *conn)
 	for (struct emu_conn **link = &conns; *link; link = &(*link)->next) {
 		if (*link == conn) {
 			*link = conn->next;
+			nr_conns--;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&conns_lock);
+}
+
+int emu_conn_find_render(uint64_t sock_ino, uint32_t *minor, uint32_t *pid)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&conns_lock);
+	for (struct emu_conn *conn = conns; conn; conn = conn->next) {
+		if (conn->hello_done && conn->kind == KFDEMU_CONN_RENDER &&
+		    conn->sock_ino == sock_ino) {
+			*minor = conn->render_minor;
+			*pid = conn->pid;
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&conns_lock);
+	return ret;
 }
 
 static int peer_identity(int sock, uint32_t *pid, int *pidfd)
@@ -124,16 +153,29 @@ static int peer_identity(int sock, uint32_t *pid, int *pidfd)
 	return 0;
 }
 
-static int handle_hello(struct emu_conn *conn, const struct kfdemu_msg *req,
+static int hello_render(struct emu_conn *conn, const struct kfdemu_hello *hello,
+			uint32_t *gpu_id)
+{
+	struct emu_gpu *gpu = emu_gpu_by_minor(hello->render_minor);
+
+	if (!gpu) {
+		emu_err("pid %u: no render node renderD%u here", conn->pid, hello->render_minor);
+		return -ENODEV;
+	}
+	*gpu_id = gpu->gpu_id;
+	return 0;
+}
+
+static int handle_hello(struct emu_conn *conn, const struct kfdemu_hello *hello,
 			struct kfdemu_msg *reply)
 {
-	const struct kfdemu_hello *hello = req->payload;
 	struct kfdemu_hello_reply *hello_reply;
-	struct emu_process *own;
-	int pidfd;
+	struct emu_process *own = NULL;
+	uint32_t gpu_id = 0;
+	int pidfd = -1;
 	int ret;
 
-	if (conn->own) {
+	if (conn->hello_done) {
 		emu_err("pid %u: second HELLO on one connection", conn->pid);
 		return -EPROTO;
 	}
@@ -142,96 +184,108 @@ static int handle_hello(struct emu_conn *conn, const struct kfdemu_msg *req,
 			KFDEMU_PROTO_VERSION);
 		return -EPROTONOSUPPORT;
 	}
+	if (hello->kind != KFDEMU_CONN_KFD && hello->kind != KFDEMU_CONN_RENDER) {
+		emu_err("HELLO for an unknown kind of file %u", hello->kind);
+		return -EPROTO;
+	}
 	ret = peer_identity(conn->sock, &conn->pid, &pidfd);
-	if (!ret)
+	if (!ret && hello->kind == KFDEMU_CONN_RENDER) {
+		ret = hello_render(conn, hello, &gpu_id);
+		if (pidfd >= 0)
+			close(pidfd);
+	} else if (!ret) {
 		ret = emu_process_open(conn->pid, pidfd, &own);
+	}
 	if (ret)
 		return ret;
-	/* ATTACH from other connections reads these under conns_lock. */
+	hello_reply = calloc(1, sizeof(*hello_reply));
+	if (!hello_reply) {
+		if (own)
+			emu_process_close(own, true);
+		return -ENOMEM;
+	}
+	/* ATTACH and render node lookups from other connections read these under conns_lock. */
 	pthread_mutex_lock(&conns_lock);
 	conn->own = own;
 	conn->target = own;
 	conn->sock_ino = hello->sock_ino;
+	conn->kind = hello->kind;
+	conn->render_minor = hello->render_minor;
+	conn->hello_done = true;
 	pthread_mutex_unlock(&conns_lock);
-	hello_reply = calloc(1, sizeof(*hello_reply));
-	if (!hello_reply)
-		return -ENOMEM;
-	hello_reply->server_version = KFDEMU_PROTO_VERSION;
-	hello_reply->nr_gpus = emu_nr_gpus;
-	hello_reply->pid = conn->pid;
+	*hello_reply = (struct kfdemu_hello_reply){ .server_version = KFDEMU_PROTO_VERSION,
+						    .nr_gpus = emu_nr_gpus, .pid = conn->pid,
+						    .gpu_id = gpu_id };
 	reply->payload = hello_reply;
 	reply->payload_size = sizeof(*hello_reply);
-	emu_info("pid %u: connected (socket inode %llu)", conn->pid,
-		 (unsigned long long)conn->sock_ino);
+	if (hello->kind == KFDEMU_CONN_RENDER)
+		emu_info("pid %u: opened renderD%u (socket inode %llu)", conn->pid,
+			 hello->render_minor, (unsigned long long)conn->sock_ino);
+	else
+		emu_info("pid %u: opened /dev/kfd (socket inode %llu)", conn->pid,
+			 (unsigned long long)conn->sock_ino);
+	return 0;
+}
+
+static int reply_with(struct kfdemu_msg *reply, const void *data, uint64_t size)
+{
+	reply->payload = malloc(size ? size : 1);
+	if (!reply->payload)
+		return -ENOMEM;
+	memcpy(reply->payload, data, size);
+	reply->payload_size = size;
+	return 0;
+}
+
+static int reply_with_fd(struct kfdemu_msg *reply, int fd)
+{
+	reply->fds = malloc(sizeof(int));
+	if (!reply->fds) {
+		close(fd);
+		return -ENOMEM;
+	}
+	reply->fds[0] = fd;
+	reply->nr_fds = 1;
 	return 0;
 }
 
 static int handle_get_gpus(struct kfdemu_msg *reply)
 {
-	struct kfdemu_gpu_info *gpus = calloc(emu_nr_gpus, sizeof(*gpus));
+	struct kfdemu_gpu_info gpus[EMU_MAX_GPUS];
 
-	if (!gpus)
-		return -ENOMEM;
 	emu_get_gpu_info(gpus);
-	reply->payload = gpus;
-	reply->payload_size = emu_nr_gpus * sizeof(*gpus);
-	return 0;
+	return reply_with(reply, gpus, emu_nr_gpus * sizeof(gpus[0]));
 }
 
 static int handle_alloc(struct emu_conn *conn, const struct kfdemu_msg *req,
 			struct kfdemu_msg *reply)
 {
-	struct kfdemu_bo_info *bo = malloc(sizeof(*bo));
+	struct kfdemu_bo_info bo;
 	int ret;
 
-	if (!bo)
-		return -ENOMEM;
-	memcpy(bo, req->payload, sizeof(*bo));
-	ret = emu_alloc_bo(conn->target, bo);
-	if (ret) {
-		free(bo);
-		return ret;
-	}
-	reply->payload = bo;
-	reply->payload_size = sizeof(*bo);
-	return 0;
+	memcpy(&bo, req->payload, sizeof(bo));
+	ret = emu_alloc_bo(conn->target, &bo);
+	return ret ? ret : reply_with(reply, &bo, sizeof(bo));
 }
 
 static int handle_export(struct emu_conn *conn, const struct kfdemu_msg *req,
 			 struct kfdemu_msg *reply)
 {
 	const struct kfdemu_bo_ref *ref = req->payload;
-	int *fds = malloc(sizeof(int));
-	int ret;
+	int fd, ret;
 
-	if (!fds)
-		return -ENOMEM;
-	ret = emu_export_bo(conn->target, ref->handle, fds);
-	if (ret) {
-		free(fds);
-		return ret;
-	}
-	reply->fds = fds;
-	reply->nr_fds = 1;
-	return 0;
+	ret = emu_export_bo(conn->target, ref->handle, &fd);
+	return ret ? ret : reply_with_fd(reply, fd);
 }
 
 static int handle_run_kernel(struct emu_conn *conn, const struct kfdemu_msg *req,
 			     struct kfdemu_msg *reply)
 {
-	struct kfdemu_kernel_result *result = calloc(1, sizeof(*result));
+	struct kfdemu_kernel_result result = {};
 	int ret;
 
-	if (!result)
-		return -ENOMEM;
-	ret = emu_run_kernel(conn->target, req->payload, &result->value);
-	if (ret) {
-		free(result);
-		return ret;
-	}
-	reply->payload = result;
-	reply->payload_size = sizeof(*result);
-	return 0;
+	ret = emu_run_kernel(conn->target, req->payload, &result.value);
+	return ret ? ret : reply_with(reply, &result, sizeof(result));
 }
 
 /* Find the process behind a client socket the checkpoint tool took from a task. */
@@ -250,7 +304,7 @@ static int find_process_by_socket(uint64_t sock_ino, struct emu_process **proc)
 	}
 	pthread_mutex_unlock(&conns_lock);
 	if (ret)
-		emu_err("ATTACH: no client connection with socket inode %llu",
+		emu_err("ATTACH: no /dev/kfd connection with socket inode %llu",
 			(unsigned long long)sock_ino);
 	return ret;
 }
@@ -274,53 +328,237 @@ static int handle_attach(struct emu_conn *conn, const struct kfdemu_msg *req)
 	return 0;
 }
 
+static int handle_get_mmap(struct emu_conn *conn, const struct kfdemu_msg *req,
+			   struct kfdemu_msg *reply)
+{
+	const struct kfdemu_get_mmap *get = req->payload;
+	int fd, ret;
+
+	if (get->kind !=
+	    (conn->kind == KFDEMU_CONN_RENDER ? KFDEMU_MMAP_RENDER : KFDEMU_MMAP_KFD)) {
+		emu_err("pid %u: GET_MMAP of kind %u on a %s connection", conn->pid, get->kind,
+			conn->kind == KFDEMU_CONN_RENDER ? "render node" : "/dev/kfd");
+		return -EINVAL;
+	}
+	ret = conn->kind == KFDEMU_CONN_RENDER ? emu_render_mmap_fd(conn->sock_ino, &fd) :
+						  emu_kfd_mmap_fd(conn->target, &fd);
+	return ret ? ret : reply_with_fd(reply, fd);
+}
+
+static int handle_create_queue(struct emu_conn *conn, const struct kfdemu_msg *req,
+			       struct kfdemu_msg *reply)
+{
+	struct kfdemu_queue_reply queue;
+	int ret = emu_create_queue(conn->target, req->payload, &queue);
+
+	return ret ? ret : reply_with(reply, &queue, sizeof(queue));
+}
+
+static int handle_create_event(struct emu_conn *conn, const struct kfdemu_msg *req,
+			       struct kfdemu_msg *reply)
+{
+	struct kfdemu_event_reply event;
+	int ret = emu_create_event(conn->target, req->payload, &event);
+
+	return ret ? ret : reply_with(reply, &event, sizeof(event));
+}
+
+static int handle_event_op(struct emu_conn *conn, const struct kfdemu_msg *req)
+{
+	uint32_t id = ((const struct kfdemu_event_ref *)req->payload)->event_id;
+
+	if (req->type == KFDEMU_MSG_DESTROY_EVENT)
+		return emu_destroy_event(conn->target, id);
+	if (req->type == KFDEMU_MSG_SET_EVENT)
+		return emu_set_event(conn->target, id);
+	return emu_reset_event(conn->target, id);
+}
+
+static int handle_wait_events(struct emu_conn *conn, const struct kfdemu_msg *req,
+			      struct kfdemu_msg *reply)
+{
+	const struct kfdemu_wait_events *wait = req->payload;
+	struct kfdemu_wait_reply result = {};
+	int ret;
+
+	ret = emu_wait_events(conn->target, wait, (const uint32_t *)(wait + 1), &result.result);
+	return ret ? ret : reply_with(reply, &result, sizeof(result));
+}
+
+static int handle_svm(struct emu_conn *conn, const struct kfdemu_msg *req,
+		      struct kfdemu_msg *reply)
+{
+	int ret = reply_with(reply, req->payload, req->payload_size);
+	struct kfdemu_svm *svm = reply->payload;
+
+	if (!ret)
+		ret = emu_svm(conn->target, svm, (struct kfd_ioctl_svm_attribute *)(svm + 1));
+	return ret;
+}
+
+static int handle_copy(const struct kfdemu_msg *req)
+{
+	return emu_copy(req->payload, req->fds[0], req->fds[1]);
+}
+
+static int handle_next_data(const struct kfdemu_msg *req, struct kfdemu_msg *reply)
+{
+	struct kfdemu_next_data next;
+	int ret;
+
+	memcpy(&next, req->payload, sizeof(next));
+	ret = emu_next_data(req->fds[0], &next);
+	return ret ? ret : reply_with(reply, &next, sizeof(next));
+}
+
+/* What an fd a checkpoint tool took from a task is: found by its socket or dma-buf inode. */
+static int handle_identify(const struct kfdemu_msg *req, struct kfdemu_msg *reply)
+{
+	struct kfdemu_identity id = {};
+	struct stat st;
+	int ret = -ENOENT;
+
+	if (fstat(req->fds[0], &st))
+		return -errno;
+	pthread_mutex_lock(&conns_lock);
+	for (struct emu_conn *conn = conns; S_ISSOCK(st.st_mode) && conn; conn = conn->next) {
+		if (!conn->hello_done || conn->sock_ino != st.st_ino)
+			continue;
+		id = (struct kfdemu_identity){ .kind = conn->kind == KFDEMU_CONN_RENDER ?
+							       KFDEMU_FD_RENDER :
+							       KFDEMU_FD_KFD,
+					       .pid = conn->pid, .render_minor = conn->render_minor,
+					       .sock_ino = conn->sock_ino };
+		if (conn->kind == KFDEMU_CONN_RENDER)
+			id.gpu_id = emu_gpu_by_minor(conn->render_minor)->gpu_id;
+		ret = 0;
+		break;
+	}
+	pthread_mutex_unlock(&conns_lock);
+	if (ret && S_ISREG(st.st_mode))
+		ret = emu_identify_dmabuf(req->fds[0], &id);
+	if (ret) {
+		emu_info("IDENTIFY: the fd (inode %llu) is none of the emulator's",
+			 (unsigned long long)st.st_ino);
+		return ret;
+	}
+	return reply_with(reply, &id, sizeof(id));
+}
+
+static int handle_stats(struct kfdemu_msg *reply)
+{
+	struct kfdemu_stats stats = {};
+
+	emu_get_stats(&stats);
+	pthread_mutex_lock(&conns_lock);
+	stats.nr_connections = nr_conns;
+	pthread_mutex_unlock(&conns_lock);
+	return reply_with(reply, &stats, sizeof(stats));
+}
+
 static int handle_criu_op(struct emu_conn *conn, const struct kfdemu_msg *req,
 			  struct kfdemu_msg *reply)
 {
-	return emu_criu_op(conn->target, req->payload, req->payload_size, &reply->payload,
-			   &reply->payload_size, &reply->fds, &reply->nr_fds);
+	return emu_criu_op(conn->target, req->payload, req->payload_size, req->fds, req->nr_fds,
+			   &reply->payload, &reply->payload_size, &reply->fds, &reply->nr_fds);
 }
 
-/* Fixed-size requests: the payload must be exactly the request struct. */
-static uint64_t request_size(uint16_t type)
+/* What each request carries: a fixed payload (or a header of a variable one), and fds. */
+struct request_shape {
+	uint64_t size;	    /* UINT64_MAX: no such request */
+	bool variable;	    /* size is the header's; variable_size_ok() checks the rest */
+	uint32_t nr_fds;    /* UINT32_MAX: any number */
+	bool render_ok;	    /* may come on a render node connection */
+};
+
+static struct request_shape request_shape(uint16_t type)
 {
 	switch (type) {
 	case KFDEMU_MSG_HELLO:
-		return sizeof(struct kfdemu_hello);
+		return (struct request_shape){ sizeof(struct kfdemu_hello), false, 0, true };
 	case KFDEMU_MSG_GET_GPUS:
-		return 0;
+		return (struct request_shape){ 0, false, 0, true };
 	case KFDEMU_MSG_ALLOC_BO:
-		return sizeof(struct kfdemu_bo_info);
+		return (struct request_shape){ sizeof(struct kfdemu_bo_info), false, 0, false };
 	case KFDEMU_MSG_FREE_BO:
 	case KFDEMU_MSG_EXPORT_BO:
-		return sizeof(struct kfdemu_bo_ref);
+		return (struct request_shape){ sizeof(struct kfdemu_bo_ref), false, 0, false };
 	case KFDEMU_MSG_RUN_KERNEL:
-		return sizeof(struct kfdemu_kernel);
+		return (struct request_shape){ sizeof(struct kfdemu_kernel), false, 0, false };
 	case KFDEMU_MSG_ATTACH:
-		return sizeof(struct kfdemu_attach);
+		return (struct request_shape){ sizeof(struct kfdemu_attach), false, 0, false };
+	case KFDEMU_MSG_CRIU_OP:
+		return (struct request_shape){ sizeof(struct kfd_ioctl_criu_args), true, UINT32_MAX,
+					       false };
+	case KFDEMU_MSG_ACQUIRE_VM:
+		return (struct request_shape){ sizeof(struct kfdemu_acquire_vm), false, 1, false };
+	case KFDEMU_MSG_GET_MMAP:
+		return (struct request_shape){ sizeof(struct kfdemu_get_mmap), false, 0, true };
+	case KFDEMU_MSG_CREATE_QUEUE:
+		return (struct request_shape){sizeof(struct kfdemu_create_queue), false, 0, false};
+	case KFDEMU_MSG_DESTROY_QUEUE:
+		return (struct request_shape){ sizeof(struct kfdemu_queue_ref), false, 0, false };
+	case KFDEMU_MSG_CREATE_EVENT:
+		return (struct request_shape){sizeof(struct kfdemu_create_event), false, 0, false};
+	case KFDEMU_MSG_DESTROY_EVENT:
+	case KFDEMU_MSG_SET_EVENT:
+	case KFDEMU_MSG_RESET_EVENT:
+		return (struct request_shape){ sizeof(struct kfdemu_event_ref), false, 0, false };
+	case KFDEMU_MSG_WAIT_EVENTS:
+		return (struct request_shape){ sizeof(struct kfdemu_wait_events), true, 0, false };
+	case KFDEMU_MSG_SVM:
+		return (struct request_shape){ sizeof(struct kfdemu_svm), true, 0, false };
+	case KFDEMU_MSG_COPY:
+		return (struct request_shape){ sizeof(struct kfdemu_copy), false, 2, true };
+	case KFDEMU_MSG_NEXT_DATA:
+		return (struct request_shape){ sizeof(struct kfdemu_next_data), false, 1, true };
+	case KFDEMU_MSG_IDENTIFY:
+		return (struct request_shape){ 0, false, 1, true };
+	case KFDEMU_MSG_STATS:
+		return (struct request_shape){ 0, false, 0, true };
 	}
-	return UINT64_MAX;
+	return (struct request_shape){ .size = UINT64_MAX };
+}
+
+/* Variable requests: the whole size their header announces (CRIU_OP checks its own). */
+static bool variable_size_ok(const struct kfdemu_msg *req)
+{
+	if (req->type == KFDEMU_MSG_WAIT_EVENTS) {
+		const struct kfdemu_wait_events *wait = req->payload;
+
+		return wait->nr_events && wait->nr_events <= KFDEMU_MAX_WAIT_EVENTS &&
+		       req->payload_size == sizeof(*wait) + wait->nr_events * sizeof(uint32_t);
+	}
+	if (req->type == KFDEMU_MSG_SVM) {
+		const struct kfdemu_svm *svm = req->payload;
+
+		return svm->nattr <= KFDEMU_MAX_SVM_ATTRS &&
+		       req->payload_size ==
+			       sizeof(*svm) + svm->nattr * sizeof(struct kfd_ioctl_svm_attribute);
+	}
+	return true;
 }
 
 static int check_request(const struct emu_conn *conn, const struct kfdemu_msg *req)
 {
-	uint64_t expected = request_size(req->type);
+	struct request_shape shape = request_shape(req->type);
+	bool size_ok = shape.variable ? req->payload_size >= shape.size && variable_size_ok(req) :
+					req->payload_size == shape.size;
 
-	if (req->nr_fds) {
-		emu_err("pid %u: request type %u carries %u fds; none are expected", conn->pid,
-			req->type, req->nr_fds);
+	if (shape.size == UINT64_MAX || !size_ok ||
+	    (shape.nr_fds != UINT32_MAX && req->nr_fds != shape.nr_fds)) {
+		emu_err("pid %u: request type %u with %llu payload bytes and %u fds", conn->pid,
+			req->type, (unsigned long long)req->payload_size, req->nr_fds);
 		return -EPROTO;
 	}
-	if (req->type != KFDEMU_MSG_HELLO && !conn->own) {
+	if (req->type != KFDEMU_MSG_HELLO && !conn->hello_done) {
 		emu_err("request type %u before HELLO", req->type);
 		return -EPROTO;
 	}
-	if (req->type == KFDEMU_MSG_CRIU_OP)
-		return 0;
-	if (expected == UINT64_MAX || req->payload_size != expected) {
-		emu_err("pid %u: request type %u with %llu payload bytes", conn->pid, req->type,
-			(unsigned long long)req->payload_size);
-		return -EPROTO;
+	if (conn->kind == KFDEMU_CONN_RENDER && !shape.render_ok) {
+		emu_err("pid %u: request type %u on a render node: that is /dev/kfd's", conn->pid,
+			req->type);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -333,13 +571,14 @@ static int dispatch(struct emu_conn *conn, const struct kfdemu_msg *req, struct 
 		return ret;
 	switch (req->type) {
 	case KFDEMU_MSG_HELLO:
-		return handle_hello(conn, req, reply);
+		return handle_hello(conn, req->payload, reply);
 	case KFDEMU_MSG_GET_GPUS:
 		return handle_get_gpus(reply);
 	case KFDEMU_MSG_ALLOC_BO:
 		return handle_alloc(conn, req, reply);
 	case KFDEMU_MSG_FREE_BO:
-		return emu_free_bo(conn->target, ((const struct kfdemu_bo_ref *)req->payload)->handle);
+		return emu_free_bo(conn->target,
+				   ((const struct kfdemu_bo_ref *)req->payload)->handle);
 	case KFDEMU_MSG_EXPORT_BO:
 		return handle_export(conn, req, reply);
 	case KFDEMU_MSG_RUN_KERNEL:
@@ -348,6 +587,35 @@ static int dispatch(struct emu_conn *conn, const struct kfdemu_msg *req, struct 
 		return handle_attach(conn, req);
 	case KFDEMU_MSG_CRIU_OP:
 		return handle_criu_op(conn, req, reply);
+	case KFDEMU_MSG_ACQUIRE_VM:
+		return emu_acquire_vm(conn->target,
+				      ((const struct kfdemu_acquire_vm *)req->payload)->gpu_id,
+				      req->fds[0]);
+	case KFDEMU_MSG_GET_MMAP:
+		return handle_get_mmap(conn, req, reply);
+	case KFDEMU_MSG_CREATE_QUEUE:
+		return handle_create_queue(conn, req, reply);
+	case KFDEMU_MSG_DESTROY_QUEUE:
+		return emu_destroy_queue(conn->target,
+					 ((const struct kfdemu_queue_ref *)req->payload)->queue_id);
+	case KFDEMU_MSG_CREATE_EVENT:
+		return handle_create_event(conn, req, reply);
+	case KFDEMU_MSG_DESTROY_EVENT:
+	case KFDEMU_MSG_SET_EVENT:
+	case KFDEMU_MSG_RESET_EVENT:
+		return handle_event_op(conn, req);
+	case KFDEMU_MSG_WAIT_EVENTS:
+		return handle_wait_events(conn, req, reply);
+	case KFDEMU_MSG_SVM:
+		return handle_svm(conn, req, reply);
+	case KFDEMU_MSG_COPY:
+		return handle_copy(req);
+	case KFDEMU_MSG_NEXT_DATA:
+		return handle_next_data(req, reply);
+	case KFDEMU_MSG_IDENTIFY:
+		return handle_identify(req, reply);
+	case KFDEMU_MSG_STATS:
+		return handle_stats(reply);
 	}
 	return -EPROTO;
 }
@@ -360,7 +628,7 @@ static int serve_one(struct emu_conn *conn)
 {
 	struct kfdemu_msg req;
 	struct kfdemu_msg reply = {};
-	int ret;
+	int ret, status;
 
 	ret = kfdemu_wire_recv(conn->sock, &req);
 	if (ret == -EPROTONOSUPPORT || ret == -EPROTO) {
@@ -373,7 +641,11 @@ static int serve_one(struct emu_conn *conn)
 	if (ret)
 		return ret;
 
-	reply.status = dispatch(conn, &req, &reply);
+	status = dispatch(conn, &req, &reply);
+	/* A refused request gets its status and nothing else. */
+	if (status)
+		kfdemu_msg_release(&reply);
+	reply.status = status;
 	reply.type = req.type;
 	reply.seq = req.seq;
 	reply.flags = KFDEMU_FRAME_REPLY;
@@ -592,6 +864,8 @@ static int add_gpu(const char *spec)
 	gpu->device_id = device_id;
 	gpu->vram_size = vram_mib << 20;
 	gpu->node_id = ++emu_nr_gpus;
+	gpu->render_minor = EMU_RENDER_MINOR_BASE + gpu->node_id - 1;
+	gpu->aperture_fd = -1;
 	return 0;
 }
 
@@ -667,8 +941,8 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv))
 		return 2;
 	raise_fd_limit();
-	if (block_signals(&signal_fd) || emu_write_topology(config.topology_dir) ||
-	    listen_on(config.socket_path, &listen_sock))
+	if (block_signals(&signal_fd) || emu_device_init() ||
+	    emu_write_topology(config.topology_dir) || listen_on(config.socket_path, &listen_sock))
 		return 1;
 	if (config.pidfile && write_pidfile(config.pidfile)) {
 		unlink(config.socket_path);

@@ -4,6 +4,7 @@
  * with one piece of code. Emulator only: no GPU is involved anywhere.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,6 +23,8 @@ struct kfdemu_conn {
 	int sock;
 	uint32_t next_seq;
 	uint32_t pid;
+	uint32_t kind;	 /* enum kfdemu_conn_kind */
+	uint32_t gpu_id; /* a render node's GPU */
 	/* One request in flight per connection: replies carry no routing beyond seq. */
 	pthread_mutex_t lock;
 };
@@ -133,7 +136,8 @@ int kfdemu_wire_send(int sock, const struct kfdemu_msg *msg, size_t max_chunk)
 		if (batch > KFDEMU_FDS_PER_BATCH)
 			batch = KFDEMU_FDS_PER_BATCH;
 		fill_frame(&frame, msg, KFDEMU_MSG_FDS, 0, batch);
-		ret = send_bytes(sock, &frame, sizeof(frame), msg->fds + sent_fds, batch, max_chunk);
+		ret = send_bytes(sock, &frame, sizeof(frame), msg->fds + sent_fds, batch,
+				 max_chunk);
 		sent_fds += batch;
 	}
 	return ret;
@@ -369,39 +373,40 @@ void kfdemu_msg_release(struct kfdemu_msg *msg)
 
 /* ---- client calls ---- */
 
+static const char *const msg_names[] = {
+	[KFDEMU_MSG_HELLO] = "HELLO",		  [KFDEMU_MSG_GET_GPUS] = "GET_GPUS",
+	[KFDEMU_MSG_ALLOC_BO] = "ALLOC_BO",	  [KFDEMU_MSG_FREE_BO] = "FREE_BO",
+	[KFDEMU_MSG_EXPORT_BO] = "EXPORT_BO",	  [KFDEMU_MSG_RUN_KERNEL] = "RUN_KERNEL",
+	[KFDEMU_MSG_ATTACH] = "ATTACH",		  [KFDEMU_MSG_CRIU_OP] = "CRIU_OP",
+	[KFDEMU_MSG_ACQUIRE_VM] = "ACQUIRE_VM",	  [KFDEMU_MSG_GET_MMAP] = "GET_MMAP",
+	[KFDEMU_MSG_CREATE_QUEUE] = "CREATE_QUEUE", [KFDEMU_MSG_DESTROY_QUEUE] = "DESTROY_QUEUE",
+	[KFDEMU_MSG_CREATE_EVENT] = "CREATE_EVENT", [KFDEMU_MSG_DESTROY_EVENT] = "DESTROY_EVENT",
+	[KFDEMU_MSG_SET_EVENT] = "SET_EVENT",	  [KFDEMU_MSG_RESET_EVENT] = "RESET_EVENT",
+	[KFDEMU_MSG_WAIT_EVENTS] = "WAIT_EVENTS",  [KFDEMU_MSG_SVM] = "SVM",
+	[KFDEMU_MSG_COPY] = "COPY",		  [KFDEMU_MSG_NEXT_DATA] = "NEXT_DATA",
+	[KFDEMU_MSG_IDENTIFY] = "IDENTIFY",	  [KFDEMU_MSG_STATS] = "STATS",
+};
+
 static const char *msg_type_name(uint16_t type)
 {
-	switch (type) {
-	case KFDEMU_MSG_HELLO:
-		return "HELLO";
-	case KFDEMU_MSG_GET_GPUS:
-		return "GET_GPUS";
-	case KFDEMU_MSG_ALLOC_BO:
-		return "ALLOC_BO";
-	case KFDEMU_MSG_FREE_BO:
-		return "FREE_BO";
-	case KFDEMU_MSG_EXPORT_BO:
-		return "EXPORT_BO";
-	case KFDEMU_MSG_RUN_KERNEL:
-		return "RUN_KERNEL";
-	case KFDEMU_MSG_ATTACH:
-		return "ATTACH";
-	case KFDEMU_MSG_CRIU_OP:
-		return "CRIU_OP";
-	}
-	return "unknown";
+	return type < sizeof(msg_names) / sizeof(msg_names[0]) && msg_names[type] ? msg_names[type]
+										  : "unknown";
 }
 
 /*
- * Send one request, wait for its reply. A reply with status < 0 is the emulator refusing
- * the request (it logged why): returned as is. Transport failures are logged here.
+ * Send one request (with fds, the caller's, sent as copies), wait for its reply. A reply
+ * with status < 0 is the emulator refusing the request (it logged why): returned as is.
+ * Transport failures are logged here.
  */
-static int conn_call(struct kfdemu_conn *conn, uint16_t type, const void *req, uint64_t req_size,
-		     struct kfdemu_msg *reply)
+static int conn_call_fds(struct kfdemu_conn *conn, uint16_t type, const void *req,
+			 uint64_t req_size, const int *fds, uint32_t nr_fds,
+			 struct kfdemu_msg *reply)
 {
-	struct kfdemu_msg request = {
-		.type = type, .payload = (void *)req, .payload_size = req_size
-	};
+	struct kfdemu_msg request = {.type = type,
+				     .payload = (void *)req,
+				     .payload_size = req_size,
+				     .fds = (int *)fds,
+				     .nr_fds = nr_fds};
 	int ret;
 
 	pthread_mutex_lock(&conn->lock);
@@ -419,7 +424,8 @@ static int conn_call(struct kfdemu_conn *conn, uint16_t type, const void *req, u
 	if (ret)
 		return ret;
 
-	if (reply->type != type || reply->seq != request.seq || !(reply->flags & KFDEMU_FRAME_REPLY)) {
+	if (reply->type != type || reply->seq != request.seq ||
+	    !(reply->flags & KFDEMU_FRAME_REPLY)) {
 		lib_err("%s: reply does not match (type %u seq %u flags %#x, sent seq %u)",
 			msg_type_name(type), reply->type, reply->seq, reply->flags, request.seq);
 		kfdemu_msg_release(reply);
@@ -433,6 +439,12 @@ static int conn_call(struct kfdemu_conn *conn, uint16_t type, const void *req, u
 	return ret;
 }
 
+static int conn_call(struct kfdemu_conn *conn, uint16_t type, const void *req, uint64_t req_size,
+		     struct kfdemu_msg *reply)
+{
+	return conn_call_fds(conn, type, req, req_size, NULL, 0, reply);
+}
+
 static int reply_expect(struct kfdemu_msg *reply, const char *what, uint64_t payload_size,
 			uint32_t nr_fds)
 {
@@ -443,6 +455,50 @@ static int reply_expect(struct kfdemu_msg *reply, const char *what, uint64_t pay
 		(unsigned long long)payload_size, nr_fds);
 	kfdemu_msg_release(reply);
 	return -EPROTO;
+}
+
+/* A request whose reply is out_size bytes copied to out (NULL, 0: none) and no fd. */
+static int simple_call(struct kfdemu_conn *conn, uint16_t type, const void *req,
+		       uint64_t req_size, const int *fds, uint32_t nr_fds, void *out,
+		       uint64_t out_size)
+{
+	struct kfdemu_msg reply;
+	int ret;
+
+	ret = conn_call_fds(conn, type, req, req_size, fds, nr_fds, &reply);
+	if (!ret)
+		ret = reply_expect(&reply, msg_type_name(type), out_size, 0);
+	if (ret)
+		return ret;
+	if (out_size)
+		memcpy(out, reply.payload, out_size);
+	kfdemu_msg_release(&reply);
+	return 0;
+}
+
+/* A request whose reply is one fd and no payload. */
+static int fd_call(struct kfdemu_conn *conn, uint16_t type, const void *req, uint64_t req_size,
+		   int *fd)
+{
+	struct kfdemu_msg reply;
+	int ret;
+
+	ret = conn_call(conn, type, req, req_size, &reply);
+	if (!ret)
+		ret = reply_expect(&reply, msg_type_name(type), 0, 1);
+	if (ret)
+		return ret;
+	*fd = reply.fds[0];
+	reply.fds[0] = -1;
+	kfdemu_msg_release(&reply);
+	return 0;
+}
+
+static const char *socket_path_or_default(const char *socket_path)
+{
+	if (!socket_path)
+		socket_path = getenv(KFDEMU_SOCKET_ENV);
+	return socket_path ? socket_path : KFDEMU_DEFAULT_SOCKET;
 }
 
 static int connect_socket(const char *socket_path, int *sock_out)
@@ -471,11 +527,11 @@ static int connect_socket(const char *socket_path, int *sock_out)
 	return 0;
 }
 
-static int say_hello(struct kfdemu_conn *conn)
+static int say_hello(struct kfdemu_conn *conn, uint32_t kind, uint32_t render_minor)
 {
-	struct kfdemu_hello hello = { .client_version = KFDEMU_PROTO_VERSION };
-	struct kfdemu_hello_reply *hello_reply;
-	struct kfdemu_msg reply;
+	struct kfdemu_hello hello = { .client_version = KFDEMU_PROTO_VERSION, .kind = kind,
+				      .render_minor = render_minor };
+	struct kfdemu_hello_reply hello_reply;
 	struct stat st;
 	int ret;
 
@@ -484,41 +540,61 @@ static int say_hello(struct kfdemu_conn *conn)
 		return -errno;
 	}
 	hello.sock_ino = st.st_ino;
-	ret = conn_call(conn, KFDEMU_MSG_HELLO, &hello, sizeof(hello), &reply);
-	if (!ret)
-		ret = reply_expect(&reply, "HELLO", sizeof(*hello_reply), 0);
+	ret = simple_call(conn, KFDEMU_MSG_HELLO, &hello, sizeof(hello), NULL, 0, &hello_reply,
+			  sizeof(hello_reply));
 	if (ret)
 		return ret;
-	hello_reply = reply.payload;
-	conn->pid = hello_reply->pid;
-	kfdemu_msg_release(&reply);
+	conn->pid = hello_reply.pid;
+	conn->gpu_id = hello_reply.gpu_id;
+	conn->kind = kind;
 	return 0;
 }
 
-int kfdemu_connect(const char *socket_path, struct kfdemu_conn **conn_out)
+static int open_conn(const char *socket_path, uint32_t kind, uint32_t render_minor,
+		     struct kfdemu_conn **conn_out)
 {
 	struct kfdemu_conn *conn;
 	int ret;
 
-	if (!socket_path)
-		socket_path = getenv(KFDEMU_SOCKET_ENV);
-	if (!socket_path)
-		socket_path = KFDEMU_DEFAULT_SOCKET;
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return -ENOMEM;
 	pthread_mutex_init(&conn->lock, NULL);
 	conn->next_seq = 1;
-	ret = connect_socket(socket_path, &conn->sock);
+	ret = connect_socket(socket_path_or_default(socket_path), &conn->sock);
 	if (ret) {
 		free(conn);
 		return ret;
 	}
-	ret = say_hello(conn);
+	ret = say_hello(conn, kind, render_minor);
 	if (ret) {
 		kfdemu_close(conn);
 		return ret;
 	}
+	*conn_out = conn;
+	return 0;
+}
+
+int kfdemu_connect(const char *socket_path, struct kfdemu_conn **conn)
+{
+	return open_conn(socket_path, KFDEMU_CONN_KFD, 0, conn);
+}
+
+int kfdemu_open_render(const char *socket_path, uint32_t render_minor, struct kfdemu_conn **conn)
+{
+	return open_conn(socket_path, KFDEMU_CONN_RENDER, render_minor, conn);
+}
+
+int kfdemu_conn_wrap(int sock, uint32_t kind, struct kfdemu_conn **conn_out)
+{
+	struct kfdemu_conn *conn = calloc(1, sizeof(*conn));
+
+	if (!conn)
+		return -ENOMEM;
+	pthread_mutex_init(&conn->lock, NULL);
+	conn->next_seq = 1;
+	conn->sock = sock;
+	conn->kind = kind;
 	*conn_out = conn;
 	return 0;
 }
@@ -542,6 +618,11 @@ uint32_t kfdemu_conn_pid(const struct kfdemu_conn *conn)
 	return conn->pid;
 }
 
+uint32_t kfdemu_conn_gpu_id(const struct kfdemu_conn *conn)
+{
+	return conn->gpu_id;
+}
+
 int kfdemu_get_gpus(struct kfdemu_conn *conn, struct kfdemu_gpu_info *gpus, uint32_t *nr_gpus)
 {
 	struct kfdemu_msg reply;
@@ -555,99 +636,92 @@ int kfdemu_get_gpus(struct kfdemu_conn *conn, struct kfdemu_gpu_info *gpus, uint
 	ret = reply_expect(&reply, "GET_GPUS", nr_reported * sizeof(*gpus), 0);
 	if (ret)
 		return ret;
-	memcpy(gpus, reply.payload, (nr_reported < *nr_gpus ? nr_reported : *nr_gpus) * sizeof(*gpus));
+	memcpy(gpus, reply.payload,
+	       (nr_reported < *nr_gpus ? nr_reported : *nr_gpus) * sizeof(*gpus));
 	*nr_gpus = nr_reported;
 	kfdemu_msg_release(&reply);
 	return 0;
 }
 
+int kfdemu_acquire_vm(struct kfdemu_conn *conn, uint32_t gpu_id, int render_fd)
+{
+	struct kfdemu_acquire_vm request = { .gpu_id = gpu_id };
+
+	return simple_call(conn, KFDEMU_MSG_ACQUIRE_VM, &request, sizeof(request), &render_fd, 1,
+			   NULL, 0);
+}
+
+int kfdemu_alloc(struct kfdemu_conn *conn, struct kfdemu_bo_info *bo)
+{
+	return simple_call(conn, KFDEMU_MSG_ALLOC_BO, bo, sizeof(*bo), NULL, 0, bo, sizeof(*bo));
+}
+
 int kfdemu_alloc_bo(struct kfdemu_conn *conn, uint32_t gpu_id, uint32_t alloc_flags,
 		    uint64_t size, uint64_t va_addr, struct kfdemu_bo_info *bo)
 {
-	struct kfdemu_bo_info request = {
-		.gpu_id = gpu_id, .alloc_flags = alloc_flags, .size = size, .va_addr = va_addr
-	};
-	struct kfdemu_msg reply;
-	int ret;
-
-	ret = conn_call(conn, KFDEMU_MSG_ALLOC_BO, &request, sizeof(request), &reply);
-	if (!ret)
-		ret = reply_expect(&reply, "ALLOC_BO", sizeof(*bo), 0);
-	if (ret)
-		return ret;
-	memcpy(bo, reply.payload, sizeof(*bo));
-	kfdemu_msg_release(&reply);
-	return 0;
+	*bo = (struct kfdemu_bo_info){ .gpu_id = gpu_id, .alloc_flags = alloc_flags, .size = size,
+				       .va_addr = va_addr };
+	return kfdemu_alloc(conn, bo);
 }
 
 int kfdemu_free_bo(struct kfdemu_conn *conn, uint64_t handle)
 {
 	struct kfdemu_bo_ref request = { .handle = handle };
-	struct kfdemu_msg reply;
-	int ret;
 
-	ret = conn_call(conn, KFDEMU_MSG_FREE_BO, &request, sizeof(request), &reply);
-	if (!ret)
-		ret = reply_expect(&reply, "FREE_BO", 0, 0);
-	if (!ret)
-		kfdemu_msg_release(&reply);
-	return ret;
+	return simple_call(conn, KFDEMU_MSG_FREE_BO, &request, sizeof(request), NULL, 0, NULL, 0);
 }
 
 int kfdemu_export_bo(struct kfdemu_conn *conn, uint64_t handle, int *fd)
 {
 	struct kfdemu_bo_ref request = { .handle = handle };
-	struct kfdemu_msg reply;
-	int ret;
 
-	ret = conn_call(conn, KFDEMU_MSG_EXPORT_BO, &request, sizeof(request), &reply);
-	if (!ret)
-		ret = reply_expect(&reply, "EXPORT_BO", 0, 1);
+	return fd_call(conn, KFDEMU_MSG_EXPORT_BO, &request, sizeof(request), fd);
+}
+
+int kfdemu_get_mmap_fd(struct kfdemu_conn *conn, int *fd)
+{
+	struct kfdemu_get_mmap request = {
+		.kind = conn->kind == KFDEMU_CONN_RENDER ? KFDEMU_MMAP_RENDER : KFDEMU_MMAP_KFD
+	};
+
+	return fd_call(conn, KFDEMU_MSG_GET_MMAP, &request, sizeof(request), fd);
+}
+
+int kfdemu_mmap(struct kfdemu_conn *conn, uint64_t offset, uint64_t size, void **addr)
+{
+	void *mapping;
+	int fd, ret;
+
+	ret = kfdemu_get_mmap_fd(conn, &fd);
 	if (ret)
 		return ret;
-	*fd = reply.fds[0];
-	reply.fds[0] = -1;
-	kfdemu_msg_release(&reply);
-	return 0;
+	mapping = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
+	if (mapping == MAP_FAILED) {
+		ret = -errno;
+		lib_err("cannot map %llu bytes at offset %#llx: %s", (unsigned long long)size,
+			(unsigned long long)offset, strerror(errno));
+	} else
+		*addr = mapping;
+	close(fd);
+	return ret;
 }
 
 int kfdemu_map_bo(struct kfdemu_conn *conn, const struct kfdemu_bo_info *bo, void **addr)
 {
-	void *mapping;
-	int bo_fd;
-	int ret;
-
-	ret = kfdemu_export_bo(conn, bo->handle, &bo_fd);
-	if (ret)
-		return ret;
-	mapping = mmap(NULL, bo->size, PROT_READ | PROT_WRITE, MAP_SHARED, bo_fd, 0);
-	if (mapping == MAP_FAILED) {
-		ret = -errno;
-		lib_err("cannot map BO %#llx (%llu bytes): %s", (unsigned long long)bo->handle,
-			(unsigned long long)bo->size, strerror(errno));
-	} else
-		*addr = mapping;
-	close(bo_fd);
-	return ret;
+	return kfdemu_mmap(conn, bo->mmap_offset, bo->size, addr);
 }
 
 int kfdemu_run_kernel(struct kfdemu_conn *conn, const struct kfdemu_kernel *kernel,
 		      uint64_t *result)
 {
-	struct kfdemu_kernel_result *kernel_result;
-	struct kfdemu_msg reply;
+	struct kfdemu_kernel_result kernel_result;
 	int ret;
 
-	ret = conn_call(conn, KFDEMU_MSG_RUN_KERNEL, kernel, sizeof(*kernel), &reply);
-	if (!ret)
-		ret = reply_expect(&reply, "RUN_KERNEL", sizeof(*kernel_result), 0);
-	if (ret)
-		return ret;
-	kernel_result = reply.payload;
-	if (result)
-		*result = kernel_result->value;
-	kfdemu_msg_release(&reply);
-	return 0;
+	ret = simple_call(conn, KFDEMU_MSG_RUN_KERNEL, kernel, sizeof(*kernel), NULL, 0,
+			  &kernel_result, sizeof(kernel_result));
+	if (!ret && result)
+		*result = kernel_result.value;
+	return ret;
 }
 
 static int run_simple_kernel(struct kfdemu_conn *conn, uint32_t op, uint64_t handle,
@@ -704,15 +778,179 @@ uint64_t kfdemu_checksum(const void *buf, uint64_t len, uint64_t start_offset)
 int kfdemu_attach(struct kfdemu_conn *conn, uint32_t pid, uint64_t sock_ino)
 {
 	struct kfdemu_attach request = { .pid = pid, .sock_ino = sock_ino };
-	struct kfdemu_msg reply;
+
+	return simple_call(conn, KFDEMU_MSG_ATTACH, &request, sizeof(request), NULL, 0, NULL, 0);
+}
+
+int kfdemu_create_queue(struct kfdemu_conn *conn, const struct kfdemu_create_queue *queue,
+			struct kfdemu_queue_reply *reply)
+{
+	return simple_call(conn, KFDEMU_MSG_CREATE_QUEUE, queue, sizeof(*queue), NULL, 0, reply,
+			   sizeof(*reply));
+}
+
+int kfdemu_destroy_queue(struct kfdemu_conn *conn, uint32_t queue_id)
+{
+	struct kfdemu_queue_ref request = { .queue_id = queue_id };
+
+	return simple_call(conn, KFDEMU_MSG_DESTROY_QUEUE, &request, sizeof(request), NULL, 0,
+			   NULL, 0);
+}
+
+int kfdemu_create_event(struct kfdemu_conn *conn, uint32_t type, bool auto_reset,
+			struct kfdemu_event_reply *event)
+{
+	struct kfdemu_create_event request = { .type = type, .auto_reset = auto_reset };
+
+	return simple_call(conn, KFDEMU_MSG_CREATE_EVENT, &request, sizeof(request), NULL, 0,
+			   event, sizeof(*event));
+}
+
+static int event_call(struct kfdemu_conn *conn, uint16_t type, uint32_t event_id)
+{
+	struct kfdemu_event_ref request = { .event_id = event_id };
+
+	return simple_call(conn, type, &request, sizeof(request), NULL, 0, NULL, 0);
+}
+
+int kfdemu_destroy_event(struct kfdemu_conn *conn, uint32_t event_id)
+{
+	return event_call(conn, KFDEMU_MSG_DESTROY_EVENT, event_id);
+}
+
+int kfdemu_set_event(struct kfdemu_conn *conn, uint32_t event_id)
+{
+	return event_call(conn, KFDEMU_MSG_SET_EVENT, event_id);
+}
+
+int kfdemu_reset_event(struct kfdemu_conn *conn, uint32_t event_id)
+{
+	return event_call(conn, KFDEMU_MSG_RESET_EVENT, event_id);
+}
+
+int kfdemu_wait_events(struct kfdemu_conn *conn, const uint32_t *ids, uint32_t nr_ids,
+		       bool wait_for_all, uint32_t timeout_ms, uint32_t *result)
+{
+	struct {
+		struct kfdemu_wait_events hdr;
+		uint32_t ids[KFDEMU_MAX_WAIT_EVENTS];
+	} request = { .hdr = { .nr_events = nr_ids, .wait_for_all = wait_for_all,
+			       .timeout_ms = timeout_ms } };
+	struct kfdemu_wait_reply reply;
 	int ret;
 
-	ret = conn_call(conn, KFDEMU_MSG_ATTACH, &request, sizeof(request), &reply);
+	if (!nr_ids || nr_ids > KFDEMU_MAX_WAIT_EVENTS)
+		return -EINVAL;
+	memcpy(request.ids, ids, nr_ids * sizeof(*ids));
+	ret = simple_call(conn, KFDEMU_MSG_WAIT_EVENTS, &request,
+			  sizeof(request.hdr) + nr_ids * sizeof(*ids), NULL, 0, &reply,
+			  sizeof(reply));
 	if (!ret)
-		ret = reply_expect(&reply, "ATTACH", 0, 0);
-	if (!ret)
-		kfdemu_msg_release(&reply);
+		*result = reply.result;
 	return ret;
+}
+
+int kfdemu_svm(struct kfdemu_conn *conn, uint32_t op, uint64_t start, uint64_t size,
+	       struct kfd_ioctl_svm_attribute *attrs, uint32_t nattr)
+{
+	struct {
+		struct kfdemu_svm hdr;
+		struct kfd_ioctl_svm_attribute attrs[KFDEMU_MAX_SVM_ATTRS];
+	} request = { .hdr = { .start = start, .size = size, .op = op, .nattr = nattr } }, reply;
+	uint64_t size_out = sizeof(request.hdr) + nattr * sizeof(*attrs);
+	int ret;
+
+	if (nattr > KFDEMU_MAX_SVM_ATTRS)
+		return -EINVAL;
+	memcpy(request.attrs, attrs, nattr * sizeof(*attrs));
+	ret = simple_call(conn, KFDEMU_MSG_SVM, &request, size_out, NULL, 0, &reply, size_out);
+	if (!ret)
+		memcpy(attrs, reply.attrs, nattr * sizeof(*attrs));
+	return ret;
+}
+
+int kfdemu_copy(struct kfdemu_conn *conn, uint32_t dir, int dmabuf_fd, uint64_t bo_offset,
+		int file_fd, uint64_t file_offset, uint64_t length)
+{
+	struct kfdemu_copy request = { .dir = dir, .bo_offset = bo_offset,
+				       .file_offset = file_offset, .length = length };
+	int fds[2] = { dmabuf_fd, file_fd };
+
+	return simple_call(conn, KFDEMU_MSG_COPY, &request, sizeof(request), fds, 2, NULL, 0);
+}
+
+int kfdemu_next_data(struct kfdemu_conn *conn, int dmabuf_fd, uint64_t from, uint64_t *start,
+		     uint64_t *end)
+{
+	struct kfdemu_next_data request = { .from = from };
+	int ret;
+
+	ret = simple_call(conn, KFDEMU_MSG_NEXT_DATA, &request, sizeof(request), &dmabuf_fd, 1,
+			  &request, sizeof(request));
+	if (!ret) {
+		*start = request.start;
+		*end = request.end;
+	}
+	return ret;
+}
+
+int kfdemu_identify(struct kfdemu_conn *conn, int fd, struct kfdemu_identity *id)
+{
+	return simple_call(conn, KFDEMU_MSG_IDENTIFY, NULL, 0, &fd, 1, id, sizeof(*id));
+}
+
+int kfdemu_stats(struct kfdemu_conn *conn, struct kfdemu_stats *stats)
+{
+	return simple_call(conn, KFDEMU_MSG_STATS, NULL, 0, NULL, 0, stats, sizeof(*stats));
+}
+
+/* ---- a process's whole device ---- */
+
+int kfdemu_device_open(const char *socket_path, struct kfdemu_device *dev)
+{
+	uint32_t nr_gpus = KFDEMU_MAX_GPUS;
+	int ret;
+
+	memset(dev, 0, sizeof(*dev));
+	ret = kfdemu_connect(socket_path, &dev->kfd);
+	if (!ret)
+		ret = kfdemu_get_gpus(dev->kfd, dev->gpus, &nr_gpus);
+	if (!ret && nr_gpus > KFDEMU_MAX_GPUS)
+		ret = -E2BIG;
+	for (uint32_t i = 0; !ret && i < nr_gpus; i++) {
+		ret = kfdemu_open_render(socket_path, dev->gpus[i].render_minor, &dev->render[i]);
+		if (!ret)
+			ret = kfdemu_acquire_vm(dev->kfd, dev->gpus[i].gpu_id,
+						kfdemu_conn_fd(dev->render[i]));
+		if (ret)
+			lib_err("gpu %#x: cannot open renderD%u and acquire its VM: %s",
+				dev->gpus[i].gpu_id, dev->gpus[i].render_minor, strerror(-ret));
+		dev->nr_gpus = i + 1;
+	}
+	if (ret)
+		kfdemu_device_close(dev);
+	return ret;
+}
+
+void kfdemu_device_close(struct kfdemu_device *dev)
+{
+	for (uint32_t i = 0; i < dev->nr_gpus; i++)
+		kfdemu_close(dev->render[i]);
+	kfdemu_close(dev->kfd);
+	memset(dev, 0, sizeof(*dev));
+}
+
+int kfdemu_device_map_bo(struct kfdemu_device *dev, const struct kfdemu_bo_info *bo, void **addr)
+{
+	const uint32_t render_kinds = KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+
+	if (!(bo->alloc_flags & render_kinds))
+		return kfdemu_map_bo(dev->kfd, bo, addr);
+	for (uint32_t i = 0; i < dev->nr_gpus; i++)
+		if (dev->gpus[i].gpu_id == bo->gpu_id)
+			return kfdemu_map_bo(dev->render[i], bo, addr);
+	lib_err("BO %#llx: no render node of gpu %#x", (unsigned long long)bo->handle, bo->gpu_id);
+	return -ENODEV;
 }
 
 /* ---- the CRIU op ---- */
@@ -736,12 +974,35 @@ static uint64_t criu_arrays_size(const struct kfd_ioctl_criu_args *args)
 	       args->num_bos * sizeof(struct kfd_criu_bo_bucket) + args->priv_data_size;
 }
 
-static int build_criu_request(const struct kfd_ioctl_criu_args *args, void **req, uint64_t *size)
+/*
+ * RESTORE's device buckets name render nodes by fd, as the ioctl's caller does: those
+ * fds go along and the buckets name them by index; an fd the caller does not have open
+ * goes as KFDEMU_INVALID_FD, for the emulator to refuse as KFD would.
+ */
+static void pass_drm_fds(struct kfd_criu_device_bucket *devices, uint32_t num_devices, int *fds,
+			 uint32_t *nr_fds)
+{
+	*nr_fds = 0;
+	for (uint32_t i = 0; i < num_devices; i++) {
+		int fd = (int)devices[i].drm_fd;
+
+		if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+			devices[i].drm_fd = KFDEMU_INVALID_FD;
+			continue;
+		}
+		fds[*nr_fds] = fd;
+		devices[i].drm_fd = (*nr_fds)++;
+	}
+}
+
+static int build_criu_request(const struct kfd_ioctl_criu_args *args, void **req, uint64_t *size,
+			      int *fds, uint32_t *nr_fds)
 {
 	uint64_t arrays_size = args->op == KFD_CRIU_OP_RESTORE ? criu_arrays_size(args) : 0;
 	char *pos;
 
-	if (arrays_size > KFDEMU_MAX_PAYLOAD)
+	*nr_fds = 0;
+	if (arrays_size > KFDEMU_MAX_PAYLOAD || args->num_devices > KFDEMU_FDS_PER_BATCH)
 		return -E2BIG;
 	*size = sizeof(*args) + arrays_size;
 	*req = calloc(1, *size);
@@ -753,8 +1014,10 @@ static int build_criu_request(const struct kfd_ioctl_criu_args *args, void **req
 	pos = (char *)*req + sizeof(*args);
 	memcpy(pos, (void *)(uintptr_t)args->devices,
 	       args->num_devices * sizeof(struct kfd_criu_device_bucket));
+	pass_drm_fds((void *)pos, args->num_devices, fds, nr_fds);
 	pos += args->num_devices * sizeof(struct kfd_criu_device_bucket);
-	memcpy(pos, (void *)(uintptr_t)args->bos, args->num_bos * sizeof(struct kfd_criu_bo_bucket));
+	memcpy(pos, (void *)(uintptr_t)args->bos,
+	       args->num_bos * sizeof(struct kfd_criu_bo_bucket));
 	pos += args->num_bos * sizeof(struct kfd_criu_bo_bucket);
 	memcpy(pos, (void *)(uintptr_t)args->priv_data, args->priv_data_size);
 	return 0;
@@ -868,19 +1131,21 @@ static bool criu_op_returns_bos(uint32_t op)
 
 int kfdemu_criu_op(struct kfdemu_conn *conn, struct kfd_ioctl_criu_args *args)
 {
+	int drm_fds[KFDEMU_FDS_PER_BATCH];
 	struct kfdemu_msg reply;
+	uint32_t nr_drm_fds;
 	uint64_t req_size;
 	void *req;
 	int ret;
 
 	ret = check_criu_pointers(args);
 	if (!ret)
-		ret = build_criu_request(args, &req, &req_size);
+		ret = build_criu_request(args, &req, &req_size, drm_fds, &nr_drm_fds);
 	if (ret) {
 		lib_err("CRIU_OP %u: bad arguments: %s", args->op, strerror(-ret));
 		return ret;
 	}
-	ret = conn_call(conn, KFDEMU_MSG_CRIU_OP, req, req_size, &reply);
+	ret = conn_call_fds(conn, KFDEMU_MSG_CRIU_OP, req, req_size, drm_fds, nr_drm_fds, &reply);
 	free(req);
 	if (ret)
 		return ret;

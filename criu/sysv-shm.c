@@ -3,12 +3,10 @@
  */
 #include <errno.h>
 #include <sched.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
-#include <sys/stat.h>
 
 #include "cr_options.h"
 #include "log.h"
@@ -18,37 +16,19 @@
 
 #define PAGE_SIZE 4096UL
 
-/* Whether pid lives in criu's IPC namespace: only there is its segment id criu's too. */
-static int in_own_ipc_ns(pid_t pid)
-{
-	char path[64];
-	struct stat task_ns, own_ns;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", pid);
-	if (stat(path, &task_ns) || stat("/proc/self/ns/ipc", &own_ns)) {
-		pr_perror("task %d: cannot read its IPC namespace", pid);
-		return -errno;
-	}
-	return task_ns.st_ino == own_ns.st_ino && task_ns.st_dev == own_ns.st_dev;
-}
-
 int sysv_shm_dump_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 {
 	struct shmid_ds ds;
 	int shmid = (int)vma->ino; /* the inode of a SysV mapping is the segment's id */
-	int own_ns = in_own_ipc_ns(pid);
+	/* Every task is in its root's IPC namespace (ns_dump_collect() refuses others). */
+	bool own_ns = !(ns_root_clone_flags() & CLONE_NEWIPC);
 
-	if (own_ns < 0)
-		return own_ns;
 	if (vma->vmflags & VMFLAG_HUGETLB) {
 		pr_err("task %d: VMA %lx-%lx attaches SysV hugetlb memory %d, which is not supported yet\n",
 		       pid, vma->start, vma->end, shmid);
 		return -ENOTSUP;
 	}
-	/*
-	 * The tree's own IPC namespace (ns_dump_collect() refuses any other one) is dumped
-	 * whole by ns-ipc.c, segments with their contents and ids; it checks them there.
-	 */
+	/* The tree's own IPC namespace is dumped whole by ns-ipc.c, which checks them there. */
 	if (!own_ns)
 		goto attach;
 	if (shmctl(shmid, IPC_STAT, &ds) < 0) {

@@ -108,7 +108,7 @@ void ns_fini(void);
  * refused with one line: a kind this criu does not restore, nested namespaces. 0 or -errno.
  */
 int ns_restore_collect(const TaskKobjIdsEntry *root_ids);
-/* The clone() flags that give the root its own namespaces. */
+/* The clone() flags that give the root its own namespaces (both sides, once collected). */
 unsigned long ns_root_clone_flags(void);
 /* Main process, around the fork of the root (ns_kind.enter/leave). 0 or -errno. */
 int ns_enter_before_root(void);

@@ -562,6 +562,24 @@ static void cap_words(uint64_t set, uint32_t words[2], size_t *n, uint32_t **fie
 	*field = words;
 }
 
+/*
+ * The ids of /proc/PID/status, as criu reads them, as the task sees them in its user
+ * namespace (ns-user.c): the images keep those.
+ */
+static int ids_as_tree_sees(struct proc_pid_status *st, pid_t pid)
+{
+	char what[32];
+	int ret = 0;
+
+	snprintf(what, sizeof(what), "task %d", pid);
+	for (int i = 0; i < 4 && !ret; i++)
+		ret = userns_tree_uid(st->uid[i], &st->uid[i], what) ?:
+			      userns_tree_gid(st->gid[i], &st->gid[i], what);
+	for (unsigned int i = 0; i < st->nr_groups && !ret; i++)
+		ret = userns_tree_gid(st->groups[i], &st->groups[i], what);
+	return ret;
+}
+
 static int collect_creds(struct dump_task *task)
 {
 	struct proc_pid_status *st = &task->status;
@@ -569,6 +587,8 @@ static int collect_creds(struct dump_task *task)
 	int ret;
 
 	ret = parse_pid_status(task->item->pid, st);
+	if (!ret)
+		ret = ids_as_tree_sees(st, task->item->pid);
 	if (ret)
 		return ret;
 	creds_entry__init(ce);

@@ -757,6 +757,12 @@ static int fork_root_task(void)
 	}
 	root->pid = pid;
 	pr_info("forked task %d\n", pid);
+	if (ns_root_born(pid)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, __WALL);
+		root->pid = 0;
+		return -1;
+	}
 	return pidns_note_root(root->item->pid, pid) ?: seize_task(root);
 }
 

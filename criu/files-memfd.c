@@ -24,6 +24,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "mem.h"
 #include "memfd.h"
 #include "shmem.h"
@@ -252,9 +253,10 @@ static int dump_memfd_object(const struct dumped_memfd *m, struct mem_dump_ctx *
 		pr_perror("%s: cannot read its seals or attributes", what);
 		return ret;
 	}
+	ret = userns_recreated_owner(st.st_uid, st.st_gid, &mie.uid, &mie.gid, what);
+	if (ret)
+		return ret;
 	mie.name = m->name;
-	mie.uid = st.st_uid;
-	mie.gid = st.st_gid;
 	mie.size = st.st_size;
 	mie.shmid = st.st_ino;
 	mie.seals = seals;

@@ -21,6 +21,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 
 #include "ghost-file.pb-c.h"
@@ -161,11 +162,13 @@ static int write_ghost_chunks(int src_fd, const char *path, struct cr_img *img, 
 	return ret;
 }
 
-static void fill_ghost_entry(GhostFileEntry *ge, const struct stat *st, Timeval *atim,
-			     Timeval *mtim)
+static int fill_ghost_entry(GhostFileEntry *ge, const char *path, const struct stat *st,
+			    Timeval *atim, Timeval *mtim)
 {
-	ge->uid = st->st_uid;
-	ge->gid = st->st_gid;
+	int ret = userns_recreated_owner(st->st_uid, st->st_gid, &ge->uid, &ge->gid, path);
+
+	if (ret)
+		return ret;
 	ge->mode = st->st_mode;
 	ge->has_dev = ge->has_ino = true;
 	ge->dev = kernel_dev(st->st_dev);
@@ -181,6 +184,7 @@ static void fill_ghost_entry(GhostFileEntry *ge, const struct stat *st, Timeval 
 	mtim->tv_usec = st->st_mtim.tv_nsec / 1000;
 	ge->atim = atim;
 	ge->mtim = mtim;
+	return 0;
 }
 
 /*
@@ -230,10 +234,10 @@ static int write_ghost_image(const char *src, const char *path, const struct sta
 			close(src_fd);
 		return ret ? ret : -EIO;
 	}
-	fill_ghost_entry(&ge, st, &atim, &mtim);
+	ret = fill_ghost_entry(&ge, path, st, &atim, &mtim);
 	ge.has_size = ge.has_chunks = ge.chunks = regular;
 	ge.size = st->st_size;
-	if (S_ISLNK(st->st_mode))
+	if (!ret && S_ISLNK(st->st_mode))
 		ret = read_symlink_target(src, path, target, sizeof(target));
 	ge.symlnk_target = S_ISLNK(st->st_mode) ? target : NULL;
 	if (!ret)

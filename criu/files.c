@@ -273,8 +273,10 @@ int dump_fown(const struct fd_parms *p, FownEntry *fown)
 		       p->fd, p->pid, p->link, owner_kind(owner.type), owner.pid);
 		return -ENOTSUP;
 	}
-	fown->uid = ids[0];
-	fown->euid = ids[1];
+	ret = userns_tree_uid(ids[0], &fown->uid, p->link) ?:
+		      userns_tree_uid(ids[1], &fown->euid, p->link);
+	if (ret)
+		return ret;
 	fown->pid_type = owner.type;
 	fown->pid = pidns_img_pid(owner.pid);
 	pr_debug("fd %d of task %d: I/O signal %d to %s %d (uid %u, euid %u)\n", p->fd, p->pid,

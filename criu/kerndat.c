@@ -3,6 +3,7 @@
  * kernel the way the pipelines will use the feature, with no side effects.
  */
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/sched.h>
 #include <linux/kcmp.h>
 #include <signal.h>
@@ -237,6 +238,24 @@ static bool has_nspid(void)
 	return strstr(buf, "\nNSpid:") != NULL;
 }
 
+/*
+ * A namespace names the user namespace that owns it (NS_GET_USERNS, Linux 4.9): dump finds
+ * the parent of the tree's user namespace so (NS_GET_PARENT, the same release).
+ */
+static bool has_userns(void)
+{
+	int fd = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC), owner;
+
+	if (fd < 0)
+		return false;
+	owner = ioctl(fd, NS_GET_USERNS);
+	close(fd);
+	if (owner < 0)
+		return false;
+	close(owner);
+	return true;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -247,7 +266,7 @@ static const struct feature features[] = {
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
 	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
-	NOT_IMPLEMENTED("userns", "user namespaces are not restored"),
+	{ "userns", FEAT_EXTRA, has_userns, "user namespaces" },
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
 	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },

@@ -20,7 +20,6 @@
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
 static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
 static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
-static const struct ns_kind user_ns_kind = { .name = "user", .clone_flag = CLONE_NEWUSER };
 static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
 
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
@@ -292,22 +291,43 @@ int ns_dump_collect(void)
 	return ret ? ret : check_root_own();
 }
 
-/* In the child: join the namespace through a task of the tree in it, then dump it. */
-static int join_and_dump(const struct ns_id *ns)
+static int open_ns(const struct ns_id *ns)
 {
 	char path[64];
-	int fd, ret;
+	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/%s", ns->pid, ns->kind->name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, ns->kind->clone_flag)) {
-		pr_perror("%s namespace %u: cannot join it through %s", ns->kind->name, ns->id,
-			  path);
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
+	if (fd < 0)
+		pr_perror("%s namespace %u: cannot open %s", ns->kind->name, ns->id, path);
+	return fd;
+}
+
+static int join_ns(const struct ns_id *ns, int fd)
+{
+	int ret = setns(fd, ns->kind->clone_flag);
+
+	if (ret)
+		pr_perror("%s namespace %u: cannot join it", ns->kind->name, ns->id);
 	close(fd);
+	return ret;
+}
+
+/*
+ * In the child: join the namespace through a task of the tree in it, then dump it. The
+ * tree's own user namespace first: what the kernel shows of ids (SysV owners) is then shown
+ * as the tree sees it, as the images keep it. Both opened before either is joined: once in
+ * the tree's user namespace, criu may no longer open what its tasks hold.
+ */
+static int join_and_dump(const struct ns_id *ns)
+{
+	const struct ns_id *user = root_own[NS_USER] != ns ? root_own[NS_USER] : NULL;
+	int user_fd = user ? open_ns(user) : -1, fd = open_ns(ns);
+	int ret;
+
+	if (fd < 0 || (user && user_fd < 0) || (user && join_ns(user, user_fd)) ||
+	    join_ns(ns, fd))
+		return -1;
 	ret = ns->kind->dump(ns);
 	if (!ret)
 		pr_info("%s namespace %u dumped\n", ns->kind->name, ns->id);
@@ -418,6 +438,16 @@ int ns_enter_before_root(void)
 	for (int k = 0; k < NS_KINDS && !ret; k++)
 		if (root_own[k] && root_own[k]->kind->enter)
 			ret = root_own[k]->kind->enter(root_own[k]);
+	return ret;
+}
+
+int ns_root_born(pid_t root_host)
+{
+	int ret = 0;
+
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (root_own[k] && root_own[k]->kind->born)
+			ret = root_own[k]->kind->born(root_own[k], root_host);
 	return ret;
 }
 

@@ -20,7 +20,6 @@
 #include <sys/msg.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -40,7 +39,6 @@
 #define SHM_HUGE_SHIFT 26
 #endif
 #define SHM_HUGE_BITS	(SHM_HUGETLB | (0x3fu << SHM_HUGE_SHIFT))
-#define HUGETLBFS_MAGIC 0x958458f6
 
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 #define IPC_MODE_PERMS 0777
@@ -214,47 +212,48 @@ static int write_padded(struct cr_img *img, const void *data, size_t len, size_t
 	return ret;
 }
 
-/* Where the mapping that starts at addr ends (/proc/self/maps): hugetlb pages round it up. */
-static int mapping_end(const void *addr, unsigned long *end)
+/*
+ * The page size of the mapping that starts at addr, as /proc/self/smaps gives it (read,
+ * unlike map_files, without privilege over criu's own user namespace: the dumper may be in
+ * the tree's).
+ */
+static int mapping_page_kb(const void *addr, unsigned long *page_kb)
 {
-	unsigned long start;
+	unsigned long start, end;
+	bool in_it = false;
 	char line[512];
 	FILE *f;
 
-	f = fopen("/proc/self/maps", "re");
+	f = fopen("/proc/self/smaps", "re");
 	if (!f) {
-		pr_perror("cannot open /proc/self/maps");
+		pr_perror("cannot open /proc/self/smaps");
 		return -errno;
 	}
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%lx-%lx", &start, end) == 2 && start == (unsigned long)addr) {
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2)
+			in_it = start == (unsigned long)addr;
+		else if (in_it && sscanf(line, "KernelPageSize: %lu kB", page_kb) == 1) {
 			fclose(f);
 			return 0;
 		}
+	}
 	fclose(f);
-	pr_err("no mapping at %p in /proc/self/maps\n", addr);
+	pr_err("no mapping at %p in /proc/self/smaps\n", addr);
 	return -ENOENT;
 }
 
 /* SHM_HUGETLB with the page size, as shmget() takes it, for a hugetlbfs segment; or 0. */
 static int shm_hugetlb_flag(const void *addr, uint32_t *flag)
 {
-	unsigned long end;
-	struct statfs sfs;
-	char path[96];
+	unsigned long page_kb;
 	int ret;
 
 	*flag = 0;
-	ret = mapping_end(addr, &end);
+	ret = mapping_page_kb(addr, &page_kb);
 	if (ret)
 		return ret;
-	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)addr, end);
-	if (statfs(path, &sfs)) {
-		pr_perror("cannot statfs %s", path);
-		return -errno;
-	}
-	if (sfs.f_type == (typeof(sfs.f_type))HUGETLBFS_MAGIC)
-		*flag = SHM_HUGETLB | ((uint32_t)__builtin_ctzl(sfs.f_bsize) << SHM_HUGE_SHIFT);
+	if (page_kb * 1024 != (unsigned long)sysconf(_SC_PAGESIZE))
+		*flag = SHM_HUGETLB | ((uint32_t)__builtin_ctzl(page_kb * 1024) << SHM_HUGE_SHIFT);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "cr_options.h"
 #include "files.h"
 #include "log.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "sk-opts.h"
@@ -481,8 +482,8 @@ static int dump_path_name(int lfd, const struct usk_diag *sk, UnixSkEntry *ue,
 		ret = relative_name_dir(link, name, ue, what);
 	}
 	perms->mode = st.st_mode;
-	perms->uid = st.st_uid;
-	perms->gid = st.st_gid;
+	if (!ret)
+		ret = userns_recreated_owner(st.st_uid, st.st_gid, &perms->uid, &perms->gid, what);
 	ue->file_perms = perms;
 out:
 	close(ofd);

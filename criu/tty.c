@@ -192,8 +192,8 @@ static int write_tty_info(const struct fd_parms *p, uint32_t info_id, const stru
 	}
 	tie.has_dev = tie.has_uid = tie.has_gid = true;
 	tie.dev = kernel_dev(p->st.st_dev);
-	tie.uid = p->st.st_uid;
-	tie.gid = p->st.st_gid;
+	if (userns_recreated_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid, p->link))
+		return -ENOTSUP;
 	img = files_side_image(CR_IMG_TTY_INFO);
 	return img ? pb_write_one(img, &tie) : -EIO;
 }

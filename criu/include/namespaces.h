@@ -65,6 +65,12 @@ struct ns_kind {
 	int (*enter)(struct ns_id *ns);
 	int (*leave)(struct ns_id *ns);
 	/*
+	 * Optional. Restore, main process, right after the root is cloned into the namespace
+	 * and before it takes its first step: what only criu, outside, can do for it (a user
+	 * namespace's maps). 0 or -errno, after one error line.
+	 */
+	int (*born)(const struct ns_id *ns, pid_t root_host);
+	/*
 	 * Restore, in the root task, born into the namespace, before it forks anything: put
 	 * the images' state in. 0 or -errno.
 	 */
@@ -79,7 +85,7 @@ struct ns_kind {
 	void (*fini)(struct ns_id *ns);
 };
 
-extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind;
+extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind;
 
 struct pstree_item;
 struct task_ids;
@@ -113,10 +119,27 @@ unsigned long ns_root_clone_flags(void);
 /* Main process, around the fork of the root (ns_kind.enter/leave). 0 or -errno. */
 int ns_enter_before_root(void);
 int ns_leave_after_root(void);
+/* Main process, the root cloned as root_host and not yet let go: ns_kind.born of each. */
+int ns_root_born(pid_t root_host);
 /* In the root task, first thing after criu let it go: ns_kind.restore of each. 0 or -errno. */
 int ns_restore_in_root(void);
 /* Main process, every task restored: ns_kind.restore_late of each, in root_host's. */
 int ns_restore_late(pid_t root_host);
+
+/*
+ * User ids (ns-user.c). Dump: the id, as criu reads it, as the tree sees it in its user
+ * namespace (the same where the root has none of its own). 0, or -ENOENT after one line
+ * naming what (a task, a file) holds an id the namespace has no mapping for.
+ */
+int userns_tree_uid(uint32_t uid, uint32_t *tree, const char *what);
+int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what);
+/*
+ * The owner (stat()'s st_uid, st_gid) of an inode restore creates again, as the images keep
+ * it; refused (-ENOTSUP after one line naming what) in a tree with a user namespace of its
+ * own, where restored tasks cannot give what they create another owner.
+ */
+int userns_recreated_owner(uint32_t uid, uint32_t gid, uint32_t *img_uid, uint32_t *img_gid,
+			   const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

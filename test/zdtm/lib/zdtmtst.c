@@ -170,14 +170,71 @@ void test_unshare_time(long monotonic_sec, long boottime_sec)
 	close(fd);
 }
 
+/*
+ * Maps for a user namespace the caller is about to unshare: only a process outside it may
+ * write more than its own id, so a child forked before the unshare writes them once told
+ * to (a byte on go), and the caller waits for it.
+ */
+static pid_t fork_map_writer(int *go)
+{
+	int ends[2];
+	pid_t writer;
+
+	if (pipe(ends))
+		test_fail_errno("pipe for the map writer");
+	writer = fork();
+	if (writer < 0)
+		test_fail_errno("fork the map writer");
+	if (writer == 0) {
+		static const char *const maps[] = { "uid_map", "gid_map" };
+		char byte, path[64], line[64];
+		int len = snprintf(line, sizeof(line), "0 %u %u\n", TEST_USERNS_HOST_ID,
+				   TEST_USERNS_IDS);
+
+		close(ends[1]);
+		if (read(ends[0], &byte, 1) != 1)
+			_exit(1);
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "/proc/%d/%s", getppid(), maps[i]);
+			int fd = open(path, O_WRONLY);
+
+			if (fd < 0 || write(fd, line, len) != len)
+				_exit(2);
+			close(fd);
+		}
+		_exit(0);
+	}
+	close(ends[0]);
+	*go = ends[1];
+	return writer;
+}
+
+static void unshare_mapped(unsigned long flags)
+{
+	int go = -1, status;
+	pid_t writer = 0;
+
+	if (flags & CLONE_NEWUSER)
+		writer = fork_map_writer(&go);
+	if (unshare(flags))
+		test_fail("unshare(%#lx): %s", flags, strerror(errno));
+	if (!writer)
+		return;
+	if (write(go, "M", 1) != 1 || waitpid(writer, &status, 0) != writer ||
+	    !WIFEXITED(status) || WEXITSTATUS(status))
+		test_fail("the user namespace's maps were not written (writer status %#x)",
+			  status);
+	close(go);
+}
+
 void test_launch_root(unsigned long flags)
 {
 	int ready[2], status;
 	pid_t root;
 	char byte;
 
-	if (flags && unshare(flags))
-		test_fail("unshare(%#lx): %s", flags, strerror(errno));
+	if (flags)
+		unshare_mapped(flags);
 	if (pipe(ready))
 		test_fail_errno("pipe for the root's launch");
 	root = fork();

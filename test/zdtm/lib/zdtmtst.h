@@ -39,6 +39,13 @@ void test_wait_sigterm(void);
 void test_unshare_time(long monotonic_sec, long boottime_sec);
 void test_launch_root(unsigned long flags);
 /*
+ * With CLONE_NEWUSER in its flags, test_launch_root() maps ids 0..TEST_USERNS_IDS-1 of the
+ * new user namespace to TEST_USERNS_HOST_ID on (uids and gids alike); the launcher keeps
+ * its ids (unmapped there) and all capabilities in it.
+ */
+#define TEST_USERNS_HOST_ID 100000u
+#define TEST_USERNS_IDS	    65536u
+/*
  * The calling thread's pid (or tid) is want in its own pid namespace, levels deep in all
  * ("NSpid:" of /proc/thread-self/status, which says so from criu's namespace down), or
  * the test fails, naming who.

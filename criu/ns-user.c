@@ -1,0 +1,319 @@
+/*
+ * User namespaces: the uid and gid maps of a root with a user namespace of its own
+ * (userns-ID.img, as CRIU writes it), and the ids the images hold as the tree sees them.
+ *
+ * The images keep every id (creds, file owners, SysV owners) as the tree sees it, inside its
+ * namespace, as CRIU does: restore sets them from inside. Dump reads them from /proc and
+ * stat() as criu sees them, so it maps each one through the root's maps
+ * (userns_tree_uid(), userns_tree_gid()); an id the namespace has no mapping for cannot be
+ * given back and fails the dump. The tree's namespace must be a child of criu's: the maps
+ * are then relative to criu's ids (nested user namespaces are refused).
+ *
+ * Restore clones the root with CLONE_NEWUSER (with the root's other new namespaces, which
+ * the new user namespace then owns) and criu writes the maps from outside, before the root
+ * takes its first step (user_born()). The tasks keep criu's ids, and every capability in
+ * the namespace, until the restorer sets the images' creds: they read criu's images
+ * (owned by an id the namespace does not map) to the end. What they create is owned by
+ * criu's ids, which the namespace cannot give another owner: inodes that restore creates
+ * again (deleted files, memfds, bound Unix socket files, ptys) are refused at dump.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "log.h"
+#include "namespaces.h"
+
+#include "userns.pb-c.h"
+
+/* The kernel takes at most this many lines in a uid_map or gid_map. */
+#define MAX_EXTENTS 340
+
+struct id_map {
+	UidGidExtent ext[MAX_EXTENTS];
+	size_t n;
+};
+
+/* Dump: the maps of the root's namespace, once dump_check() read them. */
+static struct {
+	bool own;
+	struct id_map uid, gid;
+} dumped;
+
+static const char *const map_names[] = { "uid_map", "gid_map" };
+
+/* One of /proc/PID/{uid,gid}_map, as criu (in the parent namespace) reads it. */
+static int read_map(pid_t pid, const char *name, struct id_map *map)
+{
+	unsigned int first, lower, count;
+	char path[64];
+	FILE *f;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	f = fopen(path, "re");
+	if (!f) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	map->n = 0;
+	while (fscanf(f, "%u %u %u", &first, &lower, &count) == 3) {
+		if (map->n == MAX_EXTENTS) {
+			pr_err("%s: more than %d lines\n", path, MAX_EXTENTS);
+			ret = -E2BIG;
+			break;
+		}
+		uid_gid_extent__init(&map->ext[map->n]);
+		map->ext[map->n].first = first;
+		map->ext[map->n].lower_first = lower;
+		map->ext[map->n].count = count;
+		map->n++;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* The inode of the user namespace that owns the one at fd's. */
+static int parent_userns_inode(int fd, ino_t *ino)
+{
+	struct stat st;
+	int parent = ioctl(fd, NS_GET_PARENT);
+
+	if (parent < 0)
+		return -errno;
+	if (fstat(parent, &st)) {
+		close(parent);
+		return -errno;
+	}
+	close(parent);
+	*ino = st.st_ino;
+	return 0;
+}
+
+/* The tree's user namespace must be a child of criu's: its maps then name criu's ids. */
+static int check_parent_is_criu(const struct ns_id *ns)
+{
+	struct stat own;
+	char path[64];
+	ino_t parent = 0;
+	int fd, ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", ns->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	ret = parent_userns_inode(fd, &parent);
+	close(fd);
+	if (ret) {
+		pr_err("%s: cannot find the namespace it was created in: %s\n", path,
+		       strerror(-ret));
+		return ret;
+	}
+	if (stat("/proc/self/ns/user", &own)) {
+		pr_perror("cannot stat criu's user namespace");
+		return -errno;
+	}
+	if (own.st_ino != parent) {
+		pr_err("the tree's user namespace %u (task %d) is not a child of criu's: nested "
+		       "user namespaces are not supported\n",
+		       ns->id, ns->pid);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int user_dump_check(struct ns_id *ns)
+{
+	int ret = check_parent_is_criu(ns);
+
+	if (!ret)
+		ret = read_map(ns->pid, map_names[0], &dumped.uid);
+	if (!ret)
+		ret = read_map(ns->pid, map_names[1], &dumped.gid);
+	if (ret)
+		return ret;
+	dumped.own = true;
+	pr_info("user namespace %u: %zu uid and %zu gid extents\n", ns->id, dumped.uid.n,
+		dumped.gid.n);
+	return 0;
+}
+
+/* id, as criu sees it, as the tree sees it; -ENOENT where the namespace cannot name it. */
+static int to_tree(const struct id_map *map, uint32_t id, uint32_t *tree)
+{
+	if (!dumped.own) {
+		*tree = id;
+		return 0;
+	}
+	for (size_t i = 0; i < map->n; i++) {
+		const UidGidExtent *e = &map->ext[i];
+
+		if (id >= e->lower_first && id - e->lower_first < e->count) {
+			*tree = e->first + (id - e->lower_first);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int userns_tree_uid(uint32_t uid, uint32_t *tree, const char *what)
+{
+	int ret = to_tree(&dumped.uid, uid, tree);
+
+	if (ret)
+		pr_err("%s: uid %u has no mapping in the tree's user namespace\n", what, uid);
+	return ret;
+}
+
+int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what)
+{
+	int ret = to_tree(&dumped.gid, gid, tree);
+
+	if (ret)
+		pr_err("%s: gid %u has no mapping in the tree's user namespace\n", what, gid);
+	return ret;
+}
+
+int userns_recreated_owner(uint32_t uid, uint32_t gid, uint32_t *img_uid, uint32_t *img_gid,
+			   const char *what)
+{
+	if (dumped.own) {
+		pr_err("%s: an inode restore would create again, in a tree with a user namespace "
+		       "of its own: not supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	*img_uid = uid;
+	*img_gid = gid;
+	return 0;
+}
+
+/* In a child joined to the namespace (the maps read the same from there). */
+static int user_dump(const struct ns_id *ns)
+{
+	UidGidExtent *uids[MAX_EXTENTS], *gids[MAX_EXTENTS];
+	UsernsEntry e = USERNS_ENTRY__INIT;
+	struct cr_img *img;
+	int ret;
+
+	for (size_t i = 0; i < dumped.uid.n; i++)
+		uids[i] = &dumped.uid.ext[i];
+	for (size_t i = 0; i < dumped.gid.n; i++)
+		gids[i] = &dumped.gid.ext[i];
+	e.n_uid_map = dumped.uid.n;
+	e.uid_map = uids;
+	e.n_gid_map = dumped.gid.n;
+	e.gid_map = gids;
+	img = open_image(CR_IMG_USERNS, O_WRONLY, ns->id);
+	if (!img)
+		return -EIO;
+	ret = pb_write_one(img, &e);
+	close_image(img);
+	return ret;
+}
+
+static int check_map(const char *img_name, const char *name, UidGidExtent **ext, size_t n)
+{
+	if (!n || n > MAX_EXTENTS) {
+		pr_err("%s: %zu lines in the %s (1 to %d)\n", img_name, n, name, MAX_EXTENTS);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!ext[i]->count || ext[i]->first + (uint64_t)ext[i]->count > 1ULL << 32 ||
+		    ext[i]->lower_first + (uint64_t)ext[i]->count > 1ULL << 32) {
+			pr_err("%s: %s line %zu maps %u ids from %u to %u: out of range\n",
+			       img_name, name, i, ext[i]->count, ext[i]->first,
+			       ext[i]->lower_first);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static int user_collect(struct ns_id *ns)
+{
+	struct cr_img *img;
+	UsernsEntry *e;
+	int ret;
+
+	img = open_image(CR_IMG_USERNS, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	ret = pb_read_one_required(img, (void **)&e);
+	if (!ret)
+		ret = check_map(img->name, map_names[0], e->uid_map, e->n_uid_map) ?:
+			      check_map(img->name, map_names[1], e->gid_map, e->n_gid_map);
+	if (ret && e)
+		pb_free(img, e);
+	close_image(img);
+	if (!ret)
+		ns->priv = e;
+	return ret;
+}
+
+/* "first lower count" lines, written at once as the kernel wants them. */
+static int write_map(pid_t pid, const char *name, UidGidExtent **ext, size_t n)
+{
+	char path[64], *text = malloc(n * 36 + 1);
+	size_t len = 0;
+	int fd, ret = 0;
+
+	if (!text) {
+		pr_err("no memory for the %s of the root %d\n", name, pid);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		len += sprintf(text + len, "%u %u %u\n", ext[i]->first, ext[i]->lower_first,
+			       ext[i]->count);
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+		ret = -errno;
+		pr_perror("cannot write the %s of the root %d (%zu lines)", name, pid, n);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	return ret;
+}
+
+static int user_born(const struct ns_id *ns, pid_t root_host)
+{
+	const UsernsEntry *e = ns->priv;
+	int ret;
+
+	ret = write_map(root_host, map_names[0], e->uid_map, e->n_uid_map);
+	if (!ret)
+		ret = write_map(root_host, map_names[1], e->gid_map, e->n_gid_map);
+	if (!ret)
+		pr_info("user namespace %u: %zu uid and %zu gid extents written\n", ns->id,
+			e->n_uid_map, e->n_gid_map);
+	return ret;
+}
+
+static void user_fini(struct ns_id *ns)
+{
+	pb_free(NULL, ns->priv);
+	ns->priv = NULL;
+	dumped.own = false;
+}
+
+const struct ns_kind user_ns_kind = {
+	.name = "user",
+	.clone_flag = CLONE_NEWUSER,
+	.supported = true,
+	.dump_check = user_dump_check,
+	.dump = user_dump,
+	.collect = user_collect,
+	.born = user_born,
+	.fini = user_fini,
+};

@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters'}
+                        'seccomp_filters', 'userns'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -979,7 +979,8 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net', 'net namespaces are not supported'),
                        ('mnt', 'mnt namespaces are not supported'),
-                       ('user', 'user namespaces are not supported'),
+                       # a user namespace is dumped, but not one without maps
+                       ('user', "has no mapping in the tree's user namespace"),
                        ('cgroup', 'cgroup namespaces are not supported')):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                                     'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
@@ -990,6 +991,8 @@ for _kind in ('net', 'mnt', 'user', 'cgroup'):
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
                                                                                  field),
         'expect': 'restoring %s namespaces is not supported' % _kind}
+# A user namespace is restored from its userns-ID.img: the one the corrupted ids name is missing.
+TESTS['restore_fail_ns_user']['expect'] = 'cannot open image userns-999.img'
 
 # GPU (modes gpu, gpu_restore_fails, gpu_production_plugin): test/zdtm/gpu/gpu_bos (or
 # 'bin') on its own KFD EMULATOR daemon, dumped and restored with the plugin's test build.

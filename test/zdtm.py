@@ -160,6 +160,82 @@ def edit_image(img_dir, name, edit):
         raise TestFailure('crit encode %s: %s' % (name, proc.stderr.decode().strip()))
 
 
+# cgroup_limits lives in NAME/sub of these hierarchies (ZDTM_CG_NAME), NAME/sub/empty below.
+CGROUP_TEST_HIERS = ('cpu', 'memory', 'pids', 'freezer', 'unified')
+
+
+def remove_test_cgroups(name):
+    """rmdir the test's cgroups, once its tasks have left them (a dying one may linger)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for hier in CGROUP_TEST_HIERS:
+        for below in ('sub/empty', 'sub', ''):
+            path = os.path.join('/sys/fs/cgroup', hier, name, below)
+            while os.path.isdir(path):
+                try:
+                    os.rmdir(path)
+                except OSError as e:
+                    if time.monotonic() > deadline:
+                        raise TestFailure('cannot remove cgroup %s: %s' % (path, e))
+                    time.sleep(0.05)
+
+
+def cgroup_dir(img_dir, cname, dir_name):
+    """cgroup.img's top directory dir_name of hierarchy cname ('' for v2), or None."""
+    for ctrl in own_crit_entries(os.path.join(img_dir, 'cgroup.img'))[0].get('controllers', []):
+        if ctrl.get('cnames') == [cname]:
+            return next((d for d in ctrl.get('dirs', []) if d['dir_name'] == dir_name), None)
+    return None
+
+
+def cgroup_img_check(name, remove=True, shares=None):
+    """cgroup.img holds NAME/sub with its limits and NAME/sub/empty; then, with remove, the
+    cgroups go (restore must make them again), else cpu.shares becomes shares (which
+    restore may set back, or not, as its mode says)."""
+    def check(img_dir, pid):
+        sub = cgroup_dir(img_dir, 'cpu', name + '/sub')
+        if not sub:
+            raise TestFailure('cgroup.img has no cpu cgroup %s/sub' % name)
+        props = {p['name']: p['value'] for p in sub.get('properties', [])}
+        if props.get('cpu.shares') != '512' or props.get('cpu.cfs_quota_us') != '50000':
+            raise TestFailure('cgroup.img: cpu properties of %s/sub: %s' % (name, props))
+        if [c['dir_name'] for c in sub.get('children', [])] != ['empty']:
+            raise TestFailure('cgroup.img: %s/sub has not its empty cgroup' % name)
+        if remove:
+            remove_test_cgroups(name)
+        if shares:
+            with open('/sys/fs/cgroup/cpu/%s/sub/cpu.shares' % name, 'w') as f:
+                f.write(shares)
+    return check
+
+
+class CgroupsRemover:
+    """What restore_fails' 'corrupt' hands back: the test's cgroups go once restore failed."""
+    def __init__(self, name):
+        self.name = name
+
+    def close(self):
+        remove_test_cgroups(self.name)
+
+
+def cgroup_corrupt(name, remove, edit=None):
+    """For restore_fails: the test's cgroups removed (or left), cgroup.img edited."""
+    def corrupt(img_dir, pid):
+        cgroup_img_check(name, remove=remove)(img_dir, pid)
+        if edit:
+            edit_image(img_dir, 'cgroup.img', edit)
+        return CgroupsRemover(name)
+    return corrupt
+
+
+def pids_max_bogus(entries):
+    """The pids.max of the task's pids cgroup becomes a value the kernel refuses."""
+    for ctrl in entries[0]['controllers']:
+        for d in ctrl.get('dirs', []):
+            for p in d.get('properties', []):
+                if p['name'] == 'pids.max':
+                    p['value'] = 'bogus'
+
+
 def first_fd_file(img_dir):
     """The files.img id of the lowest fd of the (only) files table."""
     fdinfo = sorted(n for n in os.listdir(img_dir) if n.startswith('fdinfo-'))[0]
@@ -415,7 +491,7 @@ def pidns_external(img_dir, pid):
 #                  more options, 'script': shell text written to {out}/script.sh,
 #                  'expect': what the error line says)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
-#                  need: what it returns is closed after), restore must fail
+#                  need: what it returns is closed after), restore ('restore_args') must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
 #                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
@@ -727,6 +803,39 @@ TESTS = {
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
     # options parsed as upstream CRIU parses them (criu/config.c)
+    # cgroups: each --manage-cgroups mode where it differs. The runner removes the test's
+    # cgroups after the dump (restore makes them), or changes cpu.shares in them.
+    'cgroup_limits': {'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft'},
+                      'image_check': cgroup_img_check('zdtm_cg_soft')},
+    'cgroup_soft_existing': {'bin': 'cgroup_limits',
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft2', 'ZDTM_CG_SHARES': '1024'},
+                             'image_check': cgroup_img_check('zdtm_cg_soft2', False, '1024')},
+    'cgroup_full_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=full'],
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_full'},
+                             'image_check': cgroup_img_check('zdtm_cg_full', False, '1024')},
+    'cgroup_props_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=props'],
+                              'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_props'},
+                              'image_check': cgroup_img_check('zdtm_cg_props', False, '1024')},
+    'cgroup_none_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=none'],
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_none', 'ZDTM_CG_SHARES': '1024'},
+                             'image_check': cgroup_img_check('zdtm_cg_none', False, '1024')},
+    'cgroup_strict': {'bin': 'cgroup_limits', 'dump_args': ['--manage-cgroups=strict'],
+                      'restore_args': ['--manage-cgroups=strict'],
+                      'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_strict'},
+                      'image_check': cgroup_img_check('zdtm_cg_strict')},
+    'restore_fail_cgroup_none_missing': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails', 'restore_args': ['--manage-cgroups=none'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_none_missing'},
+        'corrupt': cgroup_corrupt('zdtm_cg_none_missing', True), 'expect': 'does not exist'},
+    'restore_fail_cgroup_strict_existing': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails', 'restore_args': ['--manage-cgroups=strict'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_strict_existing'},
+        'corrupt': cgroup_corrupt('zdtm_cg_strict_existing', False), 'expect': 'exists already'},
+    'restore_fail_cgroup_bad_property': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails',
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_bad_prop'},
+        'corrupt': cgroup_corrupt('zdtm_cg_bad_prop', True, pids_max_bogus),
+        'expect': 'pids.max: cannot write "bogus"'},
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
@@ -746,8 +855,8 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--tcp-established'],
         'stderr': 'option --tcp-established is not supported\n'},
     'cli_refused_option_value': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--manage-cgroups=full'],
-        'stderr': 'option --manage-cgroups=full is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--cpu-cap=fpu'],
+        'stderr': 'option --cpu-cap=fpu is not supported\n'},
     'cli_refused_option_negated_is_default': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tcp-established', '--feature',
                                          'clone3_set_tid'],
@@ -2288,8 +2397,9 @@ class TestRun:
         held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
         checksum = images_checksum(self.img)
         try:
-            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
-                                                 self.pidfile], 'restore.log', expect_ok=False)
+            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile] +
+                                     list(self.desc.get('restore_args', [])), 'restore.log',
+                                     expect_ok=False)
         finally:
             if held:
                 held.close()

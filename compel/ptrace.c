@@ -95,10 +95,77 @@ long compel_seize_options(void)
 	return options;
 }
 
+/*
+ * Tasks attached while their freezer cgroup was frozen (compel_attach_frozen()), whose
+ * interrupt stop is still to be waited for: by seize() when the tree walk comes to them,
+ * or by compel_release_frozen() for those it never came to.
+ */
+static pid_t *frozen_attached;
+static unsigned int nr_frozen_attached;
+
+static bool take_frozen_attached(pid_t pid)
+{
+	for (unsigned int i = 0; i < nr_frozen_attached; i++) {
+		if (frozen_attached[i] == pid) {
+			frozen_attached[i] = frozen_attached[--nr_frozen_attached];
+			return true;
+		}
+	}
+	return false;
+}
+
+int compel_attach_frozen(pid_t pid)
+{
+	pid_t *grown = realloc(frozen_attached, (nr_frozen_attached + 1) * sizeof(*grown));
+	int err;
+
+	if (!grown) {
+		pr_err("no memory to attach %d\n", pid);
+		return -ENOMEM;
+	}
+	frozen_attached = grown;
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
+		err = errno;
+		/* Gone since the cgroup listed it: the walk will not find it either. */
+		if (err == ESRCH)
+			return 0;
+		pr_err("cannot seize %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
+		err = errno;
+		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+		return -err;
+	}
+	frozen_attached[nr_frozen_attached++] = pid;
+	return 0;
+}
+
+void compel_release_frozen(void)
+{
+	while (nr_frozen_attached) {
+		pid_t pid = frozen_attached[--nr_frozen_attached];
+
+		/* A tracee is detached from a stop only. */
+		if (!wait_interrupt_stop(pid))
+			ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	}
+	free(frozen_attached);
+	frozen_attached = NULL;
+}
+
 /* quiet_exit: see compel_try_seize(). */
 static int seize(pid_t pid, bool quiet_exit)
 {
 	int err;
+
+	if (take_frozen_attached(pid)) {
+		err = wait_interrupt_stop(pid);
+		if (err)
+			ptrace(PTRACE_DETACH, pid, NULL, NULL);
+		return err;
+	}
 
 	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
 		err = errno;

@@ -288,6 +288,133 @@ static int parse_cgroup_file(const char *file, CgMemberEntry ***out, size_t *nr)
 	return ret;
 }
 
+/* --------------------------------------------------------------- freezer ---- */
+
+/* How long the freezer may take to freeze every task: as long as seizing may (--timeout). */
+static unsigned int freeze_seconds(void)
+{
+	if (opts.timeout < 0)
+		return DEFAULT_DUMP_TIMEOUT;
+	return opts.timeout ? (unsigned int)opts.timeout : UINT_MAX;
+}
+
+/* v1: freezer.state; v2: cgroup.freeze, and cgroup.events says when it is done. */
+struct freezer {
+	int fd; /* the cgroup's directory */
+	bool v2;
+};
+
+static int freezer_set(const struct freezer *f, bool frozen)
+{
+	const char *file = f->v2 ? "cgroup.freeze" : "freezer.state";
+	const char *value = f->v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+	int ret = write_cg_file(f->fd, file, value, strlen(value));
+
+	if (ret)
+		pr_err("--freeze-cgroup %s: cannot write %s to %s: %s\n", opts.freeze_cgroup, value,
+		       file, strerror(-ret));
+	return ret;
+}
+
+static int freezer_wait_frozen(const struct freezer *f)
+{
+	struct timespec pause = {0, 10 * 1000 * 1000};
+	char buf[512];
+
+	for (unsigned long i = 0; i / 100 < freeze_seconds(); i++) {
+		int ret = read_cg_file(f->fd, f->v2 ? "cgroup.events" : "freezer.state", buf,
+				       sizeof(buf));
+
+		if (ret) {
+			pr_err("--freeze-cgroup %s: cannot read its state: %s\n",
+			       opts.freeze_cgroup, strerror(-ret));
+			return ret;
+		}
+		if (f->v2 ? !!strstr(buf, "frozen 1") : !strcmp(buf, "FROZEN\n"))
+			return 0;
+		nanosleep(&pause, NULL);
+	}
+	pr_err("--freeze-cgroup %s: not frozen after %u s (a task that cannot stop?)\n",
+	       opts.freeze_cgroup, freeze_seconds());
+	return -ETIMEDOUT;
+}
+
+/* Every thread of the cgroup path and of those below it, attached while frozen. */
+static int attach_frozen_dir(int fd, bool v2, const char *path)
+{
+	char *tids = malloc(CG_VALUE_MAX), *tok, *save = NULL;
+	DIR *dir;
+	struct dirent *de;
+	int ret;
+
+	if (!tids) {
+		pr_err("no memory for the tasks of %s\n", path);
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = read_cg_file(fd, v2 ? "cgroup.threads" : "tasks", tids, CG_VALUE_MAX);
+	if (ret)
+		pr_err("cannot read the tasks of frozen cgroup %s: %s\n", path, strerror(-ret));
+	for (tok = strtok_r(tids, "\n", &save); tok && !ret; tok = strtok_r(NULL, "\n", &save))
+		ret = compel_attach_frozen(atoi(tok));
+	free(tids);
+	dir = ret ? NULL : fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return ret;
+	}
+	while (!ret && (de = readdir(dir))) {
+		char child[PATH_MAX];
+		int cfd;
+
+		if (de->d_type != DT_DIR || !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+		cfd = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (cfd < 0) {
+			pr_perror("cannot open frozen cgroup %s", child);
+			ret = -errno;
+		} else {
+			ret = attach_frozen_dir(cfd, v2, child);
+		}
+	}
+	closedir(dir);
+	return ret;
+}
+
+int cg_freeze_tree(void)
+{
+	struct freezer f = {.fd = -1};
+	int ret, fd;
+
+	if (!opts.freeze_cgroup)
+		return 0;
+	f.fd = open(opts.freeze_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f.fd < 0) {
+		pr_perror("--freeze-cgroup %s", opts.freeze_cgroup);
+		return -errno;
+	}
+	f.v2 = faccessat(f.fd, "freezer.state", F_OK, 0);
+	if (f.v2 && faccessat(f.fd, "cgroup.freeze", F_OK, 0)) {
+		pr_err("--freeze-cgroup %s: neither a v1 freezer cgroup nor a v2 cgroup\n",
+		       opts.freeze_cgroup);
+		close(f.fd);
+		return -EINVAL;
+	}
+	ret = freezer_set(&f, true) ?: freezer_wait_frozen(&f);
+	if (!ret) {
+		pr_info("--freeze-cgroup %s frozen\n", opts.freeze_cgroup);
+		fd = dup(f.fd);
+		ret = fd < 0 ? -errno : attach_frozen_dir(fd, f.v2, opts.freeze_cgroup);
+	}
+	/* Attached, they stop as they thaw; on failure they are let go again. */
+	ret = freezer_set(&f, false) ?: ret;
+	close(f.fd);
+	if (ret)
+		compel_release_frozen();
+	return ret;
+}
+
 /* ------------------------------------------------------------------ dump ---- */
 
 /* A directory of a hierarchy below one of the tree's cgroups, as the dump found it. */

@@ -1385,9 +1385,13 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		goto out;
 
-	/* 1. Freeze the whole tree. */
+	/* 1. Freeze the whole tree (at once first, through its freezer cgroup, if asked). */
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
-	ret = seize_tree_in_time(pid);
+	ret = cg_freeze_tree();
+	if (!ret)
+		ret = seize_tree_in_time(pid);
+	/* Tasks of the freezer cgroup outside the tree are none of the dump's business. */
+	compel_release_frozen();
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	if (ret)
 		goto out;

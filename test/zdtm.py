@@ -823,6 +823,18 @@ TESTS = {
                       'restore_args': ['--manage-cgroups=strict'],
                       'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_strict'},
                       'image_check': cgroup_img_check('zdtm_cg_strict')},
+    # --freeze-cgroup: the tree frozen through its freezer cgroup, seized while frozen,
+    # thawed: after the dump, a failed one or -R, the cgroup is THAWED and the tree runs.
+    'cgroup_freeze_churn': {'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze']},
+    'cgroup_freeze_leave_running': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_lr'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_lr', 'ZDTM_FREEZE_QUIET': '1'}},
+    'cgroup_freeze_dump_fails': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'dump_fails',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_fail'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_fail', 'ZDTM_FREEZE_QUIET': '1',
+                     'ZDTM_FREEZE_FAIL': '1'}},
     'restore_fail_cgroup_none_missing': {
         'bin': 'cgroup_limits', 'mode': 'restore_fails', 'restore_args': ['--manage-cgroups=none'],
         'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_none_missing'},

@@ -59,7 +59,11 @@ static int open_yard_hier(const char *name)
 		name = "unified";
 	else if (!strncmp(name, "name=", 5))
 		name += 5;
-	snprintf(path, sizeof(path), "%s/%s", opts.cgroup_yard, name);
+	/* A relative DIR is the work directory's, as CRIU (which works from there) reads it. */
+	if (opts.cgroup_yard[0] != '/' && opts.work_dir)
+		snprintf(path, sizeof(path), "%s/%s/%s", opts.work_dir, opts.cgroup_yard, name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", opts.cgroup_yard, name);
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		pr_perror("cgroup hierarchy %s: cannot open %s (--cgroup-yard)", name, path);

@@ -928,30 +928,26 @@ int cg_dump_init(void)
 	return find_or_add_set(ms, nr, false, &id);
 }
 
-/* The root's own cgroup namespace: how much of each path lies above its root. */
+/*
+ * The root's own cgroup namespace: each path of the tree below the namespace's root
+ * (ns_view: its path, and length as cgns_prefix; 0: the hierarchy's root) says so.
+ */
 static int set_ns_prefixes(CgMemberEntry **ms, size_t nr)
 {
 	for (size_t i = 0; i < nr; i++) {
 		for (size_t j = 0; j < nr_ns_view; j++) {
-			const char *inner = ns_view[j]->path;
-			size_t olen = strlen(ms[i]->path), ilen = strlen(inner);
+			const CgMemberEntry *top = ns_view[j];
 
-			if (strcmp(ns_view[j]->name, ms[i]->name))
+			if (strcmp(top->name, ms[i]->name) || !top->cgns_prefix)
 				continue;
-			if (!strcmp(inner, "/"))
-				ilen = 0;
-			if (ilen > olen ||
-			    strcmp(ms[i]->path + olen - ilen, inner + (ilen ? 0 : 1))) {
-				pr_err("cgroup %s of \"%s\" is not below the cgroup namespace's "
-				       "root "
-				       "(the root task sees %s)\n",
-				       ms[i]->path, ms[i]->name, inner);
+			if (!path_within(ms[i]->path, top->path)) {
+				pr_err("cgroup %s of \"%s\" is outside the cgroup namespace's root "
+				       "%s\n",
+				       ms[i]->path, ms[i]->name, top->path);
 				return -EINVAL;
 			}
-			if (olen > ilen) {
-				ms[i]->has_cgns_prefix = true;
-				ms[i]->cgns_prefix = olen - ilen;
-			}
+			ms[i]->has_cgns_prefix = true;
+			ms[i]->cgns_prefix = top->cgns_prefix;
 		}
 	}
 	return 0;
@@ -974,6 +970,53 @@ int cg_dump_thread(pid_t pid, pid_t tid, uint32_t *set_id)
 	if (ret)
 		return ret;
 	return find_or_add_set(ms, nr, true, set_id);
+}
+
+/*
+ * What the root sees as a path is the end of what criu sees (outside): the rest, before
+ * it, is the namespace's root, which ns_view holds from now on.
+ */
+static int ns_roots_from_outside(pid_t root_pid)
+{
+	CgMemberEntry **outer;
+	char file[64];
+	size_t nr;
+	int ret;
+
+	snprintf(file, sizeof(file), "/proc/%d/cgroup", root_pid);
+	ret = parse_cgroup_file(file, &outer, &nr);
+	for (size_t j = 0; j < nr_ns_view && !ret; j++) {
+		CgMemberEntry *in = ns_view[j];
+		const char *tail = strcmp(in->path, "/") ? in->path : "";
+		size_t ilen = strlen(tail), olen;
+		char *top;
+
+		for (size_t i = 0; i < nr && !ret; i++) {
+			if (strcmp(outer[i]->name, in->name))
+				continue;
+			olen = strlen(outer[i]->path);
+			if (ilen > olen || strcmp(outer[i]->path + olen - ilen, tail)) {
+				pr_err("task %d: cgroup %s of \"%s\" does not end in %s, as its "
+				       "cgroup "
+				       "namespace shows it\n",
+				       root_pid, outer[i]->path, in->name, in->path);
+				ret = -EINVAL;
+				break;
+			}
+			/* "/" (or "") above: the namespace's root is the hierarchy's. */
+			top = strndup(outer[i]->path, olen - ilen);
+			if (!top) {
+				ret = -ENOMEM;
+				break;
+			}
+			free(in->path);
+			in->path = top;
+			in->cgns_prefix = olen - ilen > 1 ? olen - ilen : 0;
+			pr_info("cgroup namespace root of \"%s\": %s\n", in->name, top);
+		}
+	}
+	free_members(outer, nr);
+	return ret;
 }
 
 /* In a child joined to the root's cgroup namespace: /proc/ROOT/cgroup as the root sees it. */
@@ -1029,7 +1072,7 @@ int cg_dump_ns_root(pid_t root_pid)
 	}
 	ret = parse_cgroup_text(text, "the root's own view of its cgroups", &ns_view, &nr_ns_view);
 	free(text);
-	return ret;
+	return ret ?: ns_roots_from_outside(root_pid);
 }
 
 static void fill_dir_entry(struct cg_dir *d, size_t parent_len)
@@ -1510,9 +1553,7 @@ int cg_restore_prepare(void)
 	for (size_t i = 0; i < rst_cg->n_controllers && !ret; i++) {
 		CgControllerEntry *c = rst_cg->controllers[i];
 
-		/* A hierarchy no set names: nothing of it to make or to move into. */
-		if (!c->n_dirs)
-			continue;
+		/* Each one opened now: the tasks forked from here on find it open (cgroup ns). */
 		ret = hier_fd(&hiers[rst_hiers[i]]);
 		for (size_t d = 0; ret >= 0 && d < c->n_dirs; d++)
 			ret = prepare_dir(&hiers[rst_hiers[i]], "", c->dirs[d]);

@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters'}
+                        'seccomp_filters', 'cgroupns'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -782,6 +782,7 @@ TESTS = {
     'ns_uts_ipc': {},
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
+    'cgroup_ns_root': {'launcher': True, 'pidns': True},
     'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
     'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
                          'pidns': True},
@@ -1096,17 +1097,26 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net', 'net namespaces are not supported'),
                        ('mnt', 'mnt namespaces are not supported'),
-                       ('user', 'user namespaces are not supported'),
-                       ('cgroup', 'cgroup namespaces are not supported')):
+                       ('user', 'user namespaces are not supported')):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                                     'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
+# A cgroup namespace's root is written in cgroup.img only: not without it.
+TESTS['ns_refused_cgroup'] = {'bin': 'ns_refused', 'mode': 'dump_fails',
+                              'dump_args': ['--manage-cgroups=ignore'],
+                              'test_env': {'ZDTM_NS_CASE': 'cgroup'},
+                              'expect': '--manage-cgroups=ignore does not write'}
 # A root with a namespace of its own of a kind this criu does not restore, as the images say.
-for _kind in ('net', 'mnt', 'user', 'cgroup'):
+for _kind in ('net', 'mnt', 'user'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
                                                                                  field),
         'expect': 'restoring %s namespaces is not supported' % _kind}
+# ... or of a cgroup namespace whose root cgroup.img does not name.
+TESTS['restore_fail_ns_cgroup'] = {
+    'bin': 'mem_anon_private', 'mode': 'restore_fails',
+    'corrupt': lambda img_dir, pid: root_gets_own_ns(img_dir, pid, 'cgroup_ns_id'),
+    'expect': 'cgroup.img names no root for it'}
 
 # GPU (modes gpu, gpu_restore_fails, gpu_production_plugin): test/zdtm/gpu/gpu_bos (or
 # 'bin') on its own KFD EMULATOR daemon, dumped and restored with the plugin's test build.

@@ -1554,11 +1554,13 @@ int cg_restore_prepare(void)
 		CgControllerEntry *c = rst_cg->controllers[i];
 
 		/* Each one opened now: the tasks forked from here on find it open (cgroup ns). */
-		ret = hier_fd(&hiers[rst_hiers[i]]);
-		for (size_t d = 0; ret >= 0 && d < c->n_dirs; d++)
+		int fd = hier_fd(&hiers[rst_hiers[i]]);
+
+		ret = fd < 0 ? fd : 0;
+		for (size_t d = 0; !ret && d < c->n_dirs; d++)
 			ret = prepare_dir(&hiers[rst_hiers[i]], "", c->dirs[d]);
 	}
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 /* Write pid into file ("cgroup.procs", "tasks", "cgroup.threads") of the cgroup path. */

@@ -1434,6 +1434,25 @@ static int write_prop(int hfd, const char *file, const char *value, bool per_lin
 	return 0;
 }
 
+/* Upstream's images hold cgroup.subtree_control as read ("pids memory"): enable each. */
+static int restore_subtree_control(int hfd, const char *path, const char *value)
+{
+	char file[PATH_MAX], word[64];
+	int ret = 0;
+
+	snprintf(file, sizeof(file), "%s/cgroup.subtree_control", rel_path(path));
+	while (!ret && *value) {
+		size_t len = strcspn(value, " ");
+
+		if (len && len < sizeof(word) - 1) {
+			snprintf(word, sizeof(word), "+%.*s", (int)len, value);
+			ret = write_prop(hfd, file, word, false);
+		}
+		value += len + (value[len] == ' ');
+	}
+	return ret;
+}
+
 /* The property of the directory path: its permissions, then its value. */
 static int restore_prop(int hfd, const char *path, const CgroupPropEntry *p)
 {
@@ -1445,11 +1464,18 @@ static int restore_prop(int hfd, const char *path, const CgroupPropEntry *p)
 		pr_err("cgroup.img: bad property \"%s\" of cgroup %s\n", p->name, path);
 		return -EINVAL;
 	}
-	/* The kernel's defaults, which CRIU does not write either. */
+	/*
+	 * The kernel's defaults, which CRIU does not write either; a v2 cgroup.type other than
+	 * "threaded" (the one the kernel takes); and the freezer's state (upstream's images
+	 * have it), which restore leaves thawed.
+	 */
 	if ((!strcmp(p->name, "memory.swappiness") && !strcmp(p->value, "60")) ||
 	    (!strcmp(p->name, "memory.oom_control") && !strcmp(p->value, "0")) ||
-	    !strcmp(p->name, "freezer.state"))
+	    (!strcmp(p->name, "cgroup.type") && strcmp(p->value, "threaded")) ||
+	    !strcmp(p->name, "freezer.state") || !strcmp(p->name, "cgroup.freeze"))
 		return 0;
+	if (!strcmp(p->name, "cgroup.subtree_control") && p->value[0] && p->value[0] != '+')
+		return restore_subtree_control(hfd, path, p->value);
 	if (!strcmp(p->name, "devices.list")) {
 		/* Only the whole list can be read: deny everything, allow it back line by line. */
 		snprintf(file, sizeof(file), "%s/devices.deny", rel_path(path));

@@ -404,7 +404,12 @@ static int collect_main_thread(const CoreEntry *core, struct task_image *ti, con
 	ti->has_pdeath_sig = tcore->has_pdeath_sig;
 	ti->pdeath_sig = tcore->pdeath_sig;
 	ret = collect_creds(tcore->creds, ti, img);
-	return ret ? ret : collect_task_core(core->tc, ti, img);
+	if (!ret)
+		ret = collect_task_core(core->tc, ti, img);
+	/* CRIU 4 writes the process's cgroup set in its main thread's core only. */
+	if (!ti->cg_set)
+		ti->cg_set = th->cg_set;
+	return ret;
 }
 
 /*

@@ -1024,6 +1024,7 @@ CROSS_TESTS = {
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
+    'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -1039,6 +1040,12 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Each cross run of cgroup_limits in cgroups of its own, removed after the dump (restore
+# makes them again).
+for _way in ('up2us', 'us2up'):
+    _name = 'zdtm_cg_' + _way
+    TESTS['cross_%s_cgroup_limits' % _way].update(test_env={'ZDTM_CG_NAME': _name},
+                                                  image_check=cgroup_img_check(_name))
 # Upstream criu's restore gives each thread seccomp filters of its own: TSYNC fails after.
 TESTS['cross_us2up_seccomp_filters_threads']['test_env'] = {'ZDTM_SECCOMP_UNSHARED': '1'}
 # Upstream criu's restore leaves the deleted directories it re-created for a ghost.

@@ -808,6 +808,9 @@ TESTS = {
     # cgroups after the dump (restore makes them), or changes cpu.shares in them.
     'cgroup_limits': {'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft'},
                       'image_check': cgroup_img_check('zdtm_cg_soft')},
+    'cgroup_thread_apart': {'bin': 'cgroup_limits',
+                            'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_thread', 'ZDTM_CG_THREAD_APART': '1'},
+                            'image_check': cgroup_img_check('zdtm_cg_thread')},
     'cgroup_soft_existing': {'bin': 'cgroup_limits',
                              'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft2', 'ZDTM_CG_SHARES': '1024'},
                              'image_check': cgroup_img_check('zdtm_cg_soft2', False, '1024')},

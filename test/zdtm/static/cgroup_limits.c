@@ -5,9 +5,12 @@
  * limits read back from the cgroup files are the ones set. ZDTM_CG_NAME names the top
  * cgroup (default zdtm_cg); ZDTM_CG_SHARES: the cpu.shares expected after restore (the
  * runner may change it between dump and restore to see whether restore sets it back).
+ * ZDTM_CG_THREAD_APART: the thread lives in cpu's sub/empty alone (v1 moves a thread by
+ * itself, through tasks), and must be back there.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,23 +81,30 @@ static void make_dir(const char *hier, const char *below)
 
 static void *thread_main(void *arg)
 {
+	char path[256], tid[16];
+
 	(void)arg;
+	if (getenv("ZDTM_CG_THREAD_APART")) {
+		cg_path(path, sizeof(path), "cpu", "sub/empty/tasks");
+		snprintf(tid, sizeof(tid), "%ld", (long)syscall(SYS_gettid));
+		write_str(path, tid);
+	}
 	thread_tid = syscall(SYS_gettid);
 	for (;;)
 		pause();
 	return NULL;
 }
 
-/* "HIER:PATH" lines of a cgroup file: PATH of the hierarchy named hier. */
-static void expect_member(const char *file, const char *hier)
+/* "HIER:PATH" lines of a cgroup file: /NAME/sub (or below) of the hierarchy named hier. */
+static void expect_member(const char *file, const char *hier, const char *below)
 {
 	char text[4096], want[256], *line;
 
 	read_file(file, text, sizeof(text));
 	if (!strcmp(hier, "unified"))
-		snprintf(want, sizeof(want), "0::/%s/sub\n", name);
+		snprintf(want, sizeof(want), "0::/%s/sub%s\n", name, below);
 	else
-		snprintf(want, sizeof(want), ":%s:/%s/sub\n", hier, name);
+		snprintf(want, sizeof(want), ":%s:/%s/sub%s\n", hier, name, below);
 	line = strstr(text, want);
 	if (!line)
 		test_fail("%s does not hold %s (it reads:\n%s)", file, want, text);
@@ -149,8 +159,10 @@ int main(int argc, char **argv)
 
 	snprintf(task_cg, sizeof(task_cg), "/proc/self/task/%d/cgroup", thread_tid);
 	for (size_t i = 0; i < NR_HIERS; i++) {
-		expect_member("/proc/self/cgroup", hiers[i]);
-		expect_member(task_cg, hiers[i]);
+		bool apart = getenv("ZDTM_CG_THREAD_APART") && !strcmp(hiers[i], "cpu");
+
+		expect_member("/proc/self/cgroup", hiers[i], "");
+		expect_member(task_cg, hiers[i], apart ? "/empty" : "");
 		cg_path(path, sizeof(path), hiers[i], "sub/empty");
 		if (access(path, F_OK))
 			test_fail("the empty cgroup %s is gone", path);

@@ -95,6 +95,27 @@ long compel_seize_options(void)
 	return options;
 }
 
+/* PTRACE_SEIZE, then PTRACE_INTERRUPT, not waited for. quiet_exit: see compel_try_seize(). */
+static int seize_and_interrupt(pid_t pid, bool quiet_exit)
+{
+	int err;
+
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
+		err = errno;
+		/* PTRACE_SEIZE refuses a zombie with EPERM, as it does a task we may not trace. */
+		if (!quiet_exit || (err != EPERM && err != ESRCH))
+			pr_err("cannot seize %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
+		err = errno;
+		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
+		ptrace(PTRACE_DETACH, pid, NULL, NULL);
+		return -err;
+	}
+	return 0;
+}
+
 /*
  * Tasks attached while their freezer cgroup was frozen (compel_attach_frozen()), whose
  * interrupt stop is still to be waited for: by seize() when the tree walk comes to them,
@@ -124,20 +145,14 @@ int compel_attach_frozen(pid_t pid)
 		return -ENOMEM;
 	}
 	frozen_attached = grown;
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
-		err = errno;
-		/* Gone since the cgroup listed it: the walk will not find it either. */
-		if (err == ESRCH)
-			return 0;
-		pr_err("cannot seize %d: %s\n", pid, strerror(err));
-		return -err;
-	}
-	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
-		err = errno;
-		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
-		ptrace(PTRACE_DETACH, pid, NULL, NULL);
-		return -err;
-	}
+	err = seize_and_interrupt(pid, true);
+	/* Gone since the cgroup listed it: the walk will not find it either. */
+	if (err == -ESRCH)
+		return 0;
+	if (err == -EPERM)
+		pr_err("cannot seize %d: %s\n", pid, strerror(EPERM));
+	if (err)
+		return err;
 	frozen_attached[nr_frozen_attached++] = pid;
 	return 0;
 }
@@ -160,26 +175,10 @@ static int seize(pid_t pid, bool quiet_exit)
 {
 	int err;
 
-	if (take_frozen_attached(pid)) {
-		err = wait_interrupt_stop(pid);
-		if (err)
-			ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	/* Attached while its freezer cgroup was frozen: its stop is all there is to wait for. */
+	err = take_frozen_attached(pid) ? 0 : seize_and_interrupt(pid, quiet_exit);
+	if (err)
 		return err;
-	}
-
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)compel_seize_options())) {
-		err = errno;
-		/* PTRACE_SEIZE refuses a zombie with EPERM, as it does a task we may not trace. */
-		if (!quiet_exit || (err != EPERM && err != ESRCH))
-			pr_err("cannot seize %d: %s\n", pid, strerror(err));
-		return -err;
-	}
-	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
-		err = errno;
-		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
-		ptrace(PTRACE_DETACH, pid, NULL, NULL);
-		return -err;
-	}
 	err = wait_interrupt_stop(pid);
 	if (err == -ESRCH && !quiet_exit)
 		pr_err("task %d exited while being seized\n", pid);

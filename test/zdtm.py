@@ -179,6 +179,15 @@ def remove_test_cgroups(name):
                     time.sleep(0.05)
 
 
+def remove_cgns_cgroups():
+    """cgroup_ns_root's cgroups, which it cannot leave from inside its namespace."""
+    for hier in ('cpu', 'pids', 'unified'):
+        for below in ('zdtm_cgns/inner', 'zdtm_cgns'):
+            path = os.path.join('/sys/fs/cgroup', hier, below)
+            if os.path.isdir(path):
+                os.rmdir(path)
+
+
 def cgroup_dir(img_dir, cname, dir_name):
     """cgroup.img's top directory dir_name of hierarchy cname ('' for v2), or None."""
     for ctrl in own_crit_entries(os.path.join(img_dir, 'cgroup.img'))[0].get('controllers', []):
@@ -525,6 +534,7 @@ def pidns_external(img_dir, pid):
 #   "NSpid:").
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
+# cleanup: f(), run once the test's processes are gone, whatever its verdict (its cgroups).
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -782,7 +792,7 @@ TESTS = {
     'ns_uts_ipc': {},
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
-    'cgroup_ns_root': {'launcher': True, 'pidns': True},
+    'cgroup_ns_root': {'launcher': True, 'pidns': True, 'cleanup': remove_cgns_cgroups},
     'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
     'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
                          'pidns': True},
@@ -2854,6 +2864,8 @@ def run_one(name, use_criu):
     finally:
         test.kill_leftovers()
         reap_orphans()
+        if 'cleanup' in test.desc:
+            test.desc['cleanup']()
     print('PASS %s' % name)
     return True
 

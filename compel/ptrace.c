@@ -95,8 +95,8 @@ long compel_seize_options(void)
 	return options;
 }
 
-/* quiet_exit: see compel_try_seize(). */
-static int seize(pid_t pid, bool quiet_exit)
+/* PTRACE_SEIZE, then PTRACE_INTERRUPT, not waited for. quiet_exit: see compel_try_seize(). */
+static int seize_and_interrupt(pid_t pid, bool quiet_exit)
 {
 	int err;
 
@@ -113,6 +113,72 @@ static int seize(pid_t pid, bool quiet_exit)
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
 		return -err;
 	}
+	return 0;
+}
+
+/*
+ * Tasks attached while their freezer cgroup was frozen (compel_attach_frozen()), whose
+ * interrupt stop is still to be waited for: by seize() when the tree walk comes to them,
+ * or by compel_release_frozen() for those it never came to.
+ */
+static pid_t *frozen_attached;
+static unsigned int nr_frozen_attached;
+
+static bool take_frozen_attached(pid_t pid)
+{
+	for (unsigned int i = 0; i < nr_frozen_attached; i++) {
+		if (frozen_attached[i] == pid) {
+			frozen_attached[i] = frozen_attached[--nr_frozen_attached];
+			return true;
+		}
+	}
+	return false;
+}
+
+int compel_attach_frozen(pid_t pid)
+{
+	pid_t *grown = realloc(frozen_attached, (nr_frozen_attached + 1) * sizeof(*grown));
+	int err;
+
+	if (!grown) {
+		pr_err("no memory to attach %d\n", pid);
+		return -ENOMEM;
+	}
+	frozen_attached = grown;
+	err = seize_and_interrupt(pid, true);
+	/* Gone since the cgroup listed it: the walk will not find it either. */
+	if (err == -ESRCH)
+		return 0;
+	if (err == -EPERM)
+		pr_err("cannot seize %d: %s\n", pid, strerror(EPERM));
+	if (err)
+		return err;
+	frozen_attached[nr_frozen_attached++] = pid;
+	return 0;
+}
+
+void compel_release_frozen(void)
+{
+	while (nr_frozen_attached) {
+		pid_t pid = frozen_attached[--nr_frozen_attached];
+
+		/* A tracee is detached from a stop only. */
+		if (!wait_interrupt_stop(pid))
+			ptrace(PTRACE_DETACH, pid, NULL, NULL);
+	}
+	free(frozen_attached);
+	frozen_attached = NULL;
+}
+
+/* quiet_exit: see compel_try_seize(). */
+static int seize(pid_t pid, bool quiet_exit)
+{
+	int err;
+
+	/* Attached while its freezer cgroup was frozen: its stop is all there is to wait for. */
+	err = take_frozen_attached(pid) ? 0 : seize_and_interrupt(pid, quiet_exit);
+	if (err)
+		return err;
 	err = wait_interrupt_stop(pid);
 	if (err == -ESRCH && !quiet_exit)
 		pr_err("task %d exited while being seized\n", pid);

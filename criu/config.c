@@ -25,6 +25,7 @@ struct cr_options opts = {
 	.timeout = -1,
 	.status_fd = -1,
 	.ghost_limit = DEFAULT_GHOST_LIMIT,
+	.manage_cgroups = CG_MODE_SOFT,
 };
 
 struct cr_option;
@@ -70,6 +71,7 @@ static int set_feature(const struct cr_option *o, const char *arg, bool on);
 static int set_check_all(const struct cr_option *o, const char *arg, bool on);
 static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on);
 static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on);
+static int add_cgroup_root(const struct cr_option *o, const char *arg, bool on);
 static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on);
 static int set_ext_unix_sk(const struct cr_option *o, const char *arg, bool on);
 static int set_file_validation(const struct cr_option *o, const char *arg, bool on);
@@ -138,12 +140,19 @@ static const struct cr_option options[] = {
 	REFUSED("lazy-pages", 0, no_argument),
 	REFUSED_FLAG("stream", 0),
 	/* values this criu has exactly one of */
-	CALL("manage-cgroups", 0, optional_argument, set_manage_cgroups, "=ignore",
-	     "cgroups are neither dumped nor restored"),
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
 	     "no CPU capability image is written or checked"),
 	CALL("ext-unix-sk", 'x', optional_argument, set_ext_unix_sk, NULL,
 	     "dump datagram Unix sockets connected to one outside the tree"),
+	/* cgroups */
+	CALL("manage-cgroups", 0, optional_argument, set_manage_cgroups, "[=MODE]",
+	     "cgroups: none, props, soft (default), full, strict or ignore"),
+	CALL("cgroup-root", 0, required_argument, add_cgroup_root, "[CTRL:]PATH",
+	     "the tree's root cgroup is PATH (in hierarchy CTRL; repeatable)"),
+	STRING("cgroup-yard", 0, cgroup_yard, "DIR",
+	       "the hierarchies are mounted in DIR (one directory each), not by criu"),
+	STRING("freeze-cgroup", 0, freeze_cgroup, "PATH",
+	       "dump: freeze the tree through the freezer cgroup PATH"),
 	/* check */
 	CALL("feature", 0, required_argument, set_feature, "NAME", "check: only this feature"),
 	FLAG("extra", 0, check_extra, "check: also the extra features"),
@@ -166,12 +175,9 @@ static const struct cr_option options[] = {
 	REFUSED("ms", 0, no_argument),
 	REFUSED("ext-mount-map", 'M', required_argument),
 	REFUSED("exec-cmd", 0, no_argument),
-	REFUSED("cgroup-root", 0, required_argument),
 	REFUSED("cgroup-props", 0, required_argument),
 	REFUSED("cgroup-props-file", 0, required_argument),
 	REFUSED("cgroup-dump-controller", 0, required_argument),
-	REFUSED("cgroup-yard", 0, required_argument),
-	REFUSED("freeze-cgroup", 0, required_argument),
 	REFUSED("skip-mnt", 0, required_argument),
 	REFUSED("enable-fs", 0, required_argument),
 	REFUSED("enable-external-sharing", 0, no_argument),
@@ -221,10 +227,8 @@ static const struct refusal refusals[] = {
 	{ "mounts are neither dumped nor restored",
 	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
 		"enable-external-masters", "mntns-compat-mode") },
-	{ "cgroups are neither dumped nor restored",
-	  NAMES("cgroup-root", "cgroup-props", "cgroup-props-file", "cgroup-dump-controller",
-		"cgroup-yard") },
-	{ "the tree is frozen with ptrace, not a cgroup", NAMES("freeze-cgroup") },
+	{ "cgroups are dumped with CRIU's default properties, of every controller",
+	  NAMES("cgroup-props", "cgroup-props-file", "cgroup-dump-controller") },
 	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
 	{ "LSM profiles and contexts are not restored", NAMES("lsm-profile", "lsm-mount-context") },
 	{ "criu runs as root", NAMES("unprivileged") },
@@ -522,29 +526,54 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 	return 0;
 }
 
-/* Whether arg is one of the NULL-terminated words. */
-static bool one_of(const char *arg, const char *const *words)
-{
-	for (; *words; words++)
-		if (!strcmp(arg, *words))
-			return true;
-	return false;
-}
-
-/* This criu neither dumps nor restores cgroups: upstream's "ignore". */
+/* Upstream's modes; without a value, "soft" (also the default). */
 static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on)
 {
-	static const char *const modes[] = {"none",   "props",	"soft", "full",
-					    "strict", "ignore", NULL};
+	static const struct {
+		const char *name;
+		enum cg_mode mode;
+	} modes[] = {
+		{ "none", CG_MODE_NONE }, { "props", CG_MODE_PROPS },	{ "soft", CG_MODE_SOFT },
+		{ "full", CG_MODE_FULL }, { "strict", CG_MODE_STRICT }, { "ignore", CG_MODE_IGNORE },
+	};
 
 	(void)on;
-	if (arg && !one_of(arg, modes)) {
-		opt_error("bad value '%s' for --%s (none, props, soft, full, strict or ignore)",
-			  arg, o->name);
+	if (!arg) {
+		opts.manage_cgroups = CG_MODE_SOFT;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		if (!strcmp(arg, modes[i].name)) {
+			opts.manage_cgroups = modes[i].mode;
+			return 0;
+		}
+	}
+	opt_error("bad value '%s' for --%s (none, props, soft, full, strict or ignore)", arg,
+		  o->name);
+	return -1;
+}
+
+/* [CTRL:]PATH, PATH absolute: the root cgroup of hierarchy CTRL, or of every one. */
+static int add_cgroup_root(const struct cr_option *o, const char *arg, bool on)
+{
+	struct cgroup_root_opt root = { 0 };
+	const char *colon = strchr(arg, ':');
+	const char *path = colon ? colon + 1 : arg;
+
+	(void)on;
+	if (path[0] != '/' || (colon && colon == arg)) {
+		opt_error("bad value '%s' for --%s ([CTRL:]PATH, PATH absolute)", arg, o->name);
 		return -1;
 	}
-	/* Without a value upstream means "soft": cgroups dumped and restored. */
-	return arg && !strcmp(arg, "ignore") ? 0 : refuse(o, arg);
+	root.path = strdup(path);
+	root.ctrl = colon ? strndup(arg, colon - arg) : NULL;
+	if (!root.path || (colon && !root.ctrl)) {
+		free(root.path);
+		free(root.ctrl);
+		opt_error("out of memory");
+		return -1;
+	}
+	return append(&opts.cgroup_roots, &opts.nr_cgroup_roots, &root, sizeof(root));
 }
 
 /* Without a value: every external peer; with inodes, upstream's exceptions list: refused. */
@@ -949,8 +978,8 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --root but /, --manage-cgroups but =ignore, --cpu-cap\n"
-	       "but =none, --file-validation buildid, --ext-unix-sk with inodes.\n"
+	printf("Refused for some values: --root but /, --cpu-cap but =none, --file-validation\n"
+	       "buildid, --ext-unix-sk with inodes.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

@@ -20,6 +20,7 @@
 #include <sys/time.h>
 
 #include "action-scripts.h"
+#include "cgroup.h"
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
@@ -1047,6 +1048,27 @@ static int collect_other_threads(struct dump_task *task)
 	return ret;
 }
 
+/* Each thread's cgroup set, the process's (its main thread's) in tc too. */
+static int collect_cgroups(struct dump_task *task)
+{
+	pid_t pid = task->item->pid;
+	uint32_t id;
+	int ret;
+
+	ret = cg_dump_thread(pid, pid, &id);
+	if (ret || !id)
+		return ret;
+	task->tc.has_cg_set = task->main_thread.tcore.has_cg_set = true;
+	task->tc.cg_set = task->main_thread.tcore.cg_set = id;
+	for (unsigned int i = 0; i < task->nr_other_threads && !ret; i++) {
+		struct dump_thread *th = &task->other_threads[i];
+
+		ret = cg_dump_thread(pid, th->tid, &th->tcore.cg_set);
+		th->tcore.has_cg_set = true;
+	}
+	return ret;
+}
+
 /* The process-wide parts every thread's core points to: creds; the main one's: tc. */
 static void link_task_core(struct dump_task *task)
 {
@@ -1087,6 +1109,8 @@ static int collect_task_state(struct dump_task *task)
 		ret = collect_injected_state(task);
 	if (!ret)
 		ret = collect_other_threads(task);
+	if (!ret)
+		ret = collect_cgroups(task);
 	if (!ret)
 		link_task_core(task);
 	return ret;
@@ -1135,6 +1159,7 @@ static int write_inventory(void)
 	inv.ns_per_id = true;
 	inv.has_lsmtype = true;
 	inv.lsmtype = LSMTYPE__NO_LSM;
+	inv.has_root_cg_set = cg_dump_criu_set(&inv.root_cg_set);
 	/* Restore refuses these images without the plugins that took objects here. */
 	ret = cr_plugins_to_inventory(&plugins);
 	if (ret)
@@ -1336,6 +1361,7 @@ static void free_tree(void)
 	nr_dump_tasks = 0;
 	pstree_free();
 	ns_fini();
+	cg_dump_fini();
 }
 
 /* stats-dump, once the tree is released: frozen time runs until then. */
@@ -1379,9 +1405,13 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		goto out;
 
-	/* 1. Freeze the whole tree. */
+	/* 1. Freeze the whole tree (at once first, through its freezer cgroup, if asked). */
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
-	ret = seize_tree_in_time(pid);
+	ret = cg_freeze_tree();
+	if (!ret)
+		ret = seize_tree_in_time(pid);
+	/* Tasks of the freezer cgroup outside the tree are none of the dump's business. */
+	compel_release_frozen();
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	if (ret)
 		goto out;
@@ -1392,6 +1422,9 @@ int cr_dump_tasks(pid_t pid)
 	ret = ns_dump_collect();
 	if (!ret)
 		ret = pstree_check_leaders(opts.shell_job);
+	/* criu's own cgroups first: CRIU numbers its set 1, the tasks' sets after it. */
+	if (!ret)
+		ret = cg_dump_init();
 	if (ret)
 		goto out;
 
@@ -1428,6 +1461,8 @@ int cr_dump_tasks(pid_t pid)
 
 	/* The root's own namespaces, while the tree is still frozen. */
 	ret = ns_dump_images();
+	if (!ret)
+		ret = cg_dump_write();
 	if (ret)
 		goto out;
 

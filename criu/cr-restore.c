@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "action-scripts.h"
+#include "cgroup.h"
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
@@ -661,6 +662,9 @@ static int seize_task(struct rst_task *task)
 		pr_perror("cannot trace task %d", task->pid);
 		return -1;
 	}
+	/* Into its cgroups before it runs: what it forks and allocates is charged there. */
+	if (cg_restore_task(task->item, task->pid))
+		return -1;
 	if (write(task->sync_fd, &go, 1) != 1) {
 		pr_perror("cannot start task %d", task->pid);
 		return -1;
@@ -896,7 +900,8 @@ static int seize_task_threads(struct rst_task *task)
 			return -1;
 	if (item->nr_threads > 1)
 		pr_info("task %d: %u threads traced\n", task->pid, item->nr_threads);
-	return 0;
+	/* A thread in cgroups of its own (v1 lets threads part): held, it runs nothing yet. */
+	return cg_restore_threads(item, task->tids) ? -1 : 0;
 }
 
 /*
@@ -1237,7 +1242,7 @@ static int wait_root_task(pid_t pid)
 /* Every task's images decoded before anything is forked: a bad image fails here. */
 static int collect_images(void)
 {
-	if (read_inventory() || pstree_read())
+	if (read_inventory() || pstree_read() || cg_restore_collect(inventory))
 		return -1;
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
 	if (ns_restore_collect(inventory->root_ids) || files_collect() || seccomp_collect() ||
@@ -1297,6 +1302,7 @@ int cr_restore_tasks(void)
 		file_locks_collect_fini();
 		seccomp_collect_fini();
 		ns_fini();
+		cg_restore_fini(true);
 		pb_free(NULL, inventory);
 		inventory = NULL;
 		return -1;
@@ -1317,6 +1323,9 @@ int cr_restore_tasks(void)
 	 */
 	if (prepare_rst_tasks() || memfd_restore_objects(&shmem_pages) ||
 	    shmem_restore_objects(&shmem_pages))
+		goto out;
+	/* The tree's cgroups exist before a task is moved into them (seize_task()). */
+	if (cg_restore_prepare())
 		goto out;
 	if (fork_root_task())
 		goto out;
@@ -1380,6 +1389,8 @@ out:
 	file_locks_collect_fini();
 	seccomp_collect_fini();
 	ns_fini();
+	/* After the kill: a cgroup this restore made is empty again, and goes on failure. */
+	cg_restore_fini(ret < 0);
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
 	pb_free(NULL, inventory);

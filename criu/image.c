@@ -37,6 +37,7 @@
 #include "timens.pb-c.h"
 #include "pidns.pb-c.h"
 #include "userns.pb-c.h"
+#include "cgroup.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -87,6 +88,7 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_TIMENS] = PB_IMG("TIMENS", "timens-%lu.img", TIMENS_MAGIC, timens_entry__descriptor),
 	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
 	[CR_IMG_USERNS] = PB_IMG("USERNS", "userns-%lu.img", USERNS_MAGIC, userns_entry__descriptor),
+	[CR_IMG_CGROUP] = PB_IMG("CGROUP", "cgroup.img", CGROUP_MAGIC, cgroup_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -215,6 +215,12 @@ static bool has_kcmp_epoll(void)
 	return found;
 }
 
+/* Cgroup namespaces: the kernel shows one for every process (Linux 4.6). */
+static bool has_cgroupns(void)
+{
+	return access("/proc/self/ns/cgroup", F_OK) == 0;
+}
+
 /* Time namespaces: the kernel shows one for every process (Linux 5.6). */
 static bool has_timens(void)
 {
@@ -271,7 +277,7 @@ static const struct feature features[] = {
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
 	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },
 	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
-	NOT_IMPLEMENTED("cgroupns", "cgroup namespaces are not restored"),
+	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
 	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),

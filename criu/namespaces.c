@@ -20,7 +20,6 @@
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
 static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
 static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
-static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
 
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
 	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
@@ -114,9 +113,9 @@ unsigned long ns_root_clone_flags(void)
 {
 	unsigned long flags = 0;
 
-	/* A kind entered around the fork (time) cannot be asked of clone(). */
+	/* A kind entered around the fork (time) or made by the root cannot be asked of clone(). */
 	for (int k = 0; k < NS_KINDS; k++)
-		if (root_own[k] && !root_own[k]->kind->enter)
+		if (root_own[k] && !root_own[k]->kind->enter && !root_own[k]->kind->unshared_in_root)
 			flags |= root_own[k]->kind->clone_flag;
 	return flags;
 }

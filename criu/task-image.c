@@ -179,6 +179,8 @@ static int collect_thread(const CoreEntry *core, struct thread_image *th, const 
 		pr_err("%s: a live thread without thread_info or thread_core\n", img);
 		return -EINVAL;
 	}
+	/* 0: in its process's cgroups (CRIU writes a thread's own set since 3.16). */
+	th->cg_set = core->thread_core->has_cg_set ? core->thread_core->cg_set : 0;
 	ret = collect_thread_info(core->thread_info, th, img);
 	return ret ? ret : collect_thread_core(core->thread_core, th, img);
 }
@@ -366,6 +368,7 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 
 	strncpy(ti->comm, tc->comm, sizeof(ti->comm) - 1);
 	ti->personality = tc->personality;
+	ti->cg_set = tc->has_cg_set ? tc->cg_set : 0;
 	if (tc->has_membarrier_registration_mask &&
 	    (tc->membarrier_registration_mask & ~MEMBARRIER_REGISTER_CMDS)) {
 		pr_err("%s: membarrier registrations %#x include unknown commands\n", img,
@@ -401,7 +404,12 @@ static int collect_main_thread(const CoreEntry *core, struct task_image *ti, con
 	ti->has_pdeath_sig = tcore->has_pdeath_sig;
 	ti->pdeath_sig = tcore->pdeath_sig;
 	ret = collect_creds(tcore->creds, ti, img);
-	return ret ? ret : collect_task_core(core->tc, ti, img);
+	if (!ret)
+		ret = collect_task_core(core->tc, ti, img);
+	/* CRIU 4 writes the process's cgroup set in its main thread's core only. */
+	if (!ti->cg_set)
+		ti->cg_set = th->cg_set;
+	return ret;
 }
 
 /*

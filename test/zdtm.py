@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters', 'userns'}
+                        'seccomp_filters', 'userns', 'cgroupns'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -158,6 +158,91 @@ def edit_image(img_dir, name, edit):
                           capture_output=True)
     if proc.returncode != 0:
         raise TestFailure('crit encode %s: %s' % (name, proc.stderr.decode().strip()))
+
+
+# cgroup_limits lives in NAME/sub of these hierarchies (ZDTM_CG_NAME), NAME/sub/empty below.
+CGROUP_TEST_HIERS = ('cpu', 'memory', 'pids', 'freezer', 'unified')
+
+
+def remove_test_cgroups(name):
+    """rmdir the test's cgroups, once its tasks have left them (a dying one may linger)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for hier in CGROUP_TEST_HIERS:
+        for below in ('sub/empty', 'sub', ''):
+            path = os.path.join('/sys/fs/cgroup', hier, name, below)
+            while os.path.isdir(path):
+                try:
+                    os.rmdir(path)
+                except OSError as e:
+                    if time.monotonic() > deadline:
+                        raise TestFailure('cannot remove cgroup %s: %s' % (path, e))
+                    time.sleep(0.05)
+
+
+def remove_cgns_cgroups():
+    """cgroup_ns_root's cgroups, which it cannot leave from inside its namespace."""
+    for hier in ('cpu', 'pids', 'unified'):
+        for below in ('zdtm_cgns/inner', 'zdtm_cgns'):
+            path = os.path.join('/sys/fs/cgroup', hier, below)
+            if os.path.isdir(path):
+                os.rmdir(path)
+
+
+def cgroup_dir(img_dir, cname, dir_name):
+    """cgroup.img's top directory dir_name of hierarchy cname ('' for v2), or None."""
+    for ctrl in own_crit_entries(os.path.join(img_dir, 'cgroup.img'))[0].get('controllers', []):
+        if ctrl.get('cnames') == [cname]:
+            return next((d for d in ctrl.get('dirs', []) if d['dir_name'] == dir_name), None)
+    return None
+
+
+def cgroup_img_check(name, remove=True, shares=None):
+    """cgroup.img holds NAME/sub with its limits and NAME/sub/empty; then, with remove, the
+    cgroups go (restore must make them again), else cpu.shares becomes shares (which
+    restore may set back, or not, as its mode says)."""
+    def check(img_dir, pid):
+        sub = cgroup_dir(img_dir, 'cpu', name + '/sub')
+        if not sub:
+            raise TestFailure('cgroup.img has no cpu cgroup %s/sub' % name)
+        props = {p['name']: p['value'] for p in sub.get('properties', [])}
+        if props.get('cpu.shares') != '512' or props.get('cpu.cfs_quota_us') != '50000':
+            raise TestFailure('cgroup.img: cpu properties of %s/sub: %s' % (name, props))
+        if [c['dir_name'] for c in sub.get('children', [])] != ['empty']:
+            raise TestFailure('cgroup.img: %s/sub has not its empty cgroup' % name)
+        if remove:
+            remove_test_cgroups(name)
+        if shares:
+            with open('/sys/fs/cgroup/cpu/%s/sub/cpu.shares' % name, 'w') as f:
+                f.write(shares)
+    return check
+
+
+class CgroupsRemover:
+    """What restore_fails' 'corrupt' hands back: the test's cgroups go once restore failed."""
+    def __init__(self, name):
+        self.name = name
+
+    def close(self):
+        remove_test_cgroups(self.name)
+
+
+def cgroup_corrupt(name, remove, edit=None):
+    """For restore_fails: the test's cgroups removed (or left), cgroup.img edited."""
+    def corrupt(img_dir, pid):
+        cgroup_img_check(name, remove=remove)(img_dir, pid)
+        if edit:
+            edit_image(img_dir, 'cgroup.img', edit)
+        return CgroupsRemover(name)
+    return corrupt
+
+
+def pids_max_bogus(entries):
+    """The pids.max of the task's pids cgroup becomes a value the kernel refuses."""
+    for ctrl in entries[0]['controllers']:
+        for d in ctrl.get('dirs', []):
+            for p in d.get('properties', []):
+                if p['name'] == 'pids.max':
+                    p['value'] = 'bogus'
 
 
 def first_fd_file(img_dir):
@@ -415,7 +500,7 @@ def pidns_external(img_dir, pid):
 #                  more options, 'script': shell text written to {out}/script.sh,
 #                  'expect': what the error line says)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
-#                  need: what it returns is closed after), restore must fail
+#                  need: what it returns is closed after), restore ('restore_args') must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
 #                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
@@ -449,6 +534,7 @@ def pidns_external(img_dir, pid):
 #   "NSpid:").
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
+# cleanup: f(), run once the test's processes are gone, whatever its verdict (its cgroups).
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -710,6 +796,7 @@ TESTS = {
     'dump_fail_userns_ghost': {'bin': 'ns_user', 'mode': 'dump_fails', 'launcher': True,
                                'pidns': True, 'test_env': {'ZDTM_USERNS_GHOST': '1'},
                                'expect': 'in a tree with a user namespace of its own'},
+    'cgroup_ns_root': {'launcher': True, 'pidns': True, 'cleanup': remove_cgns_cgroups},
     'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
     'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
                          'pidns': True},
@@ -731,6 +818,54 @@ TESTS = {
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
     # options parsed as upstream CRIU parses them (criu/config.c)
+    # cgroups: each --manage-cgroups mode where it differs. The runner removes the test's
+    # cgroups after the dump (restore makes them), or changes cpu.shares in them.
+    'cgroup_limits': {'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft'},
+                      'image_check': cgroup_img_check('zdtm_cg_soft')},
+    'cgroup_thread_apart': {'bin': 'cgroup_limits',
+                            'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_thread', 'ZDTM_CG_THREAD_APART': '1'},
+                            'image_check': cgroup_img_check('zdtm_cg_thread')},
+    'cgroup_soft_existing': {'bin': 'cgroup_limits',
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft2', 'ZDTM_CG_SHARES': '1024'},
+                             'image_check': cgroup_img_check('zdtm_cg_soft2', False, '1024')},
+    'cgroup_full_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=full'],
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_full'},
+                             'image_check': cgroup_img_check('zdtm_cg_full', False, '1024')},
+    'cgroup_props_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=props'],
+                              'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_props'},
+                              'image_check': cgroup_img_check('zdtm_cg_props', False, '1024')},
+    'cgroup_none_existing': {'bin': 'cgroup_limits', 'restore_args': ['--manage-cgroups=none'],
+                             'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_none', 'ZDTM_CG_SHARES': '1024'},
+                             'image_check': cgroup_img_check('zdtm_cg_none', False, '1024')},
+    'cgroup_strict': {'bin': 'cgroup_limits', 'dump_args': ['--manage-cgroups=strict'],
+                      'restore_args': ['--manage-cgroups=strict'],
+                      'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_strict'},
+                      'image_check': cgroup_img_check('zdtm_cg_strict')},
+    # --freeze-cgroup: the tree frozen through its freezer cgroup, seized while frozen,
+    # thawed: after the dump, a failed one or -R, the cgroup is THAWED and the tree runs.
+    'cgroup_freeze_churn': {'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze']},
+    'cgroup_freeze_leave_running': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_lr'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_lr', 'ZDTM_FREEZE_QUIET': '1'}},
+    'cgroup_freeze_dump_fails': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'dump_fails',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_fail'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_fail', 'ZDTM_FREEZE_QUIET': '1',
+                     'ZDTM_FREEZE_FAIL': '1'}},
+    'restore_fail_cgroup_none_missing': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails', 'restore_args': ['--manage-cgroups=none'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_none_missing'},
+        'corrupt': cgroup_corrupt('zdtm_cg_none_missing', True), 'expect': 'does not exist'},
+    'restore_fail_cgroup_strict_existing': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails', 'restore_args': ['--manage-cgroups=strict'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_strict_existing'},
+        'corrupt': cgroup_corrupt('zdtm_cg_strict_existing', False), 'expect': 'exists already'},
+    'restore_fail_cgroup_bad_property': {
+        'bin': 'cgroup_limits', 'mode': 'restore_fails',
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_bad_prop'},
+        'corrupt': cgroup_corrupt('zdtm_cg_bad_prop', True, pids_max_bogus),
+        'expect': 'pids.max: cannot write "bogus"'},
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
@@ -750,8 +885,8 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--tcp-established'],
         'stderr': 'option --tcp-established is not supported\n'},
     'cli_refused_option_value': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--manage-cgroups=full'],
-        'stderr': 'option --manage-cgroups=full is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--cpu-cap=fpu'],
+        'stderr': 'option --cpu-cap=fpu is not supported\n'},
     'cli_refused_option_negated_is_default': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tcp-established', '--feature',
                                          'clone3_set_tid'],
@@ -906,6 +1041,7 @@ CROSS_TESTS = {
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
+    'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -921,6 +1057,12 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
 # after its restore (the contents, sharing, protection and range are still checked).
 for _bin in ('mem_shared_anon', 'tree_shared_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
+# Each cross run of cgroup_limits in cgroups of its own, removed after the dump (restore
+# makes them again).
+for _way in ('up2us', 'us2up'):
+    _name = 'zdtm_cg_' + _way
+    TESTS['cross_%s_cgroup_limits' % _way].update(test_env={'ZDTM_CG_NAME': _name},
+                                                  image_check=cgroup_img_check(_name))
 # Upstream criu's restore gives each thread seccomp filters of its own: TSYNC fails after.
 TESTS['cross_us2up_seccomp_filters_threads']['test_env'] = {'ZDTM_SECCOMP_UNSHARED': '1'}
 # Upstream criu's restore leaves the deleted directories it re-created for a ghost.
@@ -980,12 +1122,16 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('net', 'net namespaces are not supported'),
                        ('mnt', 'mnt namespaces are not supported'),
                        # a user namespace is dumped, but not one without maps
-                       ('user', "has no mapping in the tree's user namespace"),
-                       ('cgroup', 'cgroup namespaces are not supported')):
+                       ('user', "has no mapping in the tree's user namespace")):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                                     'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
+# A cgroup namespace's root is written in cgroup.img only: not without it.
+TESTS['ns_refused_cgroup'] = {'bin': 'ns_refused', 'mode': 'dump_fails',
+                              'dump_args': ['--manage-cgroups=ignore'],
+                              'test_env': {'ZDTM_NS_CASE': 'cgroup'},
+                              'expect': '--manage-cgroups=ignore does not write'}
 # A root with a namespace of its own of a kind this criu does not restore, as the images say.
-for _kind in ('net', 'mnt', 'user', 'cgroup'):
+for _kind in ('net', 'mnt', 'user'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
@@ -993,6 +1139,11 @@ for _kind in ('net', 'mnt', 'user', 'cgroup'):
         'expect': 'restoring %s namespaces is not supported' % _kind}
 # A user namespace is restored from its userns-ID.img: the one the corrupted ids name is missing.
 TESTS['restore_fail_ns_user']['expect'] = 'cannot open image userns-999.img'
+# ... or of a cgroup namespace whose root cgroup.img does not name.
+TESTS['restore_fail_ns_cgroup'] = {
+    'bin': 'mem_anon_private', 'mode': 'restore_fails',
+    'corrupt': lambda img_dir, pid: root_gets_own_ns(img_dir, pid, 'cgroup_ns_id'),
+    'expect': 'cgroup.img names no root for it'}
 
 # GPU (modes gpu, gpu_restore_fails, gpu_production_plugin): test/zdtm/gpu/gpu_bos (or
 # 'bin') on its own KFD EMULATOR daemon, dumped and restored with the plugin's test build.
@@ -2295,8 +2446,9 @@ class TestRun:
         held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
         checksum = images_checksum(self.img)
         try:
-            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
-                                                 self.pidfile], 'restore.log', expect_ok=False)
+            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile] +
+                                     list(self.desc.get('restore_args', [])), 'restore.log',
+                                     expect_ok=False)
         finally:
             if held:
                 held.close()
@@ -2719,6 +2871,8 @@ def run_one(name, use_criu):
     finally:
         test.kill_leftovers()
         reap_orphans()
+        if 'cleanup' in test.desc:
+            test.desc['cleanup']()
     print('PASS %s' % name)
     return True
 

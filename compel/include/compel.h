@@ -36,6 +36,14 @@ int compel_try_seize(pid_t pid);
 int compel_take_pending_stop(pid_t pid);
 /* PTRACE_DETACH: the task resumes from wherever it is stopped. */
 int compel_detach(pid_t pid);
+/*
+ * --freeze-cgroup: attach to a task of a frozen cgroup (PTRACE_SEIZE, PTRACE_INTERRUPT)
+ * without waiting: it stops once thawed, before it runs anything of its own. A later
+ * compel_seize()/compel_try_seize() of it waits for that stop. A task gone already: 0.
+ */
+int compel_attach_frozen(pid_t pid);
+/* Those attached so but never seized (not in the tree): let go once they stopped. */
+void compel_release_frozen(void);
 /* SIGKILL a seized task and wait until it is gone from the tracer's view. */
 int compel_kill(pid_t pid);
 /*

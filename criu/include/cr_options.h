@@ -16,6 +16,22 @@ struct inherit_fd {
 	char *key; /* pipe:[INODE] or a path */
 };
 
+/* --manage-cgroups: CRIU's modes (its RPC's criu_cg_mode numbers, but DEFAULT). */
+enum cg_mode {
+	CG_MODE_IGNORE = 0, /* cgroups are neither dumped nor restored */
+	CG_MODE_NONE = 1,   /* restore: the cgroups must exist, no property is set */
+	CG_MODE_PROPS = 2,  /* restore: the cgroups must exist, their properties are set */
+	CG_MODE_SOFT = 3,   /* restore: missing cgroups are created with their properties */
+	CG_MODE_FULL = 4,   /* restore: every cgroup gets its properties, created or not */
+	CG_MODE_STRICT = 5, /* restore: every cgroup must be created: none may exist */
+};
+
+/* --cgroup-root [CTRL:]PATH: CTRL NULL for every hierarchy. */
+struct cgroup_root_opt {
+	char *ctrl;
+	char *path;
+};
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -51,6 +67,11 @@ struct cr_options {
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
 	bool no_default_config;
 	char *config_file; /* --config */
+	enum cg_mode manage_cgroups; /* default soft, as upstream */
+	struct cgroup_root_opt *cgroup_roots; /* --cgroup-root, in the order given */
+	unsigned int nr_cgroup_roots;
+	char *cgroup_yard;   /* hierarchies mounted there, not by criu */
+	char *freeze_cgroup; /* dump freezes the tree through this freezer cgroup */
 };
 
 extern struct cr_options opts;

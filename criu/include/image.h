@@ -47,6 +47,7 @@ enum cr_img_type {
 	CR_IMG_TIMENS, /* timens-NSID */
 	CR_IMG_PIDNS, /* pidns-NSID */
 	CR_IMG_USERNS, /* userns-NSID */
+	CR_IMG_CGROUP,
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

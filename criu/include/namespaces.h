@@ -1,7 +1,8 @@
 /*
  * The namespaces of the dumped tree: one ns_id per namespace its tasks live in (criu's own
  * among them), the ids the images name them by (task_kobj_ids_entry, utsns-ID.img, ...),
- * and one file per kind behind struct ns_kind (ns-pid.c, ns-uts.c, ns-ipc.c, ns-time.c).
+ * and one file per kind behind struct ns_kind (ns-pid.c, ns-uts.c, ns-ipc.c, ns-time.c,
+ * ns-cgroup.c).
  *
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
@@ -40,6 +41,11 @@ struct ns_kind {
 	const char *name; /* as /proc/PID/ns names it, and in messages */
 	unsigned long clone_flag;
 	bool supported;
+	/*
+	 * Not asked of clone(): the root's restore() makes the namespace itself (cgroup: in
+	 * the cgroup that becomes its root).
+	 */
+	bool unshared_in_root;
 	/*
 	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
 	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
@@ -85,7 +91,8 @@ struct ns_kind {
 	void (*fini)(struct ns_id *ns);
 };
 
-extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind;
+extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind,
+	cgroup_ns_kind;
 
 struct pstree_item;
 struct task_ids;

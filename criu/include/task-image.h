@@ -64,6 +64,7 @@ struct thread_image {
 	uint32_t seccomp_mode; /* SECCOMP_MODE__* */
 	uint32_t *seccomp_chain; /* filter mode: seccomp.img indices, oldest first */
 	uint32_t nr_seccomp;
+	uint32_t cg_set; /* cgroup.img's set; 0: none recorded */
 };
 
 /*
@@ -86,6 +87,7 @@ struct task_image {
 	uint32_t stop_signo; /* TASK_STOPPED: the signal that stops it again */
 	char comm[16];
 	uint32_t personality;
+	uint32_t cg_set; /* cgroup.img's set; 0: none recorded (a zombie) */
 
 	struct rst_sigaction sigactions[RST_NSIG]; /* index sig - 1 */
 	uint64_t sigaction_set; /* bit sig - 1: restore it */

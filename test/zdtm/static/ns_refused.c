@@ -3,8 +3,9 @@
  * and leave running: ZDTM_NS_CASE says which.
  *   nested_pid, nested_uts  a child has a pid (uts) namespace the root does not
  *   pid_for_children, time_for_children  the root unshared one and forked nothing into it
- *   net, mnt, cgroup  the root has one of its own of a kind this criu does not restore
+ *   net, mnt  the root has one of its own of a kind this criu does not restore
  *   user  the root has a user namespace of its own without maps: its ids are unmapped
+ *   cgroup  the root has one of its own, dumped with --manage-cgroups=ignore (no cgroup.img)
  * The tree then checks it still works as it did.
  */
 #include <errno.h>

@@ -36,6 +36,7 @@
 #include "ipc-sem.pb-c.h"
 #include "timens.pb-c.h"
 #include "pidns.pb-c.h"
+#include "netdev.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -85,6 +86,14 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				    ipc_sem_entry__descriptor),
 	[CR_IMG_TIMENS] = PB_IMG("TIMENS", "timens-%lu.img", TIMENS_MAGIC, timens_entry__descriptor),
 	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
+	[CR_IMG_NETNS] = PB_IMG("NETNS", "netns-%lu.img", NETNS_MAGIC, netns_entry__descriptor),
+	[CR_IMG_NETDEV] = PB_IMG("NETDEV", "netdev-%lu.img", NETDEV_MAGIC, net_device_entry__descriptor),
+	[CR_IMG_IFADDR] = { "IFADDR", "ifaddr-%lu.img", 0, 0, NULL },
+	[CR_IMG_ROUTE] = { "ROUTE", "route-%lu.img", 0, 0, NULL },
+	[CR_IMG_ROUTE6] = { "ROUTE6", "route6-%lu.img", 0, 0, NULL },
+	[CR_IMG_RULE] = { "RULE", "rule-%lu.img", 0, 0, NULL },
+	[CR_IMG_IPTABLES] = { "IPTABLES", "iptables-%lu.img", 0, 0, NULL },
+	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

@@ -18,7 +18,6 @@
 #include "pstree.h"
 
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
-static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
 static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
 static const struct ns_kind user_ns_kind = { .name = "user", .clone_flag = CLONE_NEWUSER };
 static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
@@ -109,6 +108,11 @@ void ns_fini(void)
 	}
 	for (int k = 0; k < NS_KINDS; k++)
 		root_own[k] = NULL;
+}
+
+const struct ns_id *ns_root_own(enum ns_kind_nr k)
+{
+	return root_own[k];
 }
 
 unsigned long ns_root_clone_flags(void)

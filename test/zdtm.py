@@ -706,6 +706,18 @@ TESTS = {
     'ns_uts_ipc': {},
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
+    'ns_net': {'launcher': True, 'pidns': True},
+    'ns_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                    'test_env': {'ZDTM_NET_VETH': '1'},
+                    'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout']},
+    'restore_fail_netns_join': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
+                                'pidns': True, 'corrupt': lambda img_dir, pid: None,
+                                'restore_args': ['--join-ns', 'net:/proc/self/ns/uts'],
+                                'expect': '--join-ns net:/proc/self/ns/uts: cannot join it'},
+    'restore_fail_netns_veth_unnamed': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'expect': 'veth link zdtm_nin: its outer end must be named with --external'},
     'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
     'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
                          'pidns': True},
@@ -973,14 +985,15 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('nested_uts', 'nested uts namespaces are not supported'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net', 'net namespaces are not supported'),
+                       ('net_bridge', 'link zdtm_br (index 2) is a bridge: only the loopback'),
+                       ('net_rule6', 'IPv6 rule at priority 1001 (table 100): only IPv4'),
                        ('mnt', 'mnt namespaces are not supported'),
                        ('user', 'user namespaces are not supported'),
                        ('cgroup', 'cgroup namespaces are not supported')):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                                     'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
 # A root with a namespace of its own of a kind this criu does not restore, as the images say.
-for _kind in ('net', 'mnt', 'user', 'cgroup'):
+for _kind in ('mnt', 'user', 'cgroup'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
@@ -1187,7 +1200,10 @@ def images_checksum(img_dir):
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-',)
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + OWN_IMAGES
+# A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
+# are raw images too, as CRIU keeps them.
+NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-')
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + NET_RAW_IMAGES + OWN_IMAGES
 
 
 def own_crit(*args):
@@ -2289,7 +2305,8 @@ class TestRun:
         checksum = images_checksum(self.img)
         try:
             code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
-                                                 self.pidfile], 'restore.log', expect_ok=False)
+                                                 self.pidfile] + self.desc.get('restore_args', []),
+                                     'restore.log', expect_ok=False)
         finally:
             if held:
                 held.close()

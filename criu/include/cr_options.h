@@ -16,6 +16,13 @@ struct inherit_fd {
 	char *key; /* pipe:[INODE] or a path */
 };
 
+/* --external veth[INNER]:OUTER[@BRIDGE] (--veth-pair INNER=OUTER[@BRIDGE]). */
+struct ext_veth {
+	char *inner;  /* the link in the tree's net namespace, by its dumped name */
+	char *outer;  /* its peer, created in criu's */
+	char *bridge; /* NULL, or the bridge of criu's the outer end joins */
+};
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -51,6 +58,10 @@ struct cr_options {
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
 	bool no_default_config;
 	char *config_file; /* --config */
+	struct ext_veth *ext_veths;
+	unsigned int nr_ext_veths;
+	bool empty_ns_net; /* --empty-ns net: the tree's net namespace is neither dumped nor filled */
+	char *join_ns_net; /* --join-ns net:PATH: the tree is restored into that net namespace */
 };
 
 extern struct cr_options opts;
@@ -66,6 +77,8 @@ extern struct cr_options opts;
  * stderr. -h and -V print and exit(0).
  */
 int parse_options(int argc, char **argv);
+/* The --external veth[] given for the link inner, or NULL. */
+const struct ext_veth *opts_ext_veth(const char *inner);
 /* The error line parse_options() printed last ("" when none), for the log file. */
 const char *parse_error_line(void);
 /* The usage text of criu --help, options from the table. */

@@ -398,6 +398,12 @@ def pidns_external(img_dir, pid):
         raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
 
 
+# --empty-ns net: the restored tree's new net namespace gets its loopback up from the
+# setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
+LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
+                'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -710,6 +716,9 @@ TESTS = {
     'ns_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_VETH': '1'},
                     'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout']},
+    'ns_net_empty': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                     'test_env': {'ZDTM_NET_EMPTY': '1'}, 'dump_args': ['--empty-ns', 'net'],
+                     'restore_args': ['--empty-ns', 'net', '--action-script', LO_UP_SCRIPT]},
     'restore_fail_netns_join': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
                                 'pidns': True, 'corrupt': lambda img_dir, pid: None,
                                 'restore_args': ['--join-ns', 'net:/proc/self/ns/uts'],

@@ -1,12 +1,14 @@
 /*
  * A tree in network and pid namespaces of its own: the loopback up with addresses of both
- * families added, routes in the main table and in table 100, rules of both families,
- * (IPv4 only: CRIU's images have no IPv6 rules), sysctls changed at every level (all, default, a
- * device's, unix, ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
- * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout), with its
- * MAC, MTU and address. After restore: the links, addresses, routes and rules as `ip` lists them,
- * every net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract unix
- * socket the init listens on, reachable inside the namespace but not outside.
+ * families added, routes in the main table and in table 100, an IPv4 rule (CRIU's images
+ * have no IPv6 rules), sysctls changed at every level (all, default, a device's, unix,
+ * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
+ * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
+ * with its MAC, MTU and address. With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * --empty-ns net, the restored tree's new namespace gets it up from an action script.
+ * After restore: the links, addresses, routes and rules as `ip` lists them, every
+ * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
+ * unix socket the init listens on, reachable inside the namespace but not outside.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -57,7 +59,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth;
+static bool with_veth, empty;
 
 static void run(const char *cmd)
 {
@@ -264,6 +266,7 @@ int main(int argc, char **argv)
 
 	test_init(argc, argv);
 	with_veth = getenv("ZDTM_NET_VETH");
+	empty = getenv("ZDTM_NET_EMPTY");
 	runner = getppid();
 	if (with_veth) {
 		host_ns = open("/proc/self/ns/net", O_RDONLY);
@@ -272,7 +275,7 @@ int main(int argc, char **argv)
 	}
 	test_launch_root(CLONE_NEWPID | CLONE_NEWNET);
 	expect_ns_pid(1, ns_pid_levels(), "init");
-	for (size_t i = 0; setup[i]; i++)
+	for (size_t i = 0; setup[i] && (!i || !empty); i++)
 		run(setup[i]);
 	if (with_veth) {
 		/* /proc is the runner's: self is this task there too. */
@@ -285,7 +288,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; setup_veth[i]; i++)
 			run(setup_veth[i]);
 	}
-	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]); i++)
+	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		set_sysctl(sysctls[i][0], sysctls[i][1]);
 	listener = socket(AF_UNIX, SOCK_STREAM, 0);
 	len = abstract_addr(&addr);
@@ -304,7 +307,7 @@ int main(int argc, char **argv)
 		wait_no_carrier();
 	expect_same("links, addresses, routes or rules", before_ip, ip_snapshot());
 	expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());
-	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]); i++)
+	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		expect_sysctl(sysctls[i][0], sysctls[i][1]);
 	expect_reachable(listener, "after the restore");
 	expect_unreachable_outside("after the restore");

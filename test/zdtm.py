@@ -45,7 +45,12 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # What upstream criu needs that ours does not: the tests run in the runner's session, and
 # upstream refuses to dump a root that is not a session leader without --shell-job (with it,
 # restore puts the root into criu's own session and group: the runner's, as dumped).
-UPSTREAM_OPTS = ['--shell-job']
+# A tree with a net namespace of its own (ns_net): upstream locks its network with
+# iptables-restore and saves and restores its tables with iptables-save/-restore (or the
+# command CR_IPTABLES names), none of which these machines have: the lock is skipped, and
+# CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
+UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
+UPSTREAM_ENV = {'CR_IPTABLES': 'true'}
 # Debian's crit (package criu, scripts/install-deps.sh): every dump's images must decode
 # with it and encode back to the same bytes.
 DEBIAN_CRIT = '/usr/bin/crit'
@@ -923,6 +928,7 @@ CROSS_TESTS = {
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
+    'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -985,6 +991,8 @@ TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE'
 TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
 # ... and a segment removed while attached comes back not removed.
 TESTS['cross_us2up_ns_container']['test_env'] = {'ZDTM_SHM_REMOVED_KEPT': '1'}
+# Upstream criu's `ip route save` keeps the main table's routes only.
+TESTS['cross_up2us_ns_net']['test_env'] = {'ZDTM_NET_MAIN_TABLE': '1'}
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
@@ -1847,6 +1855,8 @@ class TestRun:
         base = os.path.join(self.out, 'criu-' + action)
         # a None in criu_env: the variable is unset for criu
         env = {k: v for k, v in dict(os.environ, **self.criu_env).items() if v is not None}
+        if binary != CRIU:
+            env.update(UPSTREAM_ENV)
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
@@ -410,6 +411,12 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	}
 	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
 		ret = check_restored_nested(item);
+	/* The joined namespace stands for the tree's own (ns-net.c): there must be one. */
+	if (!ret && opts.join_ns_net && !root_own[NS_NET]) {
+		pr_err("--join-ns net:%s: the dump's tree has no net namespace of its own\n",
+		       opts.join_ns_net);
+		ret = -EINVAL;
+	}
 	if (ret)
 		ns_fini();
 	return ret;

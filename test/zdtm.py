@@ -728,6 +728,10 @@ TESTS = {
                                 'pidns': True, 'corrupt': lambda img_dir, pid: None,
                                 'restore_args': ['--join-ns', 'net:/proc/self/ns/uts'],
                                 'expect': '--join-ns net:/proc/self/ns/uts: cannot join it'},
+    'restore_fail_netns_join_none': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                     'corrupt': lambda img_dir, pid: None,
+                                     'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
+                                     'expect': 'has no net namespace of its own'},
     'restore_fail_netns_veth_unnamed': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,

@@ -8,7 +8,8 @@
  * --empty-ns net, the restored tree's new namespace gets it up from an action script.
  * After restore: the links, addresses, routes and rules as `ip` lists them, every
  * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
- * unix socket the init listens on, reachable inside the namespace but not outside.
+ * unix socket the init listens on, reachable inside the namespace but not outside, and it
+ * and a socketpair (its queued message kept) in the tree's namespace.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,10 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "zdtmtst.h"
 
@@ -244,6 +248,20 @@ static void expect_unreachable_outside(const char *when)
 			  when, path, status);
 }
 
+/* The socket lives in the tree's net namespace (SIOCGSKNS), not in the runner's. */
+static void expect_own_netns(int sk, const char *what)
+{
+	struct stat own, its;
+	int ns = ioctl(sk, SIOCGSKNS);
+
+	if (ns < 0 || fstat(ns, &its) || stat("/proc/self/ns/net", &own))
+		test_fail("%s: SIOCGSKNS: %s", what, strerror(errno));
+	close(ns);
+	if (its.st_ino != own.st_ino)
+		test_fail("%s: in net namespace %lu, not the tree's %lu", what,
+			  (unsigned long)its.st_ino, (unsigned long)own.st_ino);
+}
+
 static void expect_reachable(int listener, const char *when)
 {
 	int err = try_connect(), sk;
@@ -260,7 +278,8 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_un addr;
 	socklen_t len;
-	int listener, host_ns = -1;
+	int listener, pair[2], host_ns = -1;
+	char msg[8] = "";
 	char cmd[160];
 
 	test_init(argc, argv);
@@ -299,6 +318,8 @@ int main(int argc, char **argv)
 	len = abstract_addr(&addr);
 	if (listener < 0 || bind(listener, (struct sockaddr *)&addr, len) || listen(listener, 4))
 		test_fail_errno("abstract listener");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) || write(pair[0], "queued", 7) != 7)
+		test_fail_errno("socketpair");
 	expect_reachable(listener, "before the dump");
 	expect_unreachable_outside("before the dump");
 	if (with_veth)
@@ -314,6 +335,11 @@ int main(int argc, char **argv)
 	expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		expect_sysctl(sysctls[i][0], sysctls[i][1]);
+	expect_own_netns(listener, "the abstract listener");
+	expect_own_netns(pair[0], "a socketpair's end");
+	expect_own_netns(pair[1], "a socketpair's other end");
+	if (read(pair[1], msg, sizeof(msg)) != 7 || strcmp(msg, "queued"))
+		test_fail("the socketpair's queued message: \"%s\" (%s)", msg, strerror(errno));
 	expect_reachable(listener, "after the restore");
 	expect_unreachable_outside("after the restore");
 	test_pass();

@@ -127,7 +127,8 @@ static const struct cr_option options[] = {
 	     "a reopened file of another size fails the restore"),
 	{ "ghost-fiemap", "no-ghost-fiemap", 0, no_argument, accept_sparse_ghosts, 0, NULL,
 	  "save only the data of deleted files, not their holes (always done)" },
-	CALL("external", 0, required_argument, set_external, "RES", NULL),
+	CALL("external", 0, required_argument, set_external, "veth[IN]:OUT[@BR]",
+	     "restore: the tree's veth link IN gets its peer OUT here (in bridge BR)"),
 	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",
 	     "the same as --external veth[IN]:OUT[@BR]"),
 	CALL("empty-ns", 0, required_argument, set_empty_ns, "net",
@@ -205,8 +206,7 @@ static const struct cr_option options[] = {
 
 /*
  * Why the refused options are refused, by subject: one line each in --help (criu(8),
- * REFUSED OPTIONS, says more). Names every refused option of the table once, and
- * --external, refused whatever its value.
+ * REFUSED OPTIONS, says more). Names every refused option of the table once.
  */
 struct refusal {
 	const char *why;
@@ -223,7 +223,6 @@ static const struct refusal refusals[] = {
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "the network is not locked during the dump", NAMES("network-lock") },
-	{ "external resources are not supported", NAMES("external") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
 	{ "mounts are neither dumped nor restored",
 	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
@@ -979,7 +978,7 @@ static void print_option_help(const struct cr_option *o)
 /* Refused whatever its value: it has no help line of its own. */
 static bool always_refused(const struct cr_option *o)
 {
-	return !o->set || o->set == set_external;
+	return !o->set;
 }
 
 static const char *refusal_reason(const char *name)
@@ -1027,7 +1026,8 @@ void print_usage(void)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
 	printf("Refused for some values: --root but /, --manage-cgroups but =ignore, --cpu-cap\n"
-	       "but =none, --file-validation buildid, --ext-unix-sk with inodes.\n"
+	       "but =none, --file-validation buildid, --ext-unix-sk with inodes, --external but\n"
+	       "veth[], --empty-ns but net, --join-ns but net:PATH.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

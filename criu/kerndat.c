@@ -23,6 +23,7 @@
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
+#include "namespaces.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -268,7 +269,7 @@ static const struct feature features[] = {
 	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "network namespaces are not restored"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
-	NOT_IMPLEMENTED("newifindex", "network devices are not restored"),
+	{ "newifindex", FEAT_EXTRA, net_has_newifindex, "veth links restored with their index" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),

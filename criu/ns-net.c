@@ -817,34 +817,6 @@ int net_tree_socket(int domain, int type, int protocol)
 	return fd;
 }
 
-bool net_has_newifindex(void)
-{
-	struct rtattr *linkinfo;
-	struct nl_msg m;
-	int status, rtnl;
-	pid_t child;
-
-	child = fork();
-	if (child < 0)
-		return false;
-	if (child == 0) {
-		/* A namespace of its own: nothing of criu's is touched, all goes with it. */
-		if (unshare(CLONE_NEWNET) || (rtnl = rtnl_open()) < 0)
-			_exit(1);
-		nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 4242);
-		nl_add(&m, IFLA_IFNAME, "probe", 6);
-		linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
-		nl_add(&m, IFLA_INFO_KIND, "veth", 5);
-		nl_nest_end(&m, linkinfo);
-		_exit(rtnl_talk(rtnl, &m, "check newifindex: a veth with index 4242") ||
-		      if_nametoindex("probe") != 4242);
-	}
-	while (waitpid(child, &status, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 /* --------------------------------------------------------------- restore ---- */
 
 static int collect_links(struct ns_id *ns, struct net_state *st)

@@ -70,7 +70,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters', 'newifindex'}
+                        'seccomp_filters'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.

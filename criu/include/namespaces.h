@@ -107,8 +107,6 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k);
  * The fd or -1, after one line.
  */
 int net_tree_socket(int domain, int type, int protocol);
-/* check --feature newifindex: a link can be made with the index asked (a veth's, restored). */
-bool net_has_newifindex(void);
 /* Both sides: criu's own namespaces' ids, as inventory's root_ids holds them. */
 void ns_criu_ids(struct task_ids *ids);
 void ns_fini(void);

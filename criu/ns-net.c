@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -595,19 +596,41 @@ static int dump_tool_output(enum cr_img_type type, const struct ns_id *ns, const
 }
 
 /*
- * Routes as `ip route save table all` wrote them (a magic, then the RTM_NEWROUTE messages),
- * made restorable: the kernel's own (proto kernel, and the local table) go, as adding the
- * addresses makes them again, and so do the flags a link without carrier gives a route
- * (DEAD, LINKDOWN), which the kernel refuses in a request. Rewritten in place.
+ * Routes as `ip route save` wrote them (a magic, then RTM_NEWROUTE messages), made
+ * restorable, in place: the kernel's own (proto kernel, and the local table) go, as adding
+ * the addresses makes them again, and so do the flags a link without carrier gives a route
+ * (DEAD, LINKDOWN), which the kernel refuses in a request. The length kept.
  */
+static size_t routes_restorable(char *buf, size_t len)
+{
+	size_t kept = sizeof(uint32_t), at = sizeof(uint32_t);
+
+	if (len < sizeof(uint32_t))
+		return len;
+	while (NLMSG_OK((struct nlmsghdr *)(buf + at), len - at)) {
+		struct nlmsghdr *h = (struct nlmsghdr *)(buf + at);
+		struct rtmsg *rtm = NLMSG_DATA(h);
+		size_t size = NLMSG_ALIGN(h->nlmsg_len);
+
+		at += size;
+		if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*rtm)) ||
+		    rtm->rtm_protocol == RTPROT_KERNEL || rtm->rtm_table == RT_TABLE_LOCAL)
+			continue;
+		rtm->rtm_flags &= ~(RTNH_F_DEAD | RTNH_F_LINKDOWN);
+		memmove(buf + kept, h, size);
+		kept += size;
+	}
+	return kept;
+}
+
+/* The routes image just written, made restorable (the image is open for writing only). */
 static int filter_routes(struct cr_img *img)
 {
-	size_t len, kept = sizeof(uint32_t);
-	char *buf = NULL, *out, path[64];
+	char *buf = NULL, path[64];
 	struct stat st;
+	size_t kept;
 	int fd, ret = 0;
 
-	/* The image is open for writing only. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", img->fd);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
@@ -615,35 +638,19 @@ static int filter_routes(struct cr_img *img)
 		ret = -errno;
 		goto out;
 	}
-	len = st.st_size;
-	if (len < sizeof(uint32_t))
-		goto out;
-	buf = malloc(2 * len);
+	buf = malloc(st.st_size + 1);
 	if (!buf) {
 		pr_err("%s: out of memory\n", img->name);
 		ret = -ENOMEM;
 		goto out;
 	}
-	out = buf + len;
-	if (pread(fd, buf, len, 0) != (ssize_t)len) {
+	if (pread(fd, buf, st.st_size, 0) != st.st_size) {
 		pr_perror("%s: cannot read it back", img->name);
 		ret = -EIO;
 		goto out;
 	}
-	memcpy(out, buf, sizeof(uint32_t));
-	for (struct nlmsghdr *h = (struct nlmsghdr *)(buf + sizeof(uint32_t));
-	     NLMSG_OK(h, (size_t)(buf + len - (char *)h));
-	     h = (struct nlmsghdr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len))) {
-		struct rtmsg *rtm = NLMSG_DATA(h);
-
-		if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*rtm)) ||
-		    rtm->rtm_protocol == RTPROT_KERNEL || rtm->rtm_table == RT_TABLE_LOCAL)
-			continue;
-		rtm->rtm_flags &= ~(RTNH_F_DEAD | RTNH_F_LINKDOWN);
-		memcpy(out + kept, h, NLMSG_ALIGN(h->nlmsg_len));
-		kept += NLMSG_ALIGN(h->nlmsg_len);
-	}
-	if (ftruncate(fd, 0) || pwrite(fd, out, kept, 0) != (ssize_t)kept) {
+	kept = routes_restorable(buf, st.st_size);
+	if (ftruncate(fd, 0) || pwrite(fd, buf, kept, 0) != (ssize_t)kept) {
 		pr_perror("%s: cannot rewrite it", img->name);
 		ret = -EIO;
 	}
@@ -1019,6 +1026,43 @@ static int restore_tool_input(enum cr_img_type type, const struct ns_id *ns, boo
 	return ret;
 }
 
+/*
+ * A routes image fed to `ip route restore` made restorable first (CRIU's own dumps keep
+ * what the kernel makes and a link without carrier's flags), through a memfd.
+ */
+static int restore_routes(enum cr_img_type type, const struct ns_id *ns, bool optional,
+			  const char *const argv[])
+{
+	struct cr_img *img;
+	char *buf = NULL;
+	size_t kept;
+	int ret, fd = -1;
+
+	if (optional && !img_exists(type, ns->id))
+		return 0;
+	img = open_image(type, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	buf = malloc(img->size + 1);
+	ret = buf ? img_read_raw(img, buf, img->size) : -ENOMEM;
+	if (ret)
+		pr_err("%s: cannot read it: %s\n", img->name, strerror(-ret));
+	if (!ret && img->size) {
+		kept = routes_restorable(buf, img->size);
+		fd = memfd_create("routes", MFD_CLOEXEC);
+		if (fd < 0 || write(fd, buf, kept) != (ssize_t)kept || lseek(fd, 0, SEEK_SET)) {
+			pr_perror("%s: cannot pass it on", img->name);
+			ret = -EIO;
+		}
+		ret = ret ?: run_tool(argv, fd, -1);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	close_image(img);
+	return ret;
+}
+
 /* In the new namespace: addresses, routes, rules and iptables, as CRIU restores them. */
 static int restore_tables(const struct ns_id *ns)
 {
@@ -1033,9 +1077,9 @@ static int restore_tables(const struct ns_id *ns)
 
 	ret = restore_tool_input(CR_IMG_IFADDR, ns, false, addr);
 	if (!ret)
-		ret = restore_tool_input(CR_IMG_ROUTE, ns, false, route);
+		ret = restore_routes(CR_IMG_ROUTE, ns, false, route);
 	if (!ret)
-		ret = restore_tool_input(CR_IMG_ROUTE6, ns, true, route);
+		ret = restore_routes(CR_IMG_ROUTE6, ns, true, route);
 	/* A new namespace has the kernel's default rules: the image has them too. */
 	if (!ret && img_exists(CR_IMG_RULE, ns->id))
 		ret = run_tool(rule_flush, -1, -1) ?: run_tool(rule_local, -1, -1);

@@ -997,6 +997,12 @@ TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
 TESTS['cross_us2up_ns_container']['test_env'] = {'ZDTM_SHM_REMOVED_KEPT': '1'}
 # Upstream criu's `ip route save` keeps the main table's routes only.
 TESTS['cross_up2us_ns_net']['test_env'] = {'ZDTM_NET_MAIN_TABLE': '1'}
+# A veth link whose peer criu makes in its own namespace (--external veth[]), both ways.
+TESTS['cross_us2up_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_restore_upstream')
+TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_upstream',
+                                        setsid=True,
+                                        test_env={'ZDTM_NET_VETH': '1',
+                                                  'ZDTM_NET_MAIN_TABLE': '1'})
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']

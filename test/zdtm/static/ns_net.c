@@ -4,7 +4,8 @@
  * have no IPv6 rules), sysctls changed at every level (all, default, a device's, unix,
  * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
  * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
- * with its MAC, MTU and address. With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * with its MAC, MTU and address (and with ZDTM_NET_BRIDGE the outer end put into the
+ * runner's bridge zdtm_nbr: @zdtm_nbr). With ZDTM_NET_EMPTY only the loopback is up: dumped with
  * --empty-ns net, the restored tree's new namespace gets it up from an action script.
  * After restore: the links, addresses, routes and rules as `ip` lists them, every
  * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
@@ -32,6 +33,7 @@
 #define OUTER	     "zdtm_nout"
 #define SNAPSHOT_MAX (256 << 10)
 #define ABSTRACT     "zdtm-ns-net-abstract"
+#define BRIDGE	     "zdtm_nbr"
 
 static const char *const setup[] = {
 	"ip link set lo up",
@@ -62,7 +64,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth, empty;
+static bool with_veth, empty, bridge;
 
 static void run(const char *cmd)
 {
@@ -262,6 +264,31 @@ static void expect_own_netns(int sk, const char *what)
 			  (unsigned long)its.st_ino, (unsigned long)own.st_ino);
 }
 
+/* In the runner's namespace: the outer end is in the bridge; the bridge goes. */
+static void expect_outer_in_bridge(void)
+{
+	char path[64];
+	int status;
+	pid_t child;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0) {
+		int fd = open(path, O_RDONLY), in;
+
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			_exit(2);
+		in = system("ip -o link show " OUTER " | grep -q 'master " BRIDGE " '");
+		_exit(system("ip link del " BRIDGE) || in ? 1 : 0);
+	}
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+		test_fail(OUTER " is not in " BRIDGE " after the restore, or " BRIDGE
+				" could not be removed (wait status %#x)",
+			  status);
+}
+
 static void expect_reachable(int listener, const char *when)
 {
 	int err = try_connect(), sk;
@@ -285,6 +312,10 @@ int main(int argc, char **argv)
 	test_init(argc, argv);
 	with_veth = getenv("ZDTM_NET_VETH");
 	empty = getenv("ZDTM_NET_EMPTY");
+	bridge = getenv("ZDTM_NET_BRIDGE");
+	/* The runner's bridge restore puts the outer end into: removed at the end. */
+	if (bridge)
+		run("ip link del " BRIDGE " 2>/dev/null; ip link add " BRIDGE " type bridge");
 	runner = getppid();
 	if (with_veth) {
 		host_ns = open("/proc/self/ns/net", O_RDONLY);
@@ -341,6 +372,8 @@ int main(int argc, char **argv)
 	if (read(pair[1], msg, sizeof(msg)) != 7 || strcmp(msg, "queued"))
 		test_fail("the socketpair's queued message: \"%s\" (%s)", msg, strerror(errno));
 	expect_reachable(listener, "after the restore");
+	if (bridge)
+		expect_outer_in_bridge();
 	expect_unreachable_outside("after the restore");
 	test_pass();
 }

@@ -226,8 +226,8 @@ static int try_connect(void)
 	return err;
 }
 
-/* From the runner's namespace (a child joined to it), the name is unknown. */
-static void expect_unreachable_outside(const char *when)
+/* check() in a child joined to the runner's namespace: its exit status, 2 if it cannot join. */
+static int outside(int (*check)(void))
 {
 	char path[64];
 	int status;
@@ -242,12 +242,27 @@ static void expect_unreachable_outside(const char *when)
 
 		if (fd < 0 || setns(fd, CLONE_NEWNET))
 			_exit(2);
-		_exit(try_connect() == ECONNREFUSED ? 0 : 1);
+		_exit(check());
 	}
-	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
-		test_fail("%s: the abstract socket is reachable from outside, or %s cannot be "
-			  "joined (wait status %#x)",
-			  when, path, status);
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status))
+		test_fail("a child in %s: wait status %#x", path, status);
+	return WEXITSTATUS(status);
+}
+
+static int unreachable(void)
+{
+	return try_connect() == ECONNREFUSED ? 0 : 1;
+}
+
+/* From the runner's namespace the name is unknown. */
+static void expect_unreachable_outside(const char *when)
+{
+	int ret = outside(unreachable);
+
+	if (ret)
+		test_fail("%s: the abstract socket is reachable from outside, or the runner's "
+			  "namespace cannot be joined (%d)",
+			  when, ret);
 }
 
 /* The socket lives in the tree's net namespace (SIOCGSKNS), not in the runner's. */
@@ -265,28 +280,18 @@ static void expect_own_netns(int sk, const char *what)
 }
 
 /* In the runner's namespace: the outer end is in the bridge; the bridge goes. */
+static int outer_in_bridge(void)
+{
+	int in = system("ip -o link show " OUTER " | grep -q 'master " BRIDGE " '");
+
+	return system("ip link del " BRIDGE) || in ? 1 : 0;
+}
+
 static void expect_outer_in_bridge(void)
 {
-	char path[64];
-	int status;
-	pid_t child;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0) {
-		int fd = open(path, O_RDONLY), in;
-
-		if (fd < 0 || setns(fd, CLONE_NEWNET))
-			_exit(2);
-		in = system("ip -o link show " OUTER " | grep -q 'master " BRIDGE " '");
-		_exit(system("ip link del " BRIDGE) || in ? 1 : 0);
-	}
-	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+	if (outside(outer_in_bridge))
 		test_fail(OUTER " is not in " BRIDGE " after the restore, or " BRIDGE
-				" could not be removed (wait status %#x)",
-			  status);
+				" could not be removed");
 }
 
 static void expect_reachable(int listener, const char *when)

@@ -123,6 +123,8 @@ static const char *const unix_names[] = {"unix/max_dgram_qlen"};
 static const char *const ipv4_names[] = {"ipv4/ping_group_range"};
 
 #define NR(a) (sizeof(a) / sizeof((a)[0]))
+/* The kernel's longest link-layer address (MAX_ADDR_LEN of linux/netdevice.h). */
+#define LINK_ADDR_MAX 32
 /* Longest sysctl value kept (CRIU's bound for the string ones). */
 #define SYSCTL_MAX 200
 
@@ -852,6 +854,13 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 			ret = -ENOTSUP;
 			break;
 		}
+		/* What goes into a request as it is (nl_msg's room): as the kernel bounds it. */
+		if (strlen(nde->name) >= IFNAMSIZ ||
+		    (nde->has_address && nde->address.len > LINK_ADDR_MAX)) {
+			pr_err("%s: link %.32s: name or address too long\n", img->name, nde->name);
+			ret = -EINVAL;
+			break;
+		}
 		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
 			       "veth[%s]:NAME\n",
@@ -920,6 +929,8 @@ static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntr
 
 	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
 	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	/* Now, not with the flags: its net.ipv6.conf mtu, set before them, may not exceed it. */
+	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
 	if (nde->has_address)
 		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
 	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);

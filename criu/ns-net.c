@@ -873,6 +873,22 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 	return ret;
 }
 
+/*
+ * CRIU saves nftables (`nft list ruleset`) where nft is installed: this criu restores none,
+ * so a dump that has rules in nftables-ID.img is refused rather than restored without them.
+ */
+static int check_no_nftables(const struct ns_id *ns)
+{
+	char name[64];
+	struct stat st;
+
+	snprintf(name, sizeof(name), "nftables-%u.img", ns->id);
+	if (fstatat(images_dir_fd, name, &st, 0) || !st.st_size)
+		return 0;
+	pr_err("%s: nftables rules are not restored\n", name);
+	return -ENOTSUP;
+}
+
 static int net_collect(struct ns_id *ns)
 {
 	struct net_state *st = calloc(1, sizeof(*st));
@@ -901,7 +917,7 @@ static int net_collect(struct ns_id *ns)
 		ret = -ENOTSUP;
 	}
 	close_image(img);
-	return ret ?: collect_links(ns, st);
+	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st);
 }
 
 static int set_link(int rtnl, const NetDeviceEntry *nde)

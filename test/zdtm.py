@@ -381,6 +381,14 @@ def root_gets_own_ns(img_dir, pid, field):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
 
 
+def netns_nftables(img_dir, pid):
+    """The tree's net namespace had nftables rules, as upstream criu saves them (the tree's
+    root is the init of its own pid namespace: ids-1.img)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'w') as img:
+        img.write('table inet zdtm {\n}\n')
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -735,6 +743,9 @@ TESTS = {
                                      'corrupt': lambda img_dir, pid: None,
                                      'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
                                      'expect': 'has no net namespace of its own'},
+    'restore_fail_netns_nftables': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
+                                    'pidns': True, 'corrupt': netns_nftables,
+                                    'expect': 'nftables rules are not restored'},
     'restore_fail_netns_veth_unnamed': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,

@@ -69,6 +69,7 @@ static int set_external(const struct cr_option *o, const char *arg, bool on);
 static int set_veth_pair(const struct cr_option *o, const char *arg, bool on);
 static int set_empty_ns(const struct cr_option *o, const char *arg, bool on);
 static int set_join_ns(const struct cr_option *o, const char *arg, bool on);
+static int set_network_lock(const struct cr_option *o, const char *arg, bool on);
 static int set_root(const struct cr_option *o, const char *arg, bool on);
 static int set_feature(const struct cr_option *o, const char *arg, bool on);
 static int set_check_all(const struct cr_option *o, const char *arg, bool on);
@@ -135,6 +136,8 @@ static const struct cr_option options[] = {
 	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
 	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
+	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
+	     "the network is not locked while the tree is dumped"),
 	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
@@ -188,7 +191,6 @@ static const struct cr_option options[] = {
 	REFUSED_FLAG("mntns-compat-mode", 0),
 	REFUSED("lsm-profile", 0, required_argument),
 	REFUSED("lsm-mount-context", 0, required_argument),
-	REFUSED("network-lock", 0, required_argument),
 	REFUSED_FLAG("weak-sysctls", 0),
 	REFUSED_FLAG("skip-file-rwx-check", 0),
 	REFUSED_FLAG("unprivileged", 0),
@@ -222,7 +224,6 @@ static const struct refusal refusals[] = {
 	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
-	{ "the network is not locked during the dump", NAMES("network-lock") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
 	{ "mounts are neither dumped nor restored",
 	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
@@ -596,6 +597,17 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 	}
 	opts.pre_dump_read = !strcmp(arg, "read");
 	return 0;
+}
+
+/* This criu does not lock the network of a tree it dumps: upstream's "skip". */
+static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strcmp(arg, "iptables") && strcmp(arg, "nftables") && strcmp(arg, "skip")) {
+		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
+		return -1;
+	}
+	return strcmp(arg, "skip") ? refuse(o, arg) : 0;
 }
 
 /* Whether arg is one of the NULL-terminated words. */
@@ -1027,7 +1039,7 @@ void print_usage(void)
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
 	printf("Refused for some values: --root but /, --manage-cgroups but =ignore, --cpu-cap\n"
 	       "but =none, --file-validation buildid, --ext-unix-sk with inodes, --external but\n"
-	       "veth[], --empty-ns but net, --join-ns but net:PATH.\n"
+	       "veth[], --empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

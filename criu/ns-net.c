@@ -514,35 +514,23 @@ static int dump_links(const struct ns_id *ns)
 	return ret;
 }
 
-/*
- * CRIU's images keep the IPv4 rules only (rule-ID.img, `ip rule save`): an IPv6 rule other
- * than the kernel's two (lookup local at 0, lookup main at 32766) is refused.
- */
-static int check_rule6(void *arg, struct nlmsghdr *h)
+/* One of the kernel's own rules of a new namespace (lookup local at 0, main at 32766). */
+static bool rule_is_default(struct nlmsghdr *h)
 {
-	const struct ns_id *ns = arg;
 	struct fib_rule_hdr *frh = NLMSG_DATA(h);
 	struct rtattr *tb[FRA_MAX + 1];
 	uint32_t prio = 0;
-	int nr;
 
-	if (h->nlmsg_type != RTM_NEWRULE)
-		return 0;
 	rta_parse(tb, FRA_MAX, (struct rtattr *)((char *)frh + NLMSG_ALIGN(sizeof(*frh))),
 		  h->nlmsg_len - NLMSG_LENGTH(sizeof(*frh)));
 	if (tb[FRA_PRIORITY])
 		prio = *(uint32_t *)RTA_DATA(tb[FRA_PRIORITY]);
 	/* The selectors a rule of the user's would have (the kernel's have none). */
-	nr = !!tb[FRA_SRC] + !!tb[FRA_DST] + !!tb[FRA_IIFNAME] + !!tb[FRA_OIFNAME] +
-	     !!tb[FRA_FWMARK];
-	if (!nr && !frh->src_len && !frh->dst_len &&
-	    ((prio == 0 && frh->table == RT_TABLE_LOCAL) ||
-	     (prio == 32766 && frh->table == RT_TABLE_MAIN)))
-		return 0;
-	pr_err("net namespace %u: IPv6 rule at priority %u (table %u): only IPv4 rules are "
-	       "dumped, as CRIU does\n",
-	       ns->id, prio, frh->table);
-	return -ENOTSUP;
+	if (tb[FRA_SRC] || tb[FRA_DST] || tb[FRA_IIFNAME] || tb[FRA_OIFNAME] || tb[FRA_FWMARK] ||
+	    frh->src_len || frh->dst_len)
+		return false;
+	return (prio == 0 && frh->table == RT_TABLE_LOCAL) ||
+	       (prio == 32766 && frh->table == RT_TABLE_MAIN);
 }
 
 /*
@@ -676,6 +664,46 @@ static int dump_routes(const struct ns_id *ns, enum cr_img_type type, const char
 	return ret;
 }
 
+/*
+ * The rules: `ip rule save` writes the IPv4 ones only, as CRIU keeps them; the IPv6 ones of
+ * `ip -6 rule save` but the kernel's own follow in the same image, without their magic,
+ * so that `ip rule restore` (upstream's too, which flushes the IPv4 defaults only) adds
+ * them without making the kernel's twice.
+ */
+static int dump_rules(const struct ns_id *ns)
+{
+	static const char *const rule[] = {"ip", "rule", "save", NULL};
+	static const char *const rule6[] = {"ip", "-6", "rule", "save", NULL};
+	struct cr_img *img = open_image(CR_IMG_RULE, O_WRONLY, ns->id);
+	char *buf = NULL;
+	struct stat st;
+	int ret, fd;
+
+	if (!img)
+		return -EIO;
+	fd = memfd_create("rules6", MFD_CLOEXEC);
+	ret = fd < 0 ? -errno : run_tool(rule, -1, img->fd) ?: run_tool(rule6, -1, fd);
+	if (!ret && (fstat(fd, &st) || !(buf = malloc(st.st_size + 1)) ||
+		     pread(fd, buf, st.st_size, 0) != st.st_size)) {
+		pr_perror("%s: cannot read the IPv6 rules back", img->name);
+		ret = -EIO;
+	}
+	for (size_t at = sizeof(uint32_t);
+	     !ret && NLMSG_OK((struct nlmsghdr *)(buf + at), st.st_size - at);) {
+		struct nlmsghdr *h = (struct nlmsghdr *)(buf + at);
+
+		at += NLMSG_ALIGN(h->nlmsg_len);
+		if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct fib_rule_hdr)) || rule_is_default(h))
+			continue;
+		ret = img_write_raw(img, h, NLMSG_ALIGN(h->nlmsg_len));
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	close_image(img);
+	return ret;
+}
+
 /* Whether the kernel has a table of this family in the namespace (/proc/net/NAME). */
 static int has_tables(const char *names, bool *has)
 {
@@ -771,7 +799,6 @@ static int net_dump(const struct ns_id *ns)
 	static const char *const addr[] = {"ip", "addr", "save", NULL};
 	static const char *const route[] = {"ip", "route", "save", "table", "all", NULL};
 	static const char *const route6[] = {"ip", "-6", "route", "save", "table", "all", NULL};
-	static const char *const rule[] = {"ip", "rule", "save", NULL};
 	int ret;
 
 	if (opts.empty_ns_net) {
@@ -788,9 +815,7 @@ static int net_dump(const struct ns_id *ns)
 	if (!ret)
 		ret = dump_routes(ns, CR_IMG_ROUTE6, route6);
 	if (!ret)
-		ret = rtnl_dump(ns, RTM_GETRULE, AF_INET6, check_rule6, (void *)ns);
-	if (!ret)
-		ret = dump_tool_output(CR_IMG_RULE, ns, rule);
+		ret = dump_rules(ns);
 	if (!ret)
 		ret = dump_iptables(ns, CR_IMG_IPTABLES, "ip_tables_names", "iptables-save");
 	if (!ret)

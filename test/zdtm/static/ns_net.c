@@ -1,7 +1,8 @@
 /*
  * A tree in network and pid namespaces of its own: the loopback up with addresses of both
- * families added, routes in the main table and in table 100, an IPv4 rule (CRIU's images
- * have no IPv6 rules), sysctls changed at every level (all, default, a device's, unix,
+ * families added, routes in the main table and in table 100, rules of both families (an
+ * IPv6 one and the table 100 route upstream criu would lose: not with
+ * ZDTM_NET_UPSTREAM_DUMP), sysctls changed at every level (all, default, a device's, unix,
  * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
  * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
  * with its MAC, MTU and address (and with ZDTM_NET_BRIDGE the outer end put into the
@@ -334,9 +335,11 @@ int main(int argc, char **argv)
 		test_fail_errno("setsid");
 	for (size_t i = 0; setup[i] && (!i || !empty); i++)
 		run(setup[i]);
-	/* Upstream criu saves the main table's routes only (ZDTM_NET_MAIN_TABLE). */
-	if (!empty && !getenv("ZDTM_NET_MAIN_TABLE"))
+	/* Upstream criu saves the main table's routes and IPv4 rules only. */
+	if (!empty && !getenv("ZDTM_NET_UPSTREAM_DUMP")) {
 		run("ip route add 10.79.1.0/24 dev lo table 100");
+		run("ip -6 rule add to fd78::/64 table 100 prio 1001");
+	}
 	if (with_veth) {
 		/* /proc is the runner's: self is this task there too. */
 		snprintf(cmd, sizeof(cmd),

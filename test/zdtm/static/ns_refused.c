@@ -4,8 +4,7 @@
  *   nested_pid, nested_uts  a child has a pid (uts) namespace the root does not
  *   pid_for_children, time_for_children  the root unshared one and forked nothing into it
  *   mnt, user, cgroup  the root has one of its own of a kind this criu does not restore
- *   net_bridge, net_rule6  the root has a net namespace of its own with a bridge link (an
- *               IPv6 rule) in it
+ *   net_bridge  the root has a net namespace of its own with a bridge link in it
  * The tree then checks it still works as it did.
  */
 #include <errno.h>
@@ -36,7 +35,6 @@ static const struct {
 	const char *name, *cmd;
 } net_cases[] = {
 	{ "net_bridge", "ip link add zdtm_br type bridge" },
-	{ "net_rule6", "ip -6 rule add to fd78::/64 table 100 prio 1001" },
 };
 
 static void nested_main(void)

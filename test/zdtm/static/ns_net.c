@@ -1,13 +1,14 @@
 /*
  * A tree in network and pid namespaces of its own: the loopback up with addresses of both
- * families added, routes in the main table and in table 100, rules of both families (an
- * IPv6 one and the table 100 route upstream criu would lose: not with
+ * families added, routes in the main table and in table 100, rules of both families (the
+ * IPv6 rule and the table 100 route, which upstream criu loses, not with
  * ZDTM_NET_UPSTREAM_DUMP), sysctls changed at every level (all, default, a device's, unix,
  * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
  * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
- * with its MAC, MTU and address (and with ZDTM_NET_BRIDGE the outer end put into the
- * runner's bridge zdtm_nbr: @zdtm_nbr). With ZDTM_NET_EMPTY only the loopback is up: dumped with
- * --empty-ns net, the restored tree's new namespace gets it up from an action script.
+ * with its MAC, MTU and address; with ZDTM_NET_BRIDGE too, restore puts the outer end into
+ * the runner's bridge zdtm_nbr. With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
+ * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns.
  * After restore: the links, addresses, routes and rules as `ip` lists them, every
  * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
  * unix socket the init listens on, reachable inside the namespace but not outside, and it
@@ -65,7 +66,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth, empty, bridge;
+static bool with_veth, empty, bridge, joined;
 
 static void run(const char *cmd)
 {
@@ -295,6 +296,20 @@ static void expect_outer_in_bridge(void)
 				" could not be removed");
 }
 
+/* Restored with --join-ns net:/proc/self/ns/net: in criu's, the runner's, namespace. */
+static void expect_joined(void)
+{
+	struct stat own, theirs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
+	if (stat("/proc/self/ns/net", &own) || stat(path, &theirs))
+		test_fail("stat the net namespaces: %s", strerror(errno));
+	if (own.st_ino != theirs.st_ino)
+		test_fail("in net namespace %lu, not the joined one %lu", (unsigned long)own.st_ino,
+			  (unsigned long)theirs.st_ino);
+}
+
 static void expect_reachable(int listener, const char *when)
 {
 	int err = try_connect(), sk;
@@ -317,7 +332,8 @@ int main(int argc, char **argv)
 
 	test_init(argc, argv);
 	with_veth = getenv("ZDTM_NET_VETH");
-	empty = getenv("ZDTM_NET_EMPTY");
+	joined = getenv("ZDTM_NET_JOINED");
+	empty = joined || getenv("ZDTM_NET_EMPTY");
 	bridge = getenv("ZDTM_NET_BRIDGE");
 	/* The runner's bridge restore puts the outer end into: removed at the end. */
 	if (bridge)
@@ -368,10 +384,14 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
+	if (joined)
+		expect_joined();
 	if (with_veth)
 		wait_no_carrier();
-	expect_same("links, addresses, routes or rules", before_ip, ip_snapshot());
-	expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());
+	if (!joined) {
+		expect_same("links, addresses, routes or rules", before_ip, ip_snapshot());
+		expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());
+	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		expect_sysctl(sysctls[i][0], sysctls[i][1]);
 	expect_own_netns(listener, "the abstract listener");
@@ -382,6 +402,7 @@ int main(int argc, char **argv)
 	expect_reachable(listener, "after the restore");
 	if (bridge)
 		expect_outer_in_bridge();
-	expect_unreachable_outside("after the restore");
+	if (!joined)
+		expect_unreachable_outside("after the restore");
 	test_pass();
 }

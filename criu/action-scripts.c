@@ -18,6 +18,7 @@
 static const char *const action_names[] = {
 	[ACT_PRE_DUMP] = "pre-dump",	   [ACT_POST_DUMP] = "post-dump",
 	[ACT_PRE_RESTORE] = "pre-restore", [ACT_POST_RESTORE] = "post-restore",
+	[ACT_SETUP_NS] = "setup-namespaces",
 	[ACT_PRE_RESUME] = "pre-resume",   [ACT_POST_RESUME] = "post-resume",
 };
 

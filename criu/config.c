@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -66,6 +67,10 @@ static int add_action_script(const struct cr_option *o, const char *arg, bool on
 static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
 static int add_irmap_scan_path(const struct cr_option *o, const char *arg, bool on);
 static int set_external(const struct cr_option *o, const char *arg, bool on);
+static int set_veth_pair(const struct cr_option *o, const char *arg, bool on);
+static int set_empty_ns(const struct cr_option *o, const char *arg, bool on);
+static int set_join_ns(const struct cr_option *o, const char *arg, bool on);
+static int set_network_lock(const struct cr_option *o, const char *arg, bool on);
 static int set_root(const struct cr_option *o, const char *arg, bool on);
 static int set_feature(const struct cr_option *o, const char *arg, bool on);
 static int set_check_all(const struct cr_option *o, const char *arg, bool on);
@@ -125,7 +130,16 @@ static const struct cr_option options[] = {
 	     "a reopened file of another size fails the restore"),
 	{ "ghost-fiemap", "no-ghost-fiemap", 0, no_argument, accept_sparse_ghosts, 0, NULL,
 	  "save only the data of deleted files, not their holes (always done)" },
-	CALL("external", 0, required_argument, set_external, "RES", NULL),
+	CALL("external", 0, required_argument, set_external, "veth[IN]:OUT[@BR]",
+	     "restore: the tree's veth link IN gets its peer OUT here (in bridge BR)"),
+	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",
+	     "the same as --external veth[IN]:OUT[@BR]"),
+	CALL("empty-ns", 0, required_argument, set_empty_ns, "net",
+	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
+	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
+	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
+	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
+	     "the network is not locked while the tree is dumped"),
 	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
@@ -165,13 +179,11 @@ static const struct cr_option options[] = {
 	CALL("help", 'h', no_argument, show_help, NULL, "print this text"),
 	CALL("version", 'V', no_argument, show_version, NULL, "print the version"),
 	/* refused: state this criu does not dump or restore (Documentation/criu.8.txt) */
-	REFUSED("join-ns", 'J', required_argument),
 	REFUSED_FLAG("tcp-established", 0),
 	REFUSED_FLAG("tcp-close", 0),
 	REFUSED_FLAG("skip-in-flight", 0),
 	REFUSED("close", 0, required_argument),
 	REFUSED_FLAG("evasive-devices", 0),
-	REFUSED("veth-pair", 0, required_argument),
 	REFUSED("ms", 0, no_argument),
 	REFUSED("ext-mount-map", 'M', required_argument),
 	REFUSED("exec-cmd", 0, no_argument),
@@ -185,8 +197,6 @@ static const struct cr_option options[] = {
 	REFUSED_FLAG("mntns-compat-mode", 0),
 	REFUSED("lsm-profile", 0, required_argument),
 	REFUSED("lsm-mount-context", 0, required_argument),
-	REFUSED("empty-ns", 0, required_argument),
-	REFUSED("network-lock", 0, required_argument),
 	REFUSED_FLAG("weak-sysctls", 0),
 	REFUSED_FLAG("skip-file-rwx-check", 0),
 	REFUSED_FLAG("unprivileged", 0),
@@ -204,8 +214,7 @@ static const struct cr_option options[] = {
 
 /*
  * Why the refused options are refused, by subject: one line each in --help (criu(8),
- * REFUSED OPTIONS, says more). Names every refused option of the table once, and
- * --external, refused whatever its value.
+ * REFUSED OPTIONS, says more). Names every refused option of the table once.
  */
 struct refusal {
 	const char *why;
@@ -221,9 +230,7 @@ static const struct refusal refusals[] = {
 	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
-	{ "networks are neither locked nor restored", NAMES("veth-pair", "network-lock", "empty-ns") },
-	{ "external resources are not supported", NAMES("external") },
-	{ "namespaces are not restored", NAMES("join-ns", "weak-sysctls") },
+	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
 	{ "mounts are neither dumped nor restored",
 	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
 		"enable-external-masters", "mntns-compat-mode") },
@@ -476,11 +483,81 @@ static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on)
 	return append(&opts.inherit_fds, &opts.nr_inherit_fds, &ifd, sizeof(ifd));
 }
 
-/* Every kind upstream knows (tty, file, dev, unix, mnt, veth, macvlan, netdev): refused. */
+/* INNER, then sep, then OUTER[@BRIDGE]: a veth link's outer end (restore names it so). */
+static int add_ext_veth(const struct cr_option *o, const char *arg, const char *inner,
+			const char *sep)
+{
+	struct ext_veth ext = {};
+	const char *end = strstr(inner, sep);
+	char *at;
+
+	if (!end || end == inner || !end[strlen(sep)] || end - inner >= IFNAMSIZ) {
+		opt_error("bad value '%s' for --%s (%s)", arg, o->name,
+			  *sep == '=' ? "IN=OUT[@BRIDGE]" : "veth[IN]:OUT[@BRIDGE]");
+		return -1;
+	}
+	ext.inner = strndup(inner, end - inner);
+	ext.outer = strdup(end + strlen(sep));
+	if (!ext.inner || !ext.outer) {
+		opt_error("out of memory");
+		return -1;
+	}
+	at = strchr(ext.outer, '@');
+	if (at) {
+		*at = '\0';
+		ext.bridge = at + 1;
+	}
+	if (!*ext.outer || strlen(ext.outer) >= IFNAMSIZ || (ext.bridge && !*ext.bridge)) {
+		opt_error("bad value '%s' for --%s: bad link or bridge name", arg, o->name);
+		return -1;
+	}
+	return append(&opts.ext_veths, &opts.nr_ext_veths, &ext, sizeof(ext));
+}
+
+const struct ext_veth *opts_ext_veth(const char *inner)
+{
+	for (unsigned int i = 0; i < opts.nr_ext_veths; i++)
+		if (!strcmp(opts.ext_veths[i].inner, inner))
+			return &opts.ext_veths[i];
+	return NULL;
+}
+
+/*
+ * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN). Every other
+ * kind upstream knows (tty, file, dev, unix, mnt, macvlan, netdev): refused.
+ */
 static int set_external(const struct cr_option *o, const char *arg, bool on)
 {
 	(void)on;
+	if (!strncmp(arg, "veth[", 5))
+		return add_ext_veth(o, arg, arg + 5, "]:");
 	return refuse(o, arg);
+}
+
+static int set_veth_pair(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	return add_ext_veth(o, arg, arg, "=");
+}
+
+/* Only the net namespace: the others this criu dumps have nothing to leave out. */
+static int set_empty_ns(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strcmp(arg, "net"))
+		return refuse(o, arg);
+	opts.empty_ns_net = true;
+	return 0;
+}
+
+/* net:PATH (CRIU's NS:PATH[,OPTIONS]; options are for user namespaces only). */
+static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strncmp(arg, "net:", 4) || !arg[4] || strchr(arg, ','))
+		return refuse(o, arg);
+	opts.join_ns_net = (char *)arg + 4;
+	return 0;
 }
 
 /* --root is the root restore works in: / is what this criu always uses. */
@@ -524,6 +601,17 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 	}
 	opts.pre_dump_read = !strcmp(arg, "read");
 	return 0;
+}
+
+/* This criu does not lock the network of a tree it dumps: upstream's "skip". */
+static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)on;
+	if (strcmp(arg, "iptables") && strcmp(arg, "nftables") && strcmp(arg, "skip")) {
+		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
+		return -1;
+	}
+	return strcmp(arg, "skip") ? refuse(o, arg) : 0;
 }
 
 /* Upstream's modes; without a value, "soft" (also the default). */
@@ -931,7 +1019,7 @@ static void print_option_help(const struct cr_option *o)
 /* Refused whatever its value: it has no help line of its own. */
 static bool always_refused(const struct cr_option *o)
 {
-	return !o->set || o->set == set_external;
+	return !o->set;
 }
 
 static const char *refusal_reason(const char *name)
@@ -979,7 +1067,8 @@ void print_usage(void)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
 	printf("Refused for some values: --root but /, --cpu-cap but =none, --file-validation\n"
-	       "buildid, --ext-unix-sk with inodes.\n"
+	       "buildid, --ext-unix-sk with inodes, --external but veth[], --empty-ns but net,\n"
+	       "--join-ns but net:PATH, --network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

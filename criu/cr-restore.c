@@ -1330,6 +1330,9 @@ int cr_restore_tasks(void)
 	if (fork_root_task())
 		goto out;
 	root_pid = rst_tasks[0].pid;
+	/* CRIU's setup-namespaces: the scripts' turn to fill the net namespace (--empty-ns). */
+	if (ns_root_own(NS_NET) && run_action_scripts(ACT_SETUP_NS, root_pid))
+		goto out;
 	if (seize_tree_tasks())
 		goto out;
 	t_forked = now_secs();

@@ -38,6 +38,7 @@
 #include "pidns.pb-c.h"
 #include "userns.pb-c.h"
 #include "cgroup.pb-c.h"
+#include "netdev.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -89,6 +90,14 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
 	[CR_IMG_USERNS] = PB_IMG("USERNS", "userns-%lu.img", USERNS_MAGIC, userns_entry__descriptor),
 	[CR_IMG_CGROUP] = PB_IMG("CGROUP", "cgroup.img", CGROUP_MAGIC, cgroup_entry__descriptor),
+	[CR_IMG_NETNS] = PB_IMG("NETNS", "netns-%lu.img", NETNS_MAGIC, netns_entry__descriptor),
+	[CR_IMG_NETDEV] = PB_IMG("NETDEV", "netdev-%lu.img", NETDEV_MAGIC, net_device_entry__descriptor),
+	[CR_IMG_IFADDR] = { "IFADDR", "ifaddr-%lu.img", 0, 0, NULL },
+	[CR_IMG_ROUTE] = { "ROUTE", "route-%lu.img", 0, 0, NULL },
+	[CR_IMG_ROUTE6] = { "ROUTE6", "route6-%lu.img", 0, 0, NULL },
+	[CR_IMG_RULE] = { "RULE", "rule-%lu.img", 0, 0, NULL },
+	[CR_IMG_IPTABLES] = { "IPTABLES", "iptables-%lu.img", 0, 0, NULL },
+	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

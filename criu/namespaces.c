@@ -13,12 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
 
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
-static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
 static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
 
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
@@ -107,6 +107,11 @@ void ns_fini(void)
 	}
 	for (int k = 0; k < NS_KINDS; k++)
 		root_own[k] = NULL;
+}
+
+const struct ns_id *ns_root_own(enum ns_kind_nr k)
+{
+	return root_own[k];
 }
 
 unsigned long ns_root_clone_flags(void)
@@ -425,6 +430,12 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	}
 	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
 		ret = check_restored_nested(item);
+	/* The joined namespace stands for the tree's own (ns-net.c): there must be one. */
+	if (!ret && opts.join_ns_net && !root_own[NS_NET]) {
+		pr_err("--join-ns net:%s: the dump's tree has no net namespace of its own\n",
+		       opts.join_ns_net);
+		ret = -EINVAL;
+	}
 	if (ret)
 		ns_fini();
 	return ret;

@@ -247,7 +247,7 @@ static int send_diag_request(int nl)
 }
 
 /*
- * Every Unix socket of criu's network namespace, read once the tree is frozen: a socket's
+ * Every Unix socket of the tree's network namespace, read once the tree is frozen: a socket's
  * peer may be in another task, dumped later, or outside the tree.
  */
 static int read_diag_table(void)
@@ -261,7 +261,7 @@ static int read_diag_table(void)
 		pr_err("sock_diag: out of memory\n");
 		return -ENOMEM;
 	}
-	nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	nl = net_tree_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0) {
 		pr_perror("sock_diag: cannot open a NETLINK_SOCK_DIAG socket");
 		free(buf);

@@ -4,6 +4,9 @@
 set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libcap-dev
 libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
+# A tree with a net namespace of its own: its addresses, routes and rules are saved and
+# restored with iproute2's `ip ... save/restore` (criu/ns-net.c), as CRIU does.
+PKGS="$PKGS iproute2"
 # The fuzz smoke of make test (test/fuzz): clang, and its libFuzzer and sanitizer runtimes,
 # which clang only recommends.
 PKGS="$PKGS clang libclang-rt-dev"

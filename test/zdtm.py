@@ -45,7 +45,12 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # What upstream criu needs that ours does not: the tests run in the runner's session, and
 # upstream refuses to dump a root that is not a session leader without --shell-job (with it,
 # restore puts the root into criu's own session and group: the runner's, as dumped).
-UPSTREAM_OPTS = ['--shell-job']
+# A tree with a net namespace of its own (ns_net): upstream locks its network with
+# iptables-restore and saves and restores its tables with iptables-save/-restore (or the
+# command CR_IPTABLES names), none of which these machines have: the lock is skipped, and
+# CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
+UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
+UPSTREAM_ENV = {'CR_IPTABLES': 'true'}
 # Debian's crit (package criu, scripts/install-deps.sh): every dump's images must decode
 # with it and encode back to the same bytes.
 DEBIAN_CRIT = '/usr/bin/crit'
@@ -461,6 +466,14 @@ def root_gets_own_ns(img_dir, pid, field):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
 
 
+def netns_nftables(img_dir, pid):
+    """The tree's net namespace had nftables rules, as upstream criu saves them (the tree's
+    root is the init of its own pid namespace: ids-1.img)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'w') as img:
+        img.write('table inet zdtm {\n}\n')
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -481,6 +494,12 @@ def pidns_external(img_dir, pid):
                           input=json.dumps(image).encode(), capture_output=True)
     if proc.returncode != 0:
         raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
+
+
+# --empty-ns net: the restored tree's new net namespace gets its loopback up from the
+# setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
+LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
+                'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
@@ -797,6 +816,34 @@ TESTS = {
                                'pidns': True, 'test_env': {'ZDTM_USERNS_GHOST': '1'},
                                'expect': 'in a tree with a user namespace of its own'},
     'cgroup_ns_root': {'launcher': True, 'pidns': True, 'cleanup': remove_cgns_cgroups},
+    'ns_net': {'launcher': True, 'pidns': True},
+    'ns_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                    'test_env': {'ZDTM_NET_VETH': '1'},
+                    'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout']},
+    'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
+                           'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    'ns_net_empty': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                     'test_env': {'ZDTM_NET_EMPTY': '1'}, 'dump_args': ['--empty-ns', 'net'],
+                     'restore_args': ['--empty-ns', 'net', '--action-script', LO_UP_SCRIPT]},
+    'ns_net_join': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                    'test_env': {'ZDTM_NET_JOINED': '1'}, 'dump_args': ['--empty-ns', 'net'],
+                    'restore_args': ['--join-ns', 'net:/proc/self/ns/net']},
+    'restore_fail_netns_join': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
+                                'pidns': True, 'corrupt': lambda img_dir, pid: None,
+                                'restore_args': ['--join-ns', 'net:/proc/self/ns/uts'],
+                                'expect': '--join-ns net:/proc/self/ns/uts: cannot join it'},
+    'restore_fail_netns_join_none': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                     'corrupt': lambda img_dir, pid: None,
+                                     'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
+                                     'expect': 'has no net namespace of its own'},
+    'restore_fail_netns_nftables': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
+                                    'pidns': True, 'corrupt': netns_nftables,
+                                    'expect': 'nftables rules are not restored'},
+    'restore_fail_netns_veth_unnamed': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'expect': 'veth link zdtm_nin: its outer end must be named with --external'},
     'ns_restore_twice': {'bin': 'ns_container', 'mode': 'twice', 'launcher': True, 'pidns': True},
     'ns_leave_running': {'bin': 'ns_container', 'mode': 'leave_running', 'launcher': True,
                          'pidns': True},
@@ -1042,6 +1089,7 @@ CROSS_TESTS = {
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
+    'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -1110,6 +1158,15 @@ TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE'
 TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
 # ... and a segment removed while attached comes back not removed.
 TESTS['cross_us2up_ns_container']['test_env'] = {'ZDTM_SHM_REMOVED_KEPT': '1'}
+# Upstream criu's `ip route save` and `ip rule save` keep the main table's routes and the
+# IPv4 rules only.
+TESTS['cross_up2us_ns_net']['test_env'] = {'ZDTM_NET_UPSTREAM_DUMP': '1'}
+# A veth link whose peer criu makes in its own namespace (--external veth[]), both ways.
+TESTS['cross_us2up_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_restore_upstream')
+TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_upstream',
+                                        setsid=True,
+                                        test_env={'ZDTM_NET_VETH': '1',
+                                                  'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
@@ -1119,7 +1176,7 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('nested_uts', 'nested uts namespaces are not supported'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net', 'net namespaces are not supported'),
+                       ('net_bridge', 'link zdtm_br (index 2) is a bridge: only the loopback'),
                        ('mnt', 'mnt namespaces are not supported'),
                        # a user namespace is dumped, but not one without maps
                        ('user', "has no mapping in the tree's user namespace")):
@@ -1131,7 +1188,7 @@ TESTS['ns_refused_cgroup'] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                               'test_env': {'ZDTM_NS_CASE': 'cgroup'},
                               'expect': '--manage-cgroups=ignore does not write'}
 # A root with a namespace of its own of a kind this criu does not restore, as the images say.
-for _kind in ('net', 'mnt', 'user'):
+for _kind in ('mnt', 'user'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
@@ -1345,7 +1402,10 @@ def images_checksum(img_dir):
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-',)
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + OWN_IMAGES
+# A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
+# are raw images too, as CRIU keeps them.
+NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-')
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + NET_RAW_IMAGES + OWN_IMAGES
 
 
 def own_crit(*args):
@@ -1980,6 +2040,8 @@ class TestRun:
         base = os.path.join(self.out, 'criu-' + action)
         # a None in criu_env: the variable is unset for criu
         env = {k: v for k, v in dict(os.environ, **self.criu_env).items() if v is not None}
+        if binary != CRIU:
+            env.update(UPSTREAM_ENV)
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,

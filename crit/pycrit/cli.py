@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from . import VERSION, CritError, explore, image
+from . import VERSION, CritError, explore, image, magic
 
 
 def _read_input(path):
@@ -32,6 +32,9 @@ def _write_output(path, data):
 
 
 def _read_image(path):
+    if path is not None and os.path.basename(path).startswith(magic.NET_RAW_PREFIXES):
+        raise CritError("raw data of ip or iptables-save with no magic; "
+                        "crit decodes only protobuf images")
     if path is not None and os.path.basename(path).startswith("pages-"):
         raise CritError("pages images hold raw page data with no magic; "
                         "crit decodes only protobuf images")

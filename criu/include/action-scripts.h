@@ -9,13 +9,14 @@
 
 /*
  * The points this criu runs scripts at. CRIU's others (network-lock, network-unlock,
- * setup-namespaces, post-setup-namespaces, orphan-pts-master) belong to state this
- * criu does not restore (networks, namespaces, orphaned ptys) and are never run.
+ * post-setup-namespaces, orphan-pts-master) belong to state this criu does not lock or
+ * restore (the network during a dump, orphaned ptys) and are never run.
  */
 enum script_action {
 	ACT_PRE_DUMP,	  /* before the tree is seized */
 	ACT_POST_DUMP,	  /* every image written, the tree still frozen */
 	ACT_PRE_RESTORE,  /* before the images are read */
+	ACT_SETUP_NS,	  /* the root forked into a net namespace of its own (--empty-ns net) */
 	ACT_POST_RESTORE, /* every task restored and held before its own code */
 	ACT_PRE_RESUME,	  /* just before the tasks are let go */
 	ACT_POST_RESUME,  /* the tasks run */

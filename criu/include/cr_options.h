@@ -32,6 +32,13 @@ struct cgroup_root_opt {
 	char *path;
 };
 
+/* --external veth[INNER]:OUTER[@BRIDGE] (--veth-pair INNER=OUTER[@BRIDGE]). */
+struct ext_veth {
+	char *inner;  /* the link in the tree's net namespace, by its dumped name */
+	char *outer;  /* its peer, created in criu's */
+	char *bridge; /* NULL, or the bridge of criu's the outer end joins */
+};
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -72,6 +79,10 @@ struct cr_options {
 	unsigned int nr_cgroup_roots;
 	char *cgroup_yard;   /* hierarchies mounted there, not by criu */
 	char *freeze_cgroup; /* dump freezes the tree through this freezer cgroup */
+	struct ext_veth *ext_veths;
+	unsigned int nr_ext_veths;
+	bool empty_ns_net; /* --empty-ns net: the tree's net namespace is neither dumped nor filled */
+	char *join_ns_net; /* --join-ns net:PATH: the tree is restored into that net namespace */
 };
 
 extern struct cr_options opts;
@@ -87,6 +98,8 @@ extern struct cr_options opts;
  * stderr. -h and -V print and exit(0).
  */
 int parse_options(int argc, char **argv);
+/* The --external veth[] given for the link inner, or NULL. */
+const struct ext_veth *opts_ext_veth(const char *inner);
 /* The error line parse_options() printed last ("" when none), for the log file. */
 const char *parse_error_line(void);
 /* The usage text of criu --help, options from the table. */

@@ -48,6 +48,14 @@ enum cr_img_type {
 	CR_IMG_PIDNS, /* pidns-NSID */
 	CR_IMG_USERNS, /* userns-NSID */
 	CR_IMG_CGROUP,
+	CR_IMG_NETNS, /* netns-NSID */
+	CR_IMG_NETDEV, /* netdev-NSID */
+	CR_IMG_IFADDR, /* ifaddr-NSID, raw: `ip addr save` */
+	CR_IMG_ROUTE, /* route-NSID, raw: `ip route save` */
+	CR_IMG_ROUTE6, /* route6-NSID, raw: `ip -6 route save` */
+	CR_IMG_RULE, /* rule-NSID, raw: `ip rule save` */
+	CR_IMG_IPTABLES, /* iptables-NSID, raw: iptables-save */
+	CR_IMG_IP6TABLES, /* ip6tables-NSID, raw: ip6tables-save */
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

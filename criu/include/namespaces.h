@@ -92,7 +92,7 @@ struct ns_kind {
 };
 
 extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind,
-	cgroup_ns_kind;
+	cgroup_ns_kind, net_ns_kind;
 
 struct pstree_item;
 struct task_ids;
@@ -111,6 +111,14 @@ int ns_dump_collect(void);
  * root's own (each kind's dump(), in a child joined to it). 0 or -errno.
  */
 int ns_dump_images(void);
+/* Both sides, once collected: the root's namespace of kind k of its own, or NULL. */
+const struct ns_id *ns_root_own(enum ns_kind_nr k);
+/*
+ * Dump, main process: a socket made in the tree's network namespace (ns-net.c), criu's
+ * own where the tree shares it: sock_diag lists the sockets of its socket's namespace.
+ * The fd or -1, after one line.
+ */
+int net_tree_socket(int domain, int type, int protocol);
 /* Both sides: criu's own namespaces' ids, as inventory's root_ids holds them. */
 void ns_criu_ids(struct task_ids *ids);
 void ns_fini(void);

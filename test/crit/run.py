@@ -123,6 +123,10 @@ def check_image(path):
         rc, _, err = crit("decode", "-i", path)
         return report(one_error_line(rc, err) and "raw page data" in err,
                       "pages image refused: %s" % path, err)
+    if os.path.basename(path).startswith(magic.NET_RAW_PREFIXES):
+        rc, _, err = crit("decode", "-i", path)
+        return report(one_error_line(rc, err) and "raw data of ip" in err,
+                      "net raw image refused: %s" % path, err)
     rc, _, err = crit("info", path)
     if rc != 0 and "unsupported image" in err:
         return print("SKIP: %s: %s" % (path, err.strip()))
@@ -216,7 +220,8 @@ def check_dump_dir(dump_dir, expected=None, quick=False):
     quick: only the in-process identity of each image (for sweeping many dumps)."""
     for name in sorted(os.listdir(dump_dir)):
         path = os.path.join(dump_dir, name)
-        if name.startswith(PLUGIN_IMAGES) or name.startswith("pages-") and quick:
+        if name.startswith(PLUGIN_IMAGES) or (name.startswith(("pages-",) +
+                                                              magic.NET_RAW_PREFIXES) and quick):
             continue
         if os.path.isfile(path) and (name.endswith(".img") or name.startswith("stats-")):
             (check_image_quick if quick else check_image)(path)

@@ -2,7 +2,7 @@
  * Fuzz target for restore's decoding of the process tree and every task's images, as the
  * restore reads them before forking: pstree_read(), ns_restore_collect() against
  * inventory.img's root ids (the root's own namespaces' images: utsns, ipcns-*, timens,
- * pidns), files_collect() (a memfd VMA needs the file table), task_images_collect() (core,
+ * pidns, netns, netdev), files_collect() (a memfd VMA needs the file table), task_images_collect() (core,
  * ids, mm, mm-ext, pagemap).
  */
 #include <fcntl.h>

@@ -3,9 +3,10 @@
  * and leave running: ZDTM_NS_CASE says which.
  *   nested_pid, nested_uts  a child has a pid (uts) namespace the root does not
  *   pid_for_children, time_for_children  the root unshared one and forked nothing into it
- *   net, mnt  the root has one of its own of a kind this criu does not restore
+ *   mnt  the root has one of its own of a kind this criu does not restore
  *   user  the root has a user namespace of its own without maps: its ids are unmapped
  *   cgroup  the root has one of its own, dumped with --manage-cgroups=ignore (no cgroup.img)
+ *   net_bridge  the root has a net namespace of its own with a bridge link in it
  * The tree then checks it still works as it did.
  */
 #include <errno.h>
@@ -26,10 +27,16 @@ static const struct {
 } root_kinds[] = {
 	{ "pid_for_children", CLONE_NEWPID },
 	{ "time_for_children", CLONE_NEWTIME },
-	{ "net", CLONE_NEWNET },
 	{ "mnt", CLONE_NEWNS },
 	{ "user", CLONE_NEWUSER },
 	{ "cgroup", CLONE_NEWCGROUP },
+};
+
+/* A net namespace of the root's own, with what the dump refuses in it. */
+static const struct {
+	const char *name, *cmd;
+} net_cases[] = {
+	{ "net_bridge", "ip link add zdtm_br type bridge" },
 };
 
 static void nested_main(void)
@@ -77,6 +84,10 @@ int main(int argc, char **argv)
 		child = test_fork(nested_pid_main);
 	else if (!strcmp(which, "nested_uts"))
 		child = test_fork(nested_uts_main);
+	for (unsigned int i = 0; i < sizeof(net_cases) / sizeof(net_cases[0]); i++)
+		if (!strcmp(which, net_cases[i].name) &&
+		    (unshare(CLONE_NEWNET) || system(net_cases[i].cmd)))
+			test_fail("%s: `%s` in a new net namespace failed", which, net_cases[i].cmd);
 	for (unsigned int i = 0; i < sizeof(root_kinds) / sizeof(root_kinds[0]); i++)
 		if (!strcmp(which, root_kinds[i].name) && unshare(root_kinds[i].flag))
 			test_fail("unshare for %s: %s", which, strerror(errno));

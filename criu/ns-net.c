@@ -1,0 +1,1243 @@
+/*
+ * Network namespaces: the links (netdev-ID.img), the sysctls under net/ (netns-ID.img),
+ * and, as CRIU keeps them, the addresses, routes and rules as `ip ... save` writes them and
+ * iptables as iptables-save writes it (raw images). Restore builds the namespace in criu
+ * itself right before it forks the root, which is born into it (enter), and goes back to
+ * its own after (leave): the outer end of a veth link is made in criu's namespace.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/fib_rules.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+
+#include "cr_options.h"
+#include "image.h"
+#include "log.h"
+#include "namespaces.h"
+
+#include "netdev.pb-c.h"
+
+/*
+ * The per-device settings, in the order CRIU's images list them: conf4[i] and conf6[i]
+ * are the i-th name's (net/ipv4/conf/DEV/NAME, net/ipv6/conf/DEV/NAME).
+ */
+static const char *const conf4_names[] = {
+	"accept_local",
+	"accept_redirects",
+	"accept_source_route",
+	"arp_accept",
+	"arp_announce",
+	"arp_filter",
+	"arp_ignore",
+	"arp_notify",
+	"bootp_relay",
+	"disable_policy",
+	"disable_xfrm",
+	"force_igmp_version",
+	"forwarding",
+	"igmpv2_unsolicited_report_interval",
+	"igmpv3_unsolicited_report_interval",
+	"log_martians",
+	"medium_id",
+	"promote_secondaries",
+	"proxy_arp",
+	"proxy_arp_pvlan",
+	"route_localnet",
+	"rp_filter",
+	"secure_redirects",
+	"send_redirects",
+	"shared_media",
+	"src_valid_mark",
+	"tag",
+	"ignore_routes_with_linkdown",
+	"drop_gratuitous_arp",
+	"drop_unicast_in_l2_multicast",
+};
+
+static const char *const conf6_names[] = {
+	"accept_dad",
+	"accept_ra",
+	"accept_ra_defrtr",
+	"accept_ra_from_local",
+	"accept_ra_min_hop_limit",
+	"accept_ra_mtu",
+	"accept_ra_pinfo",
+	"accept_ra_rt_info_max_plen",
+	"accept_ra_rtr_pref",
+	"accept_redirects",
+	"accept_source_route",
+	"autoconf",
+	"dad_transmits",
+	"disable_ipv6",
+	"drop_unicast_in_l2_multicast",
+	"drop_unsolicited_na",
+	"force_mld_version",
+	"force_tllao",
+	"forwarding",
+	"hop_limit",
+	"ignore_routes_with_linkdown",
+	"keep_addr_on_down",
+	"max_addresses",
+	"max_desync_factor",
+	"mldv1_unsolicited_report_interval",
+	"mldv2_unsolicited_report_interval",
+	"mtu",
+	"ndisc_notify",
+	"optimistic_dad",
+	"proxy_ndp",
+	"regen_max_retry",
+	"router_probe_interval",
+	"router_solicitation_delay",
+	"router_solicitation_interval",
+	"router_solicitations",
+	"stable_secret",
+	"suppress_frag_ndisc",
+	"temp_prefered_lft",
+	"temp_valid_lft",
+	"use_oif_addrs_only",
+	"use_optimistic",
+	"use_tempaddr",
+};
+
+/* The one string among them; the kernel refuses to read it (EIO) until it is set. */
+#define STABLE_SECRET "stable_secret"
+
+/* The namespace-wide ones CRIU keeps (netns_entry.unix_conf, .ipv4_sysctl), in order. */
+static const char *const unix_names[] = {"unix/max_dgram_qlen"};
+static const char *const ipv4_names[] = {"ipv4/ping_group_range"};
+
+#define NR(a) (sizeof(a) / sizeof((a)[0]))
+/* The kernel's longest link-layer address (MAX_ADDR_LEN of linux/netdevice.h). */
+#define LINK_ADDR_MAX 32
+/* Longest sysctl value kept (CRIU's bound for the string ones). */
+#define SYSCTL_MAX 200
+
+/* Restore: what collect() read, and what enter() keeps until leave(). */
+struct net_state {
+	NetnsEntry *netns; /* NULL: --empty-ns net or --join-ns net (nothing to restore) */
+	NetDeviceEntry **links;
+	size_t nr_links;
+	int criu_ns;   /* criu's own network namespace: leave() and the outer veth ends */
+	int criu_rtnl; /* rtnetlink in criu's namespace: an outer end into its bridge */
+};
+
+/* ------------------------------------------------------------- sysctls ---- */
+
+static int sysctl_path(char *path, size_t len, const char *fmt, const char *proto, const char *dev,
+		       const char *name)
+{
+	int n = snprintf(path, len, fmt, proto, dev, name);
+
+	if (n < 0 || (size_t)n >= len) {
+		pr_err("sysctl path for %s/%s too long\n", dev ?: "", name);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* One value read into e (type already set); left unset where the kernel has none. */
+static int sysctl_read(const char *path, SysctlEntry *e)
+{
+	char buf[SYSCTL_MAX + 1];
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	n = read(fd, buf, SYSCTL_MAX);
+	close(fd);
+	/* An unset stable_secret reads as EIO: there is nothing to restore. */
+	if (n < 0 && errno == EIO && e->type == SYSCTL_TYPE__CTL_STR)
+		return 0;
+	if (n < 0) {
+		pr_perror("cannot read %s", path);
+		return -errno;
+	}
+	buf[n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (e->type == SYSCTL_TYPE__CTL_STR) {
+		e->sarg = strdup(buf);
+		if (!e->sarg) {
+			pr_err("%s: out of memory\n", path);
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	e->iarg = strtol(buf, NULL, 10);
+	e->has_iarg = true;
+	return 0;
+}
+
+static int sysctl_write(const char *path, const SysctlEntry *e)
+{
+	char buf[32];
+	const char *val = buf;
+	int fd, ret = 0;
+
+	if (e->type == SYSCTL_TYPE__CTL_STR && e->sarg)
+		val = e->sarg;
+	else if (e->type == SYSCTL_TYPE__CTL_32 && e->has_iarg)
+		snprintf(buf, sizeof(buf), "%d", e->iarg);
+	else
+		return 0; /* the dumping kernel had none */
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, strlen(val)) < 0) {
+		pr_perror("cannot set %s to \"%s\"", path, val);
+		ret = -errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* A freshly allocated list of n entries, each typed as names[i] wants. */
+static SysctlEntry **sysctls_new(const char *const *names, size_t n)
+{
+	SysctlEntry **list = calloc(n, sizeof(*list) + sizeof(SysctlEntry));
+	SysctlEntry *entries = (SysctlEntry *)(list + n);
+
+	if (!list) {
+		pr_err("out of memory for %zu sysctls\n", n);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		sysctl_entry__init(&entries[i]);
+		entries[i].type =
+			strcmp(names[i], STABLE_SECRET) && strcmp(names[i], "ipv4/ping_group_range")
+				? SYSCTL_TYPE__CTL_32
+				: SYSCTL_TYPE__CTL_STR;
+		list[i] = &entries[i];
+	}
+	return list;
+}
+
+static void sysctls_free(SysctlEntry **list, size_t n)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(list[i]->sarg);
+	free(list);
+}
+
+/*
+ * A list of settings read or written: net/PROTO/conf/DEV/NAME for a device's (dev set),
+ * net/NAME for the namespace's (proto and dev NULL).
+ */
+static int sysctls_op(bool write, const char *proto, const char *dev, const char *const *names,
+		      SysctlEntry **list, size_t n)
+{
+	char path[PATH_MAX];
+	ssize_t redirects = -1;
+	int ret = 0;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		/* Written last: setting forwarding resets it (kernel's devinet/addrconf). */
+		if (write && !strcmp(names[i], "accept_redirects")) {
+			redirects = i;
+			continue;
+		}
+		ret = dev ? sysctl_path(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s", proto,
+					dev, names[i])
+			  : sysctl_path(path, sizeof(path), "/proc/sys/net/%s%s%s", "", "",
+					names[i]);
+		if (!ret)
+			ret = write ? sysctl_write(path, list[i]) : sysctl_read(path, list[i]);
+	}
+	if (!ret && redirects >= 0 &&
+	    !(ret = sysctl_path(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s", proto, dev,
+				names[redirects])))
+		ret = sysctl_write(path, list[redirects]);
+	return ret;
+}
+
+/* ------------------------------------------------------------ rtnetlink ---- */
+
+struct nl_msg {
+	struct nlmsghdr h;
+	struct ifinfomsg i;
+	char attrs[1024];
+};
+
+static struct rtattr *nl_add(struct nl_msg *m, int type, const void *data, size_t len)
+{
+	struct rtattr *rta = (struct rtattr *)((char *)m + NLMSG_ALIGN(m->h.nlmsg_len));
+
+	rta->rta_type = type;
+	rta->rta_len = RTA_LENGTH(len);
+	if (len)
+		memcpy(RTA_DATA(rta), data, len);
+	m->h.nlmsg_len = NLMSG_ALIGN(m->h.nlmsg_len) + RTA_ALIGN(rta->rta_len);
+	return rta;
+}
+
+static void nl_nest_end(struct nl_msg *m, struct rtattr *nest)
+{
+	nest->rta_len = (char *)m + m->h.nlmsg_len - (char *)nest;
+}
+
+static void nl_init(struct nl_msg *m, int type, int flags, int ifindex)
+{
+	memset(m, 0, sizeof(*m));
+	m->h.nlmsg_len = NLMSG_LENGTH(sizeof(m->i));
+	m->h.nlmsg_type = type;
+	m->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+	m->i.ifi_family = AF_UNSPEC;
+	m->i.ifi_index = ifindex;
+}
+
+static int rtnl_open(void)
+{
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+
+	if (fd < 0)
+		pr_perror("cannot open a rtnetlink socket");
+	return fd < 0 ? -errno : fd;
+}
+
+/* Sends a request and waits for its acknowledgement: 0 or the kernel's -errno. */
+static int rtnl_talk(int fd, struct nl_msg *m, const char *what)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (send(fd, m, m->h.nlmsg_len, 0) < 0) {
+		pr_perror("%s: cannot send the request", what);
+		return -errno;
+	}
+	n = recv(fd, buf, sizeof(buf), 0);
+	if (n < 0) {
+		pr_perror("%s: no answer", what);
+		return -errno;
+	}
+	for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+	     h = NLMSG_NEXT(h, n)) {
+		const struct nlmsgerr *err = NLMSG_DATA(h);
+
+		if (h->nlmsg_type != NLMSG_ERROR)
+			continue;
+		if (err->error)
+			pr_err("%s: %s\n", what, strerror(-err->error));
+		return err->error;
+	}
+	pr_err("%s: no acknowledgement\n", what);
+	return -EIO;
+}
+
+/* The attributes of one nested (or top-level) list, by type; the rest NULL. */
+static void rta_parse(struct rtattr **tb, int max, struct rtattr *rta, int len)
+{
+	memset(tb, 0, sizeof(*tb) * (max + 1));
+	for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+		if (rta->rta_type <= max)
+			tb[rta->rta_type] = rta;
+}
+
+/* ------------------------------------------------------------------ dump ---- */
+
+/*
+ * One link as its netdev entry. The loopback and the inner ends of veth pairs whose
+ * other end is in another namespace are what restore can make again; anything else is
+ * refused with its name and kind.
+ */
+static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
+		      NetDeviceEntry *nde)
+{
+	struct rtattr *info[IFLA_INFO_MAX + 1] = {};
+	const char *kind = "";
+
+	if (!tb[IFLA_IFNAME] || !tb[IFLA_MTU]) {
+		pr_err("net namespace %u: link %d has no name or MTU\n", ns->id, ifi->ifi_index);
+		return -EINVAL;
+	}
+	nde->name = RTA_DATA(tb[IFLA_IFNAME]);
+	nde->ifindex = ifi->ifi_index;
+	nde->mtu = *(uint32_t *)RTA_DATA(tb[IFLA_MTU]);
+	nde->flags = ifi->ifi_flags;
+	if (tb[IFLA_LINKINFO])
+		rta_parse(info, IFLA_INFO_MAX, RTA_DATA(tb[IFLA_LINKINFO]),
+			  RTA_PAYLOAD(tb[IFLA_LINKINFO]));
+	if (info[IFLA_INFO_KIND])
+		kind = RTA_DATA(info[IFLA_INFO_KIND]);
+	if (ifi->ifi_type == ARPHRD_LOOPBACK) {
+		nde->type = ND_TYPE__LOOPBACK;
+		/* As CRIU writes it: the loopback is its own peer, in this namespace. */
+		nde->has_peer_ifindex = nde->has_peer_nsid = true;
+		nde->peer_ifindex = ifi->ifi_index;
+		nde->peer_nsid = ns->id;
+		return 0;
+	}
+	if (strcmp(kind, "veth") || !tb[IFLA_LINK_NETNSID] || tb[IFLA_MASTER]) {
+		pr_err("net namespace %u: link %s (index %d) is %s%s%s: only the loopback and "
+		       "veth links whose peer is outside are supported\n",
+		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind,
+		       tb[IFLA_MASTER] ? " with a master" : "");
+		return -ENOTSUP;
+	}
+	nde->type = ND_TYPE__VETH;
+	if (tb[IFLA_LINK]) {
+		nde->has_peer_ifindex = true;
+		nde->peer_ifindex = *(uint32_t *)RTA_DATA(tb[IFLA_LINK]);
+	}
+	if (tb[IFLA_ADDRESS]) {
+		nde->has_address = true;
+		nde->address.data = RTA_DATA(tb[IFLA_ADDRESS]);
+		nde->address.len = RTA_PAYLOAD(tb[IFLA_ADDRESS]);
+	}
+	return 0;
+}
+
+static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr *h)
+{
+	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
+	struct ifinfomsg *ifi = NLMSG_DATA(h);
+	struct rtattr *tb[IFLA_MAX + 1];
+	int ret;
+
+	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
+	ret = link_entry(ns, ifi, tb, &nde);
+	if (ret)
+		return ret;
+	nde.n_conf4 = NR(conf4_names);
+	nde.n_conf6 = NR(conf6_names);
+	nde.conf4 = sysctls_new(conf4_names, nde.n_conf4);
+	nde.conf6 = sysctls_new(conf6_names, nde.n_conf6);
+	ret = !nde.conf4 || !nde.conf6 ? -ENOMEM : 0;
+	if (!ret)
+		ret = sysctls_op(false, "ipv4", nde.name, conf4_names, nde.conf4, nde.n_conf4);
+	if (!ret)
+		ret = sysctls_op(false, "ipv6", nde.name, conf6_names, nde.conf6, nde.n_conf6);
+	if (!ret)
+		ret = pb_write_one(img, &nde);
+	if (!ret)
+		pr_info("net namespace %u: link %s (index %u, %s), MTU %u, flags %#x\n", ns->id,
+			nde.name, nde.ifindex, nde.type == ND_TYPE__LOOPBACK ? "loopback" : "veth",
+			nde.mtu, nde.flags);
+	sysctls_free(nde.conf4, nde.n_conf4);
+	sysctls_free(nde.conf6, nde.n_conf6);
+	return ret;
+}
+
+/*
+ * A dump request (RTM_GETLINK, RTM_GETRULE, ...) of one family: cb(arg, message) for each
+ * answer, until one fails (its -errno returned) or the kernel is done.
+ */
+static int rtnl_dump(const struct ns_id *ns, int type, int family,
+		     int (*cb)(void *arg, struct nlmsghdr *h), void *arg)
+{
+	struct {
+		struct nlmsghdr h;
+		struct rtgenmsg g;
+	} req = {.h = {.nlmsg_len = sizeof(req),
+		       .nlmsg_type = type,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+		 .g = {.rtgen_family = family}};
+	static char buf[32768];
+	bool done = false;
+	int fd, ret = 0;
+
+	fd = rtnl_open();
+	if (fd < 0)
+		return fd;
+	if (send(fd, &req, sizeof(req), 0) < 0) {
+		pr_perror("net namespace %u: cannot send netlink dump request %d", ns->id, type);
+		ret = -errno;
+	}
+	while (!ret && !done) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+
+		if (n <= 0) {
+			pr_perror("net namespace %u: reading netlink dump %d", ns->id, type);
+			ret = -EIO;
+		}
+		for (; !ret && !done && n > 0 && NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE) {
+				done = true;
+			} else if (h->nlmsg_type == NLMSG_ERROR) {
+				pr_err("net namespace %u: netlink dump %d: %s\n", ns->id, type,
+				       strerror(-((struct nlmsgerr *)NLMSG_DATA(h))->error));
+				ret = -EIO;
+			} else {
+				ret = cb(arg, h);
+			}
+		}
+	}
+	close(fd);
+	return ret;
+}
+
+struct link_dump {
+	const struct ns_id *ns;
+	struct cr_img *img;
+};
+
+static int dump_link_cb(void *arg, struct nlmsghdr *h)
+{
+	struct link_dump *ld = arg;
+
+	return h->nlmsg_type == RTM_NEWLINK ? dump_link(ld->ns, ld->img, h) : 0;
+}
+
+/* Every link of the namespace (RTM_GETLINK dump) into netdev-ID.img. */
+static int dump_links(const struct ns_id *ns)
+{
+	struct link_dump ld = {ns, open_image(CR_IMG_NETDEV, O_WRONLY, ns->id)};
+	int ret;
+
+	if (!ld.img)
+		return -EIO;
+	ret = rtnl_dump(ns, RTM_GETLINK, AF_UNSPEC, dump_link_cb, &ld);
+	close_image(ld.img);
+	return ret;
+}
+
+/* One of the kernel's own rules of a new namespace (lookup local at 0, main at 32766). */
+static bool rule_is_default(struct nlmsghdr *h)
+{
+	struct fib_rule_hdr *frh = NLMSG_DATA(h);
+	struct rtattr *tb[FRA_MAX + 1];
+	uint32_t prio = 0;
+
+	rta_parse(tb, FRA_MAX, (struct rtattr *)((char *)frh + NLMSG_ALIGN(sizeof(*frh))),
+		  h->nlmsg_len - NLMSG_LENGTH(sizeof(*frh)));
+	if (tb[FRA_PRIORITY])
+		prio = *(uint32_t *)RTA_DATA(tb[FRA_PRIORITY]);
+	/* The selectors a rule of the user's would have (the kernel's have none). */
+	if (tb[FRA_SRC] || tb[FRA_DST] || tb[FRA_IIFNAME] || tb[FRA_OIFNAME] || tb[FRA_FWMARK] ||
+	    frh->src_len || frh->dst_len)
+		return false;
+	return (prio == 0 && frh->table == RT_TABLE_LOCAL) ||
+	       (prio == 32766 && frh->table == RT_TABLE_MAIN);
+}
+
+/*
+ * Runs argv[0] (looked up in PATH) with stdin from in_fd, stdout to out_fd (-1: /dev/null
+ * and the log), stderr to the log, and waits for it. 0, or -EIO after one line.
+ */
+static int run_tool(const char *const argv[], int in_fd, int out_fd)
+{
+	int status, log_fd = log_get_fd();
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0) {
+		pr_perror("cannot fork for %s", argv[0]);
+		return -errno;
+	}
+	if (pid == 0) {
+		int null_fd = open("/dev/null", O_RDWR);
+
+		dup2(in_fd >= 0 ? in_fd : null_fd, STDIN_FILENO);
+		dup2(out_fd >= 0 ? out_fd : (log_fd >= 0 ? log_fd : null_fd), STDOUT_FILENO);
+		dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			pr_perror("waiting for %s", argv[0]);
+			return -ECHILD;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	pr_err("`%s %s %s %s` failed (%s %d)%s\n", argv[0], argv[1] ?: "",
+	       argv[1] && argv[2] ? argv[2] : "", argv[1] && argv[2] && argv[3] ? argv[3] : "",
+	       WIFEXITED(status) ? "exit status" : "signal",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+	       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? ": is it installed?" : "");
+	return -EIO;
+}
+
+/* A raw image filled by a tool's output. */
+static int dump_tool_output(enum cr_img_type type, const struct ns_id *ns, const char *const argv[])
+{
+	struct cr_img *img = open_image(type, O_WRONLY, ns->id);
+	int ret;
+
+	if (!img)
+		return -EIO;
+	ret = run_tool(argv, -1, img->fd);
+	close_image(img);
+	return ret;
+}
+
+/*
+ * Routes as `ip route save` wrote them (a magic, then RTM_NEWROUTE messages), made
+ * restorable, in place: the kernel's own (proto kernel, and the local table) go, as adding
+ * the addresses makes them again, and so do the flags a link without carrier gives a route
+ * (DEAD, LINKDOWN), which the kernel refuses in a request. The length kept.
+ */
+static size_t routes_restorable(char *buf, size_t len)
+{
+	size_t kept = sizeof(uint32_t), at = sizeof(uint32_t);
+
+	if (len < sizeof(uint32_t))
+		return len;
+	while (NLMSG_OK((struct nlmsghdr *)(buf + at), len - at)) {
+		struct nlmsghdr *h = (struct nlmsghdr *)(buf + at);
+		struct rtmsg *rtm = NLMSG_DATA(h);
+		size_t size = NLMSG_ALIGN(h->nlmsg_len);
+
+		at += size;
+		if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*rtm)) ||
+		    rtm->rtm_protocol == RTPROT_KERNEL || rtm->rtm_table == RT_TABLE_LOCAL)
+			continue;
+		rtm->rtm_flags &= ~(RTNH_F_DEAD | RTNH_F_LINKDOWN);
+		memmove(buf + kept, h, size);
+		kept += size;
+	}
+	return kept;
+}
+
+/* The routes image just written, made restorable (the image is open for writing only). */
+static int filter_routes(struct cr_img *img)
+{
+	char *buf = NULL, path[64];
+	struct stat st;
+	size_t kept;
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", img->fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		pr_perror("%s: cannot open it again to read it", img->name);
+		ret = -errno;
+		goto out;
+	}
+	buf = malloc(st.st_size + 1);
+	if (!buf) {
+		pr_err("%s: out of memory\n", img->name);
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (pread(fd, buf, st.st_size, 0) != st.st_size) {
+		pr_perror("%s: cannot read it back", img->name);
+		ret = -EIO;
+		goto out;
+	}
+	kept = routes_restorable(buf, st.st_size);
+	if (ftruncate(fd, 0) || pwrite(fd, buf, kept, 0) != (ssize_t)kept) {
+		pr_perror("%s: cannot rewrite it", img->name);
+		ret = -EIO;
+	}
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* Every table's routes of one family (`ip [-6] route save table all`), filtered. */
+static int dump_routes(const struct ns_id *ns, enum cr_img_type type, const char *const argv[])
+{
+	struct cr_img *img = open_image(type, O_WRONLY, ns->id);
+	int ret;
+
+	if (!img)
+		return -EIO;
+	ret = run_tool(argv, -1, img->fd) ?: filter_routes(img);
+	close_image(img);
+	return ret;
+}
+
+/*
+ * The rules: `ip rule save` writes the IPv4 ones only, as CRIU keeps them; the IPv6 ones of
+ * `ip -6 rule save` but the kernel's own follow in the same image, without their magic,
+ * so that `ip rule restore` (upstream's too, which flushes the IPv4 defaults only) adds
+ * them without making the kernel's twice.
+ */
+static int dump_rules(const struct ns_id *ns)
+{
+	static const char *const rule[] = {"ip", "rule", "save", NULL};
+	static const char *const rule6[] = {"ip", "-6", "rule", "save", NULL};
+	struct cr_img *img = open_image(CR_IMG_RULE, O_WRONLY, ns->id);
+	char *buf = NULL;
+	struct stat st;
+	int ret, fd;
+
+	if (!img)
+		return -EIO;
+	fd = memfd_create("rules6", MFD_CLOEXEC);
+	ret = fd < 0 ? -errno : run_tool(rule, -1, img->fd) ?: run_tool(rule6, -1, fd);
+	if (!ret && (fstat(fd, &st) || !(buf = malloc(st.st_size + 1)) ||
+		     pread(fd, buf, st.st_size, 0) != st.st_size)) {
+		pr_perror("%s: cannot read the IPv6 rules back", img->name);
+		ret = -EIO;
+	}
+	for (size_t at = sizeof(uint32_t);
+	     !ret && NLMSG_OK((struct nlmsghdr *)(buf + at), st.st_size - at);) {
+		struct nlmsghdr *h = (struct nlmsghdr *)(buf + at);
+
+		at += NLMSG_ALIGN(h->nlmsg_len);
+		if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct fib_rule_hdr)) || rule_is_default(h))
+			continue;
+		ret = img_write_raw(img, h, NLMSG_ALIGN(h->nlmsg_len));
+	}
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	close_image(img);
+	return ret;
+}
+
+/* Whether the kernel has a table of this family in the namespace (/proc/net/NAME). */
+static int has_tables(const char *names, bool *has)
+{
+	char path[64], c;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/net/%s", names);
+	*has = false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : (pr_perror("cannot open %s", path), -errno);
+	n = read(fd, &c, 1);
+	close(fd);
+	*has = n > 0;
+	return 0;
+}
+
+/*
+ * iptables as iptables-save writes it. A namespace in which no table was ever made
+ * (/proc/net/ip_tables_names empty) has none to save: its image is left empty, which is
+ * what CRIU writes when iptables-save prints nothing, so that no iptables need be there.
+ */
+static int dump_iptables(const struct ns_id *ns, enum cr_img_type type, const char *names,
+			 const char *tool)
+{
+	const char *const argv[] = {tool, NULL};
+	struct cr_img *img;
+	bool has;
+	int ret;
+
+	ret = has_tables(names, &has);
+	if (ret || has)
+		return ret ?: dump_tool_output(type, ns, argv);
+	img = open_image(type, O_WRONLY, ns->id);
+	if (!img)
+		return -EIO;
+	close_image(img);
+	return 0;
+}
+
+static int dump_netns_entry(const struct ns_id *ns)
+{
+	NetnsEntry e = NETNS_ENTRY__INIT;
+	struct cr_img *img;
+	int ret;
+
+	e.n_def_conf4 = e.n_all_conf4 = NR(conf4_names);
+	e.n_def_conf6 = e.n_all_conf6 = NR(conf6_names);
+	e.n_unix_conf = NR(unix_names);
+	e.n_ipv4_sysctl = NR(ipv4_names);
+	e.def_conf4 = sysctls_new(conf4_names, e.n_def_conf4);
+	e.all_conf4 = sysctls_new(conf4_names, e.n_all_conf4);
+	e.def_conf6 = sysctls_new(conf6_names, e.n_def_conf6);
+	e.all_conf6 = sysctls_new(conf6_names, e.n_all_conf6);
+	e.unix_conf = sysctls_new(unix_names, e.n_unix_conf);
+	e.ipv4_sysctl = sysctls_new(ipv4_names, e.n_ipv4_sysctl);
+	ret = e.def_conf4 && e.all_conf4 && e.def_conf6 && e.all_conf6 && e.unix_conf &&
+			      e.ipv4_sysctl
+		      ? 0
+		      : -ENOMEM;
+	if (!ret)
+		ret = sysctls_op(false, "ipv4", "all", conf4_names, e.all_conf4, e.n_all_conf4);
+	if (!ret)
+		ret = sysctls_op(false, "ipv4", "default", conf4_names, e.def_conf4, e.n_def_conf4);
+	if (!ret)
+		ret = sysctls_op(false, "ipv6", "all", conf6_names, e.all_conf6, e.n_all_conf6);
+	if (!ret)
+		ret = sysctls_op(false, "ipv6", "default", conf6_names, e.def_conf6, e.n_def_conf6);
+	if (!ret)
+		ret = sysctls_op(false, NULL, NULL, unix_names, e.unix_conf, e.n_unix_conf);
+	if (!ret)
+		ret = sysctls_op(false, NULL, NULL, ipv4_names, e.ipv4_sysctl, e.n_ipv4_sysctl);
+	img = ret ? NULL : open_image(CR_IMG_NETNS, O_WRONLY, ns->id);
+	if (!ret && !img)
+		ret = -EIO;
+	if (img) {
+		ret = pb_write_one(img, &e);
+		close_image(img);
+	}
+	sysctls_free(e.def_conf4, e.n_def_conf4);
+	sysctls_free(e.all_conf4, e.n_all_conf4);
+	sysctls_free(e.def_conf6, e.n_def_conf6);
+	sysctls_free(e.all_conf6, e.n_all_conf6);
+	sysctls_free(e.unix_conf, e.n_unix_conf);
+	sysctls_free(e.ipv4_sysctl, e.n_ipv4_sysctl);
+	return ret;
+}
+
+/* In a child joined to the namespace (namespaces.c): its links, settings and tables. */
+static int net_dump(const struct ns_id *ns)
+{
+	static const char *const addr[] = {"ip", "addr", "save", NULL};
+	static const char *const route[] = {"ip", "route", "save", "table", "all", NULL};
+	static const char *const route6[] = {"ip", "-6", "route", "save", "table", "all", NULL};
+	int ret;
+
+	if (opts.empty_ns_net) {
+		pr_info("net namespace %u: --empty-ns net, not dumped\n", ns->id);
+		return 0;
+	}
+	ret = dump_links(ns);
+	if (!ret)
+		ret = dump_netns_entry(ns);
+	if (!ret)
+		ret = dump_tool_output(CR_IMG_IFADDR, ns, addr);
+	if (!ret)
+		ret = dump_routes(ns, CR_IMG_ROUTE, route);
+	if (!ret)
+		ret = dump_routes(ns, CR_IMG_ROUTE6, route6);
+	if (!ret)
+		ret = dump_rules(ns);
+	if (!ret)
+		ret = dump_iptables(ns, CR_IMG_IPTABLES, "ip_tables_names", "iptables-save");
+	if (!ret)
+		ret = dump_iptables(ns, CR_IMG_IP6TABLES, "ip6_tables_names", "ip6tables-save");
+	return ret;
+}
+
+int net_tree_socket(int domain, int type, int protocol)
+{
+	const struct ns_id *ns = ns_root_own(NS_NET);
+	char path[64];
+	int own, theirs, fd;
+
+	if (!ns)
+		return socket(domain, type, protocol);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", ns->pid);
+	own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	theirs = open(path, O_RDONLY | O_CLOEXEC);
+	if (own < 0 || theirs < 0 || setns(theirs, CLONE_NEWNET)) {
+		pr_perror("net namespace %u: cannot enter it through %s", ns->id, path);
+		fd = -1;
+	} else {
+		fd = socket(domain, type, protocol);
+		if (setns(own, CLONE_NEWNET)) {
+			pr_perror("cannot go back to criu's own net namespace");
+			abort(); /* criu would go on in the tree's namespace */
+		}
+	}
+	if (own >= 0)
+		close(own);
+	if (theirs >= 0)
+		close(theirs);
+	return fd;
+}
+
+/* --------------------------------------------------------------- restore ---- */
+
+static int collect_links(struct ns_id *ns, struct net_state *st)
+{
+	struct cr_img *img = open_image(CR_IMG_NETDEV, O_RDONLY, ns->id);
+	NetDeviceEntry *nde;
+	int ret;
+
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&nde)) > 0) {
+		NetDeviceEntry **grown = realloc(st->links, (st->nr_links + 1) * sizeof(*grown));
+
+		if (!grown) {
+			pr_err("%s: out of memory\n", img->name);
+			pb_free(img, nde);
+			ret = -ENOMEM;
+			break;
+		}
+		st->links = grown;
+		st->links[st->nr_links++] = nde;
+		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH) {
+			pr_err("%s: link %s is of type %d: only the loopback and veth links are "
+			       "supported\n",
+			       img->name, nde->name, nde->type);
+			ret = -ENOTSUP;
+			break;
+		}
+		/* What goes into a request as it is (nl_msg's room): as the kernel bounds it. */
+		if (strlen(nde->name) >= IFNAMSIZ ||
+		    (nde->has_address && nde->address.len > LINK_ADDR_MAX)) {
+			pr_err("%s: link %.32s: name or address too long\n", img->name, nde->name);
+			ret = -EINVAL;
+			break;
+		}
+		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name)) {
+			pr_err("%s: veth link %s: its outer end must be named with --external "
+			       "veth[%s]:NAME\n",
+			       img->name, nde->name, nde->name);
+			ret = -EINVAL;
+			break;
+		}
+	}
+	close_image(img);
+	return ret;
+}
+
+/*
+ * CRIU saves nftables (`nft list ruleset`) where nft is installed: this criu restores none,
+ * so a dump that has rules in nftables-ID.img is refused rather than restored without them.
+ */
+static int check_no_nftables(const struct ns_id *ns)
+{
+	char name[64];
+	struct stat st;
+
+	snprintf(name, sizeof(name), "nftables-%u.img", ns->id);
+	if (fstatat(images_dir_fd, name, &st, 0) || !st.st_size)
+		return 0;
+	pr_err("%s: nftables rules are not restored\n", name);
+	return -ENOTSUP;
+}
+
+static int net_collect(struct ns_id *ns)
+{
+	struct net_state *st = calloc(1, sizeof(*st));
+	struct cr_img *img;
+	int ret;
+
+	if (!st) {
+		pr_err("net namespace %u: out of memory\n", ns->id);
+		return -ENOMEM;
+	}
+	st->criu_ns = st->criu_rtnl = -1;
+	ns->priv = st;
+	if (opts.join_ns_net || opts.empty_ns_net) {
+		pr_info("net namespace %u: %s, its images are not restored\n", ns->id,
+			opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+		return 0;
+	}
+	img = open_image(CR_IMG_NETNS, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	ret = pb_read_one_required(img, (void **)&st->netns);
+	if (!ret && st->netns->ext_key) {
+		pr_err("%s: the namespace was dumped as an external one (%s): restore it with "
+		       "--join-ns net:PATH\n",
+		       img->name, st->netns->ext_key);
+		ret = -ENOTSUP;
+	}
+	close_image(img);
+	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st);
+}
+
+static int set_link(int rtnl, const NetDeviceEntry *nde)
+{
+	struct nl_msg m;
+	char what[64];
+
+	nl_init(&m, RTM_NEWLINK, 0, nde->ifindex);
+	m.i.ifi_flags = nde->flags;
+	/* What the flags can set; the rest (RUNNING, LOWER_UP, ...) the kernel says. */
+	m.i.ifi_change = IFF_UP | IFF_NOARP | IFF_MULTICAST | IFF_ALLMULTI | IFF_PROMISC;
+	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
+	snprintf(what, sizeof(what), "link %s: setting its MTU and flags", nde->name);
+	return rtnl_talk(rtnl, &m, what);
+}
+
+/* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
+static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+{
+	const struct ext_veth *ext = opts_ext_veth(nde->name);
+	struct rtattr *linkinfo, *data, *peer;
+	struct ifinfomsg peer_ifi = {};
+	struct nl_msg m;
+	char what[64];
+
+	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	/* Now, not with the flags: its net.ipv6.conf mtu, set before them, may not exceed it. */
+	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
+	nl_add(&m, IFLA_INFO_KIND, "veth", 5);
+	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
+	peer = nl_add(&m, VETH_INFO_PEER, &peer_ifi, sizeof(peer_ifi));
+	nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
+	nl_add(&m, IFLA_NET_NS_FD, &st->criu_ns, sizeof(st->criu_ns));
+	nl_nest_end(&m, peer);
+	nl_nest_end(&m, data);
+	nl_nest_end(&m, linkinfo);
+	snprintf(what, sizeof(what), "veth %s (outer end %s): cannot create it", nde->name,
+		 ext->outer);
+	return rtnl_talk(rtnl, &m, what);
+}
+
+/* --external veth[IN]:OUT@BRIDGE: the outer end joins the bridge, in criu's namespace. */
+static int enslave_outer(const struct net_state *st, const struct ext_veth *ext)
+{
+	struct ifreq ifr = {};
+	struct nl_msg m;
+	char what[96];
+	uint32_t bridge;
+
+	if (!ext->bridge)
+		return 0;
+	/* Any socket answers SIOCGIFINDEX for the namespace it was made in: criu's. */
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ext->bridge);
+	if (ioctl(st->criu_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("veth %s: no bridge %s in criu's net namespace", ext->inner, ext->bridge);
+		return -errno;
+	}
+	bridge = ifr.ifr_ifindex;
+	nl_init(&m, RTM_NEWLINK, 0, 0);
+	nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
+	nl_add(&m, IFLA_MASTER, &bridge, sizeof(bridge));
+	snprintf(what, sizeof(what), "veth %s: cannot put its outer end %s into bridge %s",
+		 ext->inner, ext->outer, ext->bridge);
+	return rtnl_talk(st->criu_rtnl, &m, what);
+}
+
+static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+{
+	int ret = 0;
+
+	if (nde->type == ND_TYPE__VETH) {
+		ret = create_veth(rtnl, st, nde);
+		if (!ret)
+			ret = enslave_outer(st, opts_ext_veth(nde->name));
+	}
+	if (!ret)
+		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,
+				 nde->n_conf4 < NR(conf4_names) ? nde->n_conf4 : NR(conf4_names));
+	if (!ret)
+		ret = sysctls_op(true, "ipv6", nde->name, conf6_names, nde->conf6,
+				 nde->n_conf6 < NR(conf6_names) ? nde->n_conf6 : NR(conf6_names));
+	if (!ret)
+		ret = set_link(rtnl, nde);
+	if (!ret)
+		pr_info("link %s (index %u) restored\n", nde->name, nde->ifindex);
+	return ret;
+}
+
+/* A list of the image's, no longer than the names this criu knows. */
+#define CONF_OP(proto, dev, names, list, n)                                                        \
+	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
+
+static int restore_netns_sysctls(const NetnsEntry *e)
+{
+	int ret;
+
+	if (e->n_def_conf || e->n_all_conf) {
+		pr_err("netns image: settings in CRIU's old format (def_conf): not supported\n");
+		return -ENOTSUP;
+	}
+	ret = CONF_OP("ipv4", "all", conf4_names, e->all_conf4, e->n_all_conf4);
+	if (!ret)
+		ret = CONF_OP("ipv4", "default", conf4_names, e->def_conf4, e->n_def_conf4);
+	if (!ret)
+		ret = CONF_OP("ipv6", "all", conf6_names, e->all_conf6, e->n_all_conf6);
+	if (!ret)
+		ret = CONF_OP("ipv6", "default", conf6_names, e->def_conf6, e->n_def_conf6);
+	if (!ret)
+		ret = CONF_OP(NULL, NULL, unix_names, e->unix_conf, e->n_unix_conf);
+	if (!ret)
+		ret = CONF_OP(NULL, NULL, ipv4_names, e->ipv4_sysctl, e->n_ipv4_sysctl);
+	return ret;
+}
+
+/* A raw image fed to a tool's stdin; an empty (or, for optional ones, missing) one skipped. */
+static int restore_tool_input(enum cr_img_type type, const struct ns_id *ns, bool optional,
+			      const char *const argv[])
+{
+	struct cr_img *img;
+	int ret;
+
+	if (optional && !img_exists(type, ns->id))
+		return 0;
+	img = open_image(type, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	ret = img->size ? run_tool(argv, img->fd, -1) : 0;
+	close_image(img);
+	return ret;
+}
+
+/*
+ * A routes image fed to `ip route restore` made restorable first (CRIU's own dumps keep
+ * what the kernel makes and a link without carrier's flags), through a memfd.
+ */
+static int restore_routes(enum cr_img_type type, const struct ns_id *ns, bool optional,
+			  const char *const argv[])
+{
+	struct cr_img *img;
+	char *buf = NULL;
+	size_t kept;
+	int ret, fd = -1;
+
+	if (optional && !img_exists(type, ns->id))
+		return 0;
+	img = open_image(type, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	buf = malloc(img->size + 1);
+	ret = buf ? img_read_raw(img, buf, img->size) : -ENOMEM;
+	if (ret)
+		pr_err("%s: cannot read it: %s\n", img->name, strerror(-ret));
+	if (!ret && img->size) {
+		kept = routes_restorable(buf, img->size);
+		fd = memfd_create("routes", MFD_CLOEXEC);
+		if (fd < 0 || write(fd, buf, kept) != (ssize_t)kept || lseek(fd, 0, SEEK_SET)) {
+			pr_perror("%s: cannot pass it on", img->name);
+			ret = -EIO;
+		}
+		ret = ret ?: run_tool(argv, fd, -1);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	close_image(img);
+	return ret;
+}
+
+/* In the new namespace: addresses, routes, rules and iptables, as CRIU restores them. */
+static int restore_tables(const struct ns_id *ns)
+{
+	static const char *const addr[] = {"ip", "addr", "restore", NULL};
+	static const char *const route[] = {"ip", "route", "restore", NULL};
+	static const char *const rule_flush[] = {"ip", "rule", "flush", NULL};
+	static const char *const rule_local[] = {"ip", "rule", "delete", "table", "local", NULL};
+	static const char *const rule[] = {"ip", "rule", "restore", NULL};
+	static const char *const ipt[] = {"iptables-restore", "-w", NULL};
+	static const char *const ip6t[] = {"ip6tables-restore", "-w", NULL};
+	int ret;
+
+	ret = restore_tool_input(CR_IMG_IFADDR, ns, false, addr);
+	if (!ret)
+		ret = restore_routes(CR_IMG_ROUTE, ns, false, route);
+	if (!ret)
+		ret = restore_routes(CR_IMG_ROUTE6, ns, true, route);
+	/* A new namespace has the kernel's default rules: the image has them too. */
+	if (!ret && img_exists(CR_IMG_RULE, ns->id))
+		ret = run_tool(rule_flush, -1, -1) ?: run_tool(rule_local, -1, -1);
+	if (!ret)
+		ret = restore_tool_input(CR_IMG_RULE, ns, true, rule);
+	if (!ret)
+		ret = restore_tool_input(CR_IMG_IPTABLES, ns, true, ipt);
+	if (!ret)
+		ret = restore_tool_input(CR_IMG_IP6TABLES, ns, true, ip6t);
+	return ret;
+}
+
+static int fill_netns(const struct ns_id *ns, const struct net_state *st)
+{
+	int rtnl, ret;
+
+	ret = restore_netns_sysctls(st->netns);
+	if (ret)
+		return ret;
+	rtnl = rtnl_open();
+	if (rtnl < 0)
+		return rtnl;
+	for (size_t i = 0; i < st->nr_links && !ret; i++)
+		ret = restore_link(rtnl, st, st->links[i]);
+	close(rtnl);
+	return ret ?: restore_tables(ns);
+}
+
+/*
+ * Main process, right before it forks the root: criu moves into the namespace the root
+ * is to be born in (a new one, filled from the images; a new empty one; or the one
+ * --join-ns names), keeping its own to come back to.
+ */
+static int net_enter(struct ns_id *ns)
+{
+	struct net_state *st = ns->priv;
+	int ret = 0, fd;
+
+	st->criu_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (st->criu_ns < 0) {
+		pr_perror("cannot open criu's own net namespace");
+		return -errno;
+	}
+	st->criu_rtnl = rtnl_open();
+	if (st->criu_rtnl < 0)
+		return st->criu_rtnl;
+	if (opts.join_ns_net) {
+		fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+			pr_perror("--join-ns net:%s: cannot join it", opts.join_ns_net);
+			ret = -errno;
+		}
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	if (unshare(CLONE_NEWNET)) {
+		pr_perror("net namespace %u: cannot create it", ns->id);
+		return -errno;
+	}
+	if (st->netns)
+		ret = fill_netns(ns, st);
+	if (!ret)
+		pr_info("net namespace %u: %s\n", ns->id, st->netns ? "restored" : "new and empty");
+	return ret;
+}
+
+static int net_leave(struct ns_id *ns)
+{
+	struct net_state *st = ns->priv;
+
+	if (st->criu_ns < 0)
+		return 0;
+	if (setns(st->criu_ns, CLONE_NEWNET)) {
+		pr_perror("cannot go back to criu's own net namespace");
+		return -errno;
+	}
+	return 0;
+}
+
+static void net_fini(struct ns_id *ns)
+{
+	struct net_state *st = ns->priv;
+
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->nr_links; i++)
+		pb_free(NULL, st->links[i]);
+	free(st->links);
+	if (st->netns)
+		pb_free(NULL, st->netns);
+	if (st->criu_ns >= 0)
+		close(st->criu_ns);
+	if (st->criu_rtnl >= 0)
+		close(st->criu_rtnl);
+	free(st);
+	ns->priv = NULL;
+}
+
+const struct ns_kind net_ns_kind = {
+	.name = "net",
+	.clone_flag = CLONE_NEWNET,
+	.supported = true,
+	.dump = net_dump,
+	.collect = net_collect,
+	.enter = net_enter,
+	.leave = net_leave,
+	.fini = net_fini,
+};

@@ -1,0 +1,408 @@
+/*
+ * A tree in network and pid namespaces of its own: the loopback up with addresses of both
+ * families added, routes in the main table and in table 100, rules of both families (the
+ * IPv6 rule and the table 100 route, which upstream criu loses, not with
+ * ZDTM_NET_UPSTREAM_DUMP), sysctls changed at every level (all, default, a device's, unix,
+ * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
+ * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
+ * with its MAC, MTU and address; with ZDTM_NET_BRIDGE too, restore puts the outer end into
+ * the runner's bridge zdtm_nbr. With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
+ * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns.
+ * After restore: the links, addresses, routes and rules as `ip` lists them, every
+ * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
+ * unix socket the init listens on, reachable inside the namespace but not outside, and it
+ * and a socketpair (its queued message kept) in the tree's namespace.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+
+#include "zdtmtst.h"
+
+#define INNER	     "zdtm_nin"
+#define OUTER	     "zdtm_nout"
+#define SNAPSHOT_MAX (256 << 10)
+#define ABSTRACT     "zdtm-ns-net-abstract"
+#define BRIDGE	     "zdtm_nbr"
+
+static const char *const setup[] = {
+	"ip link set lo up",
+	"ip addr add 10.77.0.1/24 dev lo",
+	"ip addr add 10.77.1.1/32 dev lo label lo:zdtm",
+	"ip -6 addr add fd77::1/64 dev lo nodad",
+	"ip route add 10.78.0.0/16 dev lo",
+	"ip -6 route add fd78::/64 dev lo metric 77",
+	"ip rule add from 10.77.0.1 table 100 prio 1000",
+	NULL,
+};
+
+static const char *const setup_veth[] = {
+	"ip link set " INNER " address 02:11:22:33:44:55 mtu 1400 up",
+	"ip addr add 10.80.0.1/24 dev " INNER,
+	"ip route add 10.81.0.0/16 via 10.80.0.2",
+	NULL,
+};
+
+/* name, value written (and read back after restore) */
+static const char *const sysctls[][2] = {
+	{"ipv4/conf/all/forwarding", "1"},	 {"ipv4/conf/default/rp_filter", "2"},
+	{"ipv4/conf/lo/arp_ignore", "2"},	 {"ipv4/conf/all/log_martians", "1"},
+	{"ipv6/conf/default/hop_limit", "44"},	 {"ipv6/conf/lo/hop_limit", "33"},
+	{"ipv6/conf/all/accept_redirects", "0"}, {"unix/max_dgram_qlen", "77"},
+	{"ipv4/ping_group_range", "100\t200"},
+};
+
+static char *before_ip, *before_conf;
+static pid_t runner;
+static bool with_veth, empty, bridge, joined;
+
+static void run(const char *cmd)
+{
+	int status = system(cmd);
+
+	if (status)
+		test_fail("`%s`: wait status %#x", cmd, status);
+}
+
+static void set_sysctl(const char *name, const char *value)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/%s", name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0 || write(fd, value, strlen(value)) < 0)
+		test_fail("set %s to %s: %s", path, value, strerror(errno));
+	close(fd);
+}
+
+static void expect_sysctl(const char *name, const char *value)
+{
+	char path[128], buf[64] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/%s", name);
+	fd = open(path, O_RDONLY);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (n < 0 || strcmp(buf, value))
+		test_fail("%s is \"%s\", not \"%s\" (%s)", path, buf, value, strerror(errno));
+	close(fd);
+}
+
+/*
+ * The kernel says a link has no carrier a moment after it is up (linkwatch): until then
+ * its state is UNKNOWN. The veth's outer end is down before the dump and after restore.
+ */
+static void wait_no_carrier(void)
+{
+	for (int i = 0; i < 100; i++) {
+		FILE *out = popen("ip -o link show " INNER, "r");
+		char line[512] = "";
+		bool settled;
+
+		if (!out)
+			test_fail_errno("popen ip");
+		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
+			  strstr(line, "state DOWN");
+		pclose(out);
+		if (settled)
+			return;
+		usleep(50000);
+	}
+	test_fail(INNER " did not lose its carrier in 5 s");
+}
+
+/* What `ip` lists, without the veth peer's index (another namespace's, made anew). */
+static char *ip_snapshot(void)
+{
+	static const char cmd[] = "{ ip -d link show; ip addr show; ip route show table all; "
+				  "ip -6 route show table all; ip rule show; ip -6 rule show; } "
+				  "| sed -E 's/@if[0-9]+//'";
+	char *buf = calloc(1, SNAPSHOT_MAX);
+	FILE *out = popen(cmd, "r");
+	size_t n;
+
+	if (!buf || !out)
+		test_fail_errno("popen ip");
+	n = fread(buf, 1, SNAPSHOT_MAX - 1, out);
+	if (pclose(out) || n == 0 || n == SNAPSHOT_MAX - 1)
+		test_fail("ip snapshot: %zu bytes", n);
+	return buf;
+}
+
+/* Every readable net.ipv4.conf.* and net.ipv6.conf.* value: "proto/dev/name=value". */
+static void conf_dir(char *buf, size_t *len, const char *proto, const char *dev)
+{
+	char path[512], value[256];
+	struct dirent *de;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/%s/conf/%s", proto, dev);
+	dir = opendir(path);
+	if (!dir)
+		test_fail("opendir %s: %s", path, strerror(errno));
+	while ((de = readdir(dir))) {
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s", proto, dev, de->d_name);
+		fd = open(path, O_RDONLY);
+		n = fd < 0 ? -1 : read(fd, value, sizeof(value) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n < 0)
+			continue; /* stable_secret, unset; write-only ones */
+		value[n] = '\0';
+		*len += snprintf(buf + *len, SNAPSHOT_MAX - *len, "%s/%s/%s=%s", proto, dev,
+				 de->d_name, value);
+	}
+	closedir(dir);
+}
+
+static char *conf_snapshot(void)
+{
+	const char *devs[] = {"all", "default", "lo", with_veth ? INNER : NULL};
+	char *buf = calloc(1, SNAPSHOT_MAX);
+	size_t len = 0;
+
+	if (!buf)
+		test_fail_errno("calloc");
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]) && devs[i]; i++) {
+		conf_dir(buf, &len, "ipv4", devs[i]);
+		conf_dir(buf, &len, "ipv6", devs[i]);
+	}
+	return buf;
+}
+
+static void expect_same(const char *what, const char *before, const char *after)
+{
+	size_t i = 0;
+
+	if (!strcmp(before, after))
+		return;
+	while (before[i] == after[i])
+		i++;
+	while (i && before[i - 1] != '\n')
+		i--;
+	test_fail("%s differ from the line \"%.120s\" (after: \"%.120s\")", what, before + i,
+		  after + i);
+}
+
+static socklen_t abstract_addr(struct sockaddr_un *addr)
+{
+	memset(addr, 0, sizeof(*addr));
+	addr->sun_family = AF_UNIX;
+	memcpy(addr->sun_path + 1, ABSTRACT, strlen(ABSTRACT));
+	return offsetof(struct sockaddr_un, sun_path) + 1 + strlen(ABSTRACT);
+}
+
+/* 0 when a connect() to the abstract name succeeds, else its errno. */
+static int try_connect(void)
+{
+	struct sockaddr_un addr;
+	socklen_t len = abstract_addr(&addr);
+	int sk = socket(AF_UNIX, SOCK_STREAM, 0), err = 0;
+
+	if (sk < 0)
+		test_fail_errno("socket");
+	if (connect(sk, (struct sockaddr *)&addr, len))
+		err = errno;
+	close(sk);
+	return err;
+}
+
+/* check() in a child joined to the runner's namespace: its exit status, 2 if it cannot join. */
+static int outside(int (*check)(void))
+{
+	char path[64];
+	int status;
+	pid_t child;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork");
+	if (child == 0) {
+		int fd = open(path, O_RDONLY);
+
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			_exit(2);
+		_exit(check());
+	}
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status))
+		test_fail("a child in %s: wait status %#x", path, status);
+	return WEXITSTATUS(status);
+}
+
+static int unreachable(void)
+{
+	return try_connect() == ECONNREFUSED ? 0 : 1;
+}
+
+/* From the runner's namespace the name is unknown. */
+static void expect_unreachable_outside(const char *when)
+{
+	int ret = outside(unreachable);
+
+	if (ret)
+		test_fail("%s: the abstract socket is reachable from outside, or the runner's "
+			  "namespace cannot be joined (%d)",
+			  when, ret);
+}
+
+/* The socket lives in the tree's net namespace (SIOCGSKNS), not in the runner's. */
+static void expect_own_netns(int sk, const char *what)
+{
+	struct stat own, its;
+	int ns = ioctl(sk, SIOCGSKNS);
+
+	if (ns < 0 || fstat(ns, &its) || stat("/proc/self/ns/net", &own))
+		test_fail("%s: SIOCGSKNS: %s", what, strerror(errno));
+	close(ns);
+	if (its.st_ino != own.st_ino)
+		test_fail("%s: in net namespace %lu, not the tree's %lu", what,
+			  (unsigned long)its.st_ino, (unsigned long)own.st_ino);
+}
+
+/* In the runner's namespace: the outer end is in the bridge; the bridge goes. */
+static int outer_in_bridge(void)
+{
+	int in = system("ip -o link show " OUTER " | grep -q 'master " BRIDGE " '");
+
+	return system("ip link del " BRIDGE) || in ? 1 : 0;
+}
+
+static void expect_outer_in_bridge(void)
+{
+	if (outside(outer_in_bridge))
+		test_fail(OUTER " is not in " BRIDGE " after the restore, or " BRIDGE
+				" could not be removed");
+}
+
+/* Restored with --join-ns net:/proc/self/ns/net: in criu's, the runner's, namespace. */
+static void expect_joined(void)
+{
+	struct stat own, theirs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
+	if (stat("/proc/self/ns/net", &own) || stat(path, &theirs))
+		test_fail("stat the net namespaces: %s", strerror(errno));
+	if (own.st_ino != theirs.st_ino)
+		test_fail("in net namespace %lu, not the joined one %lu", (unsigned long)own.st_ino,
+			  (unsigned long)theirs.st_ino);
+}
+
+static void expect_reachable(int listener, const char *when)
+{
+	int err = try_connect(), sk;
+
+	if (err)
+		test_fail("%s: connect to the abstract socket inside: %s", when, strerror(err));
+	sk = accept(listener, NULL, NULL);
+	if (sk < 0)
+		test_fail("%s: accept: %s", when, strerror(errno));
+	close(sk);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_un addr;
+	socklen_t len;
+	int listener, pair[2], host_ns = -1;
+	char msg[8] = "";
+	char cmd[160];
+
+	test_init(argc, argv);
+	with_veth = getenv("ZDTM_NET_VETH");
+	joined = getenv("ZDTM_NET_JOINED");
+	empty = joined || getenv("ZDTM_NET_EMPTY");
+	bridge = getenv("ZDTM_NET_BRIDGE");
+	/* The runner's bridge restore puts the outer end into: removed at the end. */
+	if (bridge)
+		run("ip link del " BRIDGE " 2>/dev/null; ip link add " BRIDGE " type bridge");
+	runner = getppid();
+	if (with_veth) {
+		host_ns = open("/proc/self/ns/net", O_RDONLY);
+		if (host_ns < 0)
+			test_fail_errno("open /proc/self/ns/net");
+	}
+	test_launch_root(CLONE_NEWPID | CLONE_NEWNET);
+	expect_ns_pid(1, ns_pid_levels(), "init");
+	/* As a container's init: upstream criu dumps no session led from outside. */
+	if (setsid() != 1)
+		test_fail_errno("setsid");
+	for (size_t i = 0; setup[i] && (!i || !empty); i++)
+		run(setup[i]);
+	/* Upstream criu saves the main table's routes and IPv4 rules only. */
+	if (!empty && !getenv("ZDTM_NET_UPSTREAM_DUMP")) {
+		run("ip route add 10.79.1.0/24 dev lo table 100");
+		run("ip -6 rule add to fd78::/64 table 100 prio 1001");
+	}
+	if (with_veth) {
+		/* /proc is the runner's: self is this task there too. */
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add " INNER " type veth peer name " OUTER
+			 " netns /proc/self/fd/%d",
+			 host_ns);
+		run(cmd);
+		close(host_ns);
+		for (size_t i = 0; setup_veth[i]; i++)
+			run(setup_veth[i]);
+	}
+	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
+		set_sysctl(sysctls[i][0], sysctls[i][1]);
+	listener = socket(AF_UNIX, SOCK_STREAM, 0);
+	len = abstract_addr(&addr);
+	if (listener < 0 || bind(listener, (struct sockaddr *)&addr, len) || listen(listener, 4))
+		test_fail_errno("abstract listener");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) || write(pair[0], "queued", 7) != 7)
+		test_fail_errno("socketpair");
+	expect_reachable(listener, "before the dump");
+	expect_unreachable_outside("before the dump");
+	if (with_veth)
+		wait_no_carrier();
+	before_ip = ip_snapshot();
+	before_conf = conf_snapshot();
+	test_ready();
+	test_wait_sigterm();
+
+	if (joined)
+		expect_joined();
+	if (with_veth)
+		wait_no_carrier();
+	if (!joined) {
+		expect_same("links, addresses, routes or rules", before_ip, ip_snapshot());
+		expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());
+	}
+	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
+		expect_sysctl(sysctls[i][0], sysctls[i][1]);
+	expect_own_netns(listener, "the abstract listener");
+	expect_own_netns(pair[0], "a socketpair's end");
+	expect_own_netns(pair[1], "a socketpair's other end");
+	if (read(pair[1], msg, sizeof(msg)) != 7 || strcmp(msg, "queued"))
+		test_fail("the socketpair's queued message: \"%s\" (%s)", msg, strerror(errno));
+	expect_reachable(listener, "after the restore");
+	if (bridge)
+		expect_outer_in_bridge();
+	if (!joined)
+		expect_unreachable_outside("after the restore");
+	test_pass();
+}

@@ -66,6 +66,7 @@ static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
 static int add_irmap_scan_path(const struct cr_option *o, const char *arg, bool on);
 static int set_external(const struct cr_option *o, const char *arg, bool on);
 static int set_root(const struct cr_option *o, const char *arg, bool on);
+static int add_ext_mount_map(const struct cr_option *o, const char *arg, bool on);
 static int set_feature(const struct cr_option *o, const char *arg, bool on);
 static int set_check_all(const struct cr_option *o, const char *arg, bool on);
 static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on);
@@ -123,8 +124,12 @@ static const struct cr_option options[] = {
 	     "a reopened file of another size fails the restore"),
 	{ "ghost-fiemap", "no-ghost-fiemap", 0, no_argument, accept_sparse_ghosts, 0, NULL,
 	  "save only the data of deleted files, not their holes (always done)" },
-	CALL("external", 0, required_argument, set_external, "RES", NULL),
-	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
+	CALL("external", 0, required_argument, set_external, "RES",
+	     "an external mount: dump mnt[MOUNTPOINT]:KEY, restore mnt[KEY]:PATH"),
+	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
+	     "the same as --external mnt[KEY]:VAL"),
+	CALL("root", 'r', required_argument, set_root, "DIR",
+	     "restore: the directory a mount namespace's root mount is bound from"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
 	     "how pre-dump reads memory (pre-dump needs memory tracking)"),
@@ -164,7 +169,6 @@ static const struct cr_option options[] = {
 	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("veth-pair", 0, required_argument),
 	REFUSED("ms", 0, no_argument),
-	REFUSED("ext-mount-map", 'M', required_argument),
 	REFUSED("exec-cmd", 0, no_argument),
 	REFUSED("cgroup-root", 0, required_argument),
 	REFUSED("cgroup-props", 0, required_argument),
@@ -216,10 +220,9 @@ static const struct refusal refusals[] = {
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "networks are neither locked nor restored", NAMES("veth-pair", "network-lock", "empty-ns") },
-	{ "external resources are not supported", NAMES("external") },
 	{ "namespaces are not restored", NAMES("join-ns", "weak-sysctls") },
 	{ "mounts are neither dumped nor restored",
-	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
+	  NAMES("skip-mnt", "enable-fs", "enable-external-sharing",
 		"enable-external-masters", "mntns-compat-mode") },
 	{ "cgroups are neither dumped nor restored",
 	  NAMES("cgroup-root", "cgroup-props", "cgroup-props-file", "cgroup-dump-controller",
@@ -472,22 +475,67 @@ static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on)
 	return append(&opts.inherit_fds, &opts.nr_inherit_fds, &ifd, sizeof(ifd));
 }
 
-/* Every kind upstream knows (tty, file, dev, unix, mnt, veth, macvlan, netdev): refused. */
-static int set_external(const struct cr_option *o, const char *arg, bool on)
+/* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */
+static int add_ext_mount(const struct cr_option *o, const char *arg, const char *first,
+			 size_t first_len, const char *second)
 {
-	(void)on;
-	return refuse(o, arg);
+	struct ext_mount em;
+
+	if (!first_len || !*second) {
+		opt_error("bad value '%s' for --%s (mnt[KEY]:VALUE, neither empty)", arg, o->name);
+		return -1;
+	}
+	em.key = strndup(first, first_len);
+	em.val = (char *)second;
+	if (!em.key) {
+		opt_error("out of memory");
+		return -1;
+	}
+	return append(&opts.ext_mounts, &opts.nr_ext_mounts, &em, sizeof(em));
 }
 
-/* --root is the root restore works in: / is what this criu always uses. */
+/*
+ * mnt[A]:B, an external mount (ns-mnt.c). Every other kind upstream knows (tty, file, dev,
+ * unix, veth, macvlan, netdev) is refused.
+ */
+static int set_external(const struct cr_option *o, const char *arg, bool on)
+{
+	const char *close = strstr(arg, "]:");
+
+	(void)on;
+	if (strncmp(arg, "mnt[", 4) || !close)
+		return refuse(o, arg);
+	return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);
+}
+
+/* KEY:VAL, CRIU's older spelling of --external mnt[KEY]:VAL ("auto" is refused). */
+static int add_ext_mount_map(const struct cr_option *o, const char *arg, bool on)
+{
+	const char *colon = strchr(arg, ':');
+
+	(void)on;
+	if (!strcmp(arg, "auto"))
+		return refuse(o, arg);
+	if (!colon) {
+		opt_error("bad value '%s' for --%s (KEY:VAL)", arg, o->name);
+		return -1;
+	}
+	return add_ext_mount(o, arg, arg, colon - arg, colon + 1);
+}
+
+/* The directory restore binds a mount namespace's root mount from (ns-mnt.c). */
 static int set_root(const struct cr_option *o, const char *arg, bool on)
 {
 	char *real = realpath(arg, NULL);
-	bool slash = real && !strcmp(real, "/");
 
 	(void)on;
-	free(real);
-	return slash ? 0 : refuse(o, arg);
+	if (!real) {
+		opt_error("--%s %s: %s", o->name, arg, strerror(errno));
+		return -1;
+	}
+	free(opts.root);
+	opts.root = real;
+	return 0;
 }
 
 static int set_feature(const struct cr_option *o, const char *arg, bool on)
@@ -902,7 +950,7 @@ static void print_option_help(const struct cr_option *o)
 /* Refused whatever its value: it has no help line of its own. */
 static bool always_refused(const struct cr_option *o)
 {
-	return !o->set || o->set == set_external;
+	return !o->set;
 }
 
 static const char *refusal_reason(const char *name)
@@ -949,8 +997,9 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --root but /, --manage-cgroups but =ignore, --cpu-cap\n"
-	       "but =none, --file-validation buildid, --ext-unix-sk with inodes.\n"
+	printf("Refused for some values: --external but mnt[], --ext-mount-map auto,\n"
+	       "--manage-cgroups but =ignore, --cpu-cap but =none, --file-validation buildid,\n"
+	       "--ext-unix-sk with inodes.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

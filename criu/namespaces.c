@@ -19,7 +19,6 @@
 
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
 static const struct ns_kind net_ns_kind = { .name = "net", .clone_flag = CLONE_NEWNET };
-static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
 static const struct ns_kind user_ns_kind = { .name = "user", .clone_flag = CLONE_NEWUSER };
 static const struct ns_kind cgroup_ns_kind = { .name = "cgroup", .clone_flag = CLONE_NEWCGROUP };
 
@@ -348,9 +347,12 @@ int ns_dump_images(void)
 {
 	int ret = 0;
 
-	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->dump)
-			ret = dump_one_ns(root_own[k]);
+	for (int k = 0; k < NS_KINDS && !ret; k++) {
+		const struct ns_kind *kind = root_own[k] ? root_own[k]->kind : NULL;
+
+		if (kind && kind->dump)
+			ret = kind->dump_from_criu ? kind->dump(root_own[k]) : dump_one_ns(root_own[k]);
+	}
 	return ret;
 }
 

@@ -398,6 +398,12 @@ def pidns_external(img_dir, pid):
         raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
 
 
+# The mount test's options: --root is the directory its root mount was bound from.
+MNT_NS_TREE = {'launcher': True, 'pidns': True,
+               'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out'],
+               'restore_args': ['--root', '{work}/root', '--external', 'mnt[usr]:/usr',
+                                '--external', 'mnt[out]:{out}']}
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -719,6 +725,9 @@ TESTS = {
                                       'launcher': True, 'pidns': True,
                                       'corrupt': lambda img_dir, pid: ipc_msgmax_tiny(img_dir, 1),
                                       'expect': 'cannot queue message 0 (8 bytes) again'},
+    # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
+    # the runner's /usr and the test's directory are external mounts
+    'mnt_ns_tree': dict(MNT_NS_TREE),
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
@@ -1187,7 +1196,7 @@ def images_checksum(img_dir):
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-',)
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + OWN_IMAGES
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-', 'tmpfs-dev-') + OWN_IMAGES
 
 
 def own_crit(*args):
@@ -1814,7 +1823,9 @@ class TestRun:
     def criu(self, action, args, log=None, stdin=None, expect_ok=True, binary=CRIU):
         """Run criu (ours, or binary); returns (returncode, stderr text). Fails the test
         on a timeout."""
-        cmd = [binary, action] + args
+        # {out} and {work}: the test's directories (--root, --external mnt[] of mount tests)
+        cmd = [binary, action] + [a.replace('{out}', self.out).replace('{work}', self.work)
+                                  for a in args]
         if binary != CRIU:
             cmd += [o for o in UPSTREAM_OPTS if o not in args]
         if log:

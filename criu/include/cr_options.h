@@ -16,6 +16,12 @@ struct inherit_fd {
 	char *key; /* pipe:[INODE] or a path */
 };
 
+/* --external mnt[A]:B (or -M A:B): dump, MOUNTPOINT and KEY; restore, KEY and PATH. */
+struct ext_mount {
+	char *key;
+	char *val;
+};
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -51,6 +57,9 @@ struct cr_options {
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
 	bool no_default_config;
 	char *config_file; /* --config */
+	char *root;	   /* -r, real path; NULL: not given */
+	struct ext_mount *ext_mounts;
+	unsigned int nr_ext_mounts;
 };
 
 extern struct cr_options opts;

@@ -46,6 +46,8 @@ enum cr_img_type {
 	CR_IMG_IPCNS_SEM, /* ipcns-sem-NSID */
 	CR_IMG_TIMENS, /* timens-NSID */
 	CR_IMG_PIDNS, /* pidns-NSID */
+	CR_IMG_MNTS, /* mountpoints-NSID */
+	CR_IMG_TMPFS_DEV, /* tmpfs-dev-SDEV.tar.gz, raw: a tmpfs's files (tar --gzip) */
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

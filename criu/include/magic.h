@@ -31,6 +31,7 @@
 #define IPCNS_SEM_MAGIC 0x59573019u
 #define TIMENS_MAGIC 0x43114433u
 #define PIDNS_MAGIC 0x61157326u
+#define MNTS_MAGIC 0x55563928u
 #define STATS_MAGIC 0x57093306u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u

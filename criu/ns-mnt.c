@@ -53,6 +53,7 @@ struct mount {
 	struct mount *parent; /* NULL for the root mount */
 	struct mount *source; /* MOUNT_BIND: the mount whose directory it binds */
 	const char *ext_path; /* restore, MOUNT_EXTERNAL: what --external names */
+	char *type;	      /* dump: the filesystem's name, as mountinfo gives it */
 	char *path;	      /* restore: where criu's root task mounts it */
 	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
 	bool done;
@@ -180,7 +181,7 @@ static int classify_mount(struct mount_ns *mns, struct mount *m)
 	}
 	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
 	       "nor %s: not supported\n",
-	       e->mnt_id, e->mountpoint, fstype_name(e->fstype), e->source, e->root,
+	       e->mnt_id, e->mountpoint, m->type ?: fstype_name(e->fstype), e->source, e->root,
 	       fstype_new_fs(e->fstype) ? "bound from a mount of its filesystem's root"
 					: "bound from the root mount's filesystem");
 	return -ENOTSUP;
@@ -242,6 +243,7 @@ static void free_mount_ns(struct mount_ns *mns)
 		if (m->fd >= 0)
 			close(m->fd);
 		free(m->path);
+		free(m->type);
 		if (mns->from_image) {
 			pb_free(NULL, m->e);
 			continue;
@@ -358,8 +360,9 @@ static void parse_propagation(const char *tag, MntEntry *e)
 }
 
 /* One line of mountinfo: ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - TYPE SOURCE SUPER */
-static int parse_mount_line(char *line, MntEntry *e)
+static int parse_mount_line(char *line, struct mount *m)
 {
+	MntEntry *e = m->e;
 	char *f[6], *save, *tag, *type, *source, *super;
 	unsigned int maj, min;
 
@@ -377,11 +380,12 @@ static int parse_mount_line(char *line, MntEntry *e)
 		return -EINVAL;
 	e->root_dev = maj << 20 | min;
 	e->fstype = fstype_nr(type);
+	m->type = strdup(type);
 	e->root = unescaped_dup(f[3]);
 	e->mountpoint = unescaped_dup(f[4]);
 	e->source = unescaped_dup(source);
 	parse_mount_opts(f[5], e);
-	if (!e->root || !e->mountpoint || !e->source || parse_super_opts(super, e))
+	if (!m->type || !e->root || !e->mountpoint || !e->source || parse_super_opts(super, e))
 		return -ENOMEM;
 	/* CRIU writes these whether set or not. */
 	e->has_shared_id = e->has_master_id = e->has_sb_flags = true;
@@ -434,7 +438,7 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 			break;
 		}
 		mnt_entry__init(m->e);
-		ret = parse_mount_line(line, m->e);
+		ret = parse_mount_line(line, m);
 		if (ret) {
 			pr_err("%s: cannot parse line %zu\n", path, mns->nr);
 			break;

@@ -728,6 +728,21 @@ TESTS = {
     # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
     # the runner's /usr and the test's directory are external mounts
     'mnt_ns_tree': dict(MNT_NS_TREE),
+    'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
+                                test_env={'ZDTM_MNT_RAMFS': '1'},
+                                expect='at /ramfs: ramfs (source ramfs, root /) is neither '
+                                       'external'),
+    'restore_fail_mnt_no_external': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
+                                         corrupt=lambda img_dir, pid: None,
+                                         restore_args=['--root', '{work}/root', '--external',
+                                                       'mnt[out]:{out}'],
+                                         expect='is external (key usr): restore needs '
+                                                '--external mnt[usr]:PATH'),
+    'restore_fail_mnt_no_root': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
+                                     corrupt=lambda img_dir, pid: None,
+                                     restore_args=['--external', 'mnt[usr]:/usr', '--external',
+                                                   'mnt[out]:{out}'],
+                                     expect='its root mount needs --root DIR'),
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
@@ -911,6 +926,7 @@ CROSS_TESTS = {
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
+    'mnt_ns_tree': dict(MNT_NS_TREE),  # a mount namespace: --root, --external mnt[]
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -2299,8 +2315,9 @@ class TestRun:
         held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
         checksum = images_checksum(self.img)
         try:
-            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
-                                                 self.pidfile], 'restore.log', expect_ok=False)
+            code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile] +
+                                     self.desc.get('restore_args', []), 'restore.log',
+                                     expect_ok=False)
         finally:
             if held:
                 held.close()

@@ -1,11 +1,12 @@
 /*
  * A container's mount tree: the root is the init of its own pid and mount namespaces and
  * pivot_root()s into a root made of bind mounts (as zdtm's ns flavour does): the runner's
- * /usr read-only and its test directory (both external mounts), then proc, a tmpfs /dev with
- * a null node, a tmpfs with files of known contents, a bind of one of its sub-directories, a
+ * /usr read-only and its test directory (both external mounts), then proc, sysfs, a tmpfs
+ * /dev with a null node, devpts and mqueue in it, a tmpfs with files of known contents, a bind of one of its sub-directories, a
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd.
+ * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +82,7 @@ static void build_root(const char *out_dir, char **argv)
 	must(mkdir("root", 0755), "mkdir root");
 	bind_mount("root", "root", 0);
 	must(chdir("root"), "chdir root");
-	for (const char *d = "usr\0out\0bin\0dev\0proc\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0";
+	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0";
 	     *d; d += strlen(d) + 1)
 		must(mkdir(d, 0755), d);
 	must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
@@ -113,6 +114,11 @@ static void build_mounts(void)
 	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
 	must(mount("devs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k"), "tmpfs /dev");
 	must(mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3)), "mknod /dev/null");
+	must(mkdir("/dev/pts", 0755) || mkdir("/dev/mqueue", 0755), "mkdir in /dev");
+	must(mount("pts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "mode=620,ptmxmode=666"),
+	     "devpts");
+	must(mount("mqueue", "/dev/mqueue", "mqueue", MS_NODEV, NULL), "mqueue");
+	must(mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID, NULL), "sysfs");
 	fd = open("/dev/null", O_RDONLY);
 	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
 		test_fail_errno("stdin from /dev/null");
@@ -135,6 +141,9 @@ static void build_mounts(void)
 	must(mount("private", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");
 	must(mount("unbind", "/unbind", "tmpfs", 0, "size=64k"), "tmpfs /unbind");
 	must(mount(NULL, "/unbind", NULL, MS_UNBINDABLE, NULL), "make /unbind unbindable");
+	/* A filesystem criu does not restore: its dump must fail, naming it. */
+	if (getenv("ZDTM_MNT_RAMFS"))
+		must(mount("ramfs", "/ramfs", "ramfs", 0, NULL), "ramfs");
 }
 
 /* One mount, as the test compares it: ids left out, peer groups renamed by first use. */

@@ -578,6 +578,14 @@ static int mnt_dump(const struct ns_id *ns)
 
 /* --------------------------------------------------------------- restore ---- */
 
+/* Set once a mount namespace's images are collected; cleared by mnt_fini(). */
+static bool restoring_mntns;
+
+bool mntns_restored(void)
+{
+	return restoring_mntns;
+}
+
 /* The path --external mnt[KEY]:PATH gives a key at restore; NULL: none. */
 static const char *restore_ext_path(const char *key)
 {
@@ -717,6 +725,7 @@ static int mnt_collect(struct ns_id *ns)
 	if (!ret)
 		pr_info("mount namespace %u: %zu mounts, the root mount from %s\n", ns->id, mns->nr,
 			opts.root);
+	restoring_mntns = !ret;
 	return ret;
 }
 
@@ -1031,6 +1040,7 @@ static void mnt_fini(struct ns_id *ns)
 	free_mount_ns(ns->priv);
 	ns->priv = NULL;
 	dump_root_pid = 0;
+	restoring_mntns = false;
 }
 
 const struct ns_kind mnt_ns_kind = {

@@ -160,5 +160,10 @@ const char *mntns_dump_path(const char *path, char *buf, size_t size);
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
  */
 int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
+/*
+ * Restore, once collected: whether the root gets a mount namespace of its own, in which
+ * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
+ */
+bool mntns_restored(void);
 
 #endif

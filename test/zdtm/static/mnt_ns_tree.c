@@ -5,7 +5,8 @@
  * /dev with a null node, devpts and mqueue in it, a tmpfs with files of known contents, a bind of one of its sub-directories, a
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
- * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd.
+ * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
+ * bound in the tmpfs.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump.
  */
 #include <errno.h>
@@ -17,8 +18,10 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "zdtmtst.h"
@@ -146,6 +149,33 @@ static void build_mounts(void)
 		must(mount("ramfs", "/ramfs", "ramfs", 0, NULL), "ramfs");
 }
 
+/* A datagram socket bound in the tmpfs: its name is a path of the restored tree. */
+static int bind_socket(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "/tmp/sock" };
+	int sk = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	if (sk < 0 || bind(sk, (struct sockaddr *)&addr, sizeof(addr)))
+		test_fail_errno("bind /tmp/sock");
+	return sk;
+}
+
+static void expect_socket(int sk)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "/tmp/sock" }, name;
+	socklen_t len = sizeof(name);
+	int client = socket(AF_UNIX, SOCK_DGRAM, 0);
+	char byte = 0;
+
+	if (getsockname(sk, (struct sockaddr *)&name, &len) || strcmp(name.sun_path, "/tmp/sock"))
+		test_fail("the socket's name is not /tmp/sock");
+	if (client < 0 ||
+	    sendto(client, "S", 1, 0, (struct sockaddr *)&addr, sizeof(addr)) != 1 ||
+	    recv(sk, &byte, 1, MSG_DONTWAIT) != 1 || byte != 'S')
+		test_fail("no datagram through /tmp/sock: %s", strerror(errno));
+	close(client);
+}
+
 /* One mount, as the test compares it: ids left out, peer groups renamed by first use. */
 struct mnt_line {
 	int id, parent;
@@ -258,7 +288,7 @@ int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd;
+	int fd, sk;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
@@ -275,6 +305,7 @@ int main(int argc, char **argv)
 	if (fd < 0 || lseek(fd, FD_OFFSET, SEEK_SET) != FD_OFFSET)
 		test_fail_errno("open /tmp/data");
 	must(chdir("/mnt"), "chdir /mnt");
+	sk = bind_socket();
 	mount_table(before, sizeof(before));
 	test_ready();
 	test_wait_sigterm();
@@ -299,5 +330,6 @@ int main(int argc, char **argv)
 	    buf[0] != 'X')
 		test_fail("a write through the fd is not seen in /tmp/data");
 	expect_slave_follows();
+	expect_socket(sk);
 	test_pass();
 }

@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters'}
+                        'seccomp_filters', 'mnt_id', 'move_mount_set_group'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -747,6 +747,11 @@ TESTS = {
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
+    # --external: mnt[A]:B only, neither empty
+    'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
+                                                        '{out}/img', '--external', 'veth[a]:b']},
+    'cli_external_mnt_empty': {'mode': 'cli', 'args': ['restore', '-D', '{out}/img',
+                                                       '--external', 'mnt[]:/x']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},

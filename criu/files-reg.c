@@ -303,7 +303,7 @@ static bool is_internal_file(const char *path)
  */
 static int check_ghost_path(const char *path, const char *what)
 {
-	char *dir = strdup(path), *slash;
+	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(path, buf, sizeof(buf))), *slash;
 	struct stat st;
 	int ret = 0;
 
@@ -448,7 +448,7 @@ struct dumped_link_remap {
 	dev_t dev;
 	ino_t ino;
 	uint32_t id; /* its REG entry */
-	char *path;
+	char *path; /* where criu made it (mntns_dump_path()) */
 };
 
 static struct dumped_link_remap *dumped_link_remaps;
@@ -459,7 +459,8 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 {
 	struct dumped_link_remap *grown, *lr;
 	const char *slash = strrchr(path, '/');
-	char *lpath;
+	char *lpath, *made, buf[PATH_MAX + 32];
+	int ret;
 
 	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
 		lr = &dumped_link_remaps[i];
@@ -479,15 +480,21 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	}
 	dumped_link_remaps = grown;
 	/* Through the /proc link: the inode itself, whatever names it has left. */
-	if (linkat(AT_FDCWD, src, AT_FDCWD, lpath, AT_SYMLINK_FOLLOW)) {
-		pr_perror("cannot link %s back as %s (--link-remap)", path, lpath);
+	made = strdup(mntns_dump_path(lpath, buf, sizeof(buf)));
+	if (!made || linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW)) {
+		ret = made ? -errno : -ENOMEM;
+		pr_err("cannot link %s back as %s (--link-remap): %s\n", path, lpath,
+		       strerror(-ret));
+		free(made);
 		free(lpath);
-		return -errno;
+		return ret;
 	}
 	dumped_link_remaps[nr_dumped_link_remaps++] =
-		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, lpath };
+		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, made };
 	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
-	return write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL, src);
+	ret = write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL, src);
+	free(lpath);
+	return ret;
 }
 
 void reg_dump_undo(void)

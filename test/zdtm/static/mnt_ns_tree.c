@@ -6,7 +6,7 @@
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
- * bound in the tmpfs.
+ * bound in the tmpfs, a file removed from it while open.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump.
  */
 #include <errno.h>
@@ -176,6 +176,18 @@ static void expect_socket(int sk)
 	close(client);
 }
 
+static void expect_ghost(int fd)
+{
+	char buf[200];
+	struct stat st;
+
+	if (fstat(fd, &st) || st.st_nlink || !access("/tmp/sub/ghost", F_OK))
+		test_fail("the removed file is back at its path or linked (%lu links)",
+			  (unsigned long)st.st_nlink);
+	read_exact(fd, buf, sizeof(buf), "the removed file");
+	pattern_expect(buf, sizeof(buf), DATA_SEED + 2, "the removed file");
+}
+
 /* One mount, as the test compares it: ids left out, peer groups renamed by first use. */
 struct mnt_line {
 	int id, parent;
@@ -288,7 +300,7 @@ int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk;
+	int fd, sk, ghost;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
@@ -306,6 +318,11 @@ int main(int argc, char **argv)
 		test_fail_errno("open /tmp/data");
 	must(chdir("/mnt"), "chdir /mnt");
 	sk = bind_socket();
+	/* A file removed while open: the dump keeps its contents, restore its path. */
+	write_pattern("/tmp/sub/ghost", DATA_SEED + 2, 200);
+	ghost = open("/tmp/sub/ghost", O_RDONLY);
+	if (ghost < 0 || unlink("/tmp/sub/ghost"))
+		test_fail_errno("/tmp/sub/ghost");
 	mount_table(before, sizeof(before));
 	test_ready();
 	test_wait_sigterm();
@@ -331,5 +348,6 @@ int main(int argc, char **argv)
 		test_fail("a write through the fd is not seen in /tmp/data");
 	expect_slave_follows();
 	expect_socket(sk);
+	expect_ghost(ghost);
 	test_pass();
 }

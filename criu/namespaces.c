@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
@@ -408,6 +410,13 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	}
 	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
 		ret = check_restored_nested(item);
+	/* --root is where a mount namespace is built: without one it would go unheeded. */
+	if (!ret && opts.root && strcmp(opts.root, "/") && !root_own[NS_MNT]) {
+		pr_err("--root %s: the dump's root task has no mount namespace of its own to "
+		       "restore there\n",
+		       opts.root);
+		ret = -EINVAL;
+	}
 	if (ret)
 		ns_fini();
 	return ret;

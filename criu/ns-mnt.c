@@ -43,9 +43,8 @@
 /* The flags of one mount (the rest of mnt_entry.flags is its propagation). */
 #define MNT_FLAGS                                                                            \
 	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME)
-#define MNT_PROPAGATION (MS_SHARED | MS_SLAVE | MS_UNBINDABLE | MS_PRIVATE)
 
-enum mount_how { MOUNT_ROOT, MOUNT_EXTERNAL, MOUNT_NEW_FS, MOUNT_BIND };
+enum mount_how { MOUNT_UNKNOWN, MOUNT_ROOT, MOUNT_EXTERNAL, MOUNT_NEW_FS, MOUNT_BIND };
 
 struct mount {
 	MntEntry *e;
@@ -135,7 +134,8 @@ static char *path_join(const char *a, const char *b)
 {
 	char *out;
 
-	if (asprintf(&out, "%s%s", strcmp(a, "/") ? a : "", strcmp(b, "/") || !strcmp(a, "/") ? b : "") < 0)
+	if (asprintf(&out, "%s%s", strcmp(a, "/") ? a : "",
+		     strcmp(b, "/") || !strcmp(a, "/") ? b : "") < 0)
 		return NULL;
 	return out;
 }
@@ -150,8 +150,9 @@ static struct mount *find_mount(struct mount_ns *mns, uint32_t mnt_id)
 
 /*
  * How the mount comes back (both sides): the first mount of a new filesystem's superblock
- * that shows its root is mounted anew, every other one is bound from the root mount or
- * from such a mount. One error line naming the mount when none fits.
+ * that shows its root is mounted anew, every other one is bound from the root mount, an
+ * external one or such a mount, one classified before it. One error line naming the mount
+ * when none fits.
  */
 static int classify_mount(struct mount_ns *mns, struct mount *m)
 {
@@ -168,7 +169,7 @@ static int classify_mount(struct mount_ns *mns, struct mount *m)
 	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++) {
 		if (s == m || s->e->root_dev != e->root_dev || !path_holds(s->e->root, e->root))
 			continue;
-		if (s->how == MOUNT_ROOT || (s->how == MOUNT_NEW_FS && s->done)) {
+		if (s == mns->root || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
 			m->how = MOUNT_BIND;
 			m->source = s;
 			return 0;
@@ -176,7 +177,6 @@ static int classify_mount(struct mount_ns *mns, struct mount *m)
 	}
 	if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/")) {
 		m->how = MOUNT_NEW_FS;
-		m->done = true; /* classified: later mounts of its superblock bind from it */
 		return 0;
 	}
 	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
@@ -228,8 +228,6 @@ static int classify_mounts(struct mount_ns *mns)
 		}
 		ret = classify_mount(mns, m);
 	}
-	for (size_t i = 0; i < mns->nr; i++)
-		mns->mounts[i].done = false;
 	return ret;
 }
 
@@ -837,6 +835,7 @@ static int mount_one(struct mount *m)
 	case MOUNT_EXTERNAL:
 		from = strdup(m->ext_path);
 		break;
+	case MOUNT_UNKNOWN: /* classify_mounts() left none */
 	case MOUNT_BIND:
 		from = bind_source(m);
 		break;

@@ -936,13 +936,15 @@ static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const s
  */
 static int propagate_one(struct mount_ns *mns, struct mount *m)
 {
+	/* The root mount's master is outside the namespace (classify_mounts()). */
+	uint32_t master_id = m == mns->root ? 0 : m->e->master_id;
 	struct mount *peer = peer_group_mount(mns, m->e->shared_id, m);
-	struct mount *master = peer_group_mount(mns, m->e->master_id, m);
+	struct mount *master = peer_group_mount(mns, master_id, m);
 	int ret = 0;
 
 	if (peer)
 		return join_group(peer, m);
-	if (m->e->master_id && !master)
+	if (master_id && !master)
 		return 1;
 	if (master) {
 		ret = join_group(master, m);
@@ -965,7 +967,7 @@ static int restore_propagation(struct mount_ns *mns)
 	for (size_t i = 0; i < mns->nr; i++) {
 		struct mount *m = &mns->mounts[i];
 
-		m->done = m == mns->root || !(m->e->shared_id || m->e->master_id);
+		m->done = !m->e->shared_id && (m == mns->root || !m->e->master_id);
 		left += !m->done;
 	}
 	do {
@@ -984,7 +986,9 @@ static int restore_propagation(struct mount_ns *mns)
 		}
 	} while (!ret && left && left < before);
 	if (!ret && left) {
-		pr_err("%zu mounts receive from peer groups that are not in the namespace\n", left);
+		pr_err("%zu mounts cannot get their propagation: no mount of their peer group or "
+		       "master's group has a root that holds theirs\n",
+		       left);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < mns->nr && !ret; i++)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,10 +29,14 @@
 #include "cr_options.h"
 #include "image.h"
 #include "log.h"
+#include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
 #include "namespaces.h"
 
 #include "mnt.pb-c.h"
 
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
 #ifndef MOVE_MOUNT_SET_GROUP
 #define MOVE_MOUNT_SET_GROUP 0x00000100
 #endif
@@ -148,36 +153,45 @@ static struct mount *find_mount(struct mount_ns *mns, uint32_t mnt_id)
 	return NULL;
 }
 
+/* Whether another mount of m's superblock comes back as m's kind (the root, a new fs). */
+static bool sb_taken(struct mount_ns *mns, const struct mount *m)
+{
+	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++)
+		if (s != m && s->e->root_dev == m->e->root_dev &&
+		    (s == mns->root || s->how == MOUNT_NEW_FS))
+			return true;
+	return false;
+}
+
 /*
- * How the mount comes back (both sides): the first mount of a new filesystem's superblock
- * that shows its root is mounted anew, every other one is bound from the root mount, an
- * external one or such a mount, one classified before it. One error line naming the mount
- * when none fits.
+ * How the mount comes back (both sides), in two passes over the mounts (images list them
+ * in any order): first the root, external mounts and one mount of each new filesystem's
+ * superblock that shows its root, mounted anew; then every other mount, bound from one of
+ * those whose root holds its own. One error line naming the mount when none fits.
  */
-static int classify_mount(struct mount_ns *mns, struct mount *m)
+static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 {
 	MntEntry *e = m->e;
 
-	if (m == mns->root) {
-		m->how = MOUNT_ROOT;
+	if (!binds) {
+		if (m == mns->root)
+			m->how = MOUNT_ROOT;
+		else if (e->ext_key)
+			m->how = MOUNT_EXTERNAL;
+		else if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/") && !sb_taken(mns, m))
+			m->how = MOUNT_NEW_FS;
 		return 0;
 	}
-	if (e->ext_key) {
-		m->how = MOUNT_EXTERNAL;
+	if (m->how != MOUNT_UNKNOWN)
 		return 0;
-	}
 	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++) {
 		if (s == m || s->e->root_dev != e->root_dev || !path_holds(s->e->root, e->root))
 			continue;
-		if (s == mns->root || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
+		if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
 			m->how = MOUNT_BIND;
 			m->source = s;
 			return 0;
 		}
-	}
-	if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/")) {
-		m->how = MOUNT_NEW_FS;
-		return 0;
 	}
 	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
 	       "nor %s: not supported\n",
@@ -226,8 +240,10 @@ static int classify_mounts(struct mount_ns *mns)
 			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
 			return -ENOTSUP;
 		}
-		ret = classify_mount(mns, m);
+		ret = classify_mount(mns, m, false);
 	}
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = classify_mount(mns, &mns->mounts[i], true);
 	return ret;
 }
 
@@ -489,64 +505,120 @@ static int wait_tar(pid_t child, const char *what)
 	return -EIO;
 }
 
-/* In a child: stdin, stdout from in and out, stderr to the log; then tar with args. */
-static void __attribute__((noreturn)) exec_tar(int in, int out, char *const args[])
+/*
+ * In a child: stdin, stdout from in and out, stderr to the log, keep open for tar (-1:
+ * none); then tar with args.
+ */
+static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *const args[])
 {
 	int log_fd = log_get_fd();
 
 	if ((in >= 0 && dup2(in, 0) < 0) || dup2(out, 1) < 0 ||
-	    (log_fd >= 0 && dup2(log_fd, 2) < 0))
+	    (log_fd >= 0 && dup2(log_fd, 2) < 0) || (keep >= 0 && fcntl(keep, F_SETFD, 0)))
 		_exit(126);
 	execvp("tar", args);
 	_exit(127);
 }
 
 /*
- * The files of a tmpfs, through the tree's root (/proc/PID/root/MOUNTPOINT), which must
- * reach this very mount (not another one over it): tar from there, as CRIU runs it.
+ * In a child joined to the tree's mount namespace (open_tree() clones only mounts of the
+ * caller's): m alone, without the mounts on it that hide some of its files
+ * (OPEN_TREE_CLONE), sent on sk. The mount point must reach m itself, not another mount
+ * over it.
  */
-static int dump_tmpfs(const struct mount *m)
+static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 {
-	static char *const args[] = { "tar",	 "--create",	"--gzip",
-				      "--no-unquote", "--no-wildcards", "--one-file-system",
-				      "--check-links", "--preserve-permissions", "--sparse",
-				      "--numeric-owner", ".",		NULL };
-	char path[4096];
-	struct cr_img *img;
+	int ns, dir = -1, tree = -1, ret = -1;
+	char ns_path[64];
 	struct statx stx;
-	pid_t child;
-	int dir, ret;
 
-	mntns_dump_path(m->e->mountpoint, path, sizeof(path));
-	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", pid);
+	ns = open(ns_path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0 || setns(ns, CLONE_NEWNS)) {
+		pr_perror("tmpfs %u: cannot join the mount namespace of %d", m->e->mnt_id, pid);
+		goto out;
+	}
+	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
 	    stx.stx_mnt_id != m->e->mnt_id) {
-		pr_err("tmpfs %u at %s: %s reaches another mount (one over it?): its files "
-		       "cannot be read\n",
-		       m->e->mnt_id, m->e->mountpoint, path);
-		if (dir >= 0)
-			close(dir);
-		return -ENOTSUP;
+		pr_err("tmpfs %u at %s: another mount covers it: its files cannot be read\n",
+		       m->e->mnt_id, m->e->mountpoint);
+		goto out;
 	}
+	tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
+	/* An unbindable mount cannot be cloned: its files are read through it, as they show. */
+	if (tree < 0 && !(m->e->flags & MS_UNBINDABLE)) {
+		pr_perror("tmpfs %u at %s: cannot clone it (open_tree)", m->e->mnt_id,
+			  m->e->mountpoint);
+		goto out;
+	}
+	ret = send_fds(sk, NULL, 0, tree >= 0 ? &tree : &dir, 1, NULL, 0);
+out:
+	if (tree >= 0)
+		close(tree);
+	if (dir >= 0)
+		close(dir);
+	if (ns >= 0)
+		close(ns);
+	return ret;
+}
+
+/* A detached clone of m (send_mount_clone()): its fd, or -errno after one error line. */
+static int clone_mount(pid_t pid, const struct mount *m)
+{
+	int sk[2], status, tree = -1;
+	pid_t child;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sk)) {
+		pr_perror("tmpfs %u: socketpair", m->e->mnt_id);
+		return -errno;
+	}
+	child = fork();
+	if (child == 0)
+		_exit(send_mount_clone(pid, m, sk[1]) ? 1 : 0);
+	close(sk[1]);
+	if (child < 0)
+		pr_perror("tmpfs %u: cannot fork to clone it", m->e->mnt_id);
+	/* The child said what failed; what it sent waits in the socket. */
+	else if (waitpid(child, &status, 0) == child && !status)
+		recv_fds(sk[0], &tree, 1, NULL, 0);
+	close(sk[0]);
+	return tree >= 0 ? tree : -EIO;
+}
+
+/* The files of a tmpfs, from a clone of it, with tar as CRIU runs it. */
+static int dump_tmpfs(pid_t pid, const struct mount *m)
+{
+	char dir[32];
+	char *const args[] = { "tar",	      "--create",	"--gzip",
+			       "--no-unquote", "--no-wildcards", "--one-file-system",
+			       "--check-links", "--preserve-permissions", "--sparse",
+			       "--numeric-owner", "--directory",	dir,
+			       ".",		NULL };
+	struct cr_img *img;
+	int tree, ret;
+	pid_t child;
+
+	tree = clone_mount(pid, m);
+	if (tree < 0)
+		return tree;
+	snprintf(dir, sizeof(dir), "/proc/self/fd/%d", tree);
 	img = open_image(CR_IMG_TMPFS_DEV, O_WRONLY, m->e->root_dev);
 	if (!img) {
-		close(dir);
+		close(tree);
 		return -EIO;
 	}
 	child = fork();
-	if (child == 0) {
-		if (fchdir(dir))
-			_exit(126);
-		exec_tar(-1, img->fd, args);
-	}
-	close(dir);
+	if (child == 0)
+		exec_tar(-1, img->fd, tree, args);
+	close(tree);
 	ret = child < 0 ? -errno : wait_tar(child, img->name);
 	if (child < 0)
 		pr_perror("tmpfs at %s: cannot fork tar", m->e->mountpoint);
-	close_image(img);
-	if (!ret)
+	else if (!ret)
 		pr_info("tmpfs %u at %s: its files into %s\n", m->e->mnt_id, m->e->mountpoint,
 			img->name);
+	close_image(img);
 	return ret;
 }
 
@@ -568,7 +640,7 @@ static int mnt_dump(const struct ns_id *ns)
 			 m->e->ext_key ? ", external " : "", m->e->ext_key ?: "");
 		ret = pb_write_one(img, m->e);
 		if (!ret && m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS)
-			ret = dump_tmpfs(m);
+			ret = dump_tmpfs(ns->pid, m);
 	}
 	close_image(img);
 	return ret;
@@ -780,7 +852,7 @@ static int restore_tmpfs(const struct mount *m)
 	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	child = null < 0 ? -1 : fork();
 	if (child == 0)
-		exec_tar(img->fd, null, args);
+		exec_tar(img->fd, null, -1, args);
 	ret = child < 0 ? -errno : wait_tar(child, img->name);
 	if (child < 0)
 		pr_perror("tmpfs at %s: cannot start tar", m->e->mountpoint);

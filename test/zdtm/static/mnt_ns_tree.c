@@ -6,7 +6,7 @@
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
- * bound in the tmpfs, a file removed from it while open.
+ * bound in the tmpfs, a file removed from it while open, one a mount hides.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump.
  */
 #include <errno.h>
@@ -135,6 +135,10 @@ static void build_mounts(void)
 	write_pattern("/tmp/sub/small", DATA_SEED + 1, 100);
 	must(symlink("sub/small", "/tmp/link"), "symlink in the tmpfs");
 	bind_mount("/tmp/sub", "/mnt", 0);
+	/* A file of the tmpfs that a mount over its directory hides. */
+	must(mkdir("/tmp/hidden", 0755), "mkdir /tmp/hidden");
+	write_pattern("/tmp/hidden/under", DATA_SEED + 3, 300);
+	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
 	bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
 
 	must(mount("shared", "/shared", "tmpfs", 0, "size=64k"), "tmpfs /shared");
@@ -349,5 +353,7 @@ int main(int argc, char **argv)
 	expect_slave_follows();
 	expect_socket(sk);
 	expect_ghost(ghost);
+	must(umount("/tmp/hidden"), "umount /tmp/hidden");
+	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
 	test_pass();
 }

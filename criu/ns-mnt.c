@@ -377,7 +377,7 @@ static void parse_propagation(const char *tag, MntEntry *e)
 static int parse_mount_line(char *line, struct mount *m)
 {
 	MntEntry *e = m->e;
-	char *f[6], *save, *tag, *type, *source, *super;
+	char *f[6], *save, *tag, *type, *source, *super, *rest;
 	unsigned int maj, min;
 
 	for (int i = 0; i < 6; i++)
@@ -387,9 +387,11 @@ static int parse_mount_line(char *line, struct mount *m)
 		return -EINVAL;
 	while ((tag = strtok_r(NULL, " \n", &save)) && strcmp(tag, "-"))
 		parse_propagation(tag, e);
-	type = strtok_r(NULL, " \n", &save);
-	source = strtok_r(NULL, " \n", &save);
-	super = strtok_r(NULL, " \n", &save);
+	/* One blank after each: an empty source shows as two blanks in a row. */
+	rest = tag ? save : NULL;
+	type = strsep(&rest, " ");
+	source = strsep(&rest, " ");
+	super = strsep(&rest, " \n");
 	if (!tag || !super)
 		return -EINVAL;
 	e->root_dev = maj << 20 | min;

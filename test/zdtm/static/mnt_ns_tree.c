@@ -145,7 +145,8 @@ static void build_mounts(void)
 	must(mount(NULL, "/shared", NULL, MS_SHARED, NULL), "make /shared shared");
 	bind_mount("/shared", "/slave", 0);
 	must(mount(NULL, "/slave", NULL, MS_SLAVE, NULL), "make /slave a slave");
-	must(mount("private", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");
+	/* An empty source, as mountinfo shows it: nothing between two blanks. */
+	must(mount("", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");
 	must(mount("unbind", "/unbind", "tmpfs", 0, "size=64k"), "tmpfs /unbind");
 	must(mount(NULL, "/unbind", NULL, MS_UNBINDABLE, NULL), "make /unbind unbindable");
 	/* A filesystem criu does not restore: its dump must fail, naming it. */
@@ -207,6 +208,22 @@ static int group_name(int *groups, int *nr, int group)
 	return *nr;
 }
 
+/* "TYPE SOURCE SUPER", one blank after each: the source may be empty. */
+static bool split_fs_fields(const char *tail, char fstype[32], char src[64], char super[128])
+{
+	size_t type_len = strcspn(tail, " "), src_len;
+
+	if (!tail[type_len] || type_len >= 32)
+		return false;
+	snprintf(fstype, 32, "%.*s", (int)type_len, tail);
+	tail += type_len + 1;
+	src_len = strcspn(tail, " ");
+	if (!tail[src_len] || src_len >= 64)
+		return false;
+	snprintf(src, 64, "%.*s", (int)src_len, tail);
+	return sscanf(tail + src_len + 1, "%127s", super) == 1;
+}
+
 /* mountinfo lines by their mount point (the 5th field): the kernel lists by creation. */
 static const char *mount_point_of(const char *line)
 {
@@ -248,7 +265,7 @@ static void mount_table(char *out, size_t size)
 		dash = strstr(line, " - ");
 		if (!dash || sscanf(line, "%d %d %u:%u %255s %255s %127s%n", &lines[nr].id,
 				    &lines[nr].parent, &maj, &min, root, point, opts, &n) != 7 ||
-		    sscanf(dash + 3, "%31s %63s %127s", fstype, src, super) != 3)
+		    !split_fs_fields(dash + 3, fstype, src, super))
 			test_fail("mountinfo line \"%s\"", line);
 		snprintf(tail, sizeof(tail), "%.*s", (int)(dash - line - n), line + n);
 		for (char *tag = strtok(tail, " "); tag; tag = strtok(NULL, " ")) {

@@ -404,6 +404,13 @@ MNT_NS_TREE = {'launcher': True, 'pidns': True,
                'restore_args': ['--root', '{work}/root', '--external', 'mnt[usr]:/usr',
                                 '--external', 'mnt[out]:{out}']}
 
+
+def mnt_restore_fails(restore_args, expect):
+    """mnt_ns_tree restored with restore_args, which leave out what it needs."""
+    return dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
+                corrupt=lambda img_dir, pid: None, restore_args=restore_args, expect=expect)
+
+
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
@@ -732,17 +739,12 @@ TESTS = {
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
                                        'external'),
-    'restore_fail_mnt_no_external': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
-                                         corrupt=lambda img_dir, pid: None,
-                                         restore_args=['--root', '{work}/root', '--external',
-                                                       'mnt[out]:{out}'],
-                                         expect='is external (key usr): restore needs '
-                                                '--external mnt[usr]:PATH'),
-    'restore_fail_mnt_no_root': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
-                                     corrupt=lambda img_dir, pid: None,
-                                     restore_args=['--external', 'mnt[usr]:/usr', '--external',
-                                                   'mnt[out]:{out}'],
-                                     expect='its root mount needs --root DIR'),
+    'restore_fail_mnt_no_external': mnt_restore_fails(
+        ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
+        'is external (key usr): restore needs --external mnt[usr]:PATH'),
+    'restore_fail_mnt_no_root': mnt_restore_fails(
+        ['--external', 'mnt[usr]:/usr', '--external', 'mnt[out]:{out}'],
+        'its root mount needs --root DIR'),
     'restore_fail_root_without_mntns': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                         'corrupt': lambda img_dir, pid: None,
                                         'restore_args': ['--root', '{work}'],

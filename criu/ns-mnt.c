@@ -772,6 +772,12 @@ static int mnt_collect(struct ns_id *ns)
 	}
 	mns->from_image = true;
 	ns->priv = mns;
+	if (!img_exists(CR_IMG_MNTS, ns->id)) {
+		pr_err("the root has mount namespace %u of its own, but mountpoints-%u.img is "
+		       "missing\n",
+		       ns->id, ns->id);
+		return -ENOENT;
+	}
 	img = open_image(CR_IMG_MNTS, O_RDONLY, ns->id);
 	if (!img)
 		return -EIO;

@@ -742,6 +742,11 @@ TESTS = {
     'restore_fail_mnt_no_external': mnt_restore_fails(
         ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
         'is external (key usr): restore needs --external mnt[usr]:PATH'),
+    # the root task fails while it builds the tree: nothing is left of it
+    'restore_fail_mnt_bad_external': mnt_restore_fails(
+        ['--root', '{work}/root', '--external', 'mnt[usr]:/nonexistent', '--external',
+         'mnt[out]:{out}'],
+        'at /usr: cannot bind /nonexistent'),
     'restore_fail_mnt_no_root': mnt_restore_fails(
         ['--external', 'mnt[usr]:/usr', '--external', 'mnt[out]:{out}'],
         'its root mount needs --root DIR'),
@@ -1010,18 +1015,21 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net', 'net namespaces are not supported'),
-                       ('mnt', 'mnt namespaces are not supported'),
+                       # a mount namespace: its first mount of a kind not restored
+                       ('mnt', 'is neither external (--external mnt[])'),
                        ('user', 'user namespaces are not supported'),
                        ('cgroup', 'cgroup namespaces are not supported')):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                                     'test_env': {'ZDTM_NS_CASE': _case}, 'expect': _expect}
-# A root with a namespace of its own of a kind this criu does not restore, as the images say.
+# A root with a namespace of its own of a kind this criu does not restore, as the images say
+# (of a mount namespace, its mounts' image is missing).
 for _kind in ('net', 'mnt', 'user', 'cgroup'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
                                                                                  field),
-        'expect': 'restoring %s namespaces is not supported' % _kind}
+        'expect': ('mountpoints-999.img is missing' if _kind == 'mnt' else
+                   'restoring %s namespaces is not supported' % _kind)}
 
 # GPU (modes gpu, gpu_restore_fails, gpu_production_plugin): test/zdtm/gpu/gpu_bos (or
 # 'bin') on its own KFD EMULATOR daemon, dumped and restored with the plugin's test build.

@@ -972,11 +972,15 @@ static int set_mount_flags(const struct mount *m)
 	return 0;
 }
 
+/*
+ * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
+ * /proc may not be mounted.
+ */
 static int set_propagation(const struct mount *m, unsigned long type, const char *what)
 {
-	char path[64];
+	struct mount_attr attr = { .propagation = type };
 
-	if (mount(NULL, fd_path(m, path, sizeof(path)), NULL, type, NULL)) {
+	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
 		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
 		return -errno;
 	}
@@ -1090,7 +1094,7 @@ static int enter_root(const struct mount_ns *mns)
 
 /*
  * In the root task, born into a copy of criu's mount namespace: nothing it does may reach
- * criu's (all private first), then the mounts, their flags, their propagation, the root.
+ * criu's (all private first), then the mounts, their flags, the root, their propagation.
  */
 static int mnt_restore(const struct ns_id *ns)
 {
@@ -1105,8 +1109,9 @@ static int mnt_restore(const struct ns_id *ns)
 		ret = mount_one(&mns->mounts[i]);
 	for (size_t i = 0; i < mns->nr && !ret; i++)
 		ret = set_mount_flags(&mns->mounts[i]);
-	ret = ret ?: restore_propagation(mns);
+	/* pivot_root() refuses a shared new root: propagation comes after. */
 	ret = ret ?: enter_root(mns);
+	ret = ret ?: restore_propagation(mns);
 	for (size_t i = 0; i < mns->nr; i++) {
 		if (mns->mounts[i].fd >= 0)
 			close(mns->mounts[i].fd);

@@ -735,6 +735,8 @@ TESTS = {
     # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
     # the runner's /usr and the test's directory are external mounts
     'mnt_ns_tree': dict(MNT_NS_TREE),
+    'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                               test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
@@ -943,6 +945,8 @@ CROSS_TESTS = {
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'mnt_ns_tree': dict(MNT_NS_TREE),  # a mount namespace: --root, --external mnt[]
+    'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # and its mounts shared
+                               test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -950,6 +954,9 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
+# The shared-root variant of the mount test runs its binary.
+for _way in ('up2us', 'us2up'):
+    TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
 # Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
 # restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
 TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',

@@ -7,7 +7,8 @@
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
  * bound in the tmpfs, a file removed from it while open, one a mount hides.
- * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump.
+ * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
+ * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +86,7 @@ static void build_root(const char *out_dir, char **argv)
 	must(mkdir("root", 0755), "mkdir root");
 	bind_mount("root", "root", 0);
 	must(chdir("root"), "chdir root");
-	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0";
+	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0peer\0bindsrc\0";
 	     *d; d += strlen(d) + 1)
 		must(mkdir(d, 0755), d);
 	must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
@@ -113,6 +114,15 @@ static void build_root(const char *out_dir, char **argv)
 static void build_mounts(void)
 {
 	int fd;
+
+	/*
+	 * The root shared, with a peer (a bind of one of its directories): every mount made
+	 * under it after this is shared too, each in a peer group of its own.
+	 */
+	if (getenv("ZDTM_MNT_SHARED_ROOT")) {
+		must(mount(NULL, "/", NULL, MS_SHARED, NULL), "make / shared");
+		bind_mount("/bindsrc", "/peer", 0);
+	}
 
 	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
 	must(mount("devs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k"), "tmpfs /dev");

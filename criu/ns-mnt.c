@@ -446,14 +446,18 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 		struct mount *m = grow_mounts(mns);
 		const char *key;
 
-		if (m)
-			m->e = malloc(sizeof(*m->e));
-		if (!m || !m->e) {
+		if (m && !(m->e = malloc(sizeof(*m->e)))) {
+			mns->nr--;
+			m = NULL;
+		}
+		if (!m) {
 			pr_err("out of memory reading %s\n", path);
 			ret = -ENOMEM;
 			break;
 		}
 		mnt_entry__init(m->e);
+		/* Ours to free (free_mount_ns()), not protobuf-c's empty string. */
+		m->e->root = m->e->mountpoint = m->e->source = m->e->options = NULL;
 		ret = parse_mount_line(line, m);
 		if (ret) {
 			pr_err("%s: cannot parse line %zu\n", path, mns->nr);

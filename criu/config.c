@@ -72,6 +72,7 @@ static int set_empty_ns(const struct cr_option *o, const char *arg, bool on);
 static int set_join_ns(const struct cr_option *o, const char *arg, bool on);
 static int set_network_lock(const struct cr_option *o, const char *arg, bool on);
 static int set_root(const struct cr_option *o, const char *arg, bool on);
+static int add_ext_mount_map(const struct cr_option *o, const char *arg, bool on);
 static int set_feature(const struct cr_option *o, const char *arg, bool on);
 static int set_check_all(const struct cr_option *o, const char *arg, bool on);
 static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on);
@@ -130,8 +131,12 @@ static const struct cr_option options[] = {
 	     "a reopened file of another size fails the restore"),
 	{ "ghost-fiemap", "no-ghost-fiemap", 0, no_argument, accept_sparse_ghosts, 0, NULL,
 	  "save only the data of deleted files, not their holes (always done)" },
-	CALL("external", 0, required_argument, set_external, "veth[IN]:OUT[@BR]",
-	     "restore: the tree's veth link IN gets its peer OUT here (in bridge BR)"),
+	CALL("external", 0, required_argument, set_external, "RES",
+	     "veth[IN]:OUT[@BR], restore: the tree's veth link IN gets its peer OUT here (in "
+	     "bridge BR); mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
+	     "mnt[KEY]:PATH"),
+	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
+	     "the same as --external mnt[KEY]:VAL"),
 	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",
 	     "the same as --external veth[IN]:OUT[@BR]"),
 	CALL("empty-ns", 0, required_argument, set_empty_ns, "net",
@@ -140,7 +145,8 @@ static const struct cr_option options[] = {
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
 	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
 	     "the network is not locked while the tree is dumped"),
-	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
+	CALL("root", 'r', required_argument, set_root, "DIR",
+	     "restore: the directory a mount namespace's root mount is bound from"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
 	     "how pre-dump reads memory (pre-dump needs memory tracking)"),
@@ -185,7 +191,6 @@ static const struct cr_option options[] = {
 	REFUSED("close", 0, required_argument),
 	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("ms", 0, no_argument),
-	REFUSED("ext-mount-map", 'M', required_argument),
 	REFUSED("exec-cmd", 0, no_argument),
 	REFUSED("cgroup-props", 0, required_argument),
 	REFUSED("cgroup-props-file", 0, required_argument),
@@ -232,7 +237,7 @@ static const struct refusal refusals[] = {
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
 	{ "mounts are neither dumped nor restored",
-	  NAMES("ext-mount-map", "skip-mnt", "enable-fs", "enable-external-sharing",
+	  NAMES("skip-mnt", "enable-fs", "enable-external-sharing",
 		"enable-external-masters", "mntns-compat-mode") },
 	{ "cgroups are dumped with CRIU's default properties, of every controller",
 	  NAMES("cgroup-props", "cgroup-props-file", "cgroup-dump-controller") },
@@ -522,15 +527,39 @@ const struct ext_veth *opts_ext_veth(const char *inner)
 	return NULL;
 }
 
+/* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */
+static int add_ext_mount(const struct cr_option *o, const char *arg, const char *first,
+			 size_t first_len, const char *second)
+{
+	struct ext_mount em;
+
+	if (!first_len || !*second) {
+		opt_error("bad value '%s' for --%s (mnt[KEY]:VALUE, neither empty)", arg, o->name);
+		return -1;
+	}
+	em.key = strndup(first, first_len);
+	em.val = (char *)second;
+	if (!em.key) {
+		opt_error("out of memory");
+		return -1;
+	}
+	return append(&opts.ext_mounts, &opts.nr_ext_mounts, &em, sizeof(em));
+}
+
 /*
- * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN). Every other
- * kind upstream knows (tty, file, dev, unix, mnt, macvlan, netdev): refused.
+ * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN) and mnt[A]:B, an
+ * external mount (ns-mnt.c). Every other kind upstream knows (tty, file, dev, unix, macvlan,
+ * netdev): refused.
  */
 static int set_external(const struct cr_option *o, const char *arg, bool on)
 {
+	const char *close = strstr(arg, "]:");
+
 	(void)on;
 	if (!strncmp(arg, "veth[", 5))
 		return add_ext_veth(o, arg, arg + 5, "]:");
+	if (!strncmp(arg, "mnt[", 4) && close)
+		return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);
 	return refuse(o, arg);
 }
 
@@ -560,15 +589,34 @@ static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
 	return 0;
 }
 
-/* --root is the root restore works in: / is what this criu always uses. */
+/* KEY:VAL, CRIU's older spelling of --external mnt[KEY]:VAL ("auto" is refused). */
+static int add_ext_mount_map(const struct cr_option *o, const char *arg, bool on)
+{
+	const char *colon = strchr(arg, ':');
+
+	(void)on;
+	if (!strcmp(arg, "auto"))
+		return refuse(o, arg);
+	if (!colon) {
+		opt_error("bad value '%s' for --%s (KEY:VAL)", arg, o->name);
+		return -1;
+	}
+	return add_ext_mount(o, arg, arg, colon - arg, colon + 1);
+}
+
+/* The directory restore binds a mount namespace's root mount from (ns-mnt.c). */
 static int set_root(const struct cr_option *o, const char *arg, bool on)
 {
 	char *real = realpath(arg, NULL);
-	bool slash = real && !strcmp(real, "/");
 
 	(void)on;
-	free(real);
-	return slash ? 0 : refuse(o, arg);
+	if (!real) {
+		opt_error("--%s %s: %s", o->name, arg, strerror(errno));
+		return -1;
+	}
+	free(opts.root);
+	opts.root = real;
+	return 0;
 }
 
 static int set_feature(const struct cr_option *o, const char *arg, bool on)
@@ -1066,9 +1114,9 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --root but /, --cpu-cap but =none, --file-validation\n"
-	       "buildid, --ext-unix-sk with inodes, --external but veth[], --empty-ns but net,\n"
-	       "--join-ns but net:PATH, --network-lock but skip.\n"
+	printf("Refused for some values: --external but veth[] and mnt[], --ext-mount-map auto,\n"
+	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
+	       "--empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

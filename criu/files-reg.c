@@ -306,7 +306,7 @@ static bool is_internal_file(const char *path)
  */
 static int check_ghost_path(const char *path, const char *what)
 {
-	char *dir = strdup(path), *slash;
+	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(path, buf, sizeof(buf))), *slash;
 	struct stat st;
 	int ret = 0;
 
@@ -395,7 +395,9 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	}
 	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
 	if (st->st_nlink) {
-		int ret = S_ISLNK(st->st_mode) ? lstat(path, &now) : stat(path, &now);
+		char buf[PATH_MAX + 32];
+		const char *where = mntns_dump_path(path, buf, sizeof(buf));
+		int ret = S_ISLNK(st->st_mode) ? lstat(where, &now) : stat(where, &now);
 
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
 			return resolve_unlinked_path(st, what, path, marked, kind);
@@ -412,13 +414,21 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	return check_ghost_path(path, what);
 }
 
-/* fown: the owner of an fd's I/O signals; NULL for a file no fd holds (cwd, a mapping). */
+/*
+ * fown: the owner of an fd's I/O signals; NULL for a file no fd holds (cwd, a mapping).
+ * src: the /proc link to the file, for its mount id; NULL: none written.
+ */
 static int write_reg_entry(uint32_t id, const char *path, const struct stat *st, uint32_t flags,
-			   uint64_t pos, FownEntry *fown)
+			   uint64_t pos, FownEntry *fown, const char *src)
 {
 	FileEntry fe = FILE_ENTRY__INIT;
 	RegFileEntry rfe = REG_FILE_ENTRY__INIT;
 	FownEntry no_owner = FOWN_ENTRY__INIT;
+	int ret = src ? mntns_file_mnt_id(src, &rfe.mnt_id) : 0;
+
+	if (ret)
+		return ret;
+	rfe.has_mnt_id = rfe.mnt_id >= 0;
 
 	rfe.id = id;
 	rfe.name = (char *)path; /* protobuf-c's field is not const; it is only read */
@@ -441,7 +451,7 @@ struct dumped_link_remap {
 	dev_t dev;
 	ino_t ino;
 	uint32_t id; /* its REG entry */
-	char *path;
+	char *path; /* where criu made it (mntns_dump_path()) */
 };
 
 static struct dumped_link_remap *dumped_link_remaps;
@@ -452,7 +462,8 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 {
 	struct dumped_link_remap *grown, *lr;
 	const char *slash = strrchr(path, '/');
-	char *lpath;
+	char *lpath, *made, buf[PATH_MAX + 32];
+	int ret;
 
 	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
 		lr = &dumped_link_remaps[i];
@@ -472,15 +483,21 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	}
 	dumped_link_remaps = grown;
 	/* Through the /proc link: the inode itself, whatever names it has left. */
-	if (linkat(AT_FDCWD, src, AT_FDCWD, lpath, AT_SYMLINK_FOLLOW)) {
-		pr_perror("cannot link %s back as %s (--link-remap)", path, lpath);
+	made = strdup(mntns_dump_path(lpath, buf, sizeof(buf)));
+	if (!made || linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW)) {
+		ret = made ? -errno : -ENOMEM;
+		pr_err("cannot link %s back as %s (--link-remap): %s\n", path, lpath,
+		       strerror(-ret));
+		free(made);
 		free(lpath);
-		return -errno;
+		return ret;
 	}
 	dumped_link_remaps[nr_dumped_link_remaps++] =
-		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, lpath };
+		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, made };
 	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
-	return write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL);
+	ret = write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL, src);
+	free(lpath);
+	return ret;
 }
 
 void reg_dump_undo(void)
@@ -534,7 +551,7 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	} else if (!ret && kind == PATH_DEAD_PROC) {
 		ret = write_remap(id, dead_proc_pid(path, st), REMAP_TYPE__PROCFS);
 	}
-	return ret ? ret : write_reg_entry(id, path, st, flags, pos, fown);
+	return ret ? ret : write_reg_entry(id, path, st, flags, pos, fown, src);
 }
 
 /* A symlink is held only by an O_PATH | O_NOFOLLOW fd, reopened the same way. */
@@ -561,7 +578,7 @@ int dump_reg_path(const struct fd_parms *p, uint32_t id, const char *path)
 	FownEntry fown;
 	int ret = dump_fown(p, &fown);
 
-	return ret ? ret : write_reg_entry(id, path, &p->st, p->flags, p->pos, &fown);
+	return ret ? ret : write_reg_entry(id, path, &p->st, p->flags, p->pos, &fown, NULL);
 }
 
 /* The target of a /proc link and its inode. */

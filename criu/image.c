@@ -30,6 +30,7 @@
 #include "sk-packet.pb-c.h"
 #include "seccomp.pb-c.h"
 #include "utsns.pb-c.h"
+#include "mnt.pb-c.h"
 #include "ipc-var.pb-c.h"
 #include "ipc-shm.pb-c.h"
 #include "ipc-msg.pb-c.h"
@@ -98,6 +99,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_RULE] = { "RULE", "rule-%lu.img", 0, 0, NULL },
 	[CR_IMG_IPTABLES] = { "IPTABLES", "iptables-%lu.img", 0, 0, NULL },
 	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
+	[CR_IMG_MNTS] = PB_IMG("MNTS", "mountpoints-%lu.img", MNTS_MAGIC, mnt_entry__descriptor),
+	[CR_IMG_TMPFS_DEV] = { "TMPFS_DEV", "tmpfs-dev-%lu.tar.gz.img", 0, 0, NULL },
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

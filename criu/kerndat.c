@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -262,11 +263,28 @@ static bool has_userns(void)
 	return true;
 }
 
+/* Files name the mount they were reached through (statx's STATX_MNT_ID, Linux 5.8). */
+static bool has_statx_mnt_id(void)
+{
+	struct statx stx;
+
+	return !statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) && (stx.stx_mask & STATX_MNT_ID);
+}
+
+/*
+ * Mount namespaces' peer groups are restored with move_mount(MOVE_MOUNT_SET_GROUP) (Linux
+ * 5.15): with no fds, a kernel that knows the flag says EBADF, one that does not EINVAL.
+ */
+static bool has_move_mount_set_group(void)
+{
+	return syscall(SYS_move_mount, -1, "", -1, "", 0x100 | 0x4 | 0x40) < 0 && errno == EBADF;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
 static const struct feature features[] = {
-	NOT_IMPLEMENTED("mnt_id", "mount namespaces and mount ids are not dumped"),
+	{ "mnt_id", FEAT_EXTRA, has_statx_mnt_id, "mount namespaces (files' mount ids)" },
 	NOT_IMPLEMENTED("mem_dirty_track", "memory changes are not tracked (soft-dirty): no pre-dump"),
 	NOT_IMPLEMENTED("aio_remap", "AIO rings are not dumped"),
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
@@ -303,7 +321,8 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("sockopt_buf_lock", "sockets are not dumped"),
 	{ "memfd_hugetlb", FEAT_EXTRA, has_memfd_hugetlb, "hugetlb memfds" },
-	NOT_IMPLEMENTED("move_mount_set_group", "mounts are not restored"),
+	{ "move_mount_set_group", FEAT_EXTRA, has_move_mount_set_group,
+	  "mount namespaces (shared and slave mounts)" },
 	NOT_IMPLEMENTED("openat2", "files are reopened without openat2()"),
 	{ "get_rseq_conf", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	NOT_IMPLEMENTED("ipv6_freebind", "sockets are not dumped"),

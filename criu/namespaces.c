@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,7 +20,6 @@
 #include "pstree.h"
 
 /* Kinds this criu does not restore (yet): a root with one of its own is refused. */
-static const struct ns_kind mnt_ns_kind = { .name = "mnt", .clone_flag = CLONE_NEWNS };
 
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
 	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
@@ -372,9 +372,12 @@ int ns_dump_images(void)
 {
 	int ret = 0;
 
-	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->dump)
-			ret = dump_one_ns(root_own[k]);
+	for (int k = 0; k < NS_KINDS && !ret; k++) {
+		const struct ns_kind *kind = root_own[k] ? root_own[k]->kind : NULL;
+
+		if (kind && kind->dump)
+			ret = kind->dump_from_criu ? kind->dump(root_own[k]) : dump_one_ns(root_own[k]);
+	}
 	return ret;
 }
 
@@ -434,6 +437,13 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	if (!ret && opts.join_ns_net && !root_own[NS_NET]) {
 		pr_err("--join-ns net:%s: the dump's tree has no net namespace of its own\n",
 		       opts.join_ns_net);
+		ret = -EINVAL;
+	}
+	/* --root is where a mount namespace is built: without one it would go unheeded. */
+	if (!ret && opts.root && strcmp(opts.root, "/") && !root_own[NS_MNT]) {
+		pr_err("--root %s: the dump's root task has no mount namespace of its own to "
+		       "restore there\n",
+		       opts.root);
 		ret = -EINVAL;
 	}
 	if (ret)

@@ -466,6 +466,10 @@ static int dump_path_name(int lfd, const struct usk_diag *sk, UnixSkEntry *ue,
 		goto out;
 	}
 	link[len] = '\0';
+	ret = mntns_file_mnt_id(proc, &ue->mnt_id);
+	if (ret)
+		goto out;
+	ue->has_mnt_id = ue->mnt_id >= 0;
 	if (st.st_nlink == 0) {
 		/* The kernel marks the link of a removed file so. */
 		if ((size_t)len > strlen(DELETED_MARK) &&
@@ -866,7 +870,8 @@ static int check_name(const UnixSkEntry *ue, const char *what)
 		pr_err("%s: a deleted file for a socket not bound to a path\n", what);
 		return -EINVAL;
 	}
-	if (ue->has_mnt_id && ue->mnt_id >= 0) {
+	/* Bound in the tree's mount namespace: the path is the same in the restored one. */
+	if (ue->has_mnt_id && ue->mnt_id >= 0 && !mntns_restored()) {
 		pr_err("%s: bound on mount %d of a mount namespace, which is not supported\n", what,
 		       ue->mnt_id);
 		return -ENOTSUP;

@@ -70,7 +70,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters', 'userns', 'cgroupns'}
+                        'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -500,6 +500,17 @@ def pidns_external(img_dir, pid):
 # setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
 LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
                 'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
+# The mount test's options: --root is the directory its root mount was bound from.
+MNT_NS_TREE = {'launcher': True, 'pidns': True,
+               'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out'],
+               'restore_args': ['--root', '{work}/root', '--external', 'mnt[usr]:/usr',
+                                '--external', 'mnt[out]:{out}']}
+
+
+def mnt_restore_fails(restore_args, expect):
+    """mnt_ns_tree restored with restore_args, which leave out what it needs."""
+    return dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
+                corrupt=lambda img_dir, pid: None, restore_args=restore_args, expect=expect)
 
 
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
@@ -857,10 +868,39 @@ TESTS = {
                                       'launcher': True, 'pidns': True,
                                       'corrupt': lambda img_dir, pid: ipc_msgmax_tiny(img_dir, 1),
                                       'expect': 'cannot queue message 0 (8 bytes) again'},
+    # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
+    # the runner's /usr and the test's directory are external mounts
+    'mnt_ns_tree': dict(MNT_NS_TREE),
+    'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                               test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
+    'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
+                                test_env={'ZDTM_MNT_RAMFS': '1'},
+                                expect='at /ramfs: ramfs (source ramfs, root /) is neither '
+                                       'external'),
+    'restore_fail_mnt_no_external': mnt_restore_fails(
+        ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
+        'is external (key usr): restore needs --external mnt[usr]:PATH'),
+    # the root task fails while it builds the tree: nothing is left of it
+    'restore_fail_mnt_bad_external': mnt_restore_fails(
+        ['--root', '{work}/root', '--external', 'mnt[usr]:/nonexistent', '--external',
+         'mnt[out]:{out}'],
+        'at /usr: cannot bind /nonexistent'),
+    'restore_fail_mnt_no_root': mnt_restore_fails(
+        ['--external', 'mnt[usr]:/usr', '--external', 'mnt[out]:{out}'],
+        'its root mount needs --root DIR'),
+    'restore_fail_root_without_mntns': {'bin': 'tree_sessions', 'mode': 'restore_fails',
+                                        'corrupt': lambda img_dir, pid: None,
+                                        'restore_args': ['--root', '{work}'],
+                                        'expect': 'has no mount namespace of its own'},
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
+    # --external: veth[A]:B and mnt[A]:B only, neither empty
+    'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
+                                                        '{out}/img', '--external', 'macvlan[a]:b']},
+    'cli_external_mnt_empty': {'mode': 'cli', 'args': ['restore', '-D', '{out}/img',
+                                                       '--external', 'mnt[]:/x']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
@@ -1090,6 +1130,9 @@ CROSS_TESTS = {
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
     'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls
+    'mnt_ns_tree': dict(MNT_NS_TREE),  # a mount namespace: --root, --external mnt[]
+    'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # and its mounts shared
+                               test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -1097,6 +1140,9 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
+# The shared-root variant of the mount test runs its binary.
+for _way in ('up2us', 'us2up'):
+    TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
 # Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
 # restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
 TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
@@ -1177,7 +1223,8 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net_bridge', 'link zdtm_br (index 2) is a bridge: only the loopback'),
-                       ('mnt', 'mnt namespaces are not supported'),
+                       # a mount namespace: its first mount of a kind not restored
+                       ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps
                        ('user', "has no mapping in the tree's user namespace")):
     TESTS['ns_refused_' + _case] = {'bin': 'ns_refused', 'mode': 'dump_fails',
@@ -1187,15 +1234,15 @@ TESTS['ns_refused_cgroup'] = {'bin': 'ns_refused', 'mode': 'dump_fails',
                               'dump_args': ['--manage-cgroups=ignore'],
                               'test_env': {'ZDTM_NS_CASE': 'cgroup'},
                               'expect': '--manage-cgroups=ignore does not write'}
-# A root with a namespace of its own of a kind this criu does not restore, as the images say.
+# A root with a namespace of its own whose image is missing (the corrupted ids name one the
+# dump never wrote).
 for _kind in ('mnt', 'user'):
     TESTS['restore_fail_ns_' + _kind] = {
         'bin': 'mem_anon_private', 'mode': 'restore_fails',
         'corrupt': lambda img_dir, pid, field=_kind + '_ns_id': root_gets_own_ns(img_dir, pid,
                                                                                  field),
-        'expect': 'restoring %s namespaces is not supported' % _kind}
-# A user namespace is restored from its userns-ID.img: the one the corrupted ids name is missing.
-TESTS['restore_fail_ns_user']['expect'] = 'cannot open image userns-999.img'
+        'expect': {'mnt': 'mountpoints-999.img is missing',
+                   'user': 'cannot open image userns-999.img'}[_kind]}
 # ... or of a cgroup namespace whose root cgroup.img does not name.
 TESTS['restore_fail_ns_cgroup'] = {
     'bin': 'mem_anon_private', 'mode': 'restore_fails',
@@ -1405,7 +1452,8 @@ CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
 # are raw images too, as CRIU keeps them.
 NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-')
-CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-') + NET_RAW_IMAGES + OWN_IMAGES
+CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-', 'tmpfs-dev-') + NET_RAW_IMAGES + \
+    OWN_IMAGES
 
 
 def own_crit(*args):
@@ -2032,7 +2080,9 @@ class TestRun:
     def criu(self, action, args, log=None, stdin=None, expect_ok=True, binary=CRIU):
         """Run criu (ours, or binary); returns (returncode, stderr text). Fails the test
         on a timeout."""
-        cmd = [binary, action] + args
+        # {out} and {work}: the test's directories (--root, --external mnt[] of mount tests)
+        cmd = [binary, action] + [a.replace('{out}', self.out).replace('{work}', self.work)
+                                  for a in args]
         if binary != CRIU:
             cmd += [o for o in UPSTREAM_OPTS if o not in args]
         if log:

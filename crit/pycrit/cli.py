@@ -38,6 +38,9 @@ def _read_image(path):
     if path is not None and os.path.basename(path).startswith("pages-"):
         raise CritError("pages images hold raw page data with no magic; "
                         "crit decodes only protobuf images")
+    if path is not None and os.path.basename(path).startswith("tmpfs-dev-"):
+        raise CritError("tmpfs-dev images hold a tmpfs's files as tar --gzip wrote them; "
+                        "crit decodes only protobuf images")
     return _read_input(path)
 
 

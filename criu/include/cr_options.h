@@ -39,6 +39,12 @@ struct ext_veth {
 	char *bridge; /* NULL, or the bridge of criu's the outer end joins */
 };
 
+/* --external mnt[A]:B (or -M A:B): dump, MOUNTPOINT and KEY; restore, KEY and PATH. */
+struct ext_mount {
+	char *key;
+	char *val;
+};
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -83,6 +89,9 @@ struct cr_options {
 	unsigned int nr_ext_veths;
 	bool empty_ns_net; /* --empty-ns net: the tree's net namespace is neither dumped nor filled */
 	char *join_ns_net; /* --join-ns net:PATH: the tree is restored into that net namespace */
+	char *root;	   /* -r, real path; NULL: not given */
+	struct ext_mount *ext_mounts;
+	unsigned int nr_ext_mounts;
 };
 
 extern struct cr_options opts;

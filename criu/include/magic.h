@@ -35,6 +35,7 @@
 #define CGROUP_MAGIC 0x59383330u
 #define NETNS_MAGIC 0x55933752u
 #define NETDEV_MAGIC 0x57373951u
+#define MNTS_MAGIC 0x55563928u
 #define STATS_MAGIC 0x57093306u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u

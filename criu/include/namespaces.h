@@ -2,7 +2,7 @@
  * The namespaces of the dumped tree: one ns_id per namespace its tasks live in (criu's own
  * among them), the ids the images name them by (task_kobj_ids_entry, utsns-ID.img, ...),
  * and one file per kind behind struct ns_kind (ns-pid.c, ns-uts.c, ns-ipc.c, ns-time.c,
- * ns-cgroup.c).
+ * ns-cgroup.c, ns-net.c, ns-mnt.c).
  *
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
@@ -52,6 +52,11 @@ struct ns_kind {
 	 */
 	int (*dump)(const struct ns_id *ns);
 	/*
+	 * dump() runs in criu's main process instead, in criu's own namespaces: the kind reads
+	 * the namespace through ns->pid's /proc entries and runs criu's tools (mounts: tar).
+	 */
+	bool dump_from_criu;
+	/*
 	 * Optional. Dump, main process, from ns_dump_collect(), for a namespace of the root's
 	 * own: what must hold for restore to give it back, and what the dump needs to know of
 	 * it (a pid namespace: its init is the root; the pids of the tree in it). 0 or -errno,
@@ -92,7 +97,7 @@ struct ns_kind {
 };
 
 extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind,
-	cgroup_ns_kind, net_ns_kind;
+	cgroup_ns_kind, net_ns_kind, mnt_ns_kind;
 
 struct pstree_item;
 struct task_ids;
@@ -181,5 +186,21 @@ int pidns_note_root(pid_t img_pid, pid_t host);
 int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 /* Restore: threads img_tids[nr] of the process host, as criu sees them, into host_tids. */
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
+
+/*
+ * Mounts (ns-mnt.c). Dump: path, as a task of the tree names it, where criu reaches it
+ * (through /proc/ROOT/root when the tree has a mount namespace of its own), in buf.
+ */
+const char *mntns_dump_path(const char *path, char *buf, size_t size);
+/*
+ * Dump: the mount id of the file behind the /proc link src, for reg_file_entry.mnt_id;
+ * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
+ */
+int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
+/*
+ * Restore, once collected: whether the root gets a mount namespace of its own, in which
+ * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
+ */
+bool mntns_restored(void);
 
 #endif

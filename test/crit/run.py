@@ -199,6 +199,8 @@ def check_explore_quick(dump_dir, expected):
 
 # Images plugins write in formats of their own (the AMDGPU plugin's, the test plugins').
 PLUGIN_IMAGES = ("amdgpu-", "testdev-", "unixsk-")
+# Raw images with no magic that are not page data: a tmpfs's files, as tar --gzip wrote them.
+RAW_IMAGES = ("tmpfs-dev-",)
 
 
 def check_image_quick(path):
@@ -220,8 +222,8 @@ def check_dump_dir(dump_dir, expected=None, quick=False):
     quick: only the in-process identity of each image (for sweeping many dumps)."""
     for name in sorted(os.listdir(dump_dir)):
         path = os.path.join(dump_dir, name)
-        if name.startswith(PLUGIN_IMAGES) or (name.startswith(("pages-",) +
-                                                              magic.NET_RAW_PREFIXES) and quick):
+        if name.startswith(PLUGIN_IMAGES + RAW_IMAGES) or (
+                name.startswith(("pages-",) + magic.NET_RAW_PREFIXES) and quick):
             continue
         if os.path.isfile(path) and (name.endswith(".img") or name.startswith("stats-")):
             (check_image_quick if quick else check_image)(path)

@@ -67,6 +67,10 @@ static void sigterm_handler(int signo)
 	test_sigterm_received = 1;
 }
 
+/* Set in a root that test_launch_root() forked: its launcher waits for a byte on it. */
+static int launch_ready_fd = -1;
+#define LAUNCH_READY_ENV "ZDTM_LAUNCH_READY_FD"
+
 void test_init(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = sigterm_handler };
@@ -89,6 +93,10 @@ void test_init(int argc, char **argv)
 	if (pidfile_dir_fd < 0)
 		test_fail_errno("open pidfile directory");
 
+	/* A launched root that re-executed itself (test_reexec()) still owes its launcher. */
+	if (getenv(LAUNCH_READY_ENV))
+		launch_ready_fd = atoi(getenv(LAUNCH_READY_ENV));
+
 	sigemptyset(&term_set);
 	sigaddset(&term_set, SIGTERM);
 	if (sigprocmask(SIG_BLOCK, &term_set, NULL))
@@ -99,8 +107,7 @@ void test_init(int argc, char **argv)
 
 static void proc_field(const char *path, const char *name, char *out, size_t size);
 
-/* Set in a root that test_launch_root() forked: its launcher waits for a byte on it. */
-static int launch_ready_fd = -1;
+
 
 static void write_pidfile_tmp_of(pid_t pid)
 {
@@ -153,6 +160,18 @@ void test_ready(void)
 	launch_ready_fd = -1;
 	close(pidfile_dir_fd);
 	pidfile_dir_fd = -1;
+}
+
+void test_reexec(const char *prog, char *const argv[])
+{
+	char fd_text[16];
+
+	snprintf(fd_text, sizeof(fd_text), "%d", launch_ready_fd);
+	if (launch_ready_fd >= 0 && setenv(LAUNCH_READY_ENV, fd_text, 1))
+		test_fail_errno("setenv " LAUNCH_READY_ENV);
+	close(pidfile_dir_fd);
+	execv(prog, argv);
+	test_fail("exec %s: %s", prog, strerror(errno));
 }
 
 void test_unshare_time(long monotonic_sec, long boottime_sec)

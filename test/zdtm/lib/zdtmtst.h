@@ -46,6 +46,12 @@ void test_launch_root(unsigned long flags);
 #define TEST_USERNS_HOST_ID 100000u
 #define TEST_USERNS_IDS	    65536u
 /*
+ * In a launched root (or any test before test_ready()): execv(prog, argv), the new image's
+ * test_init() taking over the duty to tell the launcher (a root that pivot_root()ed into a
+ * tree of its own runs its binary from there). Returns only to fail the test.
+ */
+void test_reexec(const char *prog, char *const argv[]) __attribute__((noreturn));
+/*
  * The calling thread's pid (or tid) is want in its own pid namespace, levels deep in all
  * ("NSpid:" of /proc/thread-self/status, which says so from criu's namespace down), or
  * the test fails, naming who.

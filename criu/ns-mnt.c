@@ -1,0 +1,1148 @@
+/*
+ * Mount namespaces: the mounts of a root with a mount namespace of its own
+ * (mountpoints-ID.img, as /proc/PID/mountinfo lists them) and the files of each tmpfs
+ * (tmpfs-dev-SDEV.tar.gz.img, what `tar --create --gzip` made of it). Restore clones the
+ * root with CLONE_NEWNS; before it forks, the root builds the tree again under --root DIR
+ * (the root mount is DIR bound onto itself), sets each mount's flags and propagation, and
+ * pivot_root()s into it.
+ *
+ * Each mount comes back one of four ways: the namespace's root mount (--root); external
+ * (--external mnt[KEY]:PATH binds PATH); a new filesystem (proc, sysfs, tmpfs, devpts,
+ * mqueue) for the first mount of its superblock, which must show the filesystem's root;
+ * or a bind of a directory of the root mount or of such a new filesystem. Anything else
+ * is refused at dump with one line naming the mount.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "image.h"
+#include "log.h"
+#include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
+#include "namespaces.h"
+
+#include "mnt.pb-c.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_SET_GROUP
+#define MOVE_MOUNT_SET_GROUP 0x00000100
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+
+/* The flags of one mount (the rest of mnt_entry.flags is its propagation). */
+#define MNT_FLAGS                                                                            \
+	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME)
+
+enum mount_how { MOUNT_UNKNOWN, MOUNT_ROOT, MOUNT_EXTERNAL, MOUNT_NEW_FS, MOUNT_BIND };
+
+struct mount {
+	MntEntry *e;
+	enum mount_how how;
+	struct mount *parent; /* NULL for the root mount */
+	struct mount *source; /* MOUNT_BIND: the mount whose directory it binds */
+	const char *ext_path; /* restore, MOUNT_EXTERNAL: what --external names */
+	char *type;	      /* dump: the filesystem's name, as mountinfo gives it */
+	char *path;	      /* restore: where criu's root task mounts it */
+	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
+	bool done;
+};
+
+struct mount_ns {
+	struct mount *mounts; /* restore: in the order they are mounted */
+	size_t nr;
+	struct mount *root;
+	bool from_image; /* the entries are the image's (pb_free), not dump's own */
+};
+
+/* The filesystems restore mounts anew, with CRIU's numbers. */
+static const struct {
+	const char *name;
+	uint32_t nr;
+	bool new_fs;
+} fstypes[] = {
+	{ "proc", FSTYPE__PROC, true },
+	{ "sysfs", FSTYPE__SYSFS, true },
+	{ "devtmpfs", FSTYPE__DEVTMPFS, false },
+	{ "binfmt_misc", FSTYPE__BINFMT_MISC, false },
+	{ "tmpfs", FSTYPE__TMPFS, true },
+	{ "devpts", FSTYPE__DEVPTS, true },
+	{ "pstore", FSTYPE__PSTORE, false },
+	{ "securityfs", FSTYPE__SECURITYFS, false },
+	{ "fusectl", FSTYPE__FUSECTL, false },
+	{ "debugfs", FSTYPE__DEBUGFS, false },
+	{ "cgroup", FSTYPE__CGROUP, false },
+	{ "mqueue", FSTYPE__MQUEUE, true },
+	{ "fuse", FSTYPE__FUSE, false },
+	{ "overlay", FSTYPE__OVERLAYFS, false },
+	{ "autofs", FSTYPE__AUTOFS, false },
+	{ "tracefs", FSTYPE__TRACEFS, false },
+	{ "cgroup2", FSTYPE__CGROUP2, false },
+};
+
+/* Mount options as mountinfo spells them: per mount, and those of the superblock. */
+static const struct {
+	const char *name;
+	unsigned long flag;
+} mnt_opts[] = {
+	{ "ro", MS_RDONLY },	     { "nosuid", MS_NOSUID },	    { "nodev", MS_NODEV },
+	{ "noexec", MS_NOEXEC },     { "noatime", MS_NOATIME },	    { "nodiratime", MS_NODIRATIME },
+	{ "relatime", MS_RELATIME },
+}, sb_opts[] = {
+	{ "ro", MS_RDONLY },	     { "sync", MS_SYNCHRONOUS },    { "dirsync", MS_DIRSYNC },
+	{ "mand", MS_MANDLOCK },     { "lazytime", MS_LAZYTIME },
+};
+
+static const char *fstype_name(uint32_t nr)
+{
+	for (size_t i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
+		if (fstypes[i].nr == nr)
+			return fstypes[i].name;
+	return "an unsupported filesystem";
+}
+
+static bool fstype_new_fs(uint32_t nr)
+{
+	for (size_t i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
+		if (fstypes[i].nr == nr)
+			return fstypes[i].new_fs;
+	return false;
+}
+
+/* Whether directory a of a filesystem holds directory b of it (or is it). */
+static bool path_holds(const char *a, const char *b)
+{
+	size_t len = strlen(a);
+
+	if (!strcmp(a, "/"))
+		return true;
+	return !strncmp(a, b, len) && (b[len] == '/' || !b[len]);
+}
+
+/* b, a path inside directory a, as one path (b's leading / kept). */
+static char *path_join(const char *a, const char *b)
+{
+	char *out;
+
+	if (asprintf(&out, "%s%s", strcmp(a, "/") ? a : "",
+		     strcmp(b, "/") || !strcmp(a, "/") ? b : "") < 0)
+		return NULL;
+	return out;
+}
+
+static struct mount *find_mount(struct mount_ns *mns, uint32_t mnt_id)
+{
+	for (size_t i = 0; i < mns->nr; i++)
+		if (mns->mounts[i].e->mnt_id == mnt_id)
+			return &mns->mounts[i];
+	return NULL;
+}
+
+/* Whether another mount of m's superblock comes back as m's kind (the root, a new fs). */
+static bool sb_taken(struct mount_ns *mns, const struct mount *m)
+{
+	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++)
+		if (s != m && s->e->root_dev == m->e->root_dev &&
+		    (s == mns->root || s->how == MOUNT_NEW_FS))
+			return true;
+	return false;
+}
+
+/*
+ * How the mount comes back (both sides), in two passes over the mounts (images list them
+ * in any order): first the root, external mounts and one mount of each new filesystem's
+ * superblock that shows its root, mounted anew; then every other mount, bound from one of
+ * those whose root holds its own. One error line naming the mount when none fits.
+ */
+static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
+{
+	MntEntry *e = m->e;
+
+	if (!binds) {
+		if (m == mns->root)
+			m->how = MOUNT_ROOT;
+		else if (e->ext_key)
+			m->how = MOUNT_EXTERNAL;
+		else if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/") && !sb_taken(mns, m))
+			m->how = MOUNT_NEW_FS;
+		return 0;
+	}
+	if (m->how != MOUNT_UNKNOWN)
+		return 0;
+	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++) {
+		if (s == m || s->e->root_dev != e->root_dev || !path_holds(s->e->root, e->root))
+			continue;
+		if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
+			m->how = MOUNT_BIND;
+			m->source = s;
+			return 0;
+		}
+	}
+	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
+	       "nor %s: not supported\n",
+	       e->mnt_id, e->mountpoint, m->type ?: fstype_name(e->fstype), e->source, e->root,
+	       fstype_new_fs(e->fstype) ? "bound from a mount of its filesystem's root"
+					: "bound from the root mount's filesystem");
+	return -ENOTSUP;
+}
+
+/*
+ * The root mount (the one whose parent is outside the namespace), then each mount's class
+ * and the peer group it receives from: it must be one of the namespace's.
+ */
+static int classify_mounts(struct mount_ns *mns)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		m->fd = -1;
+		m->parent = find_mount(mns, m->e->parent_mnt_id);
+		if (m->parent)
+			continue;
+		if (mns->root) {
+			pr_err("mounts %u and %u both have their parent outside the namespace\n",
+			       mns->root->e->mnt_id, m->e->mnt_id);
+			return -EINVAL;
+		}
+		mns->root = m;
+	}
+	if (!mns->root) {
+		pr_err("the namespace has no root mount (a mount whose parent is outside it)\n");
+		return -EINVAL;
+	}
+	/* The root mount's master is outside: --root replaces it, with its propagation. */
+	for (size_t i = 0; i < mns->nr && !ret; i++) {
+		struct mount *m = &mns->mounts[i];
+		bool master_in = !m->e->master_id || m == mns->root;
+
+		for (size_t j = 0; j < mns->nr && !master_in; j++)
+			master_in = mns->mounts[j].e->shared_id == m->e->master_id;
+		if (!master_in) {
+			pr_err("mount %u at %s receives from peer group %u, which is outside the "
+			       "namespace: not supported\n",
+			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
+			return -ENOTSUP;
+		}
+		ret = classify_mount(mns, m, false);
+	}
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = classify_mount(mns, &mns->mounts[i], true);
+	return ret;
+}
+
+static void free_mount_ns(struct mount_ns *mns)
+{
+	if (!mns)
+		return;
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m->path);
+		free(m->type);
+		if (mns->from_image) {
+			pb_free(NULL, m->e);
+			continue;
+		}
+		free(m->e->root);
+		free(m->e->mountpoint);
+		free(m->e->source);
+		free(m->e->options);
+		free(m->e->ext_key);
+		free(m->e);
+	}
+	free(mns->mounts);
+	free(mns);
+}
+
+/* ------------------------------------------------------------------ dump ---- */
+
+/* The tree's root, while a dump reads a mount namespace of its own; 0 otherwise. */
+static pid_t dump_root_pid;
+
+const char *mntns_dump_path(const char *path, char *buf, size_t size)
+{
+	if (!dump_root_pid)
+		return path;
+	snprintf(buf, size, "/proc/%d/root%s", dump_root_pid, path);
+	return buf;
+}
+
+int mntns_file_mnt_id(const char *src, int32_t *mnt_id)
+{
+	struct statx stx;
+
+	*mnt_id = -1;
+	if (!dump_root_pid)
+		return 0;
+	if (statx(AT_FDCWD, src, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID)) {
+		pr_perror("cannot read the mount id of %s", src);
+		return -EIO;
+	}
+	*mnt_id = stx.stx_mnt_id;
+	return 0;
+}
+
+/* mountinfo escapes blanks and backslashes in paths as \ooo. */
+static char *unescaped_dup(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *o = out;
+
+	while (out && *s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0');
+			s += 4;
+		} else {
+			*o++ = *s++;
+		}
+	}
+	if (out)
+		*o = '\0';
+	return out;
+}
+
+static uint32_t fstype_nr(const char *name)
+{
+	for (size_t i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
+		if (!strcmp(fstypes[i].name, name))
+			return fstypes[i].nr;
+	return FSTYPE__UNSUPPORTED;
+}
+
+/* The per-mount options into e->flags. */
+static void parse_mount_opts(char *opts, MntEntry *e)
+{
+	char *save;
+
+	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		for (size_t i = 0; i < sizeof(mnt_opts) / sizeof(mnt_opts[0]); i++)
+			if (!strcmp(o, mnt_opts[i].name))
+				e->flags |= mnt_opts[i].flag;
+}
+
+/* The superblock's options: its flags into e->sb_flags, the others into e->options. */
+static int parse_super_opts(char *opts, MntEntry *e)
+{
+	size_t len = 0;
+	char *save;
+
+	e->options = calloc(1, strlen(opts) + 1);
+	if (!e->options)
+		return -ENOMEM;
+	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		bool flag = !strcmp(o, "rw");
+
+		for (size_t i = 0; i < sizeof(sb_opts) / sizeof(sb_opts[0]) && !flag; i++)
+			if (!strcmp(o, sb_opts[i].name)) {
+				e->sb_flags |= sb_opts[i].flag;
+				flag = true;
+			}
+		if (!flag)
+			len += sprintf(e->options + len, "%s%s", len ? "," : "", o);
+	}
+	return 0;
+}
+
+/* Optional fields: shared:N, master:N, unbindable (propagate_from says nothing we keep). */
+static void parse_propagation(const char *tag, MntEntry *e)
+{
+	if (sscanf(tag, "shared:%u", &e->shared_id) == 1)
+		e->flags |= MS_SHARED;
+	else if (sscanf(tag, "master:%u", &e->master_id) == 1)
+		e->flags |= MS_SLAVE;
+	else if (!strcmp(tag, "unbindable"))
+		e->flags |= MS_UNBINDABLE;
+}
+
+/* One line of mountinfo: ID PARENT MAJ:MIN ROOT POINT OPTS [TAGS...] - TYPE SOURCE SUPER */
+static int parse_mount_line(char *line, struct mount *m)
+{
+	MntEntry *e = m->e;
+	char *f[6], *save, *tag, *type, *source, *super, *rest;
+	unsigned int maj, min;
+
+	for (int i = 0; i < 6; i++)
+		f[i] = strtok_r(i ? NULL : line, " \n", &save);
+	if (!f[5] || sscanf(f[0], "%u", &e->mnt_id) != 1 ||
+	    sscanf(f[1], "%u", &e->parent_mnt_id) != 1 || sscanf(f[2], "%u:%u", &maj, &min) != 2)
+		return -EINVAL;
+	while ((tag = strtok_r(NULL, " \n", &save)) && strcmp(tag, "-"))
+		parse_propagation(tag, e);
+	/* One blank after each: an empty source shows as two blanks in a row. */
+	rest = tag ? save : NULL;
+	type = strsep(&rest, " ");
+	source = strsep(&rest, " ");
+	super = strsep(&rest, " \n");
+	if (!tag || !super)
+		return -EINVAL;
+	e->root_dev = maj << 20 | min;
+	e->fstype = fstype_nr(type);
+	m->type = strdup(type);
+	e->root = unescaped_dup(f[3]);
+	e->mountpoint = unescaped_dup(f[4]);
+	e->source = unescaped_dup(source);
+	parse_mount_opts(f[5], e);
+	if (!m->type || !e->root || !e->mountpoint || !e->source || parse_super_opts(super, e))
+		return -ENOMEM;
+	/* CRIU writes these whether set or not. */
+	e->has_shared_id = e->has_master_id = e->has_sb_flags = true;
+	return 0;
+}
+
+static struct mount *grow_mounts(struct mount_ns *mns)
+{
+	struct mount *grown = realloc(mns->mounts, (mns->nr + 1) * sizeof(*grown));
+
+	if (!grown)
+		return NULL;
+	mns->mounts = grown;
+	memset(&grown[mns->nr], 0, sizeof(*grown));
+	grown[mns->nr].fd = -1;
+	return &grown[mns->nr++];
+}
+
+/* The key --external mnt[MOUNTPOINT]:KEY gives a mount point at dump; NULL: none. */
+static const char *dump_ext_key(const char *mountpoint)
+{
+	for (unsigned int i = 0; i < opts.nr_ext_mounts; i++)
+		if (!strcmp(opts.ext_mounts[i].key, mountpoint))
+			return opts.ext_mounts[i].val;
+	return NULL;
+}
+
+static int read_mountinfo(pid_t pid, struct mount_ns *mns)
+{
+	char path[64], *line = NULL;
+	size_t size = 0;
+	int ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", pid);
+	f = fopen(path, "re");
+	if (!f) {
+		pr_perror("cannot open %s", path);
+		return -errno;
+	}
+	while (!ret && getline(&line, &size, f) > 0) {
+		struct mount *m = grow_mounts(mns);
+		const char *key;
+
+		if (m && !(m->e = malloc(sizeof(*m->e)))) {
+			mns->nr--;
+			m = NULL;
+		}
+		if (!m) {
+			pr_err("out of memory reading %s\n", path);
+			ret = -ENOMEM;
+			break;
+		}
+		mnt_entry__init(m->e);
+		/* Ours to free (free_mount_ns()), not protobuf-c's empty string. */
+		m->e->root = m->e->mountpoint = m->e->source = m->e->options = NULL;
+		ret = parse_mount_line(line, m);
+		if (ret) {
+			pr_err("%s: cannot parse line %zu\n", path, mns->nr);
+			break;
+		}
+		key = dump_ext_key(m->e->mountpoint);
+		if (key && !(m->e->ext_key = strdup(key)))
+			ret = -ENOMEM;
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/* Main process, the tree seized: its mounts, and what restore could not give back. */
+static int mnt_dump_check(struct ns_id *ns)
+{
+	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	int ret;
+
+	if (!mns) {
+		pr_err("out of memory for mount namespace %u\n", ns->id);
+		return -ENOMEM;
+	}
+	ns->priv = mns;
+	ret = read_mountinfo(ns->pid, mns);
+	if (!ret)
+		ret = classify_mounts(mns);
+	if (ret)
+		return ret;
+	dump_root_pid = ns->pid;
+	pr_info("mount namespace %u: %zu mounts, the root mount %u (%s)\n", ns->id, mns->nr,
+		mns->root->e->mnt_id, mns->root->e->root);
+	return 0;
+}
+
+/* Waits for criu's child, tar; 0 when it exited 0. */
+static int wait_tar(pid_t child, const char *what)
+{
+	int status;
+
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR) {
+			pr_perror("%s: waitpid for tar", what);
+			return -ECHILD;
+		}
+	}
+	if (WIFEXITED(status) && !WEXITSTATUS(status))
+		return 0;
+	pr_err("%s: tar failed (wait status %#x; its messages are in the log)\n", what, status);
+	return -EIO;
+}
+
+/*
+ * In a child: stdin, stdout from in and out, stderr to the log, keep open for tar (-1:
+ * none); then tar with args.
+ */
+static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *const args[])
+{
+	int log_fd = log_get_fd();
+
+	if ((in >= 0 && dup2(in, 0) < 0) || dup2(out, 1) < 0 ||
+	    (log_fd >= 0 && dup2(log_fd, 2) < 0) || (keep >= 0 && fcntl(keep, F_SETFD, 0)))
+		_exit(126);
+	execvp("tar", args);
+	_exit(127);
+}
+
+/*
+ * In a child joined to the tree's mount namespace (open_tree() clones only mounts of the
+ * caller's): m alone, without the mounts on it that hide some of its files
+ * (OPEN_TREE_CLONE), sent on sk. The mount point must reach m itself, not another mount
+ * over it.
+ */
+static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
+{
+	int ns, dir = -1, tree = -1, ret = -1;
+	char ns_path[64];
+	struct statx stx;
+
+	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", pid);
+	ns = open(ns_path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0 || setns(ns, CLONE_NEWNS)) {
+		pr_perror("tmpfs %u: cannot join the mount namespace of %d", m->e->mnt_id, pid);
+		goto out;
+	}
+	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
+	    stx.stx_mnt_id != m->e->mnt_id) {
+		pr_err("tmpfs %u at %s: another mount covers it: its files cannot be read\n",
+		       m->e->mnt_id, m->e->mountpoint);
+		goto out;
+	}
+	tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
+	/* An unbindable mount cannot be cloned: its files are read through it, as they show. */
+	if (tree < 0 && !(m->e->flags & MS_UNBINDABLE)) {
+		pr_perror("tmpfs %u at %s: cannot clone it (open_tree)", m->e->mnt_id,
+			  m->e->mountpoint);
+		goto out;
+	}
+	ret = send_fds(sk, NULL, 0, tree >= 0 ? &tree : &dir, 1, NULL, 0);
+out:
+	if (tree >= 0)
+		close(tree);
+	if (dir >= 0)
+		close(dir);
+	if (ns >= 0)
+		close(ns);
+	return ret;
+}
+
+/* A detached clone of m (send_mount_clone()): its fd, or -errno after one error line. */
+static int clone_mount(pid_t pid, const struct mount *m)
+{
+	int sk[2], status, tree = -1;
+	pid_t child;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sk)) {
+		pr_perror("tmpfs %u: socketpair", m->e->mnt_id);
+		return -errno;
+	}
+	child = fork();
+	if (child == 0)
+		_exit(send_mount_clone(pid, m, sk[1]) ? 1 : 0);
+	close(sk[1]);
+	if (child < 0)
+		pr_perror("tmpfs %u: cannot fork to clone it", m->e->mnt_id);
+	/* The child said what failed; what it sent waits in the socket. */
+	else if (waitpid(child, &status, 0) == child && !status)
+		recv_fds(sk[0], &tree, 1, NULL, 0);
+	close(sk[0]);
+	return tree >= 0 ? tree : -EIO;
+}
+
+/* The files of a tmpfs, from a clone of it, with tar as CRIU runs it. */
+static int dump_tmpfs(pid_t pid, const struct mount *m)
+{
+	char dir[32];
+	char *const args[] = { "tar",	      "--create",	"--gzip",
+			       "--no-unquote", "--no-wildcards", "--one-file-system",
+			       "--check-links", "--preserve-permissions", "--sparse",
+			       "--numeric-owner", "--directory",	dir,
+			       ".",		NULL };
+	struct cr_img *img;
+	int tree, ret;
+	pid_t child;
+
+	tree = clone_mount(pid, m);
+	if (tree < 0)
+		return tree;
+	snprintf(dir, sizeof(dir), "/proc/self/fd/%d", tree);
+	img = open_image(CR_IMG_TMPFS_DEV, O_WRONLY, m->e->root_dev);
+	if (!img) {
+		close(tree);
+		return -EIO;
+	}
+	child = fork();
+	if (child == 0)
+		exec_tar(-1, img->fd, tree, args);
+	close(tree);
+	ret = child < 0 ? -errno : wait_tar(child, img->name);
+	if (child < 0)
+		pr_perror("tmpfs at %s: cannot fork tar", m->e->mountpoint);
+	else if (!ret)
+		pr_info("tmpfs %u at %s: its files into %s\n", m->e->mnt_id, m->e->mountpoint,
+			img->name);
+	close_image(img);
+	return ret;
+}
+
+static int mnt_dump(const struct ns_id *ns)
+{
+	struct mount_ns *mns = ns->priv;
+	struct cr_img *img;
+	int ret = 0;
+
+	img = open_image(CR_IMG_MNTS, O_WRONLY, ns->id);
+	if (!img)
+		return -EIO;
+	for (size_t i = 0; i < mns->nr && !ret; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		pr_debug("mount %u (in %u) %s at %s: %s, flags %#x, sb flags %#x, \"%s\"%s%s\n",
+			 m->e->mnt_id, m->e->parent_mnt_id, m->e->root, m->e->mountpoint,
+			 fstype_name(m->e->fstype), m->e->flags, m->e->sb_flags, m->e->options,
+			 m->e->ext_key ? ", external " : "", m->e->ext_key ?: "");
+		ret = pb_write_one(img, m->e);
+		if (!ret && m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS)
+			ret = dump_tmpfs(ns->pid, m);
+	}
+	close_image(img);
+	return ret;
+}
+
+/* --------------------------------------------------------------- restore ---- */
+
+/* Set once a mount namespace's images are collected; cleared by mnt_fini(). */
+static bool restoring_mntns;
+
+bool mntns_restored(void)
+{
+	return restoring_mntns;
+}
+
+/* The path --external mnt[KEY]:PATH gives a key at restore; NULL: none. */
+static const char *restore_ext_path(const char *key)
+{
+	for (unsigned int i = 0; i < opts.nr_ext_mounts; i++)
+		if (!strcmp(opts.ext_mounts[i].key, key))
+			return opts.ext_mounts[i].val;
+	return NULL;
+}
+
+static int collect_entry(void *msg, void *arg)
+{
+	struct mount_ns *mns = arg;
+	struct mount *m = grow_mounts(mns);
+
+	if (!m) {
+		pr_err("out of memory reading the mounts\n");
+		return -ENOMEM;
+	}
+	m->e = msg;
+	return 1;
+}
+
+/* What restore needs beyond the entries: --root, each external's path, tmpfs images. */
+static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
+{
+	if (!opts.root) {
+		pr_err("mountpoints-%u.img: the tree has a mount namespace of its own: its root "
+		       "mount needs --root DIR\n",
+		       ns->id);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		m->path = path_join(opts.root, m->e->mountpoint);
+		if (!m->path)
+			return -ENOMEM;
+		if (m->how == MOUNT_EXTERNAL) {
+			m->ext_path = restore_ext_path(m->e->ext_key);
+			if (!m->ext_path) {
+				pr_err("mount %u at %s is external (key %s): restore needs "
+				       "--external mnt[%s]:PATH\n",
+				       m->e->mnt_id, m->e->mountpoint, m->e->ext_key, m->e->ext_key);
+				return -ENOENT;
+			}
+		}
+		if (m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS &&
+		    !img_exists(CR_IMG_TMPFS_DEV, m->e->root_dev)) {
+			pr_err("tmpfs %u at %s: tmpfs-dev-%u.tar.gz.img is missing\n", m->e->mnt_id,
+			       m->e->mountpoint, m->e->root_dev);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+/* The mounts in an order restore can follow: each after its parent and its source. */
+static int order_mounts(struct mount_ns *mns)
+{
+	struct mount *sorted = malloc(mns->nr * sizeof(*sorted));
+	size_t n = 0;
+
+	if (!sorted)
+		return -ENOMEM;
+	while (n < mns->nr) {
+		size_t before = n;
+
+		for (size_t i = 0; i < mns->nr; i++) {
+			struct mount *m = &mns->mounts[i];
+
+			if (m->done || (m->parent && !m->parent->done) ||
+			    (m->source && !m->source->done))
+				continue;
+			m->done = true;
+			sorted[n++] = *m;
+		}
+		if (n == before) {
+			pr_err("the mounts cannot be ordered: parents and sources form a loop\n");
+			free(sorted);
+			return -EINVAL;
+		}
+	}
+	/* Parents and sources point into the old array: into the sorted one. */
+	for (size_t i = 0; i < n; i++) {
+		struct mount *m = &sorted[i];
+
+		for (size_t j = 0; j < n; j++) {
+			if (m->parent && sorted[j].e == m->parent->e)
+				m->parent = &sorted[j];
+			if (m->source && sorted[j].e == m->source->e)
+				m->source = &sorted[j];
+		}
+		m->done = false;
+	}
+	for (size_t j = 0; j < n; j++)
+		if (sorted[j].e == mns->root->e)
+			mns->root = &sorted[j];
+	free(mns->mounts);
+	mns->mounts = sorted;
+	return 0;
+}
+
+static int mnt_collect(struct ns_id *ns)
+{
+	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	struct cr_img *img;
+	int ret;
+
+	if (!mns) {
+		pr_err("out of memory for mount namespace %u\n", ns->id);
+		return -ENOMEM;
+	}
+	mns->from_image = true;
+	ns->priv = mns;
+	if (!img_exists(CR_IMG_MNTS, ns->id)) {
+		pr_err("the root has mount namespace %u of its own, but mountpoints-%u.img is "
+		       "missing\n",
+		       ns->id, ns->id);
+		return -ENOENT;
+	}
+	img = open_image(CR_IMG_MNTS, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	for (;;) {
+		void *e;
+
+		ret = pb_read_one(img, &e);
+		if (ret <= 0)
+			break;
+		ret = collect_entry(e, mns);
+		if (ret < 0) {
+			pb_free(img, e);
+			break;
+		}
+	}
+	close_image(img);
+	if (!ret)
+		ret = classify_mounts(mns);
+	if (!ret)
+		ret = check_restorable(ns, mns);
+	if (!ret)
+		ret = order_mounts(mns);
+	if (!ret)
+		pr_info("mount namespace %u: %zu mounts, the root mount from %s\n", ns->id, mns->nr,
+			opts.root);
+	restoring_mntns = !ret;
+	return ret;
+}
+
+/* Makes path a directory, or (for a bind of a file) an empty file, with its parents. */
+static int make_mountpoint(const char *path, bool dir)
+{
+	char *copy = strdup(path);
+	struct stat st;
+	int ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *slash = strchr(copy + 1, '/'); slash && !ret; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		if (mkdir(copy, 0755) && errno != EEXIST)
+			ret = -errno;
+		*slash = '/';
+	}
+	if (!ret && lstat(path, &st) && errno == ENOENT) {
+		int fd = dir ? mkdir(path, 0755) : open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			ret = -errno;
+		else if (!dir)
+			close(fd);
+	}
+	free(copy);
+	if (ret)
+		pr_err("cannot make the mount point %s: %s\n", path, strerror(-ret));
+	return ret;
+}
+
+/*
+ * The image's files into the new tmpfs, with tar, a child of the root task (in its pid
+ * namespace: it is reaped before the root forks the tree). Its SIGCHLD, blocked here, is
+ * taken back so that the restored task does not find it pending.
+ */
+static int restore_tmpfs(const struct mount *m)
+{
+	char *args[] = { "tar", "--extract", "--gzip", "--no-unquote", "--no-wildcards",
+			 "--directory", m->path, NULL };
+	struct timespec no_wait = { 0, 0 };
+	sigset_t pending, chld;
+	struct cr_img *img;
+	pid_t child;
+	int null, ret;
+
+	img = open_image(CR_IMG_TMPFS_DEV, O_RDONLY, m->e->root_dev);
+	if (!img)
+		return -EIO;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigpending(&pending);
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	child = null < 0 ? -1 : fork();
+	if (child == 0)
+		exec_tar(img->fd, null, -1, args);
+	ret = child < 0 ? -errno : wait_tar(child, img->name);
+	if (child < 0)
+		pr_perror("tmpfs at %s: cannot start tar", m->e->mountpoint);
+	if (child > 0 && !sigismember(&pending, SIGCHLD))
+		sigtimedwait(&chld, NULL, &no_wait);
+	if (null >= 0)
+		close(null);
+	close_image(img);
+	return ret;
+}
+
+static int mount_new_fs(const struct mount *m)
+{
+	const char *type = fstype_name(m->e->fstype);
+
+	/* Read-only superblocks are made so once their files are in. */
+	if (mount(m->e->source, m->path, type, m->e->sb_flags & ~MS_RDONLY, m->e->options)) {
+		pr_perror("mount %u: cannot mount %s (%s, \"%s\") at %s", m->e->mnt_id, type,
+			  m->e->source, m->e->options, m->path);
+		return -errno;
+	}
+	if (m->e->fstype == FSTYPE__TMPFS && restore_tmpfs(m))
+		return -EIO;
+	if ((m->e->sb_flags & MS_RDONLY) &&
+	    mount(NULL, m->path, NULL, MS_REMOUNT | m->e->sb_flags, m->e->options)) {
+		pr_perror("mount %u at %s: cannot make its superblock read-only", m->e->mnt_id,
+			  m->path);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The directory a bind mount shows: its source's path, plus where in the source it is. */
+static char *bind_source(const struct mount *m)
+{
+	const char *src_root = m->source->e->root;
+	const char *rest = m->e->root + (strcmp(src_root, "/") ? strlen(src_root) : 0);
+
+	return path_join(m->source->path, *rest ? rest : "/");
+}
+
+static int mount_one(struct mount *m)
+{
+	char *from = NULL;
+	struct stat st;
+	int ret;
+
+	switch (m->how) {
+	case MOUNT_ROOT:
+		from = strdup(opts.root);
+		break;
+	case MOUNT_EXTERNAL:
+		from = strdup(m->ext_path);
+		break;
+	case MOUNT_UNKNOWN: /* classify_mounts() left none */
+	case MOUNT_BIND:
+		from = bind_source(m);
+		break;
+	case MOUNT_NEW_FS:
+		ret = make_mountpoint(m->path, true);
+		ret = ret ?: mount_new_fs(m);
+		goto opened;
+	}
+	if (!from)
+		return -ENOMEM;
+	if (stat(from, &st)) {
+		pr_perror("mount %u at %s: cannot bind %s", m->e->mnt_id, m->e->mountpoint, from);
+		free(from);
+		return -errno;
+	}
+	ret = make_mountpoint(m->path, S_ISDIR(st.st_mode));
+	if (!ret && mount(from, m->path, NULL, MS_BIND, NULL)) {
+		pr_perror("mount %u: cannot bind %s at %s", m->e->mnt_id, from, m->path);
+		ret = -errno;
+	}
+	free(from);
+opened:
+	if (ret)
+		return ret;
+	m->fd = open(m->path, O_PATH | O_CLOEXEC);
+	if (m->fd < 0) {
+		pr_perror("mount %u: cannot open %s", m->e->mnt_id, m->path);
+		return -errno;
+	}
+	pr_debug("mount %u at %s: %s\n", m->e->mnt_id, m->path,
+		 m->how == MOUNT_NEW_FS ? "mounted" : "bound");
+	return 0;
+}
+
+/* The mount behind m->fd, for mount(): criu's /proc still is the one it started with. */
+static const char *fd_path(const struct mount *m, char *buf, size_t size)
+{
+	snprintf(buf, size, "/proc/self/fd/%d", m->fd);
+	return buf;
+}
+
+static int set_mount_flags(const struct mount *m)
+{
+	unsigned long flags = m->e->flags & MNT_FLAGS;
+	char path[64];
+
+	/* No atime flag in mountinfo is strictatime; remount would keep the one bound. */
+	if (!(flags & (MS_NOATIME | MS_RELATIME)))
+		flags |= MS_STRICTATIME;
+	if (mount(NULL, fd_path(m, path, sizeof(path)), NULL, MS_REMOUNT | MS_BIND | flags, NULL)) {
+		pr_perror("mount %u at %s: cannot set its flags %#lx", m->e->mnt_id, m->path, flags);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
+ * /proc may not be mounted.
+ */
+static int set_propagation(const struct mount *m, unsigned long type, const char *what)
+{
+	struct mount_attr attr = { .propagation = type };
+
+	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
+		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
+		return -errno;
+	}
+	return 0;
+}
+
+/* to joins from's peer group, and receives from what from receives from. */
+static int join_group(const struct mount *from, const struct mount *to)
+{
+	if (syscall(SYS_move_mount, from->fd, "", to->fd, "",
+		    MOVE_MOUNT_SET_GROUP | MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)) {
+		pr_perror("mount %u at %s: cannot join the peer group of mount %u (%s)",
+			  to->e->mnt_id, to->path, from->e->mnt_id, from->path);
+		return -errno;
+	}
+	return 0;
+}
+
+/* A mount of peer group id already given its propagation whose root holds m's; or NULL. */
+static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const struct mount *m)
+{
+	for (size_t i = 0; i < mns->nr && id; i++) {
+		struct mount *p = &mns->mounts[i];
+
+		if (p->done && p->e->shared_id == id && p->e->root_dev == m->e->root_dev &&
+		    path_holds(p->e->root, m->e->root))
+			return p;
+	}
+	return NULL;
+}
+
+/*
+ * One mount's propagation, once the group it receives from is set up: a peer of a member
+ * of its group already done (MOVE_MOUNT_SET_GROUP copies the master too); or a slave of
+ * its master's group, then shared in a group of its own. 1: not yet (its master's group
+ * is not set up); 0 or -errno.
+ */
+static int propagate_one(struct mount_ns *mns, struct mount *m)
+{
+	/* The root mount's master is outside the namespace (classify_mounts()). */
+	uint32_t master_id = m == mns->root ? 0 : m->e->master_id;
+	struct mount *peer = peer_group_mount(mns, m->e->shared_id, m);
+	struct mount *master = peer_group_mount(mns, master_id, m);
+	int ret = 0;
+
+	if (peer)
+		return join_group(peer, m);
+	if (master_id && !master)
+		return 1;
+	if (master) {
+		ret = join_group(master, m);
+		ret = ret ?: set_propagation(m, MS_SLAVE, "a slave");
+	}
+	if (!ret && m->e->shared_id)
+		ret = set_propagation(m, MS_SHARED, "shared");
+	return ret;
+}
+
+/*
+ * Peer groups and slaves, on a tree all private until now (nothing propagated while it
+ * was built); then unbindable mounts, which nothing could have bound from after.
+ */
+static int restore_propagation(struct mount_ns *mns)
+{
+	size_t left = 0, before;
+	int ret = 0;
+
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		m->done = !m->e->shared_id && (m == mns->root || !m->e->master_id);
+		left += !m->done;
+	}
+	do {
+		before = left;
+		for (size_t i = 0; i < mns->nr && !ret; i++) {
+			struct mount *m = &mns->mounts[i];
+
+			if (m->done)
+				continue;
+			ret = propagate_one(mns, m);
+			if (ret == 0) {
+				m->done = true;
+				left--;
+			}
+			ret = ret < 0 ? ret : 0;
+		}
+	} while (!ret && left && left < before);
+	if (!ret && left) {
+		pr_err("%zu mounts cannot get their propagation: no mount of their peer group or "
+		       "master's group has a root that holds theirs\n",
+		       left);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		if (mns->mounts[i].e->flags & MS_UNBINDABLE)
+			ret = set_propagation(&mns->mounts[i], MS_UNBINDABLE, "unbindable");
+	return ret;
+}
+
+/* The root task's root becomes the restored root mount; what was criu's is let go. */
+static int enter_root(const struct mount_ns *mns)
+{
+	if (chdir(mns->root->path) || syscall(SYS_pivot_root, ".", ".") ||
+	    umount2(".", MNT_DETACH) || chdir("/")) {
+		pr_perror("cannot pivot_root into %s", mns->root->path);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * In the root task, born into a copy of criu's mount namespace: nothing it does may reach
+ * criu's (all private first), then the mounts, their flags, the root, their propagation.
+ */
+static int mnt_restore(const struct ns_id *ns)
+{
+	struct mount_ns *mns = ns->priv;
+	int ret = 0;
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		pr_perror("mount namespace %u: cannot make criu's mounts private in it", ns->id);
+		return -errno;
+	}
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = mount_one(&mns->mounts[i]);
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = set_mount_flags(&mns->mounts[i]);
+	/* pivot_root() refuses a shared new root: propagation comes after. */
+	ret = ret ?: enter_root(mns);
+	ret = ret ?: restore_propagation(mns);
+	for (size_t i = 0; i < mns->nr; i++) {
+		if (mns->mounts[i].fd >= 0)
+			close(mns->mounts[i].fd);
+		mns->mounts[i].fd = -1;
+	}
+	if (!ret)
+		pr_info("mount namespace %u: %zu mounts restored under %s\n", ns->id, mns->nr,
+			opts.root);
+	return ret;
+}
+
+static void mnt_fini(struct ns_id *ns)
+{
+	free_mount_ns(ns->priv);
+	ns->priv = NULL;
+	dump_root_pid = 0;
+	restoring_mntns = false;
+}
+
+const struct ns_kind mnt_ns_kind = {
+	.name = "mnt",
+	.clone_flag = CLONE_NEWNS,
+	.supported = true,
+	.dump_check = mnt_dump_check,
+	.dump = mnt_dump,
+	.dump_from_criu = true,
+	.collect = mnt_collect,
+	.restore = mnt_restore,
+	.fini = mnt_fini,
+};

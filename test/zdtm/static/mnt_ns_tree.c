@@ -1,0 +1,386 @@
+/*
+ * A container's mount tree: the root is the init of its own pid and mount namespaces and
+ * pivot_root()s into a root made of bind mounts (as zdtm's ns flavour does): the runner's
+ * /usr read-only and its test directory (both external mounts), then proc, sysfs, a tmpfs
+ * /dev with a null node, devpts and mqueue in it, a tmpfs with files of known contents, a bind of one of its sub-directories, a
+ * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
+ * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
+ * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
+ * bound in the tmpfs, a file removed from it while open, one a mount hides.
+ * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
+ * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "zdtmtst.h"
+
+#define STAGE2	   "--in-root"
+#define DATA_SIZE  (3 * 4096 + 100)
+#define DATA_SEED  77
+#define FD_OFFSET  5000
+#define MAX_MOUNTS 32
+
+static void must(int ret, const char *what)
+{
+	if (ret)
+		test_fail_errno(what);
+}
+
+static void bind_mount(const char *from, const char *to, unsigned long flags)
+{
+	must(mount(from, to, NULL, MS_BIND, NULL), to);
+	if (flags)
+		must(mount(NULL, to, NULL, MS_BIND | MS_REMOUNT | flags, NULL), "remount bind");
+}
+
+static void write_pattern(const char *path, uint64_t seed, size_t len)
+{
+	char buf[DATA_SIZE];
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0640);
+
+	pattern_fill(buf, len, seed);
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len || close(fd))
+		test_fail_errno(path);
+}
+
+static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode)
+{
+	char buf[DATA_SIZE + 1];
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || fstat(fd, &st))
+		test_fail("%s: %s", path, strerror(errno));
+	if ((size_t)st.st_size != len || (st.st_mode & 07777) != mode)
+		test_fail("%s: size %lld, mode %o", path, (long long)st.st_size, st.st_mode & 07777);
+	read_exact(fd, buf, len, path);
+	pattern_expect(buf, len, seed, path);
+	close(fd);
+}
+
+/*
+ * Stage 1, in the launched root, still in the runner's tree: a root of bind mounts, the
+ * pivot into it, then the program again from there (its binary and libraries must be
+ * reachable in the tree that is dumped).
+ */
+static void build_root(const char *out_dir, char **argv)
+{
+	char exe[4096], pidfile[4096];
+	ssize_t len;
+	int src, dst;
+
+	must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+	must(mkdir("root", 0755), "mkdir root");
+	bind_mount("root", "root", 0);
+	must(chdir("root"), "chdir root");
+	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0peer\0bindsrc\0";
+	     *d; d += strlen(d) + 1)
+		must(mkdir(d, 0755), d);
+	must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
+	bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
+	bind_mount(out_dir, "out", 0);
+
+	src = open("/proc/self/exe", O_RDONLY);
+	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);
+	if (src < 0 || dst < 0)
+		test_fail_errno("copy the binary");
+	while ((len = read(src, exe, sizeof(exe))) > 0)
+		if (write(dst, exe, len) != len)
+			test_fail_errno("copy the binary");
+	close(src);
+	close(dst);
+
+	must(syscall(SYS_pivot_root, ".", "."), "pivot_root");
+	must(umount2(".", MNT_DETACH), "umount the old root");
+	must(chdir("/"), "chdir /");
+	snprintf(pidfile, sizeof(pidfile), "/out/%s", strrchr(argv[1], '/') + 1);
+	test_reexec("/bin/test", (char *[]){ argv[0], pidfile, STAGE2, NULL });
+}
+
+/* Stage 2, in the new root: the mounts the dump must give back. */
+static void build_mounts(void)
+{
+	int fd;
+
+	/*
+	 * The root shared, with a peer (a bind of one of its directories): every mount made
+	 * under it after this is shared too, each in a peer group of its own.
+	 */
+	if (getenv("ZDTM_MNT_SHARED_ROOT")) {
+		must(mount(NULL, "/", NULL, MS_SHARED, NULL), "make / shared");
+		bind_mount("/bindsrc", "/peer", 0);
+	}
+
+	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
+	must(mount("devs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k"), "tmpfs /dev");
+	must(mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3)), "mknod /dev/null");
+	must(mkdir("/dev/pts", 0755) || mkdir("/dev/mqueue", 0755), "mkdir in /dev");
+	must(mount("pts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "mode=620,ptmxmode=666"),
+	     "devpts");
+	must(mount("mqueue", "/dev/mqueue", "mqueue", MS_NODEV, NULL), "mqueue");
+	must(mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID, NULL), "sysfs");
+	fd = open("/dev/null", O_RDONLY);
+	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
+		test_fail_errno("stdin from /dev/null");
+	fd = open("/out/output", O_WRONLY | O_APPEND);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || close(fd))
+		test_fail_errno("stdout to /out/output");
+
+	must(mount("data", "/tmp", "tmpfs", MS_NODEV | MS_NOATIME, "size=1m,mode=1777"), "tmpfs");
+	must(mkdir("/tmp/sub", 0750) || mkdir("/tmp/sub/deeper", 0700), "mkdir in the tmpfs");
+	write_pattern("/tmp/data", DATA_SEED, DATA_SIZE);
+	write_pattern("/tmp/sub/small", DATA_SEED + 1, 100);
+	must(symlink("sub/small", "/tmp/link"), "symlink in the tmpfs");
+	bind_mount("/tmp/sub", "/mnt", 0);
+	/* A file of the tmpfs that a mount over its directory hides. */
+	must(mkdir("/tmp/hidden", 0755), "mkdir /tmp/hidden");
+	write_pattern("/tmp/hidden/under", DATA_SEED + 3, 300);
+	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
+	bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
+
+	must(mount("shared", "/shared", "tmpfs", 0, "size=64k"), "tmpfs /shared");
+	must(mount(NULL, "/shared", NULL, MS_SHARED, NULL), "make /shared shared");
+	bind_mount("/shared", "/slave", 0);
+	must(mount(NULL, "/slave", NULL, MS_SLAVE, NULL), "make /slave a slave");
+	/* An empty source, as mountinfo shows it: nothing between two blanks. */
+	must(mount("", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");
+	must(mount("unbind", "/unbind", "tmpfs", 0, "size=64k"), "tmpfs /unbind");
+	must(mount(NULL, "/unbind", NULL, MS_UNBINDABLE, NULL), "make /unbind unbindable");
+	/* A filesystem criu does not restore: its dump must fail, naming it. */
+	if (getenv("ZDTM_MNT_RAMFS"))
+		must(mount("ramfs", "/ramfs", "ramfs", 0, NULL), "ramfs");
+}
+
+/* A datagram socket bound in the tmpfs: its name is a path of the restored tree. */
+static int bind_socket(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "/tmp/sock" };
+	int sk = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	if (sk < 0 || bind(sk, (struct sockaddr *)&addr, sizeof(addr)))
+		test_fail_errno("bind /tmp/sock");
+	return sk;
+}
+
+static void expect_socket(int sk)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "/tmp/sock" }, name;
+	socklen_t len = sizeof(name);
+	int client = socket(AF_UNIX, SOCK_DGRAM, 0);
+	char byte = 0;
+
+	if (getsockname(sk, (struct sockaddr *)&name, &len) || strcmp(name.sun_path, "/tmp/sock"))
+		test_fail("the socket's name is not /tmp/sock");
+	if (client < 0 ||
+	    sendto(client, "S", 1, 0, (struct sockaddr *)&addr, sizeof(addr)) != 1 ||
+	    recv(sk, &byte, 1, MSG_DONTWAIT) != 1 || byte != 'S')
+		test_fail("no datagram through /tmp/sock: %s", strerror(errno));
+	close(client);
+}
+
+static void expect_ghost(int fd)
+{
+	char buf[200];
+	struct stat st;
+
+	if (fstat(fd, &st) || st.st_nlink || !access("/tmp/sub/ghost", F_OK))
+		test_fail("the removed file is back at its path or linked (%lu links)",
+			  (unsigned long)st.st_nlink);
+	read_exact(fd, buf, sizeof(buf), "the removed file");
+	pattern_expect(buf, sizeof(buf), DATA_SEED + 2, "the removed file");
+}
+
+/* One mount, as the test compares it: ids left out, peer groups renamed by first use. */
+struct mnt_line {
+	int id, parent;
+	char text[1024];
+};
+
+static int group_name(int *groups, int *nr, int group)
+{
+	for (int i = 0; i < *nr; i++)
+		if (groups[i] == group)
+			return i + 1;
+	groups[(*nr)++] = group;
+	return *nr;
+}
+
+/* "TYPE SOURCE SUPER", one blank after each: the source may be empty. */
+static bool split_fs_fields(const char *tail, char fstype[32], char src[64], char super[128])
+{
+	size_t type_len = strcspn(tail, " "), src_len;
+
+	if (!tail[type_len] || type_len >= 32)
+		return false;
+	snprintf(fstype, 32, "%.*s", (int)type_len, tail);
+	tail += type_len + 1;
+	src_len = strcspn(tail, " ");
+	if (!tail[src_len] || src_len >= 64)
+		return false;
+	snprintf(src, 64, "%.*s", (int)src_len, tail);
+	return sscanf(tail + src_len + 1, "%127s", super) == 1;
+}
+
+/* mountinfo lines by their mount point (the 5th field): the kernel lists by creation. */
+static const char *mount_point_of(const char *line)
+{
+	for (int i = 0; i < 4 && line; i++)
+		line = strchr(line, ' ') ? strchr(line, ' ') + 1 : NULL;
+	return line ? line : "";
+}
+
+static int by_mount_point(const void *a, const void *b)
+{
+	return strcmp(mount_point_of(*(char *const *)a), mount_point_of(*(char *const *)b));
+}
+
+/*
+ * Each mount as "POINT ROOT OPTS PROPAGATION FSTYPE SOURCE SUPER in PARENT_POINT", by
+ * mount point; group numbers as they first appear in that order.
+ */
+static void mount_table(char *out, size_t size)
+{
+	static char buf[16384];
+	struct mnt_line lines[MAX_MOUNTS];
+	int groups[MAX_MOUNTS], nr_groups = 0, nr = 0;
+	char *line, *save, *sorted[MAX_MOUNTS];
+	int nr_lines = 0;
+	size_t used = 0;
+
+	read_file("/proc/self/mountinfo", buf, sizeof(buf));
+	for (line = strtok_r(buf, "\n", &save); line && nr_lines < MAX_MOUNTS;
+	     line = strtok_r(NULL, "\n", &save))
+		sorted[nr_lines++] = line;
+	qsort(sorted, nr_lines, sizeof(sorted[0]), by_mount_point);
+	for (; nr < nr_lines; nr++) {
+		char point[256], root[256], opts[128], tail[256], fstype[32], src[64], super[128];
+		char prop[128] = "", *dash;
+		unsigned int maj, min;
+		int n;
+
+		line = sorted[nr];
+		dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%d %d %u:%u %255s %255s %127s%n", &lines[nr].id,
+				    &lines[nr].parent, &maj, &min, root, point, opts, &n) != 7 ||
+		    !split_fs_fields(dash + 3, fstype, src, super))
+			test_fail("mountinfo line \"%s\"", line);
+		snprintf(tail, sizeof(tail), "%.*s", (int)(dash - line - n), line + n);
+		for (char *tag = strtok(tail, " "); tag; tag = strtok(NULL, " ")) {
+			int group;
+			size_t at = strlen(prop);
+
+			if (sscanf(tag, "shared:%d", &group) == 1)
+				snprintf(prop + at, sizeof(prop) - at, " shared:%d",
+					 group_name(groups, &nr_groups, group));
+			else if (sscanf(tag, "master:%d", &group) == 1)
+				snprintf(prop + at, sizeof(prop) - at, " master:%d",
+					 group_name(groups, &nr_groups, group));
+			else
+				snprintf(prop + at, sizeof(prop) - at, " %s", tag);
+		}
+		snprintf(lines[nr].text, sizeof(lines[nr].text), "%s %s %s%s %s %s %s", point,
+			 root, opts, prop, fstype, src, super);
+	}
+	for (int i = 0; i < nr; i++) {
+		const char *parent = "-";
+
+		for (int j = 0; j < nr; j++)
+			if (lines[j].id == lines[i].parent)
+				parent = strtok(strdup(lines[j].text), " ");
+		used += snprintf(out + used, size - used, "%s in %s\n", lines[i].text, parent);
+	}
+}
+
+/* The 100 bytes at FD_OFFSET of the pattern /tmp/data holds. */
+static bool at_offset_matches(const char *got)
+{
+	static char all[DATA_SIZE];
+
+	pattern_fill(all, DATA_SIZE, DATA_SEED);
+	return !memcmp(got, all + FD_OFFSET, 100);
+}
+
+/* A mount under the shared tmpfs shows in its slave; one under the slave stays there. */
+static void expect_slave_follows(void)
+{
+	struct stat shared, slave;
+
+	must(mkdir("/shared/a", 0755) || mkdir("/shared/b", 0755), "mkdir in /shared");
+	must(mount("late", "/shared/a", "tmpfs", 0, "size=64k"), "mount under /shared");
+	must(mount("late", "/slave/b", "tmpfs", 0, "size=64k"), "mount under /slave");
+	if (stat("/slave/a", &slave) || stat("/shared/a", &shared) || slave.st_dev != shared.st_dev)
+		test_fail("a mount under /shared did not propagate to /slave");
+	if (stat("/slave/b", &slave) || stat("/shared/b", &shared) || slave.st_dev == shared.st_dev)
+		test_fail("a mount under /slave propagated to /shared");
+}
+
+int main(int argc, char **argv)
+{
+	static char before[8192], after[8192];
+	char out_dir[4096], cwd[64], buf[DATA_SIZE];
+	int fd, sk, ghost;
+
+	test_init(argc, argv);
+	if (argc < 3 || strcmp(argv[2], STAGE2)) {
+		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
+		*strrchr(out_dir, '/') = '\0';
+		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
+		build_root(out_dir, argv);
+	}
+	/* As a container's init: the session's leader (upstream criu dumps no other). */
+	if (getsid(0) != 1 && setsid() != 1)
+		test_fail_errno("setsid");
+	build_mounts();
+	fd = open("/tmp/data", O_RDWR);
+	if (fd < 0 || lseek(fd, FD_OFFSET, SEEK_SET) != FD_OFFSET)
+		test_fail_errno("open /tmp/data");
+	must(chdir("/mnt"), "chdir /mnt");
+	sk = bind_socket();
+	/* A file removed while open: the dump keeps its contents, restore its path. */
+	write_pattern("/tmp/sub/ghost", DATA_SEED + 2, 200);
+	ghost = open("/tmp/sub/ghost", O_RDONLY);
+	if (ghost < 0 || unlink("/tmp/sub/ghost"))
+		test_fail_errno("/tmp/sub/ghost");
+	mount_table(before, sizeof(before));
+	test_ready();
+	test_wait_sigterm();
+
+	mount_table(after, sizeof(after));
+	if (strcmp(before, after))
+		test_fail("mounts before the dump:\n%safter the restore:\n%s", before, after);
+	if (!getcwd(cwd, sizeof(cwd)) || strcmp(cwd, "/mnt"))
+		test_fail("cwd %s, not /mnt", cwd);
+	expect_file("/tmp/data", DATA_SEED, DATA_SIZE, 0640);
+	expect_file("/mnt/small", DATA_SEED + 1, 100, 0640);
+	expect_file("/tmp/sub/small", DATA_SEED + 1, 100, 0640);
+	if (readlink("/tmp/link", cwd, sizeof(cwd)) != 9 || memcmp(cwd, "sub/small", 9))
+		test_fail("/tmp/link does not point to sub/small");
+	/* The fd reads on at its offset, and writes go to the restored tmpfs. */
+	if (lseek(fd, 0, SEEK_CUR) != FD_OFFSET)
+		test_fail("fd offset %lld, not %d", (long long)lseek(fd, 0, SEEK_CUR), FD_OFFSET);
+	read_exact(fd, buf, 100, "/tmp/data at its offset");
+	if (!at_offset_matches(buf))
+		test_fail("/tmp/data read at the offset differs");
+	if (pwrite(fd, "X", 1, 0) != 1 || pread(open("/tmp/data", O_RDONLY), buf, 1, 0) != 1 ||
+	    buf[0] != 'X')
+		test_fail("a write through the fd is not seen in /tmp/data");
+	expect_slave_follows();
+	expect_socket(sk);
+	expect_ghost(ghost);
+	must(umount("/tmp/hidden"), "umount /tmp/hidden");
+	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
+	test_pass();
+}

@@ -19,8 +19,7 @@
 #include "namespaces.h"
 #include "pstree.h"
 
-/* Kinds this criu does not restore (yet): a root with one of its own is refused. */
-
+/* One file per kind (ns-*.c). */
 static const struct ns_kind *const ns_kinds[NS_KINDS] = {
 	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
 	[NS_UTS] = &uts_ns_kind,       [NS_MNT] = &mnt_ns_kind,	  [NS_USER] = &user_ns_kind,
@@ -249,7 +248,7 @@ static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id)
 	return NULL;
 }
 
-/* The root's namespaces that are not criu's: each must be of a kind this criu restores. */
+/* The root's namespaces that are not criu's: each is checked by its kind and dumped. */
 static int check_root_own(void)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
@@ -258,12 +257,6 @@ static int check_root_own(void)
 
 		if (!ns || ns->criu)
 			continue;
-		if (!ns->kind->supported) {
-			pr_err("the tree's root %d is in a %s namespace of its own (not criu's): "
-			       "%s namespaces are not supported\n",
-			       root_item->pid, ns->kind->name, ns->kind->name);
-			return -ENOTSUP;
-		}
 		root_own[k] = ns;
 		ret = ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
 		if (ret)
@@ -389,12 +382,6 @@ static int collect_root_own(enum ns_kind_nr k, uint32_t id)
 	const struct ns_kind *kind = ns_kinds[k];
 	struct ns_id *ns;
 
-	if (!kind->supported) {
-		pr_err("ids-%d.img: the dump's root task is in a %s namespace of its own (id %u): "
-		       "restoring %s namespaces is not supported\n",
-		       root_item->pid, kind->name, id, kind->name);
-		return -ENOTSUP;
-	}
 	ns = add_ns(kind, id);
 	if (!ns)
 		return -ENOMEM;

@@ -49,7 +49,6 @@ static int cgroup_restore(const struct ns_id *ns)
 const struct ns_kind cgroup_ns_kind = {
 	.name = "cgroup",
 	.clone_flag = CLONE_NEWCGROUP,
-	.supported = true,
 	.unshared_in_root = true,
 	.dump_check = cgroup_dump_check,
 	.collect = cgroup_collect,

@@ -988,7 +988,6 @@ static int ipc_restore_late(const struct ns_id *ns)
 const struct ns_kind ipc_ns_kind = {
 	.name = "ipc",
 	.clone_flag = CLONE_NEWIPC,
-	.supported = true,
 	.dump = ipc_dump,
 	.collect = ipc_collect,
 	.restore = ipc_restore,

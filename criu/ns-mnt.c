@@ -1138,7 +1138,6 @@ static void mnt_fini(struct ns_id *ns)
 const struct ns_kind mnt_ns_kind = {
 	.name = "mnt",
 	.clone_flag = CLONE_NEWNS,
-	.supported = true,
 	.dump_check = mnt_dump_check,
 	.dump = mnt_dump,
 	.dump_from_criu = true,

@@ -1234,7 +1234,6 @@ static void net_fini(struct ns_id *ns)
 const struct ns_kind net_ns_kind = {
 	.name = "net",
 	.clone_flag = CLONE_NEWNET,
-	.supported = true,
 	.dump = net_dump,
 	.collect = net_collect,
 	.enter = net_enter,

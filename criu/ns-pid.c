@@ -269,7 +269,6 @@ static void pid_fini(struct ns_id *ns)
 const struct ns_kind pid_ns_kind = {
 	.name = "pid",
 	.clone_flag = CLONE_NEWPID,
-	.supported = true,
 	.dump_check = pid_dump_check,
 	.collect = pid_collect,
 	.fini = pid_fini,

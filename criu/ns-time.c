@@ -242,7 +242,6 @@ static void time_fini(struct ns_id *ns)
 const struct ns_kind time_ns_kind = {
 	.name = "time",
 	.clone_flag = CLONE_NEWTIME,
-	.supported = true,
 	.dump = time_dump,
 	.collect = time_collect,
 	.enter = time_enter,

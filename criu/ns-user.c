@@ -310,7 +310,6 @@ static void user_fini(struct ns_id *ns)
 const struct ns_kind user_ns_kind = {
 	.name = "user",
 	.clone_flag = CLONE_NEWUSER,
-	.supported = true,
 	.dump_check = user_dump_check,
 	.dump = user_dump,
 	.collect = user_collect,

@@ -88,7 +88,6 @@ static void uts_fini(struct ns_id *ns)
 const struct ns_kind uts_ns_kind = {
 	.name = "uts",
 	.clone_flag = CLONE_NEWUTS,
-	.supported = true,
 	.dump = uts_dump,
 	.collect = uts_collect,
 	.restore = uts_restore,

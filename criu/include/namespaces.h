@@ -33,14 +33,10 @@ struct ns_id {
 	struct ns_id *next;
 };
 
-/*
- * One kind of namespace. A kind this criu does not restore has only its name and flag:
- * a tree whose root has one of its own is refused at dump and at restore.
- */
+/* One kind of namespace: what dump and restore do for a namespace of the root's own. */
 struct ns_kind {
 	const char *name; /* as /proc/PID/ns names it, and in messages */
 	unsigned long clone_flag;
-	bool supported;
 	/*
 	 * Not asked of clone(): the root's restore() makes the namespace itself (cgroup: in
 	 * the cgroup that becomes its root).

@@ -253,7 +253,7 @@ static int dump_memfd_object(const struct dumped_memfd *m, struct mem_dump_ctx *
 		pr_perror("%s: cannot read its seals or attributes", what);
 		return ret;
 	}
-	ret = userns_recreated_owner(st.st_uid, st.st_gid, &mie.uid, &mie.gid, what);
+	ret = userns_tree_owner(st.st_uid, st.st_gid, &mie.uid, &mie.gid, what);
 	if (ret)
 		return ret;
 	mie.name = m->name;
@@ -452,11 +452,9 @@ static int fill_memfd(int fd, const MemfdInodeEntry *mie, const char *what, uint
 	*nr_pages += pages;
 	if (ret)
 		return ret;
-	if (fchown(fd, mie->uid, mie->gid)) {
-		ret = -errno;
-		pr_perror("%s: cannot give it to uid %u gid %u", what, mie->uid, mie->gid);
+	ret = userns_chown(fd, mie->uid, mie->gid, what);
+	if (ret)
 		return ret;
-	}
 	if (mie->has_mode && fchmod(fd, mie->mode & 07777)) {
 		ret = -errno;
 		pr_perror("%s: cannot set its mode %#o", what, mie->mode & 07777);

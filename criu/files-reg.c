@@ -165,7 +165,7 @@ static int write_ghost_chunks(int src_fd, const char *path, struct cr_img *img, 
 static int fill_ghost_entry(GhostFileEntry *ge, const char *path, const struct stat *st,
 			    Timeval *atim, Timeval *mtim)
 {
-	int ret = userns_recreated_owner(st->st_uid, st->st_gid, &ge->uid, &ge->gid, path);
+	int ret = userns_tree_owner(st->st_uid, st->st_gid, &ge->uid, &ge->gid, path);
 
 	if (ret)
 		return ret;
@@ -1275,8 +1275,10 @@ static int restore_ghost_attrs(int fd, const char *path, const struct ghost_file
 			  (unsigned long long)g->size);
 		return -errno;
 	}
-	if (fchown(fd, g->uid, g->gid) || fchmod(fd, g->mode & 07777)) {
-		pr_perror("cannot set owner/mode of re-created %s", path);
+	if (userns_chown(fd, g->uid, g->gid, path))
+		return -EPERM;
+	if (fchmod(fd, g->mode & 07777)) {
+		pr_perror("cannot set the mode of re-created %s", path);
 		return -errno;
 	}
 	if (g->has_atim)
@@ -1440,10 +1442,12 @@ static int restore_node_attrs(const char *path, const struct ghost_file *g)
 		times[0] = g->atim;
 	if (g->has_mtim)
 		times[1] = g->mtim;
+	if (userns_chown_path(path, g->uid, g->gid))
+		return -EPERM;
 	/* A symlink's mode is always 0777, and chmod() would follow it. */
-	if (lchown(path, g->uid, g->gid) || (!S_ISLNK(g->mode) && chmod(path, g->mode & 07777)) ||
+	if ((!S_ISLNK(g->mode) && chmod(path, g->mode & 07777)) ||
 	    utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)) {
-		pr_perror("cannot set owner, mode or times of re-created %s", path);
+		pr_perror("cannot set mode or times of re-created %s", path);
 		return -errno;
 	}
 	return 0;

@@ -13,9 +13,10 @@
  * the new user namespace then owns) and criu writes the maps from outside, before the root
  * takes its first step (user_born()). The tasks keep criu's ids, and every capability in
  * the namespace, until the restorer sets the images' creds: they read criu's images
- * (owned by an id the namespace does not map) to the end. What they create is owned by
- * criu's ids, which the namespace cannot give another owner: inodes that restore creates
- * again (deleted files, memfds, bound Unix socket files, ptys) are refused at dump.
+ * (owned by an id the namespace does not map) to the end. What they create (deleted files
+ * made again, bound Unix sockets' files, ptys) is then owned by criu's ids, which the
+ * namespace cannot give another owner: an owner service, a child of criu outside the
+ * namespace, does it for them (userns_chown()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +26,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "servicefd.h"
 
 #include "userns.pb-c.h"
 
@@ -184,18 +189,10 @@ int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what)
 	return ret;
 }
 
-int userns_recreated_owner(uint32_t uid, uint32_t gid, uint32_t *img_uid, uint32_t *img_gid,
-			   const char *what)
+int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid,
+		      const char *what)
 {
-	if (dumped.own) {
-		pr_err("%s: an inode restore would create again, in a tree with a user namespace "
-		       "of its own: not supported\n",
-		       what);
-		return -ENOTSUP;
-	}
-	*img_uid = uid;
-	*img_gid = gid;
-	return 0;
+	return userns_tree_uid(uid, tree_uid, what) ?: userns_tree_gid(gid, tree_gid, what);
 }
 
 /* In a child joined to the namespace (the maps read the same from there). */
@@ -239,6 +236,32 @@ static int check_map(const char *img_name, const char *name, UidGidExtent **ext,
 	return 0;
 }
 
+/* Restore: the maps of the root's namespace, once collected; NULL where it has none. */
+static const UsernsEntry *restored;
+
+/* id, as the tree sees it, as criu sees it; -ENOENT where the namespace does not map it. */
+static int to_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *host)
+{
+	for (size_t i = 0; i < n; i++)
+		if (id >= ext[i]->first && id - ext[i]->first < ext[i]->count) {
+			*host = ext[i]->lower_first + (id - ext[i]->first);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* Restore: an owner from the images (ids inside the tree's namespace), as criu names it. */
+static int host_owner(uint32_t uid, uint32_t gid, uint32_t *host_uid, uint32_t *host_gid)
+{
+	if (!restored) {
+		*host_uid = uid;
+		*host_gid = gid;
+		return 0;
+	}
+	return to_host(restored->uid_map, restored->n_uid_map, uid, host_uid) ?:
+		       to_host(restored->gid_map, restored->n_gid_map, gid, host_gid);
+}
+
 static int user_collect(struct ns_id *ns)
 {
 	struct cr_img *img;
@@ -257,6 +280,7 @@ static int user_collect(struct ns_id *ns)
 	close_image(img);
 	if (!ret)
 		ns->priv = e;
+	restored = ns->priv;
 	return ret;
 }
 
@@ -300,10 +324,161 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
 	return ret;
 }
 
+/* ------------------------------------------------------- the owner service ---- */
+
+/* A request: the owner to give, the file (SCM_RIGHTS, with the requester's reply socket). */
+struct owner_request {
+	uint32_t uid, gid; /* as the tree sees them */
+};
+
+static pid_t owner_service;
+
+/* Sends len bytes and the nr_fds descriptors fds as one message. */
+static int send_with_fds(int sk, const void *buf, size_t len, const int *fds, int nr_fds)
+{
+	char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			     .msg_controllen = CMSG_SPACE(nr_fds * sizeof(int)) };
+	struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+
+	ch->cmsg_level = SOL_SOCKET;
+	ch->cmsg_type = SCM_RIGHTS;
+	ch->cmsg_len = CMSG_LEN(nr_fds * sizeof(int));
+	memcpy(CMSG_DATA(ch), fds, nr_fds * sizeof(int));
+	return sendmsg(sk, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+}
+
+/* One request: 0 (all its senders are gone), 1 (served), or -1 (malformed, dropped). */
+static int serve_one(int sk)
+{
+	char control[CMSG_SPACE(2 * sizeof(int))];
+	struct owner_request req;
+	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			     .msg_controllen = sizeof(control) };
+	struct cmsghdr *ch;
+	uint32_t uid, gid;
+	int fds[2], ret;
+	ssize_t n;
+
+	n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return n == 0 || errno != EINTR ? 0 : 1;
+	ch = CMSG_FIRSTHDR(&mh);
+	if (n != sizeof(req) || !ch || ch->cmsg_type != SCM_RIGHTS ||
+	    ch->cmsg_len != CMSG_LEN(sizeof(fds)))
+		return -1;
+	memcpy(fds, CMSG_DATA(ch), sizeof(fds));
+	ret = host_owner(req.uid, req.gid, &uid, &gid);
+	if (!ret && fchownat(fds[0], "", uid, gid, AT_EMPTY_PATH))
+		ret = -errno;
+	if (write(fds[1], &ret, sizeof(ret)) != sizeof(ret))
+		ret = -EPIPE;
+	close(fds[0]);
+	close(fds[1]);
+	return 1;
+}
+
+int userns_owner_service_start(void)
+{
+	int socks[2];
+
+	if (!restored)
+		return 0;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks)) {
+		pr_perror("cannot make the user namespace's owner service socket");
+		return -errno;
+	}
+	owner_service = fork();
+	if (owner_service < 0) {
+		pr_perror("cannot fork the user namespace's owner service");
+		close(socks[0]);
+		close(socks[1]);
+		return -errno;
+	}
+	if (owner_service == 0) {
+		close(socks[1]);
+		while (serve_one(socks[0]))
+			;
+		_exit(0);
+	}
+	close(socks[0]);
+	if (install_service_fd(USERNS_SFD, socks[1]) < 0) {
+		userns_owner_service_stop();
+		return -EBADF;
+	}
+	pr_info("user namespace owner service: process %d\n", owner_service);
+	return 0;
+}
+
+void userns_owner_service_stop(void)
+{
+	close_service_fd(USERNS_SFD);
+	if (owner_service <= 0)
+		return;
+	kill(owner_service, SIGKILL);
+	while (waitpid(owner_service, NULL, 0) < 0 && errno == EINTR)
+		;
+	owner_service = 0;
+}
+
+/* In a task: the service does it, from outside the namespace. */
+static int chown_through_service(int sk, int fd, uint32_t uid, uint32_t gid)
+{
+	struct owner_request req = { .uid = uid, .gid = gid };
+	int reply[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, reply))
+		return -errno;
+	ret = send_with_fds(sk, &req, sizeof(req), (int[]){ fd, reply[1] }, 2);
+	close(reply[1]);
+	if (!ret && read(reply[0], &ret, sizeof(ret)) != sizeof(ret))
+		ret = -EPIPE;
+	close(reply[0]);
+	return ret;
+}
+
+int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what)
+{
+	int sk = get_service_fd(USERNS_SFD);
+	uint32_t host_uid, host_gid;
+	int ret;
+
+	if (sk >= 0)
+		ret = chown_through_service(sk, fd, uid, gid);
+	else
+		ret = host_owner(uid, gid, &host_uid, &host_gid) ?:
+			      (fchownat(fd, "", host_uid, host_gid, AT_EMPTY_PATH) ? -errno : 0);
+	if (ret)
+		pr_err("%s: cannot give it to uid %u gid %u: %s\n", what, uid, gid, strerror(-ret));
+	return ret;
+}
+
+int userns_chown_path(const char *path, uint32_t uid, uint32_t gid)
+{
+	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), ret;
+
+	if (fd < 0) {
+		pr_perror("cannot open %s to give it its owner", path);
+		return -errno;
+	}
+	ret = userns_chown(fd, uid, gid, path);
+	close(fd);
+	return ret;
+}
+
+bool userns_restoring(void)
+{
+	return restored != NULL;
+}
+
 static void user_fini(struct ns_id *ns)
 {
+	userns_owner_service_stop();
 	pb_free(NULL, ns->priv);
 	ns->priv = NULL;
+	restored = NULL;
 	dumped.own = false;
 }
 

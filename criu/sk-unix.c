@@ -487,7 +487,7 @@ static int dump_path_name(int lfd, const struct usk_diag *sk, UnixSkEntry *ue,
 	}
 	perms->mode = st.st_mode;
 	if (!ret)
-		ret = userns_recreated_owner(st.st_uid, st.st_gid, &perms->uid, &perms->gid, what);
+		ret = userns_tree_owner(st.st_uid, st.st_gid, &perms->uid, &perms->gid, what);
 	ue->file_perms = perms;
 out:
 	close(ofd);
@@ -1275,10 +1275,10 @@ static int restore_file_perms(const struct unix_sk *sk, const char *path)
 	if (!perms)
 		return 0;
 	/* Owner first: chown() clears the set-id bits chmod() sets. */
-	if (fchownat(AT_FDCWD, path, perms->uid, perms->gid, AT_SYMLINK_NOFOLLOW) ||
-	    fchmodat(AT_FDCWD, path, perms->mode & 07777, 0)) {
-		pr_perror("%s: cannot give %s its owner %u:%u and mode %#o", sk->what, path,
-			  perms->uid, perms->gid, perms->mode & 07777);
+	if (userns_chown_path(path, perms->uid, perms->gid))
+		return -EPERM;
+	if (fchmodat(AT_FDCWD, path, perms->mode & 07777, 0)) {
+		pr_perror("%s: cannot give %s its mode %#o", sk->what, path, perms->mode & 07777);
 		return -errno;
 	}
 	return 0;

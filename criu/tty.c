@@ -192,7 +192,7 @@ static int write_tty_info(const struct fd_parms *p, uint32_t info_id, const stru
 	}
 	tie.has_dev = tie.has_uid = tie.has_gid = true;
 	tie.dev = kernel_dev(p->st.st_dev);
-	if (userns_recreated_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid, p->link))
+	if (userns_tree_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid, p->link))
 		return -ENOTSUP;
 	img = files_side_image(CR_IMG_TTY_INFO);
 	return img ? pb_write_one(img, &tie) : -EIO;
@@ -1335,9 +1335,10 @@ static int open_master(const struct file_desc *d, const struct tty_end *end)
 /* The slave node's owner and mode are the pty's, set on every opening alike. */
 static int restore_slave_node(int fd, const struct tty_end *end, const char *what)
 {
-	if ((end->info->has_owner && fchown(fd, end->info->uid, end->info->gid)) ||
-	    (end->regf->has_mode && fchmod(fd, end->regf->mode & 07777))) {
-		pr_perror("%s: cannot restore the owner or mode of %s", what, end->regf->path);
+	if (end->info->has_owner && userns_chown(fd, end->info->uid, end->info->gid, what))
+		return -EPERM;
+	if (end->regf->has_mode && fchmod(fd, end->regf->mode & 07777)) {
+		pr_perror("%s: cannot restore the mode of %s", what, end->regf->path);
 		return -errno;
 	}
 	return 0;

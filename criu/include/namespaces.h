@@ -149,13 +149,28 @@ int ns_restore_late(pid_t root_host);
  */
 int userns_tree_uid(uint32_t uid, uint32_t *tree, const char *what);
 int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what);
+/* Both of a file's owner ids at once (stat()'s st_uid and st_gid). */
+int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid,
+		      const char *what);
 /*
- * The owner (stat()'s st_uid, st_gid) of an inode restore creates again, as the images keep
- * it; refused (-ENOTSUP after one line naming what) in a tree with a user namespace of its
- * own, where restored tasks cannot give what they create another owner.
+ * Restore, main process, before the root is forked (none where the root has no user
+ * namespace of its own), and stop, on every way out: the owner service, a child of criu
+ * outside the tree's user namespace that gives files the owners restore asks for; tasks
+ * reach it through the USERNS_SFD service fd. 0 or -errno.
  */
-int userns_recreated_owner(uint32_t uid, uint32_t gid, uint32_t *img_uid, uint32_t *img_gid,
-			   const char *what);
+int userns_owner_service_start(void);
+void userns_owner_service_stop(void);
+/*
+ * Restore, in criu or a task: fd's inode (any fd, O_PATH too) owned by uid and gid as the
+ * images name them (the tree's ids). Restored tasks cannot chown what they create in the
+ * tree's user namespace (criu's ids own it, unmapped there): the service does. 0 or
+ * -errno, after one line naming what.
+ */
+int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what);
+/* The same for the file at path itself (a symlink's own owner). */
+int userns_chown_path(const char *path, uint32_t uid, uint32_t gid);
+/* Restore: whether the root has a user namespace of its own (once collected). */
+bool userns_restoring(void);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

@@ -14,6 +14,7 @@ enum sfd_type {
 	IMG_SFD,     /* the images directory */
 	SYNC_SFD,    /* the task's report/release socket to the main process */
 	FDSTORE_SFD, /* the socket that reaches the main process's fdstore */
+	USERNS_SFD,  /* the socket that reaches the owner service of a user namespace */
 	SERVICE_FD_MAX,
 };
 

@@ -1318,6 +1318,13 @@ int cr_restore_tasks(void)
 	}
 
 	/*
+	 * Before forking, so that every task inherits its socket (USERNS_SFD), and before the
+	 * tasks' sockets exist, which the service must not hold open; stopped at out:, before
+	 * kill_created_tasks() waits for every child of criu.
+	 */
+	if (userns_owner_service_start())
+		goto out;
+	/*
 	 * Before forking: the tasks inherit the shared memory objects and their sockets. memfds
 	 * first: they name the shared anonymous memory held as files.
 	 */
@@ -1380,6 +1387,8 @@ int cr_restore_tasks(void)
 	pr_info("Restore finished successfully. Tasks resumed.\n");
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	/* Every task is done with it (or dead); kill_created_tasks() must not wait for it. */
+	userns_owner_service_stop();
 	if (ret < 0)
 		kill_created_tasks();
 	/* Orphans of the restored tree from now on are none of criu's business. */

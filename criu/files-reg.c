@@ -1269,14 +1269,16 @@ static int fill_run(struct cr_img *img, uint64_t off, uint64_t len, void *arg)
 static int restore_ghost_attrs(int fd, const char *path, const struct ghost_file *g)
 {
 	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+	int ret;
 
 	if (g->size != UINT64_MAX && ftruncate(fd, g->size)) {
 		pr_perror("cannot set the size of re-created %s to %llu", path,
 			  (unsigned long long)g->size);
 		return -errno;
 	}
-	if (userns_chown(fd, g->uid, g->gid, path))
-		return -EPERM;
+	ret = userns_chown(fd, g->uid, g->gid, path);
+	if (ret)
+		return ret;
 	if (fchmod(fd, g->mode & 07777)) {
 		pr_perror("cannot set the mode of re-created %s", path);
 		return -errno;
@@ -1437,13 +1439,15 @@ static int create_ghost_file(const char *path, const struct ghost_file *g, char 
 static int restore_node_attrs(const char *path, const struct ghost_file *g)
 {
 	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+	int ret;
 
 	if (g->has_atim)
 		times[0] = g->atim;
 	if (g->has_mtim)
 		times[1] = g->mtim;
-	if (userns_chown_path(path, g->uid, g->gid))
-		return -EPERM;
+	ret = userns_chown_path(path, g->uid, g->gid);
+	if (ret)
+		return ret;
 	/* A symlink's mode is always 0777, and chmod() would follow it. */
 	if ((!S_ISLNK(g->mode) && chmod(path, g->mode & 07777)) ||
 	    utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)) {

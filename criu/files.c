@@ -1785,24 +1785,31 @@ static int take_own_uids(uid_t uid, uid_t euid, uid_t suid, int dumpable)
  * the receiver's before each signal (sigio_perm() in fs/fcntl.c): criu makes the call as
  * the image's ids. Its saved uid stays, so that it can take its own ids back. The raw
  * system call changes this thread's ids alone (glibc's setresuid() changes every
- * thread's), so a plugin's worker thread keeps criu's meanwhile.
+ * thread's), so a plugin's worker thread keeps criu's meanwhile. criu runs this in its
+ * own user namespace: the image's ids are the tree's, which its user namespace, if it
+ * has one, maps to the ids criu takes (the kernel compares those).
  */
 static int setown_as(int fd, const struct f_owner_ex *owner, const FownEntry *fown, uint32_t id)
 {
-	uid_t uid, euid, suid;
+	uid_t uid, euid, suid, own_uid, own_euid;
 	int dumpable = -1, err = 0;
 	bool other_ids;
+	char what[32];
 
+	snprintf(what, sizeof(what), "file %u's owner", id);
+	if (userns_host_uid(fown->uid, &own_uid, what) ||
+	    userns_host_uid(fown->euid, &own_euid, what))
+		return -EOVERFLOW;
 	if (getresuid(&uid, &euid, &suid)) {
 		pr_perror("cannot read criu's uids");
 		return -errno;
 	}
-	other_ids = fown->uid != uid || fown->euid != euid;
+	other_ids = own_uid != uid || own_euid != euid;
 	if (other_ids) {
 		dumpable = prctl(PR_GET_DUMPABLE);
-		if (syscall(SYS_setresuid, fown->uid, fown->euid, -1)) {
+		if (syscall(SYS_setresuid, own_uid, own_euid, -1)) {
 			pr_perror("file %u: cannot take uid %u and euid %u to set its owner", id,
-				  fown->uid, fown->euid);
+				  own_uid, own_euid);
 			return -errno;
 		}
 	}

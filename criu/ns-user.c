@@ -195,6 +195,34 @@ int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *
 	return userns_tree_uid(uid, tree_uid, what) ?: userns_tree_gid(gid, tree_gid, what);
 }
 
+/* The kernel's stand-in for an id a user namespace does not map, from its sysctl. */
+static int overflow_id(const char *name, uint32_t *id)
+{
+	char path[64];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
+	f = fopen(path, "r");
+	ok = f && fscanf(f, "%u", id) == 1;
+	if (f)
+		fclose(f);
+	if (!ok) {
+		pr_perror("cannot read %s", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+int userns_seen_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid)
+{
+	if (to_tree(&dumped.uid, uid, tree_uid) && overflow_id("overflowuid", tree_uid))
+		return -EIO;
+	if (to_tree(&dumped.gid, gid, tree_gid) && overflow_id("overflowgid", tree_gid))
+		return -EIO;
+	return 0;
+}
+
 /* In a child joined to the namespace (the maps read the same from there). */
 static int user_dump(const struct ns_id *ns)
 {
@@ -239,7 +267,7 @@ static int check_map(const char *img_name, const char *name, UidGidExtent **ext,
 /* Restore: the maps of the root's namespace, once collected; NULL where it has none. */
 static const UsernsEntry *restored;
 
-/* id, as the tree sees it, as criu sees it; -ENOENT where the namespace does not map it. */
+/* id, as the tree sees it, as criu sees it; -EOVERFLOW where the namespace does not map it. */
 static int to_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *host)
 {
 	for (size_t i = 0; i < n; i++)
@@ -247,7 +275,21 @@ static int to_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *host)
 			*host = ext[i]->lower_first + (id - ext[i]->first);
 			return 0;
 		}
-	return -ENOENT;
+	return -EOVERFLOW;
+}
+
+int userns_host_uid(uint32_t uid, uint32_t *host, const char *what)
+{
+	int ret;
+
+	if (!restored) {
+		*host = uid;
+		return 0;
+	}
+	ret = to_host(restored->uid_map, restored->n_uid_map, uid, host);
+	if (ret)
+		pr_err("%s: uid %u is not mapped by the tree's user namespace\n", what, uid);
+	return ret;
 }
 
 /* Restore: an owner from the images (ids inside the tree's namespace), as criu names it. */
@@ -328,7 +370,7 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
 
 /* A request: the owner to give, the file (SCM_RIGHTS, with the requester's reply socket). */
 struct owner_request {
-	uint32_t uid, gid; /* as the tree sees them */
+	uint32_t uid, gid; /* as criu sees them */
 };
 
 static pid_t owner_service;
@@ -358,8 +400,7 @@ static int serve_one(int sk)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
 			     .msg_controllen = sizeof(control) };
 	struct cmsghdr *ch;
-	uint32_t uid, gid;
-	int fds[2], ret;
+	int fds[2], ret = 0;
 	ssize_t n;
 
 	n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC);
@@ -370,11 +411,10 @@ static int serve_one(int sk)
 	    ch->cmsg_len != CMSG_LEN(sizeof(fds)))
 		return -1;
 	memcpy(fds, CMSG_DATA(ch), sizeof(fds));
-	ret = host_owner(req.uid, req.gid, &uid, &gid);
-	if (!ret && fchownat(fds[0], "", uid, gid, AT_EMPTY_PATH))
+	if (fchownat(fds[0], "", req.uid, req.gid, AT_EMPTY_PATH))
 		ret = -errno;
-	if (write(fds[1], &ret, sizeof(ret)) != sizeof(ret))
-		ret = -EPIPE;
+	/* A requester gone meanwhile waits for no answer: nothing to do if this fails. */
+	n = write(fds[1], &ret, sizeof(ret));
 	close(fds[0]);
 	close(fds[1]);
 	return 1;
@@ -423,7 +463,7 @@ void userns_owner_service_stop(void)
 	owner_service = 0;
 }
 
-/* In a task: the service does it, from outside the namespace. */
+/* From criu or a task: the service does it, from outside the namespace; its answer. */
 static int chown_through_service(int sk, int fd, uint32_t uid, uint32_t gid)
 {
 	struct owner_request req = { .uid = uid, .gid = gid };
@@ -445,11 +485,15 @@ int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what)
 	uint32_t host_uid, host_gid;
 	int ret;
 
+	if (host_owner(uid, gid, &host_uid, &host_gid)) {
+		pr_err("%s: uid %u or gid %u is not mapped by the tree's user namespace\n", what,
+		       uid, gid);
+		return -EOVERFLOW;
+	}
 	if (sk >= 0)
-		ret = chown_through_service(sk, fd, uid, gid);
+		ret = chown_through_service(sk, fd, host_uid, host_gid);
 	else
-		ret = host_owner(uid, gid, &host_uid, &host_gid) ?:
-			      (fchownat(fd, "", host_uid, host_gid, AT_EMPTY_PATH) ? -errno : 0);
+		ret = fchownat(fd, "", host_uid, host_gid, AT_EMPTY_PATH) ? -errno : 0;
 	if (ret)
 		pr_err("%s: cannot give it to uid %u gid %u: %s\n", what, uid, gid, strerror(-ret));
 	return ret;
@@ -468,14 +512,8 @@ int userns_chown_path(const char *path, uint32_t uid, uint32_t gid)
 	return ret;
 }
 
-bool userns_restoring(void)
-{
-	return restored != NULL;
-}
-
 static void user_fini(struct ns_id *ns)
 {
-	userns_owner_service_stop();
 	pb_free(NULL, ns->priv);
 	ns->priv = NULL;
 	restored = NULL;

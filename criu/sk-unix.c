@@ -1271,12 +1271,14 @@ static int remove_stale_file(const struct unix_sk *sk, const char *path)
 static int restore_file_perms(const struct unix_sk *sk, const char *path)
 {
 	const FilePermsEntry *perms = sk->ue->file_perms;
+	int ret;
 
 	if (!perms)
 		return 0;
 	/* Owner first: chown() clears the set-id bits chmod() sets. */
-	if (userns_chown_path(path, perms->uid, perms->gid))
-		return -EPERM;
+	ret = userns_chown_path(path, perms->uid, perms->gid);
+	if (ret)
+		return ret;
 	if (fchmodat(AT_FDCWD, path, perms->mode & 07777, 0)) {
 		pr_perror("%s: cannot give %s its mode %#o", sk->what, path, perms->mode & 07777);
 		return -errno;

@@ -138,6 +138,8 @@ struct tty_state {
 	struct winsize ws;
 	int exclusive, pty_locked, packet;
 	uint32_t sid, pgrp;
+	/* restore makes the node again and gives it the owner (a pty's slave), or keeps it */
+	bool node_made_again;
 };
 
 static void pack_termios(const struct kernel_termios *t, TermiosEntry *te, uint32_t *words)
@@ -192,7 +194,9 @@ static int write_tty_info(const struct fd_parms *p, uint32_t info_id, const stru
 	}
 	tie.has_dev = tie.has_uid = tie.has_gid = true;
 	tie.dev = kernel_dev(p->st.st_dev);
-	if (userns_tree_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid, p->link))
+	if (s->node_made_again ?
+		    userns_tree_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid, p->link) :
+		    userns_seen_owner(p->st.st_uid, p->st.st_gid, &tie.uid, &tie.gid))
 		return -ENOTSUP;
 	img = files_side_image(CR_IMG_TTY_INFO);
 	return img ? pb_write_one(img, &tie) : -EIO;
@@ -482,9 +486,9 @@ static int dump_master_info(const struct fd_parms *p, int fd, uint32_t index, co
 
 /* The session and group are the dumping task's, when the terminal is its controlling one. */
 static int dump_terminal_info(const struct fd_parms *p, int fd, uint32_t info_id,
-			      const char *what)
+			      bool node_made_again, const char *what)
 {
-	struct tty_state s = { 0 };
+	struct tty_state s = { .node_made_again = node_made_again };
 	uint32_t tty_nr;
 	int ret;
 
@@ -586,7 +590,8 @@ static int dump_info_once(const struct fd_parms *p, int fd, const struct tty_fd 
 	if (t->role == TTY_PTY_MASTER)
 		ret = dump_master_info(p, fd, t->index, what);
 	else
-		ret = dump_terminal_info(p, fd, t->info_id, what);
+		ret = dump_terminal_info(p, fd, t->info_id,
+					 t->role == TTY_PTY_SLAVE || t->role == TTY_PTY_HUNG, what);
 	return ret ? ret : remember_tty_info(t->info_id);
 }
 
@@ -1290,6 +1295,12 @@ static int restore_queues(int master_fd, const struct pty *pty, const char *what
 static int restore_pty_state(int master_fd, const struct pty *pty, const char *what)
 {
 	const struct tty_info *m = pty->master;
+	struct kernel_termios none = { 0 };
+	/*
+	 * A new pty locks nothing. Locking takes CAP_SYS_ADMIN in criu's user namespace,
+	 * which the tasks of a tree with a user namespace of its own do not have.
+	 */
+	bool locked = memcmp(&m->termios_locked, &none, sizeof(none));
 	int on = 1, ret;
 
 	if (ioctl(master_fd, TCSETS, &m->termios)) {
@@ -1300,7 +1311,7 @@ static int restore_pty_state(int master_fd, const struct pty *pty, const char *w
 	if (ret)
 		return ret;
 	if (ioctl(master_fd, TIOCSWINSZ, &m->winsize) ||
-	    ioctl(master_fd, TIOCSLCKTRMIOS, &m->termios_locked) ||
+	    (locked && ioctl(master_fd, TIOCSLCKTRMIOS, &m->termios_locked)) ||
 	    (m->exclusive && ioctl(master_fd, TIOCEXCL)) ||
 	    (m->packet && ioctl(master_fd, TIOCPKT, &on))) {
 		pr_perror("%s: cannot set its window size, locked termios, exclusive or packet "
@@ -1335,8 +1346,10 @@ static int open_master(const struct file_desc *d, const struct tty_end *end)
 /* The slave node's owner and mode are the pty's, set on every opening alike. */
 static int restore_slave_node(int fd, const struct tty_end *end, const char *what)
 {
-	if (end->info->has_owner && userns_chown(fd, end->info->uid, end->info->gid, what))
-		return -EPERM;
+	int ret = end->info->has_owner ? userns_chown(fd, end->info->uid, end->info->gid, what) : 0;
+
+	if (ret)
+		return ret;
 	if (end->regf->has_mode && fchmod(fd, end->regf->mode & 07777)) {
 		pr_perror("%s: cannot restore the mode of %s", what, end->regf->path);
 		return -errno;

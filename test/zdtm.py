@@ -409,6 +409,13 @@ def memfd_file_names_missing_inode(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def unix_file_owner_unmapped(img_dir, pid):
+    """The bound Unix socket's file is owned by a uid its tree's user namespace does not map."""
+    def edit(entries):
+        next(e for e in entries if e['type'] == 'UNIXSK')['usk']['file_perms']['uid'] = 70000
+    edit_image(img_dir, 'files.img', edit)
+
+
 def truncate_ghost_file(img_dir, pid):
     """Cut a deleted file's saved contents short."""
     for name in os.listdir(img_dir):
@@ -823,9 +830,16 @@ TESTS = {
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_user': {'launcher': True, 'pidns': True},
-    'dump_fail_userns_ghost': {'bin': 'ns_user', 'mode': 'dump_fails', 'launcher': True,
-                               'pidns': True, 'test_env': {'ZDTM_USERNS_GHOST': '1'},
-                               'expect': 'in a tree with a user namespace of its own'},
+    'ns_user_files': {'launcher': True, 'pidns': True, 'devpts': True},
+    'restore_fail_userns_unmapped_owner': {'bin': 'ns_user_files', 'mode': 'restore_fails',
+                                           'launcher': True, 'pidns': True, 'devpts': True,
+                                           'corrupt': unix_file_owner_unmapped,
+                                           'expect': 'uid 70000 or gid 1000 is not mapped'},
+    'dump_fail_userns_unmapped_owner': {'bin': 'ns_user', 'mode': 'dump_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'test_env': {'ZDTM_USERNS_UNMAPPED': '1'},
+                                        'expect': 'uid 1234 has no mapping in the tree\'s '
+                                                  'user namespace'},
     'cgroup_ns_root': {'launcher': True, 'pidns': True, 'cleanup': remove_cgns_cgroups},
     'ns_net': {'launcher': True, 'pidns': True},
     'ns_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
@@ -2575,6 +2589,11 @@ class TestRun:
                                                                    stderr.strip()), 'restore.log')
         for tree_pid in sorted(self.tree):
             self.expect_no_process(tree_pid, 'restore.log')
+        # the helper that gives a user namespace's files their owners goes too
+        service = 'user namespace owner service: process '
+        for line in self.log_tail('restore.log', None):
+            if service in line:
+                self.expect_no_process(int(line.split(service)[1]), 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
 

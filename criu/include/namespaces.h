@@ -153,10 +153,17 @@ int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what);
 int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid,
 		      const char *what);
 /*
- * Restore, main process, before the root is forked (none where the root has no user
- * namespace of its own), and stop, on every way out: the owner service, a child of criu
- * outside the tree's user namespace that gives files the owners restore asks for; tasks
- * reach it through the USERNS_SFD service fd. 0 or -errno.
+ * Dump: the owner of an inode restore does not make again nor give an owner (a pty
+ * master's ptmx node, a terminal of the shell's), as a stat() in the tree shows it: the
+ * kernel's overflow ids for those the namespace does not map. 0 or -EIO after a line.
+ */
+int userns_seen_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid);
+/*
+ * Restore, main process: start before the root is forked (none where the root has no user
+ * namespace of its own), and stop on every way out, before criu waits for its children:
+ * the owner service, a child of criu outside the tree's user namespace that gives files
+ * the owners restore asks for; tasks reach it through the USERNS_SFD service fd (the
+ * restorer closes it with the other service fds). 0 or -errno.
  */
 int userns_owner_service_start(void);
 void userns_owner_service_stop(void);
@@ -169,8 +176,12 @@ void userns_owner_service_stop(void);
 int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what);
 /* The same for the file at path itself (a symlink's own owner). */
 int userns_chown_path(const char *path, uint32_t uid, uint32_t gid);
-/* Restore: whether the root has a user namespace of its own (once collected). */
-bool userns_restoring(void);
+/*
+ * Restore: a uid of the images (the tree's) as criu names it, for what criu itself sets
+ * with its own ids (an F_SETOWN owner's); -EOVERFLOW after one line naming what where the
+ * tree's namespace does not map it.
+ */
+int userns_host_uid(uint32_t uid, uint32_t *host, const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

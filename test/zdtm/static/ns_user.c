@@ -8,8 +8,8 @@
  * no restore can set), the host name; and the capabilities still work (the root sets the
  * host name again, the child cannot).
  *
- * ZDTM_USERNS_GHOST: the root also holds a deleted file open, which restore would create
- * again, owned by ids of the tree's: the dump is refused.
+ * ZDTM_USERNS_UNMAPPED: the root also holds a deleted file open whose owner (uid 1234
+ * outside) the namespace does not map, which no image can name: the dump is refused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +30,7 @@
 #include "zdtmtst.h"
 
 #define HOSTNAME   "zdtm-userns"
+/* Outside: the namespace maps neither. */
 #define FILE_UID   1234
 #define FILE_GID   4321
 #define SHM_KEY	   0x7d000001
@@ -147,13 +148,26 @@ static void child_main(void)
 	exit(0);
 }
 
-/* A file of the root's, deleted, held open. */
+/*
+ * The launcher, still root outside: a file the namespace's root may read, owned by ids it
+ * does not map, in the directory the root may write in (it deletes it: hold_ghost()).
+ */
+static void make_unmapped_file(void)
+{
+	const char *path = OWNED_DIR "/unmapped";
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+
+	if (fd < 0 || fchown(fd, FILE_UID, FILE_GID) || close(fd))
+		test_fail("%s: %s", path, strerror(errno));
+}
+
+/* In the root: that file, deleted, held open. */
 static void hold_ghost(void)
 {
-	const char *path = OWNED_DIR "/ghost";
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0640);
+	const char *path = OWNED_DIR "/unmapped";
+	int fd = open(path, O_RDONLY);
 
-	if (fd < 0 || fchown(fd, FILE_UID, FILE_GID) || unlink(path))
+	if (fd < 0 || unlink(path))
 		test_fail("ghost %s: %s", path, strerror(errno));
 }
 
@@ -196,14 +210,16 @@ int main(int argc, char **argv)
 	static const uid_t root_ids[3] = { 0, 0, 0 };
 	unsigned int levels;
 	struct caps root_caps;
-	bool ghost = getenv("ZDTM_USERNS_GHOST");
+	bool ghost = getenv("ZDTM_USERNS_UNMAPPED");
 	int status, shm;
 	pid_t child;
 	char byte;
 
 	test_init(argc, argv);
-	if (ghost)
+	if (ghost) {
 		make_owned_dir();
+		make_unmapped_file();
+	}
 	test_launch_root(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC);
 	levels = ns_pid_levels();
 	expect_ns_pid(1, levels, "init");

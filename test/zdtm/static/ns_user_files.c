@@ -7,6 +7,7 @@
  * O_ASYNC): the kernel checks the setter's ids against the child's before each SIGIO, so
  * it still comes only if restore set the owner with the ids the namespace maps 1000 to.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -138,6 +139,33 @@ static void expect_owned(const struct owned *o)
 /* Pipes: the child says it is set (byte), the root says the dump is over (byte). */
 static int child_set[2], child_go[2];
 
+/*
+ * The root's fds are its own and no other: none of criu's (the owner service's socket
+ * among them) is left behind.
+ */
+static void expect_own_fds(const struct owned *o)
+{
+	const int own[] = { 0, 1, 2, o->ghost, o->memfd, o->sock, o->master, o->slave,
+			    child_set[0], child_set[1], child_go[0], child_go[1] };
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!dir)
+		test_fail_errno("opendir /proc/self/fd");
+	while ((de = readdir(dir))) {
+		int fd = atoi(de->d_name);
+		size_t i;
+
+		if (de->d_name[0] == '.' || fd == dirfd(dir))
+			continue;
+		for (i = 0; i < sizeof(own) / sizeof(own[0]) && own[i] != fd; i++)
+			;
+		if (i == sizeof(own) / sizeof(own[0]))
+			test_fail("fd %d is open after restore, which the root did not open", fd);
+	}
+	closedir(dir);
+}
+
 static void child_main(void)
 {
 	struct timespec wait = { .tv_sec = 5 };
@@ -201,6 +229,7 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	expect_owned(&owned);
+	expect_own_fds(&owned);
 	if (write(child_go[1], "G", 1) != 1 || waitpid(child, &status, 0) != child)
 		test_fail_errno("the child");
 	if (!WIFEXITED(status) || WEXITSTATUS(status))

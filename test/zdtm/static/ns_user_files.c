@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,17 +135,13 @@ static void expect_owned(const struct owned *o)
 	expect_fd(o->slave, S_IFCHR | 0620, "pty slave");
 }
 
-/* Pipes: the child says it is set (byte), the root says the dump is over (byte). */
-static int child_set[2], child_go[2];
-
 /*
  * The root's fds are its own and no other: none of criu's (the owner service's socket
  * among them) is left behind.
  */
 static void expect_own_fds(const struct owned *o)
 {
-	const int own[] = { 0, 1, 2, o->ghost, o->memfd, o->sock, o->master, o->slave,
-			    child_set[0], child_set[1], child_go[0], child_go[1] };
+	const int own[] = { 0, 1, 2, o->ghost, o->memfd, o->sock, o->master, o->slave };
 	DIR *dir = opendir("/proc/self/fd");
 	struct dirent *de;
 
@@ -171,7 +166,6 @@ static void child_main(void)
 	struct timespec wait = { .tv_sec = 5 };
 	int pipe_fds[2], sig;
 	sigset_t sigio;
-	char byte;
 
 	sigemptyset(&sigio);
 	sigaddset(&sigio, SIGIO);
@@ -182,8 +176,8 @@ static void child_main(void)
 	    fcntl(pipe_fds[0], F_SETFL, O_ASYNC | O_NONBLOCK) ||
 	    fcntl(pipe_fds[0], F_SETOWN, getpid()))
 		test_fail_errno("child: an O_ASYNC pipe");
-	if (write(child_set[1], "S", 1) != 1 || read(child_go[0], &byte, 1) != 1)
-		test_fail_errno("child: sync");
+	test_barrier_done();
+	test_wait_sigterm();
 	if (fcntl(pipe_fds[0], F_GETOWN) != getpid())
 		test_fail("child: the pipe's owner is %d, expected itself (%d)",
 			  fcntl(pipe_fds[0], F_GETOWN), getpid());
@@ -205,9 +199,7 @@ static void make_owned_dir(void)
 int main(int argc, char **argv)
 {
 	struct owned owned;
-	int status;
 	pid_t child;
-	char byte;
 
 	test_init(argc, argv);
 	make_owned_dir();
@@ -216,23 +208,12 @@ int main(int argc, char **argv)
 	if (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0))
 		test_fail_errno("become root in the namespace");
 	make_owned(&owned);
-	if (pipe(child_set) || pipe(child_go))
-		test_fail_errno("pipes");
-	child = fork();
-	if (child < 0)
-		test_fail_errno("fork");
-	if (child == 0)
-		child_main();
-	if (read(child_set[0], &byte, 1) != 1)
-		test_fail("the child did not get set");
+	child = test_fork_child(child_main);
 	test_ready();
 	test_wait_sigterm();
 
 	expect_owned(&owned);
 	expect_own_fds(&owned);
-	if (write(child_go[1], "G", 1) != 1 || waitpid(child, &status, 0) != child)
-		test_fail_errno("the child");
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		test_fail("the child failed (wait status %#x)", status);
+	test_children_verdict(&child, 1, "root");
 	test_pass();
 }

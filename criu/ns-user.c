@@ -13,10 +13,10 @@
  * the new user namespace then owns) and criu writes the maps from outside, before the root
  * takes its first step (user_born()). The tasks keep criu's ids, and every capability in
  * the namespace, until the restorer sets the images' creds: they read criu's images
- * (owned by an id the namespace does not map) to the end. What they create (deleted files
- * made again, bound Unix sockets' files, ptys) is then owned by criu's ids, which the
- * namespace cannot give another owner: an owner service, a child of criu outside the
- * namespace, does it for them (userns_chown()).
+ * (owned by an id the namespace does not map) to the end. What restore creates (deleted
+ * files made again, memfds, bound Unix sockets' files, ptys' slaves) is then owned by
+ * criu's ids, which the namespace cannot give another owner: an owner service, a child of
+ * criu outside the namespace, does it for the tasks (userns_chown()).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -522,6 +522,13 @@ static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *
 	if ((in >= 0 && dup2(in, 0) < 0) || dup2(out, 1) < 0 ||
 	    (log_fd >= 0 && dup2(log_fd, 2) < 0) || (keep >= 0 && fcntl(keep, F_SETFD, 0)))
 		_exit(126);
+	/*
+	 * In the tree's user namespace criu's ids are unmapped (getuid() reads the overflow
+	 * id), and execve() would drop every capability of a process that is not the
+	 * namespace's root: tar runs as it.
+	 */
+	if (getuid() && (setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+		_exit(125);
 	execvp("tar", args);
 	_exit(127);
 }
@@ -615,6 +622,9 @@ static int dump_tmpfs(pid_t pid, const struct mount *m)
 		return -EIO;
 	}
 	child = fork();
+	/* tar stores the files' owners as the tree sees them, as CRIU's archives have them. */
+	if (child == 0 && userns_join_tree(pid))
+		_exit(124);
 	if (child == 0)
 		exec_tar(-1, img->fd, tree, args);
 	close(tree);
@@ -847,24 +857,35 @@ static int make_mountpoint(const char *path, bool dir)
  */
 static int restore_tmpfs(const struct mount *m)
 {
+	char dir[32];
 	char *args[] = { "tar", "--extract", "--gzip", "--no-unquote", "--no-wildcards",
-			 "--directory", m->path, NULL };
+			 "--directory", dir, NULL };
 	struct timespec no_wait = { 0, 0 };
 	sigset_t pending, chld;
 	struct cr_img *img;
 	pid_t child;
-	int null, ret;
+	int null, ret, mnt;
 
+	/* Through an fd: tar may run with other ids (exec_tar()), which --root's path may bar. */
+	mnt = open(m->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (mnt < 0) {
+		pr_perror("tmpfs at %s: cannot open %s", m->e->mountpoint, m->path);
+		return -errno;
+	}
+	snprintf(dir, sizeof(dir), "/proc/self/fd/%d", mnt);
 	img = open_image(CR_IMG_TMPFS_DEV, O_RDONLY, m->e->root_dev);
-	if (!img)
+	if (!img) {
+		close(mnt);
 		return -EIO;
+	}
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigpending(&pending);
 	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	child = null < 0 ? -1 : fork();
 	if (child == 0)
-		exec_tar(img->fd, null, -1, args);
+		exec_tar(img->fd, null, mnt, args);
+	close(mnt);
 	ret = child < 0 ? -errno : wait_tar(child, img->name);
 	if (child < 0)
 		pr_perror("tmpfs at %s: cannot start tar", m->e->mountpoint);
@@ -876,25 +897,38 @@ static int restore_tmpfs(const struct mount *m)
 	return ret;
 }
 
-static int mount_new_fs(const struct mount *m)
+static int mount_with_opts(const struct mount *m, const char *opts)
 {
 	const char *type = fstype_name(m->e->fstype);
 
 	/* Read-only superblocks are made so once their files are in. */
-	if (mount(m->e->source, m->path, type, m->e->sb_flags & ~MS_RDONLY, m->e->options)) {
+	if (mount(m->e->source, m->path, type, m->e->sb_flags & ~MS_RDONLY, opts)) {
 		pr_perror("mount %u: cannot mount %s (%s, \"%s\") at %s", m->e->mnt_id, type,
-			  m->e->source, m->e->options, m->path);
+			  m->e->source, opts, m->path);
 		return -errno;
 	}
 	if (m->e->fstype == FSTYPE__TMPFS && restore_tmpfs(m))
 		return -EIO;
 	if ((m->e->sb_flags & MS_RDONLY) &&
-	    mount(NULL, m->path, NULL, MS_REMOUNT | m->e->sb_flags, m->e->options)) {
+	    mount(NULL, m->path, NULL, MS_REMOUNT | m->e->sb_flags, opts)) {
 		pr_perror("mount %u at %s: cannot make its superblock read-only", m->e->mnt_id,
 			  m->path);
 		return -errno;
 	}
 	return 0;
+}
+
+static int mount_new_fs(const struct mount *m)
+{
+	char what[32], *opts;
+	int ret;
+
+	snprintf(what, sizeof(what), "mount %u", m->e->mnt_id);
+	ret = userns_mount_opts(m->e->options, &opts, what);
+	if (!ret)
+		ret = mount_with_opts(m, opts);
+	free(opts);
+	return ret;
 }
 
 /* The directory a bind mount shows: its source's path, plus where in the source it is. */

@@ -195,6 +195,24 @@ int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *
 	return userns_tree_uid(uid, tree_uid, what) ?: userns_tree_gid(gid, tree_gid, what);
 }
 
+int userns_join_tree(pid_t pid)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	if (!dumped.own)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWUSER)) {
+		ret = -errno;
+		pr_perror("cannot join the user namespace of task %d", pid);
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 /* The kernel's stand-in for an id a user namespace does not map, from its sysctl. */
 static int overflow_id(const char *name, uint32_t *id)
 {
@@ -289,6 +307,70 @@ int userns_host_uid(uint32_t uid, uint32_t *host, const char *what)
 	ret = to_host(restored->uid_map, restored->n_uid_map, uid, host);
 	if (ret)
 		pr_err("%s: uid %u is not mapped by the tree's user namespace\n", what, uid);
+	return ret;
+}
+
+/* id, as criu sees it, as the tree sees it; -EOVERFLOW where the namespace does not map it. */
+static int from_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *tree)
+{
+	for (size_t i = 0; i < n; i++)
+		if (id >= ext[i]->lower_first && id - ext[i]->lower_first < ext[i]->count) {
+			*tree = ext[i]->first + (id - ext[i]->lower_first);
+			return 0;
+		}
+	return -EOVERFLOW;
+}
+
+/* One option of a mount's: "uid=N" and "gid=N" with N the tree's id, others as they are. */
+static int mount_opt_to_tree(const char *opt, char *out, size_t size, const char *what)
+{
+	bool uid = !strncmp(opt, "uid=", 4), gid = !strncmp(opt, "gid=", 4);
+	uint32_t host, tree;
+	char *end;
+
+	if (!uid && !gid)
+		return snprintf(out, size, "%s", opt) < (int)size ? 0 : -E2BIG;
+	host = strtoul(opt + 4, &end, 10);
+	if (*end || end == opt + 4 ||
+	    (uid ? from_host(restored->uid_map, restored->n_uid_map, host, &tree) :
+		   from_host(restored->gid_map, restored->n_gid_map, host, &tree))) {
+		pr_err("%s: option %s names no id the tree's user namespace maps\n", what, opt);
+		return -EOVERFLOW;
+	}
+	return snprintf(out, size, "%.4s%u", opt, tree) < (int)size ? 0 : -E2BIG;
+}
+
+int userns_mount_opts(const char *opts, char **tree_opts, const char *what)
+{
+	/* an id grows to 10 digits at most, in "uid=" and "gid=" alike */
+	size_t size, len = 0;
+	char *copy, *save = NULL, *opt;
+	int ret = 0;
+
+	*tree_opts = NULL;
+	if (!opts)
+		return 0;
+	size = strlen(opts) + 1 + 2 * 10;
+	copy = strdup(opts);
+	*tree_opts = copy && restored ? calloc(1, size) : copy;
+	if (!*tree_opts) {
+		free(copy);
+		pr_err("%s: out of memory for its options\n", what);
+		return -ENOMEM;
+	}
+	if (!restored)
+		return 0;
+	for (opt = strtok_r(copy, ",", &save); opt && !ret; opt = strtok_r(NULL, ",", &save)) {
+		if (len)
+			(*tree_opts)[len++] = ',';
+		ret = mount_opt_to_tree(opt, *tree_opts + len, size - len, what);
+		len += strlen(*tree_opts + len);
+	}
+	free(copy);
+	if (ret) {
+		free(*tree_opts);
+		*tree_opts = NULL;
+	}
 	return ret;
 }
 

@@ -153,6 +153,12 @@ int userns_tree_gid(uint32_t gid, uint32_t *tree, const char *what);
 int userns_tree_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *tree_gid,
 		      const char *what);
 /*
+ * Dump, in a child of criu: into the user namespace of task pid of the tree, where the
+ * tree has one of its own (files' owners then read as the tree sees them). 0 or -errno
+ * after a line.
+ */
+int userns_join_tree(pid_t pid);
+/*
  * Dump: the owner of an inode restore does not make again nor give an owner (a pty
  * master's ptmx node, a terminal of the shell's), as a stat() in the tree shows it: the
  * kernel's overflow ids for those the namespace does not map. 0 or -EIO after a line.
@@ -176,6 +182,13 @@ void userns_owner_service_stop(void);
 int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what);
 /* The same for the file at path itself (a symlink's own owner). */
 int userns_chown_path(const char *path, uint32_t uid, uint32_t gid);
+/*
+ * Restore: a mount's options, made inside the tree's user namespace: "uid=N" and "gid=N"
+ * name criu's ids (mountinfo shows them so whoever reads it), the kernel reads them as the
+ * tree's. *tree_opts, allocated, is opts with those ids as the tree sees them. 0, or
+ * -errno after one line naming what (-EOVERFLOW: an id the namespace does not map).
+ */
+int userns_mount_opts(const char *opts, char **tree_opts, const char *what);
 /*
  * Restore: a uid of the images (the tree's) as criu names it, for what criu itself sets
  * with its own ids (an F_SETOWN owner's); -EOVERFLOW after one line naming what where the

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "files.h"
 #include "image.h"
@@ -21,6 +21,7 @@
 #include "mem.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "page-xfer.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "sysv-shm.h"
@@ -44,11 +45,6 @@
 
 /* Pagemap entries read per pread: 512 KiB of pagemap covers 256 MiB of address space. */
 #define PAGEMAP_BATCH 65536
-/*
- * Page data go out in writes this big: writing the image is what bounds dump time,
- * and fewer, larger writes keep the page cache path streaming.
- */
-#define PAGES_BUF_SIZE (8UL << 20)
 
 void mem_dump_init(struct mem_dump_ctx *ctx)
 {
@@ -61,14 +57,6 @@ void mem_dump_fini(struct mem_dump_ctx *ctx)
 	free(ctx->shmem_dumped);
 	ctx->shmem_dumped = NULL;
 	ctx->nr_shmem_dumped = 0;
-}
-
-static uint64_t usec_since(const struct timespec *since)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - since->tv_sec) * 1000000ULL + (now.tv_nsec - since->tv_nsec) / 1000;
 }
 
 /* ------------------------------------------------------------------ VMAs ---- */
@@ -569,17 +557,17 @@ static int write_mm_ext_image(pid_t pid, const struct dump_vma *dvmas, unsigned 
 /* ----------------------------------------------------------------- pages ---- */
 
 /*
- * Where pages go: runs recorded in a pagemap image, their data batched into big writes
- * to its pages image. Pages are read from src_fd: /proc/PID/mem for a task's private
- * memory (at their address), the object itself for shared memory (at their offset).
+ * Where pages go: runs recorded in a pagemap image, their data through a page_xfer ring
+ * to its pages image. Pages are read from the task's memory (pid) for private memory (at
+ * their address), from src_fd, the object itself, for shared memory (at their offset).
  */
 struct page_writer {
 	const char *what; /* for messages: "task 123", "shared memory 0x1a2b" */
-	int src_fd;
+	pid_t pid; /* the task whose private pages are read; 0 for shared memory */
+	int src_fd; /* /proc/PID/mem, or the shared memory object */
 	struct cr_img *pagemap_img;
 	struct cr_img *pages_img;
-	char *buf;
-	size_t buf_used;
+	struct page_xfer xfer;
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
 };
@@ -588,13 +576,9 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 			    struct mem_dump_ctx *ctx)
 {
 	PagemapHead head = PAGEMAP_HEAD__INIT;
+	int ret;
 
 	pw->stats = &ctx->stats;
-	pw->buf = malloc(PAGES_BUF_SIZE);
-	if (!pw->buf) {
-		pr_err("no memory for the page buffer\n");
-		return -ENOMEM;
-	}
 	head.pages_id = ctx->next_pages_id++;
 	pw->pagemap_img = open_image(map_type, O_WRONLY, map_id);
 	if (!pw->pagemap_img)
@@ -602,42 +586,53 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 	pw->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, head.pages_id);
 	if (!pw->pages_img)
 		return -EIO;
-	return pb_write_one(pw->pagemap_img, &head);
+	ret = page_xfer_open(&pw->xfer, pw->pages_img);
+	return ret ? ret : pb_write_one(pw->pagemap_img, &head);
 }
 
 static void close_page_writer(struct page_writer *pw)
 {
+	pw->stats->write_us += pw->xfer.write_us;
+	page_xfer_close(&pw->xfer);
 	close_image(pw->pages_img);
 	close_image(pw->pagemap_img);
-	free(pw->buf);
 }
 
 static int flush_pages(struct page_writer *pw)
 {
-	struct timespec start;
-	int ret;
+	return page_xfer_flush(&pw->xfer);
+}
 
-	if (!pw->buf_used)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = img_write_raw(pw->pages_img, pw->buf, pw->buf_used);
-	pw->stats->write_us += usec_since(&start);
-	if (ret)
-		return ret;
-	pw->buf_used = 0;
-	return 0;
+/*
+ * Up to len bytes at src_off into buf. A task's pages with process_vm_readv, one copy;
+ * what it cannot read (a VMA without PROT_READ) through /proc/PID/mem, which may.
+ */
+static ssize_t read_source(struct page_writer *pw, char *buf, size_t len, uint64_t src_off)
+{
+	if (pw->pid) {
+		struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)src_off, len };
+		ssize_t got = process_vm_readv(pw->pid, &local, 1, &remote, 1, 0);
+
+		if (got > 0)
+			return got;
+	}
+	return pread(pw->src_fd, buf, len, src_off);
 }
 
 static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 {
 	while (len) {
-		size_t room = PAGES_BUF_SIZE - pw->buf_used;
-		size_t chunk = len < room ? len : room;
-		ssize_t got = pread(pw->src_fd, pw->buf + pw->buf_used, chunk, src_off);
+		size_t room, chunk;
+		char *buf = page_xfer_room(&pw->xfer, &room);
+		ssize_t got;
 
+		if (!buf)
+			return page_xfer_flush(&pw->xfer);
+		chunk = len < room ? len : room;
+		got = read_source(pw, buf, chunk, src_off);
 		/* A memfd's size need not be a page multiple: its last page ends in zeros. */
 		if (got == 0 && pw->shmem && len < PAGE_SIZE) {
-			memset(pw->buf + pw->buf_used, 0, len);
+			memset(buf, 0, len);
 			got = len;
 		}
 		if (got <= 0) {
@@ -647,15 +642,10 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 			       (unsigned long long)src_off, strerror(err));
 			return -err;
 		}
-		pw->buf_used += got;
 		src_off += got;
 		len -= got;
-		if (pw->buf_used == PAGES_BUF_SIZE) {
-			int ret = flush_pages(pw);
-
-			if (ret)
-				return ret;
-		}
+		if (page_xfer_commit(&pw->xfer, got))
+			return page_xfer_flush(&pw->xfer);
 	}
 	return 0;
 }
@@ -854,6 +844,7 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 
 	snprintf(what, sizeof(what), "task %d", pid);
 	pw.what = what;
+	pw.pid = pid;
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
 	pw.src_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);

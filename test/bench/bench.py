@@ -5,10 +5,15 @@
    each, and of one process with 16 threads and 256 MiB, the two cases interleaved round by
    round; every round starts a fresh holder and stops it after the restore, and it checks
    every word of every process (each thread its own slice), so each restore is verified.
-2. Sizes: criu dump, criu restore -d and the floor (the same page images preadv'd into
-   fresh anonymous memory by one thread) for a holder process of each size, interleaved
-   round by round (dump, floor, restore). The holder checks every word of its memory when
-   it is finally stopped, so a wrong restore fails the benchmark.
+2. Sizes: criu dump, the reference criu's dump (../shared/upstream-criu/bin/criu, "absent"
+   when not there; restored by ours, untimed), the dump floor (as many bytes as our pages
+   images hold, written like dd in 1 MiB writes into the scratch directory), criu restore
+   -d and the restore floor (the same page images preadv'd into fresh anonymous memory by
+   one thread) for a holder process of each size, interleaved round by round. Each writer
+   first deletes what it wrote the round before, so each gets memory freed just before, as
+   a re-dump does (on this VM, memory untouched for a while costs several times more to
+   fill). The holder checks every word of its memory when it is finally stopped, so a
+   wrong restore fails the benchmark.
 
 Environment: BENCH_SIZES_MIB (default "1024 4096"; empty: no size table), BENCH_ROUNDS
 (default 3), BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
@@ -28,6 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CRIU = os.path.normpath(os.path.join(HERE, "..", "..", "criu", "criu"))
 HOLDER = os.path.join(HERE, "holder")
 FLOOR = os.path.join(HERE, "floor")
+DUMP_FLOOR = os.path.join(HERE, "dumpfloor")
+UPSTREAM_CRIU = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "upstream-criu",
+                                              "bin", "criu"))
 
 SIZES_MIB = [int(s) for s in os.environ.get("BENCH_SIZES_MIB", "1024 4096").split()]
 # (label, holder options, processes, MiB per process) of the trees-and-threads table
@@ -66,8 +74,9 @@ def check_memory_mib(need_mib, what):
 
 
 def check_memory(size_mib):
-    """The holder, its page images in page cache and the floor's copy live at once."""
-    check_memory_mib(3 * size_mib + 512, f"{size_mib} MiB case")
+    """The holder, its page images in page cache (ours, upstream's, the dump floor's) and the
+    floor's copy live at once."""
+    check_memory_mib(5 * size_mib + 512, f"{size_mib} MiB case")
 
 
 def spawn_holder(size_mib, log_path, options=()):
@@ -117,9 +126,9 @@ def fresh_dir(path):
     os.mkdir(path)
 
 
-def dump(pid, img_dir):
+def dump(pid, img_dir, criu=CRIU):
     fresh_dir(img_dir)
-    seconds, _ = run_timed([CRIU, "dump", "-t", str(pid), "-D", img_dir, "-o", "dump.log"],
+    seconds, _ = run_timed([criu, "dump", "-t", str(pid), "-D", img_dir, "-o", "dump.log"],
                            f"criu dump -t {pid}", os.path.join(img_dir, "dump.log"))
     # The dump killed the holder; its pid must be free before restore can reuse it.
     os.waitpid(pid, 0)
@@ -140,12 +149,37 @@ def restore(pid, img_dir, live):
     return seconds
 
 
-def floor(img_dir):
+def pages_images(img_dir):
     pages = sorted(glob.glob(os.path.join(img_dir, "pages-*.img")))
     if not pages:
         raise BenchError(f"no pages-*.img in {img_dir}")
-    _, out = run_timed([FLOOR] + pages, "floor", img_dir)
+    return pages
+
+
+def floor(img_dir):
+    _, out = run_timed([FLOOR] + pages_images(img_dir), "floor", img_dir)
     return float(out)
+
+
+def dump_floor(img_dir, floor_dir):
+    """As many bytes as the dump's pages images, written like dd into a fresh directory."""
+    nr_bytes = sum(os.path.getsize(p) for p in pages_images(img_dir))
+    fresh_dir(floor_dir)
+    _, out = run_timed([DUMP_FLOOR, os.path.join(floor_dir, "pages.img"), str(nr_bytes)],
+                       "dump floor", floor_dir)
+    os.sync()
+    return float(out)
+
+
+def upstream_dump(pid, up_dir, live):
+    """The reference criu's dump (None: absent), restored by ours, untimed, so that the
+    holder runs on and its final check covers this restore too."""
+    if not os.access(UPSTREAM_CRIU, os.X_OK):
+        return None
+    seconds = dump(pid, up_dir, UPSTREAM_CRIU)
+    live.discard(pid)
+    restore(pid, up_dir, live)
+    return seconds
 
 
 def stop_holder(pid, log_path):
@@ -168,6 +202,8 @@ def stop_holder(pid, log_path):
 def bench_size(size_mib, scratch, live):
     check_memory(size_mib)
     img_dir = os.path.join(scratch, f"images-{size_mib}M")
+    up_dir = os.path.join(scratch, f"upstream-{size_mib}M")
+    floor_dir = os.path.join(scratch, f"dumpfloor-{size_mib}M")
     log_path = os.path.join(scratch, f"holder-{size_mib}M.log")
     pid = spawn_holder(size_mib, log_path)
     live.add(pid)
@@ -183,27 +219,39 @@ def bench_size(size_mib, scratch, live):
         # first touch then cost 3-4x more here (4 GiB: 14 s instead of 3.5 s).
         floor_s = floor(img_dir)
         restore_s = restore(pid, img_dir, live)
-        rounds.append((dump_s, restore_s, floor_s))
-        print(f"{size_mib:6d} MiB round {round_nr}: dump {dump_s:.3f} s, restore {restore_s:.3f} s, "
+        up_s = upstream_dump(pid, up_dir, live)
+        dump_floor_s = dump_floor(img_dir, floor_dir)
+        rounds.append((dump_s, restore_s, floor_s, up_s, dump_floor_s))
+        up_text = "absent" if up_s is None else f"{up_s:.3f} s"
+        print(f"{size_mib:6d} MiB round {round_nr}: dump {dump_s:.3f} s, upstream dump {up_text}, "
+              f"dump floor {dump_floor_s:.3f} s, restore {restore_s:.3f} s, "
               f"floor {floor_s:.3f} s", flush=True)
     stop_holder(pid, log_path)
     live.discard(pid)
-    shutil.rmtree(img_dir)
+    for path in (img_dir, up_dir, floor_dir):
+        shutil.rmtree(path, ignore_errors=True)
     return rounds
 
 
 def print_table(results):
     print()
-    print(f"{'size':>8} {'dump s':>8} {'restore s':>10} {'floor s':>8} {'restore/floor':>14}")
+    print(f"{'size':>8} {'dump s':>8} {'upstream s':>10} {'dfloor s':>8} {'dump/up':>8} "
+          f"{'dump/dfloor':>11} {'restore s':>10} {'floor s':>8} {'restore/floor':>14}")
     for size_mib, rounds in results:
-        dump_s = statistics.median(r[0] for r in rounds)
-        restore_s = statistics.median(r[1] for r in rounds)
-        floor_s = statistics.median(r[2] for r in rounds)
+        med = [statistics.median(r[i] for r in rounds) for i in (0, 1, 2, 4)]
+        dump_s, restore_s, floor_s, dump_floor_s = med
         ratio = statistics.median(r[1] / r[2] for r in rounds)
+        dump_floor_ratio = statistics.median(r[0] / r[4] for r in rounds)
+        if rounds[0][3] is None:
+            up_text, up_ratio = "absent", "-"
+        else:
+            up_text = f"{statistics.median(r[3] for r in rounds):.3f}"
+            up_ratio = f"{statistics.median(r[0] / r[3] for r in rounds):.2f}"
         size = f"{size_mib // 1024} GiB" if size_mib % 1024 == 0 else f"{size_mib} MiB"
-        print(f"{size:>8} {dump_s:8.3f} {restore_s:10.3f} {floor_s:8.3f} {ratio:14.2f}")
-    print(f"(medians of {ROUNDS} interleaved rounds; restore/floor is the median of the "
-          "per-round ratios)")
+        print(f"{size:>8} {dump_s:8.3f} {up_text:>10} {dump_floor_s:8.3f} {up_ratio:>8} "
+              f"{dump_floor_ratio:11.2f} {restore_s:10.3f} {floor_s:8.3f} {ratio:14.2f}")
+    print(f"(medians of {ROUNDS} interleaved rounds; the ratios are medians of the per-round "
+          "ratios; dfloor: the dump floor)")
     print(f"restore/floor = {statistics.median(r[1] / r[2] for r in results[-1][1]):.2f}")
 
 
@@ -315,7 +363,7 @@ def main():
     if os.geteuid() != 0:
         print("bench: must run as root (criu needs it)", file=sys.stderr)
         return 1
-    for prog in (CRIU, HOLDER, FLOOR):
+    for prog in (CRIU, HOLDER, FLOOR, DUMP_FLOOR):
         if not os.access(prog, os.X_OK):
             print(f"bench: {prog} is missing; run make first", file=sys.stderr)
             return 1

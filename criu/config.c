@@ -127,9 +127,10 @@ static const struct cr_option options[] = {
 	CALL("root", 'r', required_argument, set_root, "/", "the root: only / is accepted"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
-	     "how pre-dump reads memory (pre-dump needs memory tracking)"),
-	REFUSED_FLAG("track-mem", 0),
-	REFUSED("prev-images-dir", 0, required_argument),
+	     "how pre-dump reads memory (both copy it with process_vm_readv)"),
+	FLAG("track-mem", 0, track_mem, "pre-dump: track writes for the next dump (always done)"),
+	STRING("prev-images-dir", 0, prev_images_dir, "DIR",
+	       "the previous pre-dump's images, relative to -D: store only pages written since"),
 	REFUSED_FLAG("auto-dedup", 0),
 	REFUSED_FLAG("page-server", 0),
 	REFUSED("address", 0, required_argument),
@@ -209,8 +210,7 @@ struct refusal {
 /* clang-format off */
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 static const struct refusal refusals[] = {
-	{ "memory changes are not tracked (no soft-dirty bits here)",
-	  NAMES("track-mem", "prev-images-dir", "auto-dedup") },
+	{ "parent images are not deduplicated", NAMES("auto-dedup") },
 	{ "no page server, lazy pages or image streams",
 	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },

@@ -19,12 +19,14 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "page-xfer.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "sysv-shm.h"
+#include "task-image.h"
 #include "vma.h"
 
 #include "ext.pb-c.h"
@@ -592,7 +594,8 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 
 static void close_page_writer(struct page_writer *pw)
 {
-	pw->stats->write_us += pw->xfer.write_us;
+	if (pw->stats)
+		pw->stats->write_us += pw->xfer.write_us;
 	page_xfer_close(&pw->xfer);
 	close_image(pw->pages_img);
 	close_image(pw->pagemap_img);
@@ -752,7 +755,86 @@ struct private_scan {
 	uint64_t *pmes;
 	uint64_t zero_pfn;
 	int file_fd; /* the mapped file, to compare COW'ed pages of unaccounted VMAs; or -1 */
+	const struct mem_dump_ctx *ctx;
+	/* With a parent images directory: its runs of this task, and what was written since. */
+	struct page_map parent;
+	bool has_parent;
+	unsigned int parent_cursor; /* parent_holds(): the run looked at last */
+	struct mem_written written; /* of the VMA being walked */
 };
+
+/* How one page is dumped. */
+enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT };
+
+/* Whether the parent images hold the page at addr; addresses come in increasing order. */
+static bool parent_holds(struct private_scan *scan, uint64_t addr)
+{
+	const struct page_map *parent = &scan->parent;
+
+	while (scan->parent_cursor < parent->nr_runs &&
+	       parent->runs[scan->parent_cursor].vaddr + parent->runs[scan->parent_cursor].len <= addr)
+		scan->parent_cursor++;
+	return scan->parent_cursor < parent->nr_runs &&
+	       parent->runs[scan->parent_cursor].vaddr <= addr;
+}
+
+/*
+ * A page worth storing that was not written since the parent images stored it is only
+ * named there (PE_PARENT). [vdso] pages are always stored: CRIU's restore reads them.
+ */
+static enum page_kind page_kind(struct page_writer *pw, struct private_scan *scan,
+				const VmaEntry *ve, uint64_t addr, uint64_t pme)
+{
+	bool anon_only = ve->status & VMA_FILE_PRIVATE;
+
+	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
+	if (ve->status & VMA_AREA_VDSO)
+		return PAGE_STORE;
+	if (!page_worth_storing(pme, anon_only, scan->zero_pfn) ||
+	    (scan->file_fd >= 0 && page_equals_file(pw, scan->file_fd, ve, addr)))
+		return PAGE_SKIP;
+	if (scan->has_parent && !mem_written_has(&scan->written, addr) && parent_holds(scan, addr))
+		return PAGE_IN_PARENT;
+	return PAGE_STORE;
+}
+
+/* A run of nr_pages at vaddr that the parent images hold. */
+static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
+{
+	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+	int ret;
+
+	pe.vaddr = vaddr;
+	pe.has_flags = true;
+	pe.flags = PE_PARENT;
+	pe.has_nr_pages = true;
+	pe.nr_pages = nr_pages;
+	ret = pb_write_one(pw->pagemap_img, &pe);
+	if (!ret)
+		pw->stats->pages_in_parent += nr_pages;
+	return ret;
+}
+
+static int dump_run(struct page_writer *pw, enum page_kind kind, uint64_t vaddr,
+		    unsigned long nr_pages)
+{
+	if (!nr_pages || kind == PAGE_SKIP)
+		return 0;
+	if (kind == PAGE_IN_PARENT)
+		return dump_parent_run(pw, vaddr, nr_pages);
+	return dump_page_run(pw, vaddr, vaddr, nr_pages);
+}
+
+/* Pages written since the last pre-dump (and, pre-dumping, protect them again). */
+static int scan_written(struct private_scan *scan, const VmaEntry *ve)
+{
+	const struct mem_dump_ctx *ctx = scan->ctx;
+
+	mem_written_free(&scan->written);
+	if (!scan->has_parent && !ctx->protect)
+		return 0;
+	return mem_track_scan(scan->pagemap_fd, ve->start, ve->end, ctx->protect, &scan->written);
+}
 
 /*
  * Private mappings: walk pagemap and store runs of present/swapped pages; in
@@ -761,11 +843,9 @@ struct private_scan {
 static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *scan,
 				  const VmaEntry *ve)
 {
-	bool anon_only = ve->status & VMA_FILE_PRIVATE;
-	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
-	bool every_page = ve->status & VMA_AREA_VDSO;
 	unsigned long run_start = 0, nr_run = 0, addr = ve->start;
-	int ret = 0;
+	enum page_kind run_kind = PAGE_SKIP;
+	int ret = scan_written(scan, ve);
 
 	while (addr < ve->end && !ret) {
 		unsigned long nr = (ve->end - addr) / PAGE_SIZE, i;
@@ -781,21 +861,21 @@ static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *s
 			return got < 0 ? -errno : -EIO;
 		}
 		for (i = 0; i < nr && !ret; i++, addr += PAGE_SIZE) {
-			if (every_page ||
-			    (page_worth_storing(scan->pmes[i], anon_only, scan->zero_pfn) &&
-			     (scan->file_fd < 0 || !page_equals_file(pw, scan->file_fd, ve, addr)))) {
-				if (!nr_run++)
-					run_start = addr;
+			enum page_kind kind = page_kind(pw, scan, ve, addr, scan->pmes[i]);
+
+			if (kind == run_kind) {
+				nr_run++;
 				continue;
 			}
-			if (nr_run)
-				ret = dump_page_run(pw, run_start, run_start, nr_run);
-			nr_run = 0;
+			ret = dump_run(pw, run_kind, run_start, nr_run);
+			run_kind = kind;
+			run_start = addr;
+			nr_run = 1;
 		}
 	}
 	pw->stats->pages_scanned += (ve->end - ve->start) / PAGE_SIZE;
-	if (nr_run && !ret)
-		ret = dump_page_run(pw, run_start, run_start, nr_run);
+	if (!ret)
+		ret = dump_run(pw, run_kind, run_start, nr_run);
 	return ret;
 }
 
@@ -834,13 +914,36 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 	return ret;
 }
 
+/*
+ * The parent's runs of this task: none when the parent images have no pagemap of it (a
+ * task born since), then every page is stored.
+ */
+static int read_parent_pagemap(pid_t pid, struct private_scan *scan)
+{
+	int dir_fd = images_chain_dir(1), ret;
+	char name[64];
+
+	if (dir_fd < 0)
+		return dir_fd;
+	img_name(CR_IMG_PAGEMAP, pidns_img_pid(pid), name, sizeof(name));
+	ret = faccessat(dir_fd, name, F_OK, 0);
+	close(dir_fd);
+	if (ret) {
+		pr_info("task %d: no %s in the parent images: every page is stored\n", pid, name);
+		return 0;
+	}
+	scan->has_parent = true;
+	return page_map_read_parent(CR_IMG_PAGEMAP, pidns_img_pid(pid), &scan->parent);
+}
+
 static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
 			      struct mem_dump_ctx *ctx)
 {
-	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn() };
+	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn(),
+				     .ctx = ctx };
 	struct page_writer pw = { .src_fd = -1 };
 	char path[64], what[32];
-	int ret;
+	int ret = 0;
 
 	snprintf(what, sizeof(what), "task %d", pid);
 	pw.what = what;
@@ -856,13 +959,17 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	} else if (!scan.pmes) {
 		ret = -ENOMEM;
 		pr_err("no memory for pagemap entries\n");
-	} else {
-		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+	} else if (ctx->parent) {
+		ret = read_parent_pagemap(pid, &scan);
 	}
+	if (!ret)
+		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
 	if (!ret)
 		ret = flush_pages(&pw);
+	page_map_free(&scan.parent);
+	mem_written_free(&scan.written);
 	free(scan.pmes);
 	if (scan.pagemap_fd >= 0)
 		close(scan.pagemap_fd);
@@ -1010,5 +1117,26 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 	if (!ret)
 		ret = dump_shmem_objects(pid, dvmas, nr, ctx);
 	free_dump_vmas(dvmas, nr_vmas);
+	return ret;
+}
+
+int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+		    struct mem_dump_ctx *ctx)
+{
+	struct dump_vma *dvmas;
+	unsigned int i, nr = 0;
+	int ret = 0;
+
+	dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*dvmas));
+	if (!dvmas) {
+		pr_err("no memory for the VMAs of %d\n", pid);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr_vmas && !ret; i++)
+		if (mem_track_vma(&vmas[i]))
+			ret = fill_dump_vma(pid, &vmas[i], &dvmas[nr++]);
+	if (!ret)
+		ret = dump_private_pages(pid, dvmas, nr, ctx);
+	free_dump_vmas(dvmas, nr);
 	return ret;
 }

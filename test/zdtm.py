@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters'}
+                        'seccomp_filters', 'mem_dirty_track', 'pagemap_scan'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -439,6 +439,11 @@ def pidns_external(img_dir, pid):
 #   plugin_restore_fails   restore fails (test_fail at 'fail', or plugins from 'libdir'):
 #                          error names 'names', nothing left, images unchanged; then a
 #                          clean restore must still work; 'env': extra criu environment
+#   pre_dump       'pre_dumps' (default 1) criu pre-dumps chained with --prev-images-dir,
+#                  each followed by SIGUSR1: the test changes its memory and writes the
+#                  step's number to $ZDTM_STEP_FILE; then the final dump with the last
+#                  pre-dump as parent, restore -d, verdict ('max_pages_bytes' bounds the
+#                  final dump's own pages)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
@@ -464,6 +469,8 @@ TESTS = {
     'mem_prot_none_guard': {},
     'maps_equal': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
+    # pre-dumps: two chained, the final dump storing only what changed since the second
+    'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
@@ -730,11 +737,11 @@ TESTS = {
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
-        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mem_dirty_track']},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mnt_id']},
     'cli_verbosity_long_form': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mem_dirty_track'],
-        'stderr': 'Warn: mem_dirty_track is not supported by this criu: memory changes are not '
-                  'tracked (soft-dirty): no pre-dump\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mnt_id'],
+        'stderr': 'Warn: mnt_id is not supported by this criu: mount namespaces and mount ids '
+                  'are not dumped\n'},
     'cli_option_equals_value': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feature=clone3_set_tid', '--log-file=c.log',
                                          '--images-dir={out}', '-v4'],
@@ -760,10 +767,12 @@ TESTS = {
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['page-server'],
         'stderr': 'command page-server is not supported\n'},
-    'cli_pre_dump_without_tracking': {'mode': 'cli', 'args': ['pre-dump', '-t', '1']},
-    'cli_track_mem_refused': {
+    'cli_pre_dump_no_such_pid': {'mode': 'cli',
+                                 'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
+    'cli_dump_track_mem_refused': {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--track-mem'],
-        'stderr': 'option --track-mem is not supported\n'},
+        'stderr': 'Error: dump --track-mem is not supported: only pre-dump tracks memory (the '
+                  'final dump removes the tracker)\n'},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
     # configuration files as CRIU reads them
     'cli_config_file': {
@@ -776,7 +785,7 @@ TESTS = {
         'stdout': 'clone3_set_tid is supported\n', 'created': ['check log.txt']},
     'cli_config_file_command_line_wins': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config={out}/c.conf', '-v0'],
-        'files': {'c.conf': 'verbosity=4\nfeature mem_dirty_track\n'}},
+        'files': {'c.conf': 'verbosity=4\nfeature mnt_id\n'}},
     'cli_config_file_bad_line': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config', '{out}/c.conf'],
         'files': {'c.conf': 'verbosity=4\ntree\n'},
@@ -1550,6 +1559,8 @@ class TestRun:
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
+        if desc.get('mode') == 'pre_dump':
+            self.test_env['ZDTM_STEP_FILE'] = os.path.join(self.out, 'step')
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
@@ -2003,6 +2014,46 @@ class TestRun:
         self.finish_and_judge()
 
     run_tty = run_default
+
+    def pre_dump(self, nr, parent):
+        """criu pre-dump into {img}-preN (parent: the one before, relative to -D); the
+        images decode with crit and the task runs on."""
+        img = '%s-pre%d' % (self.img, nr)
+        os.makedirs(img, exist_ok=True)
+        extra = ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
+        self.criu('pre-dump', ['-t', str(self.pid), '-D', img] + extra, 'pre-dump-%d.log' % nr)
+        errors, _ = CRIT.check(img, os.path.join(self.out, 'crit-pre%d' % nr))
+        if errors and self.crit_failure is None:
+            self.crit_failure = 'crit check of pre-dump %d: %s' % (nr, errors[0])
+        if not pid_alive(self.pid):
+            raise TestFailure('the task is gone after pre-dump %d' % nr, 'pre-dump-%d.log' % nr)
+        return img
+
+    def wait_step(self, step):
+        """SIGUSR1: the test applies its next step of changes and reports its number."""
+        os.kill(self.pid, signal.SIGUSR1)
+        path, deadline = self.test_env['ZDTM_STEP_FILE'], time.monotonic() + EXIT_TIMEOUT
+        while True:
+            try:
+                with open(path) as step_file:
+                    if step_file.read() == str(step):
+                        return
+            except FileNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                raise TestFailure('the test did not report step %d: %s'
+                                  % (step, self.verdict_text()))
+            time.sleep(0.01)
+
+    def run_pre_dump(self):
+        pid, parent = self.pid, None
+        for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
+            parent = self.pre_dump(nr, parent)
+            self.wait_step(nr)
+        self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
+                  self.desc.get('dump_args', []))
+        self.restore(pid, extra=self.desc.get('restore_args', ()))
+        self.finish_and_judge()
 
     def run_cross_dump_upstream(self):
         self.run_cross(UPSTREAM_CRIU, CRIU)

@@ -49,6 +49,8 @@ struct cr_options {
 	bool check_extra;	   /* check --extra (--all) */
 	bool check_experimental;   /* check --experimental (--all) */
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
+	bool track_mem;		   /* --track-mem */
+	char *prev_images_dir;	   /* --prev-images-dir, relative to -D */
 	bool no_default_config;
 	char *config_file; /* --config */
 };

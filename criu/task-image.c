@@ -913,11 +913,18 @@ static int page_map_read_level(enum cr_img_type type, unsigned long id, unsigned
 	struct cr_img *img;
 	uint64_t pages_size;
 	PagemapHead *head;
+	char name[64];
 	int ret;
 
 	memset(map, 0, sizeof(*map));
 	if (dir_fd < 0)
 		return dir_fd;
+	img_name(type, id, name, sizeof(name));
+	if (level && faccessat(dir_fd, name, F_OK, 0)) {
+		pr_err("parent images (level %u): no %s, which the images above use\n", level, name);
+		close(dir_fd);
+		return -ENOENT;
+	}
 	img = open_image_at(dir_fd, type, O_RDONLY, id);
 	if (!img) {
 		close(dir_fd);

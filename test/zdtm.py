@@ -220,6 +220,21 @@ def pages_in_parent(img_dir, pid):
     edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
 
 
+def bad_parent_pagemap(out, pid):
+    """A parent images directory whose pagemap of the task is not an image."""
+    os.makedirs(os.path.join(out, 'bad-parent'))
+    with open(os.path.join(out, 'bad-parent', 'pagemap-%d.img' % pid), 'wb') as image:
+        image.write(b'not an image')
+
+
+def parent_link_to_empty_dir(img_dir, pid):
+    """The first run of pages is in the parent images, whose directory lacks the task's
+    pagemap."""
+    pages_in_parent(img_dir, pid)
+    os.makedirs(os.path.join(img_dir, '..', 'empty-parent'))
+    os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
+
+
 def vma_becomes_sysv_shm(img_dir, pid):
     """The heap claims to be SysV shared memory (VMA_AREA_SYSVIPC)."""
     def edit(entries):
@@ -411,9 +426,10 @@ def pidns_external(img_dir, pid):
 # devpts: a devpts instance of the test's own ({out}/devpts, $ZDTM_DEVPTS), so that the pty
 # indices it gets are not taken by another process between dump and restore.
 #   dump_fails     the dump must fail; every process and thread of the tree stays alive,
-#                  neither stopped nor traced, and the tree passes its checks ('dump_args':
-#                  more options, 'script': shell text written to {out}/script.sh,
-#                  'expect': what the error line says)
+#                  neither stopped nor traced, with no write tracker (userfaultfd) left, and
+#                  the tree passes its checks ('dump_args': more options, 'script': shell
+#                  text written to {out}/script.sh, 'expect': what the error line says,
+#                  'action': pre-dump instead of dump, 'setup': f(out, pid) run first)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
 #                  need: what it returns is closed after), restore must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
@@ -443,7 +459,7 @@ def pidns_external(img_dir, pid):
 #                  each followed by SIGUSR1: the test changes its memory and writes the
 #                  step's number to $ZDTM_STEP_FILE; then the final dump with the last
 #                  pre-dump as parent, restore -d, verdict ('max_pages_bytes' bounds the
-#                  final dump's own pages)
+#                  final dump's own pages; 'upstream_restore': upstream criu restores)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
@@ -471,6 +487,9 @@ TESTS = {
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     # pre-dumps: two chained, the final dump storing only what changed since the second
     'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20},
+    # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
+    'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                        'pre_dumps': 2, 'upstream_restore': True},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
@@ -648,6 +667,14 @@ TESTS = {
                                    'corrupt': inventory_version_1, 'expect': 'inventory.img'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
+    'restore_fail_parent_pagemap_missing': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_link_to_empty_dir,
+        'expect': 'parent images (level 1): no pagemap-'},
+    # a pre-dump that fails after arming the tracker closes it again
+    'pre_dump_fail_bad_parent': {
+        'bin': 'mem_anon_private', 'mode': 'dump_fails', 'action': 'pre-dump',
+        'setup': bad_parent_pagemap, 'dump_args': ['--prev-images-dir', '../bad-parent'],
+        'expect': 'pagemap-'},
     'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                   'corrupt': vma_becomes_sysv_shm,
                                   'expect': 'SysV shared memory that is not shared anonymous'},
@@ -2052,7 +2079,8 @@ class TestRun:
             self.wait_step(nr)
         self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
                   self.desc.get('dump_args', []))
-        self.restore(pid, extra=self.desc.get('restore_args', ()))
+        restorer = UPSTREAM_CRIU if self.desc.get('upstream_restore') else CRIU
+        self.restore(pid, extra=self.desc.get('restore_args', ()), binary=restorer)
         self.finish_and_judge()
 
     def run_cross_dump_upstream(self):
@@ -2182,14 +2210,29 @@ class TestRun:
         os.chmod(path, 0o755)
         return path
 
+    def expect_no_write_tracker(self, why):
+        """No task of the tree holds a userfaultfd (pre-dump's write tracker)."""
+        for pid in self.tree:
+            for fd in os.listdir('/proc/%d/fd' % pid):
+                try:
+                    link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+                except FileNotFoundError:
+                    continue
+                if 'userfaultfd' in link:
+                    raise TestFailure('%s: pid %d still has a userfaultfd (fd %s)'
+                                      % (why, pid, fd), 'dump.log')
+
     def run_dump_fails(self):
         fields = {'out': self.out}
+        action = self.desc.get('action', 'dump')
         if 'script' in self.desc:
             self.write_script(self.desc['script'])
+        if 'setup' in self.desc:
+            self.desc['setup'](self.out, self.pid)
         self.tree = tree_pids(self.pid)
         tids = tree_tids(self.tree)
         extra = [a.format(**fields) for a in self.desc.get('dump_args', [])]
-        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra,
+        code, stderr = self.criu(action, ['-t', str(self.pid), '-D', self.img] + extra,
                                  'dump.log', expect_ok=False)
         if code == 0:
             raise TestFailure('dump succeeded but must fail', 'dump.log')
@@ -2201,6 +2244,7 @@ class TestRun:
         if os.path.exists(os.path.join(self.img, 'inventory.img')):
             raise TestFailure('the failed dump left an inventory.img', 'dump.log')
         self.expect_tasks_untouched(tids, 'after the failed dump')
+        self.expect_no_write_tracker('after the failed ' + action)
         self.finish_and_judge()
 
     def run_action_scripts(self):

@@ -14,9 +14,13 @@
    a re-dump does (on this VM, memory untouched for a while costs several times more to
    fill). The holder checks every word of its memory when it is finally stopped, so a
    wrong restore fails the benchmark.
+3. Incremental: criu pre-dump of a holder of BENCH_INCR_MIB, which then changes 64 MiB,
+   then the final dump with --prev-images-dir: their times and the final dump's page bytes;
+   restored and checked word by word like the others.
 
 Environment: BENCH_SIZES_MIB (default "1024 4096"; empty: no size table), BENCH_ROUNDS
-(default 3), BENCH_DIR (parent of the scratch directory, default /tmp; removed at the end).
+(default 3), BENCH_INCR_MIB (default 4096; 0: no incremental row), BENCH_DIR (parent of
+the scratch directory, default /tmp; removed at the end).
 """
 import ctypes
 import glob
@@ -44,6 +48,8 @@ TREE_CASES = [
     ("1 process, 16 threads, 256 MiB", ["-t", "16"], 1, 256),
 ]
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+INCR_MIB = int(os.environ.get("BENCH_INCR_MIB", "4096"))
+INCR_DIRTY_MIB = 64
 SCRATCH_PARENT = os.environ.get("BENCH_DIR", "/tmp")
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -233,6 +239,71 @@ def bench_size(size_mib, scratch, live):
     return rounds
 
 
+def wait_log(log_path, text, what):
+    deadline = time.monotonic() + HOLDER_READY_TIMEOUT_S
+    while text not in read_log(log_path):
+        if time.monotonic() > deadline:
+            raise BenchError(f"holder: no '{text}' after {what}")
+        time.sleep(0.01)
+
+
+def incremental_round(scratch, live):
+    """Pre-dump, 64 MiB changed, final dump on top; returns (pre-dump s, dump s, bytes)."""
+    pre_dir = os.path.join(scratch, "incr-pre")
+    img_dir = os.path.join(scratch, "incr-final")
+    log_path = os.path.join(scratch, "holder-incr.log")
+    if os.path.exists(log_path):
+        os.unlink(log_path)
+    pid = spawn_holder(INCR_MIB, log_path, ["-d", str(INCR_DIRTY_MIB)])
+    live.add(pid)
+    wait_ready(pid, log_path)
+    fresh_dir(pre_dir)
+    pre_s, _ = run_timed([CRIU, "pre-dump", "-t", str(pid), "-D", pre_dir, "-o", "pre-dump.log"],
+                         f"criu pre-dump -t {pid}", os.path.join(pre_dir, "pre-dump.log"))
+    os.sync()
+    os.kill(pid, signal.SIGUSR1)
+    wait_log(log_path, "dirtied", "SIGUSR1")
+    fresh_dir(img_dir)
+    dump_s, _ = run_timed([CRIU, "dump", "-t", str(pid), "-D", img_dir, "-o", "dump.log",
+                           "--prev-images-dir", "../" + os.path.basename(pre_dir)],
+                          f"criu dump -t {pid} --prev-images-dir", os.path.join(img_dir, "dump.log"))
+    os.waitpid(pid, 0)
+    live.discard(pid)
+    os.sync()
+    nr_bytes = sum(os.path.getsize(p) for p in pages_images(img_dir))
+    restore(pid, img_dir, live)
+    stop_holder(pid, log_path)
+    live.discard(pid)
+    shutil.rmtree(img_dir)
+    shutil.rmtree(pre_dir)
+    return pre_s, dump_s, nr_bytes
+
+
+def bench_incremental(scratch, live):
+    # the holder, the pre-dump's images and the restore's reads, plus headroom
+    check_memory_mib(2 * INCR_MIB + 512, f"{INCR_MIB} MiB incremental case")
+    rounds = []
+    for round_nr in range(1, ROUNDS + 1):
+        pre_s, dump_s, nr_bytes = incremental_round(scratch, live)
+        rounds.append((pre_s, dump_s, nr_bytes))
+        print(f"incremental {INCR_MIB} MiB round {round_nr}: pre-dump {pre_s:.3f} s, "
+              f"{INCR_DIRTY_MIB} MiB changed, final dump {dump_s:.3f} s, "
+              f"{nr_bytes / 2**20:.1f} MiB of pages, verified", flush=True)
+    return rounds
+
+
+def print_incremental(rounds):
+    pre_s = statistics.median(r[0] for r in rounds)
+    dump_s = statistics.median(r[1] for r in rounds)
+    mib = statistics.median(r[2] for r in rounds) / 2**20
+    size = f"{INCR_MIB // 1024} GiB" if INCR_MIB % 1024 == 0 else f"{INCR_MIB} MiB"
+    print()
+    print(f"{'incremental':>12} {'pre-dump s':>10} {'changed':>8} {'dump s':>8} {'pages MiB':>10}")
+    print(f"{size:>12} {pre_s:10.3f} {str(INCR_DIRTY_MIB) + ' MiB':>8} {dump_s:8.3f} {mib:10.1f}")
+    print(f"(medians of {ROUNDS} rounds; the final dump with --prev-images-dir stores only the "
+          "pages written since the pre-dump)")
+
+
 def print_table(results):
     print()
     print(f"{'size':>8} {'dump s':>8} {'upstream s':>10} {'dfloor s':>8} {'dump/up':>8} "
@@ -371,6 +442,7 @@ def main():
     live = set()
     results = []
     tree_results = []
+    incr_results = []
     ok = False
     try:
         become_subreaper()
@@ -379,6 +451,8 @@ def main():
         tree_results = bench_trees(scratch, live)
         for size_mib in SIZES_MIB:
             results.append((size_mib, bench_size(size_mib, scratch, live)))
+        if INCR_MIB:
+            incr_results = bench_incremental(scratch, live)
         ok = True
     except (BenchError, subprocess.TimeoutExpired, OSError) as err:
         print(f"bench: FAIL: {err}", file=sys.stderr)
@@ -394,6 +468,8 @@ def main():
     print_tree_table(tree_results)
     if results:
         print_table(results)
+    if incr_results:
+        print_incremental(incr_results)
     return 0
 
 

@@ -131,7 +131,8 @@ static const struct cr_option options[] = {
 	FLAG("track-mem", 0, track_mem, "pre-dump: track writes for the next dump (always done)"),
 	STRING("prev-images-dir", 0, prev_images_dir, "DIR",
 	       "the previous pre-dump's images, relative to -D: store only pages written since"),
-	REFUSED_FLAG("auto-dedup", 0),
+	FLAG("auto-dedup", 0, auto_dedup,
+	     "punch holes in the parent images for the pages this dump stores again"),
 	REFUSED_FLAG("page-server", 0),
 	REFUSED("address", 0, required_argument),
 	REFUSED("port", 0, required_argument),
@@ -210,7 +211,6 @@ struct refusal {
 /* clang-format off */
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 static const struct refusal refusals[] = {
-	{ "parent images are not deduplicated", NAMES("auto-dedup") },
 	{ "no page server, lazy pages or image streams",
 	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },

@@ -1391,6 +1391,7 @@ static int link_parent_images(struct mem_dump_ctx *mem)
 	}
 	close(fd);
 	mem->parent = true;
+	mem->auto_dedup = opts.auto_dedup;
 	return 0;
 }
 

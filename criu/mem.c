@@ -761,10 +761,14 @@ struct private_scan {
 	bool has_parent;
 	unsigned int parent_cursor; /* parent_holds(): the run looked at last */
 	struct mem_written written; /* of the VMA being walked */
+	/* --auto-dedup: the parent pages images (per chain level) and the hole being gathered. */
+	int dedup_fds[IMG_CHAIN_MAX];
+	uint32_t hole_level;
+	uint64_t hole_off, hole_len;
 };
 
-/* How one page is dumped. */
-enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT };
+/* How one page is dumped (PAGE_FAILED: logged, the dump fails). */
+enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT, PAGE_FAILED };
 
 /* Whether the parent images hold the page at addr; addresses come in increasing order. */
 static bool parent_holds(struct private_scan *scan, uint64_t addr)
@@ -776,6 +780,73 @@ static bool parent_holds(struct private_scan *scan, uint64_t addr)
 		scan->parent_cursor++;
 	return scan->parent_cursor < parent->nr_runs &&
 	       parent->runs[scan->parent_cursor].vaddr <= addr;
+}
+
+/* The pages image of a parent chain level, opened for punching holes. */
+static int dedup_fd(struct private_scan *scan, uint32_t level)
+{
+	int dir_fd, fd;
+	char name[64];
+
+	if (scan->dedup_fds[level] > 0)
+		return scan->dedup_fds[level];
+	dir_fd = images_chain_dir(level);
+	if (dir_fd < 0)
+		return dir_fd;
+	img_name(CR_IMG_PAGES, scan->parent.level_pages_id[level], name, sizeof(name));
+	fd = openat(dir_fd, name, O_WRONLY | O_CLOEXEC);
+	close(dir_fd);
+	if (fd < 0) {
+		fd = -errno;
+		pr_perror("--auto-dedup: cannot open %s of parent level %u", name, level);
+		return fd;
+	}
+	scan->dedup_fds[level] = fd;
+	return fd;
+}
+
+static int punch_hole(struct private_scan *scan)
+{
+	int fd;
+
+	if (!scan->hole_len)
+		return 0;
+	fd = dedup_fd(scan, scan->hole_level);
+	if (fd < 0)
+		return fd;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, scan->hole_off,
+		      scan->hole_len)) {
+		int err = errno;
+
+		pr_perror("--auto-dedup: cannot punch %llu bytes at %llu of parent level %u",
+			  (unsigned long long)scan->hole_len, (unsigned long long)scan->hole_off,
+			  scan->hole_level);
+		return -err;
+	}
+	scan->hole_len = 0;
+	return 0;
+}
+
+/*
+ * --auto-dedup: the page at addr is stored again, so the parent's copy (at the run
+ * parent_holds() just found) is never read: its place in the parent images becomes a hole.
+ */
+static int dedup_parent_page(struct private_scan *scan, uint64_t addr)
+{
+	const struct page_run *run = &scan->parent.runs[scan->parent_cursor];
+	uint64_t off = run->file_off + (addr - run->vaddr);
+
+	if (scan->hole_len && scan->hole_level == run->level &&
+	    scan->hole_off + scan->hole_len == off) {
+		scan->hole_len += PAGE_SIZE;
+		return 0;
+	}
+	if (punch_hole(scan))
+		return -EIO;
+	scan->hole_level = run->level;
+	scan->hole_off = off;
+	scan->hole_len = PAGE_SIZE;
+	return 0;
 }
 
 /*
@@ -793,9 +864,11 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 	if (!page_worth_storing(pme, anon_only, scan->zero_pfn) ||
 	    (scan->file_fd >= 0 && page_equals_file(pw, scan->file_fd, ve, addr)))
 		return PAGE_SKIP;
-	if (scan->has_parent && !mem_written_has(&scan->written, addr) && parent_holds(scan, addr))
+	if (!scan->has_parent || !parent_holds(scan, addr))
+		return PAGE_STORE;
+	if (!mem_written_has(&scan->written, addr))
 		return PAGE_IN_PARENT;
-	return PAGE_STORE;
+	return scan->ctx->auto_dedup && dedup_parent_page(scan, addr) ? PAGE_FAILED : PAGE_STORE;
 }
 
 /* A run of nr_pages at vaddr that the parent images hold. */
@@ -863,6 +936,8 @@ static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *s
 		for (i = 0; i < nr && !ret; i++, addr += PAGE_SIZE) {
 			enum page_kind kind = page_kind(pw, scan, ve, addr, scan->pmes[i]);
 
+			if (kind == PAGE_FAILED)
+				return -EIO;
 			if (kind == run_kind) {
 				nr_run++;
 				continue;
@@ -967,7 +1042,12 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
 	if (!ret)
+		ret = punch_hole(&scan);
+	if (!ret)
 		ret = flush_pages(&pw);
+	for (unsigned int level = 0; level < IMG_CHAIN_MAX; level++)
+		if (scan.dedup_fds[level] > 0)
+			close(scan.dedup_fds[level]);
 	page_map_free(&scan.parent);
 	mem_written_free(&scan.written);
 	free(scan.pmes);

@@ -235,6 +235,19 @@ def parent_link_to_empty_dir(img_dir, pid):
     os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
 
 
+def first_pre_dump_punched(img_dir):
+    """--auto-dedup: the first pre-dump's pages image lost the 24 pages stored again later
+    (mem_predump_changes rewrites 16, then 8 of them) to holes."""
+    pre_dir = img_dir + '-pre1'
+    pages = [os.path.join(pre_dir, n) for n in os.listdir(pre_dir) if n.startswith('pages-')]
+    if len(pages) != 1:
+        raise TestFailure('pre-dump 1 has %d pages images' % len(pages))
+    st = os.stat(pages[0])
+    if st.st_blocks * 512 > st.st_size - 24 * 4096:
+        raise TestFailure('%s: %d bytes allocated of %d: no holes for the pages stored again'
+                          % (pages[0], st.st_blocks * 512, st.st_size), 'dump.log')
+
+
 def vma_becomes_sysv_shm(img_dir, pid):
     """The heap claims to be SysV shared memory (VMA_AREA_SYSVIPC)."""
     def edit(entries):
@@ -459,7 +472,9 @@ def pidns_external(img_dir, pid):
 #                  each followed by SIGUSR1: the test changes its memory and writes the
 #                  step's number to $ZDTM_STEP_FILE; then the final dump with the last
 #                  pre-dump as parent, restore -d, verdict ('max_pages_bytes' bounds the
-#                  final dump's own pages; 'upstream_restore': upstream criu restores)
+#                  final dump's own pages; 'upstream_restore': upstream criu restores;
+#                  'pre_dump_args': more pre-dump options; 'chain_check': f(img_dir) after
+#                  the final dump, the pre-dumps beside it as img_dir-preN)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
@@ -487,6 +502,10 @@ TESTS = {
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     # pre-dumps: two chained, the final dump storing only what changed since the second
     'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20},
+    # --auto-dedup: pages stored again leave holes in the parents, restore is unchanged
+    'mem_predump_dedup': {'bin': 'mem_predump_changes', 'mode': 'pre_dump', 'pre_dumps': 2,
+                          'pre_dump_args': ['--auto-dedup'], 'dump_args': ['--auto-dedup'],
+                          'chain_check': first_pre_dump_punched},
     # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
     'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                         'pre_dumps': 2, 'upstream_restore': True},
@@ -2048,6 +2067,7 @@ class TestRun:
         img = '%s-pre%d' % (self.img, nr)
         os.makedirs(img, exist_ok=True)
         extra = ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
+        extra += self.desc.get('pre_dump_args', [])
         self.criu('pre-dump', ['-t', str(self.pid), '-D', img] + extra, 'pre-dump-%d.log' % nr)
         errors, _ = CRIT.check(img, os.path.join(self.out, 'crit-pre%d' % nr))
         if errors and self.crit_failure is None:
@@ -2079,6 +2099,8 @@ class TestRun:
             self.wait_step(nr)
         self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
                   self.desc.get('dump_args', []))
+        if 'chain_check' in self.desc:
+            self.desc['chain_check'](self.img)
         restorer = UPSTREAM_CRIU if self.desc.get('upstream_restore') else CRIU
         self.restore(pid, extra=self.desc.get('restore_args', ()), binary=restorer)
         self.finish_and_judge()

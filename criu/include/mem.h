@@ -36,9 +36,10 @@ struct mem_dump_ctx {
 	struct mem_dump_stats stats;
 	/*
 	 * Pre-dump chains: the parent images directory (images_chain_dir(1)) holds the pages
-	 * not written since (parent); pre-dumping, the tracker protects pages again (protect).
+	 * not written since (parent); pre-dumping, the tracker protects pages again (protect);
+	 * auto_dedup: the parent's copies of pages stored again become holes (--auto-dedup).
 	 */
-	bool parent, protect;
+	bool parent, protect, auto_dedup;
 };
 
 void mem_dump_init(struct mem_dump_ctx *ctx);

@@ -208,7 +208,7 @@ static const struct command commands[] = {
 	{ "page-server", NULL, NULL, "not supported: pages go into the images directory only" },
 	{ "service", NULL, NULL, "not supported: there is no RPC service" },
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
-	{ "dedup", NULL, NULL, "not supported: there are no pre-dumps to deduplicate" },
+	{ "dedup", NULL, NULL, "not supported: dump and pre-dump --auto-dedup do it as they go" },
 	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
 	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
 	{ "exec", NULL, NULL, "not supported" },

@@ -102,25 +102,31 @@ void report_status_ready(void)
 	opts.status_fd = -1;
 }
 
+/* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
+static int open_dump(const char *command)
+{
+	if (!opts.tree_pid) {
+		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
+		return -1;
+	}
+	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
+		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
+		return -1;
+	}
+	return open_dirs_and_log(true);
+}
+
 static int run_dump(char **args)
 {
 	int ret;
 
 	(void)args;
-	if (!opts.tree_pid) {
-		fprintf(stderr, "Error: dump needs a process: -t PID\n");
-		return 1;
-	}
 	if (opts.track_mem) {
 		fprintf(stderr, "Error: dump --track-mem is not supported: only pre-dump tracks "
 				"memory (the final dump removes the tracker)\n");
 		return 1;
 	}
-	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
-		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
-		return 1;
-	}
-	if (open_dirs_and_log(true))
+	if (open_dump("dump"))
 		return 1;
 	ret = cr_dump_tasks(opts.tree_pid);
 	if (ret) {
@@ -171,15 +177,7 @@ static int run_pre_dump(char **args)
 	int ret;
 
 	(void)args;
-	if (!opts.tree_pid) {
-		fprintf(stderr, "Error: pre-dump needs a process: -t PID\n");
-		return 1;
-	}
-	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
-		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
-		return 1;
-	}
-	if (open_dirs_and_log(true))
+	if (open_dump("pre-dump"))
 		return 1;
 	ret = cr_pre_dump_tasks(opts.tree_pid);
 	if (ret)

@@ -653,20 +653,27 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 	return 0;
 }
 
-/* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
-static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
-			 unsigned long nr_pages)
+/* One pagemap entry: nr_pages at vaddr, PE_PRESENT (data follow) or PE_PARENT. */
+static int write_page_entry(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages,
+			    uint32_t flags)
 {
 	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
-	int ret;
 
 	pe.vaddr = vaddr;
 	pe.compat_nr_pages = 0;
 	pe.has_flags = true;
-	pe.flags = PE_PRESENT;
+	pe.flags = flags;
 	pe.has_nr_pages = true;
 	pe.nr_pages = nr_pages;
-	ret = pb_write_one(pw->pagemap_img, &pe);
+	return pb_write_one(pw->pagemap_img, &pe);
+}
+
+/* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
+static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
+			 unsigned long nr_pages)
+{
+	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PRESENT);
+
 	if (!ret)
 		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
 	if (!ret && pw->shmem)
@@ -874,15 +881,8 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 /* A run of nr_pages at vaddr that the parent images hold. */
 static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
-	int ret;
+	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PARENT);
 
-	pe.vaddr = vaddr;
-	pe.has_flags = true;
-	pe.flags = PE_PARENT;
-	pe.has_nr_pages = true;
-	pe.nr_pages = nr_pages;
-	ret = pb_write_one(pw->pagemap_img, &pe);
 	if (!ret)
 		pw->stats->pages_in_parent += nr_pages;
 	return ret;

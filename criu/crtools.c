@@ -121,11 +121,6 @@ static int run_dump(char **args)
 	int ret;
 
 	(void)args;
-	if (opts.track_mem) {
-		fprintf(stderr, "Error: dump --track-mem is not supported: only pre-dump tracks "
-				"memory (the final dump removes the tracker)\n");
-		return 1;
-	}
 	if (open_dump("dump"))
 		return 1;
 	ret = cr_dump_tasks(opts.tree_pid);

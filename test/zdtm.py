@@ -501,7 +501,8 @@ TESTS = {
     'maps_equal': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     # pre-dumps: two chained, the final dump storing only what changed since the second
-    'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20},
+    'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20,
+                            'dump_args': ['--track-mem']},
     # --auto-dedup: pages stored again leave holes in the parents, restore is unchanged
     'mem_predump_dedup': {'bin': 'mem_predump_changes', 'mode': 'pre_dump', 'pre_dumps': 2,
                           'pre_dump_args': ['--auto-dedup'], 'dump_args': ['--auto-dedup'],
@@ -815,10 +816,9 @@ TESTS = {
         'stderr': 'command page-server is not supported\n'},
     'cli_pre_dump_no_such_pid': {'mode': 'cli',
                                  'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
-    'cli_dump_track_mem_refused': {
-        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--track-mem'],
-        'stderr': 'Error: dump --track-mem is not supported: only pre-dump tracks memory (the '
-                  'final dump removes the tracker)\n'},
+    'cli_pre_dump_without_pid': {
+        'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
+        'stderr': 'Error: pre-dump needs a process: -t PID\n'},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
     # configuration files as CRIU reads them
     'cli_config_file': {

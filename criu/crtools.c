@@ -13,6 +13,7 @@
 
 #include "cr_options.h"
 #include "crtools.h"
+#include "dedup.h"
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
@@ -183,6 +184,21 @@ static int run_pre_dump(char **args)
 	return ret ? 1 : 0;
 }
 
+/* Holes in the parent images for the pages the dump in -D stores again (dedup.h). */
+static int run_dedup(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (open_dirs_and_log(false))
+		return 1;
+	ret = cr_dedup();
+	if (ret)
+		pr_info("Deduplication FAILED.\n");
+	log_fini();
+	return ret ? 1 : 0;
+}
+
 struct command {
 	const char *name;
 	int (*run)(char **args); /* NULL: refused */
@@ -201,7 +217,8 @@ static const struct command commands[] = {
 	{ "page-server", NULL, NULL, "not supported: pages go into the images directory only" },
 	{ "service", NULL, NULL, "not supported: there is no RPC service" },
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
-	{ "dedup", NULL, NULL, "not supported: dump and pre-dump --auto-dedup do it as they go" },
+	{ "dedup", run_dedup, NULL,
+	  "punch the pages the dump in DIR stores again out of its parent images" },
 	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
 	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
 	{ "exec", NULL, NULL, "not supported" },

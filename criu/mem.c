@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+#include "dedup.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -768,10 +769,7 @@ struct private_scan {
 	bool has_parent;
 	unsigned int parent_cursor; /* parent_holds(): the run looked at last */
 	struct mem_written written; /* of the VMA being walked */
-	/* --auto-dedup: the parent pages images (per chain level) and the hole being gathered. */
-	int dedup_fds[IMG_CHAIN_MAX];
-	uint32_t hole_level;
-	uint64_t hole_off, hole_len;
+	struct page_dedup dedup; /* --auto-dedup: holes in the parent's pages images */
 };
 
 /* How one page is dumped (PAGE_FAILED: logged, the dump fails). */
@@ -787,73 +785,6 @@ static bool parent_holds(struct private_scan *scan, uint64_t addr)
 		scan->parent_cursor++;
 	return scan->parent_cursor < parent->nr_runs &&
 	       parent->runs[scan->parent_cursor].vaddr <= addr;
-}
-
-/* The pages image of a parent chain level, opened for punching holes. */
-static int dedup_fd(struct private_scan *scan, uint32_t level)
-{
-	int dir_fd, fd;
-	char name[64];
-
-	if (scan->dedup_fds[level] > 0)
-		return scan->dedup_fds[level];
-	dir_fd = images_chain_dir(level);
-	if (dir_fd < 0)
-		return dir_fd;
-	img_name(CR_IMG_PAGES, scan->parent.level_pages_id[level], name, sizeof(name));
-	fd = openat(dir_fd, name, O_WRONLY | O_CLOEXEC);
-	close(dir_fd);
-	if (fd < 0) {
-		fd = -errno;
-		pr_perror("--auto-dedup: cannot open %s of parent level %u", name, level);
-		return fd;
-	}
-	scan->dedup_fds[level] = fd;
-	return fd;
-}
-
-static int punch_hole(struct private_scan *scan)
-{
-	int fd;
-
-	if (!scan->hole_len)
-		return 0;
-	fd = dedup_fd(scan, scan->hole_level);
-	if (fd < 0)
-		return fd;
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, scan->hole_off,
-		      scan->hole_len)) {
-		int err = errno;
-
-		pr_perror("--auto-dedup: cannot punch %llu bytes at %llu of parent level %u",
-			  (unsigned long long)scan->hole_len, (unsigned long long)scan->hole_off,
-			  scan->hole_level);
-		return -err;
-	}
-	scan->hole_len = 0;
-	return 0;
-}
-
-/*
- * --auto-dedup: the page at addr is stored again, so the parent's copy (at the run
- * parent_holds() just found) is never read: its place in the parent images becomes a hole.
- */
-static int dedup_parent_page(struct private_scan *scan, uint64_t addr)
-{
-	const struct page_run *run = &scan->parent.runs[scan->parent_cursor];
-	uint64_t off = run->file_off + (addr - run->vaddr);
-
-	if (scan->hole_len && scan->hole_level == run->level &&
-	    scan->hole_off + scan->hole_len == off) {
-		scan->hole_len += PAGE_SIZE;
-		return 0;
-	}
-	if (punch_hole(scan))
-		return -EIO;
-	scan->hole_level = run->level;
-	scan->hole_off = off;
-	scan->hole_len = PAGE_SIZE;
-	return 0;
 }
 
 /*
@@ -875,7 +806,11 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 		return PAGE_STORE;
 	if (!mem_written_has(&scan->written, addr))
 		return PAGE_IN_PARENT;
-	return scan->ctx->auto_dedup && dedup_parent_page(scan, addr) ? PAGE_FAILED : PAGE_STORE;
+	/* Stored again: the parent's copy, at the run parent_holds() found, is never read. */
+	if (scan->ctx->auto_dedup &&
+	    page_dedup_add(&scan->dedup, &scan->parent.runs[scan->parent_cursor], addr, PAGE_SIZE))
+		return PAGE_FAILED;
+	return PAGE_STORE;
 }
 
 /* A run of nr_pages at vaddr that the parent images hold. */
@@ -1020,6 +955,7 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	char path[64], what[32];
 	int ret = 0;
 
+	page_dedup_init(&scan.dedup, &scan.parent);
 	snprintf(what, sizeof(what), "task %d", pid);
 	pw.what = what;
 	pw.pid = pid;
@@ -1041,13 +977,10 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
-	if (!ret)
-		ret = punch_hole(&scan);
+	if (page_dedup_fini(&scan.dedup) && !ret)
+		ret = -EIO;
 	if (!ret)
 		ret = flush_pages(&pw);
-	for (unsigned int level = 0; level < IMG_CHAIN_MAX; level++)
-		if (scan.dedup_fds[level] > 0)
-			close(scan.dedup_fds[level]);
 	page_map_free(&scan.parent);
 	mem_written_free(&scan.written);
 	free(scan.pmes);

@@ -235,15 +235,15 @@ def parent_link_to_empty_dir(img_dir, pid):
     os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
 
 
-def first_pre_dump_punched(img_dir):
-    """--auto-dedup: the first pre-dump's pages image lost the 24 pages stored again later
-    (mem_predump_changes rewrites 16, then 8 of them) to holes."""
+def first_pre_dump_punched(img_dir, nr_pages=24):
+    """Deduplicated: the first pre-dump's pages image lost the nr_pages stored again later
+    to holes (mem_predump_changes rewrites 16 after it, then 8 after the second)."""
     pre_dir = img_dir + '-pre1'
     pages = [os.path.join(pre_dir, n) for n in os.listdir(pre_dir) if n.startswith('pages-')]
     if len(pages) != 1:
         raise TestFailure('pre-dump 1 has %d pages images' % len(pages))
     st = os.stat(pages[0])
-    if st.st_blocks * 512 > st.st_size - 24 * 4096:
+    if st.st_blocks * 512 > st.st_size - nr_pages * 4096:
         raise TestFailure('%s: %d bytes allocated of %d: no holes for the pages stored again'
                           % (pages[0], st.st_blocks * 512, st.st_size), 'dump.log')
 
@@ -473,8 +473,9 @@ def pidns_external(img_dir, pid):
 #                  step's number to $ZDTM_STEP_FILE; then the final dump with the last
 #                  pre-dump as parent, restore -d, verdict ('max_pages_bytes' bounds the
 #                  final dump's own pages; 'upstream_restore': upstream criu restores;
-#                  'pre_dump_args': more pre-dump options; 'chain_check': f(img_dir) after
-#                  the final dump, the pre-dumps beside it as img_dir-preN)
+#                  'pre_dump_args': more pre-dump options; 'dedup': criu dedup after the
+#                  final dump; 'chain_check': f(img_dir) then, the pre-dumps beside it as
+#                  img_dir-preN)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
@@ -507,6 +508,10 @@ TESTS = {
     'mem_predump_dedup': {'bin': 'mem_predump_changes', 'mode': 'pre_dump', 'pre_dumps': 2,
                           'pre_dump_args': ['--auto-dedup'], 'dump_args': ['--auto-dedup'],
                           'chain_check': first_pre_dump_punched},
+    # criu dedup after the final dump: the 8 pages it stores again leave the first pre-dump
+    'mem_predump_dedup_command': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                  'pre_dumps': 2, 'dedup': True,
+                                  'chain_check': lambda img: first_pre_dump_punched(img, 8)},
     # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
     'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                         'pre_dumps': 2, 'upstream_restore': True},
@@ -811,6 +816,7 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-o', 'd.log', '-D', '{out}', '-t', '1',
                                          '--evasive-devices'],
         'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
+    'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['page-server'],
         'stderr': 'command page-server is not supported\n'},
@@ -2099,6 +2105,8 @@ class TestRun:
             self.wait_step(nr)
         self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
                   self.desc.get('dump_args', []))
+        if self.desc.get('dedup'):
+            self.criu('dedup', ['-D', self.img], 'dedup.log')
         if 'chain_check' in self.desc:
             self.desc['chain_check'](self.img)
         restorer = UPSTREAM_CRIU if self.desc.get('upstream_restore') else CRIU

@@ -129,7 +129,7 @@ static const struct cr_option options[] = {
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
 	     "how pre-dump reads memory (both copy it with process_vm_readv)"),
 	FLAG("track-mem", 0, track_mem,
-	     "pre-dump always tracks writes; dump accepts it but closes the tracker"),
+	     "writes are always tracked after a pre-dump (accepted, changes nothing)"),
 	STRING("prev-images-dir", 0, prev_images_dir, "DIR",
 	       "the previous pre-dump's images, relative to -D: store only pages written since"),
 	FLAG("auto-dedup", 0, auto_dedup,

@@ -1182,18 +1182,17 @@ static int dump_files(struct dump_task *task)
 	return ret ? ret : dump_task_fs(task->item->pid);
 }
 
-/*
- * A pre-dump's write tracker (mem-track.h) goes once the memory is dumped (it needs the
- * tracker's protections) and before the fds are: the tracker is no fd of the task's own.
- */
+/* A failed pre-dump takes its write tracker (mem-track.h) back out of the task. */
 static int disarm_write_tracker(struct dump_task *task)
 {
 	struct compel_ctl *ctl;
 	unsigned long ip;
 	int ret, cure_ret;
 
-	ret = mem_track_armed(task->item->pid);
-	if (ret <= 0)
+	ret = mem_track_fd(task->item->pid);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
 		return ret;
 	ret = find_syscall_ip(task, &ip);
 	if (!ret)
@@ -1212,8 +1211,6 @@ static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 
 	if (!ret)
 		ret = dump_task_memory(task, stats);
-	if (!ret)
-		ret = disarm_write_tracker(task);
 	if (!ret)
 		ret = dump_files(task);
 	if (!ret)

@@ -7,10 +7,11 @@
  *
  * The userfaultfd must be registered by the task itself (remote syscalls) and must stay
  * open between criu runs, or its registrations go with it: it stays in the task's fd
- * table, close-on-exec. The final dump closes it before the task's fds are dumped, so
- * it is never in an image, and a dump that fails leaves it, as CRIU leaves soft-dirty
- * bits; a task that closes it (close_range) loses its tracking, which only makes the
- * next dump store every page again.
+ * table, close-on-exec. Dumps leave it there and never put it in an image (the fd walk
+ * skips it): a task left running (-R) goes on being tracked, and a killed one takes it
+ * along without the cost of closing it (unprotecting every page: 0.6 s for 2 GiB). Only
+ * a failed pre-dump closes it. A task that closes it itself (close_range) loses its
+ * tracking, which only makes the next dump store every page again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -111,8 +112,7 @@ bool mem_track_supported(void)
 	return ok;
 }
 
-/* The task's tracker fd, or -ENOENT; other -errno logged. */
-static int find_tracker(pid_t pid)
+int mem_track_fd(pid_t pid)
 {
 	char path[64], link[64];
 	struct dirent *de;
@@ -145,13 +145,6 @@ static int find_tracker(pid_t pid)
 	}
 	closedir(dir);
 	return ret;
-}
-
-int mem_track_armed(pid_t pid)
-{
-	int fd = find_tracker(pid);
-
-	return fd >= 0 ? 1 : fd == -ENOENT ? 0 : fd;
 }
 
 /* An ioctl in the task, its argument copied to the scratch page first. */
@@ -212,7 +205,7 @@ int mem_track_arm(struct compel_ctl *ctl, pid_t pid, const struct proc_vma *vmas
 		pr_perror("task %d: cannot open its memory", pid);
 		return ret;
 	}
-	fd = find_tracker(pid);
+	fd = mem_track_fd(pid);
 	if (fd == -ENOENT)
 		fd = create_tracker(ctl, pid, mem_fd);
 	for (i = 0; i < nr && fd >= 0 && !ret; i++) {
@@ -232,7 +225,7 @@ int mem_track_arm(struct compel_ctl *ctl, pid_t pid, const struct proc_vma *vmas
 
 int mem_track_disarm(struct compel_ctl *ctl, pid_t pid)
 {
-	int fd = find_tracker(pid);
+	int fd = mem_track_fd(pid);
 	long result;
 	int ret;
 

@@ -44,8 +44,8 @@ int mem_track_arm(struct compel_ctl *ctl, pid_t pid, const struct proc_vma *vmas
 /* Closes the task's tracker, if it has one, so that no write-protection is left. */
 int mem_track_disarm(struct compel_ctl *ctl, pid_t pid);
 
-/* Whether the task has a tracker: 1, 0, or -errno (logged). */
-int mem_track_armed(pid_t pid);
+/* The task's tracker fd (no fd of its own: never dumped), -ENOENT, or -errno (logged). */
+int mem_track_fd(pid_t pid);
 
 /*
  * The pages of [start, end) written since they were protected (every present page of a

@@ -93,6 +93,8 @@ struct rst_page_read {
 	uint64_t bytes;
 	uint32_t iov_first;
 	uint32_t nr_iov;
+	int32_t fd; /* the pages image of its chain level (pre-dumps) */
+	uint32_t level;
 };
 
 struct rst_iovec {
@@ -214,7 +216,6 @@ struct rst_args {
 	int32_t log_fd; /* -1: no log */
 	int32_t loglevel;
 	int32_t sync_fd;
-	int32_t pages_fd;
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;

@@ -304,7 +304,7 @@ static long do_page_read(struct rst_args *a, struct rst_page_read *rd)
 	long done;
 
 	while (left) {
-		done = sys_preadv(a->pages_fd, iov, nr_iov, off);
+		done = sys_preadv(rd->fd, iov, nr_iov, off);
 		if (done == -EINTR)
 			continue;
 		if (done <= 0) {

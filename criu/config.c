@@ -135,7 +135,8 @@ static const struct cr_option options[] = {
 	REFUSED("address", 0, required_argument),
 	REFUSED("port", 0, required_argument),
 	REFUSED("ps-socket", 0, required_argument),
-	REFUSED("lazy-pages", 0, no_argument),
+	SWITCH("lazy-pages", 0, lazy_pages,
+	       "restore: leave private memory to the criu lazy-pages daemon"),
 	REFUSED_FLAG("stream", 0),
 	/* values this criu has exactly one of */
 	CALL("manage-cgroups", 0, optional_argument, set_manage_cgroups, "=ignore",
@@ -211,8 +212,8 @@ struct refusal {
 static const struct refusal refusals[] = {
 	{ "memory changes are not tracked (no soft-dirty bits here)",
 	  NAMES("track-mem", "prev-images-dir", "auto-dedup") },
-	{ "no page server, lazy pages or image streams",
-	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
+	{ "no page server or image streams",
+	  NAMES("page-server", "address", "port", "ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "networks are neither locked nor restored", NAMES("veth-pair", "network-lock", "empty-ns") },

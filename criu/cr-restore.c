@@ -46,6 +46,7 @@
 #include "stats.h"
 #include "task-image.h"
 #include "tty.h"
+#include "uffd.h"
 #include "vma.h"
 
 #include "inventory.pb-c.h"
@@ -350,7 +351,8 @@ static int restore_membarrier(const struct task_image *ti)
 static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
-	struct rst_task_ctx ctx = { .pid = item->pid, .image = item->image, .loglevel = log_get_level() };
+	struct rst_task_ctx ctx = { .pid = item->pid, .image = item->image, .loglevel = log_get_level(),
+				    .lazy_pages = opts.lazy_pages };
 	int ret;
 
 	pr_info("restoring task %d\n", item->pid);
@@ -1240,7 +1242,12 @@ static int collect_images(void)
 	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect() || sysv_shm_check_tree())
 		return -1;
-	return check_pids_free() || prepare_plugins() ? -1 : 0;
+	if (check_pids_free())
+		return -1;
+	/* Before any task is forked: each one with lazy pages connects to the daemon. */
+	if (opts.lazy_pages && lazy_pages_probe())
+		return -1;
+	return prepare_plugins() ? -1 : 0;
 }
 
 /* Pages the restored tree got back: each task's, and those of its shared objects. */
@@ -1364,6 +1371,9 @@ out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (ret < 0)
 		kill_created_tasks();
+	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
+	if (opts.lazy_pages)
+		lazy_pages_done();
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();

@@ -16,6 +16,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "uffd.h"
 
 /* Opens the images dir (and the work dir for logs/pidfile), then the log. */
 static int open_dirs_and_log(bool create_images_dir)
@@ -107,6 +108,10 @@ static int run_dump(char **args)
 	int ret;
 
 	(void)args;
+	if (opts.lazy_pages) {
+		fprintf(stderr, "Error: dump --lazy-pages (pages served to a remote lazy-pages daemon) is not supported: dump writes every page; restore lazily with restore --lazy-pages\n");
+		return 1;
+	}
 	if (!opts.tree_pid) {
 		fprintf(stderr, "Error: dump needs a process: -t PID\n");
 		return 1;
@@ -141,6 +146,18 @@ static int run_restore(char **args)
 		pr_info("Restoring FAILED.\n");
 	log_fini();
 	return ret < 0 ? 1 : ret;
+}
+
+static int run_lazy_pages(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (open_dirs_and_log(false))
+		return 1;
+	ret = cr_lazy_pages();
+	log_fini();
+	return ret ? 1 : 0;
 }
 
 static int run_check(char **args)
@@ -188,7 +205,7 @@ static const struct command commands[] = {
 	{ "service", NULL, NULL, "not supported: there is no RPC service" },
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
 	{ "dedup", NULL, NULL, "not supported: there are no pre-dumps to deduplicate" },
-	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
+	{ "lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR" },
 	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
 	{ "exec", NULL, NULL, "not supported" },
 };

@@ -74,6 +74,8 @@ echo "$CRTOOLS_SCRIPT_ACTION ${CRTOOLS_INIT_PID:-none} $(readlink -f "$CRTOOLS_I
      "$(test -e "$CRTOOLS_IMAGE_DIR/inventory.img" && echo inventory)" >> "$0.trace"
 """
 
+# --lazy-pages: every restore of the run is lazy (criu lazy-pages + restore --lazy-pages)
+LAZY_ALL = False
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
 EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
@@ -454,6 +456,7 @@ def pidns_external(img_dir, pid):
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
+    'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -847,7 +850,8 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
 # the root's group its foreground group (TIOCSPGRP), which needs the terminal to be criu's
 # controlling one (here it is no one's); it skips that for a root that leads its session.
 CROSS_TESTS = {
-    'mem_anon_private': {},  # one process: anonymous memory
+    'mem_anon_private': {},
+    'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},  # one process: anonymous memory
     'regs_fpu_avx': {},  # registers, x87/SSE/AVX state
     'sig_pending_std': {},  # signals: pending, blocked
     'sig_queued_rt': {},
@@ -1553,6 +1557,7 @@ class TestRun:
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
+        self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -1702,6 +1707,10 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        if self.lazy_daemon:
+            self.lazy_daemon.kill()
+            self.lazy_daemon.wait()
+            self.lazy_daemon = None
         killed = []
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
@@ -1893,10 +1902,42 @@ class TestRun:
                 os.path.join(self.out, 'crit', 'errors.txt'))) if len(errors) > 1 else '')
             self.crit_failure = 'crit check: ' + errors[0] + more
 
+    def lazy(self, binary):
+        """Whether this restore is lazy: the test asks for it ('lazy'), or the run does
+        (--lazy-pages), with our criu restoring."""
+        return binary == CRIU and (self.desc.get('lazy') or LAZY_ALL)
+
+    def start_lazy_daemon(self):
+        """criu lazy-pages for the images, as upstream's zdtm starts it: not waited for,
+        restore connects once it listens."""
+        err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
+        self.lazy_daemon = subprocess.Popen(
+            [CRIU, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        err.close()
+
+    def wait_lazy_daemon(self):
+        """The daemon exits by itself, with 0, once every page is in."""
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        try:
+            code = daemon.wait(timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+            raise TestFailure('criu lazy-pages did not finish in %d s' % CRIU_TIMEOUT,
+                              'lazy-pages.log')
+        if code != 0:
+            raise TestFailure('criu lazy-pages exited %d: %s' % (
+                code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
         args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
+        lazy = self.lazy(binary)
+        if lazy:
+            self.start_lazy_daemon()
+            args.append('--lazy-pages')
         stdin = None
         if detach:
             args.append('-d')
@@ -1908,6 +1949,8 @@ class TestRun:
         finally:
             if stdin:
                 stdin.close()
+            if lazy and self.lazy_daemon:
+                self.wait_lazy_daemon()
         self.expect_restored_pid(pid)
 
     def expect_restored_pid(self, pid):
@@ -2739,7 +2782,11 @@ def main():
     parser.add_argument('-a', '--all', action='store_true', help='run every test')
     parser.add_argument('--no-criu', action='store_true',
                         help='only start, signal and judge the tests (checks the tests)')
+    parser.add_argument('--lazy-pages', action='store_true',
+                        help='restore lazily: criu lazy-pages serves the memory')
     args = parser.parse_args()
+    global LAZY_ALL
+    LAZY_ALL = args.lazy_pages
 
     if args.action == 'list':
         print('\n'.join(TESTS))

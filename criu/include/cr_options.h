@@ -49,6 +49,7 @@ struct cr_options {
 	bool check_extra;	   /* check --extra (--all) */
 	bool check_experimental;   /* check --experimental (--all) */
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
+	bool lazy_pages;	   /* restore: private memory comes from `criu lazy-pages` (uffd.h) */
 	bool no_default_config;
 	char *config_file; /* --config */
 };

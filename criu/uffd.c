@@ -1,0 +1,1037 @@
+/*
+ * Lazy restore: which pages are left out of the restore, how a restore task hands its
+ * userfaultfd to the daemon, and `criu lazy-pages`, the daemon that serves page faults
+ * from the images and streams the remaining pages in while the restored tasks run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "image.h"
+#include "log.h"
+#include "uffd.h"
+#include "vma.h"
+
+#define PAGE_SIZE 4096ul
+/* A fault brings this much of its run along: a task that walks its memory faults less. */
+#define FAULT_CHUNK (64ul << 10)
+/*
+ * One background copy: small enough that a fault or an event (a munmap, a fork waits
+ * for the daemon to read it) is served within a millisecond or so.
+ */
+#define BACKGROUND_CHUNK (2ul << 20)
+/* How long criu restore waits for a daemon that is still starting. */
+#define PROBE_TIMEOUT_MS 10000
+
+/* ---- kernel support ---- */
+
+static int open_uffd(uint64_t features, uint64_t *got)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, UFFDIO_API, &api)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	if (got)
+		*got = api.features;
+	return fd;
+}
+
+bool kerndat_has_uffd(void)
+{
+	int fd = open_uffd(0, NULL);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+bool kerndat_has_uffd_noncoop(void)
+{
+	uint64_t got = 0;
+	int fd = open_uffd(LAZY_UFFD_FEATURES, &got);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return (got & LAZY_UFFD_FEATURES) == LAZY_UFFD_FEATURES;
+}
+
+/* ---- which pages are lazy ---- */
+
+/*
+ * Not a stack (touched at once, and it grows), not mlock()ed (mlock faults every page in
+ * before the daemon has the uffd), not hugetlb (the daemon copies small pages).
+ */
+bool vma_is_lazy(const struct vma_image *vma)
+{
+	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
+	       !(vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC)) && !vma->locked &&
+	       !(vma->flags & (MAP_GROWSDOWN | MAP_HUGETLB));
+}
+
+static int map_add_run(struct page_map *map, unsigned int *cap, uint64_t vaddr, uint64_t len,
+		       uint64_t file_off)
+{
+	struct page_run *runs;
+
+	if (map->nr_runs == *cap) {
+		runs = realloc(map->runs, (*cap * 2 + 16) * sizeof(*runs));
+		if (!runs) {
+			pr_err("out of memory for %u page runs\n", map->nr_runs);
+			return -ENOMEM;
+		}
+		map->runs = runs;
+		*cap = *cap * 2 + 16;
+	}
+	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off };
+	map->total_bytes += len;
+	return 0;
+}
+
+/* The VMA holding addr (the runs were checked to lie in VMAs), or NULL. */
+static const struct vma_image *vma_holding(const struct task_image *ti, uint64_t addr)
+{
+	for (unsigned int i = 0; i < ti->nr_vmas; i++)
+		if (ti->vmas[i].start <= addr && addr < ti->vmas[i].end)
+			return &ti->vmas[i];
+	return NULL;
+}
+
+int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct page_map *lazy)
+{
+	unsigned int eager_cap = 0, lazy_cap = 0, i;
+	int ret = 0;
+
+	*eager = (struct page_map){ .pages_id = ti->pages.pages_id };
+	*lazy = (struct page_map){ .pages_id = ti->pages.pages_id };
+	for (i = 0; i < ti->pages.nr_runs && !ret; i++) {
+		const struct page_run *run = &ti->pages.runs[i];
+		uint64_t pos = run->vaddr, end = run->vaddr + run->len, piece;
+
+		/* A run may cover neighbouring VMAs: each piece goes where its VMA says. */
+		while (pos < end && !ret) {
+			const struct vma_image *vma = vma_holding(ti, pos);
+			bool is_lazy = vma && vma_is_lazy(vma);
+
+			piece = vma && vma->end < end ? vma->end - pos : end - pos;
+			ret = map_add_run(is_lazy ? lazy : eager, is_lazy ? &lazy_cap : &eager_cap, pos,
+					  piece, run->file_off + (pos - run->vaddr));
+			pos += piece;
+		}
+	}
+	if (ret) {
+		page_map_free(eager);
+		page_map_free(lazy);
+	}
+	return ret;
+}
+
+/* ---- restore side ---- */
+
+static int socket_addr(struct sockaddr_un *addr)
+{
+	const char *dir = opts.work_dir ?: opts.imgs_dir ?: ".";
+
+	*addr = (struct sockaddr_un){ .sun_family = AF_UNIX };
+	if (snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/%s", dir, LAZY_PAGES_SOCKET) >=
+	    (int)sizeof(addr->sun_path)) {
+		pr_err("lazy pages: the socket path %s/%s is longer than a Unix socket name may be\n",
+		       dir, LAZY_PAGES_SOCKET);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static int connect_daemon(struct sockaddr_un *addr)
+{
+	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (sock < 0)
+		return -errno;
+	if (connect(sock, (struct sockaddr *)addr, sizeof(*addr))) {
+		int err = -errno;
+
+		close(sock);
+		return err;
+	}
+	return sock;
+}
+
+static int send_all(int sock, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = send(sock, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* One message on a connection of its own; the daemon may still be starting (retry). */
+static int send_control(enum lazy_msg_kind kind, int timeout_ms)
+{
+	struct lazy_msg msg = { .magic = LAZY_MSG_MAGIC, .kind = kind };
+	struct timespec pause = { 0, 10 * 1000 * 1000 };
+	struct sockaddr_un addr;
+	int sock, ret, waited = 0;
+
+	ret = socket_addr(&addr);
+	if (ret)
+		return ret;
+	while ((sock = connect_daemon(&addr)) < 0 && (sock == -ENOENT || sock == -ECONNREFUSED) &&
+	       waited < timeout_ms) {
+		nanosleep(&pause, NULL);
+		waited += 10;
+	}
+	if (sock < 0) {
+		pr_err("lazy pages: cannot connect to %s: %s (is `criu lazy-pages` running with this work dir?)\n",
+		       addr.sun_path, strerror(-sock));
+		return sock;
+	}
+	ret = send_all(sock, &msg, sizeof(msg));
+	if (ret)
+		pr_err("lazy pages: cannot talk to the daemon at %s: %s\n", addr.sun_path,
+		       strerror(-ret));
+	close(sock);
+	return ret;
+}
+
+int lazy_pages_probe(void)
+{
+	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
+}
+
+void lazy_pages_done(void)
+{
+	if (send_control(LAZY_MSG_DONE, 0))
+		pr_warn("the lazy-pages daemon was not told that the restore ended\n");
+}
+
+int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, int *sock)
+{
+	struct lazy_msg msg = { LAZY_MSG_MAGIC, LAZY_MSG_TASK, pid, lazy->pages_id, lazy->nr_runs };
+	struct sockaddr_un addr;
+	int ret;
+
+	*uffd = open_uffd(LAZY_UFFD_FEATURES, NULL);
+	if (*uffd < 0) {
+		pr_err("task %d: cannot create a userfaultfd with fork/remap/remove/unmap events: %s\n",
+		       pid, strerror(-*uffd));
+		return *uffd;
+	}
+	ret = socket_addr(&addr);
+	if (ret)
+		return ret;
+	*sock = connect_daemon(&addr);
+	if (*sock < 0) {
+		pr_err("task %d: cannot connect to the lazy-pages daemon at %s: %s\n", pid, addr.sun_path,
+		       strerror(-*sock));
+		return *sock;
+	}
+	ret = send_all(*sock, &msg, sizeof(msg));
+	if (!ret)
+		ret = send_all(*sock, lazy->runs, lazy->nr_runs * sizeof(*lazy->runs));
+	if (ret)
+		pr_err("task %d: cannot send its %u lazy page runs to the daemon: %s\n", pid,
+		       lazy->nr_runs, strerror(-ret));
+	else
+		pr_info("task %d: %llu bytes of pages left to the lazy-pages daemon\n", pid,
+			(unsigned long long)lazy->total_bytes);
+	return ret;
+}
+
+/* ---- the daemon: tasks and what is left of their pages ---- */
+
+/* A task's pages image, mapped once, shared with the children it forks. */
+struct lazy_src {
+	unsigned int refs;
+	const uint8_t *addr;
+	uint64_t len;
+};
+
+/* What epoll reports: the listening socket, a task's connection, or its uffd. */
+enum lazy_watch_kind { WATCH_LISTEN, WATCH_SOCK, WATCH_UFFD };
+
+struct lazy_task;
+
+struct lazy_watch {
+	enum lazy_watch_kind kind;
+	struct lazy_task *task;
+};
+
+struct lazy_task {
+	struct lazy_task *next;
+	pid_t pid; /* in the images; 0: forked while its pages came in */
+	int sock; /* until the uffd came; -1 after */
+	bool has_msg; /* the connection's lazy_msg was read */
+	int uffd; /* -1 until it came */
+	struct lazy_watch sock_watch, uffd_watch;
+	struct lazy_src *src;
+	struct page_run *runs; /* still to copy, by address */
+	unsigned int nr_runs, cap_runs;
+	uint64_t *retry; /* faults that met a changing address space (EAGAIN) */
+	unsigned int nr_retry, cap_retry;
+	uint64_t faults, copied;
+};
+
+struct lazy_daemon {
+	int ep;
+	struct lazy_watch listen_watch;
+	struct lazy_task *tasks;
+	struct lazy_task *bg_next; /* round robin of the background copy */
+	bool restore_done; /* criu restore said no task comes any more */
+	unsigned int nr_served;
+};
+
+static void src_put(struct lazy_src *src)
+{
+	if (src && !--src->refs) {
+		munmap((void *)src->addr, src->len);
+		free(src);
+	}
+}
+
+static int src_open(uint32_t pages_id, struct lazy_src **out)
+{
+	struct cr_img *img = open_image(CR_IMG_PAGES, O_RDONLY, pages_id);
+	struct lazy_src *src;
+	struct stat st;
+	void *addr;
+
+	if (!img)
+		return -EIO;
+	if (fstat(img->fd, &st)) {
+		pr_perror("%s: cannot stat", img->name);
+		close_image(img);
+		return -EIO;
+	}
+	addr = st.st_size ? mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, img->fd, 0) : NULL;
+	if (addr == MAP_FAILED) {
+		pr_perror("%s: cannot map %lld bytes", img->name, (long long)st.st_size);
+		close_image(img);
+		return -EIO;
+	}
+	close_image(img);
+	src = malloc(sizeof(*src));
+	if (!src) {
+		munmap(addr, st.st_size);
+		return -ENOMEM;
+	}
+	*src = (struct lazy_src){ 1, addr, st.st_size };
+	*out = src;
+	return 0;
+}
+
+static struct lazy_task *task_new(struct lazy_daemon *d)
+{
+	struct lazy_task *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		pr_err("out of memory for a lazy task\n");
+		return NULL;
+	}
+	t->sock = t->uffd = -1;
+	t->sock_watch = (struct lazy_watch){ WATCH_SOCK, t };
+	t->uffd_watch = (struct lazy_watch){ WATCH_UFFD, t };
+	t->next = d->tasks;
+	d->tasks = t;
+	return t;
+}
+
+static void task_free(struct lazy_daemon *d, struct lazy_task *t)
+{
+	struct lazy_task **p;
+
+	for (p = &d->tasks; *p != t; p = &(*p)->next)
+		;
+	*p = t->next;
+	if (d->bg_next == t)
+		d->bg_next = t->next;
+	/* Closing drops the fd from epoll; a uffd closed unregisters whatever is left. */
+	if (t->sock >= 0)
+		close(t->sock);
+	if (t->uffd >= 0)
+		close(t->uffd);
+	src_put(t->src);
+	free(t->runs);
+	free(t->retry);
+	free(t);
+}
+
+static const char *task_name(const struct lazy_task *t, char *buf, size_t len)
+{
+	if (t->pid)
+		snprintf(buf, len, "task %d", t->pid);
+	else
+		snprintf(buf, len, "forked child (uffd %d)", t->uffd);
+	return buf;
+}
+
+static int watch(struct lazy_daemon *d, int fd, struct lazy_watch *w)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = w };
+
+	if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev)) {
+		pr_perror("lazy pages: cannot watch fd %d", fd);
+		return -errno;
+	}
+	return 0;
+}
+
+/* ---- runs: find, remove, move ---- */
+
+/* The first run ending after addr. */
+static unsigned int run_after(const struct lazy_task *t, uint64_t addr)
+{
+	unsigned int lo = 0, hi = t->nr_runs, mid;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (t->runs[mid].vaddr + t->runs[mid].len <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int runs_reserve(struct lazy_task *t, unsigned int more)
+{
+	struct page_run *runs;
+	unsigned int cap;
+
+	if (t->nr_runs + more <= t->cap_runs)
+		return 0;
+	cap = (t->nr_runs + more) * 2;
+	runs = realloc(t->runs, cap * sizeof(*runs));
+	if (!runs) {
+		pr_err("out of memory for %u lazy page runs\n", cap);
+		return -ENOMEM;
+	}
+	t->runs = runs;
+	t->cap_runs = cap;
+	return 0;
+}
+
+/* Forgets [start, end): copied, or the task unmapped or discarded it. */
+static int remove_range(struct lazy_task *t, uint64_t start, uint64_t end)
+{
+	unsigned int i = run_after(t, start), j;
+	struct page_run *r;
+	uint64_t cut;
+
+	if (i < t->nr_runs && t->runs[i].vaddr < start && t->runs[i].vaddr + t->runs[i].len > end) {
+		/* Inside one run: it becomes two. */
+		if (runs_reserve(t, 1))
+			return -ENOMEM;
+		r = &t->runs[i];
+		memmove(r + 1, r, (t->nr_runs - i) * sizeof(*r));
+		t->nr_runs++;
+		cut = end - r->vaddr;
+		r[1].vaddr += cut, r[1].file_off += cut, r[1].len -= cut;
+		r->len = start - r->vaddr;
+		return 0;
+	}
+	if (i < t->nr_runs && t->runs[i].vaddr < start) {
+		t->runs[i].len = start - t->runs[i].vaddr;
+		i++;
+	}
+	for (j = i; j < t->nr_runs && t->runs[j].vaddr + t->runs[j].len <= end; j++)
+		;
+	if (j < t->nr_runs && t->runs[j].vaddr < end) {
+		r = &t->runs[j];
+		cut = end - r->vaddr;
+		r->vaddr += cut, r->file_off += cut, r->len -= cut;
+	}
+	memmove(&t->runs[i], &t->runs[j], (t->nr_runs - j) * sizeof(*t->runs));
+	t->nr_runs -= j - i;
+	return 0;
+}
+
+static int cmp_run(const void *a, const void *b)
+{
+	const struct page_run *ra = a, *rb = b;
+
+	return ra->vaddr < rb->vaddr ? -1 : ra->vaddr > rb->vaddr;
+}
+
+/* mremap moved [from, from + len) to `to`: what was left to copy there moves along. */
+static int move_range(struct lazy_task *t, uint64_t from, uint64_t to, uint64_t len)
+{
+	unsigned int i, first = run_after(t, from), nr_moved = 0;
+	struct page_run *moved;
+	int ret;
+
+	for (i = first; i < t->nr_runs && t->runs[i].vaddr < from + len; i++)
+		nr_moved++;
+	moved = malloc((nr_moved + 1) * sizeof(*moved));
+	if (!moved)
+		return -ENOMEM;
+	for (i = 0; i < nr_moved; i++) {
+		struct page_run r = t->runs[first + i];
+		uint64_t lo = r.vaddr > from ? r.vaddr : from;
+		uint64_t hi = r.vaddr + r.len < from + len ? r.vaddr + r.len : from + len;
+
+		moved[i] = (struct page_run){ lo - from + to, hi - lo, r.file_off + (lo - r.vaddr) };
+	}
+	ret = remove_range(t, from, from + len);
+	/* Whatever was at the destination is gone (mremap unmapped it). */
+	if (!ret)
+		ret = remove_range(t, to, to + len);
+	if (!ret)
+		ret = runs_reserve(t, nr_moved);
+	if (!ret) {
+		memcpy(&t->runs[t->nr_runs], moved, nr_moved * sizeof(*moved));
+		t->nr_runs += nr_moved;
+		qsort(t->runs, t->nr_runs, sizeof(*t->runs), cmp_run);
+	}
+	free(moved);
+	return ret;
+}
+
+/* ---- copying pages in ---- */
+
+static void wake_page(struct lazy_task *t, uint64_t addr)
+{
+	struct uffdio_range range = { addr, PAGE_SIZE };
+
+	ioctl(t->uffd, UFFDIO_WAKE, &range);
+}
+
+/*
+ * Copies len bytes at file_off of the pages image to addr; *done: bytes dealt with (copied,
+ * or found there already). 0, -EAGAIN (the address space is changing: read the events
+ * first), -ESRCH (the task is gone) or another -errno.
+ */
+static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, uint64_t file_off,
+		      uint64_t *done)
+{
+	struct uffdio_copy uc;
+
+	*done = 0;
+	while (*done < len) {
+		uc = (struct uffdio_copy){ .dst = addr + *done,
+					   .src = (uintptr_t)t->src->addr + file_off + *done,
+					   .len = len - *done };
+		if (!ioctl(t->uffd, UFFDIO_COPY, &uc)) {
+			*done = len;
+			break;
+		}
+		if (uc.copy > 0) {
+			*done += uc.copy;
+			continue;
+		}
+		if (errno == EEXIST) {
+			/* Served by a fault meanwhile, or a fault raced the copy: wake it all the same. */
+			wake_page(t, addr + *done);
+			*done += PAGE_SIZE;
+			continue;
+		}
+		if (errno == ENOENT) {
+			/* Not registered any more: the task's own mapping replaced it. */
+			*done = len;
+			break;
+		}
+		return -errno;
+	}
+	t->copied += *done;
+	return 0;
+}
+
+/* A fault outside the stored pages: the page was never written (a hole) or discarded. */
+static int zero_page(struct lazy_task *t, uint64_t addr)
+{
+	struct uffdio_zeropage zp = { .range = { addr, PAGE_SIZE } };
+
+	if (!ioctl(t->uffd, UFFDIO_ZEROPAGE, &zp))
+		return 0;
+	if (errno == EEXIST) {
+		wake_page(t, addr);
+		return 0;
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+static int serve_fault(struct lazy_task *t, uint64_t addr)
+{
+	unsigned int i = run_after(t, addr);
+	uint64_t off, len, done = 0;
+	struct page_run *r;
+	int ret;
+
+	if (i >= t->nr_runs || t->runs[i].vaddr > addr)
+		return zero_page(t, addr);
+	r = &t->runs[i];
+	off = addr - r->vaddr;
+	len = r->len - off < FAULT_CHUNK ? r->len - off : FAULT_CHUNK;
+	ret = copy_pages(t, addr, len, r->file_off + off, &done);
+	if (done && remove_range(t, addr, addr + done))
+		return -ENOMEM;
+	return done ? 0 : ret;
+}
+
+static int add_retry(struct lazy_task *t, uint64_t addr)
+{
+	uint64_t *retry;
+
+	if (t->nr_retry == t->cap_retry) {
+		retry = realloc(t->retry, (t->cap_retry * 2 + 8) * sizeof(*retry));
+		if (!retry) {
+			pr_err("out of memory for faults to retry\n");
+			return -ENOMEM;
+		}
+		t->retry = retry;
+		t->cap_retry = t->cap_retry * 2 + 8;
+	}
+	t->retry[t->nr_retry++] = addr;
+	return 0;
+}
+
+/* A fault that found the address space changing is served again after the events. */
+static int fault(struct lazy_task *t, uint64_t addr)
+{
+	int ret = serve_fault(t, addr);
+
+	t->faults++;
+	return ret == -EAGAIN ? add_retry(t, addr) : ret;
+}
+
+static int retry_faults(struct lazy_task *t)
+{
+	unsigned int i, n = t->nr_retry;
+	int ret = 0;
+
+	t->nr_retry = 0;
+	for (i = 0; i < n && !ret; i++) {
+		ret = serve_fault(t, t->retry[i]);
+		if (ret == -EAGAIN)
+			ret = add_retry(t, t->retry[i]);
+	}
+	return ret;
+}
+
+/* The lowest run left: copied in order, one chunk per turn. */
+static int background_copy(struct lazy_task *t)
+{
+	struct page_run *r = &t->runs[0];
+	uint64_t len = r->len < BACKGROUND_CHUNK ? r->len : BACKGROUND_CHUNK, done = 0;
+	uint64_t addr = r->vaddr;
+	int ret = copy_pages(t, addr, len, r->file_off, &done);
+
+	if (done && remove_range(t, addr, addr + done))
+		return -ENOMEM;
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+/* ---- events ---- */
+
+static int on_fork(struct lazy_daemon *d, struct lazy_task *parent, int ufd)
+{
+	struct lazy_task *child = task_new(d);
+
+	if (!child) {
+		close(ufd);
+		return -ENOMEM;
+	}
+	child->uffd = ufd;
+	child->has_msg = true;
+	child->src = parent->src;
+	child->src->refs++;
+	/* Its memory is the parent's: the same pages are still missing in it. */
+	if (runs_reserve(child, parent->nr_runs))
+		return -ENOMEM;
+	memcpy(child->runs, parent->runs, parent->nr_runs * sizeof(*child->runs));
+	child->nr_runs = parent->nr_runs;
+	pr_debug("task %d forked a child (uffd %d), %u runs left in it\n", parent->pid, ufd,
+		 child->nr_runs);
+	return watch(d, ufd, &child->uffd_watch);
+}
+
+static int on_uffd_msg(struct lazy_daemon *d, struct lazy_task *t, const struct uffd_msg *msg)
+{
+	char name[48];
+
+	switch (msg->event) {
+	case UFFD_EVENT_PAGEFAULT:
+		return fault(t, msg->arg.pagefault.address & ~(PAGE_SIZE - 1));
+	case UFFD_EVENT_FORK:
+		return on_fork(d, t, msg->arg.fork.ufd);
+	case UFFD_EVENT_REMAP:
+		pr_debug("%s: mremap %#llx -> %#llx (%llu bytes)\n", task_name(t, name, sizeof(name)),
+			 (unsigned long long)msg->arg.remap.from, (unsigned long long)msg->arg.remap.to,
+			 (unsigned long long)msg->arg.remap.len);
+		return move_range(t, msg->arg.remap.from, msg->arg.remap.to, msg->arg.remap.len);
+	case UFFD_EVENT_REMOVE:
+	case UFFD_EVENT_UNMAP:
+		pr_debug("%s: %s %#llx-%#llx\n", task_name(t, name, sizeof(name)),
+			 msg->event == UFFD_EVENT_UNMAP ? "munmap" : "madvise",
+			 (unsigned long long)msg->arg.remove.start,
+			 (unsigned long long)msg->arg.remove.end);
+		return remove_range(t, msg->arg.remove.start, msg->arg.remove.end);
+	}
+	pr_err("%s: unexpected userfaultfd event %u\n", task_name(t, name, sizeof(name)), msg->event);
+	return -EINVAL;
+}
+
+static int on_uffd(struct lazy_daemon *d, struct lazy_task *t)
+{
+	struct uffd_msg msgs[64];
+	ssize_t n;
+	int ret = 0;
+
+	while (!ret) {
+		n = read(t->uffd, msgs, sizeof(msgs));
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]) && !ret; i++)
+			ret = on_uffd_msg(d, t, &msgs[i]);
+	}
+	return ret;
+}
+
+/* ---- connections ---- */
+
+static int recv_all(int sock, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = recv(sock, buf, len, MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EPIPE;
+}
+
+/* The runs must lie in the pages image the task named. */
+static int check_runs(const struct lazy_task *t)
+{
+	for (unsigned int i = 0; i < t->nr_runs; i++) {
+		const struct page_run *r = &t->runs[i];
+
+		if (r->file_off + r->len > t->src->len || r->file_off + r->len < r->file_off ||
+		    r->vaddr % PAGE_SIZE || r->len % PAGE_SIZE) {
+			pr_err("task %d: lazy run %#llx (%llu bytes at %llu) is not in its pages image (%llu bytes)\n",
+			       t->pid, (unsigned long long)r->vaddr, (unsigned long long)r->len,
+			       (unsigned long long)r->file_off, (unsigned long long)t->src->len);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int on_task_msg(struct lazy_task *t, const struct lazy_msg *msg)
+{
+	uint64_t total = 0;
+	int ret;
+
+	t->pid = msg->pid;
+	if (msg->nr_runs > (1u << 28)) {
+		pr_err("task %d: %llu lazy runs is not believable\n", t->pid,
+		       (unsigned long long)msg->nr_runs);
+		return -EINVAL;
+	}
+	ret = runs_reserve(t, msg->nr_runs);
+	if (!ret)
+		ret = recv_all(t->sock, t->runs, msg->nr_runs * sizeof(*t->runs));
+	if (ret) {
+		pr_err("task %d: cannot read its %llu lazy runs: %s\n", t->pid,
+		       (unsigned long long)msg->nr_runs, strerror(-ret));
+		return ret;
+	}
+	t->nr_runs = msg->nr_runs;
+	ret = src_open(msg->pages_id, &t->src);
+	if (!ret)
+		ret = check_runs(t);
+	for (unsigned int i = 0; i < t->nr_runs; i++)
+		total += t->runs[i].len;
+	if (!ret)
+		pr_info("task %d: %u runs, %llu bytes to serve from pages-%u.img\n", t->pid, t->nr_runs,
+			(unsigned long long)total, msg->pages_id);
+	return ret;
+}
+
+/* The blob's byte with the uffd attached. */
+static int recv_uffd(struct lazy_daemon *d, struct lazy_task *t)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+			     .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	n = recvmsg(t->sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0) {
+		/* Its restore failed before the blob registered its memory: nothing to serve. */
+		pr_info("task %d: gone before it sent its userfaultfd\n", t->pid);
+		return -ESRCH;
+	}
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+		pr_err("task %d: its message carries no userfaultfd\n", t->pid);
+		return -EPROTO;
+	}
+	memcpy(&t->uffd, CMSG_DATA(cm), sizeof(int));
+	close(t->sock);
+	t->sock = -1;
+	pr_debug("task %d: userfaultfd %d\n", t->pid, t->uffd);
+	return watch(d, t->uffd, &t->uffd_watch);
+}
+
+static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
+{
+	struct lazy_msg msg;
+	int ret;
+
+	if (t->has_msg)
+		return recv_uffd(d, t);
+	ret = recv_all(t->sock, &msg, sizeof(msg));
+	if (ret || msg.magic != LAZY_MSG_MAGIC) {
+		pr_err("lazy pages: a connection sent no valid message: %s\n",
+		       ret ? strerror(-ret) : "bad magic");
+		return -EPROTO;
+	}
+	t->has_msg = true;
+	switch (msg.kind) {
+	case LAZY_MSG_PROBE:
+		return -ESRCH; /* nothing to serve: close it */
+	case LAZY_MSG_DONE:
+		pr_info("criu restore ended: no more tasks\n");
+		d->restore_done = true;
+		return -ESRCH;
+	case LAZY_MSG_TASK:
+		return on_task_msg(t, &msg);
+	}
+	pr_err("lazy pages: unknown message %u\n", msg.kind);
+	return -EPROTO;
+}
+
+static int on_listen(struct lazy_daemon *d, int listen_fd)
+{
+	int sock = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	struct lazy_task *t;
+
+	if (sock < 0) {
+		pr_perror("lazy pages: accept");
+		return errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
+	}
+	t = task_new(d);
+	if (!t) {
+		close(sock);
+		return -ENOMEM;
+	}
+	t->sock = sock;
+	return watch(d, sock, &t->sock_watch);
+}
+
+/* ---- the loop ---- */
+
+/*
+ * A task is done once nothing is left to copy (its uffd then closes: what it faults on
+ * afterwards is ordinary anonymous memory) or once it is gone. Errors other than a task
+ * going away end the daemon: a half-served task must not go on with zeroes.
+ */
+static int task_result(struct lazy_daemon *d, struct lazy_task *t, int ret)
+{
+	char name[48];
+
+	if (ret == -ESRCH) {
+		if (t->uffd >= 0 && t->nr_runs)
+			pr_info("%s exited with %u runs not copied\n", task_name(t, name, sizeof(name)),
+				t->nr_runs);
+		task_free(d, t);
+		return 0;
+	}
+	if (ret) {
+		pr_err("%s: %s\n", task_name(t, name, sizeof(name)), strerror(-ret));
+		return ret;
+	}
+	if (t->uffd >= 0 && !t->nr_runs && !t->nr_retry) {
+		pr_info("%s: all pages in (%llu faults, %llu bytes copied)\n",
+			task_name(t, name, sizeof(name)), (unsigned long long)t->faults,
+			(unsigned long long)t->copied);
+		d->nr_served++;
+		task_free(d, t);
+	}
+	return 0;
+}
+
+static int on_event(struct lazy_daemon *d, struct lazy_watch *w, int listen_fd)
+{
+	switch (w->kind) {
+	case WATCH_LISTEN:
+		return on_listen(d, listen_fd);
+	case WATCH_SOCK:
+		return task_result(d, w->task, on_sock(d, w->task));
+	case WATCH_UFFD:
+		return task_result(d, w->task, on_uffd(d, w->task));
+	}
+	return -EINVAL;
+}
+
+static bool has_work(const struct lazy_daemon *d)
+{
+	for (const struct lazy_task *t = d->tasks; t; t = t->next)
+		if (t->uffd >= 0 && (t->nr_runs || t->nr_retry))
+			return true;
+	return false;
+}
+
+/* Faults to serve again first, then one background chunk of the next task in turn. */
+static int copy_step(struct lazy_daemon *d)
+{
+	struct lazy_task *t, *next;
+	int ret = 0;
+
+	for (t = d->tasks; t && !ret; t = next) {
+		next = t->next;
+		if (t->uffd >= 0 && t->nr_retry)
+			ret = task_result(d, t, retry_faults(t));
+	}
+	if (ret)
+		return ret;
+	for (unsigned int tries = 0; d->tasks && tries < 2; tries++) {
+		for (t = d->bg_next ?: d->tasks; t; t = t->next) {
+			if (t->uffd < 0 || !t->nr_runs)
+				continue;
+			d->bg_next = t->next;
+			return task_result(d, t, background_copy(t));
+		}
+		d->bg_next = NULL;
+	}
+	return 0;
+}
+
+static int serve(struct lazy_daemon *d, int listen_fd)
+{
+	struct epoll_event evs[16];
+	int n, ret = 0;
+
+	while (!ret && !(d->restore_done && !d->tasks)) {
+		n = epoll_wait(d->ep, evs, 16, has_work(d) ? 0 : -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			pr_perror("lazy pages: epoll_wait");
+			return -errno;
+		}
+		for (int i = 0; i < n && !ret; i++)
+			ret = on_event(d, evs[i].data.ptr, listen_fd);
+		if (!ret)
+			ret = copy_step(d);
+	}
+	return ret;
+}
+
+static int listen_socket(struct sockaddr_un *addr)
+{
+	int sock;
+
+	if (socket_addr(addr))
+		return -1;
+	unlink(addr->sun_path);
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0 || bind(sock, (struct sockaddr *)addr, sizeof(*addr)) || listen(sock, 128)) {
+		pr_perror("lazy pages: cannot listen on %s", addr->sun_path);
+		if (sock >= 0)
+			close(sock);
+		return -1;
+	}
+	pr_info("listening on %s\n", addr->sun_path);
+	return sock;
+}
+
+/* -d: the caller gets its prompt back once the socket listens; --pidfile names the daemon. */
+static int daemonize(void)
+{
+	pid_t pid;
+	FILE *f;
+
+	if (!opts.restore_detach && !opts.pidfile)
+		return 0;
+	pid = opts.restore_detach ? fork() : getpid();
+	if (pid < 0) {
+		pr_perror("lazy pages: cannot fork the daemon");
+		return -1;
+	}
+	if (opts.restore_detach && pid == 0) {
+		setsid();
+		return 0;
+	}
+	if (opts.pidfile) {
+		f = fopen(opts.pidfile, "w");
+		if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
+			pr_perror("cannot write pidfile %s", opts.pidfile);
+			if (opts.restore_detach)
+				kill(pid, SIGKILL);
+			return -1;
+		}
+	}
+	if (opts.restore_detach)
+		_exit(0);
+	return 0;
+}
+
+int cr_lazy_pages(void)
+{
+	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL } };
+	struct sockaddr_un addr;
+	int listen_fd = listen_socket(&addr), ret = -1;
+
+	if (listen_fd < 0)
+		return -1;
+	if (daemonize())
+		goto out;
+	d.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (d.ep < 0) {
+		pr_perror("lazy pages: epoll_create1");
+		goto out;
+	}
+	if (watch(&d, listen_fd, &d.listen_watch))
+		goto out;
+	ret = serve(&d, listen_fd);
+	if (!ret)
+		pr_info("every page is in: %u tasks served\n", d.nr_served);
+out:
+	while (d.tasks)
+		task_free(&d, d.tasks);
+	if (d.ep >= 0)
+		close(d.ep);
+	close(listen_fd);
+	unlink(addr.sun_path);
+	return ret ? -1 : 0;
+}

@@ -3,6 +3,7 @@
  * userfaultfd to the daemon, and `criu lazy-pages`, the daemon that serves page faults
  * from the images and streams the remaining pages in while the restored tasks run.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,7 +37,7 @@
  */
 #define BACKGROUND_CHUNK (2ul << 20)
 /* How long criu restore waits for a daemon that is still starting. */
-#define PROBE_TIMEOUT_MS 10000
+#define PROBE_TIMEOUT_MS 5000
 
 /* ---- kernel support ---- */
 
@@ -291,6 +293,8 @@ struct lazy_watch {
 struct lazy_task {
 	struct lazy_task *next;
 	pid_t pid; /* in the images; 0: forked while its pages came in */
+	pid_t peer_pid; /* the connected task as the daemon sees it (SO_PEERCRED) */
+	uint64_t id; /* names it to the guardian */
 	int sock; /* until the uffd came; -1 after */
 	bool has_msg; /* the connection's lazy_msg was read */
 	int uffd; /* -1 until it came */
@@ -310,7 +314,229 @@ struct lazy_daemon {
 	struct lazy_task *bg_next; /* round robin of the background copy */
 	bool restore_done; /* criu restore said no task comes any more */
 	unsigned int nr_served;
+	int guardian_sock; /* to the guardian (its messages below) */
+	pid_t guardian_pid;
+	uint64_t next_id;
 };
+
+/* ---- the guardian ---- */
+
+/*
+ * Should the daemon die while pages are missing, the kernel would release the uffds and
+ * the tasks' waiting faults would read zeroes: silently wrong memory. A child of the
+ * daemon, the guardian, holds a copy of every task's uffd (so the faults keep waiting)
+ * and a pidfd of it; when the daemon is gone without saying goodbye, it kills those tasks
+ * and their descendants (children forked meanwhile, whose pids the daemon never learns),
+ * then exits. CRIU's lazy restore ends the same way: the tasks are killed.
+ */
+enum guard_msg_kind { GUARD_ADD = 1, GUARD_DONE, GUARD_BYE };
+
+struct guard_msg {
+	uint32_t kind;
+	int32_t pid; /* GUARD_ADD: as the daemon sees it, 0: unknown (a forked child) */
+	uint64_t id;
+};
+
+struct guarded {
+	uint64_t id;
+	pid_t pid;
+	int uffd, pidfd;
+};
+
+static int guard_send(int sock, const struct guard_msg *msg, int uffd, int pidfd)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { (void *)msg, sizeof(*msg) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int fds[2] = { uffd, pidfd }, nr = pidfd >= 0 ? 2 : 1;
+	struct cmsghdr *cm;
+
+	if (msg->kind == GUARD_ADD) {
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(nr * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		*cm = (struct cmsghdr){ .cmsg_len = CMSG_LEN(nr * sizeof(int)),
+					.cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
+		memcpy(CMSG_DATA(cm), fds, nr * sizeof(int));
+	}
+	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != sizeof(*msg)) {
+		pr_perror("lazy pages: cannot reach the guardian");
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The pids whose parent is in pids[0..*nr), added to pids (up to max), from /proc. */
+static void add_descendants(pid_t *pids, unsigned int *nr, unsigned int max)
+{
+	unsigned int before;
+
+	do {
+		char path[64], buf[512], *p;
+		struct dirent *de;
+		DIR *proc = opendir("/proc");
+		pid_t pid, ppid;
+
+		before = *nr;
+		while (proc && (de = readdir(proc)) && *nr < max) {
+			FILE *f;
+
+			pid = atoi(de->d_name);
+			if (pid <= 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+			f = fopen(path, "re");
+			if (!f)
+				continue;
+			p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+			fclose(f);
+			if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
+				continue;
+			for (unsigned int i = 0; i < *nr; i++) {
+				if (pids[i] == pid)
+					break;
+				if (pids[i] == ppid) {
+					pids[(*nr)++] = pid;
+					break;
+				}
+			}
+		}
+		if (proc)
+			closedir(proc);
+	} while (*nr != before && *nr < max);
+}
+
+static void guardian_kill(struct guarded *held, unsigned int nr)
+{
+	pid_t pids[4096];
+	unsigned int nr_pids = 0, i;
+
+	for (i = 0; i < nr && nr_pids < 4096; i++)
+		if (held[i].pid > 0)
+			pids[nr_pids++] = held[i].pid;
+	add_descendants(pids, &nr_pids, 4096);
+	pr_err("the lazy-pages daemon died with pages of %u tasks still missing: killing them and their %u descendants\n",
+	       nr, nr_pids - (nr < nr_pids ? nr : nr_pids));
+	/* By pidfd first: those pids cannot have been reused. */
+	for (i = 0; i < nr; i++)
+		if (held[i].pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, held[i].pidfd, SIGKILL, NULL, 0);
+	for (i = 0; i < nr_pids; i++)
+		kill(pids[i], SIGKILL);
+}
+
+static int guardian_recv(int sock, struct guard_msg *msg, int fds[2])
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { msg, sizeof(*msg) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+			     .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	fds[0] = fds[1] = -1;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n != sizeof(*msg))
+		return -EPIPE;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
+	return 0;
+}
+
+static void __attribute__((noreturn)) guardian_main(int sock)
+{
+	struct guarded *held = NULL, *grown;
+	unsigned int nr = 0, cap = 0, i;
+	struct guard_msg msg;
+	int fds[2];
+
+	while (!guardian_recv(sock, &msg, fds)) {
+		if (msg.kind == GUARD_BYE)
+			_exit(0);
+		if (msg.kind == GUARD_DONE) {
+			for (i = 0; i < nr && held[i].id != msg.id; i++)
+				;
+			if (i == nr)
+				continue;
+			close(held[i].uffd);
+			if (held[i].pidfd >= 0)
+				close(held[i].pidfd);
+			held[i] = held[--nr];
+			continue;
+		}
+		if (nr == cap) {
+			grown = realloc(held, (cap * 2 + 16) * sizeof(*held));
+			if (!grown)
+				break; /* act as if the daemon died: never let a task read zeroes */
+			held = grown;
+			cap = cap * 2 + 16;
+		}
+		held[nr++] = (struct guarded){ msg.id, msg.pid, fds[0], fds[1] };
+	}
+	if (nr)
+		guardian_kill(held, nr);
+	_exit(1);
+}
+
+static int start_guardian(struct lazy_daemon *d, int listen_fd)
+{
+	int sk[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sk)) {
+		pr_perror("lazy pages: cannot make the guardian's socket");
+		return -1;
+	}
+	d->guardian_pid = fork();
+	if (d->guardian_pid < 0) {
+		pr_perror("lazy pages: cannot fork the guardian");
+		close(sk[0]);
+		close(sk[1]);
+		return -1;
+	}
+	if (d->guardian_pid == 0) {
+		close(listen_fd);
+		close(sk[0]);
+		guardian_main(sk[1]);
+	}
+	close(sk[1]);
+	d->guardian_sock = sk[0];
+	return 0;
+}
+
+/* A clean exit: the guardian lets go of what it holds, killing nothing. */
+static void stop_guardian(struct lazy_daemon *d)
+{
+	struct guard_msg bye = { .kind = GUARD_BYE };
+
+	if (d->guardian_sock < 0)
+		return;
+	guard_send(d->guardian_sock, &bye, -1, -1);
+	close(d->guardian_sock);
+	while (waitpid(d->guardian_pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* A task's uffd arrived: the guardian gets a copy and a pidfd before any page is served. */
+static int guard_task(struct lazy_daemon *d, struct lazy_task *t)
+{
+	struct guard_msg msg = { GUARD_ADD, t->peer_pid, t->id = ++d->next_id };
+	int pidfd = t->peer_pid > 0 ? syscall(SYS_pidfd_open, t->peer_pid, 0) : -1;
+	int ret;
+
+	ret = guard_send(d->guardian_sock, &msg, t->uffd, pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
+	return ret;
+}
 
 static void src_put(struct lazy_src *src)
 {
@@ -376,6 +602,11 @@ static void task_free(struct lazy_daemon *d, struct lazy_task *t)
 	*p = t->next;
 	if (d->bg_next == t)
 		d->bg_next = t->next;
+	if (t->id) {
+		struct guard_msg done = { .kind = GUARD_DONE, .id = t->id };
+
+		guard_send(d->guardian_sock, &done, -1, -1);
+	}
 	/* Closing drops the fd from epoll; a uffd closed unregisters whatever is left. */
 	if (t->sock >= 0)
 		close(t->sock);
@@ -673,7 +904,7 @@ static int on_fork(struct lazy_daemon *d, struct lazy_task *parent, int ufd)
 	child->nr_runs = parent->nr_runs;
 	pr_debug("task %d forked a child (uffd %d), %u runs left in it\n", parent->pid, ufd,
 		 child->nr_runs);
-	return watch(d, ufd, &child->uffd_watch);
+	return guard_task(d, child) ?: watch(d, ufd, &child->uffd_watch);
 }
 
 static int on_uffd_msg(struct lazy_daemon *d, struct lazy_task *t, const struct uffd_msg *msg)
@@ -809,7 +1040,7 @@ static int recv_uffd(struct lazy_daemon *d, struct lazy_task *t)
 	close(t->sock);
 	t->sock = -1;
 	pr_debug("task %d: userfaultfd %d\n", t->pid, t->uffd);
-	return watch(d, t->uffd, &t->uffd_watch);
+	return guard_task(d, t) ?: watch(d, t->uffd, &t->uffd_watch);
 }
 
 static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
@@ -843,6 +1074,8 @@ static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
 static int on_listen(struct lazy_daemon *d, int listen_fd)
 {
 	int sock = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
 	struct lazy_task *t;
 
 	if (sock < 0) {
@@ -855,6 +1088,8 @@ static int on_listen(struct lazy_daemon *d, int listen_fd)
 		return -ENOMEM;
 	}
 	t->sock = sock;
+	if (!getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		t->peer_pid = cred.pid;
 	return watch(d, sock, &t->sock_watch);
 }
 
@@ -1008,13 +1243,13 @@ static int daemonize(void)
 
 int cr_lazy_pages(void)
 {
-	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL } };
+	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL }, .guardian_sock = -1 };
 	struct sockaddr_un addr;
 	int listen_fd = listen_socket(&addr), ret = -1;
 
 	if (listen_fd < 0)
 		return -1;
-	if (daemonize())
+	if (daemonize() || start_guardian(&d, listen_fd))
 		goto out;
 	d.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (d.ep < 0) {
@@ -1027,6 +1262,11 @@ int cr_lazy_pages(void)
 	if (!ret)
 		pr_info("every page is in: %u tasks served\n", d.nr_served);
 out:
+	/* On an error the tasks still waiting for pages are killed: never zeroes for them. */
+	if (ret)
+		close(d.guardian_sock);
+	else
+		stop_guardian(&d);
 	while (d.tasks)
 		task_free(&d, d.tasks);
 	if (d.ep >= 0)

@@ -65,7 +65,7 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters'}
+                        'seccomp_filters', 'uffd', 'uffd-noncoop'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -456,7 +456,19 @@ def pidns_external(img_dir, pid):
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
+    # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
+    # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
+    'lazy_fork': {'lazy': True, 'lazy_faults': True},
+    'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
+    'lazy_threads': {'lazy': True, 'lazy_faults': True},
+    'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
+                           'test_env': {'ZDTM_LAZY_MIB': '1024'}},
+    'restore_fail_lazy_no_daemon': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                    'corrupt': lambda img_dir, pid: None,
+                                    'restore_args': ['--lazy-pages'],
+                                    'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -764,6 +776,7 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['page-server'],
         'stderr': 'command page-server is not supported\n'},
     'cli_pre_dump_without_tracking': {'mode': 'cli', 'args': ['pre-dump', '-t', '1']},
+    'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
     'cli_track_mem_refused': {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--track-mem'],
         'stderr': 'option --track-mem is not supported\n'},
@@ -850,8 +863,7 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
 # the root's group its foreground group (TIOCSPGRP), which needs the terminal to be criu's
 # controlling one (here it is no one's); it skips that for a root that leads its session.
 CROSS_TESTS = {
-    'mem_anon_private': {},
-    'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},  # one process: anonymous memory
+    'mem_anon_private': {},  # one process: anonymous memory
     'regs_fpu_avx': {},  # registers, x87/SSE/AVX state
     'sig_pending_std': {},  # signals: pending, blocked
     'sig_queued_rt': {},
@@ -913,6 +925,9 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
+# Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
+TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
+                                        'setsid': True, 'lazy': True, 'lazy_faults': True}
 # Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
 # restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
 TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
@@ -1929,6 +1944,32 @@ class TestRun:
         if code != 0:
             raise TestFailure('criu lazy-pages exited %d: %s' % (
                 code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+        faults = sum(int(l.split('(')[-1].split()[0]) for l in self.log_tail('lazy-pages.log', None)
+                     if 'all pages in (' in l)
+        if self.desc.get('lazy_faults') and not faults:
+            raise TestFailure('criu lazy-pages served no fault: the task did not run before '
+                              'its pages were in', 'lazy-pages.log')
+
+    def run_lazy_daemon_killed(self):
+        """The daemon killed while pages are still missing: the restored task must not go
+        on with zeroes; the daemon's guardian kills it and says so in the daemon's log."""
+        pid = self.pid
+        self.dump()
+        self.start_lazy_daemon()
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        daemon.kill()
+        daemon.wait()
+        self.expect_restored_pid(pid)
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the task was not killed with its daemon: wait status %#x, %s'
+                              % (status, self.verdict_text()), 'lazy-pages.log')
+        self.wait_tree_gone('after the daemon died')
+        if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
+            raise TestFailure('the daemon\'s log does not say why the task was killed',
+                              'lazy-pages.log')
 
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
@@ -2332,7 +2373,8 @@ class TestRun:
         checksum = images_checksum(self.img)
         try:
             code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile',
-                                                 self.pidfile], 'restore.log', expect_ok=False)
+                                                 self.pidfile] + self.desc.get('restore_args', []),
+                                     'restore.log', expect_ok=False)
         finally:
             if held:
                 held.close()

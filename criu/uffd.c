@@ -521,6 +521,7 @@ static void stop_guardian(struct lazy_daemon *d)
 		return;
 	guard_send(d->guardian_sock, &bye, -1, -1);
 	close(d->guardian_sock);
+	d->guardian_sock = -1;
 	while (waitpid(d->guardian_pid, NULL, 0) < 0 && errno == EINTR)
 		;
 }
@@ -602,16 +603,24 @@ static void task_free(struct lazy_daemon *d, struct lazy_task *t)
 	*p = t->next;
 	if (d->bg_next == t)
 		d->bg_next = t->next;
-	if (t->id) {
+	if (t->id && d->guardian_sock >= 0) {
 		struct guard_msg done = { .kind = GUARD_DONE, .id = t->id };
 
 		guard_send(d->guardian_sock, &done, -1, -1);
 	}
-	/* Closing drops the fd from epoll; a uffd closed unregisters whatever is left. */
-	if (t->sock >= 0)
+	/*
+	 * Out of epoll first: the guardian's copy (or one in flight to it) keeps the file
+	 * open, and epoll forgets a file only once it is released. Our last uffd reference
+	 * gone, the kernel unregisters whatever is left.
+	 */
+	if (t->sock >= 0) {
+		epoll_ctl(d->ep, EPOLL_CTL_DEL, t->sock, NULL);
 		close(t->sock);
-	if (t->uffd >= 0)
+	}
+	if (t->uffd >= 0) {
+		epoll_ctl(d->ep, EPOLL_CTL_DEL, t->uffd, NULL);
 		close(t->uffd);
+	}
 	src_put(t->src);
 	free(t->runs);
 	free(t->retry);
@@ -1141,7 +1150,7 @@ static int on_event(struct lazy_daemon *d, struct lazy_watch *w, int listen_fd)
 static bool has_work(const struct lazy_daemon *d)
 {
 	for (const struct lazy_task *t = d->tasks; t; t = t->next)
-		if (t->uffd >= 0 && (t->nr_runs || t->nr_retry))
+		if (t->uffd >= 0 && (t->nr_retry || (t->nr_runs && d->restore_done)))
 			return true;
 	return false;
 }
@@ -1157,7 +1166,11 @@ static int copy_step(struct lazy_daemon *d)
 		if (t->uffd >= 0 && t->nr_retry)
 			ret = task_result(d, t, retry_faults(t));
 	}
-	if (ret)
+	/*
+	 * The background copy waits for the restore's end: until then it would only take
+	 * the CPUs from criu releasing the tree, which is what the time to run is made of.
+	 */
+	if (ret || !d->restore_done)
 		return ret;
 	for (unsigned int tries = 0; d->tasks && tries < 2; tries++) {
 		for (t = d->bg_next ?: d->tasks; t; t = t->next) {
@@ -1263,10 +1276,14 @@ int cr_lazy_pages(void)
 		pr_info("every page is in: %u tasks served\n", d.nr_served);
 out:
 	/* On an error the tasks still waiting for pages are killed: never zeroes for them. */
-	if (ret)
+	if (ret && d.guardian_sock >= 0) {
 		close(d.guardian_sock);
-	else
+		d.guardian_sock = -1;
+		while (waitpid(d.guardian_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	} else if (!ret) {
 		stop_guardian(&d);
+	}
 	while (d.tasks)
 		task_free(&d, d.tasks);
 	if (d.ep >= 0)

@@ -800,3 +800,13 @@ bool test_wait_lazy_restore(const void *probe)
 		nanosleep(&pause, NULL);
 	}
 }
+
+void *test_map_pattern(size_t len, uint64_t seed)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		test_fail_errno("mmap");
+	pattern_fill(p, len, seed);
+	return p;
+}

@@ -201,5 +201,7 @@ int test_recv_fds(int sk, int *fds, const char *data);
  * once SIGTERM is pending instead (a run without restore). probe must have been resident.
  */
 bool test_wait_lazy_restore(const void *probe);
+/* len bytes of private anonymous memory filled with pattern_fill(seed); fails the test. */
+void *test_map_pattern(size_t len, uint64_t seed);
 
 #endif

@@ -4,7 +4,6 @@
  * end. ZDTM_LAZY_MIB sets its size (default 256 MiB).
  */
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "zdtmtst.h"
 
@@ -15,10 +14,7 @@ int main(int argc, char **argv)
 	unsigned char *buf;
 
 	test_init(argc, argv);
-	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		test_fail_errno("mmap");
-	pattern_fill(buf, size, 7);
+	buf = test_map_pattern(size, 7);
 
 	test_ready();
 	if (test_wait_lazy_restore(buf + size - 1))

@@ -3,7 +3,6 @@
  * (faulting on its own copy of the missing pages) and writes a part of it, which the
  * parent, reading the buffer too, must not see.
  */
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,10 +27,7 @@ int main(int argc, char **argv)
 	int i, status;
 
 	test_init(argc, argv);
-	buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		test_fail_errno("mmap");
-	pattern_fill(buf, BUF_SIZE, 11);
+	buf = test_map_pattern(BUF_SIZE, 11);
 
 	test_ready();
 	test_wait_lazy_restore(buf + BUF_SIZE - 1);

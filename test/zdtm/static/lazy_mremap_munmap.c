@@ -58,11 +58,10 @@ int main(int argc, char **argv)
 	unsigned char *a, *b, *c, *dest, *top, *moved;
 
 	test_init(argc, argv);
-	a = map_area(PROT_READ | PROT_WRITE);
+	a = test_map_pattern(AREA, 21);
 	b = map_area(PROT_READ | PROT_WRITE);
 	c = map_area(PROT_READ | PROT_WRITE);
 	dest = map_area(PROT_NONE); /* where a goes: a hole of our own */
-	pattern_fill(a, AREA, 21);
 	fill_pieces(b, b_bounds, 3, 30);
 	fill_pieces(c, c_bounds, 4, 40);
 	/* The daemon copies in address order: the highest page comes last. */

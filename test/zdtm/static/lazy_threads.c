@@ -3,7 +3,6 @@
  * the same missing pages, each thread seeing every word as dumped.
  */
 #include <pthread.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "zdtmtst.h"
@@ -32,10 +31,7 @@ int main(int argc, char **argv)
 	long i;
 
 	test_init(argc, argv);
-	buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		test_fail_errno("mmap");
-	pattern_fill(buf, BUF_SIZE, 41);
+	buf = test_map_pattern(BUF_SIZE, 41);
 	for (i = 0; i < NR_THREADS; i++)
 		if (pthread_create(&threads[i], NULL, reader, (void *)i))
 			test_fail("pthread_create %ld", i);

@@ -1,7 +1,8 @@
 /*
- * A task that forks right after a lazy restore: each child reads the whole buffer
- * (faulting on its own copy of the missing pages) and writes a part of it, which the
- * parent, reading the buffer too, must not see.
+ * A task that forks right after a lazy restore: each child but the last reads the whole
+ * buffer (faulting on its own copy of the missing pages) and writes a part of it, which
+ * the parent, reading the buffer too, must not see; the last child exits at once, before
+ * its pages are in.
  */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,11 +10,13 @@
 #include "zdtmtst.h"
 
 #define BUF_SIZE (128ul << 20)
-#define NR_CHILDREN 2
+#define NR_CHILDREN 3
 #define CHILD_PART (1ul << 20)
 
 static void child_main(unsigned char *buf, int nr)
 {
+	if (nr == NR_CHILDREN - 1)
+		_exit(0);
 	pattern_expect(buf, BUF_SIZE, 11, "buffer in a child forked during the lazy restore");
 	pattern_fill(buf + nr * CHILD_PART, CHILD_PART, 100 + nr);
 	pattern_expect(buf + nr * CHILD_PART, CHILD_PART, 100 + nr, "the child's own writes");

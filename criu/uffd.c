@@ -341,7 +341,8 @@ struct guard_msg {
 struct guarded {
 	uint64_t id;
 	pid_t pid;
-	int uffd, pidfd;
+	int uffd; /* -1 once all its pages are in */
+	int pidfd; /* -1: pid unknown (a child forked meanwhile) */
 };
 
 static int guard_send(int sock, const struct guard_msg *msg, int uffd, int pidfd)
@@ -370,6 +371,14 @@ static int guard_send(int sock, const struct guard_msg *msg, int uffd, int pidfd
 	return 0;
 }
 
+static bool pid_listed(const pid_t *pids, unsigned int nr, pid_t pid)
+{
+	for (unsigned int i = 0; i < nr; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
 /* The pids whose parent is in pids[0..*nr), added to pids (up to max), from /proc. */
 static void add_descendants(pid_t *pids, unsigned int *nr, unsigned int max)
 {
@@ -396,36 +405,46 @@ static void add_descendants(pid_t *pids, unsigned int *nr, unsigned int max)
 			fclose(f);
 			if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
 				continue;
-			for (unsigned int i = 0; i < *nr; i++) {
-				if (pids[i] == pid)
-					break;
-				if (pids[i] == ppid) {
-					pids[(*nr)++] = pid;
-					break;
-				}
-			}
+			if (pid_listed(pids, *nr, ppid) && !pid_listed(pids, *nr, pid))
+				pids[(*nr)++] = pid;
 		}
 		if (proc)
 			closedir(proc);
 	} while (*nr != before && *nr < max);
 }
 
+/*
+ * Entries whose pages were all in (uffd -1) stay as roots: a child one forked while its
+ * pages came in is known by its uffd alone, and found among their descendants. When such
+ * a child is still missing pages, every descendant is killed: its pid is unknown.
+ */
 static void guardian_kill(struct guarded *held, unsigned int nr)
 {
+	unsigned int nr_pids = 0, nr_roots, nr_missing = 0, i;
+	bool pidless_missing = false;
 	pid_t pids[4096];
-	unsigned int nr_pids = 0, i;
 
-	for (i = 0; i < nr && nr_pids < 4096; i++)
-		if (held[i].pid > 0)
+	for (i = 0; i < nr; i++) {
+		if (held[i].uffd < 0 && held[i].pidfd >= 0 &&
+		    syscall(SYS_pidfd_send_signal, held[i].pidfd, 0, NULL, 0))
+			continue; /* gone: its pid may be someone else's by now */
+		if (held[i].pid > 0 && nr_pids < 4096)
 			pids[nr_pids++] = held[i].pid;
-	add_descendants(pids, &nr_pids, 4096);
-	pr_err("the lazy-pages daemon died with pages of %u tasks still missing: killing them and their %u descendants\n",
-	       nr, nr_pids - (nr < nr_pids ? nr : nr_pids));
-	/* By pidfd first: those pids cannot have been reused. */
+		if (held[i].uffd >= 0) {
+			nr_missing++;
+			pidless_missing |= held[i].pid <= 0;
+		}
+	}
+	nr_roots = nr_pids;
+	if (pidless_missing)
+		add_descendants(pids, &nr_pids, 4096);
+	pr_err("the lazy-pages daemon died with pages of %u tasks still missing: killing them and %u descendants\n",
+	       nr_missing, nr_pids - nr_roots);
+	/* The tasks by pidfd (a pid of theirs may have been reused), their children just seen. */
 	for (i = 0; i < nr; i++)
-		if (held[i].pidfd >= 0)
+		if (held[i].uffd >= 0 && held[i].pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, held[i].pidfd, SIGKILL, NULL, 0);
-	for (i = 0; i < nr_pids; i++)
+	for (i = nr_roots; i < nr_pids; i++)
 		kill(pids[i], SIGKILL);
 }
 
@@ -456,7 +475,7 @@ static int guardian_recv(int sock, struct guard_msg *msg, int fds[2])
 static void __attribute__((noreturn)) guardian_main(int sock)
 {
 	struct guarded *held = NULL, *grown;
-	unsigned int nr = 0, cap = 0, i;
+	unsigned int nr = 0, cap = 0, nr_missing = 0, i;
 	struct guard_msg msg;
 	int fds[2];
 
@@ -466,12 +485,11 @@ static void __attribute__((noreturn)) guardian_main(int sock)
 		if (msg.kind == GUARD_DONE) {
 			for (i = 0; i < nr && held[i].id != msg.id; i++)
 				;
-			if (i == nr)
-				continue;
-			close(held[i].uffd);
-			if (held[i].pidfd >= 0)
-				close(held[i].pidfd);
-			held[i] = held[--nr];
+			if (i < nr && held[i].uffd >= 0) {
+				close(held[i].uffd);
+				held[i].uffd = -1;
+				nr_missing--;
+			}
 			continue;
 		}
 		if (nr == cap) {
@@ -482,8 +500,9 @@ static void __attribute__((noreturn)) guardian_main(int sock)
 			cap = cap * 2 + 16;
 		}
 		held[nr++] = (struct guarded){ msg.id, msg.pid, fds[0], fds[1] };
+		nr_missing++;
 	}
-	if (nr)
+	if (nr_missing)
 		guardian_kill(held, nr);
 	_exit(1);
 }

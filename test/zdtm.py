@@ -464,7 +464,8 @@ TESTS = {
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
     'lazy_threads': {'lazy': True, 'lazy_faults': True},
     'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
-                           'test_env': {'ZDTM_LAZY_MIB': '1024'}},
+                           'test_env': {'ZDTM_LAZY_MIB': '512'}},
+    'lazy_daemon_killed_fork': {'bin': 'lazy_fork', 'mode': 'lazy_daemon_killed'},
     'restore_fail_lazy_no_daemon': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                     'corrupt': lambda img_dir, pid: None,
                                     'restore_args': ['--lazy-pages'],
@@ -1114,6 +1115,14 @@ def kernel_names_anon_vmas():
 
 
 KERNEL_PROBES = {'CONFIG_ANON_VMA_NAME': kernel_names_anon_vmas}
+
+
+def exe_of(pid):
+    """The program /proc/PID/exe names, or None (gone, or not ours to read)."""
+    try:
+        return os.readlink('/proc/%s/exe' % pid)
+    except OSError:
+        return None
 
 
 def pid_alive(pid):
@@ -1967,6 +1976,18 @@ class TestRun:
             raise TestFailure('the task was not killed with its daemon: wait status %#x, %s'
                               % (status, self.verdict_text()), 'lazy-pages.log')
         self.wait_tree_gone('after the daemon died')
+        # children forked after the restore are in no tree of ours: by their program
+        prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while True:
+            reap_orphans()
+            left = [p for p in os.listdir('/proc') if p.isdigit() and exe_of(p) == prog]
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise TestFailure('processes of %s still run after the daemon died: %s'
+                                  % (os.path.basename(prog), ' '.join(left)), 'lazy-pages.log')
+            time.sleep(0.01)
         if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
             raise TestFailure('the daemon\'s log does not say why the task was killed',
                               'lazy-pages.log')

@@ -1242,12 +1242,7 @@ static int collect_images(void)
 	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect() || sysv_shm_check_tree())
 		return -1;
-	if (check_pids_free())
-		return -1;
-	/* Before any task is forked: each one with lazy pages connects to the daemon. */
-	if (opts.lazy_pages && lazy_pages_probe())
-		return -1;
-	return prepare_plugins() ? -1 : 0;
+	return check_pids_free() || prepare_plugins() ? -1 : 0;
 }
 
 /* Pages the restored tree got back: each task's, and those of its shared objects. */
@@ -1286,6 +1281,7 @@ int cr_restore_tasks(void)
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
 	uint64_t shmem_pages = 0;
 	pid_t root_pid = 0; /* as criu sees it, once forked */
+	bool lazy_daemon_up = false; /* --lazy-pages: the daemon answered, it waits for our end */
 	sigset_t all, old;
 	int ret = -1;
 
@@ -1306,6 +1302,10 @@ int cr_restore_tasks(void)
 	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
+	/* Before any task is forked: each one with lazy pages connects to the daemon. */
+	if (opts.lazy_pages && lazy_pages_probe())
+		goto out;
+	lazy_daemon_up = opts.lazy_pages;
 	/* Tasks orphaned by a failure come to criu, which reaps them (kill_created_tasks()). */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
 		pr_perror("cannot become a subreaper");
@@ -1372,7 +1372,7 @@ out:
 	if (ret < 0)
 		kill_created_tasks();
 	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
-	if (opts.lazy_pages)
+	if (lazy_daemon_up)
 		lazy_pages_done();
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);

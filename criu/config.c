@@ -160,7 +160,8 @@ static const struct cr_option options[] = {
 	REFUSED("address", 0, required_argument),
 	REFUSED("port", 0, required_argument),
 	REFUSED("ps-socket", 0, required_argument),
-	REFUSED("lazy-pages", 0, no_argument),
+	SWITCH("lazy-pages", 0, lazy_pages,
+	       "restore: leave private memory to the criu lazy-pages daemon"),
 	REFUSED_FLAG("stream", 0),
 	/* values this criu has exactly one of */
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
@@ -232,8 +233,8 @@ struct refusal {
 /* clang-format off */
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 static const struct refusal refusals[] = {
-	{ "no page server, lazy pages or image streams",
-	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
+	{ "no page server or image streams",
+	  NAMES("page-server", "address", "port", "ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },

@@ -17,6 +17,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "uffd.h"
 
 /* Opens the images dir (and the work dir for logs/pidfile), then the log. */
 static int open_dirs_and_log(bool create_images_dir)
@@ -106,6 +107,13 @@ void report_status_ready(void)
 /* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
 static int open_dump(const char *command)
 {
+	if (opts.lazy_pages) {
+		fprintf(stderr, "Error: %s --lazy-pages (pages served to a remote lazy-pages daemon) "
+				"is not supported: dump writes every page; restore lazily with "
+				"restore --lazy-pages\n",
+			command);
+		return -1;
+	}
 	if (!opts.tree_pid) {
 		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
 		return -1;
@@ -148,6 +156,18 @@ static int run_restore(char **args)
 		pr_info("Restoring FAILED.\n");
 	log_fini();
 	return ret < 0 ? 1 : ret;
+}
+
+static int run_lazy_pages(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (open_dirs_and_log(false))
+		return 1;
+	ret = cr_lazy_pages();
+	log_fini();
+	return ret ? 1 : 0;
 }
 
 static int run_check(char **args)
@@ -219,7 +239,7 @@ static const struct command commands[] = {
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
 	{ "dedup", run_dedup, NULL,
 	  "punch the pages the dump in DIR stores again out of its parent images" },
-	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
+	{ "lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR" },
 	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
 	{ "exec", NULL, NULL, "not supported" },
 };

@@ -26,6 +26,7 @@
 #include "kerndat.h"
 #include "log.h"
 #include "mem-track.h"
+#include "uffd.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -300,8 +301,9 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
 	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
-	NOT_IMPLEMENTED("uffd", "lazy pages are not implemented"),
-	NOT_IMPLEMENTED("uffd-noncoop", "lazy pages are not implemented"),
+	{ "uffd", FEAT_EXTRA, kerndat_has_uffd, "restore --lazy-pages" },
+	{ "uffd-noncoop", FEAT_EXTRA, kerndat_has_uffd_noncoop,
+	  "restore --lazy-pages of tasks that fork, mremap or munmap" },
 	NOT_IMPLEMENTED("can_map_vdso", "the vdso is moved with mremap, not mapped by arch_prctl"),
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
 	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),

@@ -30,6 +30,7 @@
 #include "shmem.h"
 #include "sysv-shm.h"
 #include "task-image.h"
+#include "uffd.h"
 #include "vma.h"
 
 #define PAGE_SIZE 4096ul
@@ -77,6 +78,9 @@ struct rst_plan {
 	int *vma_fds; /* per image VMA, -1 for anonymous private memory */
 	uint64_t *vma_pgoffs; /* per image VMA: the offset its fd is mapped at */
 	int exe_fd;
+	/* restore --lazy-pages: the runs the blob reads and those the daemon serves (uffd.h). */
+	struct page_map eager, lazy;
+	int uffd, lazy_sock; /* -1: nothing lazy */
 	struct region_layout layout;
 };
 
@@ -121,6 +125,25 @@ static int open_task_pages(struct rst_plan *plan)
 			 plan->pages->nr_runs, (unsigned long long)plan->pages->total_bytes,
 			 plan->pages->nr_levels);
 	return ret;
+}
+
+/*
+ * restore --lazy-pages: the blob reads only the eager runs; the task's lazy runs go to the
+ * daemon now, its uffd once the blob has registered their VMAs.
+ */
+static int plan_lazy_pages(struct rst_plan *plan, const struct rst_task_ctx *ctx)
+{
+	int ret;
+
+	if (!ctx->lazy_pages)
+		return 0;
+	ret = lazy_split_pages(ctx->image, &plan->eager, &plan->lazy);
+	if (ret)
+		return ret;
+	plan->pages = &plan->eager;
+	if (!plan->lazy.nr_runs)
+		return 0;
+	return lazy_pages_connect_task(ctx->pid, &plan->lazy, &plan->uffd, &plan->lazy_sock);
 }
 
 /* ---- task state libc can still apply ---- */
@@ -693,6 +716,8 @@ static uint32_t rst_vma_status(const struct rst_plan *plan, const struct vma_ima
 		status |= RST_VMA_LOCKED;
 	if (vma_has_pages(plan->pages, vma))
 		status |= RST_VMA_HAS_PAGES;
+	if (plan->uffd >= 0 && vma_has_pages(&plan->lazy, vma))
+		status |= RST_VMA_LAZY;
 	if (vma_is_sysv_shm(vma))
 		status |= RST_VMA_SYSV;
 	return status;
@@ -866,7 +891,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.shared_pending = region + l->shared_pending,
 		.close_fds = region + l->close_fds, .nr_close_fds = plan->nr_close_fds,
 		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
-		.nr_file_locks = plan->nr_file_locks,
+		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -926,7 +951,8 @@ static __attribute__((noreturn)) void jump_to_blob(uint64_t entry, uint64_t stac
 
 int restorer_jump(struct rst_task_ctx *ctx)
 {
-	struct rst_plan plan = { .pages = &ctx->image->pages, .exe_fd = -1 };
+	struct rst_plan plan = { .pages = &ctx->image->pages, .exe_fd = -1, .uffd = -1,
+				 .lazy_sock = -1 };
 	struct rst_args *args = NULL;
 	uint64_t region = 0;
 	int ret;
@@ -934,7 +960,9 @@ int restorer_jump(struct rst_task_ctx *ctx)
 	/* On failure the task exits right after reporting: what was opened or mapped goes with it. */
 	pr_info("preparing the restorer\n");
 	file_locks_of_task(ctx->pid, &plan.file_locks, &plan.nr_file_locks);
-	ret = open_task_pages(&plan);
+	ret = plan_lazy_pages(&plan, ctx);
+	if (!ret)
+		ret = open_task_pages(&plan);
 	if (!ret)
 		ret = apply_libc_state(ctx->image);
 	if (!ret)

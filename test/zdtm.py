@@ -71,7 +71,7 @@ UPSTREAM_FEATURES = (
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
-                        'mem_dirty_track', 'pagemap_scan'}
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -80,6 +80,8 @@ echo "$CRTOOLS_SCRIPT_ACTION ${CRTOOLS_INIT_PID:-none} $(readlink -f "$CRTOOLS_I
      "$(test -e "$CRTOOLS_IMAGE_DIR/inventory.img" && echo inventory)" >> "$0.trace"
 """
 
+# --lazy-pages: every restore of the run is lazy (criu lazy-pages + restore --lazy-pages)
+LAZY_ALL = False
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
 EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
@@ -608,6 +610,20 @@ def mnt_restore_fails(restore_args, expect):
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
+    # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
+    # daemon served faults, i.e. that the task ran and touched its memory before it was in
+    'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
+    'lazy_fork': {'lazy': True, 'lazy_faults': True},
+    'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
+    'lazy_threads': {'lazy': True, 'lazy_faults': True},
+    'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
+                           'test_env': {'ZDTM_LAZY_MIB': '512'}},
+    'lazy_daemon_killed_fork': {'bin': 'lazy_fork', 'mode': 'lazy_daemon_killed'},
+    'restore_fail_lazy_no_daemon': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                    'corrupt': lambda img_dir, pid: None,
+                                    'restore_args': ['--lazy-pages'],
+                                    'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -1052,6 +1068,7 @@ TESTS = {
     'cli_pre_dump_without_pid': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
         'stderr': 'Error: pre-dump needs a process: -t PID\n'},
+    'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
     # configuration files as CRIU reads them
     'cli_config_file': {
@@ -1205,6 +1222,9 @@ for _bin, _desc in CROSS_TESTS.items():
 # The shared-root variant of the mount test runs its binary.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
+# Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
+TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
+                                        'setsid': True, 'lazy': True, 'lazy_faults': True}
 # Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
 # restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
 TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
@@ -1419,6 +1439,14 @@ def kernel_names_anon_vmas():
 
 
 KERNEL_PROBES = {'CONFIG_ANON_VMA_NAME': kernel_names_anon_vmas}
+
+
+def exe_of(pid):
+    """The program /proc/PID/exe names, or None (gone, or not ours to read)."""
+    try:
+        return os.readlink('/proc/%s/exe' % pid)
+    except OSError:
+        return None
 
 
 def pid_alive(pid):
@@ -1883,6 +1911,7 @@ class TestRun:
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
+        self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -2032,6 +2061,10 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        if self.lazy_daemon:
+            self.lazy_daemon.kill()
+            self.lazy_daemon.wait()
+            self.lazy_daemon = None
         killed = []
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
@@ -2227,10 +2260,80 @@ class TestRun:
                 os.path.join(self.out, 'crit', 'errors.txt'))) if len(errors) > 1 else '')
             self.crit_failure = 'crit check: ' + errors[0] + more
 
+    def lazy(self, binary):
+        """Whether this restore is lazy: the test asks for it ('lazy'), or the run does
+        (--lazy-pages), with our criu restoring."""
+        return binary == CRIU and (self.desc.get('lazy') or LAZY_ALL)
+
+    def start_lazy_daemon(self):
+        """criu lazy-pages for the images, as upstream's zdtm starts it: not waited for,
+        restore connects once it listens."""
+        err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
+        self.lazy_daemon = subprocess.Popen(
+            [CRIU, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        err.close()
+
+    def wait_lazy_daemon(self):
+        """The daemon exits by itself, with 0, once every page is in."""
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        try:
+            code = daemon.wait(timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+            raise TestFailure('criu lazy-pages did not finish in %d s' % CRIU_TIMEOUT,
+                              'lazy-pages.log')
+        if code != 0:
+            raise TestFailure('criu lazy-pages exited %d: %s' % (
+                code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+        faults = sum(int(l.split('(')[-1].split()[0]) for l in self.log_tail('lazy-pages.log', None)
+                     if 'all pages in (' in l)
+        if self.desc.get('lazy_faults') and not faults:
+            raise TestFailure('criu lazy-pages served no fault: the task did not run before '
+                              'its pages were in', 'lazy-pages.log')
+
+    def run_lazy_daemon_killed(self):
+        """The daemon killed while pages are still missing: the restored task must not go
+        on with zeroes; the daemon's guardian kills it and says so in the daemon's log."""
+        pid = self.pid
+        self.dump()
+        self.start_lazy_daemon()
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        daemon.kill()
+        daemon.wait()
+        self.expect_restored_pid(pid)
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the task was not killed with its daemon: wait status %#x, %s'
+                              % (status, self.verdict_text()), 'lazy-pages.log')
+        self.wait_tree_gone('after the daemon died')
+        # children forked after the restore are in no tree of ours: by their program
+        prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while True:
+            reap_orphans()
+            left = [p for p in os.listdir('/proc') if p.isdigit() and exe_of(p) == prog]
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise TestFailure('processes of %s still run after the daemon died: %s'
+                                  % (os.path.basename(prog), ' '.join(left)), 'lazy-pages.log')
+            time.sleep(0.01)
+        if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
+            raise TestFailure('the daemon\'s log does not say why the task was killed',
+                              'lazy-pages.log')
+
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
         args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
+        lazy = self.lazy(binary)
+        if lazy:
+            self.start_lazy_daemon()
+            args.append('--lazy-pages')
         stdin = None
         if detach:
             args.append('-d')
@@ -2242,6 +2345,8 @@ class TestRun:
         finally:
             if stdin:
                 stdin.close()
+            if lazy and self.lazy_daemon:
+                self.wait_lazy_daemon()
         self.expect_restored_pid(pid)
 
     def expect_restored_pid(self, pid):
@@ -3138,7 +3243,11 @@ def main():
     parser.add_argument('-a', '--all', action='store_true', help='run every test')
     parser.add_argument('--no-criu', action='store_true',
                         help='only start, signal and judge the tests (checks the tests)')
+    parser.add_argument('--lazy-pages', action='store_true',
+                        help='restore lazily: criu lazy-pages serves the memory')
     args = parser.parse_args()
+    global LAZY_ALL
+    LAZY_ALL = args.lazy_pages
 
     if args.action == 'list':
         print('\n'.join(TESTS))

@@ -20,12 +20,15 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Odd, so (i + 1) * WORD_MULT is never zero and differs for every word index. */
 #define WORD_MULT 0x9e3779b97f4a7c15ull
 #define MAX_PROCS 64
 #define MAX_THREADS 64
+/* -r: a pause longer than this between two of the stamp thread's 200 us sleeps is a restore. */
+#define RESUME_GAP_NS (50ull * 1000 * 1000)
 /* A child tells the root it is ready with this signal: real-time ones queue, none is lost. */
 #define SIG_CHILD_READY SIGRTMIN
 
@@ -113,6 +116,27 @@ static void *helper_thread(void *arg)
 	while (!__atomic_load_n(&check_requested, __ATOMIC_ACQUIRE))
 		futex_wait(&check_requested, 0);
 	check_slice(s);
+	return NULL;
+}
+
+/*
+ * -r: prints the CLOCK_MONOTONIC time at which the holder runs its own code again after a
+ * restore (the first wake-up after a long gap), for the benchmark's time-to-run.
+ */
+static void *resume_stamp_thread(void *arg)
+{
+	struct timespec pause = { 0, 200 * 1000 }, now;
+	uint64_t last = 0, ns;
+
+	(void)arg;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ns = now.tv_sec * 1000000000ull + now.tv_nsec;
+		if (last && ns - last > RESUME_GAP_NS)
+			printf("holder %d: resumed at %" PRIu64 " ns\n", getpid(), ns);
+		last = ns;
+		nanosleep(&pause, NULL);
+	}
 	return NULL;
 }
 
@@ -220,7 +244,7 @@ static int wait_children_ready(int nr_children)
 
 static void usage(const char *prog)
 {
-	fprintf(stderr, "usage: %s [-p PROCS] [-t THREADS] [-d DIRTY_MIB] SIZE_MIB (MiB per process)\n",
+	fprintf(stderr, "usage: %s [-p PROCS] [-t THREADS] [-d DIRTY_MIB] [-r] SIZE_MIB (MiB per process)\n",
 		prog);
 	exit(2);
 }
@@ -229,15 +253,18 @@ int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_sigterm }, sa_usr1 = { .sa_handler = on_sigusr1 };
 	int nr_procs = 1, nr_threads = 1, proc_nr = 0, opt, verdict;
-	pthread_t helpers[MAX_THREADS];
+	bool resume_stamp = false;
+	pthread_t helpers[MAX_THREADS], stamp;
 	struct slice slices[MAX_THREADS];
 	pid_t children[MAX_PROCS];
 	sigset_t blocked, waiting;
 	size_t size_mib;
 
-	while ((opt = getopt(argc, argv, "p:t:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:t:d:r")) != -1) {
 		if (opt == 'p')
 			nr_procs = atoi(optarg);
+		else if (opt == 'r')
+			resume_stamp = true;
 		else if (opt == 't')
 			nr_threads = atoi(optarg);
 		else if (opt == 'd')
@@ -288,6 +315,8 @@ int main(int argc, char **argv)
 	if (proc_nr)
 		kill(getppid(), SIG_CHILD_READY);
 	else if (wait_children_ready(nr_procs - 1))
+		return 2;
+	else if (resume_stamp && pthread_create(&stamp, NULL, resume_stamp_thread, NULL))
 		return 2;
 	else
 		printf("holder %d: ready, %d x %zu MiB, %d threads each\n", getpid(), nr_procs,

@@ -645,6 +645,11 @@ TESTS = {
     'mem_predump_dedup_command': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                   'pre_dumps': 2, 'dedup': True,
                                   'chain_check': lambda img: first_pre_dump_punched(img, 8)},
+    # a lazy restore cannot serve what a pre-dump parent holds: refused, nothing created
+    'restore_fail_lazy_predump': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                  'pre_dumps': 2, 'lazy_restore_fails': True,
+                                  'restore_args': ['--lazy-pages'],
+                                  'expect': 'lazy restore of a pre-dump chain is not supported'},
     # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
     'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                         'pre_dumps': 2, 'upstream_restore': True},
@@ -2485,6 +2490,8 @@ class TestRun:
             self.criu('dedup', ['-D', self.img], 'dedup.log')
         if 'chain_check' in self.desc:
             self.desc['chain_check'](self.img)
+        if self.desc.get('lazy_restore_fails'):
+            return self.expect_lazy_restore_fails(pid)
         restorer = UPSTREAM_CRIU if self.desc.get('upstream_restore') else CRIU
         self.restore(pid, extra=self.desc.get('restore_args', ()), binary=restorer)
         self.finish_and_judge()
@@ -2787,6 +2794,12 @@ class TestRun:
         depth = self.desc.get('corrupt_depth', 0)
         # what 'corrupt' may return (a lock it holds) is closed once restore has failed
         held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
+        self.expect_restore_fails(pid, held)
+
+    def expect_restore_fails(self, pid, held=None):
+        """Restore of the images in self.img fails with one error line saying desc's
+        'expect', creates nothing that lives on and changes no image; held (what 'corrupt'
+        returned) is closed once it has failed."""
         checksum = images_checksum(self.img)
         try:
             code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile] +
@@ -2808,6 +2821,22 @@ class TestRun:
             self.expect_no_process(tree_pid, 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
+
+    def expect_lazy_restore_fails(self, pid):
+        """A restore --lazy-pages, its daemon running, fails as expect_restore_fails()
+        says; the daemon, told the restore has ended, exits by itself."""
+        self.start_lazy_daemon()
+        try:
+            self.expect_restore_fails(pid)
+        finally:
+            daemon, self.lazy_daemon = self.lazy_daemon, None
+            try:
+                daemon.wait(timeout=CRIU_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+                raise TestFailure('criu lazy-pages did not end after the failed restore',
+                                  'lazy-pages.log')
 
     def run_pid_in_use(self):
         self.dump(['-R'])

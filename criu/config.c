@@ -149,15 +149,19 @@ static const struct cr_option options[] = {
 	     "restore: the directory a mount namespace's root mount is bound from"),
 	/* memory */
 	CALL("pre-dump-mode", 0, required_argument, set_pre_dump_mode, "splice|read",
-	     "how pre-dump reads memory (pre-dump needs memory tracking)"),
-	REFUSED_FLAG("track-mem", 0),
-	REFUSED("prev-images-dir", 0, required_argument),
-	REFUSED_FLAG("auto-dedup", 0),
+	     "how pre-dump reads memory (both copy it with process_vm_readv)"),
+	FLAG("track-mem", 0, track_mem,
+	     "writes are always tracked after a pre-dump (accepted, changes nothing)"),
+	STRING("prev-images-dir", 0, prev_images_dir, "DIR",
+	       "the previous pre-dump's images, relative to -D: store only pages written since"),
+	FLAG("auto-dedup", 0, auto_dedup,
+	     "punch holes in the parent images for the pages this dump stores again"),
 	REFUSED_FLAG("page-server", 0),
 	REFUSED("address", 0, required_argument),
 	REFUSED("port", 0, required_argument),
 	REFUSED("ps-socket", 0, required_argument),
-	REFUSED("lazy-pages", 0, no_argument),
+	SWITCH("lazy-pages", 0, lazy_pages,
+	       "restore: leave private memory to the criu lazy-pages daemon"),
 	REFUSED_FLAG("stream", 0),
 	/* values this criu has exactly one of */
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
@@ -229,10 +233,8 @@ struct refusal {
 /* clang-format off */
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 static const struct refusal refusals[] = {
-	{ "memory changes are not tracked (no soft-dirty bits here)",
-	  NAMES("track-mem", "prev-images-dir", "auto-dedup") },
-	{ "no page server, lazy pages or image streams",
-	  NAMES("page-server", "address", "port", "ps-socket", "lazy-pages", "stream", "tls",
+	{ "no page server or image streams",
+	  NAMES("page-server", "address", "port", "ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },

@@ -29,6 +29,7 @@
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "plugin.h"
@@ -1226,6 +1227,28 @@ static int dump_files(struct dump_task *task)
 	return ret ? ret : dump_task_fs(task->item->pid);
 }
 
+/* A failed pre-dump takes its write tracker (mem-track.h) back out of the task. */
+static int disarm_write_tracker(struct dump_task *task)
+{
+	struct compel_ctl *ctl;
+	unsigned long ip;
+	int ret, cure_ret;
+
+	ret = mem_track_fd(task->item->pid);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	ret = find_syscall_ip(task, &ip);
+	if (!ret)
+		ret = compel_infect(task->item->pid, ip, &ctl);
+	if (ret)
+		return ret;
+	ret = mem_track_disarm(ctl, task->item->pid);
+	cure_ret = compel_cure(ctl);
+	return ret ? ret : cure_ret;
+}
+
 /* A live process: its state, memory, files, ids and core images. */
 static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 {
@@ -1374,6 +1397,7 @@ static int write_stats(const struct dump_stats *stats)
 		.memwrite_us = stats->mem.stats.write_us,
 		.pages_scanned = stats->mem.stats.pages_scanned,
 		.pages_written = stats->mem.stats.pages_written,
+		.pages_in_parent = stats->mem.stats.pages_in_parent,
 		.shpages_scanned = stats->mem.stats.shpages_scanned,
 		.shpages_written = stats->mem.stats.shpages_written,
 	};
@@ -1382,6 +1406,110 @@ static int write_stats(const struct dump_stats *stats)
 	if (!ret && opts.display_stats)
 		ret = display_dump_stats();
 	return ret;
+}
+
+/*
+ * --prev-images-dir: the "parent" link in the images directory names it (relative to
+ * the images directory, as CRIU makes it), and restore follows the link.
+ */
+static int link_parent_images(struct mem_dump_ctx *mem)
+{
+	int fd;
+
+	if (!opts.prev_images_dir)
+		return 0;
+	if (unlinkat(images_dir_fd, "parent", 0) && errno != ENOENT) {
+		pr_perror("cannot remove the old parent link");
+		return -errno;
+	}
+	if (symlinkat(opts.prev_images_dir, images_dir_fd, "parent")) {
+		pr_perror("cannot link the parent images %s", opts.prev_images_dir);
+		return -errno;
+	}
+	fd = images_chain_dir(1);
+	if (fd < 0) {
+		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n",
+		       opts.prev_images_dir);
+		return fd;
+	}
+	close(fd);
+	mem->parent = true;
+	mem->auto_dedup = opts.auto_dedup;
+	return 0;
+}
+
+/* A pre-dump of one task: tracker armed, then its private anonymous pages. */
+static int pre_dump_one_task(struct dump_task *task, struct dump_stats *stats)
+{
+	pid_t pid = task->item->pid;
+	struct compel_ctl *ctl;
+	unsigned long ip;
+	int ret, cure_ret;
+
+	pr_info("pre-dumping the memory of task %d\n", pid);
+	ret = parse_pid_smaps(pid, &task->vmas, &task->nr_vmas);
+	if (!ret)
+		ret = find_syscall_ip(task, &ip);
+	if (!ret)
+		ret = compel_infect(pid, ip, &ctl);
+	if (ret)
+		return ret;
+	ret = mem_track_arm(ctl, pid, task->vmas, task->nr_vmas);
+	cure_ret = compel_cure(ctl);
+	if (!ret)
+		ret = cure_ret;
+	return ret ? ret : predump_task_mm(pid, task->vmas, task->nr_vmas, &stats->mem);
+}
+
+/* A failed pre-dump leaves no tracking behind: the tree is as it was. */
+static void pre_dump_undo(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_dump_tasks; i++)
+		if (dump_tasks[i]->seized && !dump_tasks[i]->item->zombie &&
+		    disarm_write_tracker(dump_tasks[i]))
+			pr_warn("task %d: its write tracker may be left\n", dump_tasks[i]->item->pid);
+}
+
+int cr_pre_dump_tasks(pid_t pid)
+{
+	struct dump_stats stats = { 0 };
+	unsigned int i;
+	int ret;
+
+	pr_info("Pre-dumping process %d\n", pid);
+	clock_gettime(CLOCK_MONOTONIC, &stats.start);
+	mem_dump_init(&stats.mem);
+	stats.mem.protect = true;
+	ret = link_parent_images(&stats.mem);
+	if (ret)
+		goto out;
+	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
+	ret = seize_tree_in_time(pid);
+	stats.freezing_us = usec_since(&stats.freeze_start);
+	/* The pids the images use come with the namespaces. */
+	if (!ret)
+		ret = ns_dump_collect();
+	for (i = 0; i < nr_dump_tasks && !ret; i++) {
+		struct timespec start;
+
+		if (dump_tasks[i]->item->zombie)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		ret = pre_dump_one_task(dump_tasks[i], &stats);
+		stats.memdump_us += usec_since(&start);
+	}
+	if (ret)
+		pre_dump_undo();
+out:
+	/* Resumed either way: a pre-dump never kills the tree. */
+	release_tree(false);
+	if (!ret)
+		ret = write_stats(&stats);
+	mem_dump_fini(&stats.mem);
+	free_tree();
+	return ret ? -1 : 0;
 }
 
 int cr_dump_tasks(pid_t pid)
@@ -1398,6 +1526,8 @@ int cr_dump_tasks(pid_t pid)
 	if (ret)
 		return -1;
 	ret = remove_old_inventory();
+	if (!ret)
+		ret = link_parent_images(&stats.mem);
 	if (ret)
 		goto out;
 

@@ -47,6 +47,7 @@
 #include "stats.h"
 #include "task-image.h"
 #include "tty.h"
+#include "uffd.h"
 #include "vma.h"
 
 #include "inventory.pb-c.h"
@@ -351,7 +352,8 @@ static int restore_membarrier(const struct task_image *ti)
 static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
-	struct rst_task_ctx ctx = { .pid = item->pid, .image = item->image, .loglevel = log_get_level() };
+	struct rst_task_ctx ctx = { .pid = item->pid, .image = item->image, .loglevel = log_get_level(),
+				    .lazy_pages = opts.lazy_pages };
 	int ret;
 
 	pr_info("restoring task %d\n", item->pid);
@@ -1290,6 +1292,7 @@ int cr_restore_tasks(void)
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
 	uint64_t shmem_pages = 0;
 	pid_t root_pid = 0; /* as criu sees it, once forked */
+	bool lazy_daemon_up = false; /* --lazy-pages: the daemon answered, it waits for our end */
 	sigset_t all, old;
 	int ret = -1;
 
@@ -1311,6 +1314,10 @@ int cr_restore_tasks(void)
 	/* Tasks start with every signal blocked; the restorer's sigreturn sets their own mask. */
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
+	/* Before any task is forked: each one with lazy pages connects to the daemon. */
+	if (opts.lazy_pages && lazy_pages_probe())
+		goto out;
+	lazy_daemon_up = opts.lazy_pages;
 	/* Tasks orphaned by a failure come to criu, which reaps them (kill_created_tasks()). */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
 		pr_perror("cannot become a subreaper");
@@ -1391,6 +1398,9 @@ out:
 	userns_owner_service_stop();
 	if (ret < 0)
 		kill_created_tasks();
+	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
+	if (lazy_daemon_up)
+		lazy_pages_done();
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();

@@ -13,9 +13,11 @@
 
 #include "cr_options.h"
 #include "crtools.h"
+#include "dedup.h"
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "uffd.h"
 
 /* Opens the images dir (and the work dir for logs/pidfile), then the log. */
 static int open_dirs_and_log(bool create_images_dir)
@@ -102,20 +104,33 @@ void report_status_ready(void)
 	opts.status_fd = -1;
 }
 
+/* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
+static int open_dump(const char *command)
+{
+	if (opts.lazy_pages) {
+		fprintf(stderr, "Error: %s --lazy-pages (pages served to a remote lazy-pages daemon) "
+				"is not supported: dump writes every page; restore lazily with "
+				"restore --lazy-pages\n",
+			command);
+		return -1;
+	}
+	if (!opts.tree_pid) {
+		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
+		return -1;
+	}
+	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
+		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
+		return -1;
+	}
+	return open_dirs_and_log(true);
+}
+
 static int run_dump(char **args)
 {
 	int ret;
 
 	(void)args;
-	if (!opts.tree_pid) {
-		fprintf(stderr, "Error: dump needs a process: -t PID\n");
-		return 1;
-	}
-	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
-		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
-		return 1;
-	}
-	if (open_dirs_and_log(true))
+	if (open_dump("dump"))
 		return 1;
 	ret = cr_dump_tasks(opts.tree_pid);
 	if (ret) {
@@ -143,6 +158,18 @@ static int run_restore(char **args)
 	return ret < 0 ? 1 : ret;
 }
 
+static int run_lazy_pages(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (open_dirs_and_log(false))
+		return 1;
+	ret = cr_lazy_pages();
+	log_fini();
+	return ret ? 1 : 0;
+}
+
 static int run_check(char **args)
 {
 	struct check_request req = {
@@ -160,13 +187,36 @@ static int run_check(char **args)
 	return ret ? 1 : 0;
 }
 
-/* Needs memory change tracking (soft-dirty), which neither this criu nor this kernel has. */
+/* Pages of the tree, which runs on; its writes are tracked for the next dump (mem-track.h). */
 static int run_pre_dump(char **args)
 {
+	int ret;
+
 	(void)args;
-	fprintf(stderr, "Error: pre-dump is not supported: memory changes cannot be tracked "
-			"(see criu check --feature mem_dirty_track)\n");
-	return 1;
+	if (open_dump("pre-dump"))
+		return 1;
+	ret = cr_pre_dump_tasks(opts.tree_pid);
+	if (ret)
+		pr_info("Pre-dumping FAILED.\n");
+	else
+		pr_info("Pre-dumping finished successfully\n");
+	log_fini();
+	return ret ? 1 : 0;
+}
+
+/* Holes in the parent images for the pages the dump in -D stores again (dedup.h). */
+static int run_dedup(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (open_dirs_and_log(false))
+		return 1;
+	ret = cr_dedup();
+	if (ret)
+		pr_info("Deduplication FAILED.\n");
+	log_fini();
+	return ret ? 1 : 0;
 }
 
 struct command {
@@ -183,12 +233,13 @@ static const struct command commands[] = {
 	{ "check", run_check, NULL, "check that this kernel has what dump and restore need" },
 	{ "show", exec_crit_show, "FILE", "print an image file as JSON (runs crit show FILE)" },
 	{ "pre-dump", run_pre_dump, NULL,
-	  "refused: needs memory change tracking, which this kernel lacks" },
+	  "save the tree's memory, leave it running and track its writes for the next dump" },
 	{ "page-server", NULL, NULL, "not supported: pages go into the images directory only" },
 	{ "service", NULL, NULL, "not supported: there is no RPC service" },
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
-	{ "dedup", NULL, NULL, "not supported: there are no pre-dumps to deduplicate" },
-	{ "lazy-pages", NULL, NULL, "not supported: restore maps every page before the tree runs" },
+	{ "dedup", run_dedup, NULL,
+	  "punch the pages the dump in DIR stores again out of its parent images" },
+	{ "lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR" },
 	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
 	{ "exec", NULL, NULL, "not supported" },
 };

@@ -17,6 +17,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "mem-track.h"
 #include "namespaces.h"
 #include "pstree.h"
 #include "servicefd.h"
@@ -543,7 +544,7 @@ int dump_task_files(pid_t pid)
 	uint32_t files_id;
 	size_t nr_fds;
 	char path[64];
-	int *fds, ret;
+	int *fds, ret, tracker_fd;
 
 	pr_info("dumping the fds of task %d\n", pid);
 	ret = task_files_id(pid, &files_id);
@@ -559,8 +560,11 @@ int dump_task_files(pid_t pid)
 		free(fds);
 		return -EIO;
 	}
+	/* A pre-dump's write tracker is criu's, not the task's: never in the images. */
+	tracker_fd = mem_track_fd(pid);
 	for (size_t i = 0; i < nr_fds && !ret; i++)
-		ret = dump_one_fd(pid, fds[i], fdinfo_img);
+		if (fds[i] != tracker_fd)
+			ret = dump_one_fd(pid, fds[i], fdinfo_img);
 	drop_task_pidfd();
 	close_image(fdinfo_img);
 	free(fds);

@@ -3,6 +3,7 @@
  * u32 length + packed protobuf message. Readers check every length against what the
  * file really holds, so a truncated or corrupt image is an error, never a crash.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,7 +211,43 @@ static int check_header(struct cr_img *img)
 	return 0;
 }
 
+/*
+ * The images directories up a pre-dump chain: level 0 is images_dir_fd, level N+1 what
+ * the "parent" link of level N names (relative to level N, as CRIU makes it). Opened
+ * afresh each time: a restored task closes the fds criu does not tell it about.
+ */
+int images_chain_dir(unsigned int level)
+{
+	unsigned int i;
+	int fd;
+
+	if (level >= IMG_CHAIN_MAX) {
+		pr_err("images: more than %d parent images directories\n", IMG_CHAIN_MAX - 1);
+		return -ELOOP;
+	}
+	fd = fcntl(images_dir_fd, F_DUPFD_CLOEXEC, 0);
+	for (i = 1; i <= level && fd >= 0; i++) {
+		int parent_fd = openat(fd, "parent", O_DIRECTORY | O_PATH | O_CLOEXEC);
+
+		close(fd);
+		fd = parent_fd;
+	}
+	if (fd < 0) {
+		int err = errno;
+
+		pr_perror("images: cannot open the parent images directory (level %u, \"parent\" link)",
+			  i - 1);
+		return -err;
+	}
+	return fd;
+}
+
 struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id)
+{
+	return open_image_at(images_dir_fd, type, flags, id);
+}
+
+struct cr_img *open_image_at(int dir_fd, enum cr_img_type type, int flags, unsigned long id)
 {
 	struct cr_img *img = calloc(1, sizeof(*img));
 	int ret;
@@ -223,9 +260,9 @@ struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id)
 	img_name(type, id, img->name, sizeof(img->name));
 
 	if ((flags & O_ACCMODE) == O_RDONLY)
-		img->fd = openat(images_dir_fd, img->name, O_RDONLY | O_CLOEXEC);
+		img->fd = openat(dir_fd, img->name, O_RDONLY | O_CLOEXEC);
 	else
-		img->fd = openat(images_dir_fd, img->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		img->fd = openat(dir_fd, img->name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (img->fd < 0) {
 		pr_perror("cannot open image %s", img->name);
 		free(img);

@@ -25,6 +25,8 @@
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
+#include "mem-track.h"
+#include "uffd.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -285,7 +287,7 @@ static bool has_move_mount_set_group(void)
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
 static const struct feature features[] = {
 	{ "mnt_id", FEAT_EXTRA, has_statx_mnt_id, "mount namespaces (files' mount ids)" },
-	NOT_IMPLEMENTED("mem_dirty_track", "memory changes are not tracked (soft-dirty): no pre-dump"),
+	{ "mem_dirty_track", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
 	NOT_IMPLEMENTED("aio_remap", "AIO rings are not dumped"),
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
 	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
@@ -299,8 +301,9 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
 	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
-	NOT_IMPLEMENTED("uffd", "lazy pages are not implemented"),
-	NOT_IMPLEMENTED("uffd-noncoop", "lazy pages are not implemented"),
+	{ "uffd", FEAT_EXTRA, kerndat_has_uffd, "restore --lazy-pages" },
+	{ "uffd-noncoop", FEAT_EXTRA, kerndat_has_uffd_noncoop,
+	  "restore --lazy-pages of tasks that fork, mremap or munmap" },
 	NOT_IMPLEMENTED("can_map_vdso", "the vdso is moved with mremap, not mapped by arch_prctl"),
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
 	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),
@@ -326,7 +329,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("openat2", "files are reopened without openat2()"),
 	{ "get_rseq_conf", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	NOT_IMPLEMENTED("ipv6_freebind", "sockets are not dumped"),
-	NOT_IMPLEMENTED("pagemap_scan", "memory is read without PAGEMAP_SCAN"),
+	{ "pagemap_scan", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
 	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
 	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),
 	NOT_IMPLEMENTED("breakpoints", "hardware breakpoints are not dumped"),

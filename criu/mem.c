@@ -10,20 +10,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
+#include "dedup.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
 #include "mem.h"
+#include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "page-xfer.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "sysv-shm.h"
+#include "task-image.h"
 #include "vma.h"
 
 #include "ext.pb-c.h"
@@ -44,11 +48,6 @@
 
 /* Pagemap entries read per pread: 512 KiB of pagemap covers 256 MiB of address space. */
 #define PAGEMAP_BATCH 65536
-/*
- * Page data go out in writes this big: writing the image is what bounds dump time,
- * and fewer, larger writes keep the page cache path streaming.
- */
-#define PAGES_BUF_SIZE (8UL << 20)
 
 void mem_dump_init(struct mem_dump_ctx *ctx)
 {
@@ -61,14 +60,6 @@ void mem_dump_fini(struct mem_dump_ctx *ctx)
 	free(ctx->shmem_dumped);
 	ctx->shmem_dumped = NULL;
 	ctx->nr_shmem_dumped = 0;
-}
-
-static uint64_t usec_since(const struct timespec *since)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - since->tv_sec) * 1000000ULL + (now.tv_nsec - since->tv_nsec) / 1000;
 }
 
 /* ------------------------------------------------------------------ VMAs ---- */
@@ -569,17 +560,17 @@ static int write_mm_ext_image(pid_t pid, const struct dump_vma *dvmas, unsigned 
 /* ----------------------------------------------------------------- pages ---- */
 
 /*
- * Where pages go: runs recorded in a pagemap image, their data batched into big writes
- * to its pages image. Pages are read from src_fd: /proc/PID/mem for a task's private
- * memory (at their address), the object itself for shared memory (at their offset).
+ * Where pages go: runs recorded in a pagemap image, their data through a page_xfer ring
+ * to its pages image. Pages are read from the task's memory (pid) for private memory (at
+ * their address), from src_fd, the object itself, for shared memory (at their offset).
  */
 struct page_writer {
 	const char *what; /* for messages: "task 123", "shared memory 0x1a2b" */
-	int src_fd;
+	pid_t pid; /* the task whose private pages are read; 0 for shared memory */
+	int src_fd; /* /proc/PID/mem, or the shared memory object */
 	struct cr_img *pagemap_img;
 	struct cr_img *pages_img;
-	char *buf;
-	size_t buf_used;
+	struct page_xfer xfer;
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
 };
@@ -588,13 +579,9 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 			    struct mem_dump_ctx *ctx)
 {
 	PagemapHead head = PAGEMAP_HEAD__INIT;
+	int ret;
 
 	pw->stats = &ctx->stats;
-	pw->buf = malloc(PAGES_BUF_SIZE);
-	if (!pw->buf) {
-		pr_err("no memory for the page buffer\n");
-		return -ENOMEM;
-	}
 	head.pages_id = ctx->next_pages_id++;
 	pw->pagemap_img = open_image(map_type, O_WRONLY, map_id);
 	if (!pw->pagemap_img)
@@ -602,42 +589,54 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 	pw->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, head.pages_id);
 	if (!pw->pages_img)
 		return -EIO;
-	return pb_write_one(pw->pagemap_img, &head);
+	ret = page_xfer_open(&pw->xfer, pw->pages_img);
+	return ret ? ret : pb_write_one(pw->pagemap_img, &head);
 }
 
 static void close_page_writer(struct page_writer *pw)
 {
+	if (pw->stats)
+		pw->stats->write_us += pw->xfer.write_us;
+	page_xfer_close(&pw->xfer);
 	close_image(pw->pages_img);
 	close_image(pw->pagemap_img);
-	free(pw->buf);
 }
 
 static int flush_pages(struct page_writer *pw)
 {
-	struct timespec start;
-	int ret;
+	return page_xfer_flush(&pw->xfer);
+}
 
-	if (!pw->buf_used)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = img_write_raw(pw->pages_img, pw->buf, pw->buf_used);
-	pw->stats->write_us += usec_since(&start);
-	if (ret)
-		return ret;
-	pw->buf_used = 0;
-	return 0;
+/*
+ * Up to len bytes at src_off into buf. A task's pages with process_vm_readv, one copy;
+ * what it cannot read (a VMA without PROT_READ) through /proc/PID/mem, which may.
+ */
+static ssize_t read_source(struct page_writer *pw, char *buf, size_t len, uint64_t src_off)
+{
+	if (pw->pid) {
+		struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)src_off, len };
+		ssize_t got = process_vm_readv(pw->pid, &local, 1, &remote, 1, 0);
+
+		if (got > 0)
+			return got;
+	}
+	return pread(pw->src_fd, buf, len, src_off);
 }
 
 static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 {
 	while (len) {
-		size_t room = PAGES_BUF_SIZE - pw->buf_used;
-		size_t chunk = len < room ? len : room;
-		ssize_t got = pread(pw->src_fd, pw->buf + pw->buf_used, chunk, src_off);
+		size_t room, chunk;
+		char *buf = page_xfer_room(&pw->xfer, &room);
+		ssize_t got;
 
+		if (!buf)
+			return page_xfer_flush(&pw->xfer);
+		chunk = len < room ? len : room;
+		got = read_source(pw, buf, chunk, src_off);
 		/* A memfd's size need not be a page multiple: its last page ends in zeros. */
 		if (got == 0 && pw->shmem && len < PAGE_SIZE) {
-			memset(pw->buf + pw->buf_used, 0, len);
+			memset(buf, 0, len);
 			got = len;
 		}
 		if (got <= 0) {
@@ -647,33 +646,35 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 			       (unsigned long long)src_off, strerror(err));
 			return -err;
 		}
-		pw->buf_used += got;
 		src_off += got;
 		len -= got;
-		if (pw->buf_used == PAGES_BUF_SIZE) {
-			int ret = flush_pages(pw);
-
-			if (ret)
-				return ret;
-		}
+		if (page_xfer_commit(&pw->xfer, got))
+			return page_xfer_flush(&pw->xfer);
 	}
 	return 0;
+}
+
+/* One pagemap entry: nr_pages at vaddr, PE_PRESENT (data follow) or PE_PARENT. */
+static int write_page_entry(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages,
+			    uint32_t flags)
+{
+	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+
+	pe.vaddr = vaddr;
+	pe.compat_nr_pages = 0;
+	pe.has_flags = true;
+	pe.flags = flags;
+	pe.has_nr_pages = true;
+	pe.nr_pages = nr_pages;
+	return pb_write_one(pw->pagemap_img, &pe);
 }
 
 /* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
 static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
 			 unsigned long nr_pages)
 {
-	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
-	int ret;
+	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PRESENT);
 
-	pe.vaddr = vaddr;
-	pe.compat_nr_pages = 0;
-	pe.has_flags = true;
-	pe.flags = PE_PRESENT;
-	pe.has_nr_pages = true;
-	pe.nr_pages = nr_pages;
-	ret = pb_write_one(pw->pagemap_img, &pe);
 	if (!ret)
 		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
 	if (!ret && pw->shmem)
@@ -762,7 +763,86 @@ struct private_scan {
 	uint64_t *pmes;
 	uint64_t zero_pfn;
 	int file_fd; /* the mapped file, to compare COW'ed pages of unaccounted VMAs; or -1 */
+	const struct mem_dump_ctx *ctx;
+	/* With a parent images directory: its runs of this task, and what was written since. */
+	struct page_map parent;
+	bool has_parent;
+	unsigned int parent_cursor; /* parent_holds(): the run looked at last */
+	struct mem_written written; /* of the VMA being walked */
+	struct page_dedup dedup; /* --auto-dedup: holes in the parent's pages images */
 };
+
+/* How one page is dumped (PAGE_FAILED: logged, the dump fails). */
+enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT, PAGE_FAILED };
+
+/* Whether the parent images hold the page at addr; addresses come in increasing order. */
+static bool parent_holds(struct private_scan *scan, uint64_t addr)
+{
+	const struct page_map *parent = &scan->parent;
+
+	while (scan->parent_cursor < parent->nr_runs &&
+	       parent->runs[scan->parent_cursor].vaddr + parent->runs[scan->parent_cursor].len <= addr)
+		scan->parent_cursor++;
+	return scan->parent_cursor < parent->nr_runs &&
+	       parent->runs[scan->parent_cursor].vaddr <= addr;
+}
+
+/*
+ * A page worth storing that was not written since the parent images stored it is only
+ * named there (PE_PARENT). [vdso] pages are always stored: CRIU's restore reads them.
+ */
+static enum page_kind page_kind(struct page_writer *pw, struct private_scan *scan,
+				const VmaEntry *ve, uint64_t addr, uint64_t pme)
+{
+	bool anon_only = ve->status & VMA_FILE_PRIVATE;
+
+	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
+	if (ve->status & VMA_AREA_VDSO)
+		return PAGE_STORE;
+	if (!page_worth_storing(pme, anon_only, scan->zero_pfn) ||
+	    (scan->file_fd >= 0 && page_equals_file(pw, scan->file_fd, ve, addr)))
+		return PAGE_SKIP;
+	if (!scan->has_parent || !parent_holds(scan, addr))
+		return PAGE_STORE;
+	if (!mem_written_has(&scan->written, addr))
+		return PAGE_IN_PARENT;
+	/* Stored again: the parent's copy, at the run parent_holds() found, is never read. */
+	if (scan->ctx->auto_dedup &&
+	    page_dedup_add(&scan->dedup, &scan->parent.runs[scan->parent_cursor], addr, PAGE_SIZE))
+		return PAGE_FAILED;
+	return PAGE_STORE;
+}
+
+/* A run of nr_pages at vaddr that the parent images hold. */
+static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
+{
+	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PARENT);
+
+	if (!ret)
+		pw->stats->pages_in_parent += nr_pages;
+	return ret;
+}
+
+static int dump_run(struct page_writer *pw, enum page_kind kind, uint64_t vaddr,
+		    unsigned long nr_pages)
+{
+	if (!nr_pages || kind == PAGE_SKIP)
+		return 0;
+	if (kind == PAGE_IN_PARENT)
+		return dump_parent_run(pw, vaddr, nr_pages);
+	return dump_page_run(pw, vaddr, vaddr, nr_pages);
+}
+
+/* Pages written since the last pre-dump (and, pre-dumping, protect them again). */
+static int scan_written(struct private_scan *scan, const VmaEntry *ve)
+{
+	const struct mem_dump_ctx *ctx = scan->ctx;
+
+	mem_written_free(&scan->written);
+	if (!scan->has_parent && !ctx->protect)
+		return 0;
+	return mem_track_scan(scan->pagemap_fd, ve->start, ve->end, ctx->protect, &scan->written);
+}
 
 /*
  * Private mappings: walk pagemap and store runs of present/swapped pages; in
@@ -771,11 +851,9 @@ struct private_scan {
 static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *scan,
 				  const VmaEntry *ve)
 {
-	bool anon_only = ve->status & VMA_FILE_PRIVATE;
-	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
-	bool every_page = ve->status & VMA_AREA_VDSO;
 	unsigned long run_start = 0, nr_run = 0, addr = ve->start;
-	int ret = 0;
+	enum page_kind run_kind = PAGE_SKIP;
+	int ret = scan_written(scan, ve);
 
 	while (addr < ve->end && !ret) {
 		unsigned long nr = (ve->end - addr) / PAGE_SIZE, i;
@@ -791,21 +869,23 @@ static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *s
 			return got < 0 ? -errno : -EIO;
 		}
 		for (i = 0; i < nr && !ret; i++, addr += PAGE_SIZE) {
-			if (every_page ||
-			    (page_worth_storing(scan->pmes[i], anon_only, scan->zero_pfn) &&
-			     (scan->file_fd < 0 || !page_equals_file(pw, scan->file_fd, ve, addr)))) {
-				if (!nr_run++)
-					run_start = addr;
+			enum page_kind kind = page_kind(pw, scan, ve, addr, scan->pmes[i]);
+
+			if (kind == PAGE_FAILED)
+				return -EIO;
+			if (kind == run_kind) {
+				nr_run++;
 				continue;
 			}
-			if (nr_run)
-				ret = dump_page_run(pw, run_start, run_start, nr_run);
-			nr_run = 0;
+			ret = dump_run(pw, run_kind, run_start, nr_run);
+			run_kind = kind;
+			run_start = addr;
+			nr_run = 1;
 		}
 	}
 	pw->stats->pages_scanned += (ve->end - ve->start) / PAGE_SIZE;
-	if (nr_run && !ret)
-		ret = dump_page_run(pw, run_start, run_start, nr_run);
+	if (!ret)
+		ret = dump_run(pw, run_kind, run_start, nr_run);
 	return ret;
 }
 
@@ -844,16 +924,41 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 	return ret;
 }
 
+/*
+ * The parent's runs of this task: none when the parent images have no pagemap of it (a
+ * task born since), then every page is stored.
+ */
+static int read_parent_pagemap(pid_t pid, struct private_scan *scan)
+{
+	int dir_fd = images_chain_dir(1), ret;
+	char name[64];
+
+	if (dir_fd < 0)
+		return dir_fd;
+	img_name(CR_IMG_PAGEMAP, pidns_img_pid(pid), name, sizeof(name));
+	ret = faccessat(dir_fd, name, F_OK, 0);
+	close(dir_fd);
+	if (ret) {
+		pr_info("task %d: no %s in the parent images: every page is stored\n", pid, name);
+		return 0;
+	}
+	scan->has_parent = true;
+	return page_map_read_parent(CR_IMG_PAGEMAP, pidns_img_pid(pid), &scan->parent);
+}
+
 static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
 			      struct mem_dump_ctx *ctx)
 {
-	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn() };
+	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn(),
+				     .ctx = ctx };
 	struct page_writer pw = { .src_fd = -1 };
 	char path[64], what[32];
-	int ret;
+	int ret = 0;
 
+	page_dedup_init(&scan.dedup, &scan.parent);
 	snprintf(what, sizeof(what), "task %d", pid);
 	pw.what = what;
+	pw.pid = pid;
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
 	pw.src_fd = open(path, O_RDONLY | O_CLOEXEC);
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
@@ -865,13 +970,19 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	} else if (!scan.pmes) {
 		ret = -ENOMEM;
 		pr_err("no memory for pagemap entries\n");
-	} else {
-		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+	} else if (ctx->parent) {
+		ret = read_parent_pagemap(pid, &scan);
 	}
 	if (!ret)
+		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
+	if (page_dedup_fini(&scan.dedup) && !ret)
+		ret = -EIO;
 	if (!ret)
 		ret = flush_pages(&pw);
+	page_map_free(&scan.parent);
+	mem_written_free(&scan.written);
 	free(scan.pmes);
 	if (scan.pagemap_fd >= 0)
 		close(scan.pagemap_fd);
@@ -1019,5 +1130,26 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 	if (!ret)
 		ret = dump_shmem_objects(pid, dvmas, nr, ctx);
 	free_dump_vmas(dvmas, nr_vmas);
+	return ret;
+}
+
+int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+		    struct mem_dump_ctx *ctx)
+{
+	struct dump_vma *dvmas;
+	unsigned int i, nr = 0;
+	int ret = 0;
+
+	dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*dvmas));
+	if (!dvmas) {
+		pr_err("no memory for the VMAs of %d\n", pid);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nr_vmas && !ret; i++)
+		if (mem_track_vma(&vmas[i]))
+			ret = fill_dump_vma(pid, &vmas[i], &dvmas[nr++]);
+	if (!ret)
+		ret = dump_private_pages(pid, dvmas, nr, ctx);
+	free_dump_vmas(dvmas, nr);
 	return ret;
 }

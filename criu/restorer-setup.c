@@ -30,6 +30,7 @@
 #include "shmem.h"
 #include "sysv-shm.h"
 #include "task-image.h"
+#include "uffd.h"
 #include "vma.h"
 
 #define PAGE_SIZE 4096ul
@@ -65,7 +66,7 @@ struct region_layout {
 /* Everything counted before the region is sized. */
 struct rst_plan {
 	const struct page_map *pages; /* the task's, from its image */
-	int pages_fd;
+	int pages_fds[IMG_CHAIN_MAX]; /* per chain level its runs use (pages->nr_levels) */
 	unsigned int nr_vmas, nr_reads, nr_iovs, nr_workers, nr_close_fds;
 	size_t anon_names_len; /* bytes of all VMA names, NULs included */
 	struct rst_range cur_special[RST_NR_SPECIALS];
@@ -77,6 +78,9 @@ struct rst_plan {
 	int *vma_fds; /* per image VMA, -1 for anonymous private memory */
 	uint64_t *vma_pgoffs; /* per image VMA: the offset its fd is mapped at */
 	int exe_fd;
+	/* restore --lazy-pages: the runs the blob reads and those the daemon serves (uffd.h). */
+	struct page_map eager, lazy;
+	int uffd, lazy_sock; /* -1: nothing lazy */
 	struct region_layout layout;
 };
 
@@ -84,15 +88,20 @@ static const char *const special_names[RST_NR_SPECIALS] = { "[vvar]", "[vvar_vcl
 
 /* ---- page image ---- */
 
-/* pages-ID.img of the task's pagemap, opened for the blob to read. */
-static int open_task_pages(struct rst_plan *plan)
+/* The pages image of one chain level, opened for the blob to read. */
+static int open_level_pages(struct rst_plan *plan, unsigned int level)
 {
-	struct cr_img *img = open_image(CR_IMG_PAGES, O_RDONLY, plan->pages->pages_id);
+	int dir_fd = images_chain_dir(level);
+	struct cr_img *img;
 
+	if (dir_fd < 0)
+		return dir_fd;
+	img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, plan->pages->level_pages_id[level]);
+	close(dir_fd);
 	if (!img)
 		return -EIO;
-	plan->pages_fd = fcntl(img->fd, F_DUPFD_CLOEXEC, 0);
-	if (plan->pages_fd < 0) {
+	plan->pages_fds[level] = fcntl(img->fd, F_DUPFD_CLOEXEC, 0);
+	if (plan->pages_fds[level] < 0) {
 		int err = errno;
 
 		pr_perror("%s: cannot keep the page image open", img->name);
@@ -100,9 +109,41 @@ static int open_task_pages(struct rst_plan *plan)
 		return -err;
 	}
 	close_image(img);
-	pr_debug("%u page runs, %llu bytes to read\n", plan->pages->nr_runs,
-		 (unsigned long long)plan->pages->total_bytes);
 	return 0;
+}
+
+/* pages-ID.img of the task's pagemap, and of each parent images directory its runs use. */
+static int open_task_pages(struct rst_plan *plan)
+{
+	unsigned int level;
+	int ret = 0;
+
+	for (level = 0; level < plan->pages->nr_levels && !ret; level++)
+		ret = open_level_pages(plan, level);
+	if (!ret)
+		pr_debug("%u page runs, %llu bytes to read from %u pages images\n",
+			 plan->pages->nr_runs, (unsigned long long)plan->pages->total_bytes,
+			 plan->pages->nr_levels);
+	return ret;
+}
+
+/*
+ * restore --lazy-pages: the blob reads only the eager runs; the task's lazy runs go to the
+ * daemon now, its uffd once the blob has registered their VMAs.
+ */
+static int plan_lazy_pages(struct rst_plan *plan, const struct rst_task_ctx *ctx)
+{
+	int ret;
+
+	if (!ctx->lazy_pages)
+		return 0;
+	ret = lazy_split_pages(ctx->image, &plan->eager, &plan->lazy);
+	if (ret)
+		return ret;
+	plan->pages = &plan->eager;
+	if (!plan->lazy.nr_runs)
+		return 0;
+	return lazy_pages_connect_task(ctx->pid, &plan->lazy, &plan->uffd, &plan->lazy_sock);
 }
 
 /* ---- task state libc can still apply ---- */
@@ -287,8 +328,9 @@ int rst_find_hole(struct rst_range *busy, unsigned int nr, uint64_t len, uint64_
  * big runs are cut into chunks so reader threads can share them. With reads/iovs
  * NULL only counts.
  */
-static void build_page_reads(const struct page_map *pages, struct rst_page_read *reads,
-			     struct rst_iovec *iovs, unsigned int *nr_reads, unsigned int *nr_iovs)
+static void build_page_reads(const struct page_map *pages, const int *fds,
+			     struct rst_page_read *reads, struct rst_iovec *iovs,
+			     unsigned int *nr_reads, unsigned int *nr_iovs)
 {
 	struct rst_page_read cur = { 0 };
 	unsigned int i, reads_done = 0, iovs_done = 0;
@@ -301,7 +343,7 @@ static void build_page_reads(const struct page_map *pages, struct rst_page_read 
 		for (pos = 0; pos < run->len; pos += piece) {
 			file_off = run->file_off + pos;
 			if (have && cur.file_off + cur.bytes == file_off && cur.nr_iov < RST_IOV_MAX &&
-			    cur.bytes < RST_READ_CHUNK) {
+			    cur.bytes < RST_READ_CHUNK && cur.level == run->level) {
 				piece = run->len - pos;
 				if (piece > RST_READ_CHUNK - cur.bytes)
 					piece = RST_READ_CHUNK - cur.bytes;
@@ -312,7 +354,8 @@ static void build_page_reads(const struct page_map *pages, struct rst_page_read 
 				piece = run->len - pos;
 				if (piece > RST_READ_CHUNK)
 					piece = RST_READ_CHUNK;
-				cur = (struct rst_page_read){ file_off, 0, iovs_done, 0 };
+				cur = (struct rst_page_read){ file_off, 0, iovs_done, 0, fds[run->level],
+							      run->level };
 				have = true;
 			}
 			if (iovs)
@@ -475,10 +518,11 @@ static int open_vma_fds(struct rst_plan *plan, const struct task_image *ti)
 static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 {
 	const struct task_image *ti = ctx->image;
+	unsigned int i;
 	int ret, type;
 
-	/* vma fds + exe + pages + sync + log + service fds */
-	plan->close_fds = calloc(ti->nr_vmas + 4 + SERVICE_FD_MAX, sizeof(int));
+	/* vma fds + exe + pages (one per chain level) + sync + log + service fds */
+	plan->close_fds = calloc(ti->nr_vmas + 4 + SERVICE_FD_MAX + IMG_CHAIN_MAX, sizeof(int));
 	plan->vma_fds = calloc(ti->nr_vmas ? ti->nr_vmas : 1, sizeof(int));
 	plan->vma_pgoffs = calloc(ti->nr_vmas ? ti->nr_vmas : 1, sizeof(uint64_t));
 	if (!plan->close_fds || !plan->vma_fds || !plan->vma_pgoffs) {
@@ -495,7 +539,8 @@ static int open_task_fds(struct rst_plan *plan, const struct rst_task_ctx *ctx)
 	}
 	add_close_fd(plan, plan->exe_fd);
 	plan->nr_file_fds = plan->nr_close_fds;
-	add_close_fd(plan, plan->pages_fd);
+	for (i = 0; i < plan->pages->nr_levels; i++)
+		add_close_fd(plan, plan->pages_fds[i]);
 	add_close_fd(plan, ctx->sync_fd);
 	add_close_fd(plan, ctx->log_fd);
 	for (type = 0; type < SERVICE_FD_MAX; type++)
@@ -586,7 +631,7 @@ static void plan_region(struct rst_plan *plan, const struct task_image *ti)
 		if (ti->vmas[i].anon_name)
 			plan->anon_names_len += strlen(ti->vmas[i].anon_name) + 1;
 	}
-	build_page_reads(plan->pages, NULL, NULL, &plan->nr_reads, &plan->nr_iovs);
+	build_page_reads(plan->pages, plan->pages_fds, NULL, NULL, &plan->nr_reads, &plan->nr_iovs);
 	plan->nr_workers = count_reader_threads(plan->pages->total_bytes);
 	plan_layout(plan, ti);
 }
@@ -671,6 +716,8 @@ static uint32_t rst_vma_status(const struct rst_plan *plan, const struct vma_ima
 		status |= RST_VMA_LOCKED;
 	if (vma_has_pages(plan->pages, vma))
 		status |= RST_VMA_HAS_PAGES;
+	if (plan->uffd >= 0 && vma_has_pages(&plan->lazy, vma))
+		status |= RST_VMA_LAZY;
 	if (vma_is_sysv_shm(vma))
 		status |= RST_VMA_SYSV;
 	return status;
@@ -836,7 +883,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 
 	*args = (struct rst_args){
 		.magic = RST_ARGS_MAGIC, .pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
-		.sync_fd = ctx->sync_fd, .pages_fd = plan->pages_fd, .region_start = region,
+		.sync_fd = ctx->sync_fd, .region_start = region,
 		.region_len = l->size, .task_size = RST_TASK_SIZE, .nr_vmas = plan->nr_vmas,
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,
 		.nr_page_reads = plan->nr_reads, .total_page_bytes = plan->pages->total_bytes,
@@ -844,12 +891,12 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.shared_pending = region + l->shared_pending,
 		.close_fds = region + l->close_fds, .nr_close_fds = plan->nr_close_fds,
 		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
-		.nr_file_locks = plan->nr_file_locks,
+		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
 	fill_vmas(plan, ti, REGION_PTR(region, l->vmas), REGION_PTR(region, l->anon_names));
-	build_page_reads(plan->pages, REGION_PTR(region, l->reads), REGION_PTR(region, l->iovs), &nr_reads,
+	build_page_reads(plan->pages, plan->pages_fds, REGION_PTR(region, l->reads), REGION_PTR(region, l->iovs), &nr_reads,
 			 &nr_iovs);
 	fill_specials(args, plan, region);
 	fill_mm_map(args, ti, REGION_PTR(region, l->auxv), plan->exe_fd);
@@ -904,7 +951,8 @@ static __attribute__((noreturn)) void jump_to_blob(uint64_t entry, uint64_t stac
 
 int restorer_jump(struct rst_task_ctx *ctx)
 {
-	struct rst_plan plan = { .pages = &ctx->image->pages, .pages_fd = -1, .exe_fd = -1 };
+	struct rst_plan plan = { .pages = &ctx->image->pages, .exe_fd = -1, .uffd = -1,
+				 .lazy_sock = -1 };
 	struct rst_args *args = NULL;
 	uint64_t region = 0;
 	int ret;
@@ -912,7 +960,9 @@ int restorer_jump(struct rst_task_ctx *ctx)
 	/* On failure the task exits right after reporting: what was opened or mapped goes with it. */
 	pr_info("preparing the restorer\n");
 	file_locks_of_task(ctx->pid, &plan.file_locks, &plan.nr_file_locks);
-	ret = open_task_pages(&plan);
+	ret = plan_lazy_pages(&plan, ctx);
+	if (!ret)
+		ret = open_task_pages(&plan);
 	if (!ret)
 		ret = apply_libc_state(ctx->image);
 	if (!ret)

@@ -39,7 +39,7 @@ int write_dump_stats(const struct dump_stats_info *info)
 	ds.memdump_time = usec32(info->memdump_us);
 	ds.memwrite_time = usec32(info->memwrite_us);
 	ds.pages_scanned = info->pages_scanned;
-	ds.pages_skipped_parent = 0;
+	ds.pages_skipped_parent = info->pages_in_parent;
 	ds.pages_written = info->pages_written;
 	ds.pages_lazy = 0;
 	ds.has_shpages_scanned = ds.has_shpages_skipped_parent = ds.has_shpages_written = true;

@@ -747,7 +747,8 @@ void page_map_free(struct page_map *map)
 	memset(map, 0, sizeof(*map));
 }
 
-static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len)
+static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len, uint64_t file_off,
+			uint32_t level)
 {
 	struct page_run *runs;
 
@@ -759,8 +760,7 @@ static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len)
 		}
 		map->runs = runs;
 	}
-	/* The data of PE_PRESENT runs follow each other in the pages image, from offset 0. */
-	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, map->total_bytes };
+	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level };
 	map->total_bytes += len;
 	return 0;
 }
@@ -773,24 +773,35 @@ static uint32_t pagemap_flags(const PagemapEntry *pe)
 	return pe->has_in_parent && pe->in_parent ? PE_PARENT : PE_PRESENT;
 }
 
-static int check_page_entry(const struct page_map *map, const PagemapEntry *pe, uint64_t nr_pages,
-			    uint64_t pages_size, unsigned int idx, const char *img)
+/* How one pagemap image is read: at which chain level, and whether parents may be used. */
+struct page_map_reader {
+	enum cr_img_type type;
+	unsigned long id;
+	unsigned int level;
+	bool chain;
+	struct page_map parent; /* level + 1, read at the first PE_PARENT entry */
+	bool parent_read;
+};
+
+static int check_page_entry(const struct page_map_reader *rd, const struct page_map *map,
+			    const PagemapEntry *pe, uint64_t nr_pages, uint64_t pages_size,
+			    unsigned int idx, const char *img)
 {
 	uint32_t flags = pagemap_flags(pe);
 	uint64_t len = nr_pages * PAGE_SIZE;
 	const struct page_run *last = map->nr_runs ? &map->runs[map->nr_runs - 1] : NULL;
 	const char *why = NULL;
 
-	if (flags & PE_PARENT)
-		why = "its pages are in a parent image (--prev-images-dir is not supported)";
-	else if (!(flags & PE_PRESENT))
+	if ((flags & PE_PARENT) && !rd->chain)
+		why = "its pages are in a parent image, which shared memory cannot use";
+	else if (!(flags & (PE_PRESENT | PE_PARENT)))
 		why = "its pages are not in this dump (lazy pages are not supported)";
 	else if (!nr_pages || nr_pages > TASK_SIZE / PAGE_SIZE || pe->vaddr % PAGE_SIZE ||
 		 pe->vaddr + len > TASK_SIZE)
 		why = "not a page-aligned range of the address space";
 	else if (last && pe->vaddr < last->vaddr + last->len)
 		why = "overlaps the entry before it or is out of order";
-	else if (map->total_bytes + len > pages_size)
+	else if ((flags & PE_PRESENT) && map->data_bytes + len > pages_size)
 		why = "its data lie past the end of the pages image";
 	if (!why)
 		return 0;
@@ -799,7 +810,62 @@ static int check_page_entry(const struct page_map *map, const PagemapEntry *pe, 
 	return -EINVAL;
 }
 
-static int read_page_entries(struct cr_img *img, struct page_map *map, uint64_t pages_size)
+static int page_map_read_level(enum cr_img_type type, unsigned long id, unsigned int level,
+			       bool chain, struct page_map *map);
+
+/* [vaddr, vaddr + len) as the parent's runs hold it, each piece where its data are. */
+static int add_parent_pieces(struct page_map_reader *rd, struct page_map *map, uint64_t vaddr,
+			     uint64_t len, const char *img)
+{
+	const struct page_map *parent = &rd->parent;
+	uint64_t pos = vaddr, end = vaddr + len;
+	unsigned int lo = 0, hi = parent->nr_runs;
+	int ret = 0;
+
+	/* The first parent run ending after pos: runs are sorted and do not overlap. */
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+
+		if (parent->runs[mid].vaddr + parent->runs[mid].len <= pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; pos < end && lo < parent->nr_runs && !ret; lo++) {
+		const struct page_run *run = &parent->runs[lo];
+		uint64_t piece_end = run->vaddr + run->len < end ? run->vaddr + run->len : end;
+
+		if (run->vaddr > pos)
+			break;
+		ret = add_page_run(map, pos, piece_end - pos, run->file_off + (pos - run->vaddr),
+				   run->level);
+		pos = piece_end;
+	}
+	if (!ret && pos < end) {
+		pr_err("%s: pages at %#llx are in the parent's images, which do not hold them\n",
+		       img, (unsigned long long)pos);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+static int add_parent_entry(struct page_map_reader *rd, struct page_map *map, uint64_t vaddr,
+			    uint64_t len, const char *img)
+{
+	int ret;
+
+	if (!rd->parent_read) {
+		/* What is missing up the chain was named there. */
+		ret = page_map_read_level(rd->type, rd->id, rd->level + 1, true, &rd->parent);
+		if (ret)
+			return ret;
+		rd->parent_read = true;
+	}
+	return add_parent_pieces(rd, map, vaddr, len, img);
+}
+
+static int read_page_entries(struct page_map_reader *rd, struct cr_img *img, struct page_map *map,
+			     uint64_t pages_size)
 {
 	unsigned int idx = 1; /* entry 0 is the head */
 	PagemapEntry *pe;
@@ -807,10 +873,15 @@ static int read_page_entries(struct cr_img *img, struct page_map *map, uint64_t 
 
 	while ((ret = pb_read_one(img, (void **)&pe)) == 1) {
 		uint64_t nr_pages = pe->has_nr_pages ? pe->nr_pages : pe->compat_nr_pages;
+		uint64_t len = nr_pages * PAGE_SIZE;
 
-		ret = check_page_entry(map, pe, nr_pages, pages_size, idx++, img->name);
-		if (!ret)
-			ret = add_page_run(map, pe->vaddr, nr_pages * PAGE_SIZE);
+		ret = check_page_entry(rd, map, pe, nr_pages, pages_size, idx++, img->name);
+		if (!ret && (pagemap_flags(pe) & PE_PARENT)) {
+			ret = add_parent_entry(rd, map, pe->vaddr, len, img->name);
+		} else if (!ret) {
+			ret = add_page_run(map, pe->vaddr, len, map->data_bytes, rd->level);
+			map->data_bytes += len;
+		}
 		pb_free(img, pe);
 		if (ret)
 			return ret;
@@ -819,9 +890,9 @@ static int read_page_entries(struct cr_img *img, struct page_map *map, uint64_t 
 }
 
 /* The size of pages-ID.img, which bounds every run. */
-static int pages_image_size(uint32_t pages_id, uint64_t *size)
+static int pages_image_size(int dir_fd, uint32_t pages_id, uint64_t *size)
 {
-	struct cr_img *img = open_image(CR_IMG_PAGES, O_RDONLY, pages_id);
+	struct cr_img *img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, pages_id);
 
 	if (!img)
 		return -EIO;
@@ -830,32 +901,79 @@ static int pages_image_size(uint32_t pages_id, uint64_t *size)
 	return 0;
 }
 
-int page_map_read(enum cr_img_type type, unsigned long id, struct page_map *map)
+/* The levels the parent's runs use, for the blob to open. */
+static void take_parent_levels(struct page_map *map, const struct page_map_reader *rd)
 {
+	unsigned int i;
+
+	if (!rd->parent_read)
+		return;
+	for (i = rd->level + 1; i < rd->parent.nr_levels; i++)
+		map->level_pages_id[i] = rd->parent.level_pages_id[i];
+	map->nr_levels = rd->parent.nr_levels;
+}
+
+static int page_map_read_level(enum cr_img_type type, unsigned long id, unsigned int level,
+			       bool chain, struct page_map *map)
+{
+	struct page_map_reader rd = { .type = type, .id = id, .level = level, .chain = chain };
+	int dir_fd = images_chain_dir(level);
 	struct cr_img *img;
 	uint64_t pages_size;
 	PagemapHead *head;
+	char name[64];
 	int ret;
 
 	memset(map, 0, sizeof(*map));
-	img = open_image(type, O_RDONLY, id);
-	if (!img)
+	if (dir_fd < 0)
+		return dir_fd;
+	img_name(type, id, name, sizeof(name));
+	if (level && faccessat(dir_fd, name, F_OK, 0)) {
+		pr_err("parent images (level %u): no %s, which the images above use\n", level, name);
+		close(dir_fd);
+		return -ENOENT;
+	}
+	img = open_image_at(dir_fd, type, O_RDONLY, id);
+	if (!img) {
+		close(dir_fd);
 		return -EIO;
+	}
 	ret = pb_read_one_required_as(img, &pagemap_head__descriptor, (void **)&head);
 	if (!ret) {
 		map->pages_id = head->pages_id;
+		map->level_pages_id[level] = head->pages_id;
+		map->nr_levels = level + 1;
 		pb_free(img, head);
-		ret = pages_image_size(map->pages_id, &pages_size);
+		ret = pages_image_size(dir_fd, map->pages_id, &pages_size);
 	}
 	if (!ret)
-		ret = read_page_entries(img, map, pages_size);
-	if (!ret)
-		pr_debug("%s: %u page runs, %llu bytes in pages-%u.img\n", img->name, map->nr_runs,
-			 (unsigned long long)map->total_bytes, map->pages_id);
+		ret = read_page_entries(&rd, img, map, pages_size);
+	if (!ret) {
+		take_parent_levels(map, &rd);
+		pr_debug("%s (level %u): %u page runs, %llu bytes in pages-%u.img\n", img->name,
+			 level, map->nr_runs, (unsigned long long)map->data_bytes, map->pages_id);
+	}
 	close_image(img);
+	close(dir_fd);
+	page_map_free(&rd.parent);
 	if (ret)
 		page_map_free(map);
 	return ret;
+}
+
+int page_map_read(enum cr_img_type type, unsigned long id, struct page_map *map)
+{
+	return page_map_read_level(type, id, 0, false, map);
+}
+
+int page_map_read_chain(enum cr_img_type type, unsigned long id, struct page_map *map)
+{
+	return page_map_read_level(type, id, 0, true, map);
+}
+
+int page_map_read_parent(enum cr_img_type type, unsigned long id, struct page_map *map)
+{
+	return page_map_read_level(type, id, 1, true, map);
 }
 
 /* The VMA holding addr, or NULL. */
@@ -914,7 +1032,7 @@ static int collect_pagemap(struct task_image *ti)
 	int ret;
 
 	img_ref(&ref, CR_IMG_PAGEMAP, ti->item->pid);
-	ret = page_map_read(CR_IMG_PAGEMAP, ti->item->pid, map);
+	ret = page_map_read_chain(CR_IMG_PAGEMAP, ti->item->pid, map);
 	for (i = 0; i < map->nr_runs && !ret; i++) {
 		if (run_in_special(ti, &map->runs[i])) {
 			pr_debug("%s: pages at %#llx of a special mapping skipped\n", ref.name,

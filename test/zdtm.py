@@ -70,7 +70,8 @@ UPSTREAM_FEATURES = (
     'overlayfs_maps breakpoints pagemap_scan_guard_pages').split()
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
-                        'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group'}
+                        'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -79,6 +80,8 @@ echo "$CRTOOLS_SCRIPT_ACTION ${CRTOOLS_INIT_PID:-none} $(readlink -f "$CRTOOLS_I
      "$(test -e "$CRTOOLS_IMAGE_DIR/inventory.img" && echo inventory)" >> "$0.trace"
 """
 
+# --lazy-pages: every restore of the run is lazy (criu lazy-pages + restore --lazy-pages)
+LAZY_ALL = False
 READY_TIMEOUT = 30  # seconds for a test to set itself up
 CRIU_TIMEOUT = 120  # seconds for one criu command
 EXIT_TIMEOUT = 30  # seconds for a test to check itself and exit after SIGTERM
@@ -310,6 +313,34 @@ def pages_in_parent(img_dir, pid):
     edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
 
 
+def bad_parent_pagemap(out, pid):
+    """A parent images directory whose pagemap of the task is not an image."""
+    os.makedirs(os.path.join(out, 'bad-parent'))
+    with open(os.path.join(out, 'bad-parent', 'pagemap-%d.img' % pid), 'wb') as image:
+        image.write(b'not an image')
+
+
+def parent_link_to_empty_dir(img_dir, pid):
+    """The first run of pages is in the parent images, whose directory lacks the task's
+    pagemap."""
+    pages_in_parent(img_dir, pid)
+    os.makedirs(os.path.join(img_dir, '..', 'empty-parent'))
+    os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
+
+
+def first_pre_dump_punched(img_dir, nr_pages=24):
+    """Deduplicated: the first pre-dump's pages image lost the nr_pages stored again later
+    to holes (mem_predump_changes rewrites 16 after it, then 8 after the second)."""
+    pre_dir = img_dir + '-pre1'
+    pages = [os.path.join(pre_dir, n) for n in os.listdir(pre_dir) if n.startswith('pages-')]
+    if len(pages) != 1:
+        raise TestFailure('pre-dump 1 has %d pages images' % len(pages))
+    st = os.stat(pages[0])
+    if st.st_blocks * 512 > st.st_size - nr_pages * 4096:
+        raise TestFailure('%s: %d bytes allocated of %d: no holes for the pages stored again'
+                          % (pages[0], st.st_blocks * 512, st.st_size), 'dump.log')
+
+
 def vma_becomes_sysv_shm(img_dir, pid):
     """The heap claims to be SysV shared memory (VMA_AREA_SYSVIPC)."""
     def edit(entries):
@@ -533,9 +564,10 @@ def mnt_restore_fails(restore_args, expect):
 # devpts: a devpts instance of the test's own ({out}/devpts, $ZDTM_DEVPTS), so that the pty
 # indices it gets are not taken by another process between dump and restore.
 #   dump_fails     the dump must fail; every process and thread of the tree stays alive,
-#                  neither stopped nor traced, and the tree passes its checks ('dump_args':
-#                  more options, 'script': shell text written to {out}/script.sh,
-#                  'expect': what the error line says)
+#                  neither stopped nor traced, with no write tracker (userfaultfd) left, and
+#                  the tree passes its checks ('dump_args': more options, 'script': shell
+#                  text written to {out}/script.sh, 'expect': what the error line says,
+#                  'action': pre-dump instead of dump, 'setup': f(out, pid) run first)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
 #                  need: what it returns is closed after), restore ('restore_args') must fail
 #   pid_in_use     dump -R, restore while the original still runs: must fail
@@ -561,6 +593,14 @@ def mnt_restore_fails(restore_args, expect):
 #   plugin_restore_fails   restore fails (test_fail at 'fail', or plugins from 'libdir'):
 #                          error names 'names', nothing left, images unchanged; then a
 #                          clean restore must still work; 'env': extra criu environment
+#   pre_dump       'pre_dumps' (default 1) criu pre-dumps chained with --prev-images-dir,
+#                  each followed by SIGUSR1: the test changes its memory and writes the
+#                  step's number to $ZDTM_STEP_FILE; then the final dump with the last
+#                  pre-dump as parent, restore -d, verdict ('max_pages_bytes' bounds the
+#                  final dump's own pages; 'upstream_restore': upstream criu restores;
+#                  'pre_dump_args': more pre-dump options; 'dedup': criu dedup after the
+#                  final dump; 'chain_check': f(img_dir) then, the pre-dumps beside it as
+#                  img_dir-preN)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
@@ -577,6 +617,20 @@ def mnt_restore_fails(restore_args, expect):
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
+    # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
+    # daemon served faults, i.e. that the task ran and touched its memory before it was in
+    'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
+    'lazy_fork': {'lazy': True, 'lazy_faults': True},
+    'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
+    'lazy_threads': {'lazy': True, 'lazy_faults': True},
+    'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
+                           'test_env': {'ZDTM_LAZY_MIB': '512'}},
+    'lazy_daemon_killed_fork': {'bin': 'lazy_fork', 'mode': 'lazy_daemon_killed'},
+    'restore_fail_lazy_no_daemon': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                    'corrupt': lambda img_dir, pid: None,
+                                    'restore_args': ['--lazy-pages'],
+                                    'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -587,6 +641,25 @@ TESTS = {
     'mem_prot_none_guard': {},
     'maps_equal': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
+    # pre-dumps: two chained, the final dump storing only what changed since the second
+    'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20,
+                            'dump_args': ['--track-mem']},
+    # --auto-dedup: pages stored again leave holes in the parents, restore is unchanged
+    'mem_predump_dedup': {'bin': 'mem_predump_changes', 'mode': 'pre_dump', 'pre_dumps': 2,
+                          'pre_dump_args': ['--auto-dedup'], 'dump_args': ['--auto-dedup'],
+                          'chain_check': first_pre_dump_punched},
+    # criu dedup after the final dump: the 8 pages it stores again leave the first pre-dump
+    'mem_predump_dedup_command': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                  'pre_dumps': 2, 'dedup': True,
+                                  'chain_check': lambda img: first_pre_dump_punched(img, 8)},
+    # a lazy restore cannot serve what a pre-dump parent holds: refused, nothing created
+    'restore_fail_lazy_predump': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                  'pre_dumps': 2, 'lazy_restore_fails': True,
+                                  'restore_args': ['--lazy-pages'],
+                                  'expect': 'lazy restore of a pre-dump chain is not supported'},
+    # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
+    'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
+                                        'pre_dumps': 2, 'upstream_restore': True},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
@@ -764,6 +837,14 @@ TESTS = {
                                    'corrupt': inventory_version_1, 'expect': 'inventory.img'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
+    'restore_fail_parent_pagemap_missing': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_link_to_empty_dir,
+        'expect': 'parent images (level 1): no pagemap-'},
+    # a pre-dump that fails after arming the tracker closes it again
+    'pre_dump_fail_bad_parent': {
+        'bin': 'mem_anon_private', 'mode': 'dump_fails', 'action': 'pre-dump',
+        'setup': bad_parent_pagemap, 'dump_args': ['--prev-images-dir', '../bad-parent'],
+        'expect': 'pagemap-'},
     'restore_fail_sysv_shm_vma': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                   'corrupt': vma_becomes_sysv_shm,
                                   'expect': 'SysV shared memory that is not shared anonymous'},
@@ -970,11 +1051,11 @@ TESTS = {
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
-        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mem_dirty_track']},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mnt_id']},
     'cli_verbosity_long_form': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mem_dirty_track'],
-        'stderr': 'Warn: mem_dirty_track is not supported by this criu: memory changes are not '
-                  'tracked (soft-dirty): no pre-dump\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mnt_id'],
+        'stderr': 'Warn: mnt_id is not supported by this criu: mount namespaces and mount ids '
+                  'are not dumped\n'},
     'cli_option_equals_value': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feature=clone3_set_tid', '--log-file=c.log',
                                          '--images-dir={out}', '-v4'],
@@ -997,13 +1078,16 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-o', 'd.log', '-D', '{out}', '-t', '1',
                                          '--evasive-devices'],
         'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
+    'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['page-server'],
         'stderr': 'command page-server is not supported\n'},
-    'cli_pre_dump_without_tracking': {'mode': 'cli', 'args': ['pre-dump', '-t', '1']},
-    'cli_track_mem_refused': {
-        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--track-mem'],
-        'stderr': 'option --track-mem is not supported\n'},
+    'cli_pre_dump_no_such_pid': {'mode': 'cli',
+                                 'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
+    'cli_pre_dump_without_pid': {
+        'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
+        'stderr': 'Error: pre-dump needs a process: -t PID\n'},
+    'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
     # configuration files as CRIU reads them
     'cli_config_file': {
@@ -1016,7 +1100,7 @@ TESTS = {
         'stdout': 'clone3_set_tid is supported\n', 'created': ['check log.txt']},
     'cli_config_file_command_line_wins': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config={out}/c.conf', '-v0'],
-        'files': {'c.conf': 'verbosity=4\nfeature mem_dirty_track\n'}},
+        'files': {'c.conf': 'verbosity=4\nfeature mnt_id\n'}},
     'cli_config_file_bad_line': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config', '{out}/c.conf'],
         'files': {'c.conf': 'verbosity=4\ntree\n'},
@@ -1157,6 +1241,9 @@ for _bin, _desc in CROSS_TESTS.items():
 # The shared-root variant of the mount test runs its binary.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
+# Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
+TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
+                                        'setsid': True, 'lazy': True, 'lazy_faults': True}
 # Shared anonymous memory held as a file is a "/dev/zero" memfd for both criu; upstream's
 # restore of ours re-creates it apart from the VMAs we dump as shared anonymous memory.
 TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
@@ -1371,6 +1458,14 @@ def kernel_names_anon_vmas():
 
 
 KERNEL_PROBES = {'CONFIG_ANON_VMA_NAME': kernel_names_anon_vmas}
+
+
+def exe_of(pid):
+    """The program /proc/PID/exe names, or None (gone, or not ours to read)."""
+    try:
+        return os.readlink('/proc/%s/exe' % pid)
+    except OSError:
+        return None
 
 
 def pid_alive(pid):
@@ -1830,9 +1925,12 @@ class TestRun:
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
+        if desc.get('mode') == 'pre_dump':
+            self.test_env['ZDTM_STEP_FILE'] = os.path.join(self.out, 'step')
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
+        self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -1982,6 +2080,10 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        if self.lazy_daemon:
+            self.lazy_daemon.kill()
+            self.lazy_daemon.wait()
+            self.lazy_daemon = None
         killed = []
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
@@ -2177,10 +2279,80 @@ class TestRun:
                 os.path.join(self.out, 'crit', 'errors.txt'))) if len(errors) > 1 else '')
             self.crit_failure = 'crit check: ' + errors[0] + more
 
+    def lazy(self, binary):
+        """Whether this restore is lazy: the test asks for it ('lazy'), or the run does
+        (--lazy-pages), with our criu restoring."""
+        return binary == CRIU and (self.desc.get('lazy') or LAZY_ALL)
+
+    def start_lazy_daemon(self):
+        """criu lazy-pages for the images, as upstream's zdtm starts it: not waited for,
+        restore connects once it listens."""
+        err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
+        self.lazy_daemon = subprocess.Popen(
+            [CRIU, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        err.close()
+
+    def wait_lazy_daemon(self):
+        """The daemon exits by itself, with 0, once every page is in."""
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        try:
+            code = daemon.wait(timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+            raise TestFailure('criu lazy-pages did not finish in %d s' % CRIU_TIMEOUT,
+                              'lazy-pages.log')
+        if code != 0:
+            raise TestFailure('criu lazy-pages exited %d: %s' % (
+                code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+        faults = sum(int(l.split('(')[-1].split()[0]) for l in self.log_tail('lazy-pages.log', None)
+                     if 'all pages in (' in l)
+        if self.desc.get('lazy_faults') and not faults:
+            raise TestFailure('criu lazy-pages served no fault: the task did not run before '
+                              'its pages were in', 'lazy-pages.log')
+
+    def run_lazy_daemon_killed(self):
+        """The daemon killed while pages are still missing: the restored task must not go
+        on with zeroes; the daemon's guardian kills it and says so in the daemon's log."""
+        pid = self.pid
+        self.dump()
+        self.start_lazy_daemon()
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        daemon.kill()
+        daemon.wait()
+        self.expect_restored_pid(pid)
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the task was not killed with its daemon: wait status %#x, %s'
+                              % (status, self.verdict_text()), 'lazy-pages.log')
+        self.wait_tree_gone('after the daemon died')
+        # children forked after the restore are in no tree of ours: by their program
+        prog = os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        deadline = time.monotonic() + EXIT_TIMEOUT
+        while True:
+            reap_orphans()
+            left = [p for p in os.listdir('/proc') if p.isdigit() and exe_of(p) == prog]
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise TestFailure('processes of %s still run after the daemon died: %s'
+                                  % (os.path.basename(prog), ' '.join(left)), 'lazy-pages.log')
+            time.sleep(0.01)
+        if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
+            raise TestFailure('the daemon\'s log does not say why the task was killed',
+                              'lazy-pages.log')
+
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
         args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
+        lazy = self.lazy(binary)
+        if lazy:
+            self.start_lazy_daemon()
+            args.append('--lazy-pages')
         stdin = None
         if detach:
             args.append('-d')
@@ -2192,6 +2364,8 @@ class TestRun:
         finally:
             if stdin:
                 stdin.close()
+            if lazy and self.lazy_daemon:
+                self.wait_lazy_daemon()
         self.expect_restored_pid(pid)
 
     def expect_restored_pid(self, pid):
@@ -2287,6 +2461,54 @@ class TestRun:
         self.finish_and_judge()
 
     run_tty = run_default
+
+    def pre_dump(self, nr, parent):
+        """criu pre-dump into {img}-preN (parent: the one before, relative to -D); the
+        images decode with crit and the task runs on."""
+        img = '%s-pre%d' % (self.img, nr)
+        os.makedirs(img, exist_ok=True)
+        extra = ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
+        extra += self.desc.get('pre_dump_args', [])
+        self.criu('pre-dump', ['-t', str(self.pid), '-D', img] + extra, 'pre-dump-%d.log' % nr)
+        errors, _ = CRIT.check(img, os.path.join(self.out, 'crit-pre%d' % nr))
+        if errors and self.crit_failure is None:
+            self.crit_failure = 'crit check of pre-dump %d: %s' % (nr, errors[0])
+        if not pid_alive(self.pid):
+            raise TestFailure('the task is gone after pre-dump %d' % nr, 'pre-dump-%d.log' % nr)
+        return img
+
+    def wait_step(self, step):
+        """SIGUSR1: the test applies its next step of changes and reports its number."""
+        os.kill(self.pid, signal.SIGUSR1)
+        path, deadline = self.test_env['ZDTM_STEP_FILE'], time.monotonic() + EXIT_TIMEOUT
+        while True:
+            try:
+                with open(path) as step_file:
+                    if step_file.read() == str(step):
+                        return
+            except FileNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                raise TestFailure('the test did not report step %d: %s'
+                                  % (step, self.verdict_text()))
+            time.sleep(0.01)
+
+    def run_pre_dump(self):
+        pid, parent = self.pid, None
+        for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
+            parent = self.pre_dump(nr, parent)
+            self.wait_step(nr)
+        self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
+                  self.desc.get('dump_args', []))
+        if self.desc.get('dedup'):
+            self.criu('dedup', ['-D', self.img], 'dedup.log')
+        if 'chain_check' in self.desc:
+            self.desc['chain_check'](self.img)
+        if self.desc.get('lazy_restore_fails'):
+            return self.expect_lazy_restore_fails(pid)
+        restorer = UPSTREAM_CRIU if self.desc.get('upstream_restore') else CRIU
+        self.restore(pid, extra=self.desc.get('restore_args', ()), binary=restorer)
+        self.finish_and_judge()
 
     def run_cross_dump_upstream(self):
         self.run_cross(UPSTREAM_CRIU, CRIU)
@@ -2415,14 +2637,29 @@ class TestRun:
         os.chmod(path, 0o755)
         return path
 
+    def expect_no_write_tracker(self, why):
+        """No task of the tree holds a userfaultfd (pre-dump's write tracker)."""
+        for pid in self.tree:
+            for fd in os.listdir('/proc/%d/fd' % pid):
+                try:
+                    link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+                except FileNotFoundError:
+                    continue
+                if 'userfaultfd' in link:
+                    raise TestFailure('%s: pid %d still has a userfaultfd (fd %s)'
+                                      % (why, pid, fd), 'dump.log')
+
     def run_dump_fails(self):
         fields = {'out': self.out}
+        action = self.desc.get('action', 'dump')
         if 'script' in self.desc:
             self.write_script(self.desc['script'])
+        if 'setup' in self.desc:
+            self.desc['setup'](self.out, self.pid)
         self.tree = tree_pids(self.pid)
         tids = tree_tids(self.tree)
         extra = [a.format(**fields) for a in self.desc.get('dump_args', [])]
-        code, stderr = self.criu('dump', ['-t', str(self.pid), '-D', self.img] + extra,
+        code, stderr = self.criu(action, ['-t', str(self.pid), '-D', self.img] + extra,
                                  'dump.log', expect_ok=False)
         if code == 0:
             raise TestFailure('dump succeeded but must fail', 'dump.log')
@@ -2434,6 +2671,7 @@ class TestRun:
         if os.path.exists(os.path.join(self.img, 'inventory.img')):
             raise TestFailure('the failed dump left an inventory.img', 'dump.log')
         self.expect_tasks_untouched(tids, 'after the failed dump')
+        self.expect_no_write_tracker('after the failed ' + action)
         self.finish_and_judge()
 
     def run_action_scripts(self):
@@ -2570,6 +2808,12 @@ class TestRun:
         depth = self.desc.get('corrupt_depth', 0)
         # what 'corrupt' may return (a lock it holds) is closed once restore has failed
         held = self.desc['corrupt'](self.img, min(p for p, d in self.tree.items() if d == depth))
+        self.expect_restore_fails(pid, held)
+
+    def expect_restore_fails(self, pid, held=None):
+        """Restore of the images in self.img fails with one error line saying desc's
+        'expect', creates nothing that lives on and changes no image; held (what 'corrupt'
+        returned) is closed once it has failed."""
         checksum = images_checksum(self.img)
         try:
             code, stderr = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile] +
@@ -2596,6 +2840,22 @@ class TestRun:
                 self.expect_no_process(int(line.split(service)[1]), 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
+
+    def expect_lazy_restore_fails(self, pid):
+        """A restore --lazy-pages, its daemon running, fails as expect_restore_fails()
+        says; the daemon, told the restore has ended, exits by itself."""
+        self.start_lazy_daemon()
+        try:
+            self.expect_restore_fails(pid)
+        finally:
+            daemon, self.lazy_daemon = self.lazy_daemon, None
+            try:
+                daemon.wait(timeout=CRIU_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+                raise TestFailure('criu lazy-pages did not end after the failed restore',
+                                  'lazy-pages.log')
 
     def run_pid_in_use(self):
         self.dump(['-R'])
@@ -3031,7 +3291,11 @@ def main():
     parser.add_argument('-a', '--all', action='store_true', help='run every test')
     parser.add_argument('--no-criu', action='store_true',
                         help='only start, signal and judge the tests (checks the tests)')
+    parser.add_argument('--lazy-pages', action='store_true',
+                        help='restore lazily: criu lazy-pages serves the memory')
     args = parser.parse_args()
+    global LAZY_ALL
+    LAZY_ALL = args.lazy_pages
 
     if args.action == 'list':
         print('\n'.join(TESTS))

@@ -78,6 +78,10 @@ struct cr_options {
 	bool check_extra;	   /* check --extra (--all) */
 	bool check_experimental;   /* check --experimental (--all) */
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
+	bool track_mem;		   /* --track-mem */
+	char *prev_images_dir;	   /* --prev-images-dir, relative to -D */
+	bool auto_dedup;	   /* --auto-dedup */
+	bool lazy_pages;	   /* restore: private memory comes from `criu lazy-pages` (uffd.h) */
 	bool no_default_config;
 	char *config_file; /* --config */
 	enum cg_mode manage_cgroups; /* default soft, as upstream */

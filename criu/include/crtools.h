@@ -7,6 +7,8 @@
 
 /* Dump the tree rooted at pid into the images dir (Documentation/design.md §3). 0 or -1. */
 int cr_dump_tasks(pid_t pid);
+/* criu pre-dump: the tree's private anonymous pages, its writes tracked for the next dump. */
+int cr_pre_dump_tasks(pid_t pid);
 /*
  * Restore the tree from the images dir (Documentation/design.md §4). -1 on failure; else
  * 0 with -d, or the restored root's exit status when criu waits for it.

@@ -90,6 +90,16 @@ extern int images_dir_fd;
  * img_exists() first.
  */
 struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id);
+/* The same, in directory dir_fd (a parent images directory). */
+struct cr_img *open_image_at(int dir_fd, enum cr_img_type type, int flags, unsigned long id);
+
+/* Pre-dump chains: the images directory and its parents, at most this many. */
+#define IMG_CHAIN_MAX 16
+/*
+ * The images directory of a chain level: 0 the images directory, N+1 the one the
+ * "parent" link of level N points to. A new fd the caller closes, or -errno (logged).
+ */
+int images_chain_dir(unsigned int level);
 bool img_exists(enum cr_img_type type, unsigned long id);
 void close_image(struct cr_img *img);
 /* The file name of an image, for messages. */

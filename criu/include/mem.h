@@ -20,6 +20,7 @@
 struct mem_dump_stats {
 	uint64_t pages_scanned; /* pages of the VMAs whose contents are dumped */
 	uint64_t pages_written;
+	uint64_t pages_in_parent; /* named PE_PARENT: in the parent images, not written since */
 	uint64_t shpages_scanned; /* of the shared memory objects (pagemap-shmem) */
 	uint64_t shpages_written;
 	uint64_t write_us; /* time spent writing page data */
@@ -33,6 +34,12 @@ struct mem_dump_ctx {
 	uint64_t *shmem_dumped;
 	unsigned int nr_shmem_dumped;
 	struct mem_dump_stats stats;
+	/*
+	 * Pre-dump chains: the parent images directory (images_chain_dir(1)) holds the pages
+	 * not written since (parent); pre-dumping, the tracker protects pages again (protect);
+	 * auto_dedup: the parent's copies of pages stored again become holes (--auto-dedup).
+	 */
+	bool parent, protect, auto_dedup;
 };
 
 void mem_dump_init(struct mem_dump_ctx *ctx);
@@ -57,6 +64,13 @@ struct task_mm_misc {
  */
 int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx);
+
+/*
+ * A pre-dump: pagemap-PID.img and its pages of the task's private anonymous memory only
+ * (mem_track_vma()), which the task goes on writing; no other image. 0 or -errno.
+ */
+int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+		    struct mem_dump_ctx *ctx);
 
 /* Whether the pages of shared memory object shmid are stored in this dump already. */
 bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid);

@@ -49,6 +49,11 @@ struct rst_report {
  * mprotect()ed to its prot.
  */
 #define RST_VMA_SYSV (1u << 2)
+/*
+ * Lazy restore (uffd.h): the blob registers the VMA on rst_args.uffd (missing pages) and
+ * reads none of its pages: the lazy-pages daemon copies them in.
+ */
+#define RST_VMA_LAZY (1u << 3)
 #define RST_VMA_HAS_PAGES (1u << 31) /* stored pages must be read into this VMA */
 
 /* One VMA to recreate (those the blob maps: not the kernel's special mappings). */
@@ -93,6 +98,8 @@ struct rst_page_read {
 	uint64_t bytes;
 	uint32_t iov_first;
 	uint32_t nr_iov;
+	int32_t fd; /* the pages image of its chain level (pre-dumps) */
+	uint32_t level;
 };
 
 struct rst_iovec {
@@ -214,7 +221,6 @@ struct rst_args {
 	int32_t log_fd; /* -1: no log */
 	int32_t loglevel;
 	int32_t sync_fd;
-	int32_t pages_fd;
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;
@@ -293,6 +299,15 @@ struct rst_args {
 	 */
 	uint64_t seccomp_filters;
 	uint32_t nr_seccomp_shared;
+
+	/*
+	 * Lazy restore: the task's userfaultfd and its connection to the lazy-pages daemon
+	 * (-1: none). Once the lazy VMAs are mapped and registered the blob sends the uffd
+	 * over lazy_sock and closes both: no later step may touch a lazy page before that,
+	 * and the restored program never sees either fd.
+	 */
+	int32_t uffd;
+	int32_t lazy_sock;
 	uint32_t pad3;
 };
 

@@ -8,6 +8,7 @@
 #ifndef CR_RESTORER_SETUP_H
 #define CR_RESTORER_SETUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,6 +21,7 @@ struct rst_task_ctx {
 	int sync_fd; /* socket to the main criu process */
 	int log_fd; /* criu's log file; the blob logs here (-1: none) */
 	int loglevel;
+	bool lazy_pages; /* restore --lazy-pages: private memory comes from the daemon (uffd.h) */
 };
 
 /*

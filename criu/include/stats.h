@@ -16,6 +16,7 @@ struct dump_stats_info {
 	uint64_t memwrite_us; /* of which writing page data */
 	uint64_t pages_scanned;
 	uint64_t pages_written;
+	uint64_t pages_in_parent;
 	uint64_t shpages_scanned; /* shared memory objects' pages */
 	uint64_t shpages_written;
 };

@@ -30,17 +30,27 @@ struct vma_image {
 	char *anon_name; /* PR_SET_VMA_ANON_NAME; NULL: none */
 };
 
-/* A run of stored pages: len bytes at vaddr, at byte file_off of pages-ID.img. */
+/*
+ * A run of stored pages: len bytes at vaddr, at byte file_off of the pages image of chain
+ * level `level` (0: this dump; N: the Nth parent images directory, images_chain_dir()).
+ */
 struct page_run {
 	uint64_t vaddr, len, file_off;
+	uint32_t level;
 };
 
-/* One pagemap image: its runs in image order, their data in pages-<pages_id>.img. */
+/*
+ * One pagemap image: its runs in image order, their data in pages-<pages_id>.img, or, for
+ * runs a pre-dump chain holds (PE_PARENT), in level_pages_id[run->level] of that level.
+ */
 struct page_map {
 	uint32_t pages_id;
+	uint32_t level_pages_id[IMG_CHAIN_MAX];
+	unsigned int nr_levels; /* levels the runs use: 1 without parents */
 	struct page_run *runs;
 	unsigned int nr_runs;
-	uint64_t total_bytes;
+	uint64_t total_bytes; /* of all runs */
+	uint64_t data_bytes; /* of this level's runs, in its pages image */
 };
 
 /* One thread: core-TID.img's thread_info and thread_core. */
@@ -145,6 +155,10 @@ bool vma_image_mapped(const struct vma_image *vma);
  * refused. 0 or -errno (logged, naming the image and entry).
  */
 int page_map_read(enum cr_img_type type, unsigned long id, struct page_map *map);
+/* The same, with PE_PARENT runs found in the parent images directories (pre-dumps). */
+int page_map_read_chain(enum cr_img_type type, unsigned long id, struct page_map *map);
+/* The parent images directory's, as page_map_read_chain() (its levels counted from 1). */
+int page_map_read_parent(enum cr_img_type type, unsigned long id, struct page_map *map);
 void page_map_free(struct page_map *map);
 
 #endif

@@ -13,6 +13,8 @@
 #include <linux/prctl.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
+#include <linux/ioctl.h>
+#include <linux/userfaultfd.h>
 #include <asm/prctl.h>
 
 #include "file-lock.h"
@@ -293,6 +295,92 @@ static long map_vmas(struct rst_args *a)
 	return 0;
 }
 
+/* ---- 3b. lazy pages: registered on the uffd, handed to the lazy-pages daemon ---- */
+
+#define SOL_SOCKET 1
+#define SCM_RIGHTS 1
+#define MSG_NOSIGNAL 0x4000
+
+/* struct msghdr and a cmsghdr with one fd, as the kernel reads them on x86_64. */
+struct rst_msghdr {
+	uint64_t name;
+	uint32_t namelen;
+	uint32_t pad;
+	uint64_t iov;
+	uint64_t iovlen;
+	uint64_t control;
+	uint64_t controllen;
+	int32_t flags;
+	uint32_t pad2;
+};
+
+struct rst_cmsg_fd {
+	uint64_t len;
+	int32_t level;
+	int32_t type;
+	int32_t fd;
+	uint32_t pad;
+};
+
+static long register_lazy_vma(struct rst_args *a, const struct rst_vma *vma)
+{
+	struct uffdio_register reg = {
+		.range = { vma->start, vma->end - vma->start },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	long ret = sys_ioctl(a->uffd, UFFDIO_REGISTER, &reg);
+
+	if (ret)
+		pr_err(a, "register %lx-%lx on the userfaultfd: %ld", vma->start, vma->end, ret);
+	return ret;
+}
+
+/* One byte carrying the uffd (SCM_RIGHTS) on the daemon connection. */
+static long send_uffd(struct rst_args *a)
+{
+	char byte = 'U';
+	struct rst_iovec iov = { (uint64_t)&byte, 1 };
+	struct rst_cmsg_fd cmsg = { 16 + sizeof(int32_t), SOL_SOCKET, SCM_RIGHTS, a->uffd, 0 };
+	struct rst_msghdr mh = {
+		.iov = (uint64_t)&iov, .iovlen = 1, .control = (uint64_t)&cmsg, .controllen = sizeof(cmsg),
+	};
+	long ret = sys_sendmsg(a->lazy_sock, &mh, MSG_NOSIGNAL);
+
+	if (ret != 1) {
+		pr_err(a, "send the userfaultfd to the lazy-pages daemon: %ld", ret);
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
+}
+
+/*
+ * Right after the VMAs are mapped, before any step that may touch their memory (the
+ * kernel writes the rseq area of a thread, often in a lazy VMA, on its way back to user
+ * mode): a fault on a lazy page waits until the daemon, which needs the uffd, serves it.
+ */
+static long start_lazy_pages(struct rst_args *a)
+{
+	struct rst_vma *vmas = (struct rst_vma *)a->vmas;
+	uint32_t i, nr = 0;
+	long ret = 0;
+
+	if (a->uffd < 0)
+		return 0;
+	for (i = 0; i < a->nr_vmas && !ret; i++)
+		if (vmas[i].status & RST_VMA_LAZY) {
+			ret = register_lazy_vma(a, &vmas[i]);
+			nr++;
+		}
+	if (!ret)
+		ret = send_uffd(a);
+	sys_close(a->uffd);
+	sys_close(a->lazy_sock);
+	a->uffd = a->lazy_sock = -1;
+	if (!ret)
+		pr_debug(a, "%u vmas left to the lazy-pages daemon", nr);
+	return ret;
+}
+
 /* ---- 4. pages, read straight into place ---- */
 
 /* One page-image read; a short preadv (over 2 GiB, signals) continues where it stopped. */
@@ -304,7 +392,7 @@ static long do_page_read(struct rst_args *a, struct rst_page_read *rd)
 	long done;
 
 	while (left) {
-		done = sys_preadv(a->pages_fd, iov, nr_iov, off);
+		done = sys_preadv(rd->fd, iov, nr_iov, off);
 		if (done == -EINTR)
 			continue;
 		if (done <= 0) {
@@ -1223,6 +1311,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, unmap_old(a));
 	STEP(a, move_specials(a));
 	STEP(a, map_vmas(a));
+	STEP(a, start_lazy_pages(a));
 	STEP(a, read_pages(a));
 	STEP(a, finish_vmas(a));
 	STEP(a, restore_mm(a));

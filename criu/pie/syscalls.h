@@ -34,6 +34,8 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 #define sys_preadv(fd, iov, nr, off) sys_call(__NR_preadv, fd, iov, nr, off, 0, 0)
 #define sys_mmap(addr, len, prot, flags, fd, off) sys_call(__NR_mmap, addr, len, prot, flags, fd, off)
 #define sys_munmap(addr, len) sys_call(__NR_munmap, addr, len, 0, 0, 0, 0)
+#define sys_ioctl(fd, cmd, arg) sys_call(__NR_ioctl, fd, cmd, arg, 0, 0, 0)
+#define sys_sendmsg(fd, msg, flags) sys_call(__NR_sendmsg, fd, msg, flags, 0, 0, 0)
 #define sys_mprotect(addr, len, prot) sys_call(__NR_mprotect, addr, len, prot, 0, 0, 0)
 #define sys_openat(dirfd, path, flags, mode) sys_call(__NR_openat, dirfd, path, flags, mode, 0, 0)
 #define sys_rt_sigtimedwait(set, info, timeout, setsize)                                         \

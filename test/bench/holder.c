@@ -4,12 +4,15 @@
  * derived from its index, then waits. On SIGTERM each process checks every word (each
  * thread its own slice), children report by exit status, and the root exits 0 (PASS) or
  * 1 (FAIL): a benchmark run also proves the restore of the whole tree was byte-exact.
+ * With -d, SIGUSR1 makes the root change the first DIRTY_MIB of its memory, once (the
+ * incremental dump's changes), and the check expects them.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +20,15 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Odd, so (i + 1) * WORD_MULT is never zero and differs for every word index. */
 #define WORD_MULT 0x9e3779b97f4a7c15ull
 #define MAX_PROCS 64
 #define MAX_THREADS 64
+/* -r: a pause longer than this between two of the stamp thread's 200 us sleeps is a restore. */
+#define RESUME_GAP_NS (50ull * 1000 * 1000)
 /* A child tells the root it is ready with this signal: real-time ones queue, none is lost. */
 #define SIG_CHILD_READY SIGRTMIN
 
@@ -34,7 +40,11 @@ struct slice {
 	size_t first_bad; /* nr_words when every word matched */
 };
 
-static volatile sig_atomic_t terminate_requested;
+static volatile sig_atomic_t terminate_requested, dirty_requested;
+/* -d: on SIGUSR1 the first dirty_words words of the root's slice 0 get DIRTY_MARK xor'ed. */
+#define DIRTY_MARK 0x5a5a5a5a5a5a5a5aull
+static size_t dirty_words;
+static bool dirtied;
 /* Futex words: helper threads done filling; the main thread asks them to check. */
 static uint32_t nr_filled, check_requested;
 
@@ -42,6 +52,12 @@ static void on_sigterm(int sig)
 {
 	(void)sig;
 	terminate_requested = 1;
+}
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+	dirty_requested = 1;
 }
 
 static uint64_t word_pattern(uint64_t index)
@@ -55,11 +71,28 @@ static void fill_slice(struct slice *s)
 		s->words[i] = word_pattern(s->first_index + i);
 }
 
+/* What word i of slice s holds: its pattern, marked if it was dirtied. */
+static uint64_t word_expected(const struct slice *s, size_t i)
+{
+	bool marked = dirtied && s->first_index == 0 && i < dirty_words;
+
+	return word_pattern(s->first_index + i) ^ (marked ? DIRTY_MARK : 0);
+}
+
 static void check_slice(struct slice *s)
 {
 	for (s->first_bad = 0; s->first_bad < s->nr_words; s->first_bad++)
-		if (s->words[s->first_bad] != word_pattern(s->first_index + s->first_bad))
+		if (s->words[s->first_bad] != word_expected(s, s->first_bad))
 			break;
+}
+
+/* -d on SIGUSR1: the first dirty_words words of slice 0 change, once. */
+static void dirty_memory(struct slice *s)
+{
+	for (size_t i = 0; i < dirty_words && i < s->nr_words; i++)
+		s->words[i] ^= DIRTY_MARK;
+	dirtied = true;
+	printf("holder %d: dirtied %zu MiB\n", getpid(), dirty_words * sizeof(uint64_t) >> 20);
 }
 
 static void futex_wait(uint32_t *word, uint32_t seen)
@@ -83,6 +116,27 @@ static void *helper_thread(void *arg)
 	while (!__atomic_load_n(&check_requested, __ATOMIC_ACQUIRE))
 		futex_wait(&check_requested, 0);
 	check_slice(s);
+	return NULL;
+}
+
+/*
+ * -r: prints the CLOCK_MONOTONIC time at which the holder runs its own code again after a
+ * restore (the first wake-up after a long gap), for the benchmark's time-to-run.
+ */
+static void *resume_stamp_thread(void *arg)
+{
+	struct timespec pause = { 0, 200 * 1000 }, now;
+	uint64_t last = 0, ns;
+
+	(void)arg;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ns = now.tv_sec * 1000000000ull + now.tv_nsec;
+		if (last && ns - last > RESUME_GAP_NS)
+			printf("holder %d: resumed at %" PRIu64 " ns\n", getpid(), ns);
+		last = ns;
+		nanosleep(&pause, NULL);
+	}
 	return NULL;
 }
 
@@ -140,7 +194,7 @@ static int check_memory(struct slice *slices, pthread_t *helpers, int nr_threads
 			continue;
 		printf("holder %d: FAIL: thread %d: word %zu is %#" PRIx64 ", expected %#" PRIx64
 		       "\n", getpid(), t, s->first_bad, s->words[s->first_bad],
-		       word_pattern(s->first_index + s->first_bad));
+		       word_expected(s, s->first_bad));
 		verdict = 1;
 	}
 	return verdict;
@@ -190,25 +244,31 @@ static int wait_children_ready(int nr_children)
 
 static void usage(const char *prog)
 {
-	fprintf(stderr, "usage: %s [-p PROCS] [-t THREADS] SIZE_MIB (MiB per process)\n", prog);
+	fprintf(stderr, "usage: %s [-p PROCS] [-t THREADS] [-d DIRTY_MIB] [-r] SIZE_MIB (MiB per process)\n",
+		prog);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_sigterm };
+	struct sigaction sa = { .sa_handler = on_sigterm }, sa_usr1 = { .sa_handler = on_sigusr1 };
 	int nr_procs = 1, nr_threads = 1, proc_nr = 0, opt, verdict;
-	pthread_t helpers[MAX_THREADS];
+	bool resume_stamp = false;
+	pthread_t helpers[MAX_THREADS], stamp;
 	struct slice slices[MAX_THREADS];
 	pid_t children[MAX_PROCS];
 	sigset_t blocked, waiting;
 	size_t size_mib;
 
-	while ((opt = getopt(argc, argv, "p:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:t:d:r")) != -1) {
 		if (opt == 'p')
 			nr_procs = atoi(optarg);
+		else if (opt == 'r')
+			resume_stamp = true;
 		else if (opt == 't')
 			nr_threads = atoi(optarg);
+		else if (opt == 'd')
+			dirty_words = (strtoul(optarg, NULL, 10) << 20) / sizeof(uint64_t);
 		else
 			usage(argv[0]);
 	}
@@ -216,7 +276,8 @@ int main(int argc, char **argv)
 	    nr_procs < 1 || nr_procs > MAX_PROCS || nr_threads < 1 || nr_threads > MAX_THREADS)
 		usage(argv[0]);
 	/* Only stdio: fds leaked by whoever started the benchmark are not what it measures. */
-	if (close_range(3, ~0u, 0) || sigaction(SIGTERM, &sa, NULL)) {
+	if (close_range(3, ~0u, 0) || sigaction(SIGTERM, &sa, NULL) ||
+	    sigaction(SIGUSR1, &sa_usr1, NULL)) {
 		perror("holder: setup");
 		return 2;
 	}
@@ -227,10 +288,12 @@ int main(int argc, char **argv)
 	 */
 	sigemptyset(&blocked);
 	sigaddset(&blocked, SIGTERM);
+	sigaddset(&blocked, SIGUSR1);
 	sigaddset(&blocked, SIG_CHILD_READY);
 	sigaddset(&blocked, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &blocked, &waiting);
 	sigdelset(&waiting, SIGTERM);
+	sigdelset(&waiting, SIGUSR1);
 	/* stdout is a regular file (the driver polls it): unbuffered lines land in order. */
 	setvbuf(stdout, NULL, _IONBF, 0);
 
@@ -253,12 +316,17 @@ int main(int argc, char **argv)
 		kill(getppid(), SIG_CHILD_READY);
 	else if (wait_children_ready(nr_procs - 1))
 		return 2;
+	else if (resume_stamp && pthread_create(&stamp, NULL, resume_stamp_thread, NULL))
+		return 2;
 	else
 		printf("holder %d: ready, %d x %zu MiB, %d threads each\n", getpid(), nr_procs,
 		       size_mib, nr_threads);
 
-	while (!terminate_requested)
+	while (!terminate_requested) {
 		sigsuspend(&waiting);
+		if (dirty_requested && !dirtied && !proc_nr)
+			dirty_memory(&slices[0]);
+	}
 
 	verdict = check_memory(slices, helpers, nr_threads);
 	if (proc_nr)

@@ -45,9 +45,11 @@ static void check_write(const char *call, int dirfd, const char *path)
 	abort();
 }
 
+/* O_TMPFILE includes O_DIRECTORY: a directory opened to read is no write. */
 static bool flags_write(int flags)
 {
-	return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_TMPFILE));
+	return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) ||
+	       (flags & O_TMPFILE) == O_TMPFILE;
 }
 
 /* The mode argument exists only when O_CREAT or O_TMPFILE asks for one. */

@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
@@ -853,4 +855,34 @@ int test_recv_fds(int sk, int *fds, const char *data)
 		test_fail("fd %d: the files in flight with '%s' are gone", sk, data);
 	memcpy(fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0));
 	return (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+}
+
+bool test_wait_lazy_restore(const void *probe)
+{
+	void *page = (void *)((uintptr_t)probe & ~(uintptr_t)4095);
+	struct timespec pause = { 0, 1000 * 1000 };
+	unsigned char resident;
+	sigset_t pending;
+
+	for (;;) {
+		if (mincore(page, 4096, &resident))
+			test_fail_errno("mincore");
+		if (!(resident & 1))
+			return true;
+		if (sigpending(&pending))
+			test_fail_errno("sigpending");
+		if (sigismember(&pending, SIGTERM))
+			return false;
+		nanosleep(&pause, NULL);
+	}
+}
+
+void *test_map_pattern(size_t len, uint64_t seed)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		test_fail_errno("mmap");
+	pattern_fill(p, len, seed);
+	return p;
 }

@@ -207,4 +207,14 @@ void expect_sock_name(int fd, bool peer, const struct sockaddr_un *want, socklen
 void test_send_fds(int sk, const int *fds, int nr, const char *data);
 int test_recv_fds(int sk, int *fds, const char *data);
 
+/*
+ * Lazy restore tests: after test_ready(), waits until the page at probe is missing
+ * (mincore: the restore left it to criu lazy-pages, which has not copied it in yet) and
+ * returns true, so that the test acts while its pages are still coming in; returns false
+ * once SIGTERM is pending instead (a run without restore). probe must have been resident.
+ */
+bool test_wait_lazy_restore(const void *probe);
+/* len bytes of private anonymous memory filled with pattern_fill(seed); fails the test. */
+void *test_map_pattern(size_t len, uint64_t seed);
+
 #endif

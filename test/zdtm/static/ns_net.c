@@ -10,7 +10,8 @@
  * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
  * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns. With
  * ZDTM_NET_USERNS the namespace is made with a user namespace of the tree's own (with UTS
- * and IPC ones, as ns_user), which owns it, and the root sets it up as root there.
+ * and IPC ones, as ns_user), which owns it, and the root sets it up as root there (a helper
+ * outside makes its veth, with ZDTM_NET_VETH).
  * After restore: the links, addresses, routes and rules as `ip` lists them, every
  * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
  * unix socket the init listens on, reachable inside the namespace but not outside, and it
@@ -111,7 +112,8 @@ static void expect_sysctl(const char *name, const char *value)
 
 /*
  * The kernel says a link has no carrier a moment after it is up (linkwatch): until then
- * its state is UNKNOWN. The veth's outer end is down before the dump and after restore.
+ * its state is UNKNOWN. The veth's outer end is down before the dump and after restore
+ * (ip_snapshot() on LOWERLAYERDOWN).
  */
 static void wait_no_carrier(void)
 {
@@ -123,7 +125,7 @@ static void wait_no_carrier(void)
 		if (!out)
 			test_fail_errno("popen ip");
 		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
-			  strstr(line, "state DOWN");
+			  (strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN"));
 		pclose(out);
 		if (settled)
 			return;
@@ -132,12 +134,16 @@ static void wait_no_carrier(void)
 	test_fail(INNER " did not lose its carrier in 5 s");
 }
 
-/* What `ip` lists, without the veth peer's index (another namespace's, made anew). */
+/*
+ * What `ip` lists, without the veth peer's index (another namespace's, made anew), and
+ * with a link without carrier DOWN: the kernel says LOWERLAYERDOWN for one moved in from
+ * another namespace (ZDTM_NET_USERNS's veth), DOWN for one made here, as restore does.
+ */
 static char *ip_snapshot(void)
 {
 	static const char cmd[] = "{ ip -d link show; ip addr show; ip route show table all; "
 				  "ip -6 route show table all; ip rule show; ip -6 rule show; } "
-				  "| sed -E 's/@if[0-9]+//'";
+				  "| sed -E 's/@if[0-9]+//; s/state LOWERLAYERDOWN/state DOWN/'";
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	FILE *out = popen(cmd, "r");
 	size_t n;
@@ -349,11 +355,58 @@ static void expect_not_administered(void)
 		test_fail("the tree could add an address in the joined namespace");
 }
 
+/*
+ * A task in a user namespace of its own cannot put a link's end into the runner's
+ * namespace: a helper left outside (reparented at once, so nothing waits for it) makes
+ * the pair there and moves the inner end into the launcher's new namespace when told.
+ * The returned fds: tell it, then hear it is done.
+ */
+static void veth_helper(int *go, int *done)
+{
+	int to_helper[2], from_helper[2];
+	pid_t launcher = getpid(), child;
+	char cmd[160], byte;
+
+	if (pipe(to_helper) || pipe(from_helper))
+		test_fail_errno("pipes for the veth helper");
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork the veth helper");
+	if (child == 0) {
+		if (fork())
+			_exit(0);
+		if (read(to_helper[0], &byte, 1) != 1)
+			_exit(1);
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add " INNER " type veth peer name " OUTER " && ip link set " INNER
+			 " netns %d",
+			 launcher);
+		byte = system(cmd) ? 'F' : 'D';
+		_exit(write(from_helper[1], &byte, 1) == 1 ? 0 : 1);
+	}
+	if (waitpid(child, NULL, 0) != child)
+		test_fail_errno("wait for the veth helper's parent");
+	close(to_helper[0]);
+	close(from_helper[1]);
+	*go = to_helper[1];
+	*done = from_helper[0];
+}
+
+static void veth_from_helper(int go, int done)
+{
+	char byte = 'G';
+
+	if (write(go, &byte, 1) != 1 || read(done, &byte, 1) != 1 || byte != 'D')
+		test_fail("the veth helper could not make " INNER " (%c)", byte);
+	close(go);
+	close(done);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un addr;
 	socklen_t len;
-	int listener, pair[2], host_ns = -1;
+	int listener, pair[2], host_ns = -1, helper_go = -1, helper_done = -1;
 	struct stat runner_ns;
 	char msg[8] = "";
 	char cmd[160];
@@ -370,7 +423,9 @@ int main(int argc, char **argv)
 	runner = getppid();
 	if (stat("/proc/self/ns/net", &runner_ns))
 		test_fail_errno("stat /proc/self/ns/net");
-	if (with_veth) {
+	if (with_veth && userns)
+		veth_helper(&helper_go, &helper_done);
+	else if (with_veth) {
 		host_ns = open("/proc/self/ns/net", O_RDONLY);
 		if (host_ns < 0)
 			test_fail_errno("open /proc/self/ns/net");
@@ -391,7 +446,9 @@ int main(int argc, char **argv)
 		run("ip route add 10.79.1.0/24 dev lo table 100");
 		run("ip -6 rule add to fd78::/64 table 100 prio 1001");
 	}
-	if (with_veth) {
+	if (with_veth && userns) {
+		veth_from_helper(helper_go, helper_done);
+	} else if (with_veth) {
 		/* /proc is the runner's: self is this task there too. */
 		snprintf(cmd, sizeof(cmd),
 			 "ip link add " INNER " type veth peer name " OUTER
@@ -399,6 +456,8 @@ int main(int argc, char **argv)
 			 host_ns);
 		run(cmd);
 		close(host_ns);
+	}
+	if (with_veth) {
 		for (size_t i = 0; setup_veth[i]; i++)
 			run(setup_veth[i]);
 	}

@@ -1085,11 +1085,10 @@ TESTS = {
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
-        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'mnt_id']},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'aio_remap']},
     'cli_verbosity_long_form': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=mnt_id'],
-        'stderr': 'Warn: mnt_id is not supported by this criu: mount namespaces and mount ids '
-                  'are not dumped\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=aio_remap'],
+        'stderr': 'Warn: aio_remap is not supported by this criu: AIO rings are not dumped\n'},
     'cli_option_equals_value': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feature=clone3_set_tid', '--log-file=c.log',
                                          '--images-dir={out}', '-v4'],
@@ -1134,7 +1133,7 @@ TESTS = {
         'stdout': 'clone3_set_tid is supported\n', 'created': ['check log.txt']},
     'cli_config_file_command_line_wins': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config={out}/c.conf', '-v0'],
-        'files': {'c.conf': 'verbosity=4\nfeature mnt_id\n'}},
+        'files': {'c.conf': 'verbosity=4\nfeature aio_remap\n'}},
     'cli_config_file_bad_line': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config', '{out}/c.conf'],
         'files': {'c.conf': 'verbosity=4\ntree\n'},

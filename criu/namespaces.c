@@ -466,8 +466,8 @@ static int root_born(int k, pid_t root_host)
 int ns_root_born(pid_t root_host)
 {
 	/*
-	 * The user namespace's maps first: what the others make in the namespaces it owns is
-	 * then its root's (the inodes of a net namespace's sysctls, made as criu reads them).
+	 * The user namespace's maps first: the others fill namespaces it owns, whose objects
+	 * take their owner from its maps (a net namespace's sysctl files: its root's).
 	 */
 	int ret = root_born(NS_USER, root_host);
 

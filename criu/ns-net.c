@@ -132,7 +132,7 @@ static const char *const ipv4_names[] = {"ipv4/ping_group_range"};
 /* Longest sysctl value kept (CRIU's bound for the string ones). */
 #define SYSCTL_MAX 200
 
-/* Restore: what collect() read, and what enter() keeps until leave(). */
+/* Restore: what collect() read, and what enter() (or born()) keeps for the fill. */
 struct net_state {
 	NetnsEntry *netns; /* NULL: --empty-ns net or --join-ns net (nothing to restore) */
 	NetDeviceEntry **links;

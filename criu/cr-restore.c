@@ -763,6 +763,7 @@ static int fork_root_task(void)
 	}
 	root->pid = pid;
 	pr_info("forked task %d\n", pid);
+	/* Before GO (seize_task()): the root runs nothing until its namespaces are filled. */
 	if (ns_root_born(pid)) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, __WALL);

@@ -113,13 +113,21 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k)
 	return root_own[k];
 }
 
+/* Restore: whether criu enters the root's namespace of kind k around its fork. */
+static bool root_entered(int k)
+{
+	const struct ns_kind *kind = root_own[k]->kind;
+
+	return kind->enter && !(kind->cloned && kind->cloned(root_own[k]));
+}
+
 unsigned long ns_root_clone_flags(void)
 {
 	unsigned long flags = 0;
 
 	/* A kind entered around the fork (time) or made by the root cannot be asked of clone(). */
 	for (int k = 0; k < NS_KINDS; k++)
-		if (root_own[k] && !root_own[k]->kind->enter && !root_own[k]->kind->unshared_in_root)
+		if (root_own[k] && !root_entered(k) && !root_own[k]->kind->unshared_in_root)
 			flags |= root_own[k]->kind->clone_flag;
 	return flags;
 }
@@ -443,18 +451,29 @@ int ns_enter_before_root(void)
 	int ret = 0;
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->enter)
+		if (root_own[k] && root_entered(k))
 			ret = root_own[k]->kind->enter(root_own[k]);
 	return ret;
 }
 
+static int root_born(int k, pid_t root_host)
+{
+	const struct ns_id *ns = root_own[k];
+
+	return ns && ns->kind->born ? ns->kind->born(ns, root_host) : 0;
+}
+
 int ns_root_born(pid_t root_host)
 {
-	int ret = 0;
+	/*
+	 * The user namespace's maps first: the others fill namespaces it owns, whose objects
+	 * take their owner from its maps (a net namespace's sysctl files: its root's).
+	 */
+	int ret = root_born(NS_USER, root_host);
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->born)
-			ret = root_own[k]->kind->born(root_own[k], root_host);
+		if (k != NS_USER)
+			ret = root_born(k, root_host);
 	return ret;
 }
 
@@ -463,14 +482,12 @@ int ns_leave_after_root(void)
 	int ret = 0;
 
 	for (int k = 0; k < NS_KINDS; k++)
-		if (root_own[k] && root_own[k]->kind->leave)
+		if (root_own[k] && root_entered(k))
 			ret = root_own[k]->kind->leave(root_own[k]) ?: ret;
 	return ret;
 }
 
-/* In root_host's namespace of ns's kind, fn(ns); criu back in its own after. */
-static int run_in_root_ns(pid_t root_host, const struct ns_id *ns,
-			  int (*fn)(const struct ns_id *ns))
+int ns_run_in_root(pid_t root_host, const struct ns_id *ns, int (*fn)(const struct ns_id *ns))
 {
 	char path[64];
 	int own, theirs, ret;
@@ -502,7 +519,8 @@ int ns_restore_late(pid_t root_host)
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
 		if (root_own[k] && root_own[k]->kind->restore_late)
-			ret = run_in_root_ns(root_host, root_own[k], root_own[k]->kind->restore_late);
+			ret = ns_run_in_root(root_host, root_own[k],
+					     root_own[k]->kind->restore_late);
 	return ret;
 }
 

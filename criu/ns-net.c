@@ -3,7 +3,11 @@
  * and, as CRIU keeps them, the addresses, routes and rules as `ip ... save` writes them and
  * iptables as iptables-save writes it (raw images). Restore builds the namespace in criu
  * itself right before it forks the root, which is born into it (enter), and goes back to
- * its own after (leave): the outer end of a veth link is made in criu's namespace.
+ * its own after (leave): the outer end of a veth link is made in criu's namespace. A root
+ * with a user namespace of its own is cloned into a new net namespace with it instead,
+ * which the kernel makes the new user namespace's (its root administers it, as in a
+ * rootless container): criu fills it from outside, before the root takes its first step
+ * (born).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,7 +132,7 @@ static const char *const ipv4_names[] = {"ipv4/ping_group_range"};
 /* Longest sysctl value kept (CRIU's bound for the string ones). */
 #define SYSCTL_MAX 200
 
-/* Restore: what collect() read, and what enter() keeps until leave(). */
+/* Restore: what collect() read, and what enter() (or born()) keeps for the fill. */
 struct net_state {
 	NetnsEntry *netns; /* NULL: --empty-ns net or --join-ns net (nothing to restore) */
 	NetDeviceEntry **links;
@@ -1039,8 +1043,34 @@ static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEnt
 #define CONF_OP(proto, dev, names, list, n)                                                        \
 	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
 
+/*
+ * net.ipv4.ping_group_range holds gids, which the kernel reads as the writer's user
+ * namespace sees them: the image's, as the tree sees them, go in as criu sees them.
+ */
+static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf, size_t size)
+{
+	const char *what = "net.ipv4.ping_group_range";
+	unsigned int low, high;
+	uint32_t host_low, host_high;
+	int ret;
+
+	*host = *e;
+	if (!e->sarg)
+		return 0;
+	if (sscanf(e->sarg, "%u %u", &low, &high) != 2) {
+		pr_err("netns image: %s \"%.32s\" is not two gids\n", what, e->sarg);
+		return -EINVAL;
+	}
+	ret = userns_host_gid(low, &host_low, what) ?: userns_host_gid(high, &host_high, what);
+	snprintf(buf, size, "%u\t%u", host_low, host_high);
+	host->sarg = buf;
+	return ret;
+}
+
 static int restore_netns_sysctls(const NetnsEntry *e)
 {
+	SysctlEntry ping_range, *ipv4[NR(ipv4_names)];
+	char range[32];
 	int ret;
 
 	if (e->n_def_conf || e->n_all_conf) {
@@ -1056,8 +1086,12 @@ static int restore_netns_sysctls(const NetnsEntry *e)
 		ret = CONF_OP("ipv6", "default", conf6_names, e->def_conf6, e->n_def_conf6);
 	if (!ret)
 		ret = CONF_OP(NULL, NULL, unix_names, e->unix_conf, e->n_unix_conf);
+	if (!ret && e->n_ipv4_sysctl) {
+		ret = ping_range_to_host(e->ipv4_sysctl[0], &ping_range, range, sizeof(range));
+		ipv4[0] = &ping_range;
+	}
 	if (!ret)
-		ret = CONF_OP(NULL, NULL, ipv4_names, e->ipv4_sysctl, e->n_ipv4_sysctl);
+		ret = CONF_OP(NULL, NULL, ipv4_names, ipv4, e->n_ipv4_sysctl);
 	return ret;
 }
 
@@ -1144,8 +1178,13 @@ static int restore_tables(const struct ns_id *ns)
 	return ret;
 }
 
-static int fill_netns(const struct ns_id *ns, const struct net_state *st)
+/*
+ * In the new namespace, criu itself (its /proc/sys/net is then the namespace's, and the
+ * tools it runs are born there): the images' state.
+ */
+static int fill_netns(const struct ns_id *ns)
 {
+	const struct net_state *st = ns->priv;
 	int rtnl, ret;
 
 	ret = restore_netns_sysctls(st->netns);
@@ -1160,6 +1199,18 @@ static int fill_netns(const struct ns_id *ns, const struct net_state *st)
 	return ret ?: restore_tables(ns);
 }
 
+/* Before criu fills the namespace: its own, where the outer ends of veth links go. */
+static int keep_criu_ns(struct net_state *st)
+{
+	st->criu_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (st->criu_ns < 0) {
+		pr_perror("cannot open criu's own net namespace");
+		return -errno;
+	}
+	st->criu_rtnl = rtnl_open();
+	return st->criu_rtnl < 0 ? st->criu_rtnl : 0;
+}
+
 /*
  * Main process, right before it forks the root: criu moves into the namespace the root
  * is to be born in (a new one, filled from the images; a new empty one; or the one
@@ -1168,16 +1219,11 @@ static int fill_netns(const struct ns_id *ns, const struct net_state *st)
 static int net_enter(struct ns_id *ns)
 {
 	struct net_state *st = ns->priv;
-	int ret = 0, fd;
+	int ret, fd;
 
-	st->criu_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (st->criu_ns < 0) {
-		pr_perror("cannot open criu's own net namespace");
-		return -errno;
-	}
-	st->criu_rtnl = rtnl_open();
-	if (st->criu_rtnl < 0)
-		return st->criu_rtnl;
+	ret = keep_criu_ns(st);
+	if (ret)
+		return ret;
 	if (opts.join_ns_net) {
 		fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || setns(fd, CLONE_NEWNET)) {
@@ -1193,9 +1239,40 @@ static int net_enter(struct ns_id *ns)
 		return -errno;
 	}
 	if (st->netns)
-		ret = fill_netns(ns, st);
+		ret = fill_netns(ns);
 	if (!ret)
 		pr_info("net namespace %u: %s\n", ns->id, st->netns ? "restored" : "new and empty");
+	return ret;
+}
+
+/*
+ * A namespace made by criu would be owned by criu's user namespace, where the tree's root
+ * has no capability: cloned with the root's user namespace, it is that one's. --join-ns
+ * names one that exists: the root is still born into it (enter).
+ */
+static bool net_cloned(const struct ns_id *ns)
+{
+	(void)ns;
+	return ns_root_own(NS_USER) && !opts.join_ns_net;
+}
+
+/*
+ * Main process, the root cloned into the namespace with its user namespace (net_cloned())
+ * and still waiting for GO, so nothing of the tree has used the network yet: criu, root
+ * of the user namespace that owns the tree's, fills it from within and comes back.
+ */
+static int net_born(const struct ns_id *ns, pid_t root_host)
+{
+	struct net_state *st = ns->priv;
+	int ret = 0;
+
+	if (!net_cloned(ns))
+		return 0;
+	if (st->netns)
+		ret = keep_criu_ns(st) ?: ns_run_in_root(root_host, ns, fill_netns);
+	if (!ret)
+		pr_info("net namespace %u: %s, owned by the tree's user namespace\n", ns->id,
+			st->netns ? "restored" : "new and empty");
 	return ret;
 }
 
@@ -1238,5 +1315,7 @@ const struct ns_kind net_ns_kind = {
 	.collect = net_collect,
 	.enter = net_enter,
 	.leave = net_leave,
+	.cloned = net_cloned,
+	.born = net_born,
 	.fini = net_fini,
 };

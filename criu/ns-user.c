@@ -296,18 +296,30 @@ static int to_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *host)
 	return -EOVERFLOW;
 }
 
-int userns_host_uid(uint32_t uid, uint32_t *host, const char *what)
+static int host_id(bool gid, uint32_t id, uint32_t *host, const char *what)
 {
 	int ret;
 
 	if (!restored) {
-		*host = uid;
+		*host = id;
 		return 0;
 	}
-	ret = to_host(restored->uid_map, restored->n_uid_map, uid, host);
+	ret = gid ? to_host(restored->gid_map, restored->n_gid_map, id, host)
+		  : to_host(restored->uid_map, restored->n_uid_map, id, host);
 	if (ret)
-		pr_err("%s: uid %u is not mapped by the tree's user namespace\n", what, uid);
+		pr_err("%s: %s %u is not mapped by the tree's user namespace\n", what,
+		       gid ? "gid" : "uid", id);
 	return ret;
+}
+
+int userns_host_uid(uint32_t uid, uint32_t *host, const char *what)
+{
+	return host_id(false, uid, host, what);
+}
+
+int userns_host_gid(uint32_t gid, uint32_t *host, const char *what)
+{
+	return host_id(true, gid, host, what);
 }
 
 /* id, as criu sees it, as the tree sees it; -EOVERFLOW where the namespace does not map it. */

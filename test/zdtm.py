@@ -512,6 +512,16 @@ def netns_nftables(img_dir, pid):
         img.write('table inet zdtm {\n}\n')
 
 
+def netns_ping_range(value):
+    """A corrupt(): the tree's net.ipv4.ping_group_range becomes value (its root is the
+    init of its own pid namespace: ids-1.img)."""
+    def corrupt(img_dir, pid):
+        ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+        edit_image(img_dir, 'netns-%d.img' % ns_id,
+                   lambda es: es[0]['ipv4_sysctl'][0].update(sarg=value))
+    return corrupt
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -929,6 +939,30 @@ TESTS = {
     'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
                            'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                    'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                         'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_VETH': '1'},
+                         'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout']},
+    'ns_user_net_empty': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                          'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_EMPTY': '1'},
+                          'dump_args': ['--empty-ns', 'net'],
+                          'restore_args': ['--empty-ns', 'net', '--action-script',
+                                           LO_UP_SCRIPT]},
+    'ns_user_net_join': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                         'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_JOINED': '1'},
+                         'dump_args': ['--empty-ns', 'net'],
+                         'restore_args': ['--join-ns', 'net:/proc/self/ns/net']},
+    'restore_fail_userns_netns_ping_unmapped': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_USERNS': '1'}, 'corrupt': netns_ping_range('70000\t70001'),
+        'expect': 'net.ipv4.ping_group_range: gid 70000 is not mapped by the tree\'s user '
+                  'namespace'},
+    'restore_fail_netns_ping_range': {'bin': 'ns_net', 'mode': 'restore_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'corrupt': netns_ping_range('100'),
+                                      'expect': 'net.ipv4.ping_group_range "100" is not two '
+                                                'gids'},
     'ns_net_empty': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                      'test_env': {'ZDTM_NET_EMPTY': '1'}, 'dump_args': ['--empty-ns', 'net'],
                      'restore_args': ['--empty-ns', 'net', '--action-script', LO_UP_SCRIPT]},

@@ -72,9 +72,17 @@ struct ns_kind {
 	int (*enter)(struct ns_id *ns);
 	int (*leave)(struct ns_id *ns);
 	/*
+	 * Optional, for a kind with enter(). Restore, main process, once collected: true where
+	 * the namespace is asked of clone() after all (enter() and leave() are then not
+	 * called, born() fills it): net, with a user namespace of the root's own, which must
+	 * own it.
+	 */
+	bool (*cloned)(const struct ns_id *ns);
+	/*
 	 * Optional. Restore, main process, right after the root is cloned into the namespace
 	 * and before it takes its first step: what only criu, outside, can do for it (a user
-	 * namespace's maps). 0 or -errno, after one error line.
+	 * namespace's maps; a cloned net namespace's links and tables). The user namespace's
+	 * comes first. 0 or -errno, after one error line.
 	 */
 	int (*born)(const struct ns_id *ns, pid_t root_host);
 	/*
@@ -137,6 +145,11 @@ int ns_enter_before_root(void);
 int ns_leave_after_root(void);
 /* Main process, the root cloned as root_host and not yet let go: ns_kind.born of each. */
 int ns_root_born(pid_t root_host);
+/*
+ * Main process: fn(ns) with criu in root_host's namespace of ns's kind (what criu forks
+ * meanwhile is born there too), and back in its own after. 0 or -errno.
+ */
+int ns_run_in_root(pid_t root_host, const struct ns_id *ns, int (*fn)(const struct ns_id *ns));
 /* In the root task, first thing after criu let it go: ns_kind.restore of each. 0 or -errno. */
 int ns_restore_in_root(void);
 /* Main process, every task restored: ns_kind.restore_late of each, in root_host's. */
@@ -195,6 +208,8 @@ int userns_mount_opts(const char *opts, char **tree_opts, const char *what);
  * tree's namespace does not map it.
  */
 int userns_host_uid(uint32_t uid, uint32_t *host, const char *what);
+/* The same for a gid (net.ipv4.ping_group_range, which the kernel reads as criu's). */
+int userns_host_gid(uint32_t gid, uint32_t *host, const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

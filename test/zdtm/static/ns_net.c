@@ -8,15 +8,21 @@
  * with its MAC, MTU and address; with ZDTM_NET_BRIDGE too, restore puts the outer end into
  * the runner's bridge zdtm_nbr. With ZDTM_NET_EMPTY only the loopback is up: dumped with
  * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
- * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns.
+ * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns. With
+ * ZDTM_NET_USERNS the namespace is made with a user namespace of the tree's own (with UTS
+ * and IPC ones, as ns_user), which owns it, and the root sets it up as root there (a helper
+ * outside makes its veth, with ZDTM_NET_VETH).
  * After restore: the links, addresses, routes and rules as `ip` lists them, every
  * net.ipv4.conf / net.ipv6.conf value of every device, the values set, and the abstract
  * unix socket the init listens on, reachable inside the namespace but not outside, and it
- * and a socketpair (its queued message kept) in the tree's namespace.
+ * and a socketpair (its queued message kept) in the tree's namespace; with ZDTM_NET_USERNS
+ * the root still administers its network (an address added, lo down and up, a sysctl set),
+ * which only the namespace's owner may, and, joined to the runner's, may not change that.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +72,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth, empty, bridge, joined;
+static bool with_veth, empty, bridge, joined, userns;
 
 static void run(const char *cmd)
 {
@@ -106,7 +112,8 @@ static void expect_sysctl(const char *name, const char *value)
 
 /*
  * The kernel says a link has no carrier a moment after it is up (linkwatch): until then
- * its state is UNKNOWN. The veth's outer end is down before the dump and after restore.
+ * its state is UNKNOWN. The veth's outer end is down before the dump and after restore
+ * (ip_snapshot() on LOWERLAYERDOWN).
  */
 static void wait_no_carrier(void)
 {
@@ -118,7 +125,7 @@ static void wait_no_carrier(void)
 		if (!out)
 			test_fail_errno("popen ip");
 		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
-			  strstr(line, "state DOWN");
+			  (strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN"));
 		pclose(out);
 		if (settled)
 			return;
@@ -127,12 +134,16 @@ static void wait_no_carrier(void)
 	test_fail(INNER " did not lose its carrier in 5 s");
 }
 
-/* What `ip` lists, without the veth peer's index (another namespace's, made anew). */
+/*
+ * What `ip` lists, without the veth peer's index (another namespace's, made anew), and
+ * with a link without carrier DOWN: the kernel says LOWERLAYERDOWN for one moved in from
+ * another namespace (ZDTM_NET_USERNS's veth), DOWN for one made here, as restore does.
+ */
 static char *ip_snapshot(void)
 {
 	static const char cmd[] = "{ ip -d link show; ip addr show; ip route show table all; "
 				  "ip -6 route show table all; ip rule show; ip -6 rule show; } "
-				  "| sed -E 's/@if[0-9]+//'";
+				  "| sed -E 's/@if[0-9]+//; s/state LOWERLAYERDOWN/state DOWN/'";
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	FILE *out = popen(cmd, "r");
 	size_t n;
@@ -296,18 +307,20 @@ static void expect_outer_in_bridge(void)
 				" could not be removed");
 }
 
-/* Restored with --join-ns net:/proc/self/ns/net: in criu's, the runner's, namespace. */
-static void expect_joined(void)
+/*
+ * Restored with --join-ns net:/proc/self/ns/net: in criu's, the runner's, namespace, the
+ * launcher's before it made the tree's (a task in a user namespace of its own may not look
+ * at the runner's).
+ */
+static void expect_joined(ino_t runner_ns)
 {
-	struct stat own, theirs;
-	char path[64];
+	struct stat own;
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", runner);
-	if (stat("/proc/self/ns/net", &own) || stat(path, &theirs))
-		test_fail("stat the net namespaces: %s", strerror(errno));
-	if (own.st_ino != theirs.st_ino)
+	if (stat("/proc/self/ns/net", &own))
+		test_fail("stat the net namespace: %s", strerror(errno));
+	if (own.st_ino != runner_ns)
 		test_fail("in net namespace %lu, not the joined one %lu", (unsigned long)own.st_ino,
-			  (unsigned long)theirs.st_ino);
+			  (unsigned long)runner_ns);
 }
 
 static void expect_reachable(int listener, const char *when)
@@ -322,11 +335,79 @@ static void expect_reachable(int listener, const char *when)
 	close(sk);
 }
 
+/*
+ * The tree's user namespace owns its net namespace: its root (uid 0 there, no capability
+ * in criu's) may change it. lo goes down and up last: that drops its routes.
+ */
+static void expect_administered(void)
+{
+	run("ip addr add 10.77.2.1/32 dev lo");
+	run("ip -o addr show dev lo | grep -q 10.77.2.1/32");
+	set_sysctl("unix/max_dgram_qlen", "78");
+	expect_sysctl("unix/max_dgram_qlen", "78");
+	run("ip link set lo down && ip link set lo up");
+}
+
+/* Joined, the runner's namespace is criu's user namespace's: the tree may not change it. */
+static void expect_not_administered(void)
+{
+	if (!system("ip addr add 10.77.2.1/32 dev lo 2>/dev/null"))
+		test_fail("the tree could add an address in the joined namespace");
+}
+
+/*
+ * A task in a user namespace of its own cannot put a link's end into the runner's
+ * namespace: a helper left outside (reparented at once, so nothing waits for it) makes
+ * the pair there and moves the inner end into the launcher's new namespace when told.
+ * The returned fds: tell it, then hear it is done.
+ */
+static void veth_helper(int *go, int *done)
+{
+	int to_helper[2], from_helper[2];
+	pid_t launcher = getpid(), child;
+	char cmd[160], byte;
+
+	if (pipe(to_helper) || pipe(from_helper))
+		test_fail_errno("pipes for the veth helper");
+	child = fork();
+	if (child < 0)
+		test_fail_errno("fork the veth helper");
+	if (child == 0) {
+		if (fork())
+			_exit(0);
+		if (read(to_helper[0], &byte, 1) != 1)
+			_exit(1);
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add " INNER " type veth peer name " OUTER " && ip link set " INNER
+			 " netns %d",
+			 launcher);
+		byte = system(cmd) ? 'F' : 'D';
+		_exit(write(from_helper[1], &byte, 1) == 1 ? 0 : 1);
+	}
+	if (waitpid(child, NULL, 0) != child)
+		test_fail_errno("wait for the veth helper's parent");
+	close(to_helper[0]);
+	close(from_helper[1]);
+	*go = to_helper[1];
+	*done = from_helper[0];
+}
+
+static void veth_from_helper(int go, int done)
+{
+	char byte = 'G';
+
+	if (write(go, &byte, 1) != 1 || read(done, &byte, 1) != 1 || byte != 'D')
+		test_fail("the veth helper could not make " INNER " (%c)", byte);
+	close(go);
+	close(done);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un addr;
 	socklen_t len;
-	int listener, pair[2], host_ns = -1;
+	int listener, pair[2], host_ns = -1, helper_go = -1, helper_done = -1;
+	struct stat runner_ns;
 	char msg[8] = "";
 	char cmd[160];
 
@@ -335,17 +416,26 @@ int main(int argc, char **argv)
 	joined = getenv("ZDTM_NET_JOINED");
 	empty = joined || getenv("ZDTM_NET_EMPTY");
 	bridge = getenv("ZDTM_NET_BRIDGE");
+	userns = getenv("ZDTM_NET_USERNS");
 	/* The runner's bridge restore puts the outer end into: removed at the end. */
 	if (bridge)
 		run("ip link del " BRIDGE " 2>/dev/null; ip link add " BRIDGE " type bridge");
 	runner = getppid();
-	if (with_veth) {
+	if (stat("/proc/self/ns/net", &runner_ns))
+		test_fail_errno("stat /proc/self/ns/net");
+	if (with_veth && userns)
+		veth_helper(&helper_go, &helper_done);
+	else if (with_veth) {
 		host_ns = open("/proc/self/ns/net", O_RDONLY);
 		if (host_ns < 0)
 			test_fail_errno("open /proc/self/ns/net");
 	}
-	test_launch_root(CLONE_NEWPID | CLONE_NEWNET);
+	test_launch_root(CLONE_NEWPID | CLONE_NEWNET |
+			 (userns ? CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC : 0));
 	expect_ns_pid(1, ns_pid_levels(), "init");
+	/* root inside (uid 0, host uid 100000), with every capability of the namespace */
+	if (userns && (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+		test_fail_errno("become root in the user namespace");
 	/* As a container's init: upstream criu dumps no session led from outside. */
 	if (setsid() != 1)
 		test_fail_errno("setsid");
@@ -356,7 +446,9 @@ int main(int argc, char **argv)
 		run("ip route add 10.79.1.0/24 dev lo table 100");
 		run("ip -6 rule add to fd78::/64 table 100 prio 1001");
 	}
-	if (with_veth) {
+	if (with_veth && userns) {
+		veth_from_helper(helper_go, helper_done);
+	} else if (with_veth) {
 		/* /proc is the runner's: self is this task there too. */
 		snprintf(cmd, sizeof(cmd),
 			 "ip link add " INNER " type veth peer name " OUTER
@@ -364,6 +456,8 @@ int main(int argc, char **argv)
 			 host_ns);
 		run(cmd);
 		close(host_ns);
+	}
+	if (with_veth) {
 		for (size_t i = 0; setup_veth[i]; i++)
 			run(setup_veth[i]);
 	}
@@ -376,7 +470,9 @@ int main(int argc, char **argv)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) || write(pair[0], "queued", 7) != 7)
 		test_fail_errno("socketpair");
 	expect_reachable(listener, "before the dump");
-	expect_unreachable_outside("before the dump");
+	/* The runner's namespace is out of reach of a task in a user namespace of its own. */
+	if (!userns)
+		expect_unreachable_outside("before the dump");
 	if (with_veth)
 		wait_no_carrier();
 	before_ip = ip_snapshot();
@@ -385,7 +481,7 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	if (joined)
-		expect_joined();
+		expect_joined(runner_ns.st_ino);
 	if (with_veth)
 		wait_no_carrier();
 	if (!joined) {
@@ -394,15 +490,22 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		expect_sysctl(sysctls[i][0], sysctls[i][1]);
-	expect_own_netns(listener, "the abstract listener");
-	expect_own_netns(pair[0], "a socketpair's end");
-	expect_own_netns(pair[1], "a socketpair's other end");
+	/* SIOCGSKNS takes CAP_NET_ADMIN in the user namespace that owns the socket's. */
+	if (!joined || !userns) {
+		expect_own_netns(listener, "the abstract listener");
+		expect_own_netns(pair[0], "a socketpair's end");
+		expect_own_netns(pair[1], "a socketpair's other end");
+	}
 	if (read(pair[1], msg, sizeof(msg)) != 7 || strcmp(msg, "queued"))
 		test_fail("the socketpair's queued message: \"%s\" (%s)", msg, strerror(errno));
 	expect_reachable(listener, "after the restore");
 	if (bridge)
 		expect_outer_in_bridge();
-	if (!joined)
+	if (!joined && !userns)
 		expect_unreachable_outside("after the restore");
+	if (userns && !joined)
+		expect_administered();
+	if (userns && joined)
+		expect_not_administered();
 	test_pass();
 }

@@ -607,6 +607,7 @@ def mnt_restore_fails(restore_args, expect):
 #                  --page-server to it: no pages in -D, the server exits 0 and its images
 #                  pass crit; they join the others in -D, restore -d, verdict
 #                  ('ps_upstream_server' / 'ps_upstream_dump': upstream criu serves / dumps)
+#   page_server_dump_fails the dump fails ('expect') after connecting: the server exits 1
 #   page_server_killed     the page server is stopped once the dump connected (pre-dump
 #                  action script) and killed while the dump waits for it: as dump_fails
 #   cross_restore_upstream dumped by ours, restored by upstream criu
@@ -676,6 +677,8 @@ TESTS = {
                                                 '--port', '{free_port}'],
                                   'expect': 'cannot connect to the page server '
                                             '127.0.0.1:{free_port}: Connection refused'},
+    'page_server_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'page_server_dump_fails',
+                               'expect': 'share one fd table (CLONE_FILES)'},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
     # upstream's dump to our server, ours to upstream's server
@@ -2651,6 +2654,24 @@ class TestRun:
             '--page-server', '--address', '127.0.0.1', '--port', str(port),
             '--action-script', os.path.join(self.out, 'script.sh')])
         self.run_dump_fails()
+
+    def run_page_server_dump_fails(self):
+        """A dump that fails for the test's own reason ('expect') once connected: the
+        server exits 1 saying that the dump ended before sending every page."""
+        port = self.start_page_server()
+        server, self.page_server = self.page_server, None
+        self.desc = dict(self.desc, dump_args=['--page-server', '--address', '127.0.0.1',
+                                               '--port', str(port)])
+        try:
+            self.run_dump_fails()
+            code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        log = os.path.join('..', 'img-ps', 'page-server.log')
+        if code != 1 or 'before sending every page' not in self.last_log_error(log):
+            raise TestFailure('criu page-server exited %d after the failed dump: %s'
+                              % (code, self.last_log_error(log)))
 
     def run_stopped(self):
         # A task dumped while stopped (SIGSTOP) must come back stopped, then run on SIGCONT.

@@ -612,35 +612,40 @@ static ssize_t read_source(struct page_writer *pw, char *buf, size_t len, uint64
 	return pread(pw->src_fd, buf, len, src_off);
 }
 
+/* What copy_pages() has left to read. */
+struct page_copy {
+	struct page_writer *pw;
+	uint64_t src_off;
+	size_t left;
+};
+
+static ssize_t fill_from_source(void *arg, char *buf, size_t len)
+{
+	struct page_copy *copy = arg;
+	ssize_t got = read_source(copy->pw, buf, len, copy->src_off);
+
+	/* A memfd's size need not be a page multiple: its last page ends in zeros. */
+	if (got == 0 && copy->pw->shmem && copy->left < PAGE_SIZE) {
+		memset(buf, 0, len);
+		got = len;
+	}
+	if (got <= 0) {
+		int err = got < 0 ? errno : EIO;
+
+		pr_err("%s: cannot read memory at %llx: %s\n", copy->pw->what,
+		       (unsigned long long)copy->src_off, strerror(err));
+		return -err;
+	}
+	copy->src_off += got;
+	copy->left -= got;
+	return got;
+}
+
 static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 {
-	while (len) {
-		size_t room, chunk;
-		char *buf = page_xfer_room(&pw->xfer, &room);
-		ssize_t got;
+	struct page_copy copy = { .pw = pw, .src_off = src_off, .left = len };
 
-		if (!buf)
-			return page_xfer_flush(&pw->xfer);
-		chunk = len < room ? len : room;
-		got = read_source(pw, buf, chunk, src_off);
-		/* A memfd's size need not be a page multiple: its last page ends in zeros. */
-		if (got == 0 && pw->shmem && len < PAGE_SIZE) {
-			memset(buf, 0, len);
-			got = len;
-		}
-		if (got <= 0) {
-			int err = got < 0 ? errno : EIO;
-
-			pr_err("%s: cannot read memory at %llx: %s\n", pw->what,
-			       (unsigned long long)src_off, strerror(err));
-			return -err;
-		}
-		src_off += got;
-		len -= got;
-		if (page_xfer_commit(&pw->xfer, got))
-			return page_xfer_flush(&pw->xfer);
-	}
-	return 0;
+	return page_xfer_fill(&pw->xfer, len, fill_from_source, &copy);
 }
 
 /* A run of nr_pages stored pages at vaddr, read from src_off of the source. */

@@ -201,29 +201,14 @@ static int ps_open_pagemap(struct ps_session *s, uint64_t dst_id)
 	return page_xfer_open(&s->xfer, -1, type, dst_id >> PS_TYPE_BITS, s->next_pages_id++);
 }
 
-/* The pages of a run, straight from the socket into the writer's ring. */
-static int ps_receive_pages(struct ps_session *s, uint64_t len)
+static ssize_t fill_from_socket(void *arg, char *buf, size_t len)
 {
-	while (len) {
-		size_t room, chunk;
-		char *buf = page_xfer_room(&s->xfer, &room);
-		int ret;
+	int ret = ps_recv(*(int *)arg, buf, len);
 
-		if (!buf)
-			return page_xfer_flush(&s->xfer);
-		chunk = len < room ? len : room;
-		ret = ps_recv(s->sk, buf, chunk);
-		if (ret) {
-			pr_err("page server: cannot receive pages: %s\n",
-			       ret == -EPIPE ? "the dump closed the connection" : strerror(-ret));
-			return ret;
-		}
-		len -= chunk;
-		ret = page_xfer_commit(&s->xfer, chunk);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	if (ret)
+		pr_err("page server: cannot receive pages: %s\n",
+		       ret == -EPIPE ? "the dump closed the connection" : strerror(-ret));
+	return ret ? ret : (ssize_t)len;
 }
 
 /*
@@ -251,7 +236,10 @@ static int ps_add(struct ps_session *s, const struct ps_iov *pi, uint32_t flags)
 		ret = ps_open_pagemap(s, pi->dst_id);
 	if (!ret)
 		ret = page_xfer_entry(&s->xfer, pi->vaddr, pi->nr_pages, flags);
-	return ret ? ret : ps_receive_pages(s, pi->nr_pages * PAGE_SIZE);
+	/* The pages, straight from the socket into the writer's ring. */
+	if (!ret)
+		ret = page_xfer_fill(&s->xfer, pi->nr_pages * PAGE_SIZE, fill_from_socket, &s->sk);
+	return ret;
 }
 
 /* PS_IOV_FLUSH: everything received is written, and the dump is told so. */

@@ -137,25 +137,13 @@ static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned
 	return ret;
 }
 
-/* Bytes into the ring, across buffers: they leave in order with the pages around them. */
-static int page_xfer_put(struct page_xfer *px, const void *data, size_t len)
+static ssize_t fill_from_memory(void *arg, char *buf, size_t len)
 {
-	while (len) {
-		size_t room, chunk;
-		char *buf = page_xfer_room(px, &room);
-		int ret;
+	const char **data = arg;
 
-		if (!buf)
-			return page_xfer_flush(px);
-		chunk = len < room ? len : room;
-		memcpy(buf, data, chunk);
-		data = (const char *)data + chunk;
-		len -= chunk;
-		ret = page_xfer_commit(px, chunk);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	memcpy(buf, *data, len);
+	*data += len;
+	return len;
 }
 
 static int server_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags)
@@ -167,7 +155,10 @@ static int server_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages,
 		.dst_id = px->dst_id,
 	};
 
-	return page_xfer_put(px, &pi, sizeof(pi));
+	const char *data = (const char *)&pi;
+
+	/* In the ring: it leaves in order with the pages around it. */
+	return page_xfer_fill(px, sizeof(pi), fill_from_memory, &data);
 }
 
 static int server_write(struct page_xfer *px, const void *buf, size_t len)
@@ -273,6 +264,27 @@ int page_xfer_flush(struct page_xfer *px)
 	ret = px->error;
 	pthread_mutex_unlock(&px->lock);
 	return ret;
+}
+
+int page_xfer_fill(struct page_xfer *px, size_t len, page_xfer_fill_fn fill, void *arg)
+{
+	while (len) {
+		size_t room;
+		char *buf = page_xfer_room(px, &room);
+		ssize_t got;
+		int ret;
+
+		if (!buf)
+			return page_xfer_flush(px);
+		got = fill(arg, buf, len < room ? len : room);
+		if (got < 0)
+			return got;
+		len -= got;
+		ret = page_xfer_commit(px, got);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 void page_xfer_close(struct page_xfer *px)

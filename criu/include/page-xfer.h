@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "image.h"
 
@@ -64,6 +65,13 @@ int page_xfer_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uin
 char *page_xfer_room(struct page_xfer *px, size_t *room);
 /* len bytes were put at page_xfer_room(); a full buffer goes to the writer. 0 or -errno. */
 int page_xfer_commit(struct page_xfer *px, size_t len);
+/*
+ * Puts up to len bytes into buf (the ring's room): how many (> 0), or -errno after one
+ * line of its own.
+ */
+typedef ssize_t (*page_xfer_fill_fn)(void *arg, char *buf, size_t len);
+/* len bytes into the ring, as fill() produces them: page_xfer_room() and commit in a loop. */
+int page_xfer_fill(struct page_xfer *px, size_t len, page_xfer_fill_fn fill, void *arg);
 /* Everything committed is written when it returns 0; -errno: the writer's failure. */
 int page_xfer_flush(struct page_xfer *px);
 /* Stops the writer (what is still queued is written), closes the target, frees the buffers. */

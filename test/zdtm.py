@@ -607,6 +607,8 @@ def mnt_restore_fails(restore_args, expect):
 #                  --page-server to it: no pages in -D, the server exits 0 and its images
 #                  pass crit; they join the others in -D, restore -d, verdict
 #                  ('ps_upstream_server' / 'ps_upstream_dump': upstream criu serves / dumps)
+#   page_server_refuses    a client sends OPEN2 then 'ps_command' (cmd, nr_pages[,
+#                  dst_id]): the server exits 1, its log saying 'expect'; the test runs on
 #   page_server_dump_fails the dump fails ('expect') after connecting: the server exits 1
 #   page_server_killed     the page server is stopped once the dump connected (pre-dump
 #                  action script) and killed while the dump waits for it: as dump_fails
@@ -679,6 +681,16 @@ TESTS = {
                                             '127.0.0.1:{free_port}: Connection refused'},
     'page_server_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'page_server_dump_fails',
                                'expect': 'share one fd table (CLONE_FILES)'},
+    # what a page server cannot store: the session ends, exit 1 with the reason
+    'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                       'ps_command': (1 << 16 | 6, 1),  # ADD_F, PE_PARENT
+                                       'expect': 'only stored pages are supported'},
+    'page_server_refuses_get': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                'ps_command': (7, 1),  # PS_IOV_GET
+                                'expect': 'command 0x7 is not supported'},
+    'page_server_refuses_bad_kind': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                     'ps_command': (4, 1, 1 << 8 | 9),  # OPEN2, kind 9
+                                     'expect': 'unknown pagemap kind 9'},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
     # upstream's dump to our server, ours to upstream's server
@@ -2662,6 +2674,25 @@ class TestRun:
             '--page-server', '--address', '127.0.0.1', '--port', str(port),
             '--action-script', os.path.join(self.out, 'script.sh')])
         self.run_dump_fails()
+
+    def run_page_server_refuses(self):
+        port = self.start_page_server()
+        server, self.page_server = self.page_server, None
+        cmd = tuple(self.desc['ps_command']) + (1 << 8 | 1,)
+        try:
+            with socket.create_connection(('127.0.0.1', port)) as sk:
+                sk.sendall(struct.pack('=I4xQQQ', 4, 0, 0, 1 << 8 | 1))
+                sk.recv(1)
+                sk.sendall(struct.pack('=I4xQQQ', cmd[0], cmd[1], 0x10000, cmd[2]) +
+                           b'\0' * 4096 * cmd[1])
+                code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        log = os.path.join('..', 'img-ps', 'page-server.log')
+        if code != 1 or self.desc['expect'] not in self.last_log_error(log):
+            raise TestFailure('criu page-server exited %d: %s' % (code, self.last_log_error(log)))
+        self.finish_and_judge()
 
     def run_page_server_dump_fails(self):
         """A dump that fails for the test's own reason ('expect') once connected: the

@@ -62,6 +62,7 @@ static int set_tree(const struct cr_option *o, const char *arg, bool on);
 static int set_verbosity(const struct cr_option *o, const char *arg, bool on);
 static int set_timeout(const struct cr_option *o, const char *arg, bool on);
 static int set_status_fd(const struct cr_option *o, const char *arg, bool on);
+static int set_port(const struct cr_option *o, const char *arg, bool on);
 static int set_ghost_limit(const struct cr_option *o, const char *arg, bool on);
 static int add_action_script(const struct cr_option *o, const char *arg, bool on);
 static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
@@ -156,9 +157,11 @@ static const struct cr_option options[] = {
 	       "the previous pre-dump's images, relative to -D: store only pages written since"),
 	FLAG("auto-dedup", 0, auto_dedup,
 	     "punch holes in the parent images for the pages this dump stores again"),
-	REFUSED_FLAG("page-server", 0),
-	REFUSED("address", 0, required_argument),
-	REFUSED("port", 0, required_argument),
+	FLAG("page-server", 0, use_page_server,
+	     "dump: send the pages to the page server at --address:--port"),
+	STRING("address", 0, ps_address, "ADDR",
+	       "the page server's address (page-server: listen there, default: all)"),
+	CALL("port", 0, required_argument, set_port, "PORT", "the page server's TCP port"),
 	REFUSED("ps-socket", 0, required_argument),
 	SWITCH("lazy-pages", 0, lazy_pages,
 	       "restore: leave private memory to the criu lazy-pages daemon"),
@@ -233,8 +236,8 @@ struct refusal {
 /* clang-format off */
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 static const struct refusal refusals[] = {
-	{ "no page server or image streams",
-	  NAMES("page-server", "address", "port", "ps-socket", "stream", "tls",
+	{ "no page server socket from the caller, image streams or TLS",
+	  NAMES("ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
@@ -392,6 +395,22 @@ static int set_status_fd(const struct cr_option *o, const char *arg, bool on)
 	if (parse_number(o, arg, INT_MAX, &fd))
 		return -1;
 	opts.status_fd = fd;
+	return 0;
+}
+
+/* A TCP port, 1-65535: 0 would let the kernel pick one nobody is told of. */
+static int set_port(const struct cr_option *o, const char *arg, bool on)
+{
+	unsigned long port;
+
+	(void)on;
+	if (parse_number(o, arg, 65535, &port))
+		return -1;
+	if (!port) {
+		opt_error("bad value '%s' for --%s", arg, o->name);
+		return -1;
+	}
+	opts.ps_port = port;
 	return 0;
 }
 

@@ -32,6 +32,7 @@
 #include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "page-server.h"
 #include "plugin.h"
 #include "proc_parse.h"
 #include "seccomp.h"
@@ -1528,6 +1529,11 @@ int cr_dump_tasks(pid_t pid)
 	ret = remove_old_inventory();
 	if (!ret)
 		ret = link_parent_images(&stats.mem);
+	/* Before the tree is touched: a server that does not listen leaves it as it was. */
+	if (!ret && opts.use_page_server) {
+		stats.mem.page_server_sk = page_server_connect();
+		ret = stats.mem.page_server_sk < 0 ? stats.mem.page_server_sk : 0;
+	}
 	if (ret)
 		goto out;
 
@@ -1606,6 +1612,9 @@ int cr_dump_tasks(pid_t pid)
 		goto out;
 	/* Plugins may still add images; inventory.img, written last, seals the dump. */
 	ret = run_plugins(DUMP_DEVICES_LATE, pid);
+	/* The pages are safe on the server before inventory.img seals the dump. */
+	if (!ret && stats.mem.page_server_sk >= 0)
+		ret = page_server_finish(stats.mem.page_server_sk);
 	if (ret)
 		goto out;
 	ret = write_inventory();

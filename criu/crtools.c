@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "page-server.h"
 #include "uffd.h"
 
 /* Opens the images dir (and the work dir for logs/pidfile), then the log. */
@@ -104,6 +106,61 @@ void report_status_ready(void)
 	opts.status_fd = -1;
 }
 
+/* -d: the caller gets its prompt back once the socket listens; --pidfile names the daemon. */
+int daemonize(void)
+{
+	pid_t pid;
+	FILE *f;
+
+	if (!opts.restore_detach && !opts.pidfile)
+		return 0;
+	pid = opts.restore_detach ? fork() : getpid();
+	if (pid < 0) {
+		pr_perror("cannot fork the daemon");
+		return -1;
+	}
+	if (opts.restore_detach && pid == 0) {
+		setsid();
+		return 0;
+	}
+	if (opts.pidfile) {
+		f = fopen(opts.pidfile, "w");
+		if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
+			pr_perror("cannot write pidfile %s", opts.pidfile);
+			if (opts.restore_detach)
+				kill(pid, SIGKILL);
+			return -1;
+		}
+	}
+	if (opts.restore_detach)
+		_exit(0);
+	return 0;
+}
+
+/*
+ * --page-server on dump: the server's address and port. A pre-dump chain would need the
+ * server to keep parent images: refused, as is a dump that names a parent.
+ */
+static int check_page_server_dump(const char *command)
+{
+	if (strcmp(command, "dump")) {
+		fprintf(stderr, "Error: %s --page-server is not supported: pre-dump into the "
+				"images directory, then copy it\n",
+			command);
+		return -1;
+	}
+	if (opts.prev_images_dir) {
+		fprintf(stderr, "Error: dump --page-server with --prev-images-dir is not supported: "
+				"the page server keeps no parent images\n");
+		return -1;
+	}
+	if (!opts.ps_address || !opts.ps_port) {
+		fprintf(stderr, "Error: dump --page-server needs the server's --address and --port\n");
+		return -1;
+	}
+	return 0;
+}
+
 /* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
 static int open_dump(const char *command)
 {
@@ -118,6 +175,8 @@ static int open_dump(const char *command)
 		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
 		return -1;
 	}
+	if (opts.use_page_server && check_page_server_dump(command))
+		return -1;
 	if (kill(opts.tree_pid, 0) && errno == ESRCH) {
 		fprintf(stderr, "Error: no process with pid %d\n", opts.tree_pid);
 		return -1;
@@ -163,9 +222,36 @@ static int run_lazy_pages(char **args)
 	int ret;
 
 	(void)args;
+	if (opts.use_page_server) {
+		fprintf(stderr, "Error: lazy-pages --page-server is not supported: the pages are "
+				"served from the images directory\n");
+		return 1;
+	}
 	if (open_dirs_and_log(false))
 		return 1;
 	ret = cr_lazy_pages();
+	log_fini();
+	return ret ? 1 : 0;
+}
+
+/* One dump's pages, received over TCP into DIR (page-server.h). */
+static int run_page_server(char **args)
+{
+	int ret;
+
+	(void)args;
+	if (opts.lazy_pages) {
+		fprintf(stderr, "Error: page-server --lazy-pages is not supported: lazy restores "
+				"are served from an images directory (criu lazy-pages)\n");
+		return 1;
+	}
+	if (!opts.ps_port) {
+		fprintf(stderr, "Error: page-server needs --port\n");
+		return 1;
+	}
+	if (open_dirs_and_log(true))
+		return 1;
+	ret = cr_page_server();
 	log_fini();
 	return ret ? 1 : 0;
 }
@@ -234,7 +320,8 @@ static const struct command commands[] = {
 	{ "show", exec_crit_show, "FILE", "print an image file as JSON (runs crit show FILE)" },
 	{ "pre-dump", run_pre_dump, NULL,
 	  "save the tree's memory, leave it running and track its writes for the next dump" },
-	{ "page-server", NULL, NULL, "not supported: pages go into the images directory only" },
+	{ "page-server", run_page_server, NULL,
+	  "receive the pages of one dump --page-server into DIR (--port, --address)" },
 	{ "service", NULL, NULL, "not supported: there is no RPC service" },
 	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
 	{ "dedup", run_dedup, NULL,

@@ -32,7 +32,6 @@
 
 #include "ext.pb-c.h"
 #include "mm.pb-c.h"
-#include "pagemap.pb-c.h"
 
 #ifndef MAP_DROPPABLE
 #define MAP_DROPPABLE 0x08
@@ -53,12 +52,16 @@ void mem_dump_init(struct mem_dump_ctx *ctx)
 {
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->next_pages_id = 1;
+	ctx->page_server_sk = -1;
 }
 
 void mem_dump_fini(struct mem_dump_ctx *ctx)
 {
 	free(ctx->shmem_dumped);
 	ctx->shmem_dumped = NULL;
+	if (ctx->page_server_sk >= 0)
+		close(ctx->page_server_sk);
+	ctx->page_server_sk = -1;
 	ctx->nr_shmem_dumped = 0;
 }
 
@@ -568,9 +571,7 @@ struct page_writer {
 	const char *what; /* for messages: "task 123", "shared memory 0x1a2b" */
 	pid_t pid; /* the task whose private pages are read; 0 for shared memory */
 	int src_fd; /* /proc/PID/mem, or the shared memory object */
-	struct cr_img *pagemap_img;
-	struct cr_img *pages_img;
-	struct page_xfer xfer;
+	struct page_xfer xfer; /* into the images directory, or to the page server */
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
 };
@@ -578,19 +579,9 @@ struct page_writer {
 static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
 			    struct mem_dump_ctx *ctx)
 {
-	PagemapHead head = PAGEMAP_HEAD__INIT;
-	int ret;
-
 	pw->stats = &ctx->stats;
-	head.pages_id = ctx->next_pages_id++;
-	pw->pagemap_img = open_image(map_type, O_WRONLY, map_id);
-	if (!pw->pagemap_img)
-		return -EIO;
-	pw->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, head.pages_id);
-	if (!pw->pages_img)
-		return -EIO;
-	ret = page_xfer_open(&pw->xfer, pw->pages_img);
-	return ret ? ret : pb_write_one(pw->pagemap_img, &head);
+	return page_xfer_open(&pw->xfer, ctx->page_server_sk, map_type, map_id,
+			      ctx->next_pages_id++);
 }
 
 static void close_page_writer(struct page_writer *pw)
@@ -598,8 +589,6 @@ static void close_page_writer(struct page_writer *pw)
 	if (pw->stats)
 		pw->stats->write_us += pw->xfer.write_us;
 	page_xfer_close(&pw->xfer);
-	close_image(pw->pages_img);
-	close_image(pw->pagemap_img);
 }
 
 static int flush_pages(struct page_writer *pw)
@@ -623,57 +612,47 @@ static ssize_t read_source(struct page_writer *pw, char *buf, size_t len, uint64
 	return pread(pw->src_fd, buf, len, src_off);
 }
 
-static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
+/* What copy_pages() has left to read. */
+struct page_copy {
+	struct page_writer *pw;
+	uint64_t src_off;
+	size_t left;
+};
+
+static ssize_t fill_from_source(void *arg, char *buf, size_t len)
 {
-	while (len) {
-		size_t room, chunk;
-		char *buf = page_xfer_room(&pw->xfer, &room);
-		ssize_t got;
+	struct page_copy *copy = arg;
+	ssize_t got = read_source(copy->pw, buf, len, copy->src_off);
 
-		if (!buf)
-			return page_xfer_flush(&pw->xfer);
-		chunk = len < room ? len : room;
-		got = read_source(pw, buf, chunk, src_off);
-		/* A memfd's size need not be a page multiple: its last page ends in zeros. */
-		if (got == 0 && pw->shmem && len < PAGE_SIZE) {
-			memset(buf, 0, len);
-			got = len;
-		}
-		if (got <= 0) {
-			int err = got < 0 ? errno : EIO;
-
-			pr_err("%s: cannot read memory at %llx: %s\n", pw->what,
-			       (unsigned long long)src_off, strerror(err));
-			return -err;
-		}
-		src_off += got;
-		len -= got;
-		if (page_xfer_commit(&pw->xfer, got))
-			return page_xfer_flush(&pw->xfer);
+	/* A memfd's size need not be a page multiple: its last page ends in zeros. */
+	if (got == 0 && copy->pw->shmem && copy->left < PAGE_SIZE) {
+		memset(buf, 0, len);
+		got = len;
 	}
-	return 0;
+	if (got <= 0) {
+		int err = got < 0 ? errno : EIO;
+
+		pr_err("%s: cannot read memory at %llx: %s\n", copy->pw->what,
+		       (unsigned long long)copy->src_off, strerror(err));
+		return -err;
+	}
+	copy->src_off += got;
+	copy->left -= got;
+	return got;
 }
 
-/* One pagemap entry: nr_pages at vaddr, PE_PRESENT (data follow) or PE_PARENT. */
-static int write_page_entry(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages,
-			    uint32_t flags)
+static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 {
-	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+	struct page_copy copy = { .pw = pw, .src_off = src_off, .left = len };
 
-	pe.vaddr = vaddr;
-	pe.compat_nr_pages = 0;
-	pe.has_flags = true;
-	pe.flags = flags;
-	pe.has_nr_pages = true;
-	pe.nr_pages = nr_pages;
-	return pb_write_one(pw->pagemap_img, &pe);
+	return page_xfer_fill(&pw->xfer, len, fill_from_source, &copy);
 }
 
 /* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
 static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
 			 unsigned long nr_pages)
 {
-	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PRESENT);
+	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PRESENT);
 
 	if (!ret)
 		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
@@ -816,7 +795,7 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 /* A run of nr_pages at vaddr that the parent images hold. */
 static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	int ret = write_page_entry(pw, vaddr, nr_pages, PE_PARENT);
+	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PARENT);
 
 	if (!ret)
 		pw->stats->pages_in_parent += nr_pages;

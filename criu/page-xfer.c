@@ -1,15 +1,19 @@
 /*
  * The dump's page data leave through a ring of buffers: the dumping thread reads the
- * task's pages into one while a writer thread writes the others to the pages image, so
- * reading the task and filling the page cache overlap instead of adding up.
+ * task's pages into one while a writer thread writes the others to the target (the pages
+ * image, or a page server's socket), so reading the task and writing overlap instead of
+ * adding up. The two targets: the images directory and a page server (page-server.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
+#include "page-server.h"
 #include "page-xfer.h"
+#include "pagemap.pb-c.h"
 
 /*
  * Small buffers, so that what the reader just copied is still in the CPU caches when the
@@ -46,7 +50,7 @@ static void *page_xfer_writer(void *arg)
 		/* After a failure the rest is dropped: the dump fails anyway. */
 		start = usec_now();
 		if (!px->error)
-			ret = img_write_raw(px->img, px->bufs[idx], px->used[idx]);
+			ret = px->ops->write(px, px->bufs[idx], px->used[idx]);
 		pthread_mutex_lock(&px->lock);
 		px->write_us += usec_now() - start;
 		if (ret && !px->error)
@@ -59,29 +63,156 @@ static void *page_xfer_writer(void *arg)
 	return NULL;
 }
 
-int page_xfer_open(struct page_xfer *px, struct cr_img *img)
+/* ------------------------------------------------------ the images target ---- */
+
+static int images_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
+		       uint32_t pages_id)
+{
+	PagemapHead head = PAGEMAP_HEAD__INIT;
+
+	head.pages_id = pages_id;
+	px->pagemap_img = open_image(map_type, O_WRONLY, map_id);
+	if (!px->pagemap_img)
+		return -EIO;
+	px->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, pages_id);
+	if (!px->pages_img)
+		return -EIO;
+	return pb_write_one(px->pagemap_img, &head);
+}
+
+static int images_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags)
+{
+	PagemapEntry pe = PAGEMAP_ENTRY__INIT;
+
+	pe.vaddr = vaddr;
+	pe.compat_nr_pages = 0;
+	pe.has_flags = true;
+	pe.flags = flags;
+	pe.has_nr_pages = true;
+	pe.nr_pages = nr_pages;
+	return pb_write_one(px->pagemap_img, &pe);
+}
+
+static int images_write(struct page_xfer *px, const void *buf, size_t len)
+{
+	return img_write_raw(px->pages_img, buf, len);
+}
+
+static void images_close(struct page_xfer *px)
+{
+	close_image(px->pages_img);
+	close_image(px->pagemap_img);
+}
+
+static const struct page_xfer_ops images_ops = {
+	.open = images_open,
+	.entry = images_entry,
+	.write = images_write,
+	.close = images_close,
+};
+
+/* ------------------------------------------------- the page server target ---- */
+
+/*
+ * The pages ids are the server's: it numbers the pages images it writes. OPEN2, as
+ * CRIU's dump sends it; the answer (whether the server has parent images) changes
+ * nothing: this dump stores every page (a dump with parent images is refused).
+ */
+static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
+		       uint32_t pages_id)
+{
+	struct ps_iov pi = { .cmd = PS_IOV_OPEN2 };
+	char has_parent;
+	int ret;
+
+	(void)pages_id;
+	px->dst_id = pi.dst_id = ps_dst_id(map_type, map_id);
+	ret = ps_send(px->sk, &pi, sizeof(pi));
+	if (!ret)
+		ret = ps_recv(px->sk, &has_parent, 1);
+	if (ret)
+		pr_err("page server %s: cannot open the pagemap of %s %lu: %s\n",
+		       page_server_name(), map_type == CR_IMG_SHMEM_PAGEMAP ? "shmem" : "task",
+		       map_id, ret == -EPIPE ? "the server closed the connection" : strerror(-ret));
+	return ret;
+}
+
+static ssize_t fill_from_memory(void *arg, char *buf, size_t len)
+{
+	const char **data = arg;
+
+	memcpy(buf, *data, len);
+	*data += len;
+	return len;
+}
+
+static int server_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags)
+{
+	struct ps_iov pi = {
+		.cmd = flags << PS_CMD_BITS | PS_IOV_ADD_F,
+		.nr_pages = nr_pages,
+		.vaddr = vaddr,
+		.dst_id = px->dst_id,
+	};
+
+	const char *data = (const char *)&pi;
+
+	/* In the ring: it leaves in order with the pages around it. */
+	return page_xfer_fill(px, sizeof(pi), fill_from_memory, &data);
+}
+
+static int server_write(struct page_xfer *px, const void *buf, size_t len)
+{
+	int ret = ps_send(px->sk, buf, len);
+
+	if (ret)
+		pr_err("page server %s: cannot send pages: %s\n", page_server_name(),
+		       strerror(-ret));
+	return ret;
+}
+
+static const struct page_xfer_ops server_ops = {
+	.open = server_open,
+	.entry = server_entry,
+	.write = server_write,
+	/* no close: the socket is the dump's, for its next pagemaps */
+};
+
+/* ----------------------------------------------------------------- the ring ---- */
+
+int page_xfer_open(struct page_xfer *px, int page_server_sk, enum cr_img_type map_type,
+		   unsigned long map_id, uint32_t pages_id)
 {
 	unsigned int i;
 	int ret;
 
 	memset(px, 0, sizeof(*px));
-	px->img = img;
+	px->sk = page_server_sk;
 	pthread_mutex_init(&px->lock, NULL);
 	pthread_cond_init(&px->cond, NULL);
 	for (i = 0; i < PAGE_XFER_NR_BUFS; i++) {
 		px->bufs[i] = malloc(PAGE_XFER_BUF_SIZE);
 		if (!px->bufs[i]) {
-			pr_err("%s: no memory for the page buffers\n", img->name);
+			pr_err("no memory for the page buffers\n");
 			return -ENOMEM;
 		}
 	}
+	px->ops = page_server_sk < 0 ? &images_ops : &server_ops;
+	ret = px->ops->open(px, map_type, map_id, pages_id);
+	if (ret)
+		return ret;
 	ret = pthread_create(&px->writer, NULL, page_xfer_writer, px);
 	if (ret) {
-		pr_err("%s: cannot start the page writer: %s\n", img->name, strerror(ret));
+		pr_err("cannot start the page writer: %s\n", strerror(ret));
 		return -ret;
 	}
 	px->started = 1;
 	return 0;
+}
+
+int page_xfer_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags)
+{
+	return px->ops->entry(px, vaddr, nr_pages, flags);
 }
 
 char *page_xfer_room(struct page_xfer *px, size_t *room)
@@ -135,6 +266,27 @@ int page_xfer_flush(struct page_xfer *px)
 	return ret;
 }
 
+int page_xfer_fill(struct page_xfer *px, size_t len, page_xfer_fill_fn fill, void *arg)
+{
+	while (len) {
+		size_t room;
+		char *buf = page_xfer_room(px, &room);
+		ssize_t got;
+		int ret;
+
+		if (!buf)
+			return page_xfer_flush(px);
+		got = fill(arg, buf, len < room ? len : room);
+		if (got < 0)
+			return got;
+		len -= got;
+		ret = page_xfer_commit(px, got);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 void page_xfer_close(struct page_xfer *px)
 {
 	unsigned int i;
@@ -146,6 +298,8 @@ void page_xfer_close(struct page_xfer *px)
 		pthread_mutex_unlock(&px->lock);
 		pthread_join(px->writer, NULL);
 	}
+	if (px->ops && px->ops->close)
+		px->ops->close(px);
 	for (i = 0; i < PAGE_XFER_NR_BUFS; i++)
 		free(px->bufs[i]);
 	pthread_cond_destroy(&px->cond);

@@ -1259,37 +1259,6 @@ static int listen_socket(struct sockaddr_un *addr)
 	return sock;
 }
 
-/* -d: the caller gets its prompt back once the socket listens; --pidfile names the daemon. */
-static int daemonize(void)
-{
-	pid_t pid;
-	FILE *f;
-
-	if (!opts.restore_detach && !opts.pidfile)
-		return 0;
-	pid = opts.restore_detach ? fork() : getpid();
-	if (pid < 0) {
-		pr_perror("lazy pages: cannot fork the daemon");
-		return -1;
-	}
-	if (opts.restore_detach && pid == 0) {
-		setsid();
-		return 0;
-	}
-	if (opts.pidfile) {
-		f = fopen(opts.pidfile, "w");
-		if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
-			pr_perror("cannot write pidfile %s", opts.pidfile);
-			if (opts.restore_detach)
-				kill(pid, SIGKILL);
-			return -1;
-		}
-	}
-	if (opts.restore_detach)
-		_exit(0);
-	return 0;
-}
-
 int cr_lazy_pages(void)
 {
 	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL }, .guardian_sock = -1 };

@@ -13,6 +13,7 @@ import json
 import mmap
 import os
 import pty
+import select
 import shutil
 import signal
 import socket
@@ -612,6 +613,15 @@ def mnt_restore_fails(restore_args, expect):
 #                  final dump; 'chain_check': f(img_dir) then, the pre-dumps beside it as
 #                  img_dir-preN)
 #   cross_dump_upstream    dumped by upstream criu (UPSTREAM_CRIU), restored by ours
+#   page_server    criu page-server on a free loopback port (into {img}-ps), dump
+#                  --page-server to it: no pages in -D, the server exits 0 and its images
+#                  pass crit; they join the others in -D, restore -d, verdict
+#                  ('ps_upstream_server' / 'ps_upstream_dump': upstream criu serves / dumps)
+#   page_server_refuses    a client sends OPEN2 then 'ps_command' (cmd, nr_pages[,
+#                  dst_id]): the server exits 1, its log saying 'expect'; the test runs on
+#   page_server_dump_fails the dump fails ('expect') after connecting: the server exits 1
+#   page_server_killed     the page server is stopped once the dump connected (pre-dump
+#                  action script) and killed while the dump waits for it: as dump_fails
 #   cross_restore_upstream dumped by ours, restored by upstream criu
 # launcher: the test program forks the tree's root into namespaces of its own (as
 #   `unshare -p -f` does; test_launch_root()), publishes the root's pid and exits: the root,
@@ -668,6 +678,44 @@ TESTS = {
                                   'restore_args': ['--lazy-pages'],
                                   'expect': 'lazy restore of a pre-dump chain is not supported'},
     # the same chain restored by upstream criu (upstream cannot pre-dump here: no soft-dirty)
+    # memory over TCP: criu page-server receives what dump --page-server sends
+    'page_server_mem_anon_private': {'bin': 'mem_anon_private', 'mode': 'page_server'},
+    'page_server_big_buffer': {'bin': 'lazy_big_buffer', 'mode': 'page_server'},
+    'page_server_threads': {'bin': 'threads_regs_tls', 'mode': 'page_server'},
+    'page_server_tree_shared_anon': {'bin': 'tree_shared_anon', 'mode': 'page_server'},
+    'page_server_memfd': {'bin': 'memfd_mapped_shared', 'mode': 'page_server'},
+    'page_server_not_listening': {'bin': 'mem_anon_private', 'mode': 'dump_fails',
+                                  'dump_args': ['--page-server', '--address', '127.0.0.1',
+                                                '--port', '{free_port}'],
+                                  'expect': 'cannot connect to the page server '
+                                            '127.0.0.1:{free_port}: Connection refused'},
+    'page_server_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'page_server_dump_fails',
+                               'expect': 'share one fd table (CLONE_FILES)'},
+    # what a page server cannot store: the session ends, exit 1 with the reason
+    'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                       'ps_command': (1 << 16 | 6, 1),  # ADD_F, PE_PARENT
+                                       'expect': 'only stored pages are supported'},
+    'page_server_refuses_get': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                'ps_command': (7, 1),  # PS_IOV_GET
+                                'expect': 'command 0x7 is not supported'},
+    'page_server_refuses_bad_kind': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
+                                     'ps_command': (4, 1, 1 << 8 | 9),  # OPEN2, kind 9
+                                     'expect': 'unknown pagemap kind 9'},
+    'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
+                           'expect': 'page server 127.0.0.1:'},
+    # upstream's dump to our server, ours to upstream's server
+    'cross_up2us_page_server': {'bin': 'mem_anon_private', 'mode': 'page_server',
+                                'ps_upstream_dump': True, 'setsid': True},
+    'cross_us2up_page_server': {'bin': 'mem_anon_private', 'mode': 'page_server',
+                                'ps_upstream_server': True},
+    'cross_up2us_page_server_shared_anon': {'bin': 'tree_shared_anon', 'mode': 'page_server',
+                                            'ps_upstream_dump': True, 'setsid': True},
+    'cross_us2up_page_server_shared_anon': {'bin': 'tree_shared_anon', 'mode': 'page_server',
+                                            'ps_upstream_server': True},
+    'cross_up2us_page_server_memfd': {'bin': 'memfd_mapped_shared', 'mode': 'page_server',
+                                      'ps_upstream_dump': True, 'setsid': True},
+    'cross_us2up_page_server_memfd': {'bin': 'memfd_mapped_shared', 'mode': 'page_server',
+                                      'ps_upstream_server': True},
     'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                         'pre_dumps': 2, 'upstream_restore': True},
     'mem_madvise_vmflags': {},
@@ -1113,14 +1161,35 @@ TESTS = {
         'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
     'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
     'cli_refused_command': {
-        'mode': 'cli', 'rc': 1, 'args': ['page-server'],
-        'stderr': 'command page-server is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['service'],
+        'stderr': 'command service is not supported\n'},
     'cli_pre_dump_no_such_pid': {'mode': 'cli',
                                  'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
     'cli_pre_dump_without_pid': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
         'stderr': 'Error: pre-dump needs a process: -t PID\n'},
     'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
+    # the page server: what it cannot do is refused with one line
+    'cli_pre_dump_page_server_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--page-server', '--address',
+                                         '127.0.0.1', '--port', '1'],
+        'stderr': 'Error: pre-dump --page-server is not supported: pre-dump into the images '
+                  'directory, then copy it\n'},
+    'cli_dump_page_server_no_port': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--page-server', '--address',
+                                         '127.0.0.1'],
+        'stderr': "Error: dump --page-server needs the server's --address and --port\n"},
+    'cli_dump_page_server_parent_refused': {
+        'mode': 'cli', 'args': ['dump', '-t', '1', '--page-server', '--address', '127.0.0.1',
+                                '--port', '1', '--prev-images-dir', '../pre']},
+    'cli_page_server_no_port': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '-D', 'ps'],
+                                'stderr': 'Error: page-server needs --port\n'},
+    'cli_page_server_lazy_refused': {'mode': 'cli', 'args': ['page-server', '--port', '1',
+                                                             '--lazy-pages']},
+    'cli_lazy_pages_page_server_refused': {'mode': 'cli', 'args': ['lazy-pages',
+                                                                   '--page-server']},
+    'cli_port_zero': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '--port', '0'],
+                      'stderr': "Error: bad value '0' for --port\n"},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
     # configuration files as CRIU reads them
     'cli_config_file': {
@@ -1458,6 +1527,13 @@ class TestFailure(Exception):
     def __init__(self, reason, log=None):
         super().__init__(reason)
         self.log = log
+
+
+def free_tcp_port():
+    """A loopback TCP port nobody listens on now."""
+    with socket.socket() as sk:
+        sk.bind(('127.0.0.1', 0))
+        return sk.getsockname()[1]
 
 
 def reap_orphans():
@@ -1964,6 +2040,7 @@ class TestRun:
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
         self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
+        self.page_server = None  # criu page-server of a page_server test (Popen)
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -2117,6 +2194,10 @@ class TestRun:
             self.lazy_daemon.kill()
             self.lazy_daemon.wait()
             self.lazy_daemon = None
+        if self.page_server:
+            self.page_server.kill()
+            self.page_server.wait()
+            self.page_server = None
         killed = []
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
@@ -2558,6 +2639,112 @@ class TestRun:
         self.expect_tree_restored()
         self.finish_and_judge()
 
+    def start_page_server(self, binary=CRIU):
+        """criu page-server into {img}-ps on a free loopback port, started once it listens
+        (--status-fd); returns the port."""
+        port, ps_dir = free_tcp_port(), self.img + '-ps'
+        os.makedirs(ps_dir, exist_ok=True)
+        ready_r, ready_w = os.pipe()
+        env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
+        with open(os.path.join(self.out, 'criu-page-server.err'), 'wb') as err:
+            self.page_server = subprocess.Popen(
+                [binary, 'page-server', '-D', ps_dir, '--address', '127.0.0.1', '--port',
+                 str(port), '--status-fd', str(ready_w), '-v4', '-o', 'page-server.log'],
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=[ready_w], env=env)
+        os.close(ready_w)
+        ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
+        os.close(ready_r)
+        if ready != b'\0':
+            raise TestFailure('%s page-server did not start listening' % self.criu_name(binary))
+        return port
+
+    def wait_page_server(self, binary):
+        server, self.page_server = self.page_server, None
+        try:
+            code = server.wait(timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+            raise TestFailure('%s page-server did not exit after the dump'
+                              % self.criu_name(binary))
+        if code:
+            raise TestFailure('%s page-server exited %d: %s' % (
+                self.criu_name(binary), code,
+                self.last_log_error(os.path.join('..', 'img-ps', 'page-server.log'))))
+
+    def run_page_server(self):
+        """Pages over TCP; the other images stay in -D, where the pages join them."""
+        server = UPSTREAM_CRIU if self.desc.get('ps_upstream_server') else CRIU
+        dumper = UPSTREAM_CRIU if self.desc.get('ps_upstream_dump') else CRIU
+        pid, ps_dir = self.pid, self.img + '-ps'
+        port = self.start_page_server(server)
+        self.dump(['--page-server', '--address', '127.0.0.1', '--port', str(port)],
+                  binary=dumper)
+        self.wait_page_server(server)
+        local = [n for n in os.listdir(self.img) if n.startswith(('pagemap-', 'pages-'))]
+        if local:
+            raise TestFailure('dump --page-server wrote %s into -D' % local[0], 'dump.log')
+        images = [n for n in os.listdir(ps_dir) if n.endswith('.img')]
+        if not any(n.startswith('pagemap-') for n in images):
+            raise TestFailure('the page server stored no pagemap', 'dump.log')
+        errors, _ = CRIT.check(ps_dir, os.path.join(self.out, 'crit-ps'))
+        if errors and self.crit_failure is None:
+            self.crit_failure = 'crit check of the page server\'s images: ' + errors[0]
+        for name in images:
+            shutil.copy(os.path.join(ps_dir, name), self.img)
+        self.restore(pid)
+        self.finish_and_judge()
+
+    def run_page_server_killed(self):
+        """The server stops once the dump has connected and dies 0.3 s later, the tree
+        frozen and the dump waiting for it."""
+        port = self.start_page_server()
+        ps_pid = self.page_server.pid
+        self.write_script('[ "$CRTOOLS_SCRIPT_ACTION" = pre-dump ] || exit 0\n'
+                          'kill -STOP %d\n(sleep 0.3; kill -KILL %d) </dev/null >/dev/null 2>&1 &'
+                          % (ps_pid, ps_pid))
+        self.desc = dict(self.desc, dump_args=[
+            '--page-server', '--address', '127.0.0.1', '--port', str(port),
+            '--action-script', os.path.join(self.out, 'script.sh')])
+        self.run_dump_fails()
+
+    def run_page_server_refuses(self):
+        port = self.start_page_server()
+        server, self.page_server = self.page_server, None
+        cmd = tuple(self.desc['ps_command']) + (1 << 8 | 1,)
+        try:
+            with socket.create_connection(('127.0.0.1', port)) as sk:
+                sk.sendall(struct.pack('=I4xQQQ', 4, 0, 0, 1 << 8 | 1))
+                sk.recv(1)
+                sk.sendall(struct.pack('=I4xQQQ', cmd[0], cmd[1], 0x10000, cmd[2]) +
+                           b'\0' * 4096 * cmd[1])
+                code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        log = os.path.join('..', 'img-ps', 'page-server.log')
+        if code != 1 or self.desc['expect'] not in self.last_log_error(log):
+            raise TestFailure('criu page-server exited %d: %s' % (code, self.last_log_error(log)))
+        self.finish_and_judge()
+
+    def run_page_server_dump_fails(self):
+        """A dump that fails for the test's own reason ('expect') once connected: the
+        server exits 1 saying that the dump ended before sending every page."""
+        port = self.start_page_server()
+        server, self.page_server = self.page_server, None
+        self.desc = dict(self.desc, dump_args=['--page-server', '--address', '127.0.0.1',
+                                               '--port', str(port)])
+        try:
+            self.run_dump_fails()
+            code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        log = os.path.join('..', 'img-ps', 'page-server.log')
+        if code != 1 or 'before sending every page' not in self.last_log_error(log):
+            raise TestFailure('criu page-server exited %d after the failed dump: %s'
+                              % (code, self.last_log_error(log)))
+
     def run_stopped(self):
         # A task dumped while stopped (SIGSTOP) must come back stopped, then run on SIGCONT.
         pid = self.pid
@@ -2683,7 +2870,7 @@ class TestRun:
                                       % (why, pid, fd), 'dump.log')
 
     def run_dump_fails(self):
-        fields = {'out': self.out}
+        fields = {'out': self.out, 'free_port': free_tcp_port()}
         action = self.desc.get('action', 'dump')
         if 'script' in self.desc:
             self.write_script(self.desc['script'])

@@ -82,6 +82,9 @@ struct cr_options {
 	char *prev_images_dir;	   /* --prev-images-dir, relative to -D */
 	bool auto_dedup;	   /* --auto-dedup */
 	bool lazy_pages;	   /* restore: private memory comes from `criu lazy-pages` (uffd.h) */
+	bool use_page_server;	   /* dump: pages go to the page server (page-server.h) */
+	char *ps_address;	   /* --address of the page server; NULL: page-server listens on all */
+	unsigned int ps_port;	   /* --port of the page server; 0: not given */
 	bool no_default_config;
 	char *config_file; /* --config */
 	enum cg_mode manage_cgroups; /* default soft, as upstream */

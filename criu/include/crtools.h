@@ -30,6 +30,12 @@ int cr_check(const struct check_request *req);
  */
 void report_status_ready(void);
 
+/*
+ * The daemons (lazy-pages, page-server), once they listen: -d forks, the caller gets its
+ * prompt back; --pidfile names the daemon. 0 in the daemon, -1 after one line.
+ */
+int daemonize(void);
+
 /* The commands' lines of criu --help. */
 void print_commands(void);
 

@@ -40,6 +40,8 @@ struct mem_dump_ctx {
 	 * auto_dedup: the parent's copies of pages stored again become holes (--auto-dedup).
 	 */
 	bool parent, protect, auto_dedup;
+	/* --page-server: pagemaps and pages go to this socket, not into the images dir; or -1. */
+	int page_server_sk;
 };
 
 void mem_dump_init(struct mem_dump_ctx *ctx);

@@ -3542,7 +3542,8 @@ def main():
         names.remove(name)
 
     # without the reference next to the repository the cross tests cannot run: skipped
-    cross = [n for n in names if TESTS[n].get('mode', '').startswith('cross_')]
+    cross = [n for n in names
+             if n.startswith('cross_') or TESTS[n].get('mode', '').startswith('cross_')]
     skipped = 0
     if cross and not os.access(UPSTREAM_CRIU, os.X_OK):
         names = [n for n in names if n not in cross]

@@ -28,6 +28,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "lsm.h"
 #include "mem.h"
 #include "mem-track.h"
 #include "memfd.h"
@@ -613,7 +614,7 @@ static int collect_creds(struct dump_task *task)
 	ce->has_no_new_privs = true;
 	ce->no_new_privs = st->no_new_privs;
 	/* secbits are not in /proc: filled by an injected prctl(PR_GET_SECUREBITS). */
-	return 0;
+	return lsm_dump_task(task->item->pid, ce);
 }
 
 /* Limits come from /proc: prlimit64() on another process fails without CAP_SYS_RESOURCE. */
@@ -1160,7 +1161,9 @@ static int write_inventory(void)
 	inv.has_ns_per_id = true;
 	inv.ns_per_id = true;
 	inv.has_lsmtype = true;
-	inv.lsmtype = LSMTYPE__NO_LSM;
+	ret = lsm_host_kind(&inv.lsmtype);
+	if (ret)
+		return ret;
 	inv.has_root_cg_set = cg_dump_criu_set(&inv.root_cg_set);
 	/* Restore refuses these images without the plugins that took objects here. */
 	ret = cr_plugins_to_inventory(&plugins);
@@ -1358,6 +1361,7 @@ static void free_dump_task(struct dump_task *task)
 	free(task->posix_timer_ptrs);
 	free(task->proc_timers);
 	free_pid_status(&task->status);
+	lsm_free_creds(&task->creds);
 	free(task);
 }
 

@@ -15,6 +15,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "lsm.h"
 #include "mem.h"
 #include "memfd.h"
 #include "pstree.h"
@@ -312,6 +313,9 @@ static int collect_creds(const CredsEntry *c, struct task_image *ti, const char 
 
 	if (!c)
 		return 0;
+	ret = lsm_check_restorable(c, img);
+	if (ret)
+		return ret;
 	ret = cap_set(c->n_cap_inh, c->cap_inh, &rc->cap_inh, "cap_inh", img) ?:
 	      cap_set(c->n_cap_prm, c->cap_prm, &rc->cap_prm, "cap_prm", img) ?:
 	      cap_set(c->n_cap_eff, c->cap_eff, &rc->cap_eff, "cap_eff", img) ?:

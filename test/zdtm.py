@@ -309,6 +309,12 @@ def inventory_version_1(img_dir, pid):
     edit_image(img_dir, 'inventory.img', lambda es: es[0].update(img_version=1))
 
 
+def lsm_label_recorded(img_dir, pid):
+    """The task ran under an LSM label (an AppArmor profile) that criu's own is not."""
+    edit_image(img_dir, 'core-%d.img' % pid,
+               lambda es: es[0]['thread_core']['creds'].update(lsm_profile='zdtm_confined'))
+
+
 def pages_in_parent(img_dir, pid):
     """The first run of pages says it lives in a parent image (PE_PARENT)."""
     edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
@@ -893,6 +899,9 @@ TESTS = {
                                      'expect': 'file id 999999, which is not in files.img'},
     'restore_fail_image_version': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': inventory_version_1, 'expect': 'inventory.img'},
+    'restore_fail_lsm_label': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                               'corrupt': lsm_label_recorded,
+                               'expect': 'setting LSM labels is not supported'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
     'restore_fail_parent_pagemap_missing': {

@@ -605,6 +605,23 @@ static void self_fd_path(char *buf, int fd)
 }
 
 /*
+ * F_SETLEASE lets the file's owner (by fsuid) take a lease, or a holder of CAP_LEASE in the
+ * initial user namespace: the task took it as its dumped fsuid, which the restorer does not
+ * have yet (in a user namespace criu's root maps to none of the tree's ids, so it has neither).
+ */
+static long set_lease(struct rst_args *a, int fd, long type)
+{
+	long old_fsuid, ret;
+
+	if (!a->has_creds)
+		return sys_fcntl(fd, F_SETLEASE, type);
+	old_fsuid = sys_setfsuid(a->creds.fsuid);
+	ret = sys_fcntl(fd, F_SETLEASE, type);
+	sys_setfsuid(old_fsuid);
+	return ret;
+}
+
+/*
  * A lease being broken: the lease it had (what the fd's access mode allows), then an
  * open of the file that conflicts with it the way the dumped break did, which fails with
  * EWOULDBLOCK and starts the break again (the kernel's timer starts over). F_SETLEASE
@@ -625,7 +642,7 @@ static long take_breaking_lease(struct rst_args *a, const struct rst_file_lock *
 	if (flags < 0 || signo < 0)
 		return flags < 0 ? flags : signo;
 	break_sig = 1ull << ((signo ? signo : SIGIO) - 1);
-	ret = sys_fcntl(lk->fd, F_SETLEASE, (flags & O_ACCMODE) == O_RDONLY ? F_RDLCK : F_WRLCK);
+	ret = set_lease(a, lk->fd, (flags & O_ACCMODE) == O_RDONLY ? F_RDLCK : F_WRLCK);
 	if (ret)
 		return ret;
 	self_fd_path(path, lk->fd);
@@ -647,7 +664,7 @@ static long take_file_lock(struct rst_args *a, const struct rst_file_lock *lk)
 
 	if (lk->kind == FILE_LOCK_LEASE)
 		return lk->type & FILE_LOCK_LEASE_BREAKING ? take_breaking_lease(a, lk) :
-							     sys_fcntl(lk->fd, F_SETLEASE, lk->type);
+							     set_lease(a, lk->fd, lk->type);
 	/* Never wait: a lock someone else took since the dump fails the restore. */
 	if (lk->kind == FILE_LOCK_FLOCK)
 		return sys_flock(lk->fd, (lk->type == F_WRLCK ? LOCK_EX : LOCK_SH) | LOCK_NB);

@@ -6,6 +6,9 @@
  * offset. And a child that runs as uid 1000 owns the I/O signals of a pipe (F_SETOWN,
  * O_ASYNC): the kernel checks the setter's ids against the child's before each SIGIO, so
  * it still comes only if restore set the owner with the ids the namespace maps 1000 to.
+ * And a read lease the root holds on a file it owns: the kernel lets only the file's owner
+ * (by fsuid) or CAP_LEASE in the initial namespace take it, so restore must take it back
+ * as the root's ids, not criu's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +32,7 @@
 #define OWNED_DIR   "userns-files"
 #define GHOST_PATH  OWNED_DIR "/ghost"
 #define SOCK_PATH   OWNED_DIR "/sock"
+#define LEASE_PATH  OWNED_DIR "/leased"
 #define GHOST_SIZE  3000
 #define GHOST_POS   1234
 #define GHOST_SEED  0x6e7301
@@ -36,7 +40,7 @@
 #define MEMFD_SEED  0x6e7302
 
 struct owned {
-	int ghost, memfd, sock, master, slave;
+	int ghost, memfd, sock, master, slave, leased;
 	char slave_path[256];
 };
 
@@ -81,6 +85,10 @@ static void make_owned(struct owned *o)
 	if (o->slave < 0)
 		test_fail("pty slave %s: %s", o->slave_path, strerror(errno));
 	give(o->slave, 0620, "pty slave");
+
+	o->leased = open(LEASE_PATH, O_RDONLY | O_CREAT | O_EXCL, 0644);
+	if (o->leased < 0 || fcntl(o->leased, F_SETLEASE, F_RDLCK))
+		test_fail("leased file %s: %s", LEASE_PATH, strerror(errno));
 }
 
 static void expect_attrs(const struct stat *st, mode_t mode, const char *what)
@@ -133,6 +141,10 @@ static void expect_owned(const struct owned *o)
 			 offsetof(struct sockaddr_un, sun_path) + strlen(SOCK_PATH) + 1);
 
 	expect_fd(o->slave, S_IFCHR | 0620, "pty slave");
+
+	if (fcntl(o->leased, F_GETLEASE) != F_RDLCK)
+		test_fail("leased file: lease %d, expected a read lease (%d)",
+			  fcntl(o->leased, F_GETLEASE), F_RDLCK);
 }
 
 /*
@@ -141,7 +153,7 @@ static void expect_owned(const struct owned *o)
  */
 static void expect_own_fds(const struct owned *o)
 {
-	const int own[] = { 0, 1, 2, o->ghost, o->memfd, o->sock, o->master, o->slave };
+	const int own[] = { 0, 1, 2, o->ghost, o->memfd, o->sock, o->master, o->slave, o->leased };
 	DIR *dir = opendir("/proc/self/fd");
 	struct dirent *de;
 

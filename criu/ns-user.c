@@ -36,6 +36,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "servicefd.h"
+#include "tty.h"
 
 #include "userns.pb-c.h"
 
@@ -462,19 +463,33 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
 
 /* ------------------------------------------------------- the owner service ---- */
 
-/* A request: the owner to give, the file (SCM_RIGHTS, with the requester's reply socket). */
+/*
+ * A request, with the file and the requester's reply socket (SCM_RIGHTS): give the file
+ * an owner, or queue keystrokes in the pty whose slave it is (TIOCSTI, on a terminal not the
+ * caller's, takes CAP_SYS_ADMIN in the initial user namespace, which tasks of the tree lack).
+ */
+enum owner_op {
+	OWNER_CHOWN,
+	OWNER_QUEUE_INPUT,
+};
+
 struct owner_request {
-	uint32_t uid, gid; /* as criu sees them */
+	uint32_t op;
+	uint32_t uid, gid; /* OWNER_CHOWN: as criu sees them */
+	uint32_t len; /* OWNER_QUEUE_INPUT: this many keystrokes follow the request */
+	struct kernel_termios termios; /* OWNER_QUEUE_INPUT: the slave's */
 };
 
 static pid_t owner_service;
 
-/* Sends len bytes and the nr_fds descriptors fds as one message. */
-static int send_with_fds(int sk, const void *buf, size_t len, const int *fds, int nr_fds)
+/* Sends a request and what follows it as one message, with the nr_fds descriptors fds. */
+static int send_with_fds(int sk, const struct owner_request *req, const void *more,
+			 const int *fds, int nr_fds)
 {
 	char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+	struct iovec iov[2] = { { .iov_base = (void *)req, .iov_len = sizeof(*req) },
+				{ .iov_base = (void *)more, .iov_len = req->len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
 			     .msg_controllen = CMSG_SPACE(nr_fds * sizeof(int)) };
 	struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
 
@@ -482,31 +497,39 @@ static int send_with_fds(int sk, const void *buf, size_t len, const int *fds, in
 	ch->cmsg_type = SCM_RIGHTS;
 	ch->cmsg_len = CMSG_LEN(nr_fds * sizeof(int));
 	memcpy(CMSG_DATA(ch), fds, nr_fds * sizeof(int));
-	return sendmsg(sk, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+	return sendmsg(sk, &mh, MSG_NOSIGNAL) == (ssize_t)(sizeof(*req) + req->len) ? 0 : -errno;
+}
+
+static int serve_request(const struct owner_request *req, const uint8_t *keys, int fd)
+{
+	if (req->op == OWNER_QUEUE_INPUT)
+		return pty_queue_input(fd, &req->termios, keys, req->len, "pty input (owner service)");
+	return fchownat(fd, "", req->uid, req->gid, AT_EMPTY_PATH) ? -errno : 0;
 }
 
 /* One request: 0 (all its senders are gone), 1 (served), or -1 (malformed, dropped). */
 static int serve_one(int sk)
 {
+	static uint8_t keys[PTY_QUEUE_MAX];
 	char control[CMSG_SPACE(2 * sizeof(int))];
 	struct owner_request req;
-	struct iovec iov = { .iov_base = &req, .iov_len = sizeof(req) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+	struct iovec iov[2] = { { .iov_base = &req, .iov_len = sizeof(req) },
+				{ .iov_base = keys, .iov_len = sizeof(keys) } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
 			     .msg_controllen = sizeof(control) };
 	struct cmsghdr *ch;
-	int fds[2], ret = 0;
+	int fds[2], ret;
 	ssize_t n;
 
 	n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC);
 	if (n <= 0)
 		return n == 0 || errno != EINTR ? 0 : 1;
 	ch = CMSG_FIRSTHDR(&mh);
-	if (n != sizeof(req) || !ch || ch->cmsg_type != SCM_RIGHTS ||
+	if (n < (ssize_t)sizeof(req) || !ch || ch->cmsg_type != SCM_RIGHTS ||
 	    ch->cmsg_len != CMSG_LEN(sizeof(fds)))
 		return -1;
 	memcpy(fds, CMSG_DATA(ch), sizeof(fds));
-	if (fchownat(fds[0], "", req.uid, req.gid, AT_EMPTY_PATH))
-		ret = -errno;
+	ret = n == (ssize_t)(sizeof(req) + req.len) ? serve_request(&req, keys, fds[0]) : -EINVAL;
 	/* A requester gone meanwhile waits for no answer: nothing to do if this fails. */
 	n = write(fds[1], &ret, sizeof(ret));
 	close(fds[0]);
@@ -558,14 +581,13 @@ void userns_owner_service_stop(void)
 }
 
 /* From criu or a task: the service does it, from outside the namespace; its answer. */
-static int chown_through_service(int sk, int fd, uint32_t uid, uint32_t gid)
+static int ask_service(int sk, int fd, const struct owner_request *req, const void *more)
 {
-	struct owner_request req = { .uid = uid, .gid = gid };
 	int reply[2], ret;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, reply))
 		return -errno;
-	ret = send_with_fds(sk, &req, sizeof(req), (int[]){ fd, reply[1] }, 2);
+	ret = send_with_fds(sk, req, more, (int[]){ fd, reply[1] }, 2);
 	close(reply[1]);
 	if (!ret && read(reply[0], &ret, sizeof(ret)) != sizeof(ret))
 		ret = -EPIPE;
@@ -585,7 +607,10 @@ int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what)
 		return -EOVERFLOW;
 	}
 	if (sk >= 0)
-		ret = chown_through_service(sk, fd, host_uid, host_gid);
+		ret = ask_service(sk, fd,
+				  &(struct owner_request){ .op = OWNER_CHOWN, .uid = host_uid,
+							   .gid = host_gid },
+				  NULL);
 	else
 		ret = fchownat(fd, "", host_uid, host_gid, AT_EMPTY_PATH) ? -errno : 0;
 	if (ret)
@@ -603,6 +628,25 @@ int userns_chown_path(const char *path, uint32_t uid, uint32_t gid)
 	}
 	ret = userns_chown(fd, uid, gid, path);
 	close(fd);
+	return ret;
+}
+
+int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
+			   const uint8_t *keys, size_t len, const char *what)
+{
+	struct owner_request req = { .op = OWNER_QUEUE_INPUT, .len = len, .termios = *termios };
+	int sk = get_service_fd(USERNS_SFD), ret;
+
+	if (sk < 0)
+		return pty_queue_input(slave_fd, termios, keys, len, what);
+	if (len > PTY_QUEUE_MAX) {
+		pr_err("%s: more than %d bytes of input queued\n", what, PTY_QUEUE_MAX);
+		return -EFBIG;
+	}
+	ret = ask_service(sk, slave_fd, &req, keys);
+	if (ret)
+		pr_err("%s: the owner service cannot queue its %zu input bytes: %s\n", what, len,
+		       strerror(-ret));
 	return ret;
 }
 

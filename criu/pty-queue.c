@@ -26,8 +26,6 @@
 #include "log.h"
 #include "tty.h"
 
-/* A discipline holds 4 KiB; the kernel's flip buffers in front of it up to 64 KiB more. */
-#define PTY_QUEUE_MAX (128 << 10)
 /* More than a canonical line can hold (the discipline's 4 KiB): one read takes it whole. */
 #define LINE_BUF_SIZE 8192
 #define DEFAULT_VLNEXT 0x16 /* ^V */

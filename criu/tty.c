@@ -1278,7 +1278,8 @@ static int restore_queues(int master_fd, const struct pty *pty, const char *what
 		pr_perror("%s: cannot open the slave through the master (TIOCGPTPEER)", what);
 		return -errno;
 	}
-	ret = pty->input ? pty_queue_input(slave_fd, t, pty->input->bytes, pty->input->len, what) :
+	ret = pty->input ? userns_queue_pty_input(slave_fd, t, pty->input->bytes,
+						  pty->input->len, what) :
 			   0;
 	if (!ret && pty->output)
 		ret = pty_queue_output(slave_fd, t, pty->output->bytes, pty->output->len, what);

@@ -196,6 +196,13 @@ int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what);
 /* The same for the file at path itself (a symlink's own owner). */
 int userns_chown_path(const char *path, uint32_t uid, uint32_t gid);
 /*
+ * Restore: pty_queue_input() through the service where it runs (TIOCSTI takes
+ * CAP_SYS_ADMIN in criu's user namespace, which the tasks opening the pty lack).
+ */
+struct kernel_termios;
+int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
+			   const uint8_t *keys, size_t len, const char *what);
+/*
  * Restore: a mount's options, made inside the tree's user namespace: "uid=N" and "gid=N"
  * name criu's ids (mountinfo shows them so whoever reads it), the kernel reads them as the
  * tree's. *tree_opts, allocated, is opts with those ids as the tree sees them. 0, or

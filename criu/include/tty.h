@@ -37,6 +37,9 @@ int tty_restore_ctty(const struct pstree_item *item);
  */
 int tty_restore_foreground(const struct pstree_item *item);
 
+/* A discipline holds 4 KiB; the kernel's flip buffers in front of it up to 64 KiB more. */
+#define PTY_QUEUE_MAX (128 << 10)
+
 /*
  * The bytes queued in a pty, both directions: output the slave wrote that the master has
  * not read, as it arrived there; input the slave has not read, as the keystrokes that

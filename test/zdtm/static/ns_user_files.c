@@ -6,6 +6,8 @@
  * offset. And a child that runs as uid 1000 owns the I/O signals of a pipe (F_SETOWN,
  * O_ASYNC): the kernel checks the setter's ids against the child's before each SIGIO, so
  * it still comes only if restore set the owner with the ids the namespace maps 1000 to.
+ * The pty holds input its slave has not read: queueing it again takes TIOCSTI, which the
+ * tree's tasks may not do (CAP_SYS_ADMIN in criu's namespace).
  * And a read lease the root holds on a file it owns: the kernel lets only the file's owner
  * (by fsuid) or CAP_LEASE in the initial namespace take it, so restore must take it back
  * as the root's ids, not criu's.
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +37,7 @@
 #define GHOST_PATH  OWNED_DIR "/ghost"
 #define SOCK_PATH   OWNED_DIR "/sock"
 #define LEASE_PATH  OWNED_DIR "/leased"
+#define PTY_INPUT   "keys typed\tbefore the dump"
 #define GHOST_SIZE  3000
 #define GHOST_POS   1234
 #define GHOST_SEED  0x6e7301
@@ -62,6 +67,32 @@ static int make_filled(int fd, size_t size, uint64_t seed, const char *what)
 	return fd;
 }
 
+/* Raw, so the input is readable at once and nothing echoes to the master. */
+static void queue_pty_input(struct owned *o)
+{
+	struct termios t;
+
+	if (tcgetattr(o->slave, &t))
+		test_fail_errno("pty slave: tcgetattr");
+	cfmakeraw(&t);
+	if (tcsetattr(o->slave, TCSANOW, &t) ||
+	    write(o->master, PTY_INPUT, strlen(PTY_INPUT)) != (ssize_t)strlen(PTY_INPUT))
+		test_fail_errno("pty: queue input for the slave");
+}
+
+static void expect_pty_input(const struct owned *o)
+{
+	struct pollfd pfd = { .fd = o->slave, .events = POLLIN };
+	char buf[64] = "";
+	ssize_t n;
+
+	if (poll(&pfd, 1, 5000) != 1)
+		test_fail("pty slave: the queued input is not readable");
+	n = read(o->slave, buf, sizeof(buf) - 1);
+	if (n != (ssize_t)strlen(PTY_INPUT) || memcmp(buf, PTY_INPUT, n))
+		test_fail("pty slave: read %zd bytes \"%s\", expected \"%s\"", n, buf, PTY_INPUT);
+}
+
 static void make_owned(struct owned *o)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = SOCK_PATH };
@@ -85,6 +116,7 @@ static void make_owned(struct owned *o)
 	if (o->slave < 0)
 		test_fail("pty slave %s: %s", o->slave_path, strerror(errno));
 	give(o->slave, 0620, "pty slave");
+	queue_pty_input(o);
 
 	o->leased = open(LEASE_PATH, O_RDONLY | O_CREAT | O_EXCL, 0644);
 	if (o->leased < 0 || fcntl(o->leased, F_SETLEASE, F_RDLCK))
@@ -141,6 +173,7 @@ static void expect_owned(const struct owned *o)
 			 offsetof(struct sockaddr_un, sun_path) + strlen(SOCK_PATH) + 1);
 
 	expect_fd(o->slave, S_IFCHR | 0620, "pty slave");
+	expect_pty_input(o);
 
 	if (fcntl(o->leased, F_GETLEASE) != F_RDLCK)
 		test_fail("leased file: lease %d, expected a read lease (%d)",

@@ -1381,7 +1381,7 @@ int cr_restore_tasks(void)
 	if (write_pidfile(root_pid))
 		goto out;
 	ret = 0;
-	reg_remove_links();
+	reg_remove_links(root_pid);
 	/* The tree runs: a failure from here on is reported, but undoes nothing. */
 	if (run_action_scripts(ACT_POST_RESUME, root_pid))
 		ret = 1;

@@ -20,6 +20,7 @@
 #include "files.h"
 #include "irmap.h"
 #include "log.h"
+#include "namespaces.h"
 #include "pstree.h"
 
 #include "fsnotify.pb-c.h"
@@ -141,17 +142,10 @@ static bool mount_has_id(const struct mount_line *m, const void *mnt_id)
  * opened from inside the mount and the working directory put back at once. O_PATH: the
  * inode is not opened for I/O, so no event either. The fd, or -errno and *why.
  */
-static int open_handle_in_mount(int mnt_fd, const struct watched_inode *wi, const char **why)
+int open_handle_in_mount(int mnt_fd, struct file_handle *fh, const char **why)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char bytes[MAX_HANDLE_SZ];
-	} h;
 	int cwd_fd, fd, err = 0;
 
-	h.fh.handle_bytes = wi->handle_bytes;
-	h.fh.handle_type = wi->handle_type;
-	memcpy(h.fh.f_handle, wi->handle, wi->handle_bytes);
 	cwd_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cwd_fd < 0) {
 		*why = "cannot open criu's working directory";
@@ -163,7 +157,7 @@ static int open_handle_in_mount(int mnt_fd, const struct watched_inode *wi, cons
 		close(cwd_fd);
 		return -err;
 	}
-	fd = open_by_handle_at(AT_FDCWD, &h.fh, O_PATH | O_CLOEXEC);
+	fd = open_by_handle_at(AT_FDCWD, fh, O_PATH | O_CLOEXEC);
 	if (fd < 0) {
 		err = errno;
 		*why = "open_by_handle_at";
@@ -185,12 +179,20 @@ static int open_by_watched_handle(const struct watched_inode *wi, const char **w
 	struct mount_line m;
 	int mnt_fd, fd;
 
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h;
+
 	mnt_fd = open_mount(mount_has_dev, &wi->s_dev, &m);
 	if (mnt_fd < 0) {
 		*why = "no directory of its filesystem is mounted here";
 		return mnt_fd;
 	}
-	fd = open_handle_in_mount(mnt_fd, wi, why);
+	h.fh.handle_bytes = wi->handle_bytes;
+	h.fh.handle_type = wi->handle_type;
+	memcpy(h.fh.f_handle, wi->handle, wi->handle_bytes);
+	fd = userns_open_handle(mnt_fd, &h.fh, why);
 	close(mnt_fd);
 	return fd;
 }

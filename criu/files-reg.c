@@ -1690,15 +1690,24 @@ int chdir_reg_dir(const struct reg_file *rf)
 	return 0;
 }
 
-void reg_remove_links(void)
+void reg_remove_links(pid_t root_pid)
 {
+	char path[PATH_MAX];
+
 	for (size_t i = 0; i < nr_linked_remaps; i++) {
 		const struct file_desc *d = linked_remaps[i].type == REMAP_TYPE__LINKED ?
 						    find_file_desc(linked_remaps[i].target) : NULL;
 		const struct reg_file *lf = d && d->fe->type == FD_TYPES__REG ? d->kind : NULL;
 
-		if (lf && unlink(lf->path) && errno != ENOENT)
-			pr_warn("cannot remove %s: %s\n", lf->path, strerror(errno));
+		if (!lf)
+			continue;
+		/* The tree's own mount namespace: its paths are under its root's root. */
+		if (mntns_restored())
+			snprintf(path, sizeof(path), "/proc/%d/root%s", root_pid, lf->path);
+		else
+			snprintf(path, sizeof(path), "%s", lf->path);
+		if (unlink(path) && errno != ENOENT)
+			pr_warn("cannot remove %s: %s\n", path, strerror(errno));
 	}
 }
 

@@ -32,6 +32,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
@@ -465,12 +466,14 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
 
 /*
  * A request, with the file and the requester's reply socket (SCM_RIGHTS): give the file
- * an owner, or queue keystrokes in the pty whose slave it is (TIOCSTI, on a terminal not the
- * caller's, takes CAP_SYS_ADMIN in the initial user namespace, which tasks of the tree lack).
+ * an owner, queue keystrokes in the pty whose slave it is (TIOCSTI, on a terminal not the
+ * caller's, takes CAP_SYS_ADMIN in the initial user namespace, which tasks of the tree
+ * lack), or open a file handle on the file's filesystem (CAP_DAC_READ_SEARCH, likewise).
  */
 enum owner_op {
 	OWNER_CHOWN,
 	OWNER_QUEUE_INPUT,
+	OWNER_OPEN_HANDLE, /* the file is a mount's, a file_handle follows: the reply has the fd */
 };
 
 struct owner_request {
@@ -500,17 +503,53 @@ static int send_with_fds(int sk, const struct owner_request *req, const void *mo
 	return sendmsg(sk, &mh, MSG_NOSIGNAL) == (ssize_t)(sizeof(*req) + req->len) ? 0 : -errno;
 }
 
-static int serve_request(const struct owner_request *req, const uint8_t *keys, int fd)
+/* 0 or -errno; *opened: the fd OWNER_OPEN_HANDLE opened, sent back with the answer. */
+static int serve_request(const struct owner_request *req, uint8_t *more, int fd, int *opened)
 {
-	if (req->op == OWNER_QUEUE_INPUT)
-		return pty_queue_input(fd, &req->termios, keys, req->len, "pty input (owner service)");
-	return fchownat(fd, "", req->uid, req->gid, AT_EMPTY_PATH) ? -errno : 0;
+	struct file_handle *fh = (struct file_handle *)more;
+	const char *why;
+
+	switch (req->op) {
+	case OWNER_QUEUE_INPUT:
+		return pty_queue_input(fd, &req->termios, more, req->len,
+				       "pty input (owner service)");
+	case OWNER_OPEN_HANDLE:
+		if (req->len < sizeof(*fh) || fh->handle_bytes > req->len - sizeof(*fh))
+			return -EINVAL;
+		*opened = open_handle_in_mount(fd, fh, &why);
+		return *opened < 0 ? *opened : 0;
+	default:
+		return fchownat(fd, "", req->uid, req->gid, AT_EMPTY_PATH) ? -errno : 0;
+	}
+}
+
+/* The answer, with the fd opened for it if any. */
+static void answer(int reply_sk, int ret, int opened)
+{
+	char control[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &ret, .iov_len = sizeof(ret) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *ch;
+
+	if (opened >= 0) {
+		mh.msg_control = control;
+		mh.msg_controllen = sizeof(control);
+		ch = CMSG_FIRSTHDR(&mh);
+		ch->cmsg_level = SOL_SOCKET;
+		ch->cmsg_type = SCM_RIGHTS;
+		ch->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(ch), &opened, sizeof(int));
+	}
+	/* A requester gone meanwhile waits for no answer: nothing to do if this fails. */
+	sendmsg(reply_sk, &mh, MSG_NOSIGNAL);
+	if (opened >= 0)
+		close(opened);
 }
 
 /* One request: 0 (all its senders are gone), 1 (served), or -1 (malformed, dropped). */
 static int serve_one(int sk)
 {
-	static uint8_t keys[PTY_QUEUE_MAX];
+	static uint8_t keys[PTY_QUEUE_MAX] __attribute__((aligned(8)));
 	char control[CMSG_SPACE(2 * sizeof(int))];
 	struct owner_request req;
 	struct iovec iov[2] = { { .iov_base = &req, .iov_len = sizeof(req) },
@@ -518,7 +557,7 @@ static int serve_one(int sk)
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
 			     .msg_controllen = sizeof(control) };
 	struct cmsghdr *ch;
-	int fds[2], ret;
+	int fds[2], ret, opened = -1;
 	ssize_t n;
 
 	n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC);
@@ -529,9 +568,9 @@ static int serve_one(int sk)
 	    ch->cmsg_len != CMSG_LEN(sizeof(fds)))
 		return -1;
 	memcpy(fds, CMSG_DATA(ch), sizeof(fds));
-	ret = n == (ssize_t)(sizeof(req) + req.len) ? serve_request(&req, keys, fds[0]) : -EINVAL;
-	/* A requester gone meanwhile waits for no answer: nothing to do if this fails. */
-	n = write(fds[1], &ret, sizeof(ret));
+	ret = n == (ssize_t)(sizeof(req) + req.len) ? serve_request(&req, keys, fds[0], &opened) :
+						       -EINVAL;
+	answer(fds[1], ret, opened);
 	close(fds[0]);
 	close(fds[1]);
 	return 1;
@@ -580,18 +619,45 @@ void userns_owner_service_stop(void)
 	owner_service = 0;
 }
 
-/* From criu or a task: the service does it, from outside the namespace; its answer. */
-static int ask_service(int sk, int fd, const struct owner_request *req, const void *more)
+/* An answer: 0 or -errno; *opened the fd that came with it, if any (else -1). */
+static int read_answer(int reply_sk, int *opened)
 {
-	int reply[2], ret;
+	char control[CMSG_SPACE(sizeof(int))];
+	int ret;
+	struct iovec iov = { .iov_base = &ret, .iov_len = sizeof(ret) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			     .msg_controllen = sizeof(control) };
+	struct cmsghdr *ch;
+
+	*opened = -1;
+	if (recvmsg(reply_sk, &mh, MSG_CMSG_CLOEXEC) != sizeof(ret))
+		return -EPIPE;
+	ch = CMSG_FIRSTHDR(&mh);
+	if (ch && ch->cmsg_type == SCM_RIGHTS && ch->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(opened, CMSG_DATA(ch), sizeof(int));
+	return ret;
+}
+
+/*
+ * From criu or a task: the service does it, from outside the namespace; its answer, and in
+ * *opened the fd it sent with it (-1 if none; opened may be NULL where none is expected).
+ */
+static int ask_service(int sk, int fd, const struct owner_request *req, const void *more,
+		       int *opened)
+{
+	int reply[2], ret, got = -1;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, reply))
 		return -errno;
 	ret = send_with_fds(sk, req, more, (int[]){ fd, reply[1] }, 2);
 	close(reply[1]);
-	if (!ret && read(reply[0], &ret, sizeof(ret)) != sizeof(ret))
-		ret = -EPIPE;
+	if (!ret)
+		ret = read_answer(reply[0], &got);
 	close(reply[0]);
+	if (opened)
+		*opened = got;
+	else if (got >= 0)
+		close(got);
 	return ret;
 }
 
@@ -610,7 +676,7 @@ int userns_chown(int fd, uint32_t uid, uint32_t gid, const char *what)
 		ret = ask_service(sk, fd,
 				  &(struct owner_request){ .op = OWNER_CHOWN, .uid = host_uid,
 							   .gid = host_gid },
-				  NULL);
+				  NULL, NULL);
 	else
 		ret = fchownat(fd, "", host_uid, host_gid, AT_EMPTY_PATH) ? -errno : 0;
 	if (ret)
@@ -643,11 +709,27 @@ int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
 		pr_err("%s: more than %d bytes of input queued\n", what, PTY_QUEUE_MAX);
 		return -EFBIG;
 	}
-	ret = ask_service(sk, slave_fd, &req, keys);
+	ret = ask_service(sk, slave_fd, &req, keys, NULL);
 	if (ret)
 		pr_err("%s: the owner service cannot queue its %zu input bytes: %s\n", what, len,
 		       strerror(-ret));
 	return ret;
+}
+
+int userns_open_handle(int mnt_fd, struct file_handle *fh, const char **why)
+{
+	struct owner_request req = { .op = OWNER_OPEN_HANDLE,
+				     .len = sizeof(*fh) + fh->handle_bytes };
+	int sk = get_service_fd(USERNS_SFD), fd, ret;
+
+	if (sk < 0)
+		return open_handle_in_mount(mnt_fd, fh, why);
+	ret = ask_service(sk, mnt_fd, &req, fh, &fd);
+	if (!ret && fd < 0)
+		ret = -EPIPE;
+	if (ret)
+		*why = "open_by_handle_at (through the owner service)";
+	return ret ? ret : fd;
 }
 
 static void user_fini(struct ns_id *ns)

@@ -557,7 +557,8 @@ LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
                 'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
 # The mount test's options: --root is the directory its root mount was bound from.
 MNT_NS_TREE = {'launcher': True, 'pidns': True,
-               'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out'],
+               'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out',
+                             '--link-remap'],
                'restore_args': ['--root', '{work}/root', '--external', 'mnt[usr]:/usr',
                                 '--external', 'mnt[out]:{out}']}
 

@@ -209,6 +209,13 @@ extern const struct fdtype_ops fifo_fdtype_ops;
 extern const struct fdtype_ops memfd_fdtype_ops;
 /* epoll instances and the files they watch (files-epoll.c). */
 extern const struct fdtype_ops epoll_fdtype_ops;
+/*
+ * The inode a handle names on the filesystem of the mount mnt_fd (O_PATH) is on, opened
+ * O_PATH: the fd, or -errno and *why. Takes CAP_DAC_READ_SEARCH in criu's user namespace.
+ */
+struct file_handle;
+int open_handle_in_mount(int mnt_fd, struct file_handle *fh, const char **why);
+
 /* inotify instances with their watches, fanotify groups with their marks (files-fsnotify.c). */
 extern const struct fdtype_ops inotify_fdtype_ops;
 extern const struct fdtype_ops fanotify_fdtype_ops;
@@ -396,8 +403,9 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags);
 int chdir_reg_dir(const struct reg_file *rf);
 /*
  * Main process, once the restored tree runs: remove the link_remap files dump created
- * for --link-remap (kept after a failed restore: the images still need them).
+ * for --link-remap (kept after a failed restore: the images still need them), in the
+ * tree's mount namespace where it has one of its own (through root_pid's root).
  */
-void reg_remove_links(void);
+void reg_remove_links(pid_t root_pid);
 
 #endif

@@ -200,6 +200,9 @@ int userns_chown_path(const char *path, uint32_t uid, uint32_t gid);
  * CAP_SYS_ADMIN in criu's user namespace, which the tasks opening the pty lack).
  */
 struct kernel_termios;
+struct file_handle;
+/* open_handle_in_mount() through the service where it runs (it takes CAP_DAC_READ_SEARCH). */
+int userns_open_handle(int mnt_fd, struct file_handle *fh, const char **why);
 int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
 			   const uint8_t *keys, size_t len, const char *what);
 /*

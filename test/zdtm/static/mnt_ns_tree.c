@@ -6,10 +6,13 @@
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
- * bound in the tmpfs, a file removed from it while open, one a mount hides.
+ * bound in the tmpfs, a file removed from it while open, one a mount hides, and one whose
+ * name was removed while another name remains (--link-remap: the link_remap file dump
+ * makes beside it is gone again once the tree runs).
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -191,6 +194,30 @@ static void expect_socket(int sk)
 	close(client);
 }
 
+/* Linked again at dump as /tmp/sub/link_remap.N, which restore removes once the tree runs. */
+static void expect_linked(int fd)
+{
+	char buf[150];
+	struct stat st, other;
+	DIR *dir;
+	struct dirent *de;
+
+	if (fstat(fd, &st) || stat("/tmp/sub/other", &other) || st.st_ino != other.st_ino ||
+	    st.st_nlink != 1 || !access("/tmp/sub/named", F_OK))
+		test_fail("the file open under its removed name is not the one /tmp/sub/other "
+			  "names, alone (%lu links)",
+			  (unsigned long)st.st_nlink);
+	read_exact(fd, buf, sizeof(buf), "the file open under its removed name");
+	pattern_expect(buf, sizeof(buf), DATA_SEED + 4, "the file open under its removed name");
+	dir = opendir("/tmp/sub");
+	if (!dir)
+		test_fail_errno("opendir /tmp/sub");
+	while ((de = readdir(dir)))
+		if (!strncmp(de->d_name, "link_remap", 10))
+			test_fail("/tmp/sub/%s is left after restore", de->d_name);
+	closedir(dir);
+}
+
 static void expect_ghost(int fd)
 {
 	char buf[200];
@@ -331,7 +358,7 @@ int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk, ghost;
+	int fd, sk, ghost, linked;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
@@ -354,6 +381,10 @@ int main(int argc, char **argv)
 	ghost = open("/tmp/sub/ghost", O_RDONLY);
 	if (ghost < 0 || unlink("/tmp/sub/ghost"))
 		test_fail_errno("/tmp/sub/ghost");
+	write_pattern("/tmp/sub/named", DATA_SEED + 4, 150);
+	linked = open("/tmp/sub/named", O_RDONLY);
+	if (linked < 0 || link("/tmp/sub/named", "/tmp/sub/other") || unlink("/tmp/sub/named"))
+		test_fail_errno("/tmp/sub/named");
 	mount_table(before, sizeof(before));
 	test_ready();
 	test_wait_sigterm();
@@ -380,6 +411,7 @@ int main(int argc, char **argv)
 	expect_slave_follows();
 	expect_socket(sk);
 	expect_ghost(ghost);
+	expect_linked(linked);
 	must(umount("/tmp/hidden"), "umount /tmp/hidden");
 	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
 	test_pass();

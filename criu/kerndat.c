@@ -282,13 +282,37 @@ static bool has_move_mount_set_group(void)
 	return syscall(SYS_move_mount, -1, "", -1, "", 0x100 | 0x4 | 0x40) < 0 && errno == EBADF;
 }
 
+/*
+ * AIO rings are restored by moving a new context's ring to the dumped address, which the
+ * kernel allows since Linux 3.19 (the context follows its ring). Probed on a ring of our own.
+ */
+static bool has_aio_remap(void)
+{
+	unsigned long ctx = 0, len = sysconf(_SC_PAGESIZE);
+	void *spot, *moved;
+	bool ok;
+
+	if (syscall(SYS_io_setup, 1, &ctx))
+		return false;
+	spot = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	moved = spot == MAP_FAILED ? MAP_FAILED :
+				     mremap((void *)ctx, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, spot);
+	ok = moved != MAP_FAILED;
+	if (ok)
+		ctx = (unsigned long)moved;
+	else if (spot != MAP_FAILED)
+		munmap(spot, len);
+	syscall(SYS_io_destroy, ctx);
+	return ok;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
 static const struct feature features[] = {
 	{ "mnt_id", FEAT_EXTRA, has_statx_mnt_id, "mount namespaces (files' mount ids)" },
 	{ "mem_dirty_track", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
-	NOT_IMPLEMENTED("aio_remap", "AIO rings are not dumped"),
+	{ "aio_remap", FEAT_EXTRA, has_aio_remap, "AIO rings (io_setup contexts)" },
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
 	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
 	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),

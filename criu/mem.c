@@ -331,6 +331,12 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 
 	if (classify_special(vma, ve))
 		return 0;
+	/* An io_setup() ring (the aio filesystem's): CRIU marks it so and nothing else. */
+	if (vma->shared && path_is(vma, "/[aio] (deleted)")) {
+		ve->status = VMA_AREA_AIORING;
+		ve->flags = MAP_SHARED;
+		return 0;
+	}
 
 	if (vma->shared && (path_is(vma, "/dev/zero (deleted)") || path_starts(vma, "[anon_shmem:"))) {
 		/* MAP_SHARED|MAP_ANONYMOUS: a shmem object known by its inode. */
@@ -489,6 +495,58 @@ static int fill_mm_fields(pid_t pid, const struct task_mm_misc *misc, MmEntry *m
 	return dump_exe_file(pid, &mm->exe_file_id);
 }
 
+/* The ring's header at the context's address: how many events it holds (fs/aio.c). */
+#define AIO_RING_HEADER 32
+#define AIO_EVENT_SIZE 32
+
+/*
+ * The request count io_setup() takes that gives a ring of this length again: the kernel
+ * raises what it is asked for to 4 per possible CPU, doubles it, adds 2 and rounds the ring
+ * up to pages, so (events the ring's pages hold - 2) / 2 comes back to the same pages.
+ */
+static uint32_t aio_nr_req(uint64_t ring_len)
+{
+	return ((ring_len - AIO_RING_HEADER) / AIO_EVENT_SIZE - 2) / 2;
+}
+
+/* mm's aios: one per AIO ring VMA, its id the context's (the ring's address). */
+static int collect_aio_rings(pid_t pid, const struct dump_vma *dvmas, unsigned int nr, MmEntry *mm)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		const VmaEntry *ve = &dvmas[i].e;
+		AioRingEntry *a, **grown;
+
+		if (!(ve->status & VMA_AREA_AIORING))
+			continue;
+		grown = realloc(mm->aios, (mm->n_aios + 1) * sizeof(*grown));
+		a = malloc(sizeof(*a));
+		if (grown)
+			mm->aios = grown;
+		if (!grown || !a) {
+			free(a);
+			pr_err("task %d: no memory for its AIO rings\n", pid);
+			return -ENOMEM;
+		}
+		aio_ring_entry__init(a);
+		a->id = ve->start;
+		a->ring_len = ve->end - ve->start;
+		a->nr_req = aio_nr_req(a->ring_len);
+		mm->aios[mm->n_aios++] = a;
+	}
+	return 0;
+}
+
+static void free_aio_rings(MmEntry *mm)
+{
+	for (size_t i = 0; i < mm->n_aios; i++)
+		free(mm->aios[i]);
+	free(mm->aios);
+	mm->aios = NULL;
+	mm->n_aios = 0;
+}
+
 static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dump_vma *dvmas,
 			  unsigned int nr)
 {
@@ -511,10 +569,17 @@ static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dum
 		ptrs[i] = &dvmas[i].e;
 	mm.vmas = ptrs;
 	mm.n_vmas = nr;
+	ret = collect_aio_rings(pid, dvmas, nr, &mm);
+	if (ret) {
+		free_aio_rings(&mm);
+		free(ptrs);
+		return ret;
+	}
 
 	img = open_image(CR_IMG_MM, O_WRONLY, pidns_img_pid(pid));
 	ret = img ? pb_write_one(img, &mm) : -EIO;
 	close_image(img);
+	free_aio_rings(&mm);
 	free(ptrs);
 	return ret;
 }
@@ -775,8 +840,11 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 {
 	bool anon_only = ve->status & VMA_FILE_PRIVATE;
 
-	/* Every page of [vdso], present or not: a forked child has none mapped yet. */
-	if (ve->status & VMA_AREA_VDSO)
+	/*
+	 * Every page of [vdso], present or not: a forked child has none mapped yet. Every
+	 * page of an AIO ring: restore copies the whole ring (its events, head and tail).
+	 */
+	if (ve->status & (VMA_AREA_VDSO | VMA_AREA_AIORING))
 		return PAGE_STORE;
 	if (!page_worth_storing(pme, anon_only, scan->zero_pfn) ||
 	    (scan->file_fd >= 0 && page_equals_file(pw, scan->file_fd, ve, addr)))
@@ -876,6 +944,8 @@ static int dump_private_vma_pages(struct page_writer *pw, struct private_scan *s
  */
 static bool vma_has_private_pages(const VmaEntry *ve)
 {
+	if (ve->status & VMA_AREA_AIORING)
+		return true;
 	return (ve->status & VMA_AREA_REGULAR) &&
 	       (ve->status & (VMA_ANON_PRIVATE | VMA_FILE_PRIVATE)) &&
 	       !(ve->status & (VMA_AREA_VVAR | VMA_EXT_PLUGIN)) &&

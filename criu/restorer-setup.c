@@ -53,7 +53,7 @@ extern const char restorer_blob[], restorer_blob_end[];
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
-	uint64_t groups, auxv, close_fds, file_locks, seccomp;
+	uint64_t groups, auxv, close_fds, file_locks, aio_rings, seccomp;
 	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
@@ -597,6 +597,7 @@ static void plan_layout(struct rst_plan *plan, const struct task_image *ti)
 	l->close_fds = region_take(&pos, plan->nr_close_fds * sizeof(int32_t), 64);
 	l->seccomp = region_take(&pos, seccomp_region_size(ti), 64);
 	l->file_locks = region_take(&pos, plan->nr_file_locks * sizeof(struct rst_file_lock), 64);
+	l->aio_rings = region_take(&pos, ti->nr_aio_rings * sizeof(struct rst_aio_ring), 64);
 	l->threads = region_take(&pos, ti->nr_threads * sizeof(struct rst_thread), 64);
 	l->thread_data = pos;
 	for (i = 0; i < ti->nr_threads; i++)
@@ -892,6 +893,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.close_fds = region + l->close_fds, .nr_close_fds = plan->nr_close_fds,
 		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
 		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
+		.nr_aio_rings = ti->nr_aio_rings, .aio_rings = region + l->aio_rings,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -907,6 +909,9 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	if (plan->nr_file_locks)
 		memcpy(REGION_PTR(region, l->file_locks), plan->file_locks,
 		       plan->nr_file_locks * sizeof(struct rst_file_lock));
+	if (ti->nr_aio_rings)
+		memcpy(REGION_PTR(region, l->aio_rings), ti->aio_rings,
+		       ti->nr_aio_rings * sizeof(struct rst_aio_ring));
 	fill_threads(args, plan, ti, region);
 	/* After the threads and creds: it fills in its part of both. */
 	seccomp_fill_region(ti, REGION_PTR(region, l->seccomp), region + l->seccomp, args,

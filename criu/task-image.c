@@ -493,7 +493,6 @@ static const char *unsupported_vma_kind(uint32_t status)
 		const char *name;
 	} kinds[] = {
 		{ VMA_AREA_SOCKET, "a packet socket ring (VMA_AREA_SOCKET)" },
-		{ VMA_AREA_AIORING, "an AIO ring (VMA_AREA_AIORING)" },
 		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
 		{ VMA_AREA_GUARD, "a guard region (VMA_AREA_GUARD)" },
 		{ VMA_AREA_UPROBES, "the uprobes area (VMA_AREA_UPROBES)" },
@@ -575,8 +574,59 @@ static int resolve_memfd_vma(struct vma_image *vma, const char *img)
 	return 0;
 }
 
+/*
+ * An AIO ring's VMA (CRIU's status is VMA_AREA_AIORING alone; the mapping is the aio
+ * filesystem's, shared): restore maps private anonymous memory for its pages there, and
+ * the blob makes it a ring again (struct rst_aio_ring), so its pages are never lazy (the
+ * AIORING bit stays). It must be one of mm's aios.
+ */
+static int resolve_aio_vma(struct vma_image *vma, const struct task_image *ti, const char *img)
+{
+	unsigned int i;
+
+	if (!(vma->status & VMA_AREA_AIORING))
+		return 0;
+	for (i = 0; i < ti->nr_aio_rings; i++)
+		if (ti->aio_rings[i].addr == vma->start && ti->aio_rings[i].len == vma->end - vma->start)
+			break;
+	if (i == ti->nr_aio_rings) {
+		pr_err("%s: vma %#llx-%#llx is an AIO ring no aios entry describes\n", img,
+		       (unsigned long long)vma->start, (unsigned long long)vma->end);
+		return -EINVAL;
+	}
+	vma->status = VMA_AREA_REGULAR | VMA_ANON_PRIVATE | VMA_AREA_AIORING;
+	vma->flags = MAP_PRIVATE | MAP_ANONYMOUS;
+	return 0;
+}
+
+/* mm's aios; each must have its VMA (collect_vmas() counts them). */
+static int collect_aio_rings(const MmEntry *mm, struct task_image *ti, const char *img)
+{
+	size_t i;
+
+	if (!mm->n_aios)
+		return 0;
+	ti->aio_rings = alloc_array(mm->n_aios, sizeof(*ti->aio_rings), "AIO rings");
+	if (!ti->aio_rings)
+		return -ENOMEM;
+	for (i = 0; i < mm->n_aios; i++) {
+		const AioRingEntry *a = mm->aios[i];
+
+		if (!a->nr_req || !a->ring_len || a->id % PAGE_SIZE || a->ring_len % PAGE_SIZE) {
+			pr_err("%s: AIO ring at %#llx (%u bytes, %u requests) is not a ring this kernel makes\n",
+			       img, (unsigned long long)a->id, a->ring_len, a->nr_req);
+			return -EINVAL;
+		}
+		ti->aio_rings[i] = (struct rst_aio_ring){ .addr = a->id, .len = a->ring_len,
+							  .nr_req = a->nr_req };
+	}
+	ti->nr_aio_rings = mm->n_aios;
+	return 0;
+}
+
 static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *img)
 {
+	unsigned int nr_aio_vmas = 0;
 	size_t i;
 	int ret;
 
@@ -592,12 +642,17 @@ static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *im
 			.madv = ve->has_madv ? ve->madv : 0, .prot = ve->prot, .flags = ve->flags,
 			.status = ve->status, .fdflags = ve->has_fdflags ? ve->fdflags : O_RDONLY,
 		};
-		ret = resolve_memfd_vma(vma, img);
+		nr_aio_vmas += !!(vma->status & VMA_AREA_AIORING);
+		ret = resolve_memfd_vma(vma, img) ?: resolve_aio_vma(vma, ti, img);
 		if (!ret)
 			ret = check_vma(vma, i ? &ti->vmas[i - 1] : NULL, img);
 		if (ret)
 			return ret;
 		ti->nr_vmas++;
+	}
+	if (nr_aio_vmas != ti->nr_aio_rings) {
+		pr_err("%s: %u AIO rings, %u VMAs of AIO rings\n", img, ti->nr_aio_rings, nr_aio_vmas);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -622,11 +677,12 @@ static int collect_mm_entry(const MmEntry *mm, struct task_image *ti, const char
 {
 	size_t i;
 
-	if (mm->n_aios) {
-		pr_err("%s: %zu AIO rings, which are not supported\n", img, mm->n_aios);
-		return -ENOTSUP;
-	}
+	int ret;
+
 	collect_mm_fields(mm, ti);
+	ret = collect_aio_rings(mm, ti, img);
+	if (ret)
+		return ret;
 	ti->auxv = alloc_array(mm->n_mm_saved_auxv, sizeof(*ti->auxv), "auxv words");
 	if (!ti->auxv)
 		return -ENOMEM;
@@ -1068,6 +1124,7 @@ static void free_task_image(struct task_image *ti)
 		free(ti->vmas[i].anon_name);
 	free(ti->threads);
 	free(ti->vmas);
+	free(ti->aio_rings);
 	free(ti->auxv);
 	free(ti->groups);
 	free(ti->posix_timers);

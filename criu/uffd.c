@@ -87,12 +87,14 @@ bool kerndat_has_uffd_noncoop(void)
  * Not a stack (touched at once, and it grows), not mlock()ed (mlock faults every page in
  * before the daemon has the uffd), not hugetlb (the daemon copies small pages), not
  * MADV_WIPEONFORK (a child forked meanwhile must find it empty, while the daemon would
- * fill the child's copy with the dumped pages).
+ * fill the child's copy with the dumped pages), not an AIO ring (the blob copies it into
+ * the new ring it makes).
  */
 bool vma_is_lazy(const struct vma_image *vma)
 {
 	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
-	       !(vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC)) && !vma->locked &&
+	       !(vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC | VMA_AREA_AIORING)) &&
+	       !vma->locked &&
 	       !(vma->flags & (MAP_GROWSDOWN | MAP_HUGETLB)) && !(vma->madv & VMA_MADV_WIPEONFORK);
 }
 

@@ -309,6 +309,13 @@ def inventory_version_1(img_dir, pid):
     edit_image(img_dir, 'inventory.img', lambda es: es[0].update(img_version=1))
 
 
+def aio_ring_moved(img_dir, pid):
+    """The first AIO ring's aios entry names an address no AIO ring VMA starts at."""
+    def move(es):
+        es[0]['aios'][0]['id'] = int(str(es[0]['aios'][0]['id']), 0) + 4096
+    edit_image(img_dir, 'mm-%d.img' % pid, move)
+
+
 def lsm_label_recorded(img_dir, pid):
     """The task ran under an LSM label (an AppArmor profile) that criu's own is not."""
     edit_image(img_dir, 'core-%d.img' % pid,
@@ -644,6 +651,7 @@ def mnt_restore_fails(restore_args, expect):
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
 TESTS = {
     'mem_anon_private': {},
+    'aio_rings': {},
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
@@ -900,6 +908,9 @@ TESTS = {
                                      'expect': 'file id 999999, which is not in files.img'},
     'restore_fail_image_version': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': inventory_version_1, 'expect': 'inventory.img'},
+    'restore_fail_aio_ring_moved': {'bin': 'aio_rings', 'mode': 'restore_fails',
+                                    'corrupt': aio_ring_moved,
+                                    'expect': 'is an AIO ring no aios entry describes'},
     'restore_fail_lsm_label': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                'corrupt': lsm_label_recorded,
                                'expect': 'setting LSM labels is not supported'},
@@ -1287,6 +1298,7 @@ for _hook in ('INIT', 'RESTORE_INIT', 'POST_FORKING', 'RESTORE_EXT_FILE', 'UPDAT
 CROSS_TESTS = {
     'mem_anon_private': {},  # one process: anonymous memory
     'regs_fpu_avx': {},  # registers, x87/SSE/AVX state
+    'aio_rings': {},  # AIO contexts: ring, head, tail, events
     'sig_pending_std': {},  # signals: pending, blocked
     'sig_queued_rt': {},
     'sigaction_all': {},

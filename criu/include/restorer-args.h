@@ -70,6 +70,19 @@ struct rst_vma {
 	uint64_t anon_name; /* NUL-terminated PR_SET_VMA_ANON_NAME name in the region; 0: none */
 };
 
+/*
+ * An AIO context's ring (io_setup()): its id is the ring's address. Restore maps it as
+ * private anonymous memory holding the dumped ring, then makes a context of nr_req
+ * requests, brings its kernel-kept tail to the dumped one, copies the events and head in
+ * and moves the new ring over the old (mremap), so the id the task holds names it again.
+ */
+struct rst_aio_ring {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t nr_req;
+	uint32_t pad;
+};
+
 /* The kernel's limit on an anonymous VMA name (ANON_VMA_NAME_MAX_LEN), NUL included. */
 #define RST_ANON_NAME_MAX 80
 
@@ -290,6 +303,10 @@ struct rst_args {
 	uint32_t nr_file_fds;
 	uint32_t nr_file_locks;
 	uint64_t file_locks; /* struct rst_file_lock[] */
+
+	/* AIO rings: mapped as anonymous memory with their pages, made rings again. */
+	uint32_t nr_aio_rings;
+	uint64_t aio_rings; /* struct rst_aio_ring[] */
 
 	/*
 	 * struct rst_seccomp_filter[], the threads' chains one after another. The first

@@ -128,6 +128,8 @@ struct task_image {
 	uint32_t dumpable, thp_disabled;
 	struct vma_image *vmas; /* in address order */
 	unsigned int nr_vmas;
+	struct rst_aio_ring *aio_rings; /* mm's aios: their VMAs are private anonymous memory */
+	unsigned int nr_aio_rings;
 	struct page_map pages; /* pagemap-PID.img */
 
 	struct thread_image *threads; /* as pstree.img lists them: threads[0] is the main one */

@@ -540,6 +540,128 @@ static long finish_vmas(struct rst_args *a)
 	return 0;
 }
 
+/* ---- 5b. AIO rings ---- */
+
+#define O_ACCMODE 3
+#define O_RDONLY 0
+#define O_WRONLY 1
+#define O_NONBLOCK 04000
+#define O_CLOEXEC 02000000
+#define AT_FDCWD -100
+
+/* The ring's header as the kernel lays it out at the context's address (fs/aio.c). */
+struct aio_ring_head {
+	uint32_t id, nr, head, tail;
+	uint32_t magic, compat_features, incompat_features, header_length;
+};
+
+struct aio_event {
+	uint64_t data, obj;
+	int64_t res, res2;
+};
+
+struct aio_iocb {
+	uint64_t data;
+	uint32_t key, rw_flags;
+	uint16_t opcode;
+	int16_t reqprio;
+	uint32_t fildes;
+	uint64_t buf, nbytes;
+	int64_t offset;
+	uint64_t reserved2;
+	uint32_t flags, resfd;
+};
+
+#define AIO_CMD_PWRITE 1
+
+/*
+ * The kernel keeps a context's tail to itself: it advances only as requests complete.
+ * One-byte writes to /dev/null complete at once; each is reaped right away, so the ring
+ * never fills. Afterwards head == tail == the dumped tail.
+ */
+static long advance_aio_tail(struct rst_args *a, uint64_t ctx, uint32_t tail)
+{
+	struct aio_iocb cb = { .opcode = AIO_CMD_PWRITE, .nbytes = 1 };
+	struct aio_iocb *cbp = &cb;
+	struct aio_event ev;
+	char byte = 0;
+	long fd, ret = 0;
+	uint32_t i;
+
+	if (!tail)
+		return 0;
+	fd = sys_openat(AT_FDCWD, "/dev/null", O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err(a, "open /dev/null to advance an AIO ring: %ld", fd);
+		return fd;
+	}
+	cb.fildes = fd;
+	cb.buf = (uint64_t)&byte;
+	for (i = 0; i < tail && !ret; i++) {
+		ret = sys_io_submit(ctx, 1, &cbp);
+		if (ret == 1)
+			ret = sys_io_getevents(ctx, 1, 1, &ev, 0);
+		ret = ret == 1 ? 0 : ret < 0 ? ret : -EIO;
+	}
+	sys_close(fd);
+	if (ret)
+		pr_err(a, "AIO ring %lx: advancing its tail to %u: %ld", ctx, tail, ret);
+	return ret;
+}
+
+static long restore_aio_ring(struct rst_args *a, const struct rst_aio_ring *r)
+{
+	const struct aio_ring_head *old = (const struct aio_ring_head *)r->addr;
+	struct aio_ring_head *ring;
+	uint64_t ctx = 0;
+	long ret;
+
+	ret = sys_io_setup(r->nr_req, &ctx);
+	if (ret) {
+		pr_err(a, "io_setup(%u) for the AIO ring at %lx: %ld", r->nr_req, r->addr, ret);
+		return ret;
+	}
+	ring = (struct aio_ring_head *)ctx;
+	if (ring->nr != old->nr || old->tail >= old->nr || old->head >= old->nr) {
+		pr_err(a, "AIO ring at %lx: %u events, head %u, tail %u; io_setup(%u) made %u events",
+		       r->addr, old->nr, old->head, old->tail, r->nr_req, ring->nr);
+		sys_io_destroy(ctx);
+		return -EINVAL;
+	}
+	ret = advance_aio_tail(a, ctx, old->tail);
+	if (ret) {
+		sys_io_destroy(ctx);
+		return ret;
+	}
+	/* The events not yet reaped come back with the head: the task reaps them as before. */
+	memcpy(ring + 1, old + 1, old->nr * sizeof(struct aio_event));
+	ring->head = old->head;
+	ret = sys_mremap(ctx, r->len, r->len, MREMAP_MAYMOVE | MREMAP_FIXED, r->addr);
+	if (ret != (long)r->addr) {
+		pr_err(a, "mremap the new AIO ring %lx to %lx (%lu bytes): %ld", ctx, r->addr, r->len,
+		       ret);
+		sys_io_destroy(ctx);
+		return ret < 0 ? ret : -EINVAL;
+	}
+	return 0;
+}
+
+static long restore_aio_rings(struct rst_args *a)
+{
+	const struct rst_aio_ring *rings = (const struct rst_aio_ring *)a->aio_rings;
+	uint32_t i;
+	long ret;
+
+	for (i = 0; i < a->nr_aio_rings; i++) {
+		ret = restore_aio_ring(a, &rings[i]);
+		if (ret)
+			return ret;
+	}
+	if (a->nr_aio_rings)
+		pr_debug(a, "%u AIO rings restored", a->nr_aio_rings);
+	return 0;
+}
+
 /* ---- 6. mm fields ---- */
 
 static long restore_mm(struct rst_args *a)
@@ -562,11 +684,6 @@ static long restore_mm(struct rst_args *a)
 #define F_OFD_SETLK 37
 #define F_GETSIG 11
 #define F_SETLEASE 1024
-#define O_ACCMODE 3
-#define O_RDONLY 0
-#define O_WRONLY 1
-#define O_NONBLOCK 04000
-#define AT_FDCWD -100
 #define SIGIO 29
 
 struct rst_timespec {
@@ -1331,6 +1448,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, start_lazy_pages(a));
 	STEP(a, read_pages(a));
 	STEP(a, finish_vmas(a));
+	STEP(a, restore_aio_rings(a));
 	STEP(a, restore_mm(a));
 	STEP(a, retake_file_locks(a));
 	/* Threads before timers (one may signal a thread) and creds (clone3 set_tid needs caps). */

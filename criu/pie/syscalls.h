@@ -44,6 +44,11 @@ static inline long sys_call6(long nr, ulong a1, ulong a2, ulong a3, ulong a4, ul
 #define sys_shmat(id, addr, flags) sys_call(__NR_shmat, id, addr, flags, 0, 0, 0)
 #define sys_mremap(old, old_len, new_len, flags, new_addr)                                      \
 	sys_call(__NR_mremap, old, old_len, new_len, flags, new_addr, 0)
+#define sys_io_setup(nr, ctxp) sys_call(__NR_io_setup, nr, ctxp, 0, 0, 0, 0)
+#define sys_io_destroy(ctx) sys_call(__NR_io_destroy, ctx, 0, 0, 0, 0, 0)
+#define sys_io_submit(ctx, nr, iocbpp) sys_call(__NR_io_submit, ctx, nr, iocbpp, 0, 0, 0)
+#define sys_io_getevents(ctx, min, max, events, timeout)                                        \
+	sys_call(__NR_io_getevents, ctx, min, max, events, timeout, 0)
 #define sys_madvise(addr, len, advice) sys_call(__NR_madvise, addr, len, advice, 0, 0, 0)
 #define sys_mlock(addr, len) sys_call(__NR_mlock, addr, len, 0, 0, 0, 0)
 #define sys_prctl(opt, a2, a3, a4, a5) sys_call(__NR_prctl, opt, a2, a3, a4, a5, 0)

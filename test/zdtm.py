@@ -72,7 +72,7 @@ UPSTREAM_FEATURES = (
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
-                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop'}
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -1156,10 +1156,10 @@ TESTS = {
     'cli_verbosity_attached_is_level_0': {
         # -v takes an optional attached value read like atoi(): "-verbosity=2" is -v with
         # "erbosity=2", level 0, so not even the warning of an unsupported feature shows
-        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'aio_remap']},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '-verbosity=2', '--feature', 'compat_cr']},
     'cli_verbosity_long_form': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=aio_remap'],
-        'stderr': 'Warn: aio_remap is not supported by this criu: AIO rings are not dumped\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--verbosity=2', '--feature=compat_cr'],
+        'stderr': 'Warn: compat_cr is not supported by this criu: 32-bit tasks are not dumped\n'},
     'cli_option_equals_value': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feature=clone3_set_tid', '--log-file=c.log',
                                          '--images-dir={out}', '-v4'],
@@ -1225,7 +1225,7 @@ TESTS = {
         'stdout': 'clone3_set_tid is supported\n', 'created': ['check log.txt']},
     'cli_config_file_command_line_wins': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config={out}/c.conf', '-v0'],
-        'files': {'c.conf': 'verbosity=4\nfeature aio_remap\n'}},
+        'files': {'c.conf': 'verbosity=4\nfeature compat_cr\n'}},
     'cli_config_file_bad_line': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--config', '{out}/c.conf'],
         'files': {'c.conf': 'verbosity=4\ntree\n'},

@@ -754,6 +754,7 @@ TESTS = {
     'threads_restore_twice': {'bin': 'threads_blocked_calls', 'mode': 'twice'},
     'threads_dump_fail': {'mode': 'dump_fails'},
     'threads_churn': {},
+    'threads_dumpable': {},
     'personality': {},
     'mm_fields': {},
     'rlimits': {},

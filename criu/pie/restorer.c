@@ -1145,7 +1145,10 @@ static long restore_creds(struct rst_args *a)
 	return ret;
 }
 
-/* A credential change resets the parent-death signal and dumpable: set them after. */
+/*
+ * A credential change resets the parent-death signal (the thread's) and dumpable (the mm's,
+ * so after every thread has set its own): set them after.
+ */
 static long restore_post_creds(struct rst_args *a)
 {
 	long ret = prctl_set_recorded(a, a->has_pdeath_sig, PR_SET_PDEATHSIG, a->pdeath_sig,
@@ -1457,8 +1460,9 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, restore_thread_state(a, main_thread));
 	STEP(a, queue_pending(a, main_thread));
 	STEP(a, restore_creds(a));
-	STEP(a, restore_post_creds(a));
+	/* Each thread's change of credentials clears the mm's dumpable flag: all done first. */
 	STEP(a, wait_threads_restored(a));
+	STEP(a, restore_post_creds(a));
 	STEP(a, restore_seccomp(a, main_thread));
 	STEP(a, report_and_stop(a));
 

@@ -1017,6 +1017,25 @@ static int enslave_outer(const struct net_state *st, const struct ext_veth *ext)
 	return rtnl_talk(st->criu_rtnl, &m, what);
 }
 
+/*
+ * A link going up takes its MTU as its net.ipv6.conf mtu again (addrconf's NETDEV_UP): the
+ * image's, written with the others before the flags, goes in once more after them.
+ */
+static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
+{
+	char path[PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < NR(conf6_names) && i < nde->n_conf6; i++)
+		if (!strcmp(conf6_names[i], "mtu"))
+			break;
+	if (i == NR(conf6_names) || i == nde->n_conf6)
+		return 0;
+	return sysctl_path(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s", "ipv6", nde->name,
+			   "mtu") ?:
+	       sysctl_write(path, nde->conf6[i]);
+}
+
 static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
 {
 	int ret = 0;
@@ -1034,6 +1053,8 @@ static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEnt
 				 nde->n_conf6 < NR(conf6_names) ? nde->n_conf6 : NR(conf6_names));
 	if (!ret)
 		ret = set_link(rtnl, nde);
+	if (!ret && (nde->flags & IFF_UP))
+		ret = rewrite_ipv6_mtu(nde);
 	if (!ret)
 		pr_info("link %s (index %u) restored\n", nde->name, nde->ifindex);
 	return ret;

@@ -64,6 +64,8 @@ static const char *const setup_veth[] = {
 /* name, value written (and read back after restore) */
 static const char *const sysctls[][2] = {
 	{"ipv4/conf/all/forwarding", "1"},	 {"ipv4/conf/default/rp_filter", "2"},
+	/* lo is up: going up again at restore takes its link MTU as this one. */
+	{"ipv6/conf/lo/mtu", "1280"},
 	{"ipv4/conf/lo/arp_ignore", "2"},	 {"ipv4/conf/all/log_martians", "1"},
 	{"ipv6/conf/default/hop_limit", "44"},	 {"ipv6/conf/lo/hop_limit", "33"},
 	{"ipv6/conf/all/accept_redirects", "0"}, {"unix/max_dgram_qlen", "77"},

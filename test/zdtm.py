@@ -1074,6 +1074,9 @@ TESTS = {
     'mnt_ns_tree': dict(MNT_NS_TREE),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
+    # the root an overlay, mounted again by the runner for the restore (overlay_root)
+    'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree', overlay_root=True,
+                                test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
@@ -1358,6 +1361,8 @@ CROSS_TESTS = {
     'mnt_ns_tree': dict(MNT_NS_TREE),  # a mount namespace: --root, --external mnt[]
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # and its mounts shared
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
+    'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # an overlay root
+                                overlay_root=True, test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -1365,9 +1370,10 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
-# The shared-root variant of the mount test runs its binary.
+# The shared-root and overlay-root variants of the mount test run its binary.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
+    TESTS['cross_%s_mnt_ns_overlay_root' % _way]['bin'] = 'mnt_ns_tree'
 # Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
 TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
                                         'setsid': True, 'lazy': True, 'lazy_faults': True}
@@ -2066,6 +2072,7 @@ class TestRun:
         self.crit_failure = None  # why a dump's images failed the crit check
         self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
         self.page_server = None  # criu page-server of a page_server test (Popen)
+        self.overlay_root = None  # the overlay an overlay_root test mounted for its restore
 
     # --- the test process -------------------------------------------------
     def start(self):
@@ -2215,6 +2222,9 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        if self.overlay_root:
+            subprocess.run(['umount', '-l', self.overlay_root])
+            self.overlay_root = None
         if self.lazy_daemon:
             self.lazy_daemon.kill()
             self.lazy_daemon.wait()
@@ -2484,9 +2494,19 @@ class TestRun:
             raise TestFailure('the daemon\'s log does not say why the task was killed',
                               'lazy-pages.log')
 
+    def mount_overlay_root(self):
+        """As a container runtime does before a restore: the test's overlay root, of the
+        same lower, upper and work directories, mounted again at {work}/root."""
+        opts = 'lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/ovwork'.format(self.work)
+        subprocess.run(['mount', '-t', 'overlay', 'overlay', '-o', opts,
+                        os.path.join(self.work, 'root')], check=True)
+        self.overlay_root = os.path.join(self.work, 'root')
+
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
             os.unlink(self.pidfile)
+        if self.desc.get('overlay_root') and not self.overlay_root:
+            self.mount_overlay_root()
         args = ['-D', self.img, '--pidfile', self.pidfile] + list(extra)
         lazy = self.lazy(binary)
         if lazy:

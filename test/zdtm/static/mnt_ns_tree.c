@@ -10,7 +10,9 @@
  * name was removed while another name remains (--link-remap: the link_remap file dump
  * makes beside it is gone again once the tree runs).
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
- * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer.
+ * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer; with $ZDTM_MNT_OVERLAY_ROOT,
+ * the root is an overlay (as a container runtime makes it) of a lower directory holding a
+ * file and an upper one the tree writes to, which the runner mounts again for the restore.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -79,6 +81,21 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
  * pivot into it, then the program again from there (its binary and libraries must be
  * reachable in the tree that is dumped).
  */
+/* "root" an overlay of lower (with a file), upper and ovwork, all beside it. */
+static void mount_overlay_root(void)
+{
+	char cwd[2048], opts[8192];
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		test_fail_errno("getcwd");
+	must(mkdir("lower", 0755) || mkdir("upper", 0755) || mkdir("ovwork", 0755),
+	     "mkdir lower, upper, ovwork");
+	write_pattern("lower/from_lower", DATA_SEED + 5, 500);
+	snprintf(opts, sizeof(opts), "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/ovwork", cwd,
+		 cwd, cwd);
+	must(mount("overlay", "root", "overlay", 0, opts), "mount the overlay root");
+}
+
 static void build_root(const char *out_dir, char **argv)
 {
 	char exe[4096], pidfile[4096];
@@ -87,7 +104,10 @@ static void build_root(const char *out_dir, char **argv)
 
 	must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
 	must(mkdir("root", 0755), "mkdir root");
-	bind_mount("root", "root", 0);
+	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
+		mount_overlay_root();
+	else
+		bind_mount("root", "root", 0);
 	must(chdir("root"), "chdir root");
 	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0peer\0bindsrc\0";
 	     *d; d += strlen(d) + 1)
@@ -385,6 +405,8 @@ int main(int argc, char **argv)
 	linked = open("/tmp/sub/named", O_RDONLY);
 	if (linked < 0 || link("/tmp/sub/named", "/tmp/sub/other") || unlink("/tmp/sub/named"))
 		test_fail_errno("/tmp/sub/named");
+	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
+		write_pattern("/to_upper", DATA_SEED + 6, 700);
 	mount_table(before, sizeof(before));
 	test_ready();
 	test_wait_sigterm();
@@ -412,6 +434,10 @@ int main(int argc, char **argv)
 	expect_socket(sk);
 	expect_ghost(ghost);
 	expect_linked(linked);
+	if (getenv("ZDTM_MNT_OVERLAY_ROOT")) {
+		expect_file("/from_lower", DATA_SEED + 5, 500, 0640);
+		expect_file("/to_upper", DATA_SEED + 6, 700, 0640);
+	}
 	must(umount("/tmp/hidden"), "umount /tmp/hidden");
 	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
 	test_pass();

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/time.h>
 
 #include "action-scripts.h"
@@ -74,6 +75,8 @@ struct dump_thread {
 	struct x86_tls_image tls;
 	ThreadCoreEntry tcore;
 	RseqEntry rseq;
+	uint64_t rseq_cs; /* the rseq critical section the thread was stopped in, or 0 */
+	bool rseq_abort; /* ... which the kernel restarts: the thread goes to its abort handler */
 	ThreadSasEntry sas;
 	struct dump_sigqueue pending;
 	char comm[COMM_LEN];
@@ -557,6 +560,91 @@ static int collect_rseq_and_robust_list(struct dump_thread *th)
 	return 0;
 }
 
+/* The uapi layouts: struct rseq's rseq_cs and flags fields, and struct rseq_cs. */
+#define RSEQ_AREA_CS   8
+#define RSEQ_AREA_FLAGS 16
+#define RSEQ_NO_RESTART_ON_SIGNAL (1u << 1) /* RSEQ_CS_FLAG_NO_RESTART_ON_SIGNAL */
+struct rseq_cs_desc {
+	uint32_t version, flags;
+	uint64_t start_ip, post_commit_offset, abort_ip;
+};
+
+static int thread_mem(pid_t tid, bool write, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)addr, len };
+	ssize_t n = write ? process_vm_writev(tid, &local, 1, &remote, 1, 0) :
+			    process_vm_readv(tid, &local, 1, &remote, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	pr_err("thread %d: cannot %s %zu bytes of its rseq state at %#llx: %s\n", tid,
+	       write ? "write" : "read", len, (unsigned long long)addr,
+	       n < 0 ? strerror(errno) : "short");
+	return n < 0 ? -errno : -EIO;
+}
+
+/*
+ * A thread stopped inside an rseq critical section. The kernel takes a thread out of the
+ * section it was preempted in (to its abort handler, clearing rseq_cs) when it next goes
+ * back to user space, unless the section may not be restarted (NO_RESTART_ON_SIGNAL). The
+ * parasite's run goes back to user space outside the section, where the kernel only
+ * clears rseq_cs. So the section is read before, the image has the thread where the kernel
+ * would have put it (its abort handler; or, not restartable, where it is, with rseq_cs
+ * kept: rseq_cs_pointer, as CRIU records it), and settle_rseq_cs() puts the running thread
+ * there too once its parasite is gone.
+ */
+static int collect_rseq_cs(struct dump_thread *th)
+{
+	uint64_t area = th->rseq.rseq_abi_pointer, ip = th->regs.ip;
+	struct rseq_cs_desc cs;
+	uint32_t area_flags;
+	int ret;
+
+	if (!th->tcore.rseq_entry)
+		return 0;
+	ret = thread_mem(th->tid, false, area + RSEQ_AREA_CS, &th->rseq_cs, sizeof(th->rseq_cs));
+	if (ret || !th->rseq_cs)
+		return ret;
+	ret = thread_mem(th->tid, false, th->rseq_cs, &cs, sizeof(cs)) ?:
+	      thread_mem(th->tid, false, area + RSEQ_AREA_FLAGS, &area_flags, sizeof(area_flags));
+	if (ret)
+		return ret;
+	if (ip < cs.start_ip || ip - cs.start_ip >= cs.post_commit_offset) {
+		th->rseq_cs = 0; /* a section left already: the kernel clears it lazily */
+		return 0;
+	}
+	th->rseq_abort = !((cs.flags | area_flags) & RSEQ_NO_RESTART_ON_SIGNAL);
+	if (th->rseq_abort) {
+		th->regs.ip = cs.abort_ip;
+	} else {
+		th->rseq.has_rseq_cs_pointer = true;
+		th->rseq.rseq_cs_pointer = th->rseq_cs;
+	}
+	pr_info("thread %d: in the rseq critical section %#llx at %#llx: %s\n", th->tid,
+		(unsigned long long)th->rseq_cs, (unsigned long long)ip,
+		th->rseq_abort ? "it resumes at its abort handler" : "it may not be restarted");
+	return 0;
+}
+
+/* The running thread, its parasite gone, as collect_rseq_cs() left its image. */
+static int settle_rseq_cs(const struct dump_thread *th)
+{
+	uint64_t area_cs = th->rseq.rseq_abi_pointer + RSEQ_AREA_CS, none = 0;
+	struct user_regs_struct regs;
+	int ret;
+
+	if (!th->rseq_cs)
+		return 0;
+	if (!th->rseq_abort)
+		return thread_mem(th->tid, true, area_cs, (void *)&th->rseq_cs, sizeof(th->rseq_cs));
+	ret = thread_mem(th->tid, true, area_cs, &none, sizeof(none)) ?:
+	      compel_get_regs(th->tid, &regs);
+	if (ret)
+		return ret;
+	regs.rip = th->regs.ip;
+	return compel_set_regs(th->tid, &regs);
+}
+
 /* A 64-bit capability set as creds_entry holds it: two u32 words, the low one first. */
 static void cap_words(uint64_t set, uint32_t words[2], size_t *n, uint32_t **field)
 {
@@ -1028,7 +1116,9 @@ static int collect_thread_state(struct dump_thread *th)
 	ret = dump_thread_sched(th->tid, &th->tcore);
 	if (!ret)
 		ret = seccomp_dump_thread(th->tid, &th->tcore);
-	return ret ? ret : collect_rseq_and_robust_list(th);
+	if (!ret)
+		ret = collect_rseq_and_robust_list(th);
+	return ret ? ret : collect_rseq_cs(th);
 }
 
 /* Every thread but the main one: its own state, read by ptrace and by itself. */
@@ -1047,6 +1137,8 @@ static int collect_other_threads(struct dump_task *task)
 		ret = collect_thread_state(th);
 		if (!ret)
 			ret = collect_other_thread_injected(th, ip);
+		if (!ret)
+			ret = settle_rseq_cs(th);
 	}
 	return ret;
 }
@@ -1110,6 +1202,8 @@ static int collect_task_state(struct dump_task *task)
 		ret = collect_proc_misc(task);
 	if (!ret)
 		ret = collect_injected_state(task);
+	if (!ret)
+		ret = settle_rseq_cs(&task->main_thread);
 	if (!ret)
 		ret = collect_other_threads(task);
 	if (!ret)

@@ -823,7 +823,7 @@ static void fill_thread(struct rst_thread *out, const struct thread_image *th, u
 		.xsave = region + tl->xsave, .xsave_len = th->xsave_len,
 		.stack_top = tl->stack_top ? region + tl->stack_top : 0,
 		.has_rseq = th->has_rseq, .rseq_ptr = th->rseq_ptr, .rseq_len = th->rseq_len,
-		.rseq_sig = th->rseq_sig, .has_sas = th->has_sas, .sas_sp = th->sas_sp,
+		.rseq_sig = th->rseq_sig, .rseq_cs = th->rseq_cs, .has_sas = th->has_sas, .sas_sp = th->sas_sp,
 		.sas_size = th->sas_size, .sas_flags = th->sas_flags,
 	};
 }

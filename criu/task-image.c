@@ -146,6 +146,8 @@ static int collect_thread_core(const ThreadCoreEntry *tc, struct thread_image *t
 		th->rseq_ptr = tc->rseq_entry->rseq_abi_pointer;
 		th->rseq_len = tc->rseq_entry->rseq_abi_size;
 		th->rseq_sig = tc->rseq_entry->signature;
+		th->rseq_cs = tc->rseq_entry->has_rseq_cs_pointer ?
+				      tc->rseq_entry->rseq_cs_pointer : 0;
 	}
 	return collect_thread_seccomp(tc, th, img) ?:
 	       collect_siginfos(tc->signals_p, &th->pending, &th->nr_pending, img);

@@ -755,6 +755,9 @@ TESTS = {
     'threads_dump_fail': {'mode': 'dump_fails'},
     'threads_churn': {},
     'threads_dumpable': {},
+    'rseq_critical_section': {},
+    'rseq_critical_section_leave_running': {'bin': 'rseq_critical_section',
+                                            'mode': 'leave_running'},
     'personality': {},
     'mm_fields': {},
     'rlimits': {},
@@ -1303,6 +1306,7 @@ CROSS_TESTS = {
     'mem_anon_private': {},  # one process: anonymous memory
     'regs_fpu_avx': {},  # registers, x87/SSE/AVX state
     'aio_rings': {},  # AIO contexts: ring, head, tail, events
+    'rseq_critical_section': {},  # threads stopped inside rseq critical sections
     'sig_pending_std': {},  # signals: pending, blocked
     'sig_queued_rt': {},
     'sigaction_all': {},

@@ -168,6 +168,7 @@ struct rst_thread {
 	uint64_t rseq_ptr;
 	uint32_t rseq_len;
 	uint32_t rseq_sig;
+	uint64_t rseq_cs; /* put in the area once registered: a section the thread is in */
 	uint64_t clear_tid_addr;
 	uint64_t robust_list, robust_list_len;
 	uint32_t has_sas;

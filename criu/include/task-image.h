@@ -62,7 +62,7 @@ struct thread_image {
 	uint64_t robust_list, robust_list_len;
 	bool has_rseq;
 	uint32_t rseq_len, rseq_sig;
-	uint64_t rseq_ptr;
+	uint64_t rseq_ptr, rseq_cs;
 	bool has_sas;
 	uint32_t sas_flags;
 	uint64_t sas_sp, sas_size;

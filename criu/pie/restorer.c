@@ -956,6 +956,9 @@ static long restore_thread_state(struct rst_args *a, const struct rst_thread *th
 			       th->rseq_len, ret);
 			return ret;
 		}
+		/* struct rseq's rseq_cs: the section the thread may not be taken out of. */
+		if (th->rseq_cs)
+			*(volatile uint64_t *)(th->rseq_ptr + 8) = th->rseq_cs;
 	}
 	sys_set_tid_address(th->clear_tid_addr);
 	if (th->robust_list_len) {

@@ -88,6 +88,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				    ipc_msg_entry__descriptor),
 	[CR_IMG_IPCNS_SEM] = PB_IMG("IPCNS_SEM", "ipcns-sem-%lu.img", IPCNS_SEM_MAGIC,
 				    ipc_sem_entry__descriptor),
+	[CR_IMG_IPCNS_MQ] = PB_IMG("IPCNS_MQ", "ipcns-mq-%lu.img", IPCNS_MQ_MAGIC,
+				   cr_posix_mq_entry__descriptor),
 	[CR_IMG_TIMENS] = PB_IMG("TIMENS", "timens-%lu.img", TIMENS_MAGIC, timens_entry__descriptor),
 	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
 	[CR_IMG_USERNS] = PB_IMG("USERNS", "userns-%lu.img", USERNS_MAGIC, userns_entry__descriptor),

@@ -2,7 +2,8 @@
  * IPC namespaces: the SysV objects and the sysctls of a root with an IPC namespace of its
  * own, in CRIU's images: ipcns-var-ID.img (kernel/sem, kernel/msg*, kernel/shm*, the
  * fs/mqueue sysctls), ipcns-shm-ID.img (each segment and its contents), ipcns-msg-ID.img
- * (each queue and its messages in order), ipcns-sem-ID.img (each set and its values).
+ * (each queue and its messages in order), ipcns-sem-ID.img (each set and its values);
+ * and its POSIX message queues in ipcns-mq-ID.img, an image of our own (ipc-mqueue.c).
  *
  * Restore clones the root with CLONE_NEWIPC; the root re-creates every object with its id
  * (kernel/shm_next_id and the like) before it forks anything, so that the objects exist
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "ipc-mqueue.h"
 #include "log.h"
 #include "namespaces.h"
 #include "shmem.h"
@@ -451,7 +453,7 @@ static int ipc_dump(const struct ns_id *ns)
 
 	for (size_t i = 0; i < sizeof(ipc_walks) / sizeof(ipc_walks[0]) && !ret; i++)
 		ret = dump_objects(&ipc_walks[i], ns->id);
-	return ret;
+	return ret ?: posix_mq_dump(ns->id);
 }
 
 /* --------------------------------------------------------------- restore ---- */
@@ -481,6 +483,8 @@ struct ipc_ns_image {
 	size_t nr_msgqs;
 	struct ipc_sem *sems;
 	size_t nr_sems;
+	CrPosixMqEntry **mqs;
+	size_t nr_mqs;
 };
 
 /* Past len bytes of data and their padding to align, checking the image holds them. */
@@ -686,6 +690,7 @@ static void ipc_fini(struct ns_id *ns)
 		free(im->sems[i].values);
 		pb_free(NULL, im->sems[i].e);
 	}
+	posix_mq_free(im->mqs, im->nr_mqs);
 	free(im->shms);
 	free(im->msgqs);
 	free(im->sems);
@@ -722,13 +727,14 @@ static int ipc_collect(struct ns_id *ns)
 	ns->priv = im;
 	ret = collect_var(im, ns->id) ?: collect_objects(im, CR_IMG_IPCNS_SHM, ns->id) ?:
 	      collect_objects(im, CR_IMG_IPCNS_MSG, ns->id) ?:
-	      collect_objects(im, CR_IMG_IPCNS_SEM, ns->id);
+	      collect_objects(im, CR_IMG_IPCNS_SEM, ns->id) ?:
+	      posix_mq_collect(ns->id, &im->mqs, &im->nr_mqs);
 	if (ret) {
 		ipc_fini(ns);
 		return ret;
 	}
-	pr_info("ipc namespace %u: %zu shm segments, %zu msg queues, %zu semaphore sets\n", ns->id,
-		im->nr_shms, im->nr_msgqs, im->nr_sems);
+	pr_info("ipc namespace %u: %zu shm segments, %zu msg queues, %zu semaphore sets, %zu POSIX message queues\n",
+		ns->id, im->nr_shms, im->nr_msgqs, im->nr_sems, im->nr_mqs);
 	return 0;
 }
 
@@ -953,7 +959,7 @@ static int ipc_restore(const struct ns_id *ns)
 
 	/* Limits before the objects, which they bound; the ids the objects took, after. */
 	ret = restore_sysctls(im->var, false) ?: restore_objects(im, ns->id) ?:
-	      restore_sysctls(im->var, true);
+	      posix_mq_restore(im->mqs, im->nr_mqs) ?: restore_sysctls(im->var, true);
 	if (!ret)
 		pr_info("ipc namespace %u: %zu shm segments, %zu msg queues, %zu semaphore sets "
 			"restored\n",

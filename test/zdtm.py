@@ -316,6 +316,12 @@ def aio_ring_moved(img_dir, pid):
     edit_image(img_dir, 'mm-%d.img' % pid, move)
 
 
+def posix_mq_bad_name(img_dir, pid):
+    """The first POSIX message queue of the IPC namespace is named with a '/' inside."""
+    name = [n for n in os.listdir(img_dir) if n.startswith('ipcns-mq-')][0]
+    edit_image(img_dir, name, lambda es: es[0].update(name='a/b'))
+
+
 def lsm_label_recorded(img_dir, pid):
     """The task ran under an LSM label (an AppArmor profile) that criu's own is not."""
     edit_image(img_dir, 'core-%d.img' % pid,
@@ -915,6 +921,9 @@ TESTS = {
     'restore_fail_aio_ring_moved': {'bin': 'aio_rings', 'mode': 'restore_fails',
                                     'corrupt': aio_ring_moved,
                                     'expect': 'is an AIO ring no aios entry describes'},
+    'restore_fail_ipc_mq_bad_name': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                     'corrupt': posix_mq_bad_name,
+                                     'expect': '"a/b" is no queue name'},
     'restore_fail_lsm_label': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                'corrupt': lsm_label_recorded,
                                'expect': 'setting LSM labels is not supported'},
@@ -1440,6 +1449,7 @@ TESTS['cross_us2up_unix_scm_rights']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE'
 # Upstream criu restores no SysV message longer than 8192 bytes, no queue's qbytes, no
 # segment's SHM_LOCK, and sets a pending kernel/shm_next_id before the segments (which take it).
 TESTS['cross_us2up_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM': '1'}
+TESTS['cross_up2us_ns_uts_ipc']['test_env'] = {'ZDTM_IPC_UPSTREAM_DUMP': '1'}
 # ... and a segment removed while attached comes back not removed.
 TESTS['cross_us2up_ns_container']['test_env'] = {'ZDTM_SHM_REMOVED_KEPT': '1'}
 # Upstream criu's `ip route save` and `ip rule save` keep the main table's routes and the
@@ -1700,7 +1710,7 @@ def images_checksum(img_dir):
 # test_unixsk: unixsk-*), and
 # this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
-OWN_IMAGES = ('mm-ext-',)
+OWN_IMAGES = ('mm-ext-', 'ipcns-mq-')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
 # are raw images too, as CRIU keeps them.

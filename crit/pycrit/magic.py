@@ -81,6 +81,7 @@ IMAGES = {
     "KDAT": (0x57023458, None),
     # This criu's own images (images/ext.proto), unknown to CRIU's tools.
     "MM_EXT": (0x43524d01, "cr_mm_ext_entry"),
+    "IPCNS_MQ": (0x43524d02, "cr_posix_mq_entry"),
 }
 
 BY_MAGIC = {magic: name for name, (magic, _) in IMAGES.items()}

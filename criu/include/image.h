@@ -44,6 +44,7 @@ enum cr_img_type {
 	CR_IMG_IPCNS_SHM, /* ipcns-shm-NSID */
 	CR_IMG_IPCNS_MSG, /* ipcns-msg-NSID */
 	CR_IMG_IPCNS_SEM, /* ipcns-sem-NSID */
+	CR_IMG_IPCNS_MQ, /* ipcns-mq-NSID: our own, POSIX message queues (ext.proto) */
 	CR_IMG_TIMENS, /* timens-NSID */
 	CR_IMG_PIDNS, /* pidns-NSID */
 	CR_IMG_USERNS, /* userns-NSID */

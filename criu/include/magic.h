@@ -39,5 +39,6 @@
 #define STATS_MAGIC 0x57093306u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u
+#define IPCNS_MQ_MAGIC 0x43524d02u
 
 #endif

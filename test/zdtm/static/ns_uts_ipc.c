@@ -5,14 +5,19 @@
  * a hugetlb one where the machine has huge pages), message queues (messages in order, with
  * their types and sizes, an empty one with a smaller qbytes), semaphore sets (values),
  * every object with its id, key, owner and mode, and the namespace's sysctls (kernel/sem,
- * kernel/msgmax and the like, fs/mqueue's, a pending shm_next_id). A child shares the namespaces:
- * after restore it sees the same names and takes a semaphore.
+ * kernel/msgmax and the like, fs/mqueue's, a pending shm_next_id), and POSIX message queues
+ * no task holds open (messages in priority order with their priorities, sizes, owner and
+ * mode, an empty one). A child shares the namespaces: after restore it sees the same names
+ * and takes a semaphore.
  *
  * ZDTM_IPC_UPSTREAM: restored by upstream criu, which queues no message longer than 8192
  * bytes, and does not give back a queue's qbytes, a segment's SHM_LOCK or a pending
- * shm_next_id: the test neither makes nor checks those.
+ * shm_next_id: the test neither makes nor checks those. ZDTM_IPC_UPSTREAM and
+ * ZDTM_IPC_UPSTREAM_DUMP: upstream criu dumps no POSIX message queue: none is made.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include <sys/msg.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -289,6 +295,64 @@ static void check_sems(void)
 			  semctl(sem_private, 0, GETVAL));
 }
 
+/* POSIX message queues: the messages as mq_receive() must give them back. */
+static const struct {
+	unsigned int prio;
+	const char *text;
+} mq_sent[] = { { 1, "first of prio 1" }, { 5, "prio 5" }, { 1, "second of prio 1" },
+		{ 9, "prio 9, the highest" }, { 0, "" } };
+static const unsigned int mq_order[] = { 3, 1, 0, 2, 4 };
+#define NR_MQ_MSGS  (sizeof(mq_sent) / sizeof(mq_sent[0]))
+#define MQ_FULL	    "/zdtm_mq_full"
+#define MQ_EMPTY    "/zdtm_mq_empty"
+#define MQ_OWNER    1000
+#define MQ_GROUP    1001
+
+static bool make_mqs;
+
+static void make_posix_mq(const char *name, long maxmsg, long msgsize, mode_t mode, bool fill)
+{
+	struct mq_attr attr = { .mq_maxmsg = maxmsg, .mq_msgsize = msgsize };
+	mqd_t mq = mq_open(name, O_CREAT | O_EXCL | O_WRONLY, 0600, &attr);
+
+	if (mq == (mqd_t)-1 || fchmod(mq, mode) || fchown(mq, MQ_OWNER, MQ_GROUP))
+		test_fail("%s: %s", name, strerror(errno));
+	for (unsigned int i = 0; fill && i < NR_MQ_MSGS; i++)
+		if (mq_send(mq, mq_sent[i].text, strlen(mq_sent[i].text), mq_sent[i].prio))
+			test_fail("%s: mq_send %u: %s", name, i, strerror(errno));
+	mq_close(mq);
+}
+
+static void check_posix_mq(const char *name, long maxmsg, long msgsize, mode_t mode, bool fill)
+{
+	mqd_t mq = mq_open(name, O_RDONLY | O_NONBLOCK);
+	struct mq_attr attr;
+	struct stat st;
+	char buf[256];
+	unsigned int prio;
+
+	if (mq == (mqd_t)-1 || mq_getattr(mq, &attr) || fstat(mq, &st))
+		test_fail("%s after restore: %s", name, strerror(errno));
+	if (attr.mq_maxmsg != maxmsg || attr.mq_msgsize != msgsize ||
+	    attr.mq_curmsgs != (fill ? (long)NR_MQ_MSGS : 0))
+		test_fail("%s: maxmsg %ld msgsize %ld curmsgs %ld, expected %ld %ld %ld", name,
+			  attr.mq_maxmsg, attr.mq_msgsize, attr.mq_curmsgs, maxmsg, msgsize,
+			  fill ? (long)NR_MQ_MSGS : 0L);
+	if ((st.st_mode & 07777) != mode || st.st_uid != MQ_OWNER || st.st_gid != MQ_GROUP)
+		test_fail("%s: mode %#o owner %u:%u, expected %#o %u:%u", name, st.st_mode & 07777,
+			  st.st_uid, st.st_gid, mode, MQ_OWNER, MQ_GROUP);
+	for (unsigned int i = 0; fill && i < NR_MQ_MSGS; i++) {
+		unsigned int want = mq_order[i];
+		ssize_t n = mq_receive(mq, buf, sizeof(buf), &prio);
+
+		if (n != (ssize_t)strlen(mq_sent[want].text) || prio != mq_sent[want].prio ||
+		    memcmp(buf, mq_sent[want].text, n))
+			test_fail("%s: message %u is %zd bytes of prio %u, expected \"%s\" of prio %u",
+				  name, i, n, prio, mq_sent[want].text, mq_sent[want].prio);
+	}
+	mq_close(mq);
+}
+
 static void check_names(const char *who)
 {
 	struct utsname names;
@@ -347,6 +411,12 @@ int main(int argc, char **argv)
 	make_shms();
 	make_msgqs();
 	make_sems();
+	make_mqs = !upstream_restore && !getenv("ZDTM_IPC_UPSTREAM_DUMP");
+	if (make_mqs) {
+		make_posix_mq(MQ_FULL, 8, 200, 0640, true);
+		make_posix_mq(MQ_EMPTY, 3, 16, 0604, false);
+	}
+
 	write_text("/proc/sys/kernel/shm_next_id", PENDING_SHM_ID);
 	child = test_fork_child(child_main);
 	test_ready();
@@ -360,5 +430,9 @@ int main(int argc, char **argv)
 	if (semctl(sem_set, 2, GETVAL) != 0)
 		test_fail("the child's semop did not take semaphore 2");
 	check_msgqs();
+	if (make_mqs) {
+		check_posix_mq(MQ_FULL, 8, 200, 0640, true);
+		check_posix_mq(MQ_EMPTY, 3, 16, 0604, false);
+	}
 	test_pass();
 }

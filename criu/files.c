@@ -29,6 +29,7 @@
  */
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&memfd_fdtype_ops, /* before reg: a memfd is a regular file too */
+	&nsfs_fdtype_ops, /* before reg: an nsfs file is a regular file too */
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
 	&pipe_fdtype_ops,

@@ -825,6 +825,8 @@ TESTS = {
     'timerfd_interval_ticks': {},
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},
+    'nsfs_self_files': {},
+    'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},
     'pidfd_outside_tree': {'mode': 'dump_fails', 'expect': 'which is outside the dumped tree'},
     'restore_fail_pidfd_unknown_pid': {'bin': 'pidfd_child_self_dead', 'mode': 'restore_fails',
@@ -1313,6 +1315,7 @@ CROSS_TESTS = {
     'signalfd_mask_flags': {},
     'timerfd_interval_ticks': {},
     'pidfd_child_self_dead': {},  # pidfds: self, a child, a reaped child
+    'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private
     'pty_pair_termios': {'devpts': True},  # ptys: termios, modes, queued bytes

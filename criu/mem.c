@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 
 #include "dedup.h"
 #include "files.h"
@@ -339,11 +340,17 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 		ve->shmid = vma->ino;
 		return take_anon_name(pid, vma, "[anon_shmem:", dv);
 	}
-	/* hugetlb memfds are memfds; anonymous hugetlb memory shows as /anon_hugepage. */
-	if ((vma->vmflags & VMFLAG_HUGETLB) && (!vma->path[0] || path_starts(vma, "/anon_hugepage"))) {
-		pr_err("task %d: VMA %lx-%lx is anonymous hugetlb memory, which is not supported yet\n",
-		       pid, vma->start, vma->end);
-		return -ENOTSUP;
+	/*
+	 * hugetlb memfds are memfds; anonymous hugetlb memory shows as /anon_hugepage, a file
+	 * of the kernel's hugetlbfs: shared, it is an object known by its inode, as shmem is.
+	 */
+	if ((vma->vmflags & VMFLAG_HUGETLB) && path_starts(vma, "/anon_hugepage")) {
+		if (!vma->shared)
+			return classify_anon(pid, vma, dv);
+		ve->status = VMA_AREA_REGULAR | VMA_ANON_SHARED;
+		ve->flags = MAP_SHARED | MAP_ANONYMOUS;
+		ve->shmid = vma->ino;
+		return 0;
 	}
 	if (path_starts(vma, "/SYSV") && vma->shared)
 		return sysv_shm_dump_vma(pid, vma, ve);
@@ -371,6 +378,33 @@ static bool not_accountable(const struct proc_vma *vma, const VmaEntry *ve)
 	return private_regular && !(vma->vmflags & VMFLAG_ACCOUNT);
 }
 
+/*
+ * hugetlb memory (anonymous, SysV, memfd): MAP_HUGETLB and the page size (its log2 in the
+ * bits from MAP_HUGE_SHIFT), as CRIU keeps them in vma_entry.flags; the page size is the
+ * block size of the hugetlbfs file the VMA maps.
+ */
+static int hugetlb_map_flags(pid_t pid, const struct proc_vma *vma, uint32_t *flags)
+{
+	struct statfs sfs;
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, vma->start, vma->end);
+	if (statfs(path, &sfs)) {
+		int err = errno;
+
+		pr_perror("task %d: hugetlb VMA %lx-%lx: cannot read its page size", pid,
+			  vma->start, vma->end);
+		return -err;
+	}
+	if (sfs.f_bsize < (long)PAGE_SIZE || (sfs.f_bsize & (sfs.f_bsize - 1))) {
+		pr_err("task %d: hugetlb VMA %lx-%lx has pages of %ld bytes\n", pid, vma->start,
+		       vma->end, (long)sfs.f_bsize);
+		return -EINVAL;
+	}
+	*flags = MAP_HUGETLB | (uint32_t)__builtin_ctzl(sfs.f_bsize) << MAP_HUGE_SHIFT;
+	return 0;
+}
+
 static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *dv)
 {
 	VmaEntry *ve = &dv->e;
@@ -389,6 +423,14 @@ static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma 
 		ve->flags |= MAP_GROWSDOWN;
 	if (vma->vmflags & VMFLAG_NORESERVE)
 		ve->flags |= MAP_NORESERVE;
+	if (vma->vmflags & VMFLAG_HUGETLB) {
+		uint32_t huge = 0;
+
+		ret = hugetlb_map_flags(pid, vma, &huge);
+		if (ret)
+			return ret;
+		ve->flags |= huge;
+	}
 	/* A mapping type of its own, private anonymous memory otherwise (but not dumped). */
 	if (vma->vmflags & VMFLAG_DROPPABLE)
 		ve->flags = (ve->flags & ~MAP_TYPE) | MAP_DROPPABLE;

@@ -720,6 +720,7 @@ TESTS = {
                                         'pre_dumps': 2, 'upstream_restore': True},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
+    'mem_hugetlb_anon': {},
     'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
     'regs_fpu_avx': {},
     'static_regs_fpu_avx': {},
@@ -1316,6 +1317,7 @@ CROSS_TESTS = {
     'timerfd_interval_ticks': {},
     'pidfd_child_self_dead': {},  # pidfds: self, a child, a reaped child
     'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
+    'mem_hugetlb_anon': {},  # anonymous hugetlb memory, private and shared
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private
     'pty_pair_termios': {'devpts': True},  # ptys: termios, modes, queued bytes
@@ -1355,7 +1357,7 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
                                            'mode': 'cross_dump_upstream', 'setsid': True}
 # Upstream criu restores shared anonymous memory as a memfd: the tests accept that name
 # after its restore (the contents, sharing, protection and range are still checked).
-for _bin in ('mem_shared_anon', 'tree_shared_anon'):
+for _bin in ('mem_shared_anon', 'tree_shared_anon', 'mem_hugetlb_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
 # Each cross run of cgroup_limits in cgroups of its own, removed after the dump (restore
 # makes them again).

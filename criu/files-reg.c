@@ -365,11 +365,14 @@ static int resolve_unlinked_path(const struct stat *st, const char *what, char *
  */
 static pid_t dead_proc_pid(const char *path, const struct stat *st)
 {
+	char buf[PATH_MAX + 32];
 	struct stat proc;
 	char *end;
 	long pid;
 
-	if (strncmp(path, "/proc/", 6) || stat("/proc", &proc) || proc.st_dev != st->st_dev)
+	/* The tree's /proc, of its own pid namespace where it has one: pids are the tree's. */
+	if (strncmp(path, "/proc/", 6) || stat(mntns_dump_path("/proc", buf, sizeof(buf)), &proc) ||
+	    proc.st_dev != st->st_dev)
 		return 0;
 	pid = strtol(path + 6, &end, 10);
 	if (end == path + 6 || (*end && *end != '/') || pid <= 0 || pid > INT32_MAX)
@@ -399,6 +402,14 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 		const char *where = mntns_dump_path(path, buf, sizeof(buf));
 		int ret = S_ISLNK(st->st_mode) ? lstat(where, &now) : stat(where, &now);
 
+		/*
+		 * Only the directory /proc/PID of a process gone is marked deleted: the files in
+		 * it keep their name, which no longer resolves.
+		 */
+		if (ret && errno == ENOENT && !marked && dead_proc_pid(path, st)) {
+			*kind = PATH_DEAD_PROC;
+			return 0;
+		}
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
 			return resolve_unlinked_path(st, what, path, marked, kind);
 		return 0;

@@ -762,6 +762,7 @@ TESTS = {
     'file_deleted_nodes': {},
     'file_deleted_nested': {},
     'cwd_dead_proc': {},
+    'proc_dead_pid_file': {},
     'restore_fail_dead_pid_in_use': {'bin': 'cwd_dead_proc', 'mode': 'restore_fails',
                                      'corrupt': dead_pid_becomes_1, 'expect': 'pid 1 is in use now'},
     'file_dev_null_zero_urandom': {},
@@ -1296,6 +1297,7 @@ CROSS_TESTS = {
     'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
     'file_deleted_nested': {},  # in deleted directories, O_TMPFILE
     'cwd_dead_proc': {},  # cwd and fd in /proc of reaped children
+    'proc_dead_pid_file': {},  # an fd on a file in /proc of a reaped child
     # file locks: upstream restores them only when asked to (--file-locks)
     'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},

@@ -657,6 +657,7 @@ TESTS = {
     'mem_shared_anon_alias': {},
     'mem_shared_anon_fd': {},
     'sysv_shm_attached': {},
+    'sysv_shm_hugetlb': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},

@@ -21,37 +21,9 @@
 #define SHARED_SIZE (2 * HUGE_SIZE)
 /* Both at once before the dump, and the restored ones while the dumped ones may linger. */
 #define PAGES_NEEDED 8
-#define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
 #define CHILD_MARK   0x5a
 
 static unsigned char *priv, *shared;
-static long old_nr = -1;
-
-static long read_long(const char *path)
-{
-	char buf[32];
-
-	read_file(path, buf, sizeof(buf));
-	return strtol(buf, NULL, 10);
-}
-
-static void set_nr_hugepages(long nr)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%ld", nr);
-	write_file(NR_HUGEPAGES, buf, strlen(buf));
-}
-
-static void reserve_huge_pages(void)
-{
-	long free_pages = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-
-	if (free_pages >= PAGES_NEEDED)
-		return;
-	old_nr = read_long(NR_HUGEPAGES);
-	set_nr_hugepages(old_nr + PAGES_NEEDED - free_pages);
-}
 
 static void *map_huge(size_t len, int type)
 {
@@ -65,8 +37,7 @@ static void *map_huge(size_t len, int type)
 
 static void expect_hugetlb(const void *addr, const char *name, const char *what)
 {
-	char vmflags[256], line[512], *field, *vma;
-	static char smaps[1 << 20];
+	char vmflags[256], line[512];
 
 	smaps_vmflags(addr, vmflags, sizeof(vmflags));
 	if (!vmflags_has(vmflags, "ht"))
@@ -74,12 +45,9 @@ static void expect_hugetlb(const void *addr, const char *name, const char *what)
 	maps_line(addr, line, sizeof(line));
 	if (!strstr(line, name))
 		test_fail("%s: maps line \"%s\" is not %s", what, line, name);
-	read_file("/proc/self/smaps", smaps, sizeof(smaps));
-	snprintf(line, sizeof(line), "%lx-", (unsigned long)addr);
-	vma = strstr(smaps, line);
-	field = vma ? strstr(vma, "\nKernelPageSize:") : NULL;
-	if (!field || strtol(field + strlen("\nKernelPageSize:"), NULL, 10) != 2048)
-		test_fail("%s: KernelPageSize is not 2048 kB", what);
+	if (smaps_kernel_page_kb(addr) != 2048)
+		test_fail("%s: KernelPageSize is %ld kB, not 2048 kB", what,
+			  smaps_kernel_page_kb(addr));
 }
 
 /* Upstream criu restores shared hugetlb memory as a hugetlb memfd (ZDTM_SHMEM_NAME). */
@@ -105,7 +73,7 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	test_init(argc, argv);
-	reserve_huge_pages();
+	test_reserve_huge_pages(PAGES_NEEDED);
 	priv = map_huge(PRIV_SIZE, MAP_PRIVATE);
 	shared = map_huge(SHARED_SIZE, MAP_SHARED);
 	pattern_fill(priv, HUGE_SIZE, 30);
@@ -129,7 +97,6 @@ int main(int argc, char **argv)
 				  CHILD_MARK);
 	munmap(priv, PRIV_SIZE);
 	munmap(shared, SHARED_SIZE);
-	if (old_nr >= 0)
-		set_nr_hugepages(old_nr);
+	test_release_huge_pages();
 	test_pass();
 }

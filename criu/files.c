@@ -40,6 +40,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&eventfd_fdtype_ops,
 	&signalfd_fdtype_ops,
 	&timerfd_fdtype_ops,
+	&netlink_sk_fdtype_ops,
 	&unix_sk_fdtype_ops,
 	&pidfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */

@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <unistd.h>
+
+#include "files.h"
 #include "log.h"
 #include "sk-opts.h"
 
@@ -75,7 +78,8 @@ static int check_fixed_opts(int fd, const char *what)
 		int val;
 
 		if (getsockopt(fd, SOL_SOCKET, fixed_opts[i].name, &val, &len)) {
-			if (errno == ENOPROTOOPT)
+			/* EOPNOTSUPP: an option of another family's (SO_PASSPIDFD: unix). */
+			if (errno == ENOPROTOOPT || errno == EOPNOTSUPP)
 				continue;
 			pr_perror("%s: cannot read %s", what, fixed_opts[i].opt);
 			return -errno;
@@ -208,6 +212,22 @@ static int dump_linger(int fd, SkOptsEntry *soe, const char *what)
 	soe->has_so_linger = lin.l_onoff != 0;
 	soe->so_linger = lin.l_linger;
 	return 0;
+}
+
+bool sk_is_family(const struct fd_parms *p, int domain)
+{
+	int fd, family = -1;
+	socklen_t len = sizeof(family);
+
+	if (!S_ISSOCK(p->st.st_mode))
+		return false;
+	fd = grab_task_fd(p);
+	if (fd < 0)
+		return false;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len))
+		family = -1;
+	close(fd);
+	return family == domain;
 }
 
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)

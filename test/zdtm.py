@@ -829,6 +829,8 @@ TESTS = {
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},
     'nsfs_self_files': {},
+    'netlink_sk_bound_groups': {},
+    'netlink_sk_option_refused': {'mode': 'dump_fails', 'expect': 'NETLINK_PKTINFO is set'},
     'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},
     'pidfd_outside_tree': {'mode': 'dump_fails', 'expect': 'which is outside the dumped tree'},
@@ -1320,6 +1322,7 @@ CROSS_TESTS = {
     'timerfd_interval_ticks': {},
     'pidfd_child_self_dead': {},  # pidfds: self, a child, a reaped child
     'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
+    'netlink_sk_bound_groups': {},  # netlink sockets: port ids, groups, peers
     'mem_hugetlb_anon': {},  # anonymous hugetlb memory, private and shared
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private
@@ -1382,6 +1385,9 @@ TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '
 # through eventfd()'s unsigned int: the test keeps to that there.
 for _dir in ('cross_up2us_', 'cross_us2up_'):
     TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
+# Upstream criu refuses netlink groups past 32, at dump and at restore.
+for _dir in ('cross_up2us_', 'cross_us2up_'):
+    TESTS[_dir + 'netlink_sk_bound_groups']['test_env'] = {'ZDTM_NETLINK_UPSTREAM': '1'}
 # Upstream criu refuses to dump a PIDFD_THREAD pidfd: the test makes none there.
 TESTS['cross_up2us_pidfd_child_self_dead']['test_env'] = {'ZDTM_PIDFD_UPSTREAM': '1'}
 # Upstream criu sets a file's owner when it opens the file, before the threads exist (one

@@ -5,7 +5,16 @@
 #ifndef CR_SK_OPTS_H
 #define CR_SK_OPTS_H
 
+#include <stdbool.h>
+
 #include "sk-opts.pb-c.h"
+
+struct fd_parms;
+/*
+ * Dump, for the socket kinds' owns(): whether p is a socket of family domain (SO_DOMAIN,
+ * read on criu's copy of it).
+ */
+bool sk_is_family(const struct fd_parms *p, int domain);
 
 /*
  * Dump: the options of socket fd into soe, refusing what the image cannot carry (a

@@ -41,6 +41,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&signalfd_fdtype_ops,
 	&timerfd_fdtype_ops,
 	&netlink_sk_fdtype_ops,
+	&packet_sk_fdtype_ops,
 	&unix_sk_fdtype_ops,
 	&pidfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */

@@ -184,6 +184,12 @@ static int dump_flags_and_numbers(int fd, SkOptsEntry *soe, const char *what)
 	int val, ret;
 
 	for (size_t i = 0; i < NR_BOOL_OPTS; i++) {
+		socklen_t len = sizeof(val);
+
+		/* Not one of this family's (SO_PASSCRED on a packet socket): left out. */
+		if (getsockopt(fd, SOL_SOCKET, bool_opts[i].name, &val, &len) &&
+		    errno == EOPNOTSUPP)
+			continue;
 		ret = get_int_opt(fd, bool_opts[i].name, bool_opts[i].opt, &val, what);
 		if (ret)
 			return ret;

@@ -830,6 +830,7 @@ TESTS = {
     'pidfd_child_self_dead': {},
     'nsfs_self_files': {},
     'netlink_sk_bound_groups': {},
+    'packet_sk_options_rings': {},
     'netlink_sk_option_refused': {'mode': 'dump_fails', 'expect': 'NETLINK_PKTINFO is set'},
     'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},
@@ -1323,6 +1324,7 @@ CROSS_TESTS = {
     'pidfd_child_self_dead': {},  # pidfds: self, a child, a reaped child
     'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
     'netlink_sk_bound_groups': {},  # netlink sockets: port ids, groups, peers
+    'packet_sk_options_rings': {},  # packet sockets: binding, options, rings
     'mem_hugetlb_anon': {},  # anonymous hugetlb memory, private and shared
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private

@@ -220,6 +220,8 @@ extern const struct fdtype_ops timerfd_fdtype_ops;
 extern const struct fdtype_ops nsfs_fdtype_ops;
 /* Netlink sockets: protocol, port id, groups, peer (sk-netlink.c). */
 extern const struct fdtype_ops netlink_sk_fdtype_ops;
+/* Packet sockets: binding, options, memberships, fanout, rings (sk-packet.c). */
+extern const struct fdtype_ops packet_sk_fdtype_ops;
 /* Unix sockets: names, peers, queues, options (sk-unix.c). */
 extern const struct fdtype_ops unix_sk_fdtype_ops;
 /* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */

@@ -276,6 +276,13 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	if ((path_starts(vma, "/memfd:") || path_is(vma, "/dev/zero (deleted)")) &&
 	    S_ISREG(st.st_mode) && !st.st_nlink)
 		return classify_memfd(pid, vma, path, ve);
+	/* Restore would map it from the restored socket (VMA_AREA_SOCKET): not done here. */
+	if (S_ISSOCK(st.st_mode)) {
+		pr_err("task %d: VMA %lx-%lx maps %s (a packet socket's ring), which is not "
+		       "supported\n",
+		       pid, vma->start, vma->end, vma->path);
+		return -ENOTSUP;
+	}
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
 

@@ -568,8 +568,8 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 /* A symlink is held only by an O_PATH | O_NOFOLLOW fd, reopened the same way. */
 static bool reg_owns(const struct fd_parms *p)
 {
-	return S_ISREG(p->st.st_mode) || S_ISDIR(p->st.st_mode) || S_ISLNK(p->st.st_mode) ||
-	       is_memory_device(&p->st);
+	return (S_ISREG(p->st.st_mode) && !fd_is_mqueue(p)) || S_ISDIR(p->st.st_mode) ||
+	       S_ISLNK(p->st.st_mode) || is_memory_device(&p->st);
 }
 
 int dump_reg_file(const struct fd_parms *p, uint32_t id)

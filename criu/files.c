@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -181,6 +182,19 @@ int write_file_entry(const FileEntry *fe)
 		return -EBADF;
 	}
 	return pb_write_one(files_img, fe);
+}
+
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202
+#endif
+
+bool fd_is_mqueue(const struct fd_parms *p)
+{
+	struct statfs sfs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", p->pid, p->fd);
+	return S_ISREG(p->st.st_mode) && !statfs(path, &sfs) && sfs.f_type == MQUEUE_MAGIC;
 }
 
 /*

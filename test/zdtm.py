@@ -832,6 +832,7 @@ TESTS = {
     'netlink_sk_bound_groups': {},
     'packet_sk_options_rings': {},
     'packet_sk_ring_mapped': {'mode': 'dump_fails', 'expect': "a packet socket's ring"},
+    'posix_mq_refused': {'mode': 'dump_fails', 'expect': 'POSIX message queues (mq_open) are not supported'},
     'netlink_sk_option_refused': {'mode': 'dump_fails', 'expect': 'NETLINK_PKTINFO is set'},
     'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},

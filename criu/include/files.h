@@ -271,6 +271,11 @@ int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
  * description dumped when new, as any task's fd is. Takes fd (closed when the dump ends).
  */
 int files_dump_in_flight(int fd, uint32_t *id);
+/*
+ * Whether p is a POSIX message queue (mq_open(), or a file of an mqueue mount): no kind
+ * restores those, as CRIU does not; the catch-all kind refuses them by name.
+ */
+bool fd_is_mqueue(const struct fd_parms *p);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /*

@@ -482,6 +482,17 @@ int files_dump_in_flight(int fd, uint32_t *id)
 	return desc_of_fd(getpid(), fd, &p, id, &ops);
 }
 
+int files_dump_task_fd(pid_t pid, int fd, uint32_t *id, FdTypes *type)
+{
+	const struct fdtype_ops *ops;
+	struct fd_parms p;
+	int ret = desc_of_fd(pid, fd, &p, id, &ops);
+
+	if (!ret)
+		*type = ops->type;
+	return ret;
+}
+
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
 {
 	FdinfoEntry fdi = FDINFO_ENTRY__INIT;
@@ -1948,6 +1959,31 @@ static int rearm_async(int fd)
 		return -errno;
 	}
 	return 0;
+}
+
+int files_dup_task_fd(pid_t pid, uint32_t id)
+{
+	struct task_fds fds = { .pid = pid };
+	uint32_t files_id;
+	int ret, fd;
+
+	ret = task_files_id(pid, &files_id);
+	if (!ret)
+		ret = read_fdinfos(files_id, &fds.fdis, &fds.nr);
+	if (ret)
+		return ret;
+	fd = task_fd_of_file(&fds, id);
+	free_fdinfos(fds.fdis, fds.nr);
+	if (fd < 0) {
+		pr_err("task %d holds no fd of file %u\n", pid, id);
+		return -ENOENT;
+	}
+	ret = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (ret < 0) {
+		ret = -errno;
+		pr_perror("task %d: cannot duplicate fd %d of file %u", pid, fd, id);
+	}
+	return ret;
 }
 
 int prepare_fds(pid_t pid)

@@ -257,6 +257,59 @@ static int classify_memfd(pid_t pid, const struct proc_vma *vma, const char *map
 	return 0;
 }
 
+/* The lowest fd of task pid on the inode st, or -ENOENT. */
+static int task_fd_on(pid_t pid, const struct stat *st)
+{
+	char path[64];
+	size_t nr, i;
+	int *fds, ret = -ENOENT;
+	struct stat fst;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	if (list_fds(path, &fds, &nr))
+		return -EIO;
+	for (i = 0; i < nr && ret < 0; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fds[i]);
+		if (!stat(path, &fst) && fst.st_dev == st->st_dev && fst.st_ino == st->st_ino)
+			ret = fds[i];
+	}
+	free(fds);
+	return ret;
+}
+
+/*
+ * A packet socket's ring (VMA_AREA_SOCKET, shmid: the socket's file id, as CRIU writes
+ * it): restore maps it from the restored socket, which one of the task's fds must hold.
+ * Its frames are not kept, as the packets queued in the socket are not.
+ */
+static int classify_socket(pid_t pid, const struct proc_vma *vma, const struct stat *st,
+			   VmaEntry *ve)
+{
+	int fd = task_fd_on(pid, st), ret;
+	uint32_t id = 0;
+	FdTypes type = FD_TYPES__UND;
+
+	if (fd < 0) {
+		pr_err("task %d: VMA %lx-%lx maps %s, which none of its fds holds: not "
+		       "supported\n",
+		       pid, vma->start, vma->end, vma->path);
+		return -ENOTSUP;
+	}
+	ret = files_dump_task_fd(pid, fd, &id, &type);
+	if (ret)
+		return ret;
+	if (type != FD_TYPES__PACKETSK) {
+		pr_err("task %d: VMA %lx-%lx maps %s, not a packet socket's ring: not supported\n",
+		       pid, vma->start, vma->end, vma->path);
+		return -ENOTSUP;
+	}
+	/* No file kind bit: CRIU's restore would look for a regular file. */
+	ve->status = VMA_AREA_REGULAR | VMA_AREA_SOCKET;
+	ve->flags = vma->shared ? MAP_SHARED : MAP_PRIVATE;
+	ve->shmid = id;
+	return 0;
+}
+
 static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 {
 	char path[96];
@@ -276,13 +329,8 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	if ((path_starts(vma, "/memfd:") || path_is(vma, "/dev/zero (deleted)")) &&
 	    S_ISREG(st.st_mode) && !st.st_nlink)
 		return classify_memfd(pid, vma, path, ve);
-	/* Restore would map it from the restored socket (VMA_AREA_SOCKET): not done here. */
-	if (S_ISSOCK(st.st_mode)) {
-		pr_err("task %d: VMA %lx-%lx maps %s (a packet socket's ring), which is not "
-		       "supported\n",
-		       pid, vma->start, vma->end, vma->path);
-		return -ENOTSUP;
-	}
+	if (S_ISSOCK(st.st_mode))
+		return classify_socket(pid, vma, &st, ve);
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
 

@@ -3,7 +3,7 @@
  * PACKET_* options, multicast memberships, fanout and ring geometry, read from sock_diag
  * (packet_diag) of the tree's network namespace. Restore makes a new socket and sets them
  * again. Queued packets are not kept, as in CRIU: packets are lost as on a network. A ring
- * mapped into memory (the socket's VMA) is refused by mem.c.
+ * mapped into memory is a VMA of the task (mem.c), mapped again from the restored socket.
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -831,7 +831,8 @@ TESTS = {
     'nsfs_self_files': {},
     'netlink_sk_bound_groups': {},
     'packet_sk_options_rings': {},
-    'packet_sk_ring_mapped': {'mode': 'dump_fails', 'expect': "a packet socket's ring"},
+    'packet_sk_ring_mapped': {},
+    'packet_sk_ring_unheld': {'mode': 'dump_fails', 'expect': 'which none of its fds holds'},
     'posix_mq_refused': {'mode': 'dump_fails', 'expect': 'POSIX message queues (mq_open) are not supported'},
     'netlink_sk_option_refused': {'mode': 'dump_fails', 'expect': 'NETLINK_PKTINFO is set'},
     'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
@@ -1327,6 +1328,7 @@ CROSS_TESTS = {
     'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
     'netlink_sk_bound_groups': {},  # netlink sockets: port ids, groups, peers
     'packet_sk_options_rings': {},  # packet sockets: binding, options, rings
+    'packet_sk_ring_mapped': {},
     'mem_hugetlb_anon': {},  # anonymous hugetlb memory, private and shared
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private

@@ -276,6 +276,12 @@ int files_dump_in_flight(int fd, uint32_t *id);
  * restores those, as CRIU does not; the catch-all kind refuses them by name.
  */
 bool fd_is_mqueue(const struct fd_parms *p);
+/*
+ * fd of task pid, dumped now if its description is new (as dump_task_files() would, which
+ * then finds it dumped): its file id and kind. For a VMA that maps the file (a packet
+ * socket's ring), read before the task's fds. 0 or -errno.
+ */
+int files_dump_task_fd(pid_t pid, int fd, uint32_t *id, FdTypes *type);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /*
@@ -345,6 +351,13 @@ int restore_task_fs(pid_t pid);
  * with fdflags. Call after prepare_fds(), which closes criu's stray fds. The fd or -errno.
  */
 int open_vma_file(uint32_t file_id, uint32_t fdflags);
+
+/*
+ * In the restored task pid, after prepare_fds(): a new fd (close-on-exec, lowest free
+ * number) on the description of file id that one of its fds holds (a packet socket whose
+ * ring a VMA maps). The fd or -errno, after one line.
+ */
+int files_dup_task_fd(pid_t pid, uint32_t id);
 
 /* The collected entry with this id, or NULL. */
 const FileEntry *find_file_entry(uint32_t id);

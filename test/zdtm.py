@@ -495,6 +495,21 @@ def pidfd_names_unknown_pid(img_dir, pid):
     edit_files_entries(img_dir, 'pidfd', 'nspid', 4194000)
 
 
+def nsfs_names_other_ns(img_dir, pid):
+    """Every namespace file names a namespace id the tree does not live in."""
+    edit_files_entries(img_dir, 'nsf', 'ns_id', 999)
+
+
+def netlink_bad_state(img_dir, pid):
+    """Every netlink socket claims a state sock_diag never shows for one."""
+    edit_files_entries(img_dir, 'nlsk', 'state', 5)
+
+
+def packet_bad_type(img_dir, pid):
+    """Every packet socket claims a socket type AF_PACKET has not (SOCK_SEQPACKET)."""
+    edit_files_entries(img_dir, 'psk', 'type', 5)
+
+
 def eventfd_counter_max(img_dir, pid):
     """A counter no write(2) can set (only the kernel's own signals reach it)."""
     edit_files_entries(img_dir, 'efd', 'counter', 2**64 - 1)
@@ -838,6 +853,13 @@ TESTS = {
     'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},
     'pidfd_outside_tree': {'mode': 'dump_fails', 'expect': 'which is outside the dumped tree'},
+    'restore_fail_nsfs_other_ns': {'bin': 'nsfs_self_files', 'mode': 'restore_fails',
+                                   'corrupt': nsfs_names_other_ns,
+                                   'expect': 'not the one the tree lives in'},
+    'restore_fail_netlink_state': {'bin': 'netlink_sk_bound_groups', 'mode': 'restore_fails',
+                                   'corrupt': netlink_bad_state, 'expect': 'has an unknown state'},
+    'restore_fail_packet_type': {'bin': 'packet_sk_options_rings', 'mode': 'restore_fails',
+                                 'corrupt': packet_bad_type, 'expect': 'an unknown socket type'},
     'restore_fail_pidfd_unknown_pid': {'bin': 'pidfd_child_self_dead', 'mode': 'restore_fails',
                                        'corrupt': pidfd_names_unknown_pid,
                                        'expect': 'which is no task of the tree'},

@@ -33,7 +33,8 @@ static bool parse_ns_link(const struct fd_parms *p, char name[NS_NAME_MAX])
 /* pipe:[N] and socket:[N] look alike: only the names of namespace kinds are taken. */
 static bool nsfs_owns(const struct fd_parms *p)
 {
-	static const char *const kinds[] = { "pid", "net", "ipc", "uts", "mnt", "user", "cgroup", "time" };
+	static const char *const kinds[] = { "pid", "net", "ipc", "uts",
+					     "mnt", "user", "cgroup", "time" };
 	char name[NS_NAME_MAX];
 
 	if (!parse_ns_link(p, name))
@@ -80,7 +81,8 @@ static int nsfs_collect(struct file_desc *d)
 		return -EINVAL;
 	}
 	if ((nfe->flags & O_ACCMODE) != O_RDONLY) {
-		pr_err("files.img: namespace file %u has open flags %#o: nsfs files open read-only\n",
+		pr_err("files.img: namespace file %u has open flags %#o: nsfs files open "
+		       "read-only\n",
 		       d->id, nfe->flags);
 		return -EINVAL;
 	}

@@ -157,7 +157,8 @@ static int create_obj(struct shmem_obj *obj)
 		int err = errno;
 
 		pr_perror("cannot create shared memory %#llx of %llu bytes (flags %#x)",
-			  (unsigned long long)obj->shmid, (unsigned long long)obj->size, obj->hugetlb);
+			  (unsigned long long)obj->shmid, (unsigned long long)obj->size,
+			  obj->hugetlb);
 		return -err;
 	}
 	pr_debug("shared memory %#llx: %llu bytes\n", (unsigned long long)obj->shmid,

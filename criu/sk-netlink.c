@@ -38,10 +38,7 @@ static bool netlink_sk_owns(const struct fd_parms *p)
 /* ---------------------------------------------------------------- dump ---- */
 
 /* Options the image has no field for: each must be off, as a new socket has it. */
-static const struct {
-	int opt;
-	const char *name;
-} unkept_opts[] = {
+static const struct sk_opt_name unkept_opts[] = {
 	{ NETLINK_PKTINFO, "NETLINK_PKTINFO" },
 	{ NETLINK_BROADCAST_ERROR, "NETLINK_BROADCAST_ERROR" },
 	{ NETLINK_NO_ENOBUFS, "NETLINK_NO_ENOBUFS" },
@@ -53,8 +50,8 @@ static const struct {
 
 static int check_dumpable(int fd, const char *what)
 {
-	int type, val;
-	socklen_t len = sizeof(type);
+	socklen_t len = sizeof(int);
+	int type;
 	char c;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len)) {
@@ -66,15 +63,9 @@ static int check_dumpable(int fd, const char *what)
 		       what, type);
 		return -ENOTSUP;
 	}
-	for (size_t i = 0; i < sizeof(unkept_opts) / sizeof(unkept_opts[0]); i++) {
-		len = sizeof(val);
-		if (getsockopt(fd, SOL_NETLINK, unkept_opts[i].opt, &val, &len))
-			val = 0; /* an option this kernel does not know is off */
-		if (val) {
-			pr_err("%s: %s is set, which is not supported\n", what, unkept_opts[i].name);
-			return -ENOTSUP;
-		}
-	}
+	if (sk_opts_check_off(fd, SOL_NETLINK, unkept_opts,
+			      sizeof(unkept_opts) / sizeof(unkept_opts[0]), what))
+		return -ENOTSUP;
 	if (recv(fd, &c, sizeof(c), MSG_PEEK | MSG_DONTWAIT) >= 0) {
 		pr_err("%s: has messages queued, which restore would lose: not supported\n", what);
 		return -ENOTSUP;

@@ -236,6 +236,23 @@ bool sk_is_family(const struct fd_parms *p, int domain)
 	return family == domain;
 }
 
+int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t nr,
+		      const char *what)
+{
+	for (size_t i = 0; i < nr; i++) {
+		int val = 0;
+		socklen_t len = sizeof(val);
+
+		if (getsockopt(fd, level, opts[i].opt, &val, &len))
+			val = 0;
+		if (val) {
+			pr_err("%s: %s is set, which is not supported\n", what, opts[i].name);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
 {
 	int val, ret = check_unsupported_opts(fd, what);

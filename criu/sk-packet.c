@@ -159,30 +159,11 @@ static int read_diag(uint32_t ino, struct packet_diag *pd, const char *what)
 }
 
 /* PACKET_* options the image has no field for: each must be off, as a new socket has it. */
-static const struct {
-	int opt;
-	const char *name;
-} unkept_opts[] = {
+static const struct sk_opt_name unkept_opts[] = {
 	{ PACKET_TX_HAS_OFF, "PACKET_TX_HAS_OFF" },
 	{ PACKET_QDISC_BYPASS, "PACKET_QDISC_BYPASS" },
 	{ PACKET_IGNORE_OUTGOING, "PACKET_IGNORE_OUTGOING" },
 };
-
-static int check_unkept_opts(int fd, const char *what)
-{
-	for (size_t i = 0; i < sizeof(unkept_opts) / sizeof(unkept_opts[0]); i++) {
-		int val = 0;
-		socklen_t len = sizeof(val);
-
-		if (getsockopt(fd, SOL_PACKET, unkept_opts[i].opt, &val, &len))
-			val = 0; /* an option this kernel does not know is off */
-		if (val) {
-			pr_err("%s: %s is set, which is not supported\n", what, unkept_opts[i].name);
-			return -ENOTSUP;
-		}
-	}
-	return 0;
-}
 
 static void fill_ring(PacketRing *ring, const struct packet_diag_ring *dr)
 {
@@ -261,7 +242,8 @@ static int packet_sk_dump(const struct fd_parms *p, uint32_t id)
 	if (!ret && fd < 0)
 		ret = fd;
 	if (!ret)
-		ret = check_unkept_opts(fd, what);
+		ret = sk_opts_check_off(fd, SOL_PACKET, unkept_opts,
+					sizeof(unkept_opts) / sizeof(unkept_opts[0]), what);
 	if (!ret)
 		ret = sk_opts_dump(fd, &opts, what);
 	if (!ret)

@@ -476,34 +476,31 @@ void maps_line(const void *addr, char *out, size_t size)
 	copy_line(out, size, line);
 }
 
-void smaps_vmflags(const void *addr, char *out, size_t size)
+/* The text after "name:" in the smaps entry of the VMA holding addr, in proc_buf. */
+static char *smaps_field(const void *addr, const char *name)
 {
-	char *vma, *flags;
+	char key[64], *vma, *field;
 
 	read_file("/proc/self/smaps", proc_buf, sizeof(proc_buf));
 	vma = find_vma_header(proc_buf, addr);
 	if (!vma)
 		test_fail("no VMA holds %p in /proc/self/smaps", addr);
-	flags = strstr(vma, "\nVmFlags:");
-	if (!flags)
-		test_fail("no VmFlags for the VMA at %p", addr);
-	flags += strlen("\nVmFlags:");
-	flags += strspn(flags, " \t");
-	copy_line(out, size, flags);
+	snprintf(key, sizeof(key), "\n%s:", name);
+	field = strstr(vma, key);
+	if (!field)
+		test_fail("no %s for the VMA at %p", name, addr);
+	field += strlen(key);
+	return field + strspn(field, " \t");
+}
+
+void smaps_vmflags(const void *addr, char *out, size_t size)
+{
+	copy_line(out, size, smaps_field(addr, "VmFlags"));
 }
 
 long smaps_kernel_page_kb(const void *addr)
 {
-	char *vma, *field;
-
-	read_file("/proc/self/smaps", proc_buf, sizeof(proc_buf));
-	vma = find_vma_header(proc_buf, addr);
-	if (!vma)
-		test_fail("no VMA holds %p in /proc/self/smaps", addr);
-	field = strstr(vma, "\nKernelPageSize:");
-	if (!field)
-		test_fail("no KernelPageSize for the VMA at %p", addr);
-	return strtol(field + strlen("\nKernelPageSize:"), NULL, 10);
+	return strtol(smaps_field(addr, "KernelPageSize"), NULL, 10);
 }
 
 #define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
@@ -527,7 +524,8 @@ static void set_nr_hugepages(long nr)
 
 void test_reserve_huge_pages(long nr)
 {
-	long free_pages = read_long_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+	long free_pages =
+		read_long_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
 
 	if (free_pages >= nr)
 		return;

@@ -66,7 +66,8 @@ static void expect_int(int fd, int opt, int want)
 
 static struct packet_mreq membership(int type, const unsigned char *addr)
 {
-	struct packet_mreq m = { .mr_ifindex = lo, .mr_type = type, .mr_alen = addr ? ETH_ALEN : 0 };
+	struct packet_mreq m = { .mr_ifindex = lo, .mr_type = type,
+				 .mr_alen = addr ? ETH_ALEN : 0 };
 
 	if (addr)
 		memcpy(m.mr_address, addr, ETH_ALEN);

@@ -34,7 +34,8 @@ static void *ring_socket(int at, const struct tpacket_req *req, int opt, int typ
 	if (setsockopt(at, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) ||
 	    setsockopt(at, SOL_PACKET, opt, req, sizeof(*req)))
 		test_fail_errno("ring");
-	map = mmap(NULL, req->tp_block_size * req->tp_block_nr, PROT_READ | PROT_WRITE, type, at, 0);
+	map = mmap(NULL, req->tp_block_size * req->tp_block_nr, PROT_READ | PROT_WRITE, type, at,
+		   0);
 	if (map == MAP_FAILED)
 		test_fail_errno("mmap the ring");
 	return map;
@@ -81,7 +82,8 @@ int main(int argc, char **argv)
 		void *again = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 
 		if (again == MAP_FAILED)
-			test_fail("fd %d: its ring is not %zu bytes: %s", fd, size, strerror(errno));
+			test_fail("fd %d: its ring is not %zu bytes: %s", fd, size,
+				  strerror(errno));
 		munmap(again, size);
 	}
 	test_pass();

@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	if (frame->tp_status != TP_STATUS_KERNEL)
-		test_fail("the first frame's status is %#x after the failed dump", frame->tp_status);
+		test_fail("the first frame's status is %#x after the failed dump",
+			  frame->tp_status);
 	test_pass();
 }

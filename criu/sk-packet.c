@@ -183,11 +183,15 @@ static int fill_mclist(const struct packet_diag *pd, PacketMclist *mcs, PacketMc
 	for (size_t i = 0; i < pd->nr_mcs; i++) {
 		const struct packet_diag_mclist *m = &pd->mcs[i];
 
-		if (m->pdmc_count != 1 || m->pdmc_alen > MAX_MC_ADDR) {
+		if (m->pdmc_count != 1) {
 			pr_err("%s: membership %zu (type %u) joined %u times, which is not "
 			       "supported\n",
 			       what, i, m->pdmc_type, m->pdmc_count);
 			return -ENOTSUP;
+		}
+		if (m->pdmc_alen > MAX_MC_ADDR) {
+			pr_err("%s: membership %zu has a %u-byte address\n", what, i, m->pdmc_alen);
+			return -EINVAL;
 		}
 		packet_mclist__init(&mcs[i]);
 		mcs[i].index = m->pdmc_index;

@@ -24,6 +24,8 @@ static const char *unsupported_kind(const struct fd_parms *p)
 		return "this character device is";
 	if (S_ISBLK(p->st.st_mode))
 		return "block devices are";
+	if (fd_is_mqueue(p))
+		return "POSIX message queues (mq_open) are";
 	if (p->st.st_nlink == 0)
 		return "deleted files of this type are";
 	return "files of this type are";

@@ -365,11 +365,14 @@ static int resolve_unlinked_path(const struct stat *st, const char *what, char *
  */
 static pid_t dead_proc_pid(const char *path, const struct stat *st)
 {
+	char buf[PATH_MAX + 32];
 	struct stat proc;
 	char *end;
 	long pid;
 
-	if (strncmp(path, "/proc/", 6) || stat("/proc", &proc) || proc.st_dev != st->st_dev)
+	/* The tree's /proc, of its own pid namespace where it has one: pids are the tree's. */
+	if (strncmp(path, "/proc/", 6) || stat(mntns_dump_path("/proc", buf, sizeof(buf)), &proc) ||
+	    proc.st_dev != st->st_dev)
 		return 0;
 	pid = strtol(path + 6, &end, 10);
 	if (end == path + 6 || (*end && *end != '/') || pid <= 0 || pid > INT32_MAX)
@@ -399,6 +402,14 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 		const char *where = mntns_dump_path(path, buf, sizeof(buf));
 		int ret = S_ISLNK(st->st_mode) ? lstat(where, &now) : stat(where, &now);
 
+		/*
+		 * Only the directory /proc/PID of a process gone is marked deleted: the files in
+		 * it keep their name, which no longer resolves.
+		 */
+		if (ret && errno == ENOENT && !marked && dead_proc_pid(path, st)) {
+			*kind = PATH_DEAD_PROC;
+			return 0;
+		}
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
 			return resolve_unlinked_path(st, what, path, marked, kind);
 		return 0;
@@ -557,8 +568,8 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 /* A symlink is held only by an O_PATH | O_NOFOLLOW fd, reopened the same way. */
 static bool reg_owns(const struct fd_parms *p)
 {
-	return S_ISREG(p->st.st_mode) || S_ISDIR(p->st.st_mode) || S_ISLNK(p->st.st_mode) ||
-	       is_memory_device(&p->st);
+	return (S_ISREG(p->st.st_mode) && !fd_is_mqueue(p)) || S_ISDIR(p->st.st_mode) ||
+	       S_ISLNK(p->st.st_mode) || is_memory_device(&p->st);
 }
 
 int dump_reg_file(const struct fd_parms *p, uint32_t id)

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -29,6 +30,7 @@
  */
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&memfd_fdtype_ops, /* before reg: a memfd is a regular file too */
+	&nsfs_fdtype_ops, /* before reg: an nsfs file is a regular file too */
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
 	&pipe_fdtype_ops,
@@ -39,6 +41,8 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&eventfd_fdtype_ops,
 	&signalfd_fdtype_ops,
 	&timerfd_fdtype_ops,
+	&netlink_sk_fdtype_ops,
+	&packet_sk_fdtype_ops,
 	&unix_sk_fdtype_ops,
 	&pidfd_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
@@ -178,6 +182,19 @@ int write_file_entry(const FileEntry *fe)
 		return -EBADF;
 	}
 	return pb_write_one(files_img, fe);
+}
+
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202
+#endif
+
+bool fd_is_mqueue(const struct fd_parms *p)
+{
+	struct statfs sfs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", p->pid, p->fd);
+	return S_ISREG(p->st.st_mode) && !statfs(path, &sfs) && sfs.f_type == MQUEUE_MAGIC;
 }
 
 /*
@@ -463,6 +480,17 @@ int files_dump_in_flight(int fd, uint32_t *id)
 	in_flight_fds = grown;
 	in_flight_fds[nr_in_flight_fds++] = fd;
 	return desc_of_fd(getpid(), fd, &p, id, &ops);
+}
+
+int files_dump_task_fd(pid_t pid, int fd, uint32_t *id, FdTypes *type)
+{
+	const struct fdtype_ops *ops;
+	struct fd_parms p;
+	int ret = desc_of_fd(pid, fd, &p, id, &ops);
+
+	if (!ret)
+		*type = ops->type;
+	return ret;
 }
 
 static int dump_one_fd(pid_t pid, int fd, struct cr_img *fdinfo_img)
@@ -1931,6 +1959,31 @@ static int rearm_async(int fd)
 		return -errno;
 	}
 	return 0;
+}
+
+int files_dup_task_fd(pid_t pid, uint32_t id)
+{
+	struct task_fds fds = { .pid = pid };
+	uint32_t files_id;
+	int ret, fd;
+
+	ret = task_files_id(pid, &files_id);
+	if (!ret)
+		ret = read_fdinfos(files_id, &fds.fdis, &fds.nr);
+	if (ret)
+		return ret;
+	fd = task_fd_of_file(&fds, id);
+	free_fdinfos(fds.fdis, fds.nr);
+	if (fd < 0) {
+		pr_err("task %d holds no fd of file %u\n", pid, id);
+		return -ENOENT;
+	}
+	ret = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (ret < 0) {
+		ret = -errno;
+		pr_perror("task %d: cannot duplicate fd %d of file %u", pid, fd, id);
+	}
+	return ret;
 }
 
 int prepare_fds(pid_t pid)

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 
 #include "dedup.h"
 #include "files.h"
@@ -256,6 +257,59 @@ static int classify_memfd(pid_t pid, const struct proc_vma *vma, const char *map
 	return 0;
 }
 
+/* The lowest fd of task pid on the inode st, or -ENOENT. */
+static int task_fd_on(pid_t pid, const struct stat *st)
+{
+	char path[64];
+	size_t nr, i;
+	int *fds, ret = -ENOENT;
+	struct stat fst;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	if (list_fds(path, &fds, &nr))
+		return -EIO;
+	for (i = 0; i < nr && ret < 0; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fds[i]);
+		if (!stat(path, &fst) && fst.st_dev == st->st_dev && fst.st_ino == st->st_ino)
+			ret = fds[i];
+	}
+	free(fds);
+	return ret;
+}
+
+/*
+ * A packet socket's ring (VMA_AREA_SOCKET, shmid: the socket's file id, as CRIU writes
+ * it): restore maps it from the restored socket, which one of the task's fds must hold.
+ * Its frames are not kept, as the packets queued in the socket are not.
+ */
+static int classify_socket(pid_t pid, const struct proc_vma *vma, const struct stat *st,
+			   VmaEntry *ve)
+{
+	int fd = task_fd_on(pid, st), ret;
+	uint32_t id = 0;
+	FdTypes type = FD_TYPES__UND;
+
+	if (fd < 0) {
+		pr_err("task %d: VMA %lx-%lx maps %s, which none of its fds holds: not "
+		       "supported\n",
+		       pid, vma->start, vma->end, vma->path);
+		return -ENOTSUP;
+	}
+	ret = files_dump_task_fd(pid, fd, &id, &type);
+	if (ret)
+		return ret;
+	if (type != FD_TYPES__PACKETSK) {
+		pr_err("task %d: VMA %lx-%lx maps %s, not a packet socket's ring: not supported\n",
+		       pid, vma->start, vma->end, vma->path);
+		return -ENOTSUP;
+	}
+	/* No file kind bit: CRIU's restore would look for a regular file. */
+	ve->status = VMA_AREA_REGULAR | VMA_AREA_SOCKET;
+	ve->flags = vma->shared ? MAP_SHARED : MAP_PRIVATE;
+	ve->shmid = id;
+	return 0;
+}
+
 static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 {
 	char path[96];
@@ -275,6 +329,8 @@ static int classify_file(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	if ((path_starts(vma, "/memfd:") || path_is(vma, "/dev/zero (deleted)")) &&
 	    S_ISREG(st.st_mode) && !st.st_nlink)
 		return classify_memfd(pid, vma, path, ve);
+	if (S_ISSOCK(st.st_mode))
+		return classify_socket(pid, vma, &st, ve);
 	if (maps_device_object(vma, &st))
 		return classify_device(pid, vma, path, ve);
 
@@ -345,11 +401,17 @@ static int classify_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *
 		ve->shmid = vma->ino;
 		return take_anon_name(pid, vma, "[anon_shmem:", dv);
 	}
-	/* hugetlb memfds are memfds; anonymous hugetlb memory shows as /anon_hugepage. */
-	if ((vma->vmflags & VMFLAG_HUGETLB) && (!vma->path[0] || path_starts(vma, "/anon_hugepage"))) {
-		pr_err("task %d: VMA %lx-%lx is anonymous hugetlb memory, which is not supported yet\n",
-		       pid, vma->start, vma->end);
-		return -ENOTSUP;
+	/*
+	 * hugetlb memfds are memfds; anonymous hugetlb memory shows as /anon_hugepage, a file
+	 * of the kernel's hugetlbfs: shared, it is an object known by its inode, as shmem is.
+	 */
+	if ((vma->vmflags & VMFLAG_HUGETLB) && path_starts(vma, "/anon_hugepage")) {
+		if (!vma->shared)
+			return classify_anon(pid, vma, dv);
+		ve->status = VMA_AREA_REGULAR | VMA_ANON_SHARED;
+		ve->flags = MAP_SHARED | MAP_ANONYMOUS;
+		ve->shmid = vma->ino;
+		return 0;
 	}
 	if (path_starts(vma, "/SYSV") && vma->shared)
 		return sysv_shm_dump_vma(pid, vma, ve);
@@ -377,6 +439,33 @@ static bool not_accountable(const struct proc_vma *vma, const VmaEntry *ve)
 	return private_regular && !(vma->vmflags & VMFLAG_ACCOUNT);
 }
 
+/*
+ * hugetlb memory (anonymous, SysV, memfd): MAP_HUGETLB and the page size (its log2 in the
+ * bits from MAP_HUGE_SHIFT), as CRIU keeps them in vma_entry.flags; the page size is the
+ * block size of the hugetlbfs file the VMA maps.
+ */
+static int hugetlb_map_flags(pid_t pid, const struct proc_vma *vma, uint32_t *flags)
+{
+	struct statfs sfs;
+	char path[96];
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", pid, vma->start, vma->end);
+	if (statfs(path, &sfs)) {
+		int err = errno;
+
+		pr_perror("task %d: hugetlb VMA %lx-%lx: cannot read its page size", pid,
+			  vma->start, vma->end);
+		return -err;
+	}
+	if (sfs.f_bsize < (long)PAGE_SIZE || (sfs.f_bsize & (sfs.f_bsize - 1))) {
+		pr_err("task %d: hugetlb VMA %lx-%lx has pages of %ld bytes\n", pid, vma->start,
+		       vma->end, (long)sfs.f_bsize);
+		return -EINVAL;
+	}
+	*flags = MAP_HUGETLB | (uint32_t)__builtin_ctzl(sfs.f_bsize) << MAP_HUGE_SHIFT;
+	return 0;
+}
+
 static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma *dv)
 {
 	VmaEntry *ve = &dv->e;
@@ -395,6 +484,14 @@ static int fill_dump_vma(pid_t pid, const struct proc_vma *vma, struct dump_vma 
 		ve->flags |= MAP_GROWSDOWN;
 	if (vma->vmflags & VMFLAG_NORESERVE)
 		ve->flags |= MAP_NORESERVE;
+	if (vma->vmflags & VMFLAG_HUGETLB) {
+		uint32_t huge = 0;
+
+		ret = hugetlb_map_flags(pid, vma, &huge);
+		if (ret)
+			return ret;
+		ve->flags |= huge;
+	}
 	/* A mapping type of its own, private anonymous memory otherwise (but not dumped). */
 	if (vma->vmflags & VMFLAG_DROPPABLE)
 		ve->flags = (ve->flags & ~MAP_TYPE) | MAP_DROPPABLE;

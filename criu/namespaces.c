@@ -382,7 +382,44 @@ int ns_dump_images(void)
 	return ret;
 }
 
+int ns_dump_file_id(const char *name, uint64_t kid, uint32_t *id, uint32_t *cflag)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		const struct ns_id *ns;
+
+		if (strcmp(ns_kinds[k]->name, name))
+			continue;
+		ns = find_dump_ns(ns_kinds[k], kid);
+		if (!ns)
+			return -ENOENT;
+		*id = ns->id;
+		*cflag = ns_kinds[k]->clone_flag;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* --------------------------------------------------------------- restore ---- */
+
+const char *ns_restore_file_name(uint32_t ns_id, uint32_t cflag, uint32_t file)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		uint32_t tree_id = task_ns_id(&root_item->ids, k);
+
+		if (ns_kinds[k]->clone_flag != cflag)
+			continue;
+		/* Every task lives in the root's namespaces (nested ones are refused). */
+		if (ns_id == tree_id)
+			return ns_kinds[k]->name;
+		pr_err("files.img: namespace file %u names %s namespace %u, not the one the tree "
+		       "lives in (%u)\n",
+		       file, ns_kinds[k]->name, ns_id, tree_id);
+		return NULL;
+	}
+	pr_err("files.img: namespace file %u names a namespace of unknown kind (clone flag %#x)\n",
+	       file, cflag);
+	return NULL;
+}
 
 /* A namespace of the root's that is not the dumping criu's: it is to be created. */
 static int collect_root_own(enum ns_kind_nr k, uint32_t id)

@@ -504,6 +504,8 @@ static int open_vma_fds(struct rst_plan *plan, const struct task_image *ti)
 			continue;
 		if (vma->status & VMA_EXT_PLUGIN)
 			plan->vma_fds[i] = device_vma_fd(vma, &plan->vma_pgoffs[i]);
+		else if (vma->status & VMA_AREA_SOCKET)
+			plan->vma_fds[i] = files_dup_task_fd(ti->item->pid, vma->shmid);
 		else if (vma->status & VMA_ANON_SHARED)
 			plan->vma_fds[i] = shmem_vma_fd(plan, ti, i);
 		else

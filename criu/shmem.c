@@ -27,6 +27,8 @@ struct shmem_obj {
 	uint64_t size; /* bytes: the highest offset any VMA maps or any stored page has */
 	bool has_file_size; /* held as a file too (shmem_note_file()): its size is file_size */
 	uint64_t file_size;
+	bool mapped; /* a VMA maps it (note_vma()) */
+	uint32_t hugetlb; /* MAP_HUGETLB and its page size bits (anonymous hugetlb memory); or 0 */
 	void *addr; /* criu's mapping, while it is filled */
 	int store_id; /* fdstore id of an fd to it */
 	struct page_map pages; /* pagemap-shmem-SHMID.img */
@@ -72,9 +74,28 @@ static struct shmem_obj *note_obj(uint64_t shmid, uint64_t end)
 	return obj;
 }
 
+#define HUGETLB_FLAGS (MAP_HUGETLB | MAP_HUGE_MASK << MAP_HUGE_SHIFT)
+
+/*
+ * The object's pages are hugetlb ones (MAP_HUGETLB, of the size the flags say) where its
+ * VMAs say so; they must all say the same.
+ */
 static int note_vma(const struct vma_image *vma)
 {
-	return note_obj(vma->shmid, vma->pgoff + (vma->end - vma->start)) ? 0 : -ENOMEM;
+	struct shmem_obj *obj = note_obj(vma->shmid, vma->pgoff + (vma->end - vma->start));
+	uint32_t hugetlb = vma->flags & HUGETLB_FLAGS;
+
+	if (!obj)
+		return -ENOMEM;
+	if (!obj->mapped)
+		obj->hugetlb = hugetlb;
+	obj->mapped = true;
+	if (obj->hugetlb == hugetlb)
+		return 0;
+	pr_err("shared memory %#llx: VMA %#llx-%#llx maps it with flags %#x, another with %#x\n",
+	       (unsigned long long)vma->shmid, (unsigned long long)vma->start,
+	       (unsigned long long)vma->end, hugetlb, obj->hugetlb);
+	return -EINVAL;
 }
 
 int shmem_note_file(uint64_t shmid, uint64_t size)
@@ -124,12 +145,20 @@ static int read_obj_pages(struct shmem_obj *obj)
 
 static int create_obj(struct shmem_obj *obj)
 {
-	obj->addr = mmap(NULL, obj->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	/* A hugetlb object is whole huge pages, as the kernel rounds its mapping. */
+	if (obj->hugetlb) {
+		uint64_t huge = 1ULL << ((obj->hugetlb >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK);
+
+		obj->size = (obj->size + huge - 1) / huge * huge;
+	}
+	obj->addr = mmap(NULL, obj->size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_ANONYMOUS | obj->hugetlb, -1, 0);
 	if (obj->addr == MAP_FAILED) {
 		int err = errno;
 
-		pr_perror("cannot create shared memory %#llx of %llu bytes",
-			  (unsigned long long)obj->shmid, (unsigned long long)obj->size);
+		pr_perror("cannot create shared memory %#llx of %llu bytes (flags %#x)",
+			  (unsigned long long)obj->shmid, (unsigned long long)obj->size,
+			  obj->hugetlb);
 		return -err;
 	}
 	pr_debug("shared memory %#llx: %llu bytes\n", (unsigned long long)obj->shmid,

@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <unistd.h>
+
+#include "files.h"
 #include "log.h"
 #include "sk-opts.h"
 
@@ -75,7 +78,8 @@ static int check_fixed_opts(int fd, const char *what)
 		int val;
 
 		if (getsockopt(fd, SOL_SOCKET, fixed_opts[i].name, &val, &len)) {
-			if (errno == ENOPROTOOPT)
+			/* EOPNOTSUPP: an option of another family's (SO_PASSPIDFD: unix). */
+			if (errno == ENOPROTOOPT || errno == EOPNOTSUPP)
 				continue;
 			pr_perror("%s: cannot read %s", what, fixed_opts[i].opt);
 			return -errno;
@@ -180,6 +184,12 @@ static int dump_flags_and_numbers(int fd, SkOptsEntry *soe, const char *what)
 	int val, ret;
 
 	for (size_t i = 0; i < NR_BOOL_OPTS; i++) {
+		socklen_t len = sizeof(val);
+
+		/* Not one of this family's (SO_PASSCRED on a packet socket): left out. */
+		if (getsockopt(fd, SOL_SOCKET, bool_opts[i].name, &val, &len) &&
+		    errno == EOPNOTSUPP)
+			continue;
 		ret = get_int_opt(fd, bool_opts[i].name, bool_opts[i].opt, &val, what);
 		if (ret)
 			return ret;
@@ -207,6 +217,39 @@ static int dump_linger(int fd, SkOptsEntry *soe, const char *what)
 	}
 	soe->has_so_linger = lin.l_onoff != 0;
 	soe->so_linger = lin.l_linger;
+	return 0;
+}
+
+bool sk_is_family(const struct fd_parms *p, int domain)
+{
+	int fd, family = -1;
+	socklen_t len = sizeof(family);
+
+	if (!S_ISSOCK(p->st.st_mode))
+		return false;
+	fd = grab_task_fd(p);
+	if (fd < 0)
+		return false;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len))
+		family = -1;
+	close(fd);
+	return family == domain;
+}
+
+int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t nr,
+		      const char *what)
+{
+	for (size_t i = 0; i < nr; i++) {
+		int val = 0;
+		socklen_t len = sizeof(val);
+
+		if (getsockopt(fd, level, opts[i].opt, &val, &len))
+			val = 0;
+		if (val) {
+			pr_err("%s: %s is set, which is not supported\n", what, opts[i].name);
+			return -ENOTSUP;
+		}
+	}
 	return 0;
 }
 

@@ -23,11 +23,6 @@ int sysv_shm_dump_vma(pid_t pid, const struct proc_vma *vma, VmaEntry *ve)
 	/* Every task is in its root's IPC namespace (ns_dump_collect() refuses others). */
 	bool own_ns = !(ns_root_clone_flags() & CLONE_NEWIPC);
 
-	if (vma->vmflags & VMFLAG_HUGETLB) {
-		pr_err("task %d: VMA %lx-%lx attaches SysV hugetlb memory %d, which is not supported yet\n",
-		       pid, vma->start, vma->end, shmid);
-		return -ENOTSUP;
-	}
 	/* The tree's own IPC namespace is dumped whole by ns-ipc.c, which checks them there. */
 	if (!own_ns)
 		goto attach;

@@ -494,7 +494,6 @@ static const char *unsupported_vma_kind(uint32_t status)
 		uint32_t bit;
 		const char *name;
 	} kinds[] = {
-		{ VMA_AREA_SOCKET, "a packet socket ring (VMA_AREA_SOCKET)" },
 		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
 		{ VMA_AREA_GUARD, "a guard region (VMA_AREA_GUARD)" },
 		{ VMA_AREA_UPROBES, "the uprobes area (VMA_AREA_UPROBES)" },
@@ -524,7 +523,9 @@ static int check_vma(const struct vma_image *vma, const struct vma_image *prev, 
 		why = "not a page-aligned, non-empty range";
 	else if (prev && vma->start < prev->end)
 		why = "overlaps the VMA before it or is out of order";
-	else if (kind & (kind - 1) || !kind)
+	else if ((vma->status & VMA_AREA_SOCKET) && kind)
+		why = "a socket's ring with a kind of anonymous or file mapping";
+	else if (!(vma->status & VMA_AREA_SOCKET) && (kind & (kind - 1) || !kind))
 		why = "not exactly one of anonymous/file, private/shared";
 	else if (!(vma->status & (VMA_AREA_REGULAR | VMA_AREA_VSYSCALL)))
 		why = "neither a regular mapping nor [vsyscall]";

@@ -514,6 +514,21 @@ def pidfd_names_unknown_pid(img_dir, pid):
     edit_files_entries(img_dir, 'pidfd', 'nspid', 4194000)
 
 
+def nsfs_names_other_ns(img_dir, pid):
+    """Every namespace file names a namespace id the tree does not live in."""
+    edit_files_entries(img_dir, 'nsf', 'ns_id', 999)
+
+
+def netlink_bad_state(img_dir, pid):
+    """Every netlink socket claims a state sock_diag never shows for one."""
+    edit_files_entries(img_dir, 'nlsk', 'state', 5)
+
+
+def packet_bad_type(img_dir, pid):
+    """Every packet socket claims a socket type AF_PACKET has not (SOCK_SEQPACKET)."""
+    edit_files_entries(img_dir, 'psk', 'type', 5)
+
+
 def eventfd_counter_max(img_dir, pid):
     """A counter no write(2) can set (only the kernel's own signals reach it)."""
     edit_files_entries(img_dir, 'efd', 'counter', 2**64 - 1)
@@ -678,6 +693,7 @@ TESTS = {
     'mem_shared_anon_alias': {},
     'mem_shared_anon_fd': {},
     'sysv_shm_attached': {},
+    'sysv_shm_hugetlb': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
@@ -741,6 +757,7 @@ TESTS = {
                                         'pre_dumps': 2, 'upstream_restore': True},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
+    'mem_hugetlb_anon': {},
     'mem_anon_named': {'kernel': ['CONFIG_ANON_VMA_NAME']},
     'regs_fpu_avx': {},
     'static_regs_fpu_avx': {},
@@ -786,6 +803,7 @@ TESTS = {
     'file_deleted_nodes': {},
     'file_deleted_nested': {},
     'cwd_dead_proc': {},
+    'proc_dead_pid_file': {},
     'restore_fail_dead_pid_in_use': {'bin': 'cwd_dead_proc', 'mode': 'restore_fails',
                                      'corrupt': dead_pid_becomes_1, 'expect': 'pid 1 is in use now'},
     'file_dev_null_zero_urandom': {},
@@ -850,8 +868,23 @@ TESTS = {
     'timerfd_interval_ticks': {},
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},
+    'nsfs_self_files': {},
+    'netlink_sk_bound_groups': {},
+    'packet_sk_options_rings': {},
+    'packet_sk_ring_mapped': {},
+    'packet_sk_ring_unheld': {'mode': 'dump_fails', 'expect': 'which none of its fds holds'},
+    'posix_mq_refused': {'mode': 'dump_fails', 'expect': 'POSIX message queues (mq_open) are not supported'},
+    'netlink_sk_option_refused': {'mode': 'dump_fails', 'expect': 'NETLINK_PKTINFO is set'},
+    'nsfs_outside_tree': {'mode': 'dump_fails', 'expect': 'no task of the tree lives in'},
     'pidfd_leave_running': {'bin': 'pidfd_child_self_dead', 'mode': 'leave_running'},
     'pidfd_outside_tree': {'mode': 'dump_fails', 'expect': 'which is outside the dumped tree'},
+    'restore_fail_nsfs_other_ns': {'bin': 'nsfs_self_files', 'mode': 'restore_fails',
+                                   'corrupt': nsfs_names_other_ns,
+                                   'expect': 'not the one the tree lives in'},
+    'restore_fail_netlink_state': {'bin': 'netlink_sk_bound_groups', 'mode': 'restore_fails',
+                                   'corrupt': netlink_bad_state, 'expect': 'has an unknown state'},
+    'restore_fail_packet_type': {'bin': 'packet_sk_options_rings', 'mode': 'restore_fails',
+                                 'corrupt': packet_bad_type, 'expect': 'an unknown socket type'},
     'restore_fail_pidfd_unknown_pid': {'bin': 'pidfd_child_self_dead', 'mode': 'restore_fails',
                                        'corrupt': pidfd_names_unknown_pid,
                                        'expect': 'which is no task of the tree'},
@@ -1334,6 +1367,7 @@ CROSS_TESTS = {
     'file_deleted_nodes': {},  # deleted FIFO, directories (one the cwd), device node
     'file_deleted_nested': {},  # in deleted directories, O_TMPFILE
     'cwd_dead_proc': {},  # cwd and fd in /proc of reaped children
+    'proc_dead_pid_file': {},  # an fd on a file in /proc of a reaped child
     # file locks: upstream restores them only when asked to (--file-locks)
     'file_locks_posix': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
     'file_locks_flock': {'dump_args': ['--file-locks'], 'restore_args': ['--file-locks']},
@@ -1354,6 +1388,11 @@ CROSS_TESTS = {
     'signalfd_mask_flags': {},
     'timerfd_interval_ticks': {},
     'pidfd_child_self_dead': {},  # pidfds: self, a child, a reaped child
+    'nsfs_self_files': {},  # fds on /proc/self/ns/*: the restored task's own
+    'netlink_sk_bound_groups': {},  # netlink sockets: port ids, groups, peers
+    'packet_sk_options_rings': {},  # packet sockets: binding, options, rings
+    'packet_sk_ring_mapped': {},
+    'mem_hugetlb_anon': {},  # anonymous hugetlb memory, private and shared
     'memfd_fd_contents_seals': {},  # memfds: fds, contents, seals
     'memfd_mapped_shared': {},  # memfds mapped shared and private
     'pty_pair_termios': {'devpts': True},  # ptys: termios, modes, queued bytes
@@ -1396,7 +1435,7 @@ TESTS['cross_up2us_mem_shared_anon_fd'] = {'bin': 'mem_shared_anon_fd',
                                            'mode': 'cross_dump_upstream', 'setsid': True}
 # Upstream criu restores shared anonymous memory as a memfd: the tests accept that name
 # after its restore (the contents, sharing, protection and range are still checked).
-for _bin in ('mem_shared_anon', 'tree_shared_anon'):
+for _bin in ('mem_shared_anon', 'tree_shared_anon', 'mem_hugetlb_anon'):
     TESTS['cross_us2up_' + _bin]['test_env'] = {'ZDTM_SHMEM_NAME': '/memfd: (deleted)'}
 # Each cross run of cgroup_limits in cgroups of its own, removed after the dump (restore
 # makes them again).
@@ -1418,6 +1457,9 @@ TESTS['cross_us2up_fanotify_marks']['test_env'] = {'ZDTM_FANOTIFY_OLD_IGNORE': '
 # through eventfd()'s unsigned int: the test keeps to that there.
 for _dir in ('cross_up2us_', 'cross_us2up_'):
     TESTS[_dir + 'eventfd_counter_flags']['test_env'] = {'ZDTM_EVENTFD_UPSTREAM': '1'}
+# Upstream criu refuses netlink groups past 32, at dump and at restore.
+for _dir in ('cross_up2us_', 'cross_us2up_'):
+    TESTS[_dir + 'netlink_sk_bound_groups']['test_env'] = {'ZDTM_NETLINK_UPSTREAM': '1'}
 # Upstream criu refuses to dump a PIDFD_THREAD pidfd: the test makes none there.
 TESTS['cross_up2us_pidfd_child_self_dead']['test_env'] = {'ZDTM_PIDFD_UPSTREAM': '1'}
 # Upstream criu sets a file's owner when it opens the file, before the threads exist (one

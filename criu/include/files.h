@@ -223,6 +223,12 @@ extern const struct fdtype_ops fanotify_fdtype_ops;
 extern const struct fdtype_ops eventfd_fdtype_ops;
 extern const struct fdtype_ops signalfd_fdtype_ops;
 extern const struct fdtype_ops timerfd_fdtype_ops;
+/* Namespace files, /proc/PID/ns/NAME (files-nsfs.c). */
+extern const struct fdtype_ops nsfs_fdtype_ops;
+/* Netlink sockets: protocol, port id, groups, peer (sk-netlink.c). */
+extern const struct fdtype_ops netlink_sk_fdtype_ops;
+/* Packet sockets: binding, options, memberships, fanout, rings (sk-packet.c). */
+extern const struct fdtype_ops packet_sk_fdtype_ops;
 /* Unix sockets: names, peers, queues, options (sk-unix.c). */
 extern const struct fdtype_ops unix_sk_fdtype_ops;
 /* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */
@@ -272,6 +278,17 @@ int same_file_desc(pid_t pid1, int fd1, pid_t pid2, int fd2);
  * description dumped when new, as any task's fd is. Takes fd (closed when the dump ends).
  */
 int files_dump_in_flight(int fd, uint32_t *id);
+/*
+ * Whether p is a POSIX message queue (mq_open(), or a file of an mqueue mount): no kind
+ * restores those, as CRIU does not; the catch-all kind refuses them by name.
+ */
+bool fd_is_mqueue(const struct fd_parms *p);
+/*
+ * fd of task pid, dumped now if its description is new (as dump_task_files() would, which
+ * then finds it dumped): its file id and kind. For a VMA that maps the file (a packet
+ * socket's ring), read before the task's fds. 0 or -errno.
+ */
+int files_dump_task_fd(pid_t pid, int fd, uint32_t *id, FdTypes *type);
 /* criu's own copy of the task's open description (pidfd_getfd); the fd or -errno. */
 int grab_task_fd(const struct fd_parms *p);
 /*
@@ -341,6 +358,13 @@ int restore_task_fs(pid_t pid);
  * with fdflags. Call after prepare_fds(), which closes criu's stray fds. The fd or -errno.
  */
 int open_vma_file(uint32_t file_id, uint32_t fdflags);
+
+/*
+ * In the restored task pid, after prepare_fds(): a new fd (close-on-exec, lowest free
+ * number) on the description of file id that one of its fds holds (a packet socket whose
+ * ring a VMA maps). The fd or -errno, after one line.
+ */
+int files_dup_task_fd(pid_t pid, uint32_t id);
 
 /* The collected entry with this id, or NULL. */
 const FileEntry *find_file_entry(uint32_t id);

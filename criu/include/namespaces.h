@@ -128,6 +128,18 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k);
  * The fd or -1, after one line.
  */
 int net_tree_socket(int domain, int type, int protocol);
+/*
+ * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
+ * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the
+ * tree lives, and the kind's clone flag; -ENOENT (not logged) when no task lives there.
+ */
+int ns_dump_file_id(const char *name, uint64_t kid, uint32_t *id, uint32_t *cflag);
+/*
+ * Restore, after pstree_read(): the name in /proc/PID/ns of the kind with clone flag cflag
+ * whose namespace ns_id is the tree's (the root's), or NULL after one line naming what
+ * (file: the file's id), for one the restored tasks do not live in.
+ */
+const char *ns_restore_file_name(uint32_t ns_id, uint32_t cflag, uint32_t file);
 /* Both sides: criu's own namespaces' ids, as inventory's root_ids holds them. */
 void ns_criu_ids(struct task_ids *ids);
 void ns_fini(void);

@@ -5,7 +5,17 @@
 #ifndef CR_SK_OPTS_H
 #define CR_SK_OPTS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "sk-opts.pb-c.h"
+
+struct fd_parms;
+/*
+ * Dump, for the socket kinds' owns(): whether p is a socket of family domain (SO_DOMAIN,
+ * read on criu's copy of it).
+ */
+bool sk_is_family(const struct fd_parms *p, int domain);
 
 /*
  * Dump: the options of socket fd into soe, refusing what the image cannot carry (a
@@ -13,6 +23,17 @@
  * starts with what. 0 or -errno.
  */
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what);
+/*
+ * Dump: options of a family's own level (SOL_NETLINK, SOL_PACKET) the image has no field
+ * for, which must each be off, as a new socket has them: one that is on is refused with a
+ * line naming it. An option the kernel does not know is off. 0 or -ENOTSUP.
+ */
+struct sk_opt_name {
+	int opt;
+	const char *name;
+};
+int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t nr,
+		      const char *what);
 /* Restore, collect: whether every option soe holds is one sk_opts_restore() sets. */
 int sk_opts_check(const SkOptsEntry *soe, const char *what);
 /* Restore: set the options of soe on fd. 0 or -errno. */

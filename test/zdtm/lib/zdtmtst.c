@@ -476,20 +476,67 @@ void maps_line(const void *addr, char *out, size_t size)
 	copy_line(out, size, line);
 }
 
-void smaps_vmflags(const void *addr, char *out, size_t size)
+/* The text after "name:" in the smaps entry of the VMA holding addr, in proc_buf. */
+static char *smaps_field(const void *addr, const char *name)
 {
-	char *vma, *flags;
+	char key[64], *vma, *field;
 
 	read_file("/proc/self/smaps", proc_buf, sizeof(proc_buf));
 	vma = find_vma_header(proc_buf, addr);
 	if (!vma)
 		test_fail("no VMA holds %p in /proc/self/smaps", addr);
-	flags = strstr(vma, "\nVmFlags:");
-	if (!flags)
-		test_fail("no VmFlags for the VMA at %p", addr);
-	flags += strlen("\nVmFlags:");
-	flags += strspn(flags, " \t");
-	copy_line(out, size, flags);
+	snprintf(key, sizeof(key), "\n%s:", name);
+	field = strstr(vma, key);
+	if (!field)
+		test_fail("no %s for the VMA at %p", name, addr);
+	field += strlen(key);
+	return field + strspn(field, " \t");
+}
+
+void smaps_vmflags(const void *addr, char *out, size_t size)
+{
+	copy_line(out, size, smaps_field(addr, "VmFlags"));
+}
+
+long smaps_kernel_page_kb(const void *addr)
+{
+	return strtol(smaps_field(addr, "KernelPageSize"), NULL, 10);
+}
+
+#define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
+static long nr_hugepages_before = -1;
+
+static long read_long_file(const char *path)
+{
+	char buf[32];
+
+	read_file(path, buf, sizeof(buf));
+	return strtol(buf, NULL, 10);
+}
+
+static void set_nr_hugepages(long nr)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%ld", nr);
+	write_file(NR_HUGEPAGES, buf, strlen(buf));
+}
+
+void test_reserve_huge_pages(long nr)
+{
+	long free_pages =
+		read_long_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+
+	if (free_pages >= nr)
+		return;
+	nr_hugepages_before = read_long_file(NR_HUGEPAGES);
+	set_nr_hugepages(nr_hugepages_before + nr - free_pages);
+}
+
+void test_release_huge_pages(void)
+{
+	if (nr_hugepages_before >= 0)
+		set_nr_hugepages(nr_hugepages_before);
 }
 
 /* The value of "name:" on a line of the proc file at path, except its first line. */

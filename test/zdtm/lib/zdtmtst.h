@@ -101,6 +101,14 @@ void write_file(const char *path, const void *buf, size_t len);
 void fd_link(int fd, char *out, size_t size);
 /* The VmFlags of the smaps entry holding addr, into out (a line, no "VmFlags:"). */
 void smaps_vmflags(const void *addr, char *out, size_t size);
+/* The KernelPageSize of the smaps entry holding addr, in KiB. */
+long smaps_kernel_page_kb(const void *addr);
+/*
+ * hugetlb tests: at least nr free 2 MiB huge pages, vm.nr_hugepages raised if need be;
+ * test_release_huge_pages() puts back the number there was.
+ */
+void test_reserve_huge_pages(long nr);
+void test_release_huge_pages(void);
 /* Whether a VmFlags line has the two-letter flag as a whole word. */
 bool vmflags_has(const char *vmflags, const char *flag);
 /* The /proc/self/maps line of the VMA holding addr (without newline). */

@@ -362,9 +362,11 @@ static void rta_parse(struct rtattr **tb, int max, struct rtattr *rta, int len)
 /* ------------------------------------------------------------------ dump ---- */
 
 /*
- * One link as its netdev entry. The loopback and the inner ends of veth pairs whose
- * other end is in another namespace are what restore can make again; anything else is
- * refused with its name and kind.
+ * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
+ * end is in another namespace and bridges are what restore can make again (a link may
+ * have a bridge of the namespace as its master); anything else is refused with its name
+ * and kind. A bridge comes back with its address, MTU and flags, and the kernel's defaults
+ * for its own settings (STP, timers...), as CRIU restores one.
  */
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
 		      NetDeviceEntry *nde)
@@ -393,15 +395,21 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->peer_nsid = ns->id;
 		return 0;
 	}
-	if (strcmp(kind, "veth") || !tb[IFLA_LINK_NETNSID] || tb[IFLA_MASTER]) {
-		pr_err("net namespace %u: link %s (index %d) is %s%s%s: only the loopback and "
-		       "veth links whose peer is outside are supported\n",
-		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind,
-		       tb[IFLA_MASTER] ? " with a master" : "");
+	if (!strcmp(kind, "bridge")) {
+		nde->type = ND_TYPE__BRIDGE;
+	} else if (!strcmp(kind, "veth") && tb[IFLA_LINK_NETNSID]) {
+		nde->type = ND_TYPE__VETH;
+	} else {
+		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges "
+		       "and veth links whose peer is outside are supported\n",
+		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind);
 		return -ENOTSUP;
 	}
-	nde->type = ND_TYPE__VETH;
-	if (tb[IFLA_LINK]) {
+	if (tb[IFLA_MASTER]) {
+		nde->has_master = true;
+		nde->master = *(uint32_t *)RTA_DATA(tb[IFLA_MASTER]);
+	}
+	if (nde->type == ND_TYPE__VETH && tb[IFLA_LINK]) {
 		nde->has_peer_ifindex = true;
 		nde->peer_ifindex = *(uint32_t *)RTA_DATA(tb[IFLA_LINK]);
 	}
@@ -411,6 +419,11 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->address.len = RTA_PAYLOAD(tb[IFLA_ADDRESS]);
 	}
 	return 0;
+}
+
+static const char *link_kind_name(NdType type)
+{
+	return type == ND_TYPE__LOOPBACK ? "loopback" : type == ND_TYPE__BRIDGE ? "bridge" : "veth";
 }
 
 static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr *h)
@@ -437,8 +450,7 @@ static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr
 		ret = pb_write_one(img, &nde);
 	if (!ret)
 		pr_info("net namespace %u: link %s (index %u, %s), MTU %u, flags %#x\n", ns->id,
-			nde.name, nde.ifindex, nde.type == ND_TYPE__LOOPBACK ? "loopback" : "veth",
-			nde.mtu, nde.flags);
+			nde.name, nde.ifindex, link_kind_name(nde.type), nde.mtu, nde.flags);
 	sysctls_free(nde.conf4, nde.n_conf4);
 	sysctls_free(nde.conf6, nde.n_conf6);
 	return ret;
@@ -876,9 +888,10 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		}
 		st->links = grown;
 		st->links[st->nr_links++] = nde;
-		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH) {
-			pr_err("%s: link %s is of type %d: only the loopback and veth links are "
-			       "supported\n",
+		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH &&
+		    nde->type != ND_TYPE__BRIDGE) {
+			pr_err("%s: link %s is of type %d: only the loopback, bridges and veth links "
+			       "are supported\n",
 			       img->name, nde->name, nde->type);
 			ret = -ENOTSUP;
 			break;
@@ -992,6 +1005,45 @@ static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntr
 	return rtnl_talk(rtnl, &m, what);
 }
 
+/* A bridge of the namespace, with its index, name and address; its ports join it later. */
+static int create_bridge(int rtnl, const NetDeviceEntry *nde)
+{
+	struct rtattr *linkinfo;
+	struct nl_msg m;
+	char what[64];
+
+	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
+	nl_add(&m, IFLA_INFO_KIND, "bridge", 7);
+	nl_nest_end(&m, linkinfo);
+	snprintf(what, sizeof(what), "bridge %s: cannot create it", nde->name);
+	return rtnl_talk(rtnl, &m, what);
+}
+
+/* Once every link exists: each port into its bridge (IFLA_MASTER). */
+static int set_masters(int rtnl, const struct net_state *st)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < st->nr_links && !ret; i++) {
+		const NetDeviceEntry *nde = st->links[i];
+		struct nl_msg m;
+		char what[64];
+
+		if (!nde->has_master)
+			continue;
+		nl_init(&m, RTM_NEWLINK, 0, nde->ifindex);
+		nl_add(&m, IFLA_MASTER, &nde->master, sizeof(nde->master));
+		snprintf(what, sizeof(what), "link %s: cannot put it into link %u", nde->name,
+			 nde->master);
+		ret = rtnl_talk(rtnl, &m, what);
+	}
+	return ret;
+}
+
 /* --external veth[IN]:OUT@BRIDGE: the outer end joins the bridge, in criu's namespace. */
 static int enslave_outer(const struct net_state *st, const struct ext_veth *ext)
 {
@@ -1036,7 +1088,8 @@ static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
 	       sysctl_write(path, nde->conf6[i]);
 }
 
-static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+/* A link made (or the loopback found) with its settings, still down. */
+static int make_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
 {
 	int ret = 0;
 
@@ -1044,6 +1097,8 @@ static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEnt
 		ret = create_veth(rtnl, st, nde);
 		if (!ret)
 			ret = enslave_outer(st, opts_ext_veth(nde->name));
+	} else if (nde->type == ND_TYPE__BRIDGE) {
+		ret = create_bridge(rtnl, nde);
 	}
 	if (!ret)
 		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,
@@ -1051,8 +1106,14 @@ static int restore_link(int rtnl, const struct net_state *st, const NetDeviceEnt
 	if (!ret)
 		ret = sysctls_op(true, "ipv6", nde->name, conf6_names, nde->conf6,
 				 nde->n_conf6 < NR(conf6_names) ? nde->n_conf6 : NR(conf6_names));
-	if (!ret)
-		ret = set_link(rtnl, nde);
+	return ret;
+}
+
+/* Its MTU and flags (up), once its ports are in it if it is a bridge. */
+static int raise_link(int rtnl, const NetDeviceEntry *nde)
+{
+	int ret = set_link(rtnl, nde);
+
 	if (!ret && (nde->flags & IFF_UP))
 		ret = rewrite_ipv6_mtu(nde);
 	if (!ret)
@@ -1214,8 +1275,16 @@ static int fill_netns(const struct ns_id *ns)
 	rtnl = rtnl_open();
 	if (rtnl < 0)
 		return rtnl;
+	/*
+	 * Every link first, its ports in each bridge, then up: a bridge up before its ports
+	 * has a carrier a moment, and IPv6 gives it a link-local address it did not have.
+	 */
 	for (size_t i = 0; i < st->nr_links && !ret; i++)
-		ret = restore_link(rtnl, st, st->links[i]);
+		ret = make_link(rtnl, st, st->links[i]);
+	if (!ret)
+		ret = set_masters(rtnl, st);
+	for (size_t i = 0; i < st->nr_links && !ret; i++)
+		ret = raise_link(rtnl, st->links[i]);
 	close(rtnl);
 	return ret ?: restore_tables(ns);
 }

@@ -6,7 +6,8 @@
  * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
  * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
  * with its MAC, MTU and address; with ZDTM_NET_BRIDGE too, restore puts the outer end into
- * the runner's bridge zdtm_nbr. With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * the runner's bridge zdtm_nbr. A bridge of the namespace's own, with its MAC and an
+ * address (not with ZDTM_NET_UPSTREAM_DUMP or ZDTM_NET_UPSTREAM_RESTORE). With ZDTM_NET_EMPTY only the loopback is up: dumped with
  * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
  * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns. With
  * ZDTM_NET_USERNS the namespace is made with a user namespace of the tree's own (with UTS
@@ -117,13 +118,15 @@ static void expect_sysctl(const char *name, const char *value)
  * its state is UNKNOWN. The veth's outer end is down before the dump and after restore
  * (ip_snapshot() on LOWERLAYERDOWN).
  */
-static void wait_no_carrier(void)
+static void wait_no_carrier(const char *link)
 {
 	for (int i = 0; i < 100; i++) {
-		FILE *out = popen("ip -o link show " INNER, "r");
-		char line[512] = "";
+		char cmd[64], line[512] = "";
+		FILE *out;
 		bool settled;
 
+		snprintf(cmd, sizeof(cmd), "ip -o link show %s", link);
+		out = popen(cmd, "r");
 		if (!out)
 			test_fail_errno("popen ip");
 		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
@@ -133,19 +136,32 @@ static void wait_no_carrier(void)
 			return;
 		usleep(50000);
 	}
-	test_fail(INNER " did not lose its carrier in 5 s");
+	test_fail("%s did not lose its carrier in 5 s", link);
+}
+
+static bool inner_bridge;
+
+/* The links without carrier (the kernel tells the state a moment later: linkwatch). */
+static void wait_settled(void)
+{
+	if (with_veth)
+		wait_no_carrier(INNER);
+	if (inner_bridge)
+		wait_no_carrier("zdtm_brin");
 }
 
 /*
  * What `ip` lists, without the veth peer's index (another namespace's, made anew), and
  * with a link without carrier DOWN: the kernel says LOWERLAYERDOWN for one moved in from
- * another namespace (ZDTM_NET_USERNS's veth), DOWN for one made here, as restore does.
+ * another namespace (ZDTM_NET_USERNS's veth), DOWN for one made here, as restore does; and
+ * without a bridge's running timers (gc_timer and the like, which count down).
  */
 static char *ip_snapshot(void)
 {
 	static const char cmd[] = "{ ip -d link show; ip addr show; ip route show table all; "
 				  "ip -6 route show table all; ip rule show; ip -6 rule show; } "
-				  "| sed -E 's/@if[0-9]+//; s/state LOWERLAYERDOWN/state DOWN/'";
+				  "| sed -E 's/@if[0-9]+//; s/state LOWERLAYERDOWN/state DOWN/; "
+				  "s/ [a-z_]+_timer +[0-9.]+//g'";
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	FILE *out = popen(cmd, "r");
 	size_t n;
@@ -463,6 +479,13 @@ int main(int argc, char **argv)
 		for (size_t i = 0; setup_veth[i]; i++)
 			run(setup_veth[i]);
 	}
+	inner_bridge = !empty && !getenv("ZDTM_NET_UPSTREAM_DUMP") &&
+		       !getenv("ZDTM_NET_UPSTREAM_RESTORE");
+	if (inner_bridge) {
+		run("ip link add zdtm_brin address 02:11:22:33:44:66 type bridge");
+		run("ip addr add 10.82.0.1/24 dev zdtm_brin");
+		run("ip link set zdtm_brin up");
+	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		set_sysctl(sysctls[i][0], sysctls[i][1]);
 	listener = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -475,8 +498,7 @@ int main(int argc, char **argv)
 	/* The runner's namespace is out of reach of a task in a user namespace of its own. */
 	if (!userns)
 		expect_unreachable_outside("before the dump");
-	if (with_veth)
-		wait_no_carrier();
+	wait_settled();
 	before_ip = ip_snapshot();
 	before_conf = conf_snapshot();
 	test_ready();
@@ -484,8 +506,7 @@ int main(int argc, char **argv)
 
 	if (joined)
 		expect_joined(runner_ns.st_ino);
-	if (with_veth)
-		wait_no_carrier();
+	wait_settled();
 	if (!joined) {
 		expect_same("links, addresses, routes or rules", before_ip, ip_snapshot());
 		expect_same("net.ipv4.conf / net.ipv6.conf values", before_conf, conf_snapshot());

@@ -1513,10 +1513,28 @@ out:
 	return ret ? -1 : 0;
 }
 
+/*
+ * dump --lazy-pages, the images written: the lazy-pages daemon gets the pages left in the
+ * tree. Should it go away before it has them all, the tree runs again and the images are
+ * no dump (inventory.img removed): its copy was being killed, this one is the only one.
+ */
+static int serve_lazy_pages(struct mem_dump_ctx *mem, int listen_sk)
+{
+	int ret;
+
+	/* --status-fd: the images are complete, the daemon may connect now. */
+	report_status_ready();
+	ret = mem_lazy_serve(mem, listen_sk);
+	if (ret)
+		remove_old_inventory();
+	return ret;
+}
+
 int cr_dump_tasks(pid_t pid)
 {
 	struct dump_stats stats = { 0 };
 	bool files_open = false;
+	int lazy_sk = -1; /* dump --lazy-pages: where the lazy-pages daemon connects */
 	int ret;
 
 	pr_info("Dumping process %d\n", pid);
@@ -1533,6 +1551,12 @@ int cr_dump_tasks(pid_t pid)
 	if (!ret && opts.use_page_server) {
 		stats.mem.page_server_sk = page_server_connect();
 		ret = stats.mem.page_server_sk < 0 ? stats.mem.page_server_sk : 0;
+	}
+	/* The same for the port dump --lazy-pages serves its pages on. */
+	if (!ret && opts.lazy_pages) {
+		lazy_sk = page_server_listen();
+		ret = lazy_sk < 0 ? -EADDRNOTAVAIL : 0;
+		stats.mem.lazy = true;
 	}
 	if (ret)
 		goto out;
@@ -1624,7 +1648,11 @@ int cr_dump_tasks(pid_t pid)
 	ret = run_action_scripts(ACT_POST_DUMP, pid);
 	if (ret)
 		remove_old_inventory();
+	if (!ret && lazy_sk >= 0)
+		ret = serve_lazy_pages(&stats.mem, lazy_sk);
 out:
+	if (lazy_sk >= 0)
+		close(lazy_sk);
 	if (files_open)
 		files_dump_fini();
 	memfd_dump_fini();

@@ -161,16 +161,34 @@ static int check_page_server_dump(const char *command)
 	return 0;
 }
 
+/*
+ * dump --lazy-pages: the private pages stay in the frozen tree, served on --port to a
+ * criu lazy-pages --page-server. They go nowhere else: not to a page server, not split
+ * between a parent's images and the tree.
+ */
+static int check_lazy_dump(const char *command)
+{
+	const char *why = NULL;
+
+	if (strcmp(command, "dump"))
+		why = "a pre-dump stores pages; only dump leaves them in the tree";
+	else if (opts.use_page_server)
+		why = "the pages stay in the tree, they are sent to no page server";
+	else if (opts.prev_images_dir)
+		why = "the pages stay in the tree, none are taken from parent images";
+	else if (!opts.ps_port)
+		why = "it needs --port to serve the pages on";
+	if (!why)
+		return 0;
+	fprintf(stderr, "Error: %s --lazy-pages: %s\n", command, why);
+	return -1;
+}
+
 /* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
 static int open_dump(const char *command)
 {
-	if (opts.lazy_pages) {
-		fprintf(stderr, "Error: %s --lazy-pages (pages served to a remote lazy-pages daemon) "
-				"is not supported: dump writes every page; restore lazily with "
-				"restore --lazy-pages\n",
-			command);
+	if (opts.lazy_pages && check_lazy_dump(command))
 		return -1;
-	}
 	if (!opts.tree_pid) {
 		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
 		return -1;
@@ -222,9 +240,9 @@ static int run_lazy_pages(char **args)
 	int ret;
 
 	(void)args;
-	if (opts.use_page_server) {
-		fprintf(stderr, "Error: lazy-pages --page-server is not supported: the pages are "
-				"served from the images directory\n");
+	if (opts.use_page_server && !opts.ps_port) {
+		fprintf(stderr, "Error: lazy-pages --page-server needs the dump's --port (and "
+				"--address)\n");
 		return 1;
 	}
 	if (open_dirs_and_log(false))

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -129,6 +130,96 @@ int page_server_finish(int sk)
 	}
 	pr_info("the page server %s has stored every page\n", page_server_name());
 	return 0;
+}
+
+/* ----------------------------------------------------- the lazy source's end ---- */
+
+/* The most pages one answer carries; a daemon asking for more gets them in several. */
+#define PS_LAZY_MAX_PAGES 512
+
+/* PS_IOV_GET: CRIU's answer, PS_IOV_ADD_F with PE_PRESENT and the request's run cut to what follows. */
+static int ps_lazy_get(int sk, struct ps_iov *pi, ps_lazy_get_fn get, void *arg, void *buf)
+{
+	uint64_t nr = pi->nr_pages < PS_LAZY_MAX_PAGES ? pi->nr_pages : PS_LAZY_MAX_PAGES;
+	int ret = nr ? get(arg, pi->dst_id, pi->vaddr, &nr, buf) : -EINVAL;
+
+	if (!nr && !ret)
+		ret = -EINVAL;
+	if (ret) {
+		if (!pi->nr_pages)
+			pr_err("lazy source: a request for no pages at %#llx\n",
+			       (unsigned long long)pi->vaddr);
+		return ret;
+	}
+	pi->cmd = PE_PRESENT << PS_CMD_BITS | PS_IOV_ADD_F;
+	pi->nr_pages = nr;
+	ret = ps_send(sk, pi, sizeof(*pi));
+	if (!ret)
+		ret = ps_send(sk, buf, nr * PAGE_SIZE);
+	if (ret)
+		pr_err("lazy source: cannot send pages to the lazy-pages daemon: %s\n",
+		       strerror(-ret));
+	return ret;
+}
+
+/* Requests until the daemon says it has everything (PS_IOV_FLUSH or FLUSH_N_CLOSE). */
+static int ps_lazy_session(int sk, ps_lazy_get_fn get, void *arg, void *buf)
+{
+	struct ps_iov pi;
+	int32_t status = 0;
+	int ret;
+
+	for (;;) {
+		ret = ps_recv(sk, &pi, sizeof(pi));
+		if (ret) {
+			pr_err("lazy source: the lazy-pages daemon %s before it had every page\n",
+			       ret == -EPIPE ? "closed the connection" : strerror(-ret));
+			return ret;
+		}
+		switch (pi.cmd) {
+		case PS_IOV_GET:
+			ret = ps_lazy_get(sk, &pi, get, arg, buf);
+			if (ret)
+				return ret;
+			continue;
+		case PS_IOV_FLUSH:
+		case PS_IOV_FLUSH_N_CLOSE:
+			ret = ps_send(sk, &status, sizeof(status));
+			if (ret)
+				pr_err("lazy source: cannot answer the daemon's end: %s\n",
+				       strerror(-ret));
+			return ret;
+		}
+		pr_err("lazy source: command %#x is not one a lazy-pages daemon sends\n", pi.cmd);
+		return -EINVAL;
+	}
+}
+
+int page_server_serve_lazy(int listen_sk, ps_lazy_get_fn get, void *arg)
+{
+	void *buf = malloc(PS_LAZY_MAX_PAGES * PAGE_SIZE);
+	int sk, ret, one = 1;
+
+	if (!buf) {
+		pr_err("lazy source: no memory for the pages buffer\n");
+		return -ENOMEM;
+	}
+	sk = accept4(listen_sk, NULL, NULL, SOCK_CLOEXEC);
+	if (sk < 0) {
+		ret = -errno;
+		pr_perror("lazy source: accept");
+		free(buf);
+		return ret;
+	}
+	/* One daemon, as CRIU's: nobody else gets in while it is served. */
+	setsockopt(sk, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pr_info("lazy source: the lazy-pages daemon connected\n");
+	ret = ps_lazy_session(sk, get, arg, buf);
+	if (!ret)
+		pr_info("lazy source: the lazy-pages daemon has every page\n");
+	close(sk);
+	free(buf);
+	return ret;
 }
 
 /* ---------------------------------------------------------- the server's end ---- */
@@ -322,7 +413,7 @@ static int ps_serve(struct ps_session *s)
 	}
 }
 
-static int ps_listen(void)
+int page_server_listen(void)
 {
 	struct addrinfo *res = ps_addresses(true), *ai;
 	int sk = -1, err = ENOENT, one = 1;
@@ -353,7 +444,7 @@ static int ps_listen(void)
 int cr_page_server(void)
 {
 	struct ps_session s = { .sk = -1, .next_pages_id = 1 };
-	int listen_sk = ps_listen(), ret = -1, one = 1;
+	int listen_sk = page_server_listen(), ret = -1, one = 1;
 
 	if (listen_sk < 0)
 		return -1;

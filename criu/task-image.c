@@ -748,7 +748,7 @@ void page_map_free(struct page_map *map)
 }
 
 static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len, uint64_t file_off,
-			uint32_t level)
+			uint32_t level, bool remote)
 {
 	struct page_run *runs;
 
@@ -760,7 +760,7 @@ static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len, uint
 		}
 		map->runs = runs;
 	}
-	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level };
+	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level, remote };
 	map->total_bytes += len;
 	return 0;
 }
@@ -794,8 +794,10 @@ static int check_page_entry(const struct page_map_reader *rd, const struct page_
 
 	if ((flags & PE_PARENT) && !rd->chain)
 		why = "its pages are in a parent image, which shared memory cannot use";
-	else if (!(flags & (PE_PRESENT | PE_PARENT)))
-		why = "its pages are not in this dump (lazy pages are not supported)";
+	else if (!(flags & (PE_PRESENT | PE_PARENT | PE_LAZY)))
+		why = "it says neither where its pages are nor that they are lazy";
+	else if (!(flags & (PE_PRESENT | PE_PARENT)) && (rd->type != CR_IMG_PAGEMAP || rd->level))
+		why = "its pages are left on the dump's source, which only a task's own pagemap may do";
 	else if (!nr_pages || nr_pages > TASK_SIZE / PAGE_SIZE || pe->vaddr % PAGE_SIZE ||
 		 pe->vaddr + len > TASK_SIZE)
 		why = "not a page-aligned range of the address space";
@@ -838,7 +840,7 @@ static int add_parent_pieces(struct page_map_reader *rd, struct page_map *map, u
 		if (run->vaddr > pos)
 			break;
 		ret = add_page_run(map, pos, piece_end - pos, run->file_off + (pos - run->vaddr),
-				   run->level);
+				   run->level, false);
 		pos = piece_end;
 	}
 	if (!ret && pos < end) {
@@ -878,8 +880,11 @@ static int read_page_entries(struct page_map_reader *rd, struct cr_img *img, str
 		ret = check_page_entry(rd, map, pe, nr_pages, pages_size, idx++, img->name);
 		if (!ret && (pagemap_flags(pe) & PE_PARENT)) {
 			ret = add_parent_entry(rd, map, pe->vaddr, len, img->name);
+		} else if (!ret && !(pagemap_flags(pe) & PE_PRESENT)) {
+			/* dump --lazy-pages: the source serves them by their address (uffd.h). */
+			ret = add_page_run(map, pe->vaddr, len, pe->vaddr, rd->level, true);
 		} else if (!ret) {
-			ret = add_page_run(map, pe->vaddr, len, map->data_bytes, rd->level);
+			ret = add_page_run(map, pe->vaddr, len, map->data_bytes, rd->level, false);
 			map->data_bytes += len;
 		}
 		pb_free(img, pe);

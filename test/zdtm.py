@@ -635,6 +635,8 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
+               'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {
     'mem_anon_private': {},
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
@@ -651,6 +653,19 @@ TESTS = {
                                     'corrupt': lambda img_dir, pid: None,
                                     'restore_args': ['--lazy-pages'],
                                     'expect': 'criu lazy-pages'},
+    # remote lazy (dump --lazy-pages serves the tree's pages, criu lazy-pages --page-server
+    # fetches them): each test as the init of a pid namespace (ZDTM_PIDNS_ROOT), so that the
+    # restore gets its pids while the dumped tree is still there
+    'remote_lazy_mem_anon_private': dict(REMOTE_LAZY, bin='mem_anon_private'),
+    'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
+    'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
+    'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
+    'remote_lazy_threads': dict(REMOTE_LAZY, bin='lazy_threads', lazy_faults=True),
+    'remote_lazy_source_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
+                                      mode='remote_lazy_source_killed',
+                                      test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
+    'remote_lazy_no_source': {'bin': 'mem_anon_private', 'mode': 'remote_lazy_no_source',
+                              'restore_args': ['--lazy-pages'], 'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -2040,6 +2055,8 @@ class TestRun:
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
         self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
+        self.lazy_daemon_args = []  # remote_lazy: where the daemon takes the pages from
+        self.lazy_source = None  # remote_lazy: criu dump --lazy-pages serving them (Popen)
         self.page_server = None  # criu page-server of a page_server test (Popen)
 
     # --- the test process -------------------------------------------------
@@ -2190,6 +2207,10 @@ class TestRun:
             output.truncate(0)
 
     def kill_leftovers(self):
+        if self.lazy_source:
+            self.lazy_source.kill()
+            self.lazy_source.wait()
+            self.lazy_source = None
         if self.lazy_daemon:
             self.lazy_daemon.kill()
             self.lazy_daemon.wait()
@@ -2398,13 +2419,15 @@ class TestRun:
         (--lazy-pages), with our criu restoring."""
         return binary == CRIU and (self.desc.get('lazy') or LAZY_ALL)
 
-    def start_lazy_daemon(self):
+    def start_lazy_daemon(self, binary=CRIU):
         """criu lazy-pages for the images, as upstream's zdtm starts it: not waited for,
-        restore connects once it listens."""
+        restore connects once it listens. With a lazy source (remote_lazy), the daemon
+        takes the pages the dump left in the tree from it (--page-server)."""
         err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
+        env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
         self.lazy_daemon = subprocess.Popen(
-            [CRIU, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'],
-            stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            [binary, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'] +
+            self.lazy_daemon_args, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
         err.close()
 
     def wait_lazy_daemon(self):
@@ -2458,6 +2481,122 @@ class TestRun:
         if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
             raise TestFailure('the daemon\'s log does not say why the task was killed',
                               'lazy-pages.log')
+
+    def start_lazy_source(self, binary=CRIU):
+        """criu dump --lazy-pages serving on a free loopback port; returns once the images
+        are written (--status-fd), the tree frozen and its private pages left in it."""
+        port = free_tcp_port()
+        self.tree = tree_pids(self.pid)
+        if self.desc.get('pidns'):
+            self.ns_tree = ns_tree(self.tree)
+        ready_r, ready_w = os.pipe()
+        env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
+        opts = [o for o in UPSTREAM_OPTS] if binary != CRIU else []
+        with open(os.path.join(self.out, 'criu-dump.err'), 'wb') as err:
+            self.lazy_source = subprocess.Popen(
+                [binary, 'dump', '-t', str(self.pid), '-D', self.img, '--lazy-pages',
+                 '--address', '127.0.0.1', '--port', str(port), '--status-fd', str(ready_w),
+                 '-v4', '-o', 'dump.log'] + opts,
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=[ready_w], env=env)
+        os.close(ready_w)
+        ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
+        os.close(ready_r)
+        if ready != b'\0':
+            raise TestFailure('%s dump --lazy-pages did not get to serving its pages: %s'
+                              % (self.criu_name(binary), self.last_log_error('dump.log')),
+                              'dump.log')
+        self.lazy_daemon_args = ['--page-server', '--address', '127.0.0.1', '--port', str(port)]
+        self.check_images()
+        return port
+
+    def wait_lazy_source(self, expect_code=0):
+        source, self.lazy_source = self.lazy_source, None
+        try:
+            code = source.wait(timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            source.kill()
+            source.wait()
+            raise TestFailure('dump --lazy-pages did not exit once the daemon had every page',
+                              'dump.log')
+        if code != expect_code:
+            raise TestFailure('dump --lazy-pages exited %d: %s'
+                              % (code, self.last_log_error('dump.log')), 'dump.log')
+
+    def run_remote_lazy(self):
+        """dump --lazy-pages keeps the tree frozen and serves its private pages on a
+        loopback port; criu lazy-pages --page-server fetches them for restore
+        --lazy-pages (faults first, the rest in the background). The dump then kills its
+        tree and exits 0; the restored one, in a new pid namespace, checks every word.
+        'lazy_source' / 'lazy_daemon': upstream criu dumps / runs the daemon and restores."""
+        source = self.pid
+        dumper = UPSTREAM_CRIU if self.desc.get('lazy_source') == 'upstream' else CRIU
+        restorer = UPSTREAM_CRIU if self.desc.get('lazy_daemon') == 'upstream' else CRIU
+        self.start_lazy_source(dumper)
+        self.start_lazy_daemon(restorer)
+        try:
+            self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
+                                  '--lazy-pages'], 'restore.log', binary=restorer)
+        finally:
+            if self.lazy_daemon:
+                self.wait_lazy_daemon()
+        self.wait_lazy_source()
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status):
+            raise TestFailure('the dumped tree was not killed after the transfer: '
+                              + self.verdict_text(), 'dump.log')
+        if self.desc.get('tree_grows'):
+            # it forks as soon as it runs: its tree is its own business from then on
+            with open(self.pidfile) as pidfile:
+                self.pid, self.is_child = int(pidfile.read().split()[0]), True
+        else:
+            self.expect_restored_pid(source)
+        self.finish_and_judge()
+
+    def run_remote_lazy_source_killed(self):
+        """The source dies while pages are still missing: the restored tree is killed, the
+        daemon saying why; the dumped tree, no longer traced, runs on and passes."""
+        source = self.pid
+        self.start_lazy_source()
+        self.start_lazy_daemon()
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        self.lazy_source.kill()
+        self.lazy_source.wait()
+        self.lazy_source = None
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        code = daemon.wait(timeout=CRIU_TIMEOUT)
+        said = self.last_log_error('lazy-pages.log')
+        if code != 1 or 'dump\'s source' not in said:
+            raise TestFailure('criu lazy-pages exited %d after its source died: %s'
+                              % (code, said), 'lazy-pages.log')
+        if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
+            raise TestFailure('the daemon\'s log does not say why the task was killed',
+                              'lazy-pages.log')
+        with open(self.pidfile) as pidfile:
+            restored = int(pidfile.read().split()[0])
+        self.pid, self.is_child = restored, True
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the restored tree was not killed with its source: wait status '
+                              '%#x' % status, 'lazy-pages.log')
+        self.pid = source
+        self.finish_and_judge()
+
+    def run_remote_lazy_no_source(self):
+        """criu lazy-pages --page-server with no dump listening exits 1, saying so; the
+        restore --lazy-pages that counted on it fails cleanly."""
+        pid = self.pid
+        self.dump()
+        self.lazy_daemon_args = ['--page-server', '--address', '127.0.0.1', '--port',
+                                 str(free_tcp_port())]
+        self.start_lazy_daemon()
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        code = daemon.wait(timeout=CRIU_TIMEOUT)
+        if code != 1 or 'cannot connect to the page server' not in self.last_log_error(
+                'lazy-pages.log'):
+            raise TestFailure('criu lazy-pages exited %d without its source: %s'
+                              % (code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+        self.expect_restore_fails(pid)
 
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):

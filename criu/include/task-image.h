@@ -33,10 +33,13 @@ struct vma_image {
 /*
  * A run of stored pages: len bytes at vaddr, at byte file_off of the pages image of chain
  * level `level` (0: this dump; N: the Nth parent images directory, images_chain_dir()).
+ * remote: a PE_LAZY run without data (dump --lazy-pages): the pages are in the dump's
+ * source, which `criu lazy-pages --page-server` asks for them at address file_off.
  */
 struct page_run {
 	uint64_t vaddr, len, file_off;
 	uint32_t level;
+	uint32_t remote;
 };
 
 /*

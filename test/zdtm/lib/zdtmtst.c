@@ -105,6 +105,13 @@ void test_init(int argc, char **argv)
 		test_fail_errno("block SIGTERM");
 	if (sigaction(SIGTERM, &sa, NULL))
 		test_fail_errno("sigaction(SIGTERM)");
+	/*
+	 * ZDTM_PIDNS_ROOT (zdtm.py's remote lazy tests): any test as the init of a pid
+	 * namespace of its own, so that its restore gets its pids back while the dumped tree,
+	 * still frozen, serves its pages.
+	 */
+	if (getenv("ZDTM_PIDNS_ROOT") && launch_ready_fd < 0)
+		test_launch_root(CLONE_NEWPID);
 }
 
 static void proc_field(const char *path, const char *name, char *out, size_t size);

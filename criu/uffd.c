@@ -1157,7 +1157,7 @@ static int check_runs(const struct lazy_task *t)
 
 static int on_task_msg(struct lazy_daemon *d, struct lazy_task *t, const struct lazy_msg *msg)
 {
-	uint64_t total = 0;
+	uint64_t local = 0, remote = 0;
 	int ret;
 
 	t->pid = msg->pid;
@@ -1179,10 +1179,12 @@ static int on_task_msg(struct lazy_daemon *d, struct lazy_task *t, const struct 
 	if (!ret)
 		ret = check_runs(t);
 	for (unsigned int i = 0; i < t->nr_runs; i++)
-		total += t->runs[i].len;
+		*(t->runs[i].remote ? &remote : &local) += t->runs[i].len;
 	if (!ret)
-		pr_info("task %d: %u runs, %llu bytes to serve from pages-%u.img\n", t->pid, t->nr_runs,
-			(unsigned long long)total, msg->pages_id);
+		pr_info("task %d: %u runs, %llu bytes to serve from pages-%u.img, %llu from the "
+			"dump's source\n",
+			t->pid, t->nr_runs, (unsigned long long)local, msg->pages_id,
+			(unsigned long long)remote);
 	return ret;
 }
 
@@ -1417,10 +1419,11 @@ static int connect_remote(struct lazy_remote *rm)
 static int disconnect_remote(struct lazy_remote *rm, bool done)
 {
 	struct ps_iov pi = { .cmd = PS_IOV_FLUSH };
-	int32_t status = -1;
+	int32_t status = 0;
 	int ret = 0;
 
 	if (rm->sk >= 0 && done) {
+		status = -1;
 		ret = ps_send(rm->sk, &pi, sizeof(pi));
 		if (!ret)
 			ret = ps_recv(rm->sk, &status, sizeof(status));

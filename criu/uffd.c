@@ -89,16 +89,26 @@ bool kerndat_has_uffd_noncoop(void)
 /* ---- which pages are lazy ---- */
 
 /*
- * Not a stack (touched at once, and it grows), not mlock()ed (mlock faults every page in
- * before the daemon has the uffd), not hugetlb (the daemon copies small pages), not
- * MADV_WIPEONFORK (a child forked meanwhile must find it empty, while the daemon would
- * fill the child's copy with the dumped pages).
+ * What the daemon can serve at all: not mlock()ed (mlock faults every page in before the
+ * daemon has the uffd), not hugetlb (the daemon copies small pages), not MADV_WIPEONFORK
+ * (a child forked meanwhile must find it empty, while the daemon would fill the child's
+ * copy with the dumped pages).
+ */
+static bool vma_uffd_servable(const struct vma_image *vma)
+{
+	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
+	       !(vma->status & VMA_AREA_SYSVIPC) && !vma->locked && !(vma->flags & MAP_HUGETLB) &&
+	       !(vma->madv & VMA_MADV_WIPEONFORK);
+}
+
+/*
+ * Nor a stack: touched at once, it is read with the rest. (CRIU's dump --lazy-pages
+ * leaves parts of stacks on the source all the same: those are served.)
  */
 bool vma_is_lazy(const struct vma_image *vma)
 {
-	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
-	       !(vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC)) && !vma->locked &&
-	       !(vma->flags & (MAP_GROWSDOWN | MAP_HUGETLB)) && !(vma->madv & VMA_MADV_WIPEONFORK);
+	return vma_uffd_servable(vma) && !(vma->status & VMA_AREA_STACK) &&
+	       !(vma->flags & MAP_GROWSDOWN);
 }
 
 static int map_add_run(struct page_map *map, unsigned int *cap, const struct page_run *run,
@@ -149,13 +159,13 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 		/* A run may cover neighbouring VMAs: each piece goes where its VMA says. */
 		while (pos < end && !ret) {
 			const struct vma_image *vma = vma_holding(ti, pos);
-			bool is_lazy = vma && vma_is_lazy(vma);
+			bool is_lazy = vma && (run->remote ? vma_uffd_servable(vma) : vma_is_lazy(vma));
 
 			piece = vma && vma->end < end ? vma->end - pos : end - pos;
 			if (run->remote && !is_lazy) {
 				pr_err("restore --lazy-pages: pages at %#llx are left on the dump's "
-				       "source, but their VMA is not one restore leaves to the "
-				       "lazy-pages daemon\n",
+				       "source, but their VMA is not one the lazy-pages daemon can "
+				       "serve\n",
 				       (unsigned long long)pos);
 				ret = -ENOTSUP;
 				break;

@@ -669,6 +669,9 @@ TESTS = {
     # (page-pipe splice: EBADF), whoever asks.
     'cross_us2up_remote_lazy': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_daemon='upstream',
                                     setsid=True),
+    'remote_lazy_restore_not_lazy': dict(REMOTE_LAZY, bin='mem_anon_private',
+                                         mode='remote_lazy_not_lazy',
+                                         expect="left on the dump's source"),
     'remote_lazy_no_source': {'bin': 'mem_anon_private', 'mode': 'remote_lazy_no_source',
                               'restore_args': ['--lazy-pages'], 'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
@@ -1188,7 +1191,26 @@ TESTS = {
     'cli_pre_dump_without_pid': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
         'stderr': 'Error: pre-dump needs a process: -t PID\n'},
-    'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
+    'cli_dump_lazy_pages_no_port': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages'],
+        'stderr': 'Error: dump --lazy-pages: it needs --port to serve the pages on\n'},
+    'cli_pre_dump_lazy_pages_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--lazy-pages', '--port', '1'],
+        'stderr': 'Error: pre-dump --lazy-pages: a pre-dump stores pages; only dump leaves '
+                  'them in the tree\n'},
+    'cli_dump_lazy_pages_page_server_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages', '--page-server',
+                                         '--address', '127.0.0.1', '--port', '1'],
+        'stderr': 'Error: dump --lazy-pages: the pages stay in the tree, they are sent to no '
+                  'page server\n'},
+    'cli_dump_lazy_pages_parent_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages', '--port', '1',
+                                         '--prev-images-dir', '../pre'],
+        'stderr': 'Error: dump --lazy-pages: the pages stay in the tree, none are taken from '
+                  'parent images\n'},
+    'cli_lazy_pages_page_server_no_port': {
+        'mode': 'cli', 'rc': 1, 'args': ['lazy-pages', '--page-server'],
+        'stderr': "Error: lazy-pages --page-server needs the dump's --port (and --address)\n"},
     # the page server: what it cannot do is refused with one line
     'cli_pre_dump_page_server_refused': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--page-server', '--address',
@@ -1206,8 +1228,6 @@ TESTS = {
                                 'stderr': 'Error: page-server needs --port\n'},
     'cli_page_server_lazy_refused': {'mode': 'cli', 'args': ['page-server', '--port', '1',
                                                              '--lazy-pages']},
-    'cli_lazy_pages_page_server_refused': {'mode': 'cli', 'args': ['lazy-pages',
-                                                                   '--page-server']},
     'cli_port_zero': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '--port', '0'],
                       'stderr': "Error: bad value '0' for --port\n"},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
@@ -2588,6 +2608,22 @@ class TestRun:
             raise TestFailure('the restored tree was not killed with its source: wait status '
                               '%#x' % status, 'lazy-pages.log')
         self.pid = source
+        self.finish_and_judge()
+
+    def run_remote_lazy_not_lazy(self):
+        """A restore without --lazy-pages of a dump --lazy-pages's images fails with one line
+        and leaves no process; the source, killed then, lets its tree run on: it passes."""
+        source, prog = self.pid, os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        self.start_lazy_source()
+        dumped, self.tree = self.tree, {}
+        self.expect_restore_fails(source)
+        self.lazy_source.kill()
+        self.lazy_source.wait()
+        self.lazy_source = None
+        left = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in dumped and
+                exe_of(p) == prog]
+        if left:
+            raise TestFailure('the failed restore left %s' % ' '.join(left), 'restore.log')
         self.finish_and_judge()
 
     def run_remote_lazy_no_source(self):

@@ -172,8 +172,9 @@ static int ps_lazy_session(int sk, ps_lazy_get_fn get, void *arg, void *buf)
 	for (;;) {
 		ret = ps_recv(sk, &pi, sizeof(pi));
 		if (ret) {
-			pr_err("lazy source: the lazy-pages daemon %s before it had every page\n",
-			       ret == -EPIPE ? "closed the connection" : strerror(-ret));
+			pr_err("lazy source: the lazy-pages daemon went away before it had every "
+			       "page: %s\n",
+			       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
 			return ret;
 		}
 		switch (pi.cmd) {

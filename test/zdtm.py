@@ -669,6 +669,9 @@ TESTS = {
     # (page-pipe splice: EBADF), whoever asks.
     'cross_us2up_remote_lazy': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_daemon='upstream',
                                     setsid=True),
+    'remote_lazy_daemon_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
+                                      mode='remote_lazy_daemon_killed',
+                                      test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
     'remote_lazy_restore_not_lazy': dict(REMOTE_LAZY, bin='mem_anon_private',
                                          mode='remote_lazy_not_lazy',
                                          expect="left on the dump's source"),
@@ -2606,6 +2609,33 @@ class TestRun:
         status = self.wait_exit()
         if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
             raise TestFailure('the restored tree was not killed with its source: wait status '
+                              '%#x' % status, 'lazy-pages.log')
+        self.pid = source
+        self.finish_and_judge()
+
+    def run_remote_lazy_daemon_killed(self):
+        """The daemon dies mid-transfer: its guardian kills the restored tree; the dump, left
+        without a word, fails (exit 1, no inventory.img) and its tree runs on and passes."""
+        source = self.pid
+        self.start_lazy_source()
+        self.start_lazy_daemon()
+        os.unlink(self.pidfile)
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        daemon.kill()
+        daemon.wait()
+        self.wait_lazy_source(expect_code=1)
+        if 'lazy-pages daemon' not in self.last_log_error('dump.log'):
+            raise TestFailure('the dump does not say why it failed: '
+                              + self.last_log_error('dump.log'), 'dump.log')
+        if os.path.exists(os.path.join(self.img, 'inventory.img')):
+            raise TestFailure('the failed dump left inventory.img', 'dump.log')
+        with open(self.pidfile) as pidfile:
+            self.pid, self.is_child = int(pidfile.read().split()[0]), True
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the restored tree was not killed with its daemon: wait status '
                               '%#x' % status, 'lazy-pages.log')
         self.pid = source
         self.finish_and_judge()

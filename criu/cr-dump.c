@@ -1415,25 +1415,13 @@ static int write_stats(const struct dump_stats *stats)
  */
 static int link_parent_images(struct mem_dump_ctx *mem)
 {
-	int fd;
+	int ret;
 
 	if (!opts.prev_images_dir)
 		return 0;
-	if (unlinkat(images_dir_fd, "parent", 0) && errno != ENOENT) {
-		pr_perror("cannot remove the old parent link");
-		return -errno;
-	}
-	if (symlinkat(opts.prev_images_dir, images_dir_fd, "parent")) {
-		pr_perror("cannot link the parent images %s", opts.prev_images_dir);
-		return -errno;
-	}
-	fd = images_chain_dir(1);
-	if (fd < 0) {
-		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n",
-		       opts.prev_images_dir);
-		return fd;
-	}
-	close(fd);
+	ret = images_link_parent(opts.prev_images_dir);
+	if (ret)
+		return ret;
 	mem->parent = true;
 	mem->auto_dedup = opts.auto_dedup;
 	return 0;

@@ -138,8 +138,10 @@ int daemonize(void)
 }
 
 /*
- * --page-server on dump: the server's address and port. A pre-dump chain would need the
- * server to keep parent images: refused, as is a dump that names a parent.
+ * --page-server on dump: the server's address and port. With --prev-images-dir the dump
+ * reads the parent's pagemaps here and the server must have the same parent images
+ * (page-server --prev-images-dir); a pre-dump's pagemap would be the server's only, so
+ * pre-dumps go into their images directory, copied to the server's side afterwards.
  */
 static int check_page_server_dump(const char *command)
 {
@@ -149,9 +151,9 @@ static int check_page_server_dump(const char *command)
 			command);
 		return -1;
 	}
-	if (opts.prev_images_dir) {
-		fprintf(stderr, "Error: dump --page-server with --prev-images-dir is not supported: "
-				"the page server keeps no parent images\n");
+	if (opts.auto_dedup) {
+		fprintf(stderr, "Error: dump --page-server --auto-dedup is not supported: the "
+				"parent images the holes would go in are the server's\n");
 		return -1;
 	}
 	if (!opts.ps_address || !opts.ps_port) {

@@ -989,6 +989,12 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	}
 	if (!ret)
 		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+	if (!ret && scan.has_parent && ctx->page_server_sk >= 0 && !pw.xfer.server_has_parent) {
+		pr_err("task %d: the page server's parent images hold no pagemap of it (start it "
+		       "with --prev-images-dir naming the same images)\n",
+		       pid);
+		ret = -ENOENT;
+	}
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
 	if (page_dedup_fini(&scan.dedup) && !ret)

@@ -115,8 +115,8 @@ static const struct page_xfer_ops images_ops = {
 
 /*
  * The pages ids are the server's: it numbers the pages images it writes. OPEN2, as
- * CRIU's dump sends it; the answer (whether the server has parent images) changes
- * nothing: this dump stores every page (a dump with parent images is refused).
+ * CRIU's dump sends it; the answer says whether the server's parent images hold this
+ * pagemap, which runs named PE_PARENT need.
  */
 static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
 		       uint32_t pages_id)
@@ -130,6 +130,7 @@ static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned
 	ret = ps_send(px->sk, &pi, sizeof(pi));
 	if (!ret)
 		ret = ps_recv(px->sk, &has_parent, 1);
+	px->server_has_parent = has_parent;
 	if (ret)
 		pr_err("page server %s: cannot open the pagemap of %s %lu: %s\n",
 		       page_server_name(), map_type == CR_IMG_SHMEM_PAGEMAP ? "shmem" : "task",

@@ -727,6 +727,12 @@ TESTS = {
     'page_server_refuses_bad_kind': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                      'ps_command': (4, 1, 1 << 8 | 9),  # OPEN2, kind 9
                                      'expect': 'unknown pagemap kind 9'},
+    # a dump whose parent is a pre-dump the server's side has too (--prev-images-dir there)
+    'page_server_chain': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                          'pre_dumps': 2},
+    'page_server_chain_no_parent': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                    'pre_dumps': 2, 'ps_no_parent': True,
+                                    'expect': "the page server's parent images hold no pagemap"},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
     # upstream's dump to our server, ours to upstream's server
@@ -1224,9 +1230,9 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--page-server', '--address',
                                          '127.0.0.1'],
         'stderr': "Error: dump --page-server needs the server's --address and --port\n"},
-    'cli_dump_page_server_parent_refused': {
+    'cli_dump_page_server_auto_dedup_refused': {
         'mode': 'cli', 'args': ['dump', '-t', '1', '--page-server', '--address', '127.0.0.1',
-                                '--port', '1', '--prev-images-dir', '../pre']},
+                                '--port', '1', '--prev-images-dir', '../pre', '--auto-dedup']},
     'cli_page_server_no_port': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '-D', 'ps'],
                                 'stderr': 'Error: page-server needs --port\n'},
     'cli_page_server_lazy_refused': {'mode': 'cli', 'args': ['page-server', '--port', '1',
@@ -2077,7 +2083,7 @@ class TestRun:
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
-        if desc.get('mode') == 'pre_dump':
+        if desc.get('mode') in ('pre_dump', 'page_server_chain'):
             self.test_env['ZDTM_STEP_FILE'] = os.path.join(self.out, 'step')
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
@@ -2852,7 +2858,7 @@ class TestRun:
         self.expect_tree_restored()
         self.finish_and_judge()
 
-    def start_page_server(self, binary=CRIU):
+    def start_page_server(self, binary=CRIU, extra=()):
         """criu page-server into {img}-ps on a free loopback port, started once it listens
         (--status-fd); returns the port."""
         port, ps_dir = free_tcp_port(), self.img + '-ps'
@@ -2862,7 +2868,8 @@ class TestRun:
         with open(os.path.join(self.out, 'criu-page-server.err'), 'wb') as err:
             self.page_server = subprocess.Popen(
                 [binary, 'page-server', '-D', ps_dir, '--address', '127.0.0.1', '--port',
-                 str(port), '--status-fd', str(ready_w), '-v4', '-o', 'page-server.log'],
+                 str(port), '--status-fd', str(ready_w), '-v4', '-o', 'page-server.log'] +
+                list(extra),
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=[ready_w], env=env)
         os.close(ready_w)
         ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
@@ -2905,6 +2912,53 @@ class TestRun:
             self.crit_failure = 'crit check of the page server\'s images: ' + errors[0]
         for name in images:
             shutil.copy(os.path.join(ps_dir, name), self.img)
+        self.restore(pid)
+        self.finish_and_judge()
+
+    def run_page_server_chain(self):
+        """A pre-dump into its images directory, which the server's side gets too (here: the
+        same one); then criu page-server --prev-images-dir naming it and dump --page-server
+        --prev-images-dir: the server stores PE_PARENT for what the pre-dump holds, restore
+        follows the chain. 'ps_no_parent': the server has no parent images, the dump fails
+        saying so, the server exits 1 and the tree runs on."""
+        pid, parent = self.pid, None
+        for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
+            parent = self.pre_dump(nr, parent)
+            self.wait_step(nr)
+        parent = os.path.basename(parent)
+        no_parent = self.desc.get('ps_no_parent')
+        port = self.start_page_server(
+            extra=[] if no_parent else ['--prev-images-dir', '../' + parent])
+        args = ['--page-server', '--address', '127.0.0.1', '--port', str(port),
+                '--prev-images-dir', '../' + parent]
+        if no_parent:
+            server, self.page_server = self.page_server, None
+            code, stderr = self.criu('dump', ['-t', str(pid), '-D', self.img] + args,
+                                     'dump.log', expect_ok=False)
+            self.expect_one_error_line(stderr, 'failed dump', 'dump.log')
+            if code == 0 or self.desc['expect'] not in stderr:
+                raise TestFailure('dump exited %d: %s' % (code, stderr.strip()), 'dump.log')
+            if server.wait(timeout=CRIU_TIMEOUT) != 1:
+                raise TestFailure('the page server did not fail with the dump')
+            # it runs on, with the pre-dumps' write tracker its own check refuses: stopped here
+            self.expect_tasks_untouched(tree_tids(tree_pids(pid)), 'after the failed dump')
+            os.kill(pid, signal.SIGKILL)
+            self.wait_exit()
+            return None
+        self.dump(args)
+        self.wait_page_server(CRIU)
+        ps_dir = self.img + '-ps'
+        errors, _ = CRIT.check(ps_dir, os.path.join(self.out, 'crit-ps'))
+        if errors and self.crit_failure is None:
+            self.crit_failure = 'crit check of the page server\'s images: ' + errors[0]
+        shown = subprocess.run(['/usr/bin/crit', 'show', os.path.join(ps_dir, 'pagemap-%d.img'
+                                                                      % pid)],
+                               capture_output=True, text=True).stdout
+        if 'PE_PARENT' not in shown:
+            raise TestFailure('the server stored no run of the parent images', 'dump.log')
+        for name in os.listdir(ps_dir):
+            if name.endswith('.img'):
+                shutil.copy(os.path.join(ps_dir, name), self.img)
         self.restore(pid)
         self.finish_and_judge()
 

@@ -35,6 +35,7 @@ struct page_xfer {
 	struct cr_img *pagemap_img, *pages_img; /* the images target */
 	int sk; /* the page server target: its socket, not owned */
 	uint64_t dst_id; /* the page server target: the pagemap's id on the wire */
+	bool server_has_parent; /* the page server target: its parent images hold the pagemap */
 	char *bufs[PAGE_XFER_NR_BUFS];
 	size_t used[PAGE_XFER_NR_BUFS];
 	/* Buffers handed to the writer and written, counted from 0: filled - written <= NR. */

@@ -260,16 +260,17 @@ static int run_page_server(char **args)
 	int ret;
 
 	(void)args;
-	if (opts.lazy_pages) {
-		fprintf(stderr, "Error: page-server --lazy-pages is not supported: lazy restores "
-				"are served from an images directory (criu lazy-pages)\n");
-		return 1;
-	}
 	if (!opts.ps_port) {
 		fprintf(stderr, "Error: page-server needs --port\n");
 		return 1;
 	}
-	if (open_dirs_and_log(true))
+	if (opts.lazy_pages && opts.prev_images_dir) {
+		fprintf(stderr, "Error: page-server --lazy-pages serves the images in -D, whose "
+				"parent link they have: --prev-images-dir is for storing a dump\n");
+		return 1;
+	}
+	/* --lazy-pages reads the images of -D, as restore does; else it writes a dump's. */
+	if (open_dirs_and_log(!opts.lazy_pages))
 		return 1;
 	ret = cr_page_server();
 	log_fini();

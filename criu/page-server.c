@@ -497,6 +497,11 @@ int cr_page_server(void)
 		goto out;
 	/* --status-fd: the dump may connect now. */
 	report_status_ready();
+	/* --lazy-pages: the other way round, the images' pages go to a lazy-pages daemon. */
+	if (opts.lazy_pages) {
+		ret = page_server_serve_images(listen_sk);
+		goto out;
+	}
 	s.sk = accept4(listen_sk, NULL, NULL, SOCK_CLOEXEC);
 	if (s.sk < 0) {
 		pr_perror("page server: accept");

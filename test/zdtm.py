@@ -733,6 +733,10 @@ TESTS = {
     'page_server_chain_no_parent': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
                                     'pre_dumps': 2, 'ps_no_parent': True,
                                     'expect': "the page server's parent images hold no pagemap"},
+    # criu page-server --lazy-pages: an images directory's pages to a lazy-pages daemon
+    'page_server_lazy_images': {'bin': 'mem_anon_private', 'mode': 'page_server_lazy_images'},
+    'page_server_lazy_images_bad_get': {'bin': 'mem_anon_private',
+                                        'mode': 'page_server_lazy_images', 'ps_bad_get': True},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
     # upstream's dump to our server, ours to upstream's server
@@ -1235,8 +1239,8 @@ TESTS = {
                                 '--port', '1', '--prev-images-dir', '../pre', '--auto-dedup']},
     'cli_page_server_no_port': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '-D', 'ps'],
                                 'stderr': 'Error: page-server needs --port\n'},
-    'cli_page_server_lazy_refused': {'mode': 'cli', 'args': ['page-server', '--port', '1',
-                                                             '--lazy-pages']},
+    'cli_page_server_lazy_parent_refused': {'mode': 'cli', 'args': [
+        'page-server', '--port', '1', '--lazy-pages', '--prev-images-dir', '../pre']},
     'cli_port_zero': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '--port', '0'],
                       'stderr': "Error: bad value '0' for --port\n"},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
@@ -2959,6 +2963,62 @@ class TestRun:
         for name in os.listdir(ps_dir):
             if name.endswith('.img'):
                 shutil.copy(os.path.join(ps_dir, name), self.img)
+        self.restore(pid)
+        self.finish_and_judge()
+
+    def run_page_server_lazy_images(self):
+        """criu page-server --lazy-pages serves the images of a plain dump to a lazy-pages
+        daemon (here a client of CRIU's protocol): a PS_IOV_GET of the task's first stored
+        page answers PS_IOV_ADD_F/PE_PRESENT with exactly the stored bytes, one for pages
+        that are not stored ends the session with exit 1 ('ps_bad_get'); PS_IOV_FLUSH
+        gets status 0 and the server exits 0. The images then restore as usual."""
+        pid = self.pid
+        self.dump()
+        entries = json.loads(subprocess.run(
+            ['/usr/bin/crit', 'decode', '-i', os.path.join(self.img, 'pagemap-%d.img' % pid)],
+            capture_output=True, text=True, check=True).stdout)['entries']
+        # Debian's crit does not know nr_pages (field 5): the run's first page only
+        head, first, nr = entries[0], entries[1], 1
+        vaddr = int(first['vaddr'], 16) if isinstance(first['vaddr'], str) else first['vaddr']
+        with open(os.path.join(self.img, 'pages-%d.img' % head['pages_id']), 'rb') as pages:
+            stored = pages.read(nr * 4096)
+        port = free_tcp_port()
+        ready_r, ready_w = os.pipe()
+        with open(os.path.join(self.out, 'criu-page-server.err'), 'wb') as err:
+            self.page_server = subprocess.Popen(
+                [CRIU, 'page-server', '--lazy-pages', '-D', self.img, '--address', '127.0.0.1',
+                 '--port', str(port), '--status-fd', str(ready_w), '-v4', '-o',
+                 'page-server.log'], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                pass_fds=[ready_w])
+        os.close(ready_w)
+        ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
+        os.close(ready_r)
+        server, self.page_server = self.page_server, None
+        bad = self.desc.get('ps_bad_get')
+        try:
+            if ready != b'\0':
+                raise TestFailure('criu page-server --lazy-pages did not start listening')
+            with socket.create_connection(('127.0.0.1', port)) as sk:
+                sk.sendall(struct.pack('=I4xQQQ', 7, nr, vaddr - 4096 if bad else vaddr, pid))
+                answer = sk.recv(32, socket.MSG_WAITALL)
+                if not bad:
+                    cmd, got, at, dst = struct.unpack('=I4xQQQ', answer)
+                    data = sk.recv(got * 4096, socket.MSG_WAITALL) if got <= nr else b''
+                    if (cmd, got, at, dst, data) != (6 | 4 << 16, nr, vaddr, pid, stored):
+                        raise TestFailure('PS_IOV_GET answered %#x, %d pages at %#x of %d, %s'
+                                          % (cmd, got, at, dst, 'the stored bytes'
+                                             if data == stored else 'other bytes'))
+                    sk.sendall(struct.pack('=I4xQQQ', 0x1023, 0, 0, 0))
+                    status = sk.recv(4, socket.MSG_WAITALL)
+                    if status != b'\0' * 4:
+                        raise TestFailure('PS_IOV_FLUSH answered %r' % status)
+            code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        said = self.last_log_error('page-server.log')
+        if code != (1 if bad else 0) or (bad and 'no stored pages at' not in said):
+            raise TestFailure('criu page-server --lazy-pages exited %d: %s' % (code, said))
         self.restore(pid)
         self.finish_and_judge()
 

@@ -94,5 +94,10 @@ typedef int (*ps_lazy_get_fn)(void *arg, uint64_t dst_id, uint64_t vaddr, uint64
  * status as CRIU's source does). 0, or -errno after one line.
  */
 int page_server_serve_lazy(int listen_sk, ps_lazy_get_fn get, void *arg);
+/*
+ * criu page-server --lazy-pages (page-server-images.c): the same, the pages read from the
+ * pagemap and pages images of the images directory (up its pre-dump chain).
+ */
+int page_server_serve_images(int listen_sk);
 
 #endif

@@ -256,7 +256,8 @@ int images_link_parent(const char *prev_dir)
 	}
 	fd = images_chain_dir(1);
 	if (fd < 0) {
-		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n", prev_dir);
+		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n",
+		       prev_dir);
 		return fd;
 	}
 	close(fd);

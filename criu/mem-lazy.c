@@ -135,10 +135,12 @@ int mem_lazy_serve(const struct mem_dump_ctx *ctx, int listen_sk)
 	uint64_t pages = 0;
 	unsigned int i, j;
 
-	for (i = 0; i < ctx->nr_lazy_tasks; i++)
-		for (j = 0; j < ctx->lazy_tasks[i]->nr_runs; j++)
-			pages += (ctx->lazy_tasks[i]->runs[2 * j + 1] - ctx->lazy_tasks[i]->runs[2 * j]) /
-				 PAGE_SIZE;
+	for (i = 0; i < ctx->nr_lazy_tasks; i++) {
+		const struct mem_lazy_task *t = ctx->lazy_tasks[i];
+
+		for (j = 0; j < t->nr_runs; j++)
+			pages += (t->runs[2 * j + 1] - t->runs[2 * j]) / PAGE_SIZE;
+	}
 	pr_info("serving %llu lazy pages of %u tasks on %s\n", (unsigned long long)pages,
 		ctx->nr_lazy_tasks, page_server_name());
 	return page_server_serve_lazy(listen_sk, lazy_get, (void *)ctx);

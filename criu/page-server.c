@@ -137,7 +137,7 @@ int page_server_finish(int sk)
 /* The most pages one answer carries; a daemon asking for more gets them in several. */
 #define PS_LAZY_MAX_PAGES 512
 
-/* PS_IOV_GET: CRIU's answer, PS_IOV_ADD_F with PE_PRESENT and the request's run cut to what follows. */
+/* PS_IOV_GET: CRIU's answer, PS_IOV_ADD_F/PE_PRESENT with the run cut to what follows. */
 static int ps_lazy_get(int sk, struct ps_iov *pi, ps_lazy_get_fn get, void *arg, void *buf)
 {
 	uint64_t nr = pi->nr_pages < PS_LAZY_MAX_PAGES ? pi->nr_pages : PS_LAZY_MAX_PAGES;
@@ -344,7 +344,8 @@ static int ps_add(struct ps_session *s, const struct ps_iov *pi, uint32_t flags)
 		       (unsigned long long)pi->vaddr, flags);
 		return -ENOTSUP;
 	}
-	if (flags & ~(PE_PRESENT | PE_LAZY | PE_PARENT) || ((flags & PE_PRESENT) && (flags & PE_PARENT))) {
+	if (flags & ~(PE_PRESENT | PE_LAZY | PE_PARENT) ||
+	    ((flags & PE_PRESENT) && (flags & PE_PARENT))) {
 		pr_err("page server: run at %llx has flags %#x, which no dump sends\n",
 		       (unsigned long long)pi->vaddr, flags);
 		return -EINVAL;
@@ -358,8 +359,8 @@ static int ps_add(struct ps_session *s, const struct ps_iov *pi, uint32_t flags)
 	if (!s->open || s->dst_id != pi->dst_id)
 		ret = ps_open_pagemap(s, pi->dst_id);
 	if (!ret && in_parent && !s->has_parent) {
-		pr_err("page server: run at %llx is in the parent images, which do not hold pagemap "
-		       "%#llx (start the server with --prev-images-dir)\n",
+		pr_err("page server: run at %llx is in the parent images, which do not hold "
+		       "pagemap %#llx (start the server with --prev-images-dir)\n",
 		       (unsigned long long)pi->vaddr, (unsigned long long)pi->dst_id);
 		return -EINVAL;
 	}

@@ -797,7 +797,7 @@ static int check_page_entry(const struct page_map_reader *rd, const struct page_
 	else if (!(flags & (PE_PRESENT | PE_PARENT | PE_LAZY)))
 		why = "it says neither where its pages are nor that they are lazy";
 	else if (!(flags & (PE_PRESENT | PE_PARENT)) && (rd->type != CR_IMG_PAGEMAP || rd->level))
-		why = "its pages are left on the dump's source, which only a task's own pagemap may do";
+		why = "its pages are left on the dump's source, which only a task's pagemap may do";
 	else if (!nr_pages || nr_pages > TASK_SIZE / PAGE_SIZE || pe->vaddr % PAGE_SIZE ||
 		 pe->vaddr + len > TASK_SIZE)
 		why = "not a page-aligned range of the address space";

@@ -159,13 +159,14 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 		/* A run may cover neighbouring VMAs: each piece goes where its VMA says. */
 		while (pos < end && !ret) {
 			const struct vma_image *vma = vma_holding(ti, pos);
-			bool is_lazy = vma && (run->remote ? vma_uffd_servable(vma) : vma_is_lazy(vma));
+			bool is_lazy = vma && (run->remote ? vma_uffd_servable(vma) :
+							     vma_is_lazy(vma));
 
 			piece = vma && vma->end < end ? vma->end - pos : end - pos;
 			if (run->remote && !is_lazy) {
-				pr_err("restore --lazy-pages: pages at %#llx are left on the dump's "
-				       "source, but their VMA is not one the lazy-pages daemon can "
-				       "serve\n",
+				pr_err("restore --lazy-pages: pages at %#llx are left on the "
+				       "dump's source, but their VMA is not one the lazy-pages "
+				       "daemon can serve\n",
 				       (unsigned long long)pos);
 				ret = -ENOTSUP;
 				break;
@@ -179,8 +180,8 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 				ret = -ENOTSUP;
 				break;
 			}
-			ret = map_add_run(is_lazy ? lazy : eager, is_lazy ? &lazy_cap : &eager_cap, run,
-					  pos, piece);
+			ret = map_add_run(is_lazy ? lazy : eager,
+					  is_lazy ? &lazy_cap : &eager_cap, run, pos, piece);
 			pos += piece;
 		}
 	}
@@ -197,7 +198,8 @@ int lazy_refuse_remote(const struct task_image *ti)
 		if (!ti->pages.runs[i].remote)
 			continue;
 		pr_err("task %d: its pages at %#llx are left on the dump's source (dump "
-		       "--lazy-pages): restore with --lazy-pages and criu lazy-pages --page-server\n",
+		       "--lazy-pages): restore with --lazy-pages and criu lazy-pages "
+		       "--page-server\n",
 		       ti->item->pid, (unsigned long long)ti->pages.runs[i].vaddr);
 		return -ENOTSUP;
 	}
@@ -1438,8 +1440,8 @@ static int disconnect_remote(struct lazy_remote *rm, bool done)
 		if (!ret)
 			ret = ps_recv(rm->sk, &status, sizeof(status));
 		if (ret || status)
-			pr_err("the dump's source %s did not confirm the end: %s\n", page_server_name(),
-			       ret ? strerror(-ret) : "bad status");
+			pr_err("the dump's source %s did not confirm the end: %s\n",
+			       page_server_name(), ret ? strerror(-ret) : "bad status");
 		else
 			pr_info("the dump's source %s served %llu requests, %llu bytes\n",
 				page_server_name(), (unsigned long long)rm->requests,
@@ -1453,7 +1455,9 @@ static int disconnect_remote(struct lazy_remote *rm, bool done)
 
 int cr_lazy_pages(void)
 {
-	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL }, .guardian_sock = -1,
+	struct lazy_daemon d = { .ep = -1,
+				 .listen_watch = { WATCH_LISTEN, NULL },
+				 .guardian_sock = -1,
 				 .remote = { .sk = -1 } };
 	struct sockaddr_un addr;
 	int listen_fd = listen_socket(&addr), ret = -1;

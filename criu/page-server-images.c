@@ -57,15 +57,8 @@ static struct ps_image_task *images_task(struct ps_images *im, uint64_t pid)
 /* The stored run holding vaddr, or NULL. */
 static const struct page_run *images_run(const struct page_map *map, uint64_t vaddr)
 {
-	unsigned int lo = 0, hi = map->nr_runs, mid;
+	unsigned int lo = page_run_after(map->runs, map->nr_runs, vaddr);
 
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if (map->runs[mid].vaddr + map->runs[mid].len <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo == map->nr_runs || map->runs[lo].vaddr > vaddr || map->runs[lo].remote)
 		return NULL;
 	return &map->runs[lo];

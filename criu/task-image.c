@@ -741,6 +741,20 @@ static int collect_mm_ext(struct task_image *ti)
 
 /* ------------------------------------------------------------- pagemap ---- */
 
+unsigned int page_run_after(const struct page_run *runs, unsigned int nr_runs, uint64_t addr)
+{
+	unsigned int lo = 0, hi = nr_runs, mid;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (runs[mid].vaddr + runs[mid].len <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 void page_map_free(struct page_map *map)
 {
 	free(map->runs);

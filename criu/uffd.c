@@ -816,16 +816,7 @@ static int watch(struct lazy_daemon *d, int fd, struct lazy_watch *w)
 /* The first run ending after addr. */
 static unsigned int run_after(const struct lazy_task *t, uint64_t addr)
 {
-	unsigned int lo = 0, hi = t->nr_runs, mid;
-
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if (t->runs[mid].vaddr + t->runs[mid].len <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return page_run_after(t->runs, t->nr_runs, addr);
 }
 
 static int runs_reserve(struct lazy_task *t, unsigned int more)

@@ -662,7 +662,7 @@ TESTS = {
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
     'remote_lazy_threads': dict(REMOTE_LAZY, bin='lazy_threads', lazy_faults=True),
     'remote_lazy_source_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
-                                      mode='remote_lazy_source_killed',
+                                      mode='remote_lazy_killed', kill='source',
                                       test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
     # upstream's lazy-pages daemon and restore take the pages from our source. The other
     # way round is not tested: CRIU 4.2's dump --lazy-pages fails its first PS_IOV_GET
@@ -670,7 +670,7 @@ TESTS = {
     'cross_us2up_remote_lazy': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_daemon='upstream',
                                     setsid=True),
     'remote_lazy_daemon_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
-                                      mode='remote_lazy_daemon_killed',
+                                      mode='remote_lazy_killed', kill='daemon',
                                       test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
     'remote_lazy_restore_not_lazy': dict(REMOTE_LAZY, bin='mem_anon_private',
                                          mode='remote_lazy_not_lazy',
@@ -1582,6 +1582,17 @@ class TestFailure(Exception):
         self.log = log
 
 
+def wait_criu(proc, what, log):
+    """The exit code of a criu started with Popen; killed, and the test failed, when it
+    does not finish in CRIU_TIMEOUT."""
+    try:
+        return proc.wait(timeout=CRIU_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise TestFailure('%s did not finish in %d s' % (what, CRIU_TIMEOUT), log)
+
+
 def free_tcp_port():
     """A loopback TCP port nobody listens on now."""
     with socket.socket() as sk:
@@ -2471,13 +2482,7 @@ class TestRun:
     def wait_lazy_daemon(self):
         """The daemon exits by itself, with 0, once every page is in."""
         daemon, self.lazy_daemon = self.lazy_daemon, None
-        try:
-            code = daemon.wait(timeout=CRIU_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-            raise TestFailure('criu lazy-pages did not finish in %d s' % CRIU_TIMEOUT,
-                              'lazy-pages.log')
+        code = wait_criu(daemon, 'criu lazy-pages', 'lazy-pages.log')
         if code != 0:
             raise TestFailure('criu lazy-pages exited %d: %s' % (
                 code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
@@ -2549,13 +2554,7 @@ class TestRun:
 
     def wait_lazy_source(self, expect_code=0):
         source, self.lazy_source = self.lazy_source, None
-        try:
-            code = source.wait(timeout=CRIU_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            source.kill()
-            source.wait()
-            raise TestFailure('dump --lazy-pages did not exit once the daemon had every page',
-                              'dump.log')
+        code = wait_criu(source, 'dump --lazy-pages', 'dump.log')
         if code != expect_code:
             raise TestFailure('dump --lazy-pages exited %d: %s'
                               % (code, self.last_log_error('dump.log')), 'dump.log')
@@ -2592,61 +2591,45 @@ class TestRun:
             self.expect_restored_pid(source)
         self.finish_and_judge()
 
-    def run_remote_lazy_source_killed(self):
-        """The source dies while pages are still missing: the restored tree is killed, the
-        daemon saying why; the dumped tree, no longer traced, runs on and passes."""
+    def run_remote_lazy_killed(self):
+        """One end of the transfer dies while pages are still missing ('kill': 'source' or
+        'daemon'): the restored tree is killed, the daemon's log saying why. The source
+        killed: the daemon exits 1 naming it. The daemon killed: the dump, left without a
+        word, fails (exit 1, no inventory.img). Either way the dumped tree, no longer
+        traced, runs on and passes."""
         source = self.pid
         self.start_lazy_source()
         self.start_lazy_daemon()
         os.unlink(self.pidfile)
         self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
                   'restore.log')
-        self.lazy_source.kill()
-        self.lazy_source.wait()
-        self.lazy_source = None
         daemon, self.lazy_daemon = self.lazy_daemon, None
-        code = daemon.wait(timeout=CRIU_TIMEOUT)
-        said = self.last_log_error('lazy-pages.log')
-        if code != 1 or 'dump\'s source' not in said:
-            raise TestFailure('criu lazy-pages exited %d after its source died: %s'
-                              % (code, said), 'lazy-pages.log')
+        if self.desc['kill'] == 'source':
+            self.lazy_source.kill()
+            self.lazy_source.wait()
+            self.lazy_source = None
+            code, said = daemon.wait(timeout=CRIU_TIMEOUT), self.last_log_error('lazy-pages.log')
+            if code != 1 or 'dump\'s source' not in said:
+                raise TestFailure('criu lazy-pages exited %d after its source died: %s'
+                                  % (code, said), 'lazy-pages.log')
+        else:
+            daemon.kill()
+            daemon.wait()
+            self.wait_lazy_source(expect_code=1)
+            if 'lazy-pages daemon' not in self.last_log_error('dump.log'):
+                raise TestFailure('the dump does not say why it failed: '
+                                  + self.last_log_error('dump.log'), 'dump.log')
+            if os.path.exists(os.path.join(self.img, 'inventory.img')):
+                raise TestFailure('the failed dump left inventory.img', 'dump.log')
         if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
             raise TestFailure('the daemon\'s log does not say why the task was killed',
                               'lazy-pages.log')
         with open(self.pidfile) as pidfile:
-            restored = int(pidfile.read().split()[0])
-        self.pid, self.is_child = restored, True
-        status = self.wait_exit()
-        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
-            raise TestFailure('the restored tree was not killed with its source: wait status '
-                              '%#x' % status, 'lazy-pages.log')
-        self.pid = source
-        self.finish_and_judge()
-
-    def run_remote_lazy_daemon_killed(self):
-        """The daemon dies mid-transfer: its guardian kills the restored tree; the dump, left
-        without a word, fails (exit 1, no inventory.img) and its tree runs on and passes."""
-        source = self.pid
-        self.start_lazy_source()
-        self.start_lazy_daemon()
-        os.unlink(self.pidfile)
-        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
-                  'restore.log')
-        daemon, self.lazy_daemon = self.lazy_daemon, None
-        daemon.kill()
-        daemon.wait()
-        self.wait_lazy_source(expect_code=1)
-        if 'lazy-pages daemon' not in self.last_log_error('dump.log'):
-            raise TestFailure('the dump does not say why it failed: '
-                              + self.last_log_error('dump.log'), 'dump.log')
-        if os.path.exists(os.path.join(self.img, 'inventory.img')):
-            raise TestFailure('the failed dump left inventory.img', 'dump.log')
-        with open(self.pidfile) as pidfile:
             self.pid, self.is_child = int(pidfile.read().split()[0]), True
         status = self.wait_exit()
         if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
-            raise TestFailure('the restored tree was not killed with its daemon: wait status '
-                              '%#x' % status, 'lazy-pages.log')
+            raise TestFailure('the restored tree was not killed: wait status %#x' % status,
+                              'lazy-pages.log')
         self.pid = source
         self.finish_and_judge()
 

@@ -163,5 +163,7 @@ int page_map_read_chain(enum cr_img_type type, unsigned long id, struct page_map
 /* The parent images directory's, as page_map_read_chain() (its levels counted from 1). */
 int page_map_read_parent(enum cr_img_type type, unsigned long id, struct page_map *map);
 void page_map_free(struct page_map *map);
+/* The first of runs (sorted by address, not overlapping) that ends after addr; nr_runs: none. */
+unsigned int page_run_after(const struct page_run *runs, unsigned int nr_runs, uint64_t addr);
 
 #endif

@@ -720,7 +720,7 @@ TESTS = {
     # what a page server cannot store: the session ends, exit 1 with the reason
     'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                        'ps_command': (1 << 16 | 6, 1),  # ADD_F, PE_PARENT
-                                       'expect': 'only stored pages are supported'},
+                                       'expect': 'which do not hold pagemap'},
     'page_server_refuses_get': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                 'ps_command': (7, 1),  # PS_IOV_GET
                                 'expect': 'command 0x7 is not supported'},
@@ -2474,10 +2474,18 @@ class TestRun:
         takes the pages the dump left in the tree from it (--page-server)."""
         err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
         env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
+        # upstream's restore does not wait for the socket: its daemon is waited for
+        ready_r, ready_w = os.pipe() if binary != CRIU else (-1, -1)
         self.lazy_daemon = subprocess.Popen(
             [binary, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'] +
-            self.lazy_daemon_args, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
+            self.lazy_daemon_args + (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+            pass_fds=[ready_w] if ready_w >= 0 else [])
         err.close()
+        if ready_w >= 0:
+            os.close(ready_w)
+            select.select([ready_r], [], [], CRIU_TIMEOUT)
+            os.close(ready_r)
 
     def wait_lazy_daemon(self):
         """The daemon exits by itself, with 0, once every page is in."""

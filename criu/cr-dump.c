@@ -1472,6 +1472,11 @@ int cr_pre_dump_tasks(pid_t pid)
 	mem_dump_init(&stats.mem);
 	stats.mem.protect = true;
 	ret = link_parent_images(&stats.mem);
+	/* As for a dump: a server that does not listen leaves the tree as it was. */
+	if (!ret && opts.use_page_server) {
+		stats.mem.page_server_sk = page_server_connect();
+		ret = stats.mem.page_server_sk < 0 ? stats.mem.page_server_sk : 0;
+	}
 	if (ret)
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
@@ -1489,6 +1494,8 @@ int cr_pre_dump_tasks(pid_t pid)
 		ret = pre_dump_one_task(dump_tasks[i], &stats);
 		stats.memdump_us += usec_since(&start);
 	}
+	if (!ret && stats.mem.page_server_sk >= 0)
+		ret = page_server_finish(stats.mem.page_server_sk);
 	if (ret)
 		pre_dump_undo();
 out:

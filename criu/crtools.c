@@ -138,26 +138,22 @@ int daemonize(void)
 }
 
 /*
- * --page-server on dump: the server's address and port. With --prev-images-dir the dump
- * reads the parent's pagemaps here and the server must have the same parent images
- * (page-server --prev-images-dir); a pre-dump's pagemap would be the server's only, so
- * pre-dumps go into their images directory, copied to the server's side afterwards.
+ * --page-server on dump and pre-dump: the server's address and port. With
+ * --prev-images-dir the dump reads what its parent holds from the parent's pagemaps here
+ * (a pre-dump --page-server keeps them), and the server must have the same parent images
+ * (page-server --prev-images-dir).
  */
 static int check_page_server_dump(const char *command)
 {
-	if (strcmp(command, "dump")) {
-		fprintf(stderr, "Error: %s --page-server is not supported: pre-dump into the "
-				"images directory, then copy it\n",
+	if (opts.auto_dedup) {
+		fprintf(stderr, "Error: %s --page-server --auto-dedup is not supported: the "
+				"parent images the holes would go in are the server's\n",
 			command);
 		return -1;
 	}
-	if (opts.auto_dedup) {
-		fprintf(stderr, "Error: dump --page-server --auto-dedup is not supported: the "
-				"parent images the holes would go in are the server's\n");
-		return -1;
-	}
 	if (!opts.ps_address || !opts.ps_port) {
-		fprintf(stderr, "Error: dump --page-server needs the server's --address and --port\n");
+		fprintf(stderr, "Error: %s --page-server needs the server's --address and --port\n",
+			command);
 		return -1;
 	}
 	return 0;

@@ -583,8 +583,9 @@ static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, u
 			    struct mem_dump_ctx *ctx)
 {
 	pw->stats = &ctx->stats;
+	/* A pre-dump's pagemap (protect) stays here too: the next dump reads it. */
 	return page_xfer_open(&pw->xfer, ctx->page_server_sk, map_type, map_id,
-			      ctx->next_pages_id++);
+			      ctx->next_pages_id++, ctx->protect ? PAGE_XFER_KEEP_PAGEMAP : 0);
 }
 
 static void close_page_writer(struct page_writer *pw)

@@ -314,7 +314,7 @@ static int ps_open_pagemap(struct ps_session *s, uint64_t dst_id)
 	s->has_parent = ps_parent_has(dst_id);
 	pr_info("page server: pagemap %s %llu\n", type == CR_IMG_PAGEMAP ? "of task" : "shmem",
 		(unsigned long long)(dst_id >> PS_TYPE_BITS));
-	return page_xfer_open(&s->xfer, -1, type, dst_id >> PS_TYPE_BITS, s->next_pages_id++);
+	return page_xfer_open(&s->xfer, -1, type, dst_id >> PS_TYPE_BITS, s->next_pages_id++, 0);
 }
 
 static ssize_t fill_from_socket(void *arg, char *buf, size_t len)

@@ -908,10 +908,24 @@ static int read_page_entries(struct page_map_reader *rd, struct cr_img *img, str
 	return ret;
 }
 
-/* The size of pages-ID.img, which bounds every run. */
-static int pages_image_size(int dir_fd, uint32_t pages_id, uint64_t *size)
+/*
+ * The size of pages-ID.img, which bounds every run. A parent level without it is a
+ * pre-dump --page-server's (its pages are the server's, its pagemap was kept here): its
+ * runs are only known, never read here (a restore of it fails to open the image).
+ */
+static int pages_image_size(int dir_fd, uint32_t pages_id, unsigned int level, uint64_t *size)
 {
-	struct cr_img *img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, pages_id);
+	struct cr_img *img;
+	char name[64];
+
+	img_name(CR_IMG_PAGES, pages_id, name, sizeof(name));
+	if (level && faccessat(dir_fd, name, F_OK, 0) && errno == ENOENT) {
+		pr_info("parent images (level %u): no %s, its pages went to a page server\n", level,
+			name);
+		*size = UINT64_MAX;
+		return 0;
+	}
+	img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, pages_id);
 
 	if (!img)
 		return -EIO;
@@ -963,7 +977,7 @@ static int page_map_read_level(enum cr_img_type type, unsigned long id, unsigned
 		map->level_pages_id[level] = head->pages_id;
 		map->nr_levels = level + 1;
 		pb_free(img, head);
-		ret = pages_image_size(dir_fd, map->pages_id, &pages_size);
+		ret = pages_image_size(dir_fd, map->pages_id, level, &pages_size);
 	}
 	if (!ret)
 		ret = read_page_entries(&rd, img, map, pages_size);

@@ -730,6 +730,8 @@ TESTS = {
     # a dump whose parent is a pre-dump the server's side has too (--prev-images-dir there)
     'page_server_chain': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
                           'pre_dumps': 2},
+    'page_server_chain_pre_dumps': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                    'pre_dumps': 2, 'ps_pre_dump': True},
     'page_server_chain_no_parent': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
                                     'pre_dumps': 2, 'ps_no_parent': True,
                                     'expect': "the page server's parent images hold no pagemap"},
@@ -1225,11 +1227,10 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['lazy-pages', '--page-server'],
         'stderr': "Error: lazy-pages --page-server needs the dump's --port (and --address)\n"},
     # the page server: what it cannot do is refused with one line
-    'cli_pre_dump_page_server_refused': {
+    'cli_pre_dump_page_server_no_port': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--page-server', '--address',
-                                         '127.0.0.1', '--port', '1'],
-        'stderr': 'Error: pre-dump --page-server is not supported: pre-dump into the images '
-                  'directory, then copy it\n'},
+                                         '127.0.0.1'],
+        'stderr': "Error: pre-dump --page-server needs the server's --address and --port\n"},
     'cli_dump_page_server_no_port': {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--page-server', '--address',
                                          '127.0.0.1'],
@@ -2790,12 +2791,13 @@ class TestRun:
 
     run_tty = run_default
 
-    def pre_dump(self, nr, parent):
+    def pre_dump(self, nr, parent, extra=()):
         """criu pre-dump into {img}-preN (parent: the one before, relative to -D); the
         images decode with crit and the task runs on."""
         img = '%s-pre%d' % (self.img, nr)
         os.makedirs(img, exist_ok=True)
-        extra = ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
+        extra = list(extra)
+        extra += ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
         extra += self.desc.get('pre_dump_args', [])
         self.criu('pre-dump', ['-t', str(self.pid), '-D', img] + extra, 'pre-dump-%d.log' % nr)
         errors, _ = CRIT.check(img, os.path.join(self.out, 'crit-pre%d' % nr))
@@ -2853,10 +2855,10 @@ class TestRun:
         self.expect_tree_restored()
         self.finish_and_judge()
 
-    def start_page_server(self, binary=CRIU, extra=()):
-        """criu page-server into {img}-ps on a free loopback port, started once it listens
-        (--status-fd); returns the port."""
-        port, ps_dir = free_tcp_port(), self.img + '-ps'
+    def start_page_server(self, binary=CRIU, extra=(), ps_dir=None):
+        """criu page-server into {img}-ps (or ps_dir) on a free loopback port, started once
+        it listens (--status-fd); returns the port."""
+        port, ps_dir = free_tcp_port(), ps_dir or self.img + '-ps'
         os.makedirs(ps_dir, exist_ok=True)
         ready_r, ready_w = os.pipe()
         env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
@@ -2915,15 +2917,29 @@ class TestRun:
         same one); then criu page-server --prev-images-dir naming it and dump --page-server
         --prev-images-dir: the server stores PE_PARENT for what the pre-dump holds, restore
         follows the chain. 'ps_no_parent': the server has no parent images, the dump fails
-        saying so, the server exits 1 and the tree runs on."""
-        pid, parent = self.pid, None
+        saying so, the server exits 1 and the tree runs on. 'ps_pre_dump': the pre-dumps
+        go through page servers too ({img}-psN, each the parent of the next), keeping only
+        their pagemaps in {img}-preN; the restore is of the server's side."""
+        pid, parent, server_parent = self.pid, None, None
         for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
-            parent = self.pre_dump(nr, parent)
+            extra = []
+            if self.desc.get('ps_pre_dump'):
+                ps_dir = '%s-ps%d' % (self.img, nr)
+                port = self.start_page_server(extra=['--prev-images-dir', '../' + server_parent]
+                                              if server_parent else [], ps_dir=ps_dir)
+                extra = ['--page-server', '--address', '127.0.0.1', '--port', str(port)]
+                server_parent = os.path.basename(ps_dir)
+            parent = self.pre_dump(nr, parent, extra)
+            if self.desc.get('ps_pre_dump'):
+                self.wait_page_server(CRIU)
+                if any(n.startswith('pages-') for n in os.listdir(parent)):
+                    raise TestFailure('pre-dump --page-server wrote pages into its -D',
+                                      'pre-dump-%d.log' % nr)
             self.wait_step(nr)
         parent = os.path.basename(parent)
         no_parent = self.desc.get('ps_no_parent')
         port = self.start_page_server(
-            extra=[] if no_parent else ['--prev-images-dir', '../' + parent])
+            extra=[] if no_parent else ['--prev-images-dir', '../' + (server_parent or parent)])
         args = ['--page-server', '--address', '127.0.0.1', '--port', str(port),
                 '--prev-images-dir', '../' + parent]
         if no_parent:
@@ -2951,9 +2967,16 @@ class TestRun:
                                capture_output=True, text=True).stdout
         if 'PE_PARENT' not in shown:
             raise TestFailure('the server stored no run of the parent images', 'dump.log')
-        for name in os.listdir(ps_dir):
-            if name.endswith('.img'):
-                shutil.copy(os.path.join(ps_dir, name), self.img)
+        if server_parent:
+            # the pages are all on the server's side: the dump's other images join them
+            for name in os.listdir(self.img):
+                if name.endswith('.img'):
+                    shutil.copy(os.path.join(self.img, name), ps_dir)
+            self.img = ps_dir
+        else:
+            for name in os.listdir(ps_dir):
+                if name.endswith('.img'):
+                    shutil.copy(os.path.join(ps_dir, name), self.img)
         self.restore(pid)
         self.finish_and_judge()
 

@@ -732,6 +732,9 @@ TESTS = {
                           'pre_dumps': 2},
     'page_server_chain_pre_dumps': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
                                     'pre_dumps': 2, 'ps_pre_dump': True},
+    'cross_us2up_page_server_chain': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                      'pre_dumps': 2, 'ps_pre_dump': True,
+                                      'ps_upstream_server': True},
     'page_server_chain_no_parent': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
                                     'pre_dumps': 2, 'ps_no_parent': True,
                                     'expect': "the page server's parent images hold no pagemap"},
@@ -2921,17 +2924,18 @@ class TestRun:
         go through page servers too ({img}-psN, each the parent of the next), keeping only
         their pagemaps in {img}-preN; the restore is of the server's side."""
         pid, parent, server_parent = self.pid, None, None
+        server = UPSTREAM_CRIU if self.desc.get('ps_upstream_server') else CRIU
         for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
             extra = []
             if self.desc.get('ps_pre_dump'):
                 ps_dir = '%s-ps%d' % (self.img, nr)
-                port = self.start_page_server(extra=['--prev-images-dir', '../' + server_parent]
-                                              if server_parent else [], ps_dir=ps_dir)
+                port = self.start_page_server(server, ['--prev-images-dir', '../' + server_parent]
+                                              if server_parent else [], ps_dir)
                 extra = ['--page-server', '--address', '127.0.0.1', '--port', str(port)]
                 server_parent = os.path.basename(ps_dir)
             parent = self.pre_dump(nr, parent, extra)
             if self.desc.get('ps_pre_dump'):
-                self.wait_page_server(CRIU)
+                self.wait_page_server(server)
                 if any(n.startswith('pages-') for n in os.listdir(parent)):
                     raise TestFailure('pre-dump --page-server wrote pages into its -D',
                                       'pre-dump-%d.log' % nr)
@@ -2939,7 +2943,7 @@ class TestRun:
         parent = os.path.basename(parent)
         no_parent = self.desc.get('ps_no_parent')
         port = self.start_page_server(
-            extra=[] if no_parent else ['--prev-images-dir', '../' + (server_parent or parent)])
+            server, extra=[] if no_parent else ['--prev-images-dir', '../' + (server_parent or parent)])
         args = ['--page-server', '--address', '127.0.0.1', '--port', str(port),
                 '--prev-images-dir', '../' + parent]
         if no_parent:
@@ -2957,7 +2961,7 @@ class TestRun:
             self.wait_exit()
             return None
         self.dump(args)
-        self.wait_page_server(CRIU)
+        self.wait_page_server(server)
         ps_dir = self.img + '-ps'
         errors, _ = CRIT.check(ps_dir, os.path.join(self.out, 'crit-ps'))
         if errors and self.crit_failure is None:

@@ -329,6 +329,16 @@ def parent_link_to_empty_dir(img_dir, pid):
     os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
 
 
+def parent_without_pages(img_dir, pid):
+    """The first run of pages is in the parent images, which hold the task's pagemap but no
+    pages image (as a pre-dump --page-server leaves its -D)."""
+    parent = os.path.join(img_dir, '..', 'pagemap-only-parent')
+    os.makedirs(parent)
+    shutil.copy(os.path.join(img_dir, 'pagemap-%d.img' % pid), parent)
+    pages_in_parent(img_dir, pid)
+    os.symlink('../pagemap-only-parent', os.path.join(img_dir, 'parent'))
+
+
 def first_pre_dump_punched(img_dir, nr_pages=24):
     """Deduplicated: the first pre-dump's pages image lost the nr_pages stored again later
     to holes (mem_predump_changes rewrites 16 after it, then 8 after the second)."""
@@ -936,6 +946,9 @@ TESTS = {
                                    'corrupt': inventory_version_1, 'expect': 'inventory.img'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
+    'restore_fail_parent_pages_missing': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_without_pages,
+        'expect': 'pages-'},
     'restore_fail_parent_pagemap_missing': {
         'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_link_to_empty_dir,
         'expect': 'parent images (level 1): no pagemap-'},

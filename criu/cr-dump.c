@@ -1399,6 +1399,7 @@ static int write_stats(const struct dump_stats *stats)
 		.pages_scanned = stats->mem.stats.pages_scanned,
 		.pages_written = stats->mem.stats.pages_written,
 		.pages_in_parent = stats->mem.stats.pages_in_parent,
+		.pages_lazy = stats->mem.stats.pages_lazy,
 		.shpages_scanned = stats->mem.stats.shpages_scanned,
 		.shpages_written = stats->mem.stats.shpages_written,
 	};

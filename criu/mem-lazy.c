@@ -98,8 +98,7 @@ static uint64_t run_end(const struct mem_lazy_task *t, uint64_t vaddr)
  */
 static int lazy_get(void *arg, uint64_t img_pid, uint64_t vaddr, uint64_t *nr_pages, void *buf)
 {
-	const struct mem_dump_ctx *ctx = arg;
-	struct mem_lazy_task *t = find_task(ctx, img_pid);
+	struct mem_lazy_task *t = find_task(arg, img_pid);
 	uint64_t end = t ? run_end(t, vaddr) : 0, len;
 	char path[64];
 	ssize_t got;
@@ -130,18 +129,9 @@ static int lazy_get(void *arg, uint64_t img_pid, uint64_t vaddr, uint64_t *nr_pa
 	return 0;
 }
 
-int mem_lazy_serve(const struct mem_dump_ctx *ctx, int listen_sk)
+int mem_lazy_serve(struct mem_dump_ctx *ctx, int listen_sk)
 {
-	uint64_t pages = 0;
-	unsigned int i, j;
-
-	for (i = 0; i < ctx->nr_lazy_tasks; i++) {
-		const struct mem_lazy_task *t = ctx->lazy_tasks[i];
-
-		for (j = 0; j < t->nr_runs; j++)
-			pages += (t->runs[2 * j + 1] - t->runs[2 * j]) / PAGE_SIZE;
-	}
-	pr_info("serving %llu lazy pages of %u tasks on %s\n", (unsigned long long)pages,
-		ctx->nr_lazy_tasks, page_server_name());
-	return page_server_serve_lazy(listen_sk, lazy_get, (void *)ctx);
+	pr_info("serving %llu lazy pages of %u tasks on %s\n",
+		(unsigned long long)ctx->stats.pages_lazy, ctx->nr_lazy_tasks, page_server_name());
+	return page_server_serve_lazy(listen_sk, lazy_get, ctx);
 }

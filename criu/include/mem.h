@@ -99,7 +99,7 @@ int mem_lazy_add_run(struct mem_lazy_task *t, uint64_t vaddr, uint64_t nr_pages)
  * tasks' memory to the criu lazy-pages --page-server that connects to listen_sk, until it
  * has them all. 0, or -errno after one line (the daemon went away before the end).
  */
-int mem_lazy_serve(const struct mem_dump_ctx *ctx, int listen_sk);
+int mem_lazy_serve(struct mem_dump_ctx *ctx, int listen_sk);
 void mem_lazy_free(struct mem_dump_ctx *ctx);
 
 /* Whether the pages of shared memory object shmid are stored in this dump already. */

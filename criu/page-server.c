@@ -141,16 +141,16 @@ int page_server_finish(int sk)
 static int ps_lazy_get(int sk, struct ps_iov *pi, ps_lazy_get_fn get, void *arg, void *buf)
 {
 	uint64_t nr = pi->nr_pages < PS_LAZY_MAX_PAGES ? pi->nr_pages : PS_LAZY_MAX_PAGES;
-	int ret = nr ? get(arg, pi->dst_id, pi->vaddr, &nr, buf) : -EINVAL;
+	int ret;
 
-	if (!nr && !ret)
-		ret = -EINVAL;
-	if (ret) {
-		if (!pi->nr_pages)
-			pr_err("lazy source: a request for no pages at %#llx\n",
-			       (unsigned long long)pi->vaddr);
-		return ret;
+	if (!nr) {
+		pr_err("lazy source: a request for no pages at %#llx\n",
+		       (unsigned long long)pi->vaddr);
+		return -EINVAL;
 	}
+	ret = get(arg, pi->dst_id, pi->vaddr, &nr, buf);
+	if (ret)
+		return ret;
 	pi->cmd = PE_PRESENT << PS_CMD_BITS | PS_IOV_ADD_F;
 	pi->nr_pages = nr;
 	ret = ps_send(sk, pi, sizeof(*pi));

@@ -158,13 +158,15 @@ static const struct cr_option options[] = {
 	FLAG("auto-dedup", 0, auto_dedup,
 	     "punch holes in the parent images for the pages this dump stores again"),
 	FLAG("page-server", 0, use_page_server,
-	     "dump: send the pages to the page server at --address:--port"),
+	     "dump: send the pages to the page server at --address:--port; lazy-pages: take "
+	     "what a dump --lazy-pages there left"),
 	STRING("address", 0, ps_address, "ADDR",
 	       "the page server's address (page-server: listen there, default: all)"),
 	CALL("port", 0, required_argument, set_port, "PORT", "the page server's TCP port"),
 	REFUSED("ps-socket", 0, required_argument),
 	SWITCH("lazy-pages", 0, lazy_pages,
-	       "restore: leave private memory to the criu lazy-pages daemon"),
+	       "restore: leave private memory to the criu lazy-pages daemon; dump: leave it in "
+	       "the frozen tree, served on --port"),
 	REFUSED_FLAG("stream", 0),
 	/* values this criu has exactly one of */
 	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",

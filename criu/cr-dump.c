@@ -1497,6 +1497,7 @@ static int write_stats(const struct dump_stats *stats)
 		.pages_scanned = stats->mem.stats.pages_scanned,
 		.pages_written = stats->mem.stats.pages_written,
 		.pages_in_parent = stats->mem.stats.pages_in_parent,
+		.pages_lazy = stats->mem.stats.pages_lazy,
 		.shpages_scanned = stats->mem.stats.shpages_scanned,
 		.shpages_written = stats->mem.stats.shpages_written,
 	};
@@ -1513,25 +1514,13 @@ static int write_stats(const struct dump_stats *stats)
  */
 static int link_parent_images(struct mem_dump_ctx *mem)
 {
-	int fd;
+	int ret;
 
 	if (!opts.prev_images_dir)
 		return 0;
-	if (unlinkat(images_dir_fd, "parent", 0) && errno != ENOENT) {
-		pr_perror("cannot remove the old parent link");
-		return -errno;
-	}
-	if (symlinkat(opts.prev_images_dir, images_dir_fd, "parent")) {
-		pr_perror("cannot link the parent images %s", opts.prev_images_dir);
-		return -errno;
-	}
-	fd = images_chain_dir(1);
-	if (fd < 0) {
-		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n",
-		       opts.prev_images_dir);
-		return fd;
-	}
-	close(fd);
+	ret = images_link_parent(opts.prev_images_dir);
+	if (ret)
+		return ret;
 	mem->parent = true;
 	mem->auto_dedup = opts.auto_dedup;
 	return 0;
@@ -1582,6 +1571,11 @@ int cr_pre_dump_tasks(pid_t pid)
 	mem_dump_init(&stats.mem);
 	stats.mem.protect = true;
 	ret = link_parent_images(&stats.mem);
+	/* As for a dump: a server that does not listen leaves the tree as it was. */
+	if (!ret && opts.use_page_server) {
+		stats.mem.page_server_sk = page_server_connect();
+		ret = stats.mem.page_server_sk < 0 ? stats.mem.page_server_sk : 0;
+	}
 	if (ret)
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
@@ -1599,6 +1593,8 @@ int cr_pre_dump_tasks(pid_t pid)
 		ret = pre_dump_one_task(dump_tasks[i], &stats);
 		stats.memdump_us += usec_since(&start);
 	}
+	if (!ret && stats.mem.page_server_sk >= 0)
+		ret = page_server_finish(stats.mem.page_server_sk);
 	if (ret)
 		pre_dump_undo();
 out:
@@ -1611,10 +1607,28 @@ out:
 	return ret ? -1 : 0;
 }
 
+/*
+ * dump --lazy-pages, the images written: the lazy-pages daemon gets the pages left in the
+ * tree. Should it go away before it has them all, the tree runs again and the images are
+ * no dump (inventory.img removed): its copy was being killed, this one is the only one.
+ */
+static int serve_lazy_pages(struct mem_dump_ctx *mem, int listen_sk)
+{
+	int ret;
+
+	/* --status-fd: the images are complete, the daemon may connect now. */
+	report_status_ready();
+	ret = mem_lazy_serve(mem, listen_sk);
+	if (ret)
+		remove_old_inventory();
+	return ret;
+}
+
 int cr_dump_tasks(pid_t pid)
 {
 	struct dump_stats stats = { 0 };
 	bool files_open = false;
+	int lazy_sk = -1; /* dump --lazy-pages: where the lazy-pages daemon connects */
 	int ret;
 
 	pr_info("Dumping process %d\n", pid);
@@ -1631,6 +1645,12 @@ int cr_dump_tasks(pid_t pid)
 	if (!ret && opts.use_page_server) {
 		stats.mem.page_server_sk = page_server_connect();
 		ret = stats.mem.page_server_sk < 0 ? stats.mem.page_server_sk : 0;
+	}
+	/* The same for the port dump --lazy-pages serves its pages on. */
+	if (!ret && opts.lazy_pages) {
+		lazy_sk = page_server_listen();
+		ret = lazy_sk < 0 ? -EADDRNOTAVAIL : 0;
+		stats.mem.lazy = true;
 	}
 	if (ret)
 		goto out;
@@ -1722,7 +1742,11 @@ int cr_dump_tasks(pid_t pid)
 	ret = run_action_scripts(ACT_POST_DUMP, pid);
 	if (ret)
 		remove_old_inventory();
+	if (!ret && lazy_sk >= 0)
+		ret = serve_lazy_pages(&stats.mem, lazy_sk);
 out:
+	if (lazy_sk >= 0)
+		close(lazy_sk);
 	if (files_open)
 		files_dump_fini();
 	memfd_dump_fini();

@@ -138,39 +138,55 @@ int daemonize(void)
 }
 
 /*
- * --page-server on dump: the server's address and port. A pre-dump chain would need the
- * server to keep parent images: refused, as is a dump that names a parent.
+ * --page-server on dump and pre-dump: the server's address and port. With
+ * --prev-images-dir the dump reads what its parent holds from the parent's pagemaps here
+ * (a pre-dump --page-server keeps them), and the server must have the same parent images
+ * (page-server --prev-images-dir).
  */
 static int check_page_server_dump(const char *command)
 {
-	if (strcmp(command, "dump")) {
-		fprintf(stderr, "Error: %s --page-server is not supported: pre-dump into the "
-				"images directory, then copy it\n",
+	if (opts.auto_dedup) {
+		fprintf(stderr, "Error: %s --page-server --auto-dedup is not supported: the "
+				"parent images the holes would go in are the server's\n",
 			command);
 		return -1;
 	}
-	if (opts.prev_images_dir) {
-		fprintf(stderr, "Error: dump --page-server with --prev-images-dir is not supported: "
-				"the page server keeps no parent images\n");
-		return -1;
-	}
 	if (!opts.ps_address || !opts.ps_port) {
-		fprintf(stderr, "Error: dump --page-server needs the server's --address and --port\n");
+		fprintf(stderr, "Error: %s --page-server needs the server's --address and --port\n",
+			command);
 		return -1;
 	}
 	return 0;
 }
 
+/*
+ * dump --lazy-pages: the private pages stay in the frozen tree, served on --port to a
+ * criu lazy-pages --page-server. They go nowhere else: not to a page server, not split
+ * between a parent's images and the tree.
+ */
+static int check_lazy_dump(const char *command)
+{
+	const char *why = NULL;
+
+	if (strcmp(command, "dump"))
+		why = "a pre-dump stores pages; only dump leaves them in the tree";
+	else if (opts.use_page_server)
+		why = "the pages stay in the tree, they are sent to no page server";
+	else if (opts.prev_images_dir)
+		why = "the pages stay in the tree, none are taken from parent images";
+	else if (!opts.ps_port)
+		why = "it needs --port to serve the pages on";
+	if (!why)
+		return 0;
+	fprintf(stderr, "Error: %s --lazy-pages: %s\n", command, why);
+	return -1;
+}
+
 /* dump and pre-dump: a -t PID that exists, the images dir and the log. 0 or -1 (said). */
 static int open_dump(const char *command)
 {
-	if (opts.lazy_pages) {
-		fprintf(stderr, "Error: %s --lazy-pages (pages served to a remote lazy-pages daemon) "
-				"is not supported: dump writes every page; restore lazily with "
-				"restore --lazy-pages\n",
-			command);
+	if (opts.lazy_pages && check_lazy_dump(command))
 		return -1;
-	}
 	if (!opts.tree_pid) {
 		fprintf(stderr, "Error: %s needs a process: -t PID\n", command);
 		return -1;
@@ -222,9 +238,9 @@ static int run_lazy_pages(char **args)
 	int ret;
 
 	(void)args;
-	if (opts.use_page_server) {
-		fprintf(stderr, "Error: lazy-pages --page-server is not supported: the pages are "
-				"served from the images directory\n");
+	if (opts.use_page_server && !opts.ps_port) {
+		fprintf(stderr, "Error: lazy-pages --page-server needs the dump's --port (and "
+				"--address)\n");
 		return 1;
 	}
 	if (open_dirs_and_log(false))
@@ -240,16 +256,17 @@ static int run_page_server(char **args)
 	int ret;
 
 	(void)args;
-	if (opts.lazy_pages) {
-		fprintf(stderr, "Error: page-server --lazy-pages is not supported: lazy restores "
-				"are served from an images directory (criu lazy-pages)\n");
-		return 1;
-	}
 	if (!opts.ps_port) {
 		fprintf(stderr, "Error: page-server needs --port\n");
 		return 1;
 	}
-	if (open_dirs_and_log(true))
+	if (opts.lazy_pages && opts.prev_images_dir) {
+		fprintf(stderr, "Error: page-server --lazy-pages serves the images in -D, whose "
+				"parent link they have: --prev-images-dir is for storing a dump\n");
+		return 1;
+	}
+	/* --lazy-pages reads the images of -D, as restore does; else it writes a dump's. */
+	if (open_dirs_and_log(!opts.lazy_pages))
 		return 1;
 	ret = cr_page_server();
 	log_fini();

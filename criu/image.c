@@ -244,6 +244,28 @@ int images_chain_dir(unsigned int level)
 	return fd;
 }
 
+int images_link_parent(const char *prev_dir)
+{
+	int fd;
+
+	if (unlinkat(images_dir_fd, "parent", 0) && errno != ENOENT) {
+		pr_perror("cannot remove the old parent link");
+		return -errno;
+	}
+	if (symlinkat(prev_dir, images_dir_fd, "parent")) {
+		pr_perror("cannot link the parent images %s", prev_dir);
+		return -errno;
+	}
+	fd = images_chain_dir(1);
+	if (fd < 0) {
+		pr_err("--prev-images-dir %s: not a directory of images (relative to -D)\n",
+		       prev_dir);
+		return fd;
+	}
+	close(fd);
+	return 0;
+}
+
 struct cr_img *open_image(enum cr_img_type type, int flags, unsigned long id)
 {
 	return open_image_at(images_dir_fd, type, flags, id);

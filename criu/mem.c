@@ -29,6 +29,7 @@
 #include "proc_parse.h"
 #include "sysv-shm.h"
 #include "task-image.h"
+#include "uffd.h"
 #include "vma.h"
 
 #include "ext.pb-c.h"
@@ -63,6 +64,7 @@ void mem_dump_fini(struct mem_dump_ctx *ctx)
 	if (ctx->page_server_sk >= 0)
 		close(ctx->page_server_sk);
 	ctx->page_server_sk = -1;
+	mem_lazy_free(ctx);
 	ctx->nr_shmem_dumped = 0;
 }
 
@@ -736,14 +738,16 @@ struct page_writer {
 	struct page_xfer xfer; /* into the images directory, or to the page server */
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
+	struct mem_lazy_task *lazy; /* dump --lazy-pages: where PE_LAZY runs are noted */
 };
 
 static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
 			    struct mem_dump_ctx *ctx)
 {
 	pw->stats = &ctx->stats;
+	/* A pre-dump's pagemap (protect) stays here too: the next dump reads it. */
 	return page_xfer_open(&pw->xfer, ctx->page_server_sk, map_type, map_id,
-			      ctx->next_pages_id++);
+			      ctx->next_pages_id++, ctx->protect ? PAGE_XFER_KEEP_PAGEMAP : 0);
 }
 
 static void close_page_writer(struct page_writer *pw)
@@ -904,6 +908,7 @@ struct private_scan {
 	uint64_t *pmes;
 	uint64_t zero_pfn;
 	int file_fd; /* the mapped file, to compare COW'ed pages of unaccounted VMAs; or -1 */
+	bool lazy_vma; /* dump --lazy-pages, a VMA restore leaves to the lazy-pages daemon */
 	const struct mem_dump_ctx *ctx;
 	/* With a parent images directory: its runs of this task, and what was written since. */
 	struct page_map parent;
@@ -914,7 +919,7 @@ struct private_scan {
 };
 
 /* How one page is dumped (PAGE_FAILED: logged, the dump fails). */
-enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT, PAGE_FAILED };
+enum page_kind { PAGE_SKIP, PAGE_STORE, PAGE_IN_PARENT, PAGE_LAZY, PAGE_FAILED };
 
 /* Whether the parent images hold the page at addr; addresses come in increasing order. */
 static bool parent_holds(struct private_scan *scan, uint64_t addr)
@@ -946,6 +951,9 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 	if (!page_worth_storing(pme, anon_only, scan->zero_pfn) ||
 	    (scan->file_fd >= 0 && page_equals_file(pw, scan->file_fd, ve, addr)))
 		return PAGE_SKIP;
+	/* dump --lazy-pages has no parent images (refused): the page stays in the tree. */
+	if (scan->lazy_vma)
+		return PAGE_LAZY;
 	if (!scan->has_parent || !parent_holds(scan, addr))
 		return PAGE_STORE;
 	if (!mem_written_has(&scan->written, addr))
@@ -967,6 +975,18 @@ static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long
 	return ret;
 }
 
+/* A run of nr_pages at vaddr left in the frozen tree for the lazy-pages daemon. */
+static int dump_lazy_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
+{
+	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_LAZY);
+
+	if (!ret)
+		ret = mem_lazy_add_run(pw->lazy, vaddr, nr_pages);
+	if (!ret)
+		pw->stats->pages_lazy += nr_pages;
+	return ret;
+}
+
 static int dump_run(struct page_writer *pw, enum page_kind kind, uint64_t vaddr,
 		    unsigned long nr_pages)
 {
@@ -974,6 +994,8 @@ static int dump_run(struct page_writer *pw, enum page_kind kind, uint64_t vaddr,
 		return 0;
 	if (kind == PAGE_IN_PARENT)
 		return dump_parent_run(pw, vaddr, nr_pages);
+	if (kind == PAGE_LAZY)
+		return dump_lazy_run(pw, vaddr, nr_pages);
 	return dump_page_run(pw, vaddr, vaddr, nr_pages);
 }
 
@@ -1049,6 +1071,17 @@ static bool vma_has_private_pages(const VmaEntry *ve)
 	       (ve->flags & MAP_TYPE) != MAP_DROPPABLE;
 }
 
+/* The VMA as restore will see it: whether restore --lazy-pages leaves it to the daemon. */
+static bool dump_vma_is_lazy(const struct dump_vma *dv)
+{
+	const VmaEntry *ve = &dv->e;
+	struct vma_image vma = { .start = ve->start, .end = ve->end, .madv = ve->madv,
+				 .prot = ve->prot, .flags = ve->flags, .status = ve->status,
+				 .locked = dv->locked };
+
+	return vma_is_lazy(&vma);
+}
+
 static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 			     const struct dump_vma *dvmas, unsigned int nr)
 {
@@ -1060,6 +1093,7 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 
 		if (!vma_has_private_pages(ve))
 			continue;
+		scan->lazy_vma = pw->lazy && dump_vma_is_lazy(&dvmas[i]);
 		scan->file_fd = -1;
 		if ((ve->status & VMA_FILE_PRIVATE) && (ve->status & VMA_AREA_NOT_ACCOUNTABLE))
 			scan->file_fd = open_map_files(scan->pid, ve, O_RDONLY);
@@ -1118,9 +1152,17 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 		pr_err("no memory for pagemap entries\n");
 	} else if (ctx->parent) {
 		ret = read_parent_pagemap(pid, &scan);
+	} else if (ctx->lazy) {
+		ret = mem_lazy_add_task(ctx, pid, &pw.lazy);
 	}
 	if (!ret)
 		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+	if (!ret && scan.has_parent && ctx->page_server_sk >= 0 && !pw.xfer.server_has_parent) {
+		pr_err("task %d: the page server's parent images hold no pagemap of it (start it "
+		       "with --prev-images-dir naming the same images)\n",
+		       pid);
+		ret = -ENOENT;
+	}
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
 	if (page_dedup_fini(&scan.dedup) && !ret)

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -131,6 +132,97 @@ int page_server_finish(int sk)
 	return 0;
 }
 
+/* ----------------------------------------------------- the lazy source's end ---- */
+
+/* The most pages one answer carries; a daemon asking for more gets them in several. */
+#define PS_LAZY_MAX_PAGES 512
+
+/* PS_IOV_GET: CRIU's answer, PS_IOV_ADD_F/PE_PRESENT with the run cut to what follows. */
+static int ps_lazy_get(int sk, struct ps_iov *pi, ps_lazy_get_fn get, void *arg, void *buf)
+{
+	uint64_t nr = pi->nr_pages < PS_LAZY_MAX_PAGES ? pi->nr_pages : PS_LAZY_MAX_PAGES;
+	int ret;
+
+	if (!nr) {
+		pr_err("lazy source: a request for no pages at %#llx\n",
+		       (unsigned long long)pi->vaddr);
+		return -EINVAL;
+	}
+	ret = get(arg, pi->dst_id, pi->vaddr, &nr, buf);
+	if (ret)
+		return ret;
+	pi->cmd = PE_PRESENT << PS_CMD_BITS | PS_IOV_ADD_F;
+	pi->nr_pages = nr;
+	ret = ps_send(sk, pi, sizeof(*pi));
+	if (!ret)
+		ret = ps_send(sk, buf, nr * PAGE_SIZE);
+	if (ret)
+		pr_err("lazy source: cannot send pages to the lazy-pages daemon: %s\n",
+		       strerror(-ret));
+	return ret;
+}
+
+/* Requests until the daemon says it has everything (PS_IOV_FLUSH or FLUSH_N_CLOSE). */
+static int ps_lazy_session(int sk, ps_lazy_get_fn get, void *arg, void *buf)
+{
+	struct ps_iov pi;
+	int32_t status = 0;
+	int ret;
+
+	for (;;) {
+		ret = ps_recv(sk, &pi, sizeof(pi));
+		if (ret) {
+			pr_err("lazy source: the lazy-pages daemon went away before it had every "
+			       "page: %s\n",
+			       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
+			return ret;
+		}
+		switch (pi.cmd) {
+		case PS_IOV_GET:
+			ret = ps_lazy_get(sk, &pi, get, arg, buf);
+			if (ret)
+				return ret;
+			continue;
+		case PS_IOV_FLUSH:
+		case PS_IOV_FLUSH_N_CLOSE:
+			ret = ps_send(sk, &status, sizeof(status));
+			if (ret)
+				pr_err("lazy source: cannot answer the daemon's end: %s\n",
+				       strerror(-ret));
+			return ret;
+		}
+		pr_err("lazy source: command %#x is not one a lazy-pages daemon sends\n", pi.cmd);
+		return -EINVAL;
+	}
+}
+
+int page_server_serve_lazy(int listen_sk, ps_lazy_get_fn get, void *arg)
+{
+	void *buf = malloc(PS_LAZY_MAX_PAGES * PAGE_SIZE);
+	int sk, ret, one = 1;
+
+	if (!buf) {
+		pr_err("lazy source: no memory for the pages buffer\n");
+		return -ENOMEM;
+	}
+	sk = accept4(listen_sk, NULL, NULL, SOCK_CLOEXEC);
+	if (sk < 0) {
+		ret = -errno;
+		pr_perror("lazy source: accept");
+		free(buf);
+		return ret;
+	}
+	/* One daemon, as CRIU's: nobody else gets in while it is served. */
+	setsockopt(sk, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pr_info("lazy source: the lazy-pages daemon connected\n");
+	ret = ps_lazy_session(sk, get, arg, buf);
+	if (!ret)
+		pr_info("lazy source: the lazy-pages daemon has every page\n");
+	close(sk);
+	free(buf);
+	return ret;
+}
+
 /* ---------------------------------------------------------- the server's end ---- */
 
 /* One dump's session: the pagemap being stored (open) and its id on the wire. */
@@ -140,6 +232,7 @@ struct ps_session {
 	bool open;
 	uint64_t dst_id;
 	uint32_t next_pages_id; /* numbered from 1, as a local dump numbers them */
+	bool has_parent; /* --prev-images-dir holds the pagemap being stored: PE_PARENT runs go */
 	bool flushed; /* PS_IOV_FLUSH answered: only the end of the session may follow */
 };
 
@@ -173,6 +266,28 @@ static int ps_image_type(uint64_t dst_id, enum cr_img_type *type)
 	return -EINVAL;
 }
 
+/*
+ * Whether the parent images (--prev-images-dir, the "parent" link) hold the pagemap that
+ * dst_id names: what OPEN2 and PARENT answer, as CRIU's server does.
+ */
+static bool ps_parent_has(uint64_t dst_id)
+{
+	enum cr_img_type type;
+	char name[64];
+	bool has;
+	int dir_fd;
+
+	if (!opts.prev_images_dir || ps_image_type(dst_id, &type))
+		return false;
+	dir_fd = images_chain_dir(1);
+	if (dir_fd < 0)
+		return false;
+	img_name(type, dst_id >> PS_TYPE_BITS, name, sizeof(name));
+	has = !faccessat(dir_fd, name, F_OK, 0);
+	close(dir_fd);
+	return has;
+}
+
 /* The pagemap being stored is complete: its pages are written. */
 static int ps_close_pagemap(struct ps_session *s)
 {
@@ -196,9 +311,10 @@ static int ps_open_pagemap(struct ps_session *s, uint64_t dst_id)
 		return ret;
 	s->open = true;
 	s->dst_id = dst_id;
+	s->has_parent = ps_parent_has(dst_id);
 	pr_info("page server: pagemap %s %llu\n", type == CR_IMG_PAGEMAP ? "of task" : "shmem",
 		(unsigned long long)(dst_id >> PS_TYPE_BITS));
-	return page_xfer_open(&s->xfer, -1, type, dst_id >> PS_TYPE_BITS, s->next_pages_id++);
+	return page_xfer_open(&s->xfer, -1, type, dst_id >> PS_TYPE_BITS, s->next_pages_id++, 0);
 }
 
 static ssize_t fill_from_socket(void *arg, char *buf, size_t len)
@@ -212,19 +328,27 @@ static ssize_t fill_from_socket(void *arg, char *buf, size_t len)
 }
 
 /*
- * A run of pages. Only stored pages (PE_PRESENT, maybe also PE_LAZY: CRIU marks private
- * anonymous pages so) are taken: this server has no parent images for PE_PARENT runs
- * and serves no lazy restore for runs left out of the images.
+ * A run of pages: stored pages (PE_PRESENT, maybe also PE_LAZY: CRIU marks private
+ * anonymous pages so), or, where the parent images hold the pagemap, a run they hold
+ * (PE_PARENT, no data). Runs left out of the images (PE_LAZY alone) are refused: those
+ * are served by the dump itself (dump --lazy-pages).
  */
 static int ps_add(struct ps_session *s, const struct ps_iov *pi, uint32_t flags)
 {
+	bool in_parent = flags == PE_PARENT;
 	int ret = 0;
 
-	if (!(flags & PE_PRESENT) || (flags & ~(PE_PRESENT | PE_LAZY))) {
-		pr_err("page server: run at %llx has flags %#x: only stored pages are supported "
-		       "(no parent images, no lazy pages)\n",
+	if (!(flags & PE_PRESENT) && !in_parent) {
+		pr_err("page server: run at %llx has flags %#x: only stored pages and runs of the "
+		       "parent images are supported (no lazy pages)\n",
 		       (unsigned long long)pi->vaddr, flags);
 		return -ENOTSUP;
+	}
+	if (flags & ~(PE_PRESENT | PE_LAZY | PE_PARENT) ||
+	    ((flags & PE_PRESENT) && (flags & PE_PARENT))) {
+		pr_err("page server: run at %llx has flags %#x, which no dump sends\n",
+		       (unsigned long long)pi->vaddr, flags);
+		return -EINVAL;
 	}
 	if (!pi->nr_pages || pi->nr_pages > PS_MAX_RUN_PAGES || pi->vaddr % PAGE_SIZE) {
 		pr_err("page server: bad run of %llu pages at %llx\n",
@@ -234,8 +358,16 @@ static int ps_add(struct ps_session *s, const struct ps_iov *pi, uint32_t flags)
 	/* CRIU's older dumps send runs without opening their pagemap first. */
 	if (!s->open || s->dst_id != pi->dst_id)
 		ret = ps_open_pagemap(s, pi->dst_id);
+	if (!ret && in_parent && !s->has_parent) {
+		pr_err("page server: run at %llx is in the parent images, which do not hold "
+		       "pagemap %#llx (start the server with --prev-images-dir)\n",
+		       (unsigned long long)pi->vaddr, (unsigned long long)pi->dst_id);
+		return -EINVAL;
+	}
 	if (!ret)
 		ret = page_xfer_entry(&s->xfer, pi->vaddr, pi->nr_pages, flags);
+	if (!ret && in_parent)
+		return 0;
 	/* The pages, straight from the socket into the writer's ring. */
 	if (!ret)
 		ret = page_xfer_fill(&s->xfer, pi->nr_pages * PAGE_SIZE, fill_from_socket, &s->sk);
@@ -259,8 +391,8 @@ static int ps_flush(struct ps_session *s)
 static int ps_serve_one(struct ps_session *s, const struct ps_iov *pi)
 {
 	uint32_t cmd = pi->cmd & PS_CMD_MASK, flags = pi->cmd >> PS_CMD_BITS;
-	char no_parent = 0;
-	int32_t no_parent_int = 0;
+	char has_parent;
+	int32_t parent_int;
 	int ret;
 
 	switch (cmd) {
@@ -268,9 +400,11 @@ static int ps_serve_one(struct ps_session *s, const struct ps_iov *pi)
 		return ps_open_pagemap(s, pi->dst_id);
 	case PS_IOV_OPEN2:
 		ret = ps_open_pagemap(s, pi->dst_id);
-		return ret ? ret : ps_send(s->sk, &no_parent, 1);
+		has_parent = s->has_parent;
+		return ret ? ret : ps_send(s->sk, &has_parent, 1);
 	case PS_IOV_PARENT:
-		return ps_send(s->sk, &no_parent_int, sizeof(no_parent_int));
+		parent_int = ps_parent_has(pi->dst_id);
+		return ps_send(s->sk, &parent_int, sizeof(parent_int));
 	case PS_IOV_ADD:
 		return ps_add(s, pi, PE_PRESENT);
 	case PS_IOV_HOLE:
@@ -322,7 +456,7 @@ static int ps_serve(struct ps_session *s)
 	}
 }
 
-static int ps_listen(void)
+int page_server_listen(void)
 {
 	struct addrinfo *res = ps_addresses(true), *ai;
 	int sk = -1, err = ENOENT, one = 1;
@@ -353,14 +487,22 @@ static int ps_listen(void)
 int cr_page_server(void)
 {
 	struct ps_session s = { .sk = -1, .next_pages_id = 1 };
-	int listen_sk = ps_listen(), ret = -1, one = 1;
+	int listen_sk = page_server_listen(), ret = -1, one = 1;
 
 	if (listen_sk < 0)
 		return -1;
+	/* --prev-images-dir: PE_PARENT runs name what the parent images hold. */
+	if (opts.prev_images_dir && images_link_parent(opts.prev_images_dir))
+		goto out;
 	if (daemonize())
 		goto out;
 	/* --status-fd: the dump may connect now. */
 	report_status_ready();
+	/* --lazy-pages: the other way round, the images' pages go to a lazy-pages daemon. */
+	if (opts.lazy_pages) {
+		ret = page_server_serve_images(listen_sk);
+		goto out;
+	}
 	s.sk = accept4(listen_sk, NULL, NULL, SOCK_CLOEXEC);
 	if (s.sk < 0) {
 		pr_perror("page server: accept");

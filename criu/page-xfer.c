@@ -65,8 +65,9 @@ static void *page_xfer_writer(void *arg)
 
 /* ------------------------------------------------------ the images target ---- */
 
-static int images_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
-		       uint32_t pages_id)
+/* The pagemap image with its head; its entries follow through images_entry(). */
+static int open_pagemap_image(struct page_xfer *px, enum cr_img_type map_type,
+			      unsigned long map_id, uint32_t pages_id)
 {
 	PagemapHead head = PAGEMAP_HEAD__INIT;
 
@@ -74,10 +75,16 @@ static int images_open(struct page_xfer *px, enum cr_img_type map_type, unsigned
 	px->pagemap_img = open_image(map_type, O_WRONLY, map_id);
 	if (!px->pagemap_img)
 		return -EIO;
+	return pb_write_one(px->pagemap_img, &head);
+}
+
+static int images_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
+		       uint32_t pages_id)
+{
 	px->pages_img = open_image(CR_IMG_PAGES, O_WRONLY, pages_id);
 	if (!px->pages_img)
 		return -EIO;
-	return pb_write_one(px->pagemap_img, &head);
+	return open_pagemap_image(px, map_type, map_id, pages_id);
 }
 
 static int images_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags)
@@ -100,8 +107,10 @@ static int images_write(struct page_xfer *px, const void *buf, size_t len)
 
 static void images_close(struct page_xfer *px)
 {
-	close_image(px->pages_img);
-	close_image(px->pagemap_img);
+	if (px->pages_img)
+		close_image(px->pages_img);
+	if (px->pagemap_img)
+		close_image(px->pagemap_img);
 }
 
 static const struct page_xfer_ops images_ops = {
@@ -115,8 +124,8 @@ static const struct page_xfer_ops images_ops = {
 
 /*
  * The pages ids are the server's: it numbers the pages images it writes. OPEN2, as
- * CRIU's dump sends it; the answer (whether the server has parent images) changes
- * nothing: this dump stores every page (a dump with parent images is refused).
+ * CRIU's dump sends it; the answer says whether the server's parent images hold this
+ * pagemap, which runs named PE_PARENT need.
  */
 static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned long map_id,
 		       uint32_t pages_id)
@@ -125,15 +134,18 @@ static int server_open(struct page_xfer *px, enum cr_img_type map_type, unsigned
 	char has_parent;
 	int ret;
 
-	(void)pages_id;
 	px->dst_id = pi.dst_id = ps_dst_id(map_type, map_id);
 	ret = ps_send(px->sk, &pi, sizeof(pi));
 	if (!ret)
 		ret = ps_recv(px->sk, &has_parent, 1);
+	px->server_has_parent = has_parent;
 	if (ret)
 		pr_err("page server %s: cannot open the pagemap of %s %lu: %s\n",
 		       page_server_name(), map_type == CR_IMG_SHMEM_PAGEMAP ? "shmem" : "task",
 		       map_id, ret == -EPIPE ? "the server closed the connection" : strerror(-ret));
+	/* PAGE_XFER_KEEP_PAGEMAP: the entries, not the pages, go into the images dir too. */
+	if (!ret && px->keep_pagemap)
+		ret = open_pagemap_image(px, map_type, map_id, pages_id);
 	return ret;
 }
 
@@ -156,9 +168,10 @@ static int server_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages,
 	};
 
 	const char *data = (const char *)&pi;
+	int ret = px->pagemap_img ? images_entry(px, vaddr, nr_pages, flags) : 0;
 
 	/* In the ring: it leaves in order with the pages around it. */
-	return page_xfer_fill(px, sizeof(pi), fill_from_memory, &data);
+	return ret ? ret : page_xfer_fill(px, sizeof(pi), fill_from_memory, &data);
 }
 
 static int server_write(struct page_xfer *px, const void *buf, size_t len)
@@ -175,19 +188,21 @@ static const struct page_xfer_ops server_ops = {
 	.open = server_open,
 	.entry = server_entry,
 	.write = server_write,
-	/* no close: the socket is the dump's, for its next pagemaps */
+	/* the socket stays the dump's, for its next pagemaps; the kept pagemap is closed */
+	.close = images_close,
 };
 
 /* ----------------------------------------------------------------- the ring ---- */
 
 int page_xfer_open(struct page_xfer *px, int page_server_sk, enum cr_img_type map_type,
-		   unsigned long map_id, uint32_t pages_id)
+		   unsigned long map_id, uint32_t pages_id, unsigned int flags)
 {
 	unsigned int i;
 	int ret;
 
 	memset(px, 0, sizeof(*px));
 	px->sk = page_server_sk;
+	px->keep_pagemap = flags & PAGE_XFER_KEEP_PAGEMAP;
 	pthread_mutex_init(&px->lock, NULL);
 	pthread_cond_init(&px->cond, NULL);
 	for (i = 0; i < PAGE_XFER_NR_BUFS; i++) {

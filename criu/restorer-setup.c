@@ -136,7 +136,7 @@ static int plan_lazy_pages(struct rst_plan *plan, const struct rst_task_ctx *ctx
 	int ret;
 
 	if (!ctx->lazy_pages)
-		return 0;
+		return lazy_refuse_remote(ctx->image);
 	ret = lazy_split_pages(ctx->image, &plan->eager, &plan->lazy);
 	if (ret)
 		return ret;

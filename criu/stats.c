@@ -41,7 +41,7 @@ int write_dump_stats(const struct dump_stats_info *info)
 	ds.pages_scanned = info->pages_scanned;
 	ds.pages_skipped_parent = info->pages_in_parent;
 	ds.pages_written = info->pages_written;
-	ds.pages_lazy = 0;
+	ds.pages_lazy = info->pages_lazy;
 	ds.has_shpages_scanned = ds.has_shpages_skipped_parent = ds.has_shpages_written = true;
 	ds.shpages_scanned = info->shpages_scanned;
 	ds.shpages_skipped_parent = 0;

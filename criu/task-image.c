@@ -804,6 +804,20 @@ static int collect_mm_ext(struct task_image *ti)
 
 /* ------------------------------------------------------------- pagemap ---- */
 
+unsigned int page_run_after(const struct page_run *runs, unsigned int nr_runs, uint64_t addr)
+{
+	unsigned int lo = 0, hi = nr_runs, mid;
+
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (runs[mid].vaddr + runs[mid].len <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 void page_map_free(struct page_map *map)
 {
 	free(map->runs);
@@ -811,7 +825,7 @@ void page_map_free(struct page_map *map)
 }
 
 static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len, uint64_t file_off,
-			uint32_t level)
+			uint32_t level, bool remote)
 {
 	struct page_run *runs;
 
@@ -823,7 +837,7 @@ static int add_page_run(struct page_map *map, uint64_t vaddr, uint64_t len, uint
 		}
 		map->runs = runs;
 	}
-	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level };
+	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level, remote };
 	map->total_bytes += len;
 	return 0;
 }
@@ -857,8 +871,10 @@ static int check_page_entry(const struct page_map_reader *rd, const struct page_
 
 	if ((flags & PE_PARENT) && !rd->chain)
 		why = "its pages are in a parent image, which shared memory cannot use";
-	else if (!(flags & (PE_PRESENT | PE_PARENT)))
-		why = "its pages are not in this dump (lazy pages are not supported)";
+	else if (!(flags & (PE_PRESENT | PE_PARENT | PE_LAZY)))
+		why = "it says neither where its pages are nor that they are lazy";
+	else if (!(flags & (PE_PRESENT | PE_PARENT)) && (rd->type != CR_IMG_PAGEMAP || rd->level))
+		why = "its pages are left on the dump's source, which only a task's pagemap may do";
 	else if (!nr_pages || nr_pages > TASK_SIZE / PAGE_SIZE || pe->vaddr % PAGE_SIZE ||
 		 pe->vaddr + len > TASK_SIZE)
 		why = "not a page-aligned range of the address space";
@@ -901,7 +917,7 @@ static int add_parent_pieces(struct page_map_reader *rd, struct page_map *map, u
 		if (run->vaddr > pos)
 			break;
 		ret = add_page_run(map, pos, piece_end - pos, run->file_off + (pos - run->vaddr),
-				   run->level);
+				   run->level, false);
 		pos = piece_end;
 	}
 	if (!ret && pos < end) {
@@ -941,8 +957,11 @@ static int read_page_entries(struct page_map_reader *rd, struct cr_img *img, str
 		ret = check_page_entry(rd, map, pe, nr_pages, pages_size, idx++, img->name);
 		if (!ret && (pagemap_flags(pe) & PE_PARENT)) {
 			ret = add_parent_entry(rd, map, pe->vaddr, len, img->name);
+		} else if (!ret && !(pagemap_flags(pe) & PE_PRESENT)) {
+			/* dump --lazy-pages: the source serves them by their address (uffd.h). */
+			ret = add_page_run(map, pe->vaddr, len, pe->vaddr, rd->level, true);
 		} else if (!ret) {
-			ret = add_page_run(map, pe->vaddr, len, map->data_bytes, rd->level);
+			ret = add_page_run(map, pe->vaddr, len, map->data_bytes, rd->level, false);
 			map->data_bytes += len;
 		}
 		pb_free(img, pe);
@@ -952,10 +971,24 @@ static int read_page_entries(struct page_map_reader *rd, struct cr_img *img, str
 	return ret;
 }
 
-/* The size of pages-ID.img, which bounds every run. */
-static int pages_image_size(int dir_fd, uint32_t pages_id, uint64_t *size)
+/*
+ * The size of pages-ID.img, which bounds every run. A parent level without it is a
+ * pre-dump --page-server's (its pages are the server's, its pagemap was kept here): its
+ * runs are only known, never read here (a restore of it fails to open the image).
+ */
+static int pages_image_size(int dir_fd, uint32_t pages_id, unsigned int level, uint64_t *size)
 {
-	struct cr_img *img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, pages_id);
+	struct cr_img *img;
+	char name[64];
+
+	img_name(CR_IMG_PAGES, pages_id, name, sizeof(name));
+	if (level && faccessat(dir_fd, name, F_OK, 0) && errno == ENOENT) {
+		pr_info("parent images (level %u): no %s, its pages went to a page server\n", level,
+			name);
+		*size = UINT64_MAX;
+		return 0;
+	}
+	img = open_image_at(dir_fd, CR_IMG_PAGES, O_RDONLY, pages_id);
 
 	if (!img)
 		return -EIO;
@@ -1007,7 +1040,7 @@ static int page_map_read_level(enum cr_img_type type, unsigned long id, unsigned
 		map->level_pages_id[level] = head->pages_id;
 		map->nr_levels = level + 1;
 		pb_free(img, head);
-		ret = pages_image_size(dir_fd, map->pages_id, &pages_size);
+		ret = pages_image_size(dir_fd, map->pages_id, level, &pages_size);
 	}
 	if (!ret)
 		ret = read_page_entries(&rd, img, map, pages_size);

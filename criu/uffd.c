@@ -14,6 +14,8 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -26,6 +28,9 @@
 #include "crtools.h"
 #include "image.h"
 #include "log.h"
+#include "mem.h"
+#include "page-server.h"
+#include "pstree.h"
 #include "uffd.h"
 #include "vma.h"
 
@@ -84,22 +89,32 @@ bool kerndat_has_uffd_noncoop(void)
 /* ---- which pages are lazy ---- */
 
 /*
- * Not a stack (touched at once, and it grows), not mlock()ed (mlock faults every page in
- * before the daemon has the uffd), not hugetlb (the daemon copies small pages), not
- * MADV_WIPEONFORK (a child forked meanwhile must find it empty, while the daemon would
- * fill the child's copy with the dumped pages), not an AIO ring (the blob copies it into
- * the new ring it makes).
+ * What the daemon can serve at all: not mlock()ed (mlock faults every page in before the
+ * daemon has the uffd), not hugetlb (the daemon copies small pages), not MADV_WIPEONFORK
+ * (a child forked meanwhile must find it empty, while the daemon would fill the child's
+ * copy with the dumped pages), not an AIO ring (the blob copies it into the new ring it
+ * makes).
+ */
+static bool vma_uffd_servable(const struct vma_image *vma)
+{
+	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
+	       !(vma->status & (VMA_AREA_SYSVIPC | VMA_AREA_AIORING)) && !vma->locked &&
+	       !(vma->flags & MAP_HUGETLB) &&
+	       !(vma->madv & VMA_MADV_WIPEONFORK);
+}
+
+/*
+ * Nor a stack: touched at once, it is read with the rest. (CRIU's dump --lazy-pages
+ * leaves parts of stacks on the source all the same: those are served.)
  */
 bool vma_is_lazy(const struct vma_image *vma)
 {
-	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
-	       !(vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC | VMA_AREA_AIORING)) &&
-	       !vma->locked &&
-	       !(vma->flags & (MAP_GROWSDOWN | MAP_HUGETLB)) && !(vma->madv & VMA_MADV_WIPEONFORK);
+	return vma_uffd_servable(vma) && !(vma->status & VMA_AREA_STACK) &&
+	       !(vma->flags & MAP_GROWSDOWN);
 }
 
-static int map_add_run(struct page_map *map, unsigned int *cap, uint64_t vaddr, uint64_t len,
-		       uint64_t file_off, uint32_t level)
+static int map_add_run(struct page_map *map, unsigned int *cap, const struct page_run *run,
+		       uint64_t vaddr, uint64_t len)
 {
 	struct page_run *runs;
 
@@ -112,7 +127,9 @@ static int map_add_run(struct page_map *map, unsigned int *cap, uint64_t vaddr, 
 		map->runs = runs;
 		*cap = *cap * 2 + 16;
 	}
-	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len, file_off, level };
+	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len,
+						       run->file_off + (vaddr - run->vaddr),
+						       run->level, run->remote };
 	map->total_bytes += len;
 	return 0;
 }
@@ -144,9 +161,18 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 		/* A run may cover neighbouring VMAs: each piece goes where its VMA says. */
 		while (pos < end && !ret) {
 			const struct vma_image *vma = vma_holding(ti, pos);
-			bool is_lazy = vma && vma_is_lazy(vma);
+			bool is_lazy = vma && (run->remote ? vma_uffd_servable(vma) :
+							     vma_is_lazy(vma));
 
 			piece = vma && vma->end < end ? vma->end - pos : end - pos;
+			if (run->remote && !is_lazy) {
+				pr_err("restore --lazy-pages: pages at %#llx are left on the "
+				       "dump's source, but their VMA is not one the lazy-pages "
+				       "daemon can serve\n",
+				       (unsigned long long)pos);
+				ret = -ENOTSUP;
+				break;
+			}
 			if (is_lazy && run->level) {
 				/* The daemon serves from the images directory's own pages image. */
 				pr_err("restore --lazy-pages: pages at %#llx are in a pre-dump parent "
@@ -156,8 +182,8 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 				ret = -ENOTSUP;
 				break;
 			}
-			ret = map_add_run(is_lazy ? lazy : eager, is_lazy ? &lazy_cap : &eager_cap, pos,
-					  piece, run->file_off + (pos - run->vaddr), run->level);
+			ret = map_add_run(is_lazy ? lazy : eager,
+					  is_lazy ? &lazy_cap : &eager_cap, run, pos, piece);
 			pos += piece;
 		}
 	}
@@ -166,6 +192,20 @@ int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct
 		page_map_free(lazy);
 	}
 	return ret;
+}
+
+int lazy_refuse_remote(const struct task_image *ti)
+{
+	for (unsigned int i = 0; i < ti->pages.nr_runs; i++) {
+		if (!ti->pages.runs[i].remote)
+			continue;
+		pr_err("task %d: its pages at %#llx are left on the dump's source (dump "
+		       "--lazy-pages): restore with --lazy-pages and criu lazy-pages "
+		       "--page-server\n",
+		       ti->item->pid, (unsigned long long)ti->pages.runs[i].vaddr);
+		return -ENOTSUP;
+	}
+	return 0;
 }
 
 /* ---- restore side ---- */
@@ -291,11 +331,33 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
 
 /* ---- the daemon: tasks and what is left of their pages ---- */
 
-/* A task's pages image, mapped once, shared with the children it forks. */
+/* --page-server: the connection to the dump's source and the buffer its answers land in. */
+struct lazy_remote {
+	int sk; /* -1: no --page-server */
+	uint8_t *buf; /* BACKGROUND_CHUNK bytes */
+	uint64_t requests, bytes;
+};
+
+/*
+ * Where a task's pages come from, shared with the children it forks: its pages image,
+ * mapped once, for runs stored in the images; the dump's source (remote, NULL without
+ * --page-server), which knows the task by its pid in the images, for runs left there.
+ */
 struct lazy_src {
 	unsigned int refs;
 	const uint8_t *addr;
 	uint64_t len;
+	pid_t pid;
+	struct lazy_remote *remote;
+};
+
+/*
+ * One kind of run's pages: fetch() makes the data of [addr, addr + *len) of run r
+ * readable at *data, *len possibly cut short (never to 0). 0 or -errno (logged).
+ */
+struct lazy_src_ops {
+	int (*fetch)(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
+		     uint64_t *len, const void **data);
 };
 
 /* What epoll reports: the listening socket, a task's connection, or its uffd. */
@@ -332,6 +394,7 @@ struct lazy_daemon {
 	struct lazy_task *bg_next; /* round robin of the background copy */
 	bool restore_done; /* criu restore said no task comes any more */
 	unsigned int nr_served;
+	struct lazy_remote remote;
 	int guardian_sock; /* to the guardian (its messages below) */
 	pid_t guardian_pid;
 	uint64_t next_id;
@@ -541,6 +604,9 @@ static int start_guardian(struct lazy_daemon *d, int listen_fd)
 	}
 	if (d->guardian_pid == 0) {
 		close(listen_fd);
+		/* The source must see the daemon's end at once, not the guardian's. */
+		if (d->remote.sk >= 0)
+			close(d->remote.sk);
 		close(sk[0]);
 		guardian_main(sk[1]);
 	}
@@ -584,7 +650,7 @@ static void src_put(struct lazy_src *src)
 	}
 }
 
-static int src_open(uint32_t pages_id, struct lazy_src **out)
+static int src_open(struct lazy_daemon *d, pid_t pid, uint32_t pages_id, struct lazy_src **out)
 {
 	struct cr_img *img = open_image(CR_IMG_PAGES, O_RDONLY, pages_id);
 	struct lazy_src *src;
@@ -610,9 +676,72 @@ static int src_open(uint32_t pages_id, struct lazy_src **out)
 		munmap(addr, st.st_size);
 		return -ENOMEM;
 	}
-	*src = (struct lazy_src){ 1, addr, st.st_size };
+	*src = (struct lazy_src){ 1, addr, st.st_size, pid, d->remote.sk >= 0 ? &d->remote : NULL };
 	*out = src;
 	return 0;
+}
+
+static int image_fetch(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
+		       uint64_t *len, const void **data)
+{
+	(void)len;
+	*data = src->addr + r->file_off + (addr - r->vaddr);
+	return 0;
+}
+
+/*
+ * PS_IOV_GET of the task's pages at their address in the source; the answer is CRIU's:
+ * PS_IOV_ADD_F with PE_PRESENT naming the same task and address, nr_pages at most those
+ * asked for, then the pages. Synchronous: the source answers in order anyway.
+ */
+static int remote_fetch(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
+			uint64_t *len, const void **data)
+{
+	struct lazy_remote *rm = src->remote;
+	uint64_t at = r->file_off + (addr - r->vaddr);
+	struct ps_iov pi = { PS_IOV_GET, *len / PAGE_SIZE, at, src->pid }, ans;
+	int ret;
+
+	if (!rm) {
+		pr_err("task %d: its pages at %#llx are left on the dump's source: start criu "
+		       "lazy-pages with --page-server --address --port\n",
+		       src->pid, (unsigned long long)at);
+		return -ENOTSUP;
+	}
+	ret = ps_send(rm->sk, &pi, sizeof(pi));
+	if (!ret)
+		ret = ps_recv(rm->sk, &ans, sizeof(ans));
+	if (!ret && ((ans.cmd & PS_CMD_MASK) != PS_IOV_ADD_F ||
+		     !((ans.cmd >> PS_CMD_BITS) & PE_PRESENT) || ans.vaddr != at ||
+		     ans.dst_id != pi.dst_id || !ans.nr_pages || ans.nr_pages > pi.nr_pages)) {
+		pr_err("the dump's source %s answered %#x (%llu pages at %#llx of %lld) to a "
+		       "request for %llu pages at %#llx of task %d\n",
+		       page_server_name(), ans.cmd, (unsigned long long)ans.nr_pages,
+		       (unsigned long long)ans.vaddr, (long long)ans.dst_id,
+		       (unsigned long long)pi.nr_pages, (unsigned long long)at, src->pid);
+		return -EPROTO;
+	}
+	if (!ret)
+		ret = ps_recv(rm->sk, rm->buf, ans.nr_pages * PAGE_SIZE);
+	if (ret) {
+		pr_err("the dump's source %s: cannot get the pages at %#llx of task %d: %s\n",
+		       page_server_name(), (unsigned long long)at, src->pid,
+		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
+		return ret;
+	}
+	rm->requests++;
+	rm->bytes += ans.nr_pages * PAGE_SIZE;
+	*len = ans.nr_pages * PAGE_SIZE;
+	*data = rm->buf;
+	return 0;
+}
+
+static const struct lazy_src_ops image_src_ops = { .fetch = image_fetch };
+static const struct lazy_src_ops remote_src_ops = { .fetch = remote_fetch };
+
+static const struct lazy_src_ops *run_src_ops(const struct page_run *r)
+{
+	return r->remote ? &remote_src_ops : &image_src_ops;
 }
 
 static struct lazy_task *task_new(struct lazy_daemon *d)
@@ -689,16 +818,7 @@ static int watch(struct lazy_daemon *d, int fd, struct lazy_watch *w)
 /* The first run ending after addr. */
 static unsigned int run_after(const struct lazy_task *t, uint64_t addr)
 {
-	unsigned int lo = 0, hi = t->nr_runs, mid;
-
-	while (lo < hi) {
-		mid = (lo + hi) / 2;
-		if (t->runs[mid].vaddr + t->runs[mid].len <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return page_run_after(t->runs, t->nr_runs, addr);
 }
 
 static int runs_reserve(struct lazy_task *t, unsigned int more)
@@ -778,8 +898,9 @@ static int move_range(struct lazy_task *t, uint64_t from, uint64_t to, uint64_t 
 		uint64_t lo = r.vaddr > from ? r.vaddr : from;
 		uint64_t hi = r.vaddr + r.len < from + len ? r.vaddr + r.len : from + len;
 
+		/* file_off keeps where the data are: the image's offset or the source's address. */
 		moved[i] = (struct page_run){ lo - from + to, hi - lo, r.file_off + (lo - r.vaddr),
-					      r.level };
+					      r.level, r.remote };
 	}
 	ret = remove_range(t, from, from + len);
 	/* Whatever was at the destination is gone (mremap unmapped it). */
@@ -806,11 +927,11 @@ static void wake_page(struct lazy_task *t, uint64_t addr)
 }
 
 /*
- * Copies len bytes at file_off of the pages image to addr; *done: bytes dealt with (copied,
- * or found there already). 0, -EAGAIN (the address space is changing: read the events
- * first), -ESRCH (the task is gone) or another -errno.
+ * Copies len bytes of data to addr; *done: bytes dealt with (copied, or found there
+ * already). 0, -EAGAIN (the address space is changing: read the events first), -ESRCH
+ * (the task is gone) or another -errno.
  */
-static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, uint64_t file_off,
+static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, const void *data,
 		      uint64_t *done)
 {
 	struct uffdio_copy uc;
@@ -818,7 +939,7 @@ static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, uint64_t
 	*done = 0;
 	while (*done < len) {
 		uc = (struct uffdio_copy){ .dst = addr + *done,
-					   .src = (uintptr_t)t->src->addr + file_off + *done,
+					   .src = (uintptr_t)data + *done,
 					   .len = len - *done };
 		if (!ioctl(t->uffd, UFFDIO_COPY, &uc)) {
 			*done = len;
@@ -843,6 +964,17 @@ static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, uint64_t
 	}
 	t->copied += *done;
 	return 0;
+}
+
+/* Up to len bytes of run r from addr on, from where the run's pages are. */
+static int copy_run(struct lazy_task *t, const struct page_run *r, uint64_t addr, uint64_t len,
+		    uint64_t *done)
+{
+	const void *data;
+	int ret = run_src_ops(r)->fetch(t->src, r, addr, &len, &data);
+
+	*done = 0;
+	return ret ? ret : copy_pages(t, addr, len, data, done);
 }
 
 /* A fault outside the stored pages: the page was never written (a hole) or discarded. */
@@ -871,7 +1003,7 @@ static int serve_fault(struct lazy_task *t, uint64_t addr)
 	r = &t->runs[i];
 	off = addr - r->vaddr;
 	len = r->len - off < FAULT_CHUNK ? r->len - off : FAULT_CHUNK;
-	ret = copy_pages(t, addr, len, r->file_off + off, &done);
+	ret = copy_run(t, r, addr, len, &done);
 	if (done && remove_range(t, addr, addr + done))
 		return -ENOMEM;
 	return done ? 0 : ret;
@@ -923,7 +1055,7 @@ static int background_copy(struct lazy_task *t)
 	struct page_run *r = &t->runs[0];
 	uint64_t len = r->len < BACKGROUND_CHUNK ? r->len : BACKGROUND_CHUNK, done = 0;
 	uint64_t addr = r->vaddr;
-	int ret = copy_pages(t, addr, len, r->file_off, &done);
+	int ret = copy_run(t, r, addr, len, &done);
 
 	if (done && remove_range(t, addr, addr + done))
 		return -ENOMEM;
@@ -1016,8 +1148,9 @@ static int check_runs(const struct lazy_task *t)
 	for (unsigned int i = 0; i < t->nr_runs; i++) {
 		const struct page_run *r = &t->runs[i];
 
-		if (r->file_off + r->len > t->src->len || r->file_off + r->len < r->file_off ||
-		    r->vaddr % PAGE_SIZE || r->len % PAGE_SIZE) {
+		if ((!r->remote && (r->file_off + r->len > t->src->len ||
+				    r->file_off + r->len < r->file_off)) ||
+		    r->vaddr % PAGE_SIZE || r->len % PAGE_SIZE || r->file_off % PAGE_SIZE) {
 			pr_err("task %d: lazy run %#llx (%llu bytes at %llu) is not in its pages image (%llu bytes)\n",
 			       t->pid, (unsigned long long)r->vaddr, (unsigned long long)r->len,
 			       (unsigned long long)r->file_off, (unsigned long long)t->src->len);
@@ -1027,9 +1160,9 @@ static int check_runs(const struct lazy_task *t)
 	return 0;
 }
 
-static int on_task_msg(struct lazy_task *t, const struct lazy_msg *msg)
+static int on_task_msg(struct lazy_daemon *d, struct lazy_task *t, const struct lazy_msg *msg)
 {
-	uint64_t total = 0;
+	uint64_t local = 0, remote = 0;
 	int ret;
 
 	t->pid = msg->pid;
@@ -1047,14 +1180,16 @@ static int on_task_msg(struct lazy_task *t, const struct lazy_msg *msg)
 		return ret;
 	}
 	t->nr_runs = msg->nr_runs;
-	ret = src_open(msg->pages_id, &t->src);
+	ret = src_open(d, t->pid, msg->pages_id, &t->src);
 	if (!ret)
 		ret = check_runs(t);
 	for (unsigned int i = 0; i < t->nr_runs; i++)
-		total += t->runs[i].len;
+		*(t->runs[i].remote ? &remote : &local) += t->runs[i].len;
 	if (!ret)
-		pr_info("task %d: %u runs, %llu bytes to serve from pages-%u.img\n", t->pid, t->nr_runs,
-			(unsigned long long)total, msg->pages_id);
+		pr_info("task %d: %u runs, %llu bytes to serve from pages-%u.img, %llu from the "
+			"dump's source\n",
+			t->pid, t->nr_runs, (unsigned long long)local, msg->pages_id,
+			(unsigned long long)remote);
 	return ret;
 }
 
@@ -1112,7 +1247,7 @@ static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
 		d->restore_done = true;
 		return -ESRCH;
 	case LAZY_MSG_TASK:
-		return on_task_msg(t, &msg);
+		return on_task_msg(d, t, &msg);
 	}
 	pr_err("lazy pages: unknown message %u\n", msg.kind);
 	return -EPROTO;
@@ -1261,14 +1396,69 @@ static int listen_socket(struct sockaddr_un *addr)
 	return sock;
 }
 
+/* --page-server: the dump --lazy-pages that keeps the pages, before any task comes. */
+static int connect_remote(struct lazy_remote *rm)
+{
+	int one = 1;
+
+	if (!opts.use_page_server)
+		return 0;
+	rm->buf = malloc(BACKGROUND_CHUNK);
+	if (!rm->buf) {
+		pr_err("lazy pages: no memory for the pages from the dump's source\n");
+		return -1;
+	}
+	rm->sk = page_server_connect();
+	if (rm->sk < 0)
+		return -1;
+	/* Each request is waited for: it must not sit in Nagle's queue. */
+	setsockopt(rm->sk, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+/*
+ * Every page is in: the source may let its tree go (PS_IOV_FLUSH, CRIU's close, answered
+ * with a status). After a failure the connection just closes: the source then keeps its
+ * tree, whose copy here is being killed.
+ */
+static int disconnect_remote(struct lazy_remote *rm, bool done)
+{
+	struct ps_iov pi = { .cmd = PS_IOV_FLUSH };
+	int32_t status = 0;
+	int ret = 0;
+
+	if (rm->sk >= 0 && done) {
+		status = -1;
+		ret = ps_send(rm->sk, &pi, sizeof(pi));
+		if (!ret)
+			ret = ps_recv(rm->sk, &status, sizeof(status));
+		if (ret || status)
+			pr_err("the dump's source %s did not confirm the end: %s\n",
+			       page_server_name(), ret ? strerror(-ret) : "bad status");
+		else
+			pr_info("the dump's source %s served %llu requests, %llu bytes\n",
+				page_server_name(), (unsigned long long)rm->requests,
+				(unsigned long long)rm->bytes);
+	}
+	if (rm->sk >= 0)
+		close(rm->sk);
+	free(rm->buf);
+	return ret || status ? -1 : 0;
+}
+
 int cr_lazy_pages(void)
 {
-	struct lazy_daemon d = { .ep = -1, .listen_watch = { WATCH_LISTEN, NULL }, .guardian_sock = -1 };
+	struct lazy_daemon d = { .ep = -1,
+				 .listen_watch = { WATCH_LISTEN, NULL },
+				 .guardian_sock = -1,
+				 .remote = { .sk = -1 } };
 	struct sockaddr_un addr;
 	int listen_fd = listen_socket(&addr), ret = -1;
 
 	if (listen_fd < 0)
 		return -1;
+	if (connect_remote(&d.remote))
+		goto out;
 	if (daemonize())
 		goto out;
 	/* --status-fd: restore may connect now (CRIU's test driver waits for this byte). */
@@ -1299,6 +1489,8 @@ out:
 		task_free(&d, d.tasks);
 	if (d.ep >= 0)
 		close(d.ep);
+	if (disconnect_remote(&d.remote, !ret))
+		ret = -1;
 	close(listen_fd);
 	unlink(addr.sun_path);
 	return ret ? -1 : 0;

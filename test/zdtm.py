@@ -348,6 +348,16 @@ def parent_link_to_empty_dir(img_dir, pid):
     os.symlink('../empty-parent', os.path.join(img_dir, 'parent'))
 
 
+def parent_without_pages(img_dir, pid):
+    """The first run of pages is in the parent images, which hold the task's pagemap but no
+    pages image (as a pre-dump --page-server leaves its -D)."""
+    parent = os.path.join(img_dir, '..', 'pagemap-only-parent')
+    os.makedirs(parent)
+    shutil.copy(os.path.join(img_dir, 'pagemap-%d.img' % pid), parent)
+    pages_in_parent(img_dir, pid)
+    os.symlink('../pagemap-only-parent', os.path.join(img_dir, 'parent'))
+
+
 def first_pre_dump_punched(img_dir, nr_pages=24):
     """Deduplicated: the first pre-dump's pages image lost the nr_pages stored again later
     to holes (mem_predump_changes rewrites 16 after it, then 8 after the second)."""
@@ -670,6 +680,8 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
+               'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {
     'mem_anon_private': {},
     'aio_rings': {},
@@ -680,6 +692,7 @@ TESTS = {
     'lazy_fork': {'lazy': True, 'lazy_faults': True},
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
     'lazy_threads': {'lazy': True, 'lazy_faults': True},
+    'lazy_tree': {'lazy': True},
     'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
                            'test_env': {'ZDTM_LAZY_MIB': '512'}},
     'lazy_daemon_killed_fork': {'bin': 'lazy_fork', 'mode': 'lazy_daemon_killed'},
@@ -687,6 +700,40 @@ TESTS = {
                                     'corrupt': lambda img_dir, pid: None,
                                     'restore_args': ['--lazy-pages'],
                                     'expect': 'criu lazy-pages'},
+    # remote lazy (dump --lazy-pages serves the tree's pages, criu lazy-pages --page-server
+    # fetches them): each test as the init of a pid namespace (ZDTM_PIDNS_ROOT), so that the
+    # restore gets its pids while the dumped tree is still there
+    'remote_lazy_mem_anon_private': dict(REMOTE_LAZY, bin='mem_anon_private'),
+    'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
+    'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
+    'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
+    'remote_lazy_threads': dict(REMOTE_LAZY, bin='lazy_threads', lazy_faults=True),
+    'remote_lazy_tree': dict(REMOTE_LAZY, bin='lazy_tree'),
+    'remote_lazy_source_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
+                                      mode='remote_lazy_killed', kill='source',
+                                      test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
+    # upstream's lazy-pages daemon and restore take the pages from our source. The other
+    # way round is not tested: CRIU 4.2's dump --lazy-pages fails its first PS_IOV_GET
+    # (page-pipe splice: EBADF), whoever asks.
+    'cross_us2up_remote_lazy': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_daemon='upstream',
+                                    setsid=True),
+    'remote_lazy_daemon_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
+                                      mode='remote_lazy_killed', kill='daemon',
+                                      test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
+    'remote_lazy_restore_not_lazy': dict(REMOTE_LAZY, bin='mem_anon_private',
+                                         mode='remote_lazy_not_lazy',
+                                         expect="left on the dump's source"),
+    # dump --lazy-pages failing before it serves: the tree runs on untouched
+    'remote_lazy_dump_cannot_listen': {'bin': 'mem_anon_private', 'mode': 'dump_fails',
+                                       'dump_args': ['--lazy-pages', '--address', '192.0.2.1',
+                                                     '--port', '{free_port}'],
+                                       'expect': 'cannot listen on 192.0.2.1:'},
+    'remote_lazy_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'dump_fails',
+                               'dump_args': ['--lazy-pages', '--address', '127.0.0.1',
+                                             '--port', '{free_port}'],
+                               'expect': 'share one fd table (CLONE_FILES)'},
+    'remote_lazy_no_source': {'bin': 'mem_anon_private', 'mode': 'remote_lazy_no_source',
+                              'restore_args': ['--lazy-pages'], 'expect': 'criu lazy-pages'},
     'static_mem_anon_private': {},
     'mem_private_file_cow': {},
     'mem_shared_anon': {},
@@ -731,13 +778,28 @@ TESTS = {
     # what a page server cannot store: the session ends, exit 1 with the reason
     'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                        'ps_command': (1 << 16 | 6, 1),  # ADD_F, PE_PARENT
-                                       'expect': 'only stored pages are supported'},
+                                       'expect': 'which do not hold pagemap'},
     'page_server_refuses_get': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                 'ps_command': (7, 1),  # PS_IOV_GET
                                 'expect': 'command 0x7 is not supported'},
     'page_server_refuses_bad_kind': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
                                      'ps_command': (4, 1, 1 << 8 | 9),  # OPEN2, kind 9
                                      'expect': 'unknown pagemap kind 9'},
+    # a dump whose parent is a pre-dump the server's side has too (--prev-images-dir there)
+    'page_server_chain': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                          'pre_dumps': 2},
+    'page_server_chain_pre_dumps': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                    'pre_dumps': 2, 'ps_pre_dump': True},
+    'cross_us2up_page_server_chain': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                      'pre_dumps': 2, 'ps_pre_dump': True,
+                                      'ps_upstream_server': True},
+    'page_server_chain_no_parent': {'bin': 'mem_predump_changes', 'mode': 'page_server_chain',
+                                    'pre_dumps': 2, 'ps_no_parent': True,
+                                    'expect': "the page server's parent images hold no pagemap"},
+    # criu page-server --lazy-pages: an images directory's pages to a lazy-pages daemon
+    'page_server_lazy_images': {'bin': 'mem_anon_private', 'mode': 'page_server_lazy_images'},
+    'page_server_lazy_images_bad_get': {'bin': 'mem_anon_private',
+                                        'mode': 'page_server_lazy_images', 'ps_bad_get': True},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
     # upstream's dump to our server, ours to upstream's server
@@ -962,6 +1024,9 @@ TESTS = {
                                'expect': 'setting LSM labels is not supported'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
+    'restore_fail_parent_pages_missing': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_without_pages,
+        'expect': 'pages-'},
     'restore_fail_parent_pagemap_missing': {
         'bin': 'mem_anon_private', 'mode': 'restore_fails', 'corrupt': parent_link_to_empty_dir,
         'expect': 'parent images (level 1): no pagemap-'},
@@ -1240,26 +1305,42 @@ TESTS = {
     'cli_pre_dump_without_pid': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '--track-mem'],
         'stderr': 'Error: pre-dump needs a process: -t PID\n'},
-    'cli_dump_lazy_pages_refused': {'mode': 'cli', 'args': ['dump', '-t', '1', '--lazy-pages']},
+    'cli_dump_lazy_pages_no_port': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages'],
+        'stderr': 'Error: dump --lazy-pages: it needs --port to serve the pages on\n'},
+    'cli_pre_dump_lazy_pages_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--lazy-pages', '--port', '1'],
+        'stderr': 'Error: pre-dump --lazy-pages: a pre-dump stores pages; only dump leaves '
+                  'them in the tree\n'},
+    'cli_dump_lazy_pages_page_server_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages', '--page-server',
+                                         '--address', '127.0.0.1', '--port', '1'],
+        'stderr': 'Error: dump --lazy-pages: the pages stay in the tree, they are sent to no '
+                  'page server\n'},
+    'cli_dump_lazy_pages_parent_refused': {
+        'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--lazy-pages', '--port', '1',
+                                         '--prev-images-dir', '../pre'],
+        'stderr': 'Error: dump --lazy-pages: the pages stay in the tree, none are taken from '
+                  'parent images\n'},
+    'cli_lazy_pages_page_server_no_port': {
+        'mode': 'cli', 'rc': 1, 'args': ['lazy-pages', '--page-server'],
+        'stderr': "Error: lazy-pages --page-server needs the dump's --port (and --address)\n"},
     # the page server: what it cannot do is refused with one line
-    'cli_pre_dump_page_server_refused': {
+    'cli_pre_dump_page_server_no_port': {
         'mode': 'cli', 'rc': 1, 'args': ['pre-dump', '-t', '1', '--page-server', '--address',
-                                         '127.0.0.1', '--port', '1'],
-        'stderr': 'Error: pre-dump --page-server is not supported: pre-dump into the images '
-                  'directory, then copy it\n'},
+                                         '127.0.0.1'],
+        'stderr': "Error: pre-dump --page-server needs the server's --address and --port\n"},
     'cli_dump_page_server_no_port': {
         'mode': 'cli', 'rc': 1, 'args': ['dump', '-t', '1', '--page-server', '--address',
                                          '127.0.0.1'],
         'stderr': "Error: dump --page-server needs the server's --address and --port\n"},
-    'cli_dump_page_server_parent_refused': {
+    'cli_dump_page_server_auto_dedup_refused': {
         'mode': 'cli', 'args': ['dump', '-t', '1', '--page-server', '--address', '127.0.0.1',
-                                '--port', '1', '--prev-images-dir', '../pre']},
+                                '--port', '1', '--prev-images-dir', '../pre', '--auto-dedup']},
     'cli_page_server_no_port': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '-D', 'ps'],
                                 'stderr': 'Error: page-server needs --port\n'},
-    'cli_page_server_lazy_refused': {'mode': 'cli', 'args': ['page-server', '--port', '1',
-                                                             '--lazy-pages']},
-    'cli_lazy_pages_page_server_refused': {'mode': 'cli', 'args': ['lazy-pages',
-                                                                   '--page-server']},
+    'cli_page_server_lazy_parent_refused': {'mode': 'cli', 'args': [
+        'page-server', '--port', '1', '--lazy-pages', '--prev-images-dir', '../pre']},
     'cli_port_zero': {'mode': 'cli', 'rc': 1, 'args': ['page-server', '--port', '0'],
                       'stderr': "Error: bad value '0' for --port\n"},
     'cli_unknown_feature': {'mode': 'cli', 'args': ['check', '--feature', 'no_such_feature']},
@@ -1618,6 +1699,17 @@ class TestFailure(Exception):
     def __init__(self, reason, log=None):
         super().__init__(reason)
         self.log = log
+
+
+def wait_criu(proc, what, log):
+    """The exit code of a criu started with Popen; killed, and the test failed, when it
+    does not finish in CRIU_TIMEOUT."""
+    try:
+        return proc.wait(timeout=CRIU_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise TestFailure('%s did not finish in %d s' % (what, CRIU_TIMEOUT), log)
 
 
 def free_tcp_port():
@@ -2125,12 +2217,14 @@ class TestRun:
         self.tree = {}  # {pid: depth} of the test's process tree at dump time
         self.ns_tree = {}  # the same by pids in the tree's own pid namespace ('pidns')
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
-        if desc.get('mode') == 'pre_dump':
+        if desc.get('mode') in ('pre_dump', 'page_server_chain'):
             self.test_env['ZDTM_STEP_FILE'] = os.path.join(self.out, 'step')
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
         self.lazy_daemon = None  # criu lazy-pages of a lazy restore (Popen)
+        self.lazy_daemon_args = []  # remote_lazy: where the daemon takes the pages from
+        self.lazy_source = None  # remote_lazy: criu dump --lazy-pages serving them (Popen)
         self.page_server = None  # criu page-server of a page_server test (Popen)
         self.overlay_root = None  # the overlay an overlay_root test mounted for its restore
 
@@ -2285,6 +2379,10 @@ class TestRun:
         if self.overlay_root:
             subprocess.run(['umount', '-l', self.overlay_root])
             self.overlay_root = None
+        if self.lazy_source:
+            self.lazy_source.kill()
+            self.lazy_source.wait()
+            self.lazy_source = None
         if self.lazy_daemon:
             self.lazy_daemon.kill()
             self.lazy_daemon.wait()
@@ -2493,25 +2591,29 @@ class TestRun:
         (--lazy-pages), with our criu restoring."""
         return binary == CRIU and (self.desc.get('lazy') or LAZY_ALL)
 
-    def start_lazy_daemon(self):
+    def start_lazy_daemon(self, binary=CRIU):
         """criu lazy-pages for the images, as upstream's zdtm starts it: not waited for,
-        restore connects once it listens."""
+        restore connects once it listens. With a lazy source (remote_lazy), the daemon
+        takes the pages the dump left in the tree from it (--page-server)."""
         err = open(os.path.join(self.out, 'criu-lazy-pages.err'), 'wb')
+        env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
+        # upstream's restore does not wait for the socket: its daemon is waited for
+        ready_r, ready_w = os.pipe() if binary != CRIU else (-1, -1)
         self.lazy_daemon = subprocess.Popen(
-            [CRIU, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'],
-            stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            [binary, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'] +
+            self.lazy_daemon_args + (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
+            pass_fds=[ready_w] if ready_w >= 0 else [])
         err.close()
+        if ready_w >= 0:
+            os.close(ready_w)
+            select.select([ready_r], [], [], CRIU_TIMEOUT)
+            os.close(ready_r)
 
     def wait_lazy_daemon(self):
         """The daemon exits by itself, with 0, once every page is in."""
         daemon, self.lazy_daemon = self.lazy_daemon, None
-        try:
-            code = daemon.wait(timeout=CRIU_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-            raise TestFailure('criu lazy-pages did not finish in %d s' % CRIU_TIMEOUT,
-                              'lazy-pages.log')
+        code = wait_criu(daemon, 'criu lazy-pages', 'lazy-pages.log')
         if code != 0:
             raise TestFailure('criu lazy-pages exited %d: %s' % (
                 code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
@@ -2561,6 +2663,146 @@ class TestRun:
         subprocess.run(['mount', '-t', 'overlay', 'overlay', '-o', opts,
                         os.path.join(self.work, 'root')], check=True)
         self.overlay_root = os.path.join(self.work, 'root')
+
+    def start_lazy_source(self, binary=CRIU):
+        """criu dump --lazy-pages serving on a free loopback port; returns once the images
+        are written (--status-fd), the tree frozen and its private pages left in it."""
+        port = free_tcp_port()
+        self.tree = tree_pids(self.pid)
+        if self.desc.get('pidns'):
+            self.ns_tree = ns_tree(self.tree)
+        ready_r, ready_w = os.pipe()
+        env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
+        opts = [o for o in UPSTREAM_OPTS] if binary != CRIU else []
+        with open(os.path.join(self.out, 'criu-dump.err'), 'wb') as err:
+            self.lazy_source = subprocess.Popen(
+                [binary, 'dump', '-t', str(self.pid), '-D', self.img, '--lazy-pages',
+                 '--address', '127.0.0.1', '--port', str(port), '--status-fd', str(ready_w),
+                 '-v4', '-o', 'dump.log'] + opts,
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=[ready_w], env=env)
+        os.close(ready_w)
+        ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
+        os.close(ready_r)
+        if ready != b'\0':
+            raise TestFailure('%s dump --lazy-pages did not get to serving its pages: %s'
+                              % (self.criu_name(binary), self.last_log_error('dump.log')),
+                              'dump.log')
+        self.lazy_daemon_args = ['--page-server', '--address', '127.0.0.1', '--port', str(port)]
+        self.check_images()
+        return port
+
+    def wait_lazy_source(self, expect_code=0):
+        source, self.lazy_source = self.lazy_source, None
+        code = wait_criu(source, 'dump --lazy-pages', 'dump.log')
+        if code != expect_code:
+            raise TestFailure('dump --lazy-pages exited %d: %s'
+                              % (code, self.last_log_error('dump.log')), 'dump.log')
+
+    def run_remote_lazy(self):
+        """dump --lazy-pages keeps the tree frozen and serves its private pages on a
+        loopback port; criu lazy-pages --page-server fetches them for restore
+        --lazy-pages (faults first, the rest in the background). The dump then kills its
+        tree and exits 0; the restored one, in a new pid namespace, checks every word.
+        'lazy_source' / 'lazy_daemon': upstream criu dumps / runs the daemon and restores."""
+        source = self.pid
+        dumper = UPSTREAM_CRIU if self.desc.get('lazy_source') == 'upstream' else CRIU
+        restorer = UPSTREAM_CRIU if self.desc.get('lazy_daemon') == 'upstream' else CRIU
+        self.start_lazy_source(dumper)
+        self.start_lazy_daemon(restorer)
+        if os.path.exists(self.pidfile):
+            os.unlink(self.pidfile)
+        try:
+            self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
+                                  '--lazy-pages'], 'restore.log', binary=restorer)
+        finally:
+            if self.lazy_daemon:
+                self.wait_lazy_daemon()
+        self.wait_lazy_source()
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status):
+            raise TestFailure('the dumped tree was not killed after the transfer: '
+                              + self.verdict_text(), 'dump.log')
+        if self.desc.get('tree_grows'):
+            # it forks as soon as it runs: its tree is its own business from then on
+            with open(self.pidfile) as pidfile:
+                self.pid, self.is_child = int(pidfile.read().split()[0]), True
+        else:
+            self.expect_restored_pid(source)
+        self.finish_and_judge()
+
+    def run_remote_lazy_killed(self):
+        """One end of the transfer dies while pages are still missing ('kill': 'source' or
+        'daemon'): the restored tree is killed, the daemon's log saying why. The source
+        killed: the daemon exits 1 naming it. The daemon killed: the dump, left without a
+        word, fails (exit 1, no inventory.img). Either way the dumped tree, no longer
+        traced, runs on and passes."""
+        source = self.pid
+        self.start_lazy_source()
+        self.start_lazy_daemon()
+        os.unlink(self.pidfile)
+        self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile, '--lazy-pages'],
+                  'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        if self.desc['kill'] == 'source':
+            self.lazy_source.kill()
+            self.lazy_source.wait()
+            self.lazy_source = None
+            code, said = daemon.wait(timeout=CRIU_TIMEOUT), self.last_log_error('lazy-pages.log')
+            if code != 1 or 'dump\'s source' not in said:
+                raise TestFailure('criu lazy-pages exited %d after its source died: %s'
+                                  % (code, said), 'lazy-pages.log')
+        else:
+            daemon.kill()
+            daemon.wait()
+            self.wait_lazy_source(expect_code=1)
+            if 'lazy-pages daemon' not in self.last_log_error('dump.log'):
+                raise TestFailure('the dump does not say why it failed: '
+                                  + self.last_log_error('dump.log'), 'dump.log')
+            if os.path.exists(os.path.join(self.img, 'inventory.img')):
+                raise TestFailure('the failed dump left inventory.img', 'dump.log')
+        if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
+            raise TestFailure('the daemon\'s log does not say why the task was killed',
+                              'lazy-pages.log')
+        with open(self.pidfile) as pidfile:
+            self.pid, self.is_child = int(pidfile.read().split()[0]), True
+        status = self.wait_exit()
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            raise TestFailure('the restored tree was not killed: wait status %#x' % status,
+                              'lazy-pages.log')
+        self.pid = source
+        self.finish_and_judge()
+
+    def run_remote_lazy_not_lazy(self):
+        """A restore without --lazy-pages of a dump --lazy-pages's images fails with one line
+        and leaves no process; the source, killed then, lets its tree run on: it passes."""
+        source, prog = self.pid, os.path.join(BIN_DIR, self.desc.get('bin', self.name))
+        self.start_lazy_source()
+        dumped, self.tree = self.tree, {}
+        self.expect_restore_fails(source)
+        self.lazy_source.kill()
+        self.lazy_source.wait()
+        self.lazy_source = None
+        left = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in dumped and
+                exe_of(p) == prog]
+        if left:
+            raise TestFailure('the failed restore left %s' % ' '.join(left), 'restore.log')
+        self.finish_and_judge()
+
+    def run_remote_lazy_no_source(self):
+        """criu lazy-pages --page-server with no dump listening exits 1, saying so; the
+        restore --lazy-pages that counted on it fails cleanly."""
+        pid = self.pid
+        self.dump()
+        self.lazy_daemon_args = ['--page-server', '--address', '127.0.0.1', '--port',
+                                 str(free_tcp_port())]
+        self.start_lazy_daemon()
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        code = daemon.wait(timeout=CRIU_TIMEOUT)
+        if code != 1 or 'cannot connect to the page server' not in self.last_log_error(
+                'lazy-pages.log'):
+            raise TestFailure('criu lazy-pages exited %d without its source: %s'
+                              % (code, self.last_log_error('lazy-pages.log')), 'lazy-pages.log')
+        self.expect_restore_fails(pid)
 
     def restore(self, pid, detach=True, extra=(), binary=CRIU):
         if os.path.exists(self.pidfile):
@@ -2681,12 +2923,13 @@ class TestRun:
 
     run_tty = run_default
 
-    def pre_dump(self, nr, parent):
+    def pre_dump(self, nr, parent, extra=()):
         """criu pre-dump into {img}-preN (parent: the one before, relative to -D); the
         images decode with crit and the task runs on."""
         img = '%s-pre%d' % (self.img, nr)
         os.makedirs(img, exist_ok=True)
-        extra = ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
+        extra = list(extra)
+        extra += ['--prev-images-dir', '../' + os.path.basename(parent)] if parent else []
         extra += self.desc.get('pre_dump_args', [])
         self.criu('pre-dump', ['-t', str(self.pid), '-D', img] + extra, 'pre-dump-%d.log' % nr)
         errors, _ = CRIT.check(img, os.path.join(self.out, 'crit-pre%d' % nr))
@@ -2744,17 +2987,18 @@ class TestRun:
         self.expect_tree_restored()
         self.finish_and_judge()
 
-    def start_page_server(self, binary=CRIU):
-        """criu page-server into {img}-ps on a free loopback port, started once it listens
-        (--status-fd); returns the port."""
-        port, ps_dir = free_tcp_port(), self.img + '-ps'
+    def start_page_server(self, binary=CRIU, extra=(), ps_dir=None):
+        """criu page-server into {img}-ps (or ps_dir) on a free loopback port, started once
+        it listens (--status-fd); returns the port."""
+        port, ps_dir = free_tcp_port(), ps_dir or self.img + '-ps'
         os.makedirs(ps_dir, exist_ok=True)
         ready_r, ready_w = os.pipe()
         env = dict(os.environ, **UPSTREAM_ENV) if binary != CRIU else None
         with open(os.path.join(self.out, 'criu-page-server.err'), 'wb') as err:
             self.page_server = subprocess.Popen(
                 [binary, 'page-server', '-D', ps_dir, '--address', '127.0.0.1', '--port',
-                 str(port), '--status-fd', str(ready_w), '-v4', '-o', 'page-server.log'],
+                 str(port), '--status-fd', str(ready_w), '-v4', '-o', 'page-server.log'] +
+                list(extra),
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=[ready_w], env=env)
         os.close(ready_w)
         ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
@@ -2797,6 +3041,131 @@ class TestRun:
             self.crit_failure = 'crit check of the page server\'s images: ' + errors[0]
         for name in images:
             shutil.copy(os.path.join(ps_dir, name), self.img)
+        self.restore(pid)
+        self.finish_and_judge()
+
+    def run_page_server_chain(self):
+        """A pre-dump into its images directory, which the server's side gets too (here: the
+        same one); then criu page-server --prev-images-dir naming it and dump --page-server
+        --prev-images-dir: the server stores PE_PARENT for what the pre-dump holds, restore
+        follows the chain. 'ps_no_parent': the server has no parent images, the dump fails
+        saying so, the server exits 1 and the tree runs on. 'ps_pre_dump': the pre-dumps
+        go through page servers too ({img}-psN, each the parent of the next), keeping only
+        their pagemaps in {img}-preN; the restore is of the server's side."""
+        pid, parent, server_parent = self.pid, None, None
+        server = UPSTREAM_CRIU if self.desc.get('ps_upstream_server') else CRIU
+        for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
+            extra = []
+            if self.desc.get('ps_pre_dump'):
+                ps_dir = '%s-ps%d' % (self.img, nr)
+                port = self.start_page_server(server, ['--prev-images-dir', '../' + server_parent]
+                                              if server_parent else [], ps_dir)
+                extra = ['--page-server', '--address', '127.0.0.1', '--port', str(port)]
+                server_parent = os.path.basename(ps_dir)
+            parent = self.pre_dump(nr, parent, extra)
+            if self.desc.get('ps_pre_dump'):
+                self.wait_page_server(server)
+                if any(n.startswith('pages-') for n in os.listdir(parent)):
+                    raise TestFailure('pre-dump --page-server wrote pages into its -D',
+                                      'pre-dump-%d.log' % nr)
+            self.wait_step(nr)
+        parent = os.path.basename(parent)
+        no_parent = self.desc.get('ps_no_parent')
+        port = self.start_page_server(
+            server, extra=[] if no_parent else ['--prev-images-dir', '../' + (server_parent or parent)])
+        args = ['--page-server', '--address', '127.0.0.1', '--port', str(port),
+                '--prev-images-dir', '../' + parent]
+        if no_parent:
+            server, self.page_server = self.page_server, None
+            code, stderr = self.criu('dump', ['-t', str(pid), '-D', self.img] + args,
+                                     'dump.log', expect_ok=False)
+            self.expect_one_error_line(stderr, 'failed dump', 'dump.log')
+            if code == 0 or self.desc['expect'] not in stderr:
+                raise TestFailure('dump exited %d: %s' % (code, stderr.strip()), 'dump.log')
+            if server.wait(timeout=CRIU_TIMEOUT) != 1:
+                raise TestFailure('the page server did not fail with the dump')
+            # it runs on, with the pre-dumps' write tracker its own check refuses: stopped here
+            self.expect_tasks_untouched(tree_tids(tree_pids(pid)), 'after the failed dump')
+            os.kill(pid, signal.SIGKILL)
+            self.wait_exit()
+            return None
+        self.dump(args)
+        self.wait_page_server(server)
+        ps_dir = self.img + '-ps'
+        errors, _ = CRIT.check(ps_dir, os.path.join(self.out, 'crit-ps'))
+        if errors and self.crit_failure is None:
+            self.crit_failure = 'crit check of the page server\'s images: ' + errors[0]
+        shown = subprocess.run(['/usr/bin/crit', 'show', os.path.join(ps_dir, 'pagemap-%d.img'
+                                                                      % pid)],
+                               capture_output=True, text=True).stdout
+        if 'PE_PARENT' not in shown:
+            raise TestFailure('the server stored no run of the parent images', 'dump.log')
+        if server_parent:
+            # the pages are all on the server's side: the dump's other images join them
+            for name in os.listdir(self.img):
+                if name.endswith('.img'):
+                    shutil.copy(os.path.join(self.img, name), ps_dir)
+            self.img = ps_dir
+        else:
+            for name in os.listdir(ps_dir):
+                if name.endswith('.img'):
+                    shutil.copy(os.path.join(ps_dir, name), self.img)
+        self.restore(pid)
+        self.finish_and_judge()
+
+    def run_page_server_lazy_images(self):
+        """criu page-server --lazy-pages serves the images of a plain dump to a lazy-pages
+        daemon (here a client of CRIU's protocol): a PS_IOV_GET of the task's first stored
+        page answers PS_IOV_ADD_F/PE_PRESENT with exactly the stored bytes, one for pages
+        that are not stored ends the session with exit 1 ('ps_bad_get'); PS_IOV_FLUSH
+        gets status 0 and the server exits 0. The images then restore as usual."""
+        pid = self.pid
+        self.dump()
+        entries = json.loads(subprocess.run(
+            ['/usr/bin/crit', 'decode', '-i', os.path.join(self.img, 'pagemap-%d.img' % pid)],
+            capture_output=True, text=True, check=True).stdout)['entries']
+        # Debian's crit does not know nr_pages (field 5): the run's first page only
+        head, first, nr = entries[0], entries[1], 1
+        vaddr = int(first['vaddr'], 16) if isinstance(first['vaddr'], str) else first['vaddr']
+        with open(os.path.join(self.img, 'pages-%d.img' % head['pages_id']), 'rb') as pages:
+            stored = pages.read(nr * 4096)
+        port = free_tcp_port()
+        ready_r, ready_w = os.pipe()
+        with open(os.path.join(self.out, 'criu-page-server.err'), 'wb') as err:
+            self.page_server = subprocess.Popen(
+                [CRIU, 'page-server', '--lazy-pages', '-D', self.img, '--address', '127.0.0.1',
+                 '--port', str(port), '--status-fd', str(ready_w), '-v4', '-o',
+                 'page-server.log'], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                pass_fds=[ready_w])
+        os.close(ready_w)
+        ready = select.select([ready_r], [], [], CRIU_TIMEOUT)[0] and os.read(ready_r, 1)
+        os.close(ready_r)
+        server, self.page_server = self.page_server, None
+        bad = self.desc.get('ps_bad_get')
+        try:
+            if ready != b'\0':
+                raise TestFailure('criu page-server --lazy-pages did not start listening')
+            with socket.create_connection(('127.0.0.1', port)) as sk:
+                sk.sendall(struct.pack('=I4xQQQ', 7, nr, vaddr - 4096 if bad else vaddr, pid))
+                answer = sk.recv(32, socket.MSG_WAITALL)
+                if not bad:
+                    cmd, got, at, dst = struct.unpack('=I4xQQQ', answer)
+                    data = sk.recv(got * 4096, socket.MSG_WAITALL) if got <= nr else b''
+                    if (cmd, got, at, dst, data) != (6 | 4 << 16, nr, vaddr, pid, stored):
+                        raise TestFailure('PS_IOV_GET answered %#x, %d pages at %#x of %d, %s'
+                                          % (cmd, got, at, dst, 'the stored bytes'
+                                             if data == stored else 'other bytes'))
+                    sk.sendall(struct.pack('=I4xQQQ', 0x1023, 0, 0, 0))
+                    status = sk.recv(4, socket.MSG_WAITALL)
+                    if status != b'\0' * 4:
+                        raise TestFailure('PS_IOV_FLUSH answered %r' % status)
+            code = server.wait(timeout=CRIU_TIMEOUT)
+        finally:
+            server.kill()
+            server.wait()
+        said = self.last_log_error('page-server.log')
+        if code != (1 if bad else 0) or (bad and 'no stored pages at' not in said):
+            raise TestFailure('criu page-server --lazy-pages exited %d: %s' % (code, said))
         self.restore(pid)
         self.finish_and_judge()
 

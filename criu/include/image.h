@@ -101,6 +101,11 @@ struct cr_img *open_image_at(int dir_fd, enum cr_img_type type, int flags, unsig
  * "parent" link of level N points to. A new fd the caller closes, or -errno (logged).
  */
 int images_chain_dir(unsigned int level);
+/*
+ * --prev-images-dir: the "parent" link in the images directory names prev_dir (relative to
+ * it, as CRIU makes it), which must be a directory. 0 or -errno (logged).
+ */
+int images_link_parent(const char *prev_dir);
 bool img_exists(enum cr_img_type type, unsigned long id);
 void close_image(struct cr_img *img);
 /* The file name of an image, for messages. */

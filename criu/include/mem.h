@@ -24,6 +24,16 @@ struct mem_dump_stats {
 	uint64_t shpages_scanned; /* of the shared memory objects (pagemap-shmem) */
 	uint64_t shpages_written;
 	uint64_t write_us; /* time spent writing page data */
+	uint64_t pages_lazy; /* dump --lazy-pages: left in the tree (PE_LAZY) */
+};
+
+/* dump --lazy-pages: a task whose private pages stay in the frozen tree (mem-lazy.c). */
+struct mem_lazy_task {
+	pid_t pid; /* as criu sees it: whose memory is read */
+	pid_t img_pid; /* as the images name it: the daemon asks by it */
+	int mem_fd; /* /proc/PID/mem, opened at the first request; -1 before */
+	uint64_t *runs; /* vaddr, end pairs of the PE_LAZY runs, by address */
+	unsigned int nr_runs, cap_runs;
 };
 
 /* State of one dump's memory images, across its tasks. */
@@ -42,6 +52,10 @@ struct mem_dump_ctx {
 	bool parent, protect, auto_dedup;
 	/* --page-server: pagemaps and pages go to this socket, not into the images dir; or -1. */
 	int page_server_sk;
+	/* dump --lazy-pages: the tasks whose lazy VMAs' pages stay in the tree (PE_LAZY). */
+	bool lazy;
+	struct mem_lazy_task **lazy_tasks;
+	unsigned int nr_lazy_tasks;
 };
 
 void mem_dump_init(struct mem_dump_ctx *ctx);
@@ -73,6 +87,20 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
  */
 int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 		    struct mem_dump_ctx *ctx);
+
+/*
+ * dump --lazy-pages (mem-lazy.c): a task whose lazy runs follow (*out, owned by ctx), one
+ * run of nr_pages at vaddr of it, in address order. 0 or -ENOMEM (logged).
+ */
+int mem_lazy_add_task(struct mem_dump_ctx *ctx, pid_t pid, struct mem_lazy_task **out);
+int mem_lazy_add_run(struct mem_lazy_task *t, uint64_t vaddr, uint64_t nr_pages);
+/*
+ * Once the images are written, the tree still frozen: serves the PE_LAZY pages from the
+ * tasks' memory to the criu lazy-pages --page-server that connects to listen_sk, until it
+ * has them all. 0, or -errno after one line (the daemon went away before the end).
+ */
+int mem_lazy_serve(struct mem_dump_ctx *ctx, int listen_sk);
+void mem_lazy_free(struct mem_dump_ctx *ctx);
 
 /* Whether the pages of shared memory object shmid are stored in this dump already. */
 bool shmem_already_dumped(const struct mem_dump_ctx *ctx, uint64_t shmid);

@@ -78,4 +78,26 @@ int page_server_finish(int sk);
  */
 int cr_page_server(void);
 
+/* --address (all without it):--port listening, or -1 after one line. */
+int page_server_listen(void);
+
+/*
+ * The pages of task dst_id (its pid in the images) from vaddr on: at most *nr_pages (> 0),
+ * cut to what the source holds there in one piece (never to 0), into buf. 0, or -errno
+ * after one line (vaddr is none of the task's lazy pages).
+ */
+typedef int (*ps_lazy_get_fn)(void *arg, uint64_t dst_id, uint64_t vaddr, uint64_t *nr_pages,
+			      void *buf);
+/*
+ * dump --lazy-pages: takes one criu lazy-pages --page-server on listen_sk and answers its
+ * PS_IOV_GETs with get() until it says it has every page (PS_IOV_FLUSH, answered with a
+ * status as CRIU's source does). 0, or -errno after one line.
+ */
+int page_server_serve_lazy(int listen_sk, ps_lazy_get_fn get, void *arg);
+/*
+ * criu page-server --lazy-pages (page-server-images.c): the same, the pages read from the
+ * pagemap and pages images of the images directory (up its pre-dump chain).
+ */
+int page_server_serve_images(int listen_sk);
+
 #endif

@@ -35,6 +35,8 @@ struct page_xfer {
 	struct cr_img *pagemap_img, *pages_img; /* the images target */
 	int sk; /* the page server target: its socket, not owned */
 	uint64_t dst_id; /* the page server target: the pagemap's id on the wire */
+	bool server_has_parent; /* the page server target: its parent images hold the pagemap */
+	bool keep_pagemap; /* the page server target: PAGE_XFER_KEEP_PAGEMAP */
 	char *bufs[PAGE_XFER_NR_BUFS];
 	size_t used[PAGE_XFER_NR_BUFS];
 	/* Buffers handed to the writer and written, counted from 0: filled - written <= NR. */
@@ -48,12 +50,19 @@ struct page_xfer {
 };
 
 /*
+ * Over a socket, the pagemap is also written into the images directory (not the pages):
+ * a pre-dump's, which the next dump of the chain reads to know what its parent holds.
+ */
+#define PAGE_XFER_KEEP_PAGEMAP 1u
+
+/*
  * Starts pagemap map_type/map_id (pages in pages-pages_id) and its writer: into the images
- * directory when page_server_sk < 0, else over that socket. 0 or -errno (logged); on
- * failure page_xfer_close() still runs. px must be zeroed or closed before.
+ * directory when page_server_sk < 0, else over that socket (flags: PAGE_XFER_*). 0 or
+ * -errno (logged); on failure page_xfer_close() still runs. px must be zeroed or closed
+ * before.
  */
 int page_xfer_open(struct page_xfer *px, int page_server_sk, enum cr_img_type map_type,
-		   unsigned long map_id, uint32_t pages_id);
+		   unsigned long map_id, uint32_t pages_id, unsigned int flags);
 
 /* One pagemap entry; with PE_PRESENT its nr_pages pages are committed next. 0 or -errno. */
 int page_xfer_entry(struct page_xfer *px, uint64_t vaddr, uint64_t nr_pages, uint32_t flags);

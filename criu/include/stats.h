@@ -17,6 +17,7 @@ struct dump_stats_info {
 	uint64_t pages_scanned;
 	uint64_t pages_written;
 	uint64_t pages_in_parent;
+	uint64_t pages_lazy; /* dump --lazy-pages: left in the tree */
 	uint64_t shpages_scanned; /* shared memory objects' pages */
 	uint64_t shpages_written;
 };

@@ -33,10 +33,13 @@ struct vma_image {
 /*
  * A run of stored pages: len bytes at vaddr, at byte file_off of the pages image of chain
  * level `level` (0: this dump; N: the Nth parent images directory, images_chain_dir()).
+ * remote: a PE_LAZY run without data (dump --lazy-pages): the pages are in the dump's
+ * source, which `criu lazy-pages --page-server` asks for them at address file_off.
  */
 struct page_run {
 	uint64_t vaddr, len, file_off;
 	uint32_t level;
+	uint32_t remote;
 };
 
 /*
@@ -162,5 +165,7 @@ int page_map_read_chain(enum cr_img_type type, unsigned long id, struct page_map
 /* The parent images directory's, as page_map_read_chain() (its levels counted from 1). */
 int page_map_read_parent(enum cr_img_type type, unsigned long id, struct page_map *map);
 void page_map_free(struct page_map *map);
+/* The first of runs (sorted by address, not overlapping) that ends after addr; nr_runs: none. */
+unsigned int page_run_after(const struct page_run *runs, unsigned int nr_runs, uint64_t addr);
 
 #endif

@@ -18,7 +18,8 @@
 /*
  * The protocol on the daemon's socket: each connection starts with one struct lazy_msg.
  * LAZY_MSG_TASK (from a restore task, libc side): nr_runs struct page_run follow, the
- * task's lazy pages (address, length, offset in pages-<pages_id>.img), sorted by address;
+ * task's lazy pages (address, length, offset in pages-<pages_id>.img or, for remote runs,
+ * the address in the dump's source), sorted by address;
  * later the restorer blob sends one byte carrying the task's userfaultfd (SCM_RIGHTS), once
  * the runs' VMAs are registered on it. LAZY_MSG_PROBE (criu restore, before forking): is a
  * daemon there. LAZY_MSG_DONE (criu restore, at its end): no more tasks will come.
@@ -57,6 +58,12 @@ bool vma_is_lazy(const struct vma_image *vma);
 int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct page_map *lazy);
 
 /*
+ * A restore that is not lazy: the task's runs left on a dump's source (dump --lazy-pages)
+ * fail it. 0 or -ENOTSUP (logged).
+ */
+int lazy_refuse_remote(const struct task_image *ti);
+
+/*
  * criu restore --lazy-pages, main process: lazy_pages_probe() before forking waits (up to
  * a few seconds, the daemon may still be starting) for the daemon's socket; 0 or -1
  * (logged). lazy_pages_done() at the end tells the daemon no task comes any more.
@@ -71,7 +78,11 @@ void lazy_pages_done(void);
  */
 int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, int *sock);
 
-/* criu lazy-pages: serves every task that connects until all pages are in. 0 or -1. */
+/*
+ * criu lazy-pages: serves every task that connects until all pages are in, from the pages
+ * images, and with --page-server the runs left on the dump's source (dump --lazy-pages at
+ * --address:--port) through CRIU's PS_IOV_GET. 0 or -1.
+ */
 int cr_lazy_pages(void);
 
 #endif

@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """Lazy restore benchmark (make bench, after bench.py's tables): for a holder of each size,
 round by round, a full restore and a lazy one (criu lazy-pages + restore --lazy-pages) of
-the same dump, each measured as
+the same dump, and a remote lazy one (dump --lazy-pages serving the frozen holder's pages
+on a loopback port, criu lazy-pages --page-server + restore --lazy-pages) of a second
+holder, the init of a pid namespace of its own (its restore gets its pids back while the
+dumped holder is still there), each measured as
 
   time to run: from starting criu restore to the holder running its own code again, on
                CLOCK_MONOTONIC as the holder itself reads it (holder -r prints when it
                wakes after a long gap);
   total:       from starting criu restore to every page present: criu restore's exit for
-               the full restore, the lazy-pages daemon's exit for the lazy one.
+               the full restore, the lazy-pages daemon's exit for the lazy ones.
 
 The holder checks every word of its memory once it is stopped at the end, so each restore
 of it is verified. Environment: BENCH_LAZY_SIZES_MIB (default "1024 4096 8192"),
 BENCH_ROUNDS (default 3), BENCH_DIR (as bench.py).
 """
 import os
+import select
+import socket
 import statistics
 import subprocess
 import sys
@@ -74,6 +79,102 @@ def restore(pid, img_dir, live, lazy):
     return start, done
 
 
+def spawn_ns_holder(size_mib, log_path):
+    """The holder as the init of a new pid namespace, leading a session there (CRIU dumps no
+    session leader outside the namespace): (the unshare launcher, the holder's pid here)."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    launcher = os.posix_spawnp("unshare", ["unshare", "--pid", "--fork", "setsid", bench.HOLDER,
+                                           "-r", str(size_mib)], os.environ,
+                               file_actions=actions, setsid=True)
+    children = f"/proc/{launcher}/task/{launcher}/children"
+    deadline = time.monotonic() + bench.HOLDER_READY_TIMEOUT_S
+    while True:
+        with open(children) as f:
+            pids = f.read().split()
+        if pids:
+            return launcher, int(pids[0])
+        if time.monotonic() > deadline:
+            raise bench.BenchError("unshare started no holder")
+        time.sleep(0.01)
+
+
+def remote_restore(pid, img_dir, parent):
+    """dump --lazy-pages of the holder, then its remote lazy restore; returns (start ns, ns
+    when every page is present, the restored holder's pid here). parent: the child of ours
+    that goes with the dumped holder (the launcher, or the holder itself once restored)."""
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = str(sk.getsockname()[1])
+    bench.fresh_dir(img_dir)
+    ready_r, ready_w = os.pipe()
+    source = subprocess.Popen([bench.CRIU, "dump", "-t", str(pid), "-D", img_dir, "--lazy-pages",
+                               "--address", "127.0.0.1", "--port", port, "--status-fd",
+                               str(ready_w), "-o", "dump.log"],
+                              stdin=subprocess.DEVNULL, pass_fds=[ready_w])
+    os.close(ready_w)
+    daemon = None
+    try:
+        ready = (select.select([ready_r], [], [], bench.CRIU_TIMEOUT_S)[0] and
+                 os.read(ready_r, 1))
+        if ready != b"\0":
+            raise bench.BenchError(f"criu dump --lazy-pages failed (see {img_dir}/dump.log)")
+        daemon = subprocess.Popen([bench.CRIU, "lazy-pages", "-D", img_dir, "--page-server",
+                                   "--address", "127.0.0.1", "--port", port,
+                                   "-o", "lazy-pages.log"], stdin=subprocess.DEVNULL)
+        pidfile = os.path.join(img_dir, "restored.pid")
+        start = time.monotonic_ns()
+        proc = subprocess.run([bench.CRIU, "restore", "-D", img_dir, "-d", "--lazy-pages",
+                               "--pidfile", pidfile, "-o", "restore.log"],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=bench.CRIU_TIMEOUT_S)
+        if proc.returncode:
+            raise bench.BenchError(f"criu restore --lazy-pages failed: {proc.stderr.strip()} "
+                                   f"(see {img_dir}/restore.log)")
+        if daemon.wait(timeout=bench.CRIU_TIMEOUT_S):
+            raise bench.BenchError(f"criu lazy-pages failed (see {img_dir}/lazy-pages.log)")
+        done = time.monotonic_ns()
+        daemon = None
+        if source.wait(timeout=bench.CRIU_TIMEOUT_S):
+            raise bench.BenchError(f"criu dump --lazy-pages failed (see {img_dir}/dump.log)")
+        source = None
+        os.waitpid(parent, 0)
+        with open(pidfile) as f:
+            return start, done, int(f.read().split()[0])
+    finally:
+        os.close(ready_r)
+        for proc in (daemon, source):
+            if proc:
+                proc.kill()
+                proc.wait()
+
+
+def bench_remote(size_mib, scratch, live):
+    """The remote lazy columns of each round, for one holder restored again and again."""
+    img_dir = os.path.join(scratch, f"remote-{size_mib}M")
+    log_path = os.path.join(scratch, f"remote-holder-{size_mib}M.log")
+    launcher, pid = spawn_ns_holder(size_mib, log_path)
+    live.add(pid)
+    bench.wait_ready(launcher, log_path)
+    rounds = []
+    for round_nr in range(1, bench.ROUNDS + 1):
+        seen = len(resume_stamps(log_path))
+        start, all_in, restored = remote_restore(pid, img_dir, launcher or pid)
+        live.discard(pid)
+        pid, launcher = restored, None
+        live.add(pid)
+        resumed = wait_resumed(log_path, seen)
+        rounds.append([(resumed - start) / 1e6, (all_in - start) / 1e6])
+        print(f"{size_mib:6d} MiB round {round_nr}: remote lazy: runs after "
+              f"{rounds[-1][0]:.1f} ms, all in {rounds[-1][1]:.1f} ms", flush=True)
+    bench.stop_holder(pid, log_path)
+    live.discard(pid)
+    return rounds
+
+
 def bench_size(size_mib, scratch, live):
     # the holder and its page images in page cache at once, plus headroom
     bench.check_memory_mib(2 * size_mib + 512, f"{size_mib} MiB lazy case")
@@ -104,13 +205,14 @@ def bench_size(size_mib, scratch, live):
 def print_table(results):
     print()
     print(f"{'size':>8} {'full: run ms':>13} {'full: all ms':>13} {'lazy: run ms':>13} "
-          f"{'lazy: all ms':>13}")
+          f"{'lazy: all ms':>13} {'remote: run ms':>15} {'remote: all ms':>15}")
     for size_mib, rounds in results:
-        cols = [statistics.median(r[i] for r in rounds) for i in range(4)]
+        cols = [statistics.median(r[i] for r in rounds) for i in range(6)]
         size = f"{size_mib // 1024} GiB" if size_mib % 1024 == 0 else f"{size_mib} MiB"
         print(f"{size:>8} " + " ".join(f"{c:13.1f}" for c in cols))
     print(f"(medians of {bench.ROUNDS} rounds, full and lazy restore of the same dump "
-          "interleaved; run: the holder's own clock; every restore checked word by word)")
+          "interleaved, remote lazy of a holder in a pid namespace after them; run: the "
+          "holder's own clock; every restore checked word by word)")
 
 
 def main():
@@ -124,8 +226,11 @@ def main():
         print(f"criu lazy restore benchmark: sizes {SIZES_MIB} MiB, {bench.ROUNDS} rounds each, "
               f"images in page cache under {scratch}", flush=True)
         for size_mib in SIZES_MIB:
-            results.append((size_mib, bench_size(size_mib, scratch, live)))
+            local = bench_size(size_mib, scratch, live)
             bench.shutil.rmtree(os.path.join(scratch, f"lazy-{size_mib}M"))
+            remote = bench_remote(size_mib, scratch, live)
+            bench.shutil.rmtree(os.path.join(scratch, f"remote-{size_mib}M"))
+            results.append((size_mib, [l + r for l, r in zip(local, remote)]))
         ok = True
     except (bench.BenchError, subprocess.TimeoutExpired, OSError) as err:
         print(f"lazy bench: FAIL: {err}", file=sys.stderr)

@@ -105,6 +105,17 @@ void test_init(int argc, char **argv)
 		test_fail_errno("block SIGTERM");
 	if (sigaction(SIGTERM, &sa, NULL))
 		test_fail_errno("sigaction(SIGTERM)");
+	/*
+	 * ZDTM_PIDNS_ROOT (zdtm.py's remote lazy tests): any test as the init of a pid
+	 * namespace of its own, so that its restore gets its pids back while the dumped tree,
+	 * still frozen, serves its pages. It leads a session of its own there, as a
+	 * container's init does (CRIU dumps no session leader outside the namespace).
+	 */
+	if (getenv("ZDTM_PIDNS_ROOT") && launch_ready_fd < 0) {
+		test_launch_root(CLONE_NEWPID);
+		if (setsid() < 0)
+			test_fail_errno("setsid in the new pid namespace");
+	}
 }
 
 static void proc_field(const char *path, const char *name, char *out, size_t size);

@@ -304,9 +304,10 @@ static bool is_internal_file(const char *path)
  * it that were deleted too (ghost_parents): the nearest one that exists must be a
  * directory.
  */
-static int check_ghost_path(const char *path, const char *what)
+static int check_ghost_path(const char *src, const char *path, const char *what)
 {
-	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(path, buf, sizeof(buf))), *slash;
+	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(src, path, buf, sizeof(buf)));
+	char *slash;
 	struct stat st;
 	int ret = 0;
 
@@ -343,8 +344,8 @@ enum reg_path_kind {
  * A file still linked whose own name was removed: --link-remap saves it as a hard link,
  * in the same directory (a hard link cannot leave the filesystem).
  */
-static int resolve_unlinked_path(const struct stat *st, const char *what, char *path,
-				 bool marked, enum reg_path_kind *kind)
+static int resolve_unlinked_path(const char *src, const struct stat *st, const char *what,
+				 char *path, bool marked, enum reg_path_kind *kind)
 {
 	size_t sfx = strlen(DELETED_SUFFIX);
 
@@ -356,7 +357,7 @@ static int resolve_unlinked_path(const struct stat *st, const char *what, char *
 	}
 	path[strlen(path) - sfx] = '\0';
 	*kind = PATH_LINK_REMAP;
-	return check_ghost_path(path, what);
+	return check_ghost_path(src, path, what);
 }
 
 /*
@@ -377,8 +378,8 @@ static pid_t dead_proc_pid(const char *path, const struct stat *st)
 	return pid;
 }
 
-static int resolve_path(const char *link, const struct stat *st, const char *what, char *path,
-			enum reg_path_kind *kind)
+static int resolve_path(const char *src, const char *link, const struct stat *st, const char *what,
+			char *path, enum reg_path_kind *kind)
 {
 	size_t len = strlen(link), sfx = strlen(DELETED_SUFFIX);
 	bool marked = len > sfx && !strcmp(link + len - sfx, DELETED_SUFFIX);
@@ -396,11 +397,11 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
 	if (st->st_nlink) {
 		char buf[PATH_MAX + 32];
-		const char *where = mntns_dump_path(path, buf, sizeof(buf));
+		const char *where = mntns_dump_path(src, path, buf, sizeof(buf));
 		int ret = S_ISLNK(st->st_mode) ? lstat(where, &now) : stat(where, &now);
 
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
-			return resolve_unlinked_path(st, what, path, marked, kind);
+			return resolve_unlinked_path(src, st, what, path, marked, kind);
 		return 0;
 	}
 	if (marked)
@@ -411,7 +412,7 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 		       what, link);
 		return -ENOTSUP;
 	}
-	return check_ghost_path(path, what);
+	return check_ghost_path(src, path, what);
 }
 
 /*
@@ -483,7 +484,7 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	}
 	dumped_link_remaps = grown;
 	/* Through the /proc link: the inode itself, whatever names it has left. */
-	made = strdup(mntns_dump_path(lpath, buf, sizeof(buf)));
+	made = strdup(mntns_dump_path(src, lpath, buf, sizeof(buf)));
 	if (!made || linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW)) {
 		ret = made ? -errno : -ENOMEM;
 		pr_err("cannot link %s back as %s (--link-remap): %s\n", path, lpath,
@@ -539,7 +540,7 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	uint32_t remap_id;
 	int ret;
 
-	ret = resolve_path(link, st, what, path, &kind);
+	ret = resolve_path(src, link, st, what, path, &kind);
 	if (!ret && kind == PATH_GHOST) {
 		ret = dump_ghost(src, path, st, &remap_id);
 		if (!ret)
@@ -1182,6 +1183,7 @@ static int reg_collect(struct file_desc *d)
 		.ghost = ghost_of_file(d->id),
 		.link_id = remap_target(d->id, REMAP_TYPE__LINKED),
 		.dead_pid = remap_target(d->id, REMAP_TYPE__PROCFS),
+		.mnt_id = rfe->has_mnt_id ? rfe->mnt_id : -1,
 	};
 	if (dead_pid_mismatch(rf)) {
 		pr_err("files.img: file %u (%s) is remapped to dead pid %d but does not lie in its /proc directory\n",
@@ -1718,11 +1720,10 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 	} else if (rf->link_id) {
 		fd = open_linked(rf, open_flags);
 	} else {
-		fd = open(rf->path, open_flags);
-		if (fd < 0) {
-			fd = -errno;
-			pr_perror("cannot open %s (flags %#o)", rf->path, open_flags);
-		}
+		fd = mntns_open(rf->mnt_id, rf->path, open_flags);
+		if (fd < 0)
+			pr_err("cannot open %s (flags %#o): %s\n", rf->path, open_flags,
+			       strerror(-fd));
 	}
 	if (fd < 0)
 		return fd;

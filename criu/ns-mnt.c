@@ -11,6 +11,15 @@
  * mqueue) for the first mount of its superblock, which must show the filesystem's root;
  * or a bind of a directory of the root mount or of such a new filesystem. Anything else
  * is refused at dump with one line naming the mount.
+ *
+ * Tasks of the tree may live in other mount namespaces than the root's (nested ones, each
+ * with its mountpoints-ID.img). The root task makes each after its own is built: it
+ * unshares a copy of its own, binds the nested one's root mount over --root, builds its
+ * mounts there the same four ways (a bind may come from a mount of the root's namespace:
+ * the copy has it), pivot_root()s into it and goes back to its own. The peer groups of
+ * all of them are set up together at the end (they may span namespaces). Each namespace is
+ * kept as a service fd: a task is born in its own (its parent enters it around the fork),
+ * and a file is opened in the namespace of the mount it was on (reg_file_entry.mnt_id).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +40,7 @@
 #include "log.h"
 #include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
 #include "namespaces.h"
+#include "servicefd.h"
 
 #include "mnt.pb-c.h"
 
@@ -60,15 +70,38 @@ struct mount {
 	char *type;	      /* dump: the filesystem's name, as mountinfo gives it */
 	char *path;	      /* restore: where criu's root task mounts it */
 	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
+	int src_fd;	      /* restore, nested, bound from the root's namespace: its source */
+	struct mount_ns *mns; /* the namespace it is in */
 	bool done;
 };
 
 struct mount_ns {
+	uint32_t id;
+	pid_t pid;	      /* dump: a task in it */
 	struct mount *mounts; /* restore: in the order they are mounted */
 	size_t nr;
 	struct mount *root;
 	bool from_image; /* the entries are the image's (pb_free), not dump's own */
+	int ns_fd;	 /* restore, in the root task: the namespace once made; -1 before */
 };
+
+/*
+ * Both sides: every mount namespace of the tree, the root's first (namespaces.c collects
+ * it first). Restore keeps each in a service fd: MNTNS_SFD_NR at most.
+ */
+static struct mount_ns *all_mntns[MNTNS_SFD_NR];
+static size_t nr_mntns;
+
+/*
+ * The namespaces whose mounts a mount of mns may come back from: its own, and the root's
+ * (a nested namespace is made as a copy of it). The number of them in pool[].
+ */
+static size_t mount_pool(struct mount_ns *mns, struct mount_ns *pool[2])
+{
+	pool[0] = mns;
+	pool[1] = all_mntns[0];
+	return mns == all_mntns[0] ? 1 : 2;
+}
 
 /* The filesystems restore mounts anew, with CRIU's numbers. */
 static const struct {
@@ -156,11 +189,46 @@ static struct mount *find_mount(struct mount_ns *mns, uint32_t mnt_id)
 /* Whether another mount of m's superblock comes back as m's kind (the root, a new fs). */
 static bool sb_taken(struct mount_ns *mns, const struct mount *m)
 {
-	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++)
-		if (s != m && s->e->root_dev == m->e->root_dev &&
-		    (s == mns->root || s->how == MOUNT_NEW_FS))
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
+
+	for (size_t p = 0; p < nr; p++)
+		for (struct mount *s = pool[p]->mounts; s < pool[p]->mounts + pool[p]->nr; s++)
+			if (s != m && s->e->root_dev == m->e->root_dev &&
+			    (s == all_mntns[0]->root || s->how == MOUNT_NEW_FS))
+				return true;
+	return false;
+}
+
+/* Whether mount s is m or lies under it (it could not be mounted before m). */
+static bool mount_under(const struct mount *s, const struct mount *m)
+{
+	for (; s; s = s->parent)
+		if (s == m)
 			return true;
 	return false;
+}
+
+/*
+ * A mount of mns's pool, not under m, whose root holds m's and that comes back first; or
+ * NULL.
+ */
+static struct mount *bind_source_mount(struct mount_ns *mns, const struct mount *m)
+{
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
+
+	for (size_t p = 0; p < nr; p++) {
+		for (struct mount *s = pool[p]->mounts; s < pool[p]->mounts + pool[p]->nr; s++) {
+			if (mount_under(s, m) || s->e->root_dev != m->e->root_dev ||
+			    !path_holds(s->e->root, m->e->root))
+				continue;
+			if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL ||
+			    s->how == MOUNT_NEW_FS)
+				return s;
+		}
+	}
+	return NULL;
 }
 
 /*
@@ -174,7 +242,7 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	MntEntry *e = m->e;
 
 	if (!binds) {
-		if (m == mns->root)
+		if (m == mns->root && mns == all_mntns[0])
 			m->how = MOUNT_ROOT;
 		else if (e->ext_key)
 			m->how = MOUNT_EXTERNAL;
@@ -184,14 +252,10 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	}
 	if (m->how != MOUNT_UNKNOWN)
 		return 0;
-	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++) {
-		if (s == m || s->e->root_dev != e->root_dev || !path_holds(s->e->root, e->root))
-			continue;
-		if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
-			m->how = MOUNT_BIND;
-			m->source = s;
-			return 0;
-		}
+	m->source = bind_source_mount(mns, m);
+	if (m->source) {
+		m->how = MOUNT_BIND;
+		return 0;
 	}
 	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
 	       "nor %s: not supported\n",
@@ -201,9 +265,22 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	return -ENOTSUP;
 }
 
+/* Whether a mount of mns's pool is in peer group id. */
+static bool group_in_pool(struct mount_ns *mns, uint32_t id)
+{
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
+
+	for (size_t p = 0; p < nr; p++)
+		for (size_t j = 0; j < pool[p]->nr; j++)
+			if (pool[p]->mounts[j].e->shared_id == id)
+				return true;
+	return false;
+}
+
 /*
  * The root mount (the one whose parent is outside the namespace), then each mount's class
- * and the peer group it receives from: it must be one of the namespace's.
+ * and the peer group it receives from: it must be one of the pool's.
  */
 static int classify_mounts(struct mount_ns *mns)
 {
@@ -212,7 +289,8 @@ static int classify_mounts(struct mount_ns *mns)
 	for (size_t i = 0; i < mns->nr; i++) {
 		struct mount *m = &mns->mounts[i];
 
-		m->fd = -1;
+		m->fd = m->src_fd = -1;
+		m->mns = mns;
 		m->parent = find_mount(mns, m->e->parent_mnt_id);
 		if (m->parent)
 			continue;
@@ -230,11 +308,9 @@ static int classify_mounts(struct mount_ns *mns)
 	/* The root mount's master is outside: --root replaces it, with its propagation. */
 	for (size_t i = 0; i < mns->nr && !ret; i++) {
 		struct mount *m = &mns->mounts[i];
-		bool master_in = !m->e->master_id || m == mns->root;
+		bool master_in = !m->e->master_id || m == all_mntns[0]->root;
 
-		for (size_t j = 0; j < mns->nr && !master_in; j++)
-			master_in = mns->mounts[j].e->shared_id == m->e->master_id;
-		if (!master_in) {
+		if (!master_in && !group_in_pool(mns, m->e->master_id)) {
 			pr_err("mount %u at %s receives from peer group %u, which is outside the "
 			       "namespace: not supported\n",
 			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
@@ -256,6 +332,8 @@ static void free_mount_ns(struct mount_ns *mns)
 
 		if (m->fd >= 0)
 			close(m->fd);
+		if (m->src_fd >= 0)
+			close(m->src_fd);
 		free(m->path);
 		free(m->type);
 		if (mns->from_image) {
@@ -270,7 +348,34 @@ static void free_mount_ns(struct mount_ns *mns)
 		free(m->e);
 	}
 	free(mns->mounts);
+	if (mns->ns_fd >= 0)
+		close(mns->ns_fd);
 	free(mns);
+}
+
+/* ns's mount namespace into all_mntns, as ns->priv. */
+static struct mount_ns *add_mntns(struct ns_id *ns, bool from_image)
+{
+	struct mount_ns *mns;
+
+	if (nr_mntns == MNTNS_SFD_NR) {
+		pr_err("mount namespace %u: the tree has more than %d mount namespaces: not "
+		       "supported\n",
+		       ns->id, MNTNS_SFD_NR);
+		return NULL;
+	}
+	mns = calloc(1, sizeof(*mns));
+	if (!mns) {
+		pr_err("out of memory for mount namespace %u\n", ns->id);
+		return NULL;
+	}
+	mns->id = ns->id;
+	mns->pid = ns->pid;
+	mns->ns_fd = -1;
+	mns->from_image = from_image;
+	ns->priv = mns;
+	all_mntns[nr_mntns++] = mns;
+	return mns;
 }
 
 /* ------------------------------------------------------------------ dump ---- */
@@ -278,11 +383,25 @@ static void free_mount_ns(struct mount_ns *mns)
 /* The tree's root, while a dump reads a mount namespace of its own; 0 otherwise. */
 static pid_t dump_root_pid;
 
-const char *mntns_dump_path(const char *path, char *buf, size_t size)
+/* A task in the namespace of the mount of the file behind src: the root's by default. */
+static pid_t file_mntns_pid(const char *src)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, src, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID))
+		return dump_root_pid;
+	for (size_t i = 0; i < nr_mntns; i++)
+		for (size_t j = 0; j < all_mntns[i]->nr; j++)
+			if (all_mntns[i]->mounts[j].e->mnt_id == stx.stx_mnt_id)
+				return all_mntns[i]->pid;
+	return dump_root_pid;
+}
+
+const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size)
 {
 	if (!dump_root_pid)
 		return path;
-	snprintf(buf, size, "/proc/%d/root%s", dump_root_pid, path);
+	snprintf(buf, size, "/proc/%d/root%s", file_mntns_pid(src), path);
 	return buf;
 }
 
@@ -416,7 +535,7 @@ static struct mount *grow_mounts(struct mount_ns *mns)
 		return NULL;
 	mns->mounts = grown;
 	memset(&grown[mns->nr], 0, sizeof(*grown));
-	grown[mns->nr].fd = -1;
+	grown[mns->nr].fd = grown[mns->nr].src_fd = -1;
 	return &grown[mns->nr++];
 }
 
@@ -475,20 +594,18 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 /* Main process, the tree seized: its mounts, and what restore could not give back. */
 static int mnt_dump_check(struct ns_id *ns)
 {
-	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	struct mount_ns *mns = add_mntns(ns, false);
 	int ret;
 
-	if (!mns) {
-		pr_err("out of memory for mount namespace %u\n", ns->id);
+	if (!mns)
 		return -ENOMEM;
-	}
-	ns->priv = mns;
 	ret = read_mountinfo(ns->pid, mns);
 	if (!ret)
 		ret = classify_mounts(mns);
 	if (ret)
 		return ret;
-	dump_root_pid = ns->pid;
+	if (mns == all_mntns[0])
+		dump_root_pid = ns->pid;
 	pr_info("mount namespace %u: %zu mounts, the root mount %u (%s)\n", ns->id, mns->nr,
 		mns->root->e->mnt_id, mns->root->e->root);
 	return 0;
@@ -742,8 +859,9 @@ static int order_mounts(struct mount_ns *mns)
 		for (size_t i = 0; i < mns->nr; i++) {
 			struct mount *m = &mns->mounts[i];
 
+			/* A source in the root's namespace is mounted before this one is made. */
 			if (m->done || (m->parent && !m->parent->done) ||
-			    (m->source && !m->source->done))
+			    (m->source && m->source->mns == mns && !m->source->done))
 				continue;
 			m->done = true;
 			sorted[n++] = *m;
@@ -776,18 +894,14 @@ static int order_mounts(struct mount_ns *mns)
 
 static int mnt_collect(struct ns_id *ns)
 {
-	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	struct mount_ns *mns = add_mntns(ns, true);
 	struct cr_img *img;
 	int ret;
 
-	if (!mns) {
-		pr_err("out of memory for mount namespace %u\n", ns->id);
+	if (!mns)
 		return -ENOMEM;
-	}
-	mns->from_image = true;
-	ns->priv = mns;
 	if (!img_exists(CR_IMG_MNTS, ns->id)) {
-		pr_err("the root has mount namespace %u of its own, but mountpoints-%u.img is "
+		pr_err("the tree has mount namespace %u, but mountpoints-%u.img is "
 		       "missing\n",
 		       ns->id, ns->id);
 		return -ENOENT;
@@ -955,7 +1069,10 @@ static int mount_one(struct mount *m)
 		break;
 	case MOUNT_UNKNOWN: /* classify_mounts() left none */
 	case MOUNT_BIND:
-		from = bind_source(m);
+		if (m->src_fd >= 0 && asprintf(&from, "/proc/self/fd/%d", m->src_fd) < 0)
+			from = NULL;
+		else if (m->src_fd < 0)
+			from = bind_source(m);
 		break;
 	case MOUNT_NEW_FS:
 		ret = make_mountpoint(m->path, true);
@@ -1037,17 +1154,32 @@ static int join_group(const struct mount *from, const struct mount *to)
 	return 0;
 }
 
-/* A mount of peer group id already given its propagation whose root holds m's; or NULL. */
-static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const struct mount *m)
+/*
+ * A mount of peer group id, in any of the namespaces (groups span them), already given its
+ * propagation, whose root holds m's; or NULL.
+ */
+static struct mount *peer_group_mount(uint32_t id, const struct mount *m)
 {
-	for (size_t i = 0; i < mns->nr && id; i++) {
-		struct mount *p = &mns->mounts[i];
+	for (size_t n = 0; n < nr_mntns && id; n++) {
+		for (size_t i = 0; i < all_mntns[n]->nr; i++) {
+			struct mount *p = &all_mntns[n]->mounts[i];
 
-		if (p->done && p->e->shared_id == id && p->e->root_dev == m->e->root_dev &&
-		    path_holds(p->e->root, m->e->root))
-			return p;
+			if (p->done && p->e->shared_id == id &&
+			    p->e->root_dev == m->e->root_dev && path_holds(p->e->root, m->e->root))
+				return p;
+		}
 	}
 	return NULL;
+}
+
+/* The root task into mount namespace mns (mount_setattr() acts on its own mounts only). */
+static int enter_mntns(const struct mount_ns *mns)
+{
+	if (setns(mns->ns_fd, CLONE_NEWNS)) {
+		pr_perror("cannot enter mount namespace %u", mns->id);
+		return -errno;
+	}
+	return 0;
 }
 
 /*
@@ -1056,50 +1188,61 @@ static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const s
  * its master's group, then shared in a group of its own. 1: not yet (its master's group
  * is not set up); 0 or -errno.
  */
-static int propagate_one(struct mount_ns *mns, struct mount *m)
+static int propagate_one(struct mount *m)
 {
 	/* The root mount's master is outside the namespace (classify_mounts()). */
-	uint32_t master_id = m == mns->root ? 0 : m->e->master_id;
-	struct mount *peer = peer_group_mount(mns, m->e->shared_id, m);
-	struct mount *master = peer_group_mount(mns, master_id, m);
+	uint32_t master_id = m == all_mntns[0]->root ? 0 : m->e->master_id;
+	struct mount *peer = peer_group_mount(m->e->shared_id, m);
+	struct mount *master = peer_group_mount(master_id, m);
 	int ret = 0;
 
 	if (peer)
 		return join_group(peer, m);
 	if (master_id && !master)
 		return 1;
+	if (m->mns != all_mntns[0] && (ret = enter_mntns(m->mns)))
+		return ret;
 	if (master) {
 		ret = join_group(master, m);
 		ret = ret ?: set_propagation(m, MS_SLAVE, "a slave");
 	}
 	if (!ret && m->e->shared_id)
 		ret = set_propagation(m, MS_SHARED, "shared");
+	if (m->mns != all_mntns[0])
+		ret = enter_mntns(all_mntns[0]) ?: ret;
 	return ret;
 }
 
+/* The n-th mount of all the namespaces, the root's first; NULL past the last. */
+static struct mount *nth_mount(size_t n)
+{
+	for (size_t i = 0; i < nr_mntns; n -= all_mntns[i++]->nr)
+		if (n < all_mntns[i]->nr)
+			return &all_mntns[i]->mounts[n];
+	return NULL;
+}
+
 /*
- * Peer groups and slaves, on a tree all private until now (nothing propagated while it
- * was built); then unbindable mounts, which nothing could have bound from after.
+ * Peer groups and slaves of all the namespaces, on trees all private until now (nothing
+ * propagated while they were built); then unbindable mounts, which nothing could have
+ * bound from after. The root task is in the root's namespace before and after.
  */
-static int restore_propagation(struct mount_ns *mns)
+static int restore_propagation(void)
 {
 	size_t left = 0, before;
+	struct mount *m;
 	int ret = 0;
 
-	for (size_t i = 0; i < mns->nr; i++) {
-		struct mount *m = &mns->mounts[i];
-
-		m->done = !m->e->shared_id && (m == mns->root || !m->e->master_id);
+	for (size_t i = 0; (m = nth_mount(i)); i++) {
+		m->done = !m->e->shared_id && (m == all_mntns[0]->root || !m->e->master_id);
 		left += !m->done;
 	}
 	do {
 		before = left;
-		for (size_t i = 0; i < mns->nr && !ret; i++) {
-			struct mount *m = &mns->mounts[i];
-
+		for (size_t i = 0; (m = nth_mount(i)) && !ret; i++) {
 			if (m->done)
 				continue;
-			ret = propagate_one(mns, m);
+			ret = propagate_one(m);
 			if (ret == 0) {
 				m->done = true;
 				left--;
@@ -1113,9 +1256,14 @@ static int restore_propagation(struct mount_ns *mns)
 		       left);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		if (mns->mounts[i].e->flags & MS_UNBINDABLE)
-			ret = set_propagation(&mns->mounts[i], MS_UNBINDABLE, "unbindable");
+	for (size_t i = 0; (m = nth_mount(i)) && !ret; i++) {
+		if (!(m->e->flags & MS_UNBINDABLE))
+			continue;
+		ret = m->mns != all_mntns[0] ? enter_mntns(m->mns) : 0;
+		ret = ret ?: set_propagation(m, MS_UNBINDABLE, "unbindable");
+		if (m->mns != all_mntns[0])
+			ret = enter_mntns(all_mntns[0]) ?: ret;
+	}
 	return ret;
 }
 
@@ -1130,9 +1278,98 @@ static int enter_root(const struct mount_ns *mns)
 	return 0;
 }
 
+/* The mounts of mns under --root, with their flags. */
+static int build_mounts(struct mount_ns *mns)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = mount_one(&mns->mounts[i]);
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = set_mount_flags(&mns->mounts[i]);
+	return ret;
+}
+
+static int open_own_mntns(struct mount_ns *mns)
+{
+	mns->ns_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (mns->ns_fd < 0) {
+		pr_perror("mount namespace %u: cannot open it", mns->id);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * The sources in the root's namespace of mns's binds, as the copy unshare() just made
+ * has them, opened before mns's root mount covers them.
+ */
+static int open_root_sources(struct mount_ns *mns)
+{
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+		char *from;
+
+		if (m->how != MOUNT_BIND || m->source->mns == mns)
+			continue;
+		from = bind_source(m);
+		if (!from)
+			return -ENOMEM;
+		m->src_fd = open(from, O_PATH | O_CLOEXEC);
+		if (m->src_fd < 0) {
+			pr_perror("mount %u: cannot open its source %s", m->e->mnt_id, from);
+			free(from);
+			return -errno;
+		}
+		free(from);
+	}
+	return 0;
+}
+
+/*
+ * The root task, in the root's namespace with its mounts built and before its pivot_root:
+ * nested namespace mns, a copy of the root's with mns's root mount over --root and its
+ * mounts in it, pivot_root()ed into; then back into the root's.
+ */
+static int build_nested(struct mount_ns *mns)
+{
+	int ret;
+
+	if (unshare(CLONE_NEWNS)) {
+		pr_perror("mount namespace %u: cannot make it", mns->id);
+		return -errno;
+	}
+	ret = open_own_mntns(mns);
+	ret = ret ?: open_root_sources(mns);
+	ret = ret ?: build_mounts(mns);
+	ret = ret ?: enter_root(mns);
+	/* Back in any case: the root's namespace is the one the root task goes on in. */
+	ret = enter_mntns(all_mntns[0]) ?: ret;
+	if (!ret)
+		pr_info("nested mount namespace %u: %zu mounts restored\n", mns->id, mns->nr);
+	return ret;
+}
+
+/* Each namespace at its service fd, which tasks inherit (mntns_enter()). */
+static int install_mntns_fds(void)
+{
+	for (size_t i = 0; i < nr_mntns; i++) {
+		int fd = install_service_fd(MNTNS_SFD + i, all_mntns[i]->ns_fd);
+
+		all_mntns[i]->ns_fd = -1;
+		if (fd < 0)
+			return fd;
+	}
+	return 0;
+}
+
+/* The mount namespace task is in, as criu's copy of its image's ids says. */
+static uint32_t cur_mntns_id;
+
 /*
  * In the root task, born into a copy of criu's mount namespace: nothing it does may reach
- * criu's (all private first), then the mounts, their flags, the root, their propagation.
+ * criu's (all private first), then the mounts and their flags, the nested namespaces, the
+ * root, the propagation of all of them.
  */
 static int mnt_restore(const struct ns_id *ns)
 {
@@ -1143,30 +1380,98 @@ static int mnt_restore(const struct ns_id *ns)
 		pr_perror("mount namespace %u: cannot make criu's mounts private in it", ns->id);
 		return -errno;
 	}
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = mount_one(&mns->mounts[i]);
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = set_mount_flags(&mns->mounts[i]);
+	ret = open_own_mntns(mns);
+	ret = ret ?: build_mounts(mns);
+	for (size_t i = 1; i < nr_mntns && !ret; i++)
+		ret = build_nested(all_mntns[i]);
 	/* pivot_root() refuses a shared new root: propagation comes after. */
 	ret = ret ?: enter_root(mns);
-	ret = ret ?: restore_propagation(mns);
-	for (size_t i = 0; i < mns->nr; i++) {
-		if (mns->mounts[i].fd >= 0)
-			close(mns->mounts[i].fd);
-		mns->mounts[i].fd = -1;
+	ret = ret ?: restore_propagation();
+	for (size_t i = 0; i < nr_mntns; i++) {
+		for (size_t j = 0; j < all_mntns[i]->nr; j++) {
+			struct mount *m = &all_mntns[i]->mounts[j];
+
+			if (m->fd >= 0)
+				close(m->fd);
+			if (m->src_fd >= 0)
+				close(m->src_fd);
+			m->fd = m->src_fd = -1;
+		}
 	}
-	if (!ret)
-		pr_info("mount namespace %u: %zu mounts restored under %s\n", ns->id, mns->nr,
-			opts.root);
+	ret = ret ?: install_mntns_fds();
+	if (!ret) {
+		cur_mntns_id = ns->id;
+		pr_info("mount namespace %u: %zu mounts restored under %s, %zu nested\n", ns->id,
+			mns->nr, opts.root, nr_mntns - 1);
+	}
 	return ret;
+}
+
+static int mntns_index(uint32_t id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		if (all_mntns[i]->id == id)
+			return i;
+	return -1;
+}
+
+int mntns_enter(uint32_t id)
+{
+	int i = mntns_index(id);
+
+	if (!cur_mntns_id || !id || id == cur_mntns_id)
+		return 0;
+	if (i < 0) {
+		pr_err("mount namespace %u is not one of the tree's\n", id);
+		return -ENOENT;
+	}
+	if (setns(get_service_fd(MNTNS_SFD + i), CLONE_NEWNS)) {
+		pr_perror("cannot enter mount namespace %u", id);
+		return -errno;
+	}
+	cur_mntns_id = id;
+	return 0;
+}
+
+/* The namespace of the image's mount mnt_id; 0 where no image names it. */
+static uint32_t mount_mntns(int32_t mnt_id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		for (size_t j = 0; j < all_mntns[i]->nr; j++)
+			if ((int32_t)all_mntns[i]->mounts[j].e->mnt_id == mnt_id)
+				return all_mntns[i]->id;
+	return 0;
+}
+
+int mntns_open(int32_t mnt_id, const char *path, int flags)
+{
+	uint32_t own = cur_mntns_id;
+	int fd, ret;
+
+	ret = mntns_enter(mount_mntns(mnt_id));
+	if (ret)
+		return ret;
+	fd = open(path, flags);
+	if (fd < 0)
+		fd = -errno;
+	ret = mntns_enter(own);
+	if (ret && fd >= 0)
+		close(fd);
+	return ret ?: fd;
 }
 
 static void mnt_fini(struct ns_id *ns)
 {
+	for (size_t i = 0; i < nr_mntns; i++)
+		if (all_mntns[i] == ns->priv)
+			all_mntns[i] = NULL;
+	while (nr_mntns && !all_mntns[nr_mntns - 1])
+		nr_mntns--;
 	free_mount_ns(ns->priv);
 	ns->priv = NULL;
 	dump_root_pid = 0;
 	restoring_mntns = false;
+	cur_mntns_id = 0;
 }
 
 const struct ns_kind mnt_ns_kind = {
@@ -1175,6 +1480,7 @@ const struct ns_kind mnt_ns_kind = {
 	.dump_check = mnt_dump_check,
 	.dump = mnt_dump,
 	.dump_from_criu = true,
+	.nested = true,
 	.collect = mnt_collect,
 	.restore = mnt_restore,
 	.fini = mnt_fini,

@@ -1050,6 +1050,8 @@ TESTS = {
     'mnt_ns_tree': dict(MNT_NS_TREE),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
+    # a child in a mount namespace of its own below the root's, a peer group across both
+    'mnt_ns_nested': dict(MNT_NS_TREE),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '

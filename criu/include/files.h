@@ -381,6 +381,7 @@ struct reg_file {
 	struct ghost_file *ghost; /* deleted at dump: re-created from its ghost image */
 	uint32_t link_id; /* --link-remap: reached through this REG entry's file; 0: none */
 	pid_t dead_pid; /* path is in /proc/PID of a process gone at dump (a PROCFS remap); 0: none */
+	int32_t mnt_id; /* the mount it was on, in the images' mountpoints-ID.img; -1: none */
 };
 
 /*

@@ -6,7 +6,8 @@
  *
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
- * Every other task must live in its root's namespaces (nested ones are refused).
+ * Every other task must live in its root's namespaces (nested ones are refused), but for
+ * the kinds that say otherwise (ns_kind.nested: mounts).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -42,6 +43,12 @@ struct ns_kind {
 	 * the cgroup that becomes its root).
 	 */
 	bool unshared_in_root;
+	/*
+	 * Tasks of the tree may live in namespaces of this kind other than the root's, below
+	 * a namespace of the root's own: each is dump_check()ed, dumped and collect()ed as the
+	 * root's is (the root's first), and the kind's restore() makes them all.
+	 */
+	bool nested;
 	/*
 	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
 	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
@@ -238,10 +245,11 @@ int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
 
 /*
- * Mounts (ns-mnt.c). Dump: path, as a task of the tree names it, where criu reaches it
- * (through /proc/ROOT/root when the tree has a mount namespace of its own), in buf.
+ * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc
+ * link src, where criu reaches it (through /proc/PID/root of a task in the mount namespace
+ * of the file's mount when the tree has mount namespaces of its own), in buf.
  */
-const char *mntns_dump_path(const char *path, char *buf, size_t size);
+const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size);
 /*
  * Dump: the mount id of the file behind the /proc link src, for reg_file_entry.mnt_id;
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
@@ -252,5 +260,17 @@ int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
  * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
  */
 bool mntns_restored(void);
+/*
+ * Restore, in a task, once the root restored its mount namespaces: into the tree's mount
+ * namespace id (its image id), where the task is not in it already (0: stay). A parent
+ * enters its child's around the fork. 0 or -errno, after one line.
+ */
+int mntns_enter(uint32_t id);
+/*
+ * Restore, in a task: open(path, flags) in the namespace of the image's mount mnt_id (the
+ * task's own where no image names it, or none was restored), the task back in its own
+ * after. The fd, or -errno (a failed open() is not logged).
+ */
+int mntns_open(int32_t mnt_id, const char *path, int flags);
 
 #endif

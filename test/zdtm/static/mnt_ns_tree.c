@@ -31,7 +31,6 @@
 #define DATA_SIZE  (3 * 4096 + 100)
 #define DATA_SEED  77
 #define FD_OFFSET  5000
-#define MAX_MOUNTS 32
 
 static void must(int ret, const char *what)
 {
@@ -73,41 +72,13 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 
 /*
  * Stage 1, in the launched root, still in the runner's tree: a root of bind mounts, the
- * pivot into it, then the program again from there (its binary and libraries must be
- * reachable in the tree that is dumped).
+ * pivot into it, then the program again from there.
  */
 static void build_root(const char *out_dir, char **argv)
 {
-	char exe[4096], pidfile[4096];
-	ssize_t len;
-	int src, dst;
-
-	must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-	must(mkdir("root", 0755), "mkdir root");
-	bind_mount("root", "root", 0);
-	must(chdir("root"), "chdir root");
-	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0peer\0bindsrc\0";
-	     *d; d += strlen(d) + 1)
-		must(mkdir(d, 0755), d);
-	must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
-	bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
-	bind_mount(out_dir, "out", 0);
-
-	src = open("/proc/self/exe", O_RDONLY);
-	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);
-	if (src < 0 || dst < 0)
-		test_fail_errno("copy the binary");
-	while ((len = read(src, exe, sizeof(exe))) > 0)
-		if (write(dst, exe, len) != len)
-			test_fail_errno("copy the binary");
-	close(src);
-	close(dst);
-
-	must(syscall(SYS_pivot_root, ".", "."), "pivot_root");
-	must(umount2(".", MNT_DETACH), "umount the old root");
-	must(chdir("/"), "chdir /");
-	snprintf(pidfile, sizeof(pidfile), "/out/%s", strrchr(argv[1], '/') + 1);
-	test_reexec("/bin/test", (char *[]){ argv[0], pidfile, STAGE2, NULL });
+	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
+				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0",
+			  argv, STAGE2);
 }
 
 /* Stage 2, in the new root: the mounts the dump must give back. */
@@ -203,107 +174,6 @@ static void expect_ghost(int fd)
 	pattern_expect(buf, sizeof(buf), DATA_SEED + 2, "the removed file");
 }
 
-/* One mount, as the test compares it: ids left out, peer groups renamed by first use. */
-struct mnt_line {
-	int id, parent;
-	char text[1024];
-};
-
-static int group_name(int *groups, int *nr, int group)
-{
-	for (int i = 0; i < *nr; i++)
-		if (groups[i] == group)
-			return i + 1;
-	groups[(*nr)++] = group;
-	return *nr;
-}
-
-/* "TYPE SOURCE SUPER", one blank after each: the source may be empty. */
-static bool split_fs_fields(const char *tail, char fstype[32], char src[64], char super[128])
-{
-	size_t type_len = strcspn(tail, " "), src_len;
-
-	if (!tail[type_len] || type_len >= 32)
-		return false;
-	snprintf(fstype, 32, "%.*s", (int)type_len, tail);
-	tail += type_len + 1;
-	src_len = strcspn(tail, " ");
-	if (!tail[src_len] || src_len >= 64)
-		return false;
-	snprintf(src, 64, "%.*s", (int)src_len, tail);
-	return sscanf(tail + src_len + 1, "%127s", super) == 1;
-}
-
-/* mountinfo lines by their mount point (the 5th field): the kernel lists by creation. */
-static const char *mount_point_of(const char *line)
-{
-	for (int i = 0; i < 4 && line; i++)
-		line = strchr(line, ' ') ? strchr(line, ' ') + 1 : NULL;
-	return line ? line : "";
-}
-
-static int by_mount_point(const void *a, const void *b)
-{
-	return strcmp(mount_point_of(*(char *const *)a), mount_point_of(*(char *const *)b));
-}
-
-/*
- * Each mount as "POINT ROOT OPTS PROPAGATION FSTYPE SOURCE SUPER in PARENT_POINT", by
- * mount point; group numbers as they first appear in that order.
- */
-static void mount_table(char *out, size_t size)
-{
-	static char buf[16384];
-	struct mnt_line lines[MAX_MOUNTS];
-	int groups[MAX_MOUNTS], nr_groups = 0, nr = 0;
-	char *line, *save, *sorted[MAX_MOUNTS];
-	int nr_lines = 0;
-	size_t used = 0;
-
-	read_file("/proc/self/mountinfo", buf, sizeof(buf));
-	for (line = strtok_r(buf, "\n", &save); line && nr_lines < MAX_MOUNTS;
-	     line = strtok_r(NULL, "\n", &save))
-		sorted[nr_lines++] = line;
-	qsort(sorted, nr_lines, sizeof(sorted[0]), by_mount_point);
-	for (; nr < nr_lines; nr++) {
-		char point[256], root[256], opts[128], tail[256], fstype[32], src[64], super[128];
-		char prop[128] = "", *dash;
-		unsigned int maj, min;
-		int n;
-
-		line = sorted[nr];
-		dash = strstr(line, " - ");
-		if (!dash || sscanf(line, "%d %d %u:%u %255s %255s %127s%n", &lines[nr].id,
-				    &lines[nr].parent, &maj, &min, root, point, opts, &n) != 7 ||
-		    !split_fs_fields(dash + 3, fstype, src, super))
-			test_fail("mountinfo line \"%s\"", line);
-		snprintf(tail, sizeof(tail), "%.*s", (int)(dash - line - n), line + n);
-		for (char *tag = strtok(tail, " "); tag; tag = strtok(NULL, " ")) {
-			int group;
-			size_t at = strlen(prop);
-
-			if (sscanf(tag, "shared:%d", &group) == 1)
-				snprintf(prop + at, sizeof(prop) - at, " shared:%d",
-					 group_name(groups, &nr_groups, group));
-			else if (sscanf(tag, "master:%d", &group) == 1)
-				snprintf(prop + at, sizeof(prop) - at, " master:%d",
-					 group_name(groups, &nr_groups, group));
-			else
-				snprintf(prop + at, sizeof(prop) - at, " %s", tag);
-		}
-		snprintf(lines[nr].text, sizeof(lines[nr].text), "%s %s %s%s %s %s %s", point,
-			 root, opts, prop, fstype, src, super);
-	}
-	for (int i = 0; i < nr; i++) {
-		const char *parent = "-";
-
-		for (int j = 0; j < nr; j++)
-			if (lines[j].id == lines[i].parent)
-				parent = strtok(strdup(lines[j].text), " ");
-		used += snprintf(out + used, size - used, "%s in %s\n", lines[i].text, parent);
-	}
-}
-
 /* The 100 bytes at FD_OFFSET of the pattern /tmp/data holds. */
 static bool at_offset_matches(const char *got)
 {
@@ -354,11 +224,11 @@ int main(int argc, char **argv)
 	ghost = open("/tmp/sub/ghost", O_RDONLY);
 	if (ghost < 0 || unlink("/tmp/sub/ghost"))
 		test_fail_errno("/tmp/sub/ghost");
-	mount_table(before, sizeof(before));
+	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
 	test_ready();
 	test_wait_sigterm();
 
-	mount_table(after, sizeof(after));
+	test_mount_table("/proc/self/mountinfo", after, sizeof(after));
 	if (strcmp(before, after))
 		test_fail("mounts before the dump:\n%safter the restore:\n%s", before, after);
 	if (!getcwd(cwd, sizeof(cwd)) || strcmp(cwd, "/mnt"))

@@ -447,10 +447,15 @@ static int write_reg_entry(uint32_t id, const char *path, const struct stat *st,
 	return write_file_entry(&fe);
 }
 
-/* --link-remap: each inode linked back once per dump, removed again if the dump fails. */
+/*
+ * --link-remap: each inode linked back once per mount it is open through (a hard link
+ * cannot cross mounts, and restore links it back to a path of that mount), removed again
+ * if the dump fails.
+ */
 struct dumped_link_remap {
 	dev_t dev;
 	ino_t ino;
+	int32_t mnt_id;
 	uint32_t id; /* its REG entry */
 	char *path; /* where criu made it (mntns_dump_path()) */
 };
@@ -464,11 +469,15 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	struct dumped_link_remap *grown, *lr;
 	const char *slash = strrchr(path, '/');
 	char *lpath, *made, buf[PATH_MAX + 32];
+	int32_t mnt_id;
 	int ret;
 
+	ret = mntns_file_mnt_id(src, &mnt_id);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
 		lr = &dumped_link_remaps[i];
-		if (lr->dev == st->st_dev && lr->ino == st->st_ino) {
+		if (lr->dev == st->st_dev && lr->ino == st->st_ino && lr->mnt_id == mnt_id) {
 			*link_id = lr->id;
 			return 0;
 		}
@@ -494,7 +503,7 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 		return ret;
 	}
 	dumped_link_remaps[nr_dumped_link_remaps++] =
-		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, made };
+		(struct dumped_link_remap){ st->st_dev, st->st_ino, mnt_id, *link_id, made };
 	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
 	ret = write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL, src);
 	free(lpath);
@@ -1698,8 +1707,10 @@ void reg_remove_links(void)
 		const struct file_desc *d = linked_remaps[i].type == REMAP_TYPE__LINKED ?
 						    find_file_desc(linked_remaps[i].target) : NULL;
 		const struct reg_file *lf = d && d->fe->type == FD_TYPES__REG ? d->kind : NULL;
+		char buf[PATH_MAX + 32];
 
-		if (lf && unlink(lf->path) && errno != ENOENT)
+		if (lf && unlink(mntns_restore_path(lf->mnt_id, lf->path, buf, sizeof(buf))) &&
+		    errno != ENOENT)
 			pr_warn("cannot remove %s: %s\n", lf->path, strerror(errno));
 	}
 }
@@ -1707,12 +1718,17 @@ void reg_remove_links(void)
 int open_reg_file(const struct reg_file *rf, uint32_t flags)
 {
 	int open_flags = (flags & ~REOPEN_DROP_FLAGS) | O_NOCTTY;
+	int64_t own_mntns;
 	int fd, ret;
 
 	/* O_TMPFILE is O_DIRECTORY plus a bit of its own: the file is no directory. */
 	if ((flags & O_TMPFILE) == O_TMPFILE)
 		open_flags &= ~O_DIRECTORY;
 
+	/* Its path is the namespace's of the mount it was on: the task goes there for it. */
+	own_mntns = mntns_enter_mount(rf->mnt_id);
+	if (own_mntns < 0)
+		return own_mntns;
 	if (rf->ghost) {
 		fd = open_ghost(rf, open_flags);
 	} else if (rf->dead_pid) {
@@ -1720,13 +1736,17 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 	} else if (rf->link_id) {
 		fd = open_linked(rf, open_flags);
 	} else {
-		fd = mntns_open(rf->mnt_id, rf->path, open_flags);
-		if (fd < 0)
-			pr_err("cannot open %s (flags %#o): %s\n", rf->path, open_flags,
-			       strerror(-fd));
+		fd = open(rf->path, open_flags);
+		if (fd < 0) {
+			fd = -errno;
+			pr_perror("cannot open %s (flags %#o)", rf->path, open_flags);
+		}
 	}
-	if (fd < 0)
-		return fd;
+	ret = mntns_enter(own_mntns);
+	if (ret && fd >= 0)
+		close(fd);
+	if (ret || fd < 0)
+		return ret ?: fd;
 	ret = check_reopened(fd, rf);
 	if (ret) {
 		close(fd);

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
 #include "namespaces.h"
+#include "pstree.h"
 #include "servicefd.h"
 
 #include "mnt.pb-c.h"
@@ -1443,21 +1444,26 @@ static uint32_t mount_mntns(int32_t mnt_id)
 	return 0;
 }
 
-int mntns_open(int32_t mnt_id, const char *path, int flags)
+const char *mntns_restore_path(int32_t mnt_id, const char *path, char *buf, size_t size)
+{
+	uint32_t id = mount_mntns(mnt_id);
+	struct pstree_item *item;
+
+	if (!restoring_mntns)
+		return path;
+	for (item = root_item; item; item = pstree_next(item))
+		if (item->ids.mnt_ns_id == (id ? id : all_mntns[0]->id) && pidns_host_pid(item->pid))
+			break;
+	snprintf(buf, size, "/proc/%d/root%s", item ? pidns_host_pid(item->pid) : 0, path);
+	return buf;
+}
+
+int64_t mntns_enter_mount(int32_t mnt_id)
 {
 	uint32_t own = cur_mntns_id;
-	int fd, ret;
+	int ret = mntns_enter(mount_mntns(mnt_id));
 
-	ret = mntns_enter(mount_mntns(mnt_id));
-	if (ret)
-		return ret;
-	fd = open(path, flags);
-	if (fd < 0)
-		fd = -errno;
-	ret = mntns_enter(own);
-	if (ret && fd >= 0)
-		close(fd);
-	return ret ?: fd;
+	return ret ? ret : (int64_t)own;
 }
 
 static void mnt_fini(struct ns_id *ns)

@@ -267,10 +267,15 @@ bool mntns_restored(void);
  */
 int mntns_enter(uint32_t id);
 /*
- * Restore, in a task: open(path, flags) in the namespace of the image's mount mnt_id (the
- * task's own where no image names it, or none was restored), the task back in its own
- * after. The fd, or -errno (a failed open() is not logged).
+ * Restore, in a task: into the namespace of the image's mount mnt_id (it stays where no
+ * image names it, or none was restored), for a path of that namespace. The id of the one
+ * it was in, for mntns_enter() after; or -errno, after one line.
  */
-int mntns_open(int32_t mnt_id, const char *path, int flags);
+int64_t mntns_enter_mount(int32_t mnt_id);
+/*
+ * Restore, main process, the tree running: path, of the namespace of the image's mount
+ * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.
+ */
+const char *mntns_restore_path(int32_t mnt_id, const char *path, char *buf, size_t size);
 
 #endif

@@ -266,6 +266,35 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	return -ENOTSUP;
 }
 
+/* The namespace other than mns that has a mount of superblock dev, or NULL. */
+static struct mount_ns *sb_elsewhere(const struct mount_ns *mns, uint32_t dev)
+{
+	for (size_t n = 0; n < nr_mntns; n++) {
+		if (all_mntns[n] == mns)
+			continue;
+		for (size_t i = 0; i < all_mntns[n]->nr; i++)
+			if (all_mntns[n]->mounts[i].e->root_dev == dev)
+				return all_mntns[n];
+	}
+	return NULL;
+}
+
+/*
+ * A nested namespace is made from the root's, which must show what it binds from: a
+ * superblock two nested namespaces share, and the root's does not show, has no source.
+ */
+static int check_nested_sb(struct mount_ns *mns, const struct mount *m)
+{
+	struct mount_ns *other = sb_elsewhere(mns, m->e->root_dev);
+
+	if (mns == all_mntns[0] || !other || other == all_mntns[0])
+		return 0;
+	pr_err("mount %u at %s (%s): its filesystem is in mount namespaces %u and %u but not "
+	       "in the root's: not supported\n",
+	       m->e->mnt_id, m->e->mountpoint, fstype_name(m->e->fstype), mns->id, other->id);
+	return -ENOTSUP;
+}
+
 /* Whether a mount of mns's pool is in peer group id. */
 static bool group_in_pool(struct mount_ns *mns, uint32_t id)
 {
@@ -317,7 +346,7 @@ static int classify_mounts(struct mount_ns *mns)
 			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
 			return -ENOTSUP;
 		}
-		ret = classify_mount(mns, m, false);
+		ret = check_nested_sb(mns, m) ?: classify_mount(mns, m, false);
 	}
 	for (size_t i = 0; i < mns->nr && !ret; i++)
 		ret = classify_mount(mns, &mns->mounts[i], true);
@@ -932,6 +961,9 @@ static int mnt_collect(struct ns_id *ns)
 	if (!ret)
 		pr_info("mount namespace %u: %zu mounts, the root mount from %s\n", ns->id, mns->nr,
 			opts.root);
+	if (!ret && opts.mntns_compat_mode && mns == all_mntns[0])
+		pr_info("--mntns-compat-mode: this criu restores mounts one way, with it or "
+			"without\n");
 	restoring_mntns = !ret;
 	return ret;
 }

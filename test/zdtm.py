@@ -528,6 +528,11 @@ def child_gets_own_uts_ns(img_dir, pid):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
 
 
+def child_gets_own_mnt_ns(img_dir, pid):
+    """A child of the root (pid is one here) is in another mount namespace than the root."""
+    edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(mnt_ns_id=999))
+
+
 def ipc_msgmax_tiny(img_dir, pid):
     """The IPC namespace's kernel/msgmax becomes 4: the root's restore of the first queued
     message longer than that fails, after the tree's root was forked."""
@@ -1052,6 +1057,11 @@ TESTS = {
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # and a grandchild in one below the child's, which shares the child's tmpfs
+    'dump_fail_mnt_nested_shared_fs': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
+                                           test_env={'ZDTM_MNT_GRANDCHILD': '1'},
+                                           expect="is in mount namespaces 11 and 12 but not "
+                                                  "in the root's"),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
@@ -1074,6 +1084,11 @@ TESTS = {
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
+    # a child in a mount namespace of its own, the root in criu's: none to make it below
+    'restore_fail_ns_nested_mnt': {'bin': 'tree_sessions', 'mode': 'restore_fails',
+                                   'corrupt': child_gets_own_mnt_ns, 'corrupt_depth': 1,
+                                   'expect': 'nested mnt namespaces need the root in one of '
+                                             'its own'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
     # --external: veth[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
@@ -1425,6 +1440,7 @@ del TESTS['cross_up2us_unix_ext_dgram']
 # Namespaces restore could not give back (ns_refused.c): the dump refuses them with one line.
 for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported'),
                        ('nested_uts', 'nested uts namespaces are not supported'),
+                       ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net_bridge', 'link zdtm_br (index 2) is a bridge: only the loopback'),

@@ -8,6 +8,8 @@
  * both namespaces' mounts (mountinfo compared field by field, peer groups across them),
  * each fd on the mount of the namespace it was opened in, offsets and contents, the cwd,
  * and a mount the child makes under its /shared shows in the root's.
+ * With $ZDTM_MNT_GRANDCHILD, a grandchild in a mount namespace below the child's shows the
+ * child's /mine, which the root's does not: criu refuses to dump it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -98,9 +100,19 @@ static void expect_fd_mounts(void)
 			  mount_id("/proc/self/mountinfo", "/mine"));
 }
 
+static void __attribute__((noreturn)) grandchild_main(void)
+{
+	if (unshare(CLONE_NEWNS))
+		test_fail_errno("unshare in the grandchild");
+	test_barrier_done();
+	test_wait_sigterm();
+	exit(0);
+}
+
 static void __attribute__((noreturn)) child_main(void)
 {
 	static char after[16384];
+	pid_t grandchild = 0;
 	char cwd[64];
 	int fd;
 
@@ -117,8 +129,12 @@ static void __attribute__((noreturn)) child_main(void)
 	write_pattern("/shared/sub/s", SEED + 2);
 	expect_fd_mounts();
 	test_mount_tables(both_tables, 2, before, sizeof(before));
+	if (getenv("ZDTM_MNT_GRANDCHILD"))
+		grandchild = test_fork(grandchild_main);
 	test_barrier_done();
 	test_wait_sigterm();
+	if (grandchild)
+		test_children_verdict(&grandchild, 1, "child");
 
 	test_mount_tables(both_tables, 2, after, sizeof(after));
 	if (strcmp(before, after))

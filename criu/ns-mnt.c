@@ -67,11 +67,16 @@ struct mount {
 	enum mount_how how;
 	struct mount *parent; /* NULL for the root mount */
 	struct mount *source; /* MOUNT_BIND: the mount whose directory it binds */
-	const char *ext_path; /* restore, MOUNT_EXTERNAL: what --external names */
+	char *ext_path;	      /* restore, MOUNT_EXTERNAL: what --external names, from / */
 	char *type;	      /* dump: the filesystem's name, as mountinfo gives it */
 	char *path;	      /* restore: where criu's root task mounts it */
 	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
-	int src_fd;	      /* restore, nested, bound from the root's namespace: its source */
+	/*
+	 * Restore: what it is made from, opened beforehand: nested and bound from the root's
+	 * namespace, its source; external with ext_master, a clone of criu's mount at ext_path.
+	 */
+	int src_fd;
+	bool ext_master; /* external, a slave of a peer group outside the tree's namespaces */
 	struct mount_ns *mns; /* the namespace it is in */
 	bool done;
 };
@@ -335,18 +340,22 @@ static int classify_mounts(struct mount_ns *mns)
 		pr_err("the namespace has no root mount (a mount whose parent is outside it)\n");
 		return -EINVAL;
 	}
-	/* The root mount's master is outside: --root replaces it, with its propagation. */
+	/*
+	 * The root mount's master is outside: --root replaces it, with its propagation. An
+	 * external mount may receive from outside too: from what --external gives.
+	 */
 	for (size_t i = 0; i < mns->nr && !ret; i++) {
 		struct mount *m = &mns->mounts[i];
 		bool master_in = !m->e->master_id || m == all_mntns[0]->root;
 
-		if (!master_in && !group_in_pool(mns, m->e->master_id)) {
+		ret = check_nested_sb(mns, m) ?: classify_mount(mns, m, false);
+		m->ext_master = !master_in && !group_in_pool(mns, m->e->master_id);
+		if (!ret && m->ext_master && m->how != MOUNT_EXTERNAL) {
 			pr_err("mount %u at %s receives from peer group %u, which is outside the "
-			       "namespace: not supported\n",
+			       "namespace, and is not external (--external mnt[]): not supported\n",
 			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
 			return -ENOTSUP;
 		}
-		ret = check_nested_sb(mns, m) ?: classify_mount(mns, m, false);
 	}
 	for (size_t i = 0; i < mns->nr && !ret; i++)
 		ret = classify_mount(mns, &mns->mounts[i], true);
@@ -365,6 +374,7 @@ static void free_mount_ns(struct mount_ns *mns)
 		if (m->src_fd >= 0)
 			close(m->src_fd);
 		free(m->path);
+		free(m->ext_path);
 		free(m->type);
 		if (mns->from_image) {
 			pb_free(NULL, m->e);
@@ -612,7 +622,8 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 			pr_err("%s: cannot parse line %zu\n", path, mns->nr);
 			break;
 		}
-		key = dump_ext_key(m->e->mountpoint);
+		/* Mount points name the root's mounts: a nested namespace binds from those. */
+		key = mns == all_mntns[0] ? dump_ext_key(m->e->mountpoint) : NULL;
 		if (key && !(m->e->ext_key = strdup(key)))
 			ret = -ENOMEM;
 	}
@@ -841,6 +852,22 @@ static int collect_entry(void *msg, void *arg)
 	return 1;
 }
 
+/*
+ * Main process: an external mount that receives from outside is a clone of criu's mount at
+ * its path (a peer of it, OPEN_TREE_CLONE), which the root task moves into place and makes a
+ * slave: the root task's own copy of criu's mounts is private, it receives from nothing.
+ */
+static int clone_ext_master(struct mount *m)
+{
+	m->src_fd = syscall(SYS_open_tree, AT_FDCWD, m->ext_path, OPEN_TREE_CLONE | O_CLOEXEC);
+	if (m->src_fd < 0) {
+		pr_perror("mount %u at %s: cannot clone %s (open_tree), which it receives from",
+			  m->e->mnt_id, m->e->mountpoint, m->ext_path);
+		return -errno;
+	}
+	return 0;
+}
+
 /* What restore needs beyond the entries: --root, each external's path, tmpfs images. */
 static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 {
@@ -857,14 +884,20 @@ static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 		if (!m->path)
 			return -ENOMEM;
 		if (m->how == MOUNT_EXTERNAL) {
-			m->ext_path = restore_ext_path(m->e->ext_key);
-			if (!m->ext_path) {
+			const char *path = restore_ext_path(m->e->ext_key);
+
+			/* A relative path is criu's root's, as CRIU takes it. */
+			if (path && asprintf(&m->ext_path, "%s%s", *path == '/' ? "" : "/", path) < 0)
+				return -ENOMEM;
+			if (!path) {
 				pr_err("mount %u at %s is external (key %s): restore needs "
 				       "--external mnt[%s]:PATH\n",
 				       m->e->mnt_id, m->e->mountpoint, m->e->ext_key, m->e->ext_key);
 				return -ENOENT;
 			}
 		}
+		if (m->ext_master && clone_ext_master(m))
+			return -EIO;
 		if (m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS &&
 		    !img_exists(CR_IMG_TMPFS_DEV, m->e->root_dev)) {
 			pr_err("tmpfs %u at %s: tmpfs-dev-%u.tar.gz.img is missing\n", m->e->mnt_id,
@@ -1087,6 +1120,41 @@ static char *bind_source(const struct mount *m)
 	return path_join(m->source->path, *rest ? rest : "/");
 }
 
+/*
+ * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
+ * /proc may not be mounted.
+ */
+static int set_propagation(const struct mount *m, unsigned long type, const char *what)
+{
+	struct mount_attr attr = { .propagation = type };
+
+	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
+		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The clone of criu's mount (clone_ext_master()) at m's place. */
+static int move_ext_master(const struct mount *m)
+{
+	struct stat st;
+	int ret;
+
+	if (fstat(m->src_fd, &st)) {
+		pr_perror("mount %u: cannot stat its clone of %s", m->e->mnt_id, m->ext_path);
+		return -errno;
+	}
+	ret = make_mountpoint(m->path, S_ISDIR(st.st_mode));
+	if (!ret && syscall(SYS_move_mount, m->src_fd, "", AT_FDCWD, m->path,
+			    MOVE_MOUNT_F_EMPTY_PATH)) {
+		pr_perror("mount %u: cannot move its clone of %s to %s", m->e->mnt_id, m->ext_path,
+			  m->path);
+		ret = -errno;
+	}
+	return ret;
+}
+
 static int mount_one(struct mount *m)
 {
 	char *from = NULL;
@@ -1098,6 +1166,10 @@ static int mount_one(struct mount *m)
 		from = strdup(opts.root);
 		break;
 	case MOUNT_EXTERNAL:
+		if (m->ext_master) {
+			ret = move_ext_master(m);
+			goto opened;
+		}
 		from = strdup(m->ext_path);
 		break;
 	case MOUNT_UNKNOWN: /* classify_mounts() left none */
@@ -1133,6 +1205,9 @@ opened:
 		pr_perror("mount %u: cannot open %s", m->e->mnt_id, m->path);
 		return -errno;
 	}
+	/* A peer of criu's mount until now: what is mounted under it must not reach criu's. */
+	if (m->ext_master && set_propagation(m, MS_SLAVE, "a slave"))
+		return -EIO;
 	pr_debug("mount %u at %s: %s\n", m->e->mnt_id, m->path,
 		 m->how == MOUNT_NEW_FS ? "mounted" : "bound");
 	return 0;
@@ -1160,20 +1235,6 @@ static int set_mount_flags(const struct mount *m)
 	return 0;
 }
 
-/*
- * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
- * /proc may not be mounted.
- */
-static int set_propagation(const struct mount *m, unsigned long type, const char *what)
-{
-	struct mount_attr attr = { .propagation = type };
-
-	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
-		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
-		return -errno;
-	}
-	return 0;
-}
 
 /* to joins from's peer group, and receives from what from receives from. */
 static int join_group(const struct mount *from, const struct mount *to)
@@ -1231,7 +1292,10 @@ static int propagate_one(struct mount *m)
 
 	if (peer)
 		return join_group(peer, m);
-	if (master_id && !master)
+	/* A slave of its outside master since it was mounted (move_ext_master()). */
+	if (m->ext_master)
+		master_id = 0;
+	else if (master_id && !master)
 		return 1;
 	if (m->mns != all_mntns[0] && (ret = enter_mntns(m->mns)))
 		return ret;

@@ -188,6 +188,12 @@ def remove_test_cgroups(name):
                     time.sleep(0.05)
 
 
+def umount_lazy(path):
+    """A mount a test made in the runner's namespace, if it is still there."""
+    if os.path.ismount(path):
+        subprocess.run(['umount', '-l', path], check=True)
+
+
 def remove_cgns_cgroups():
     """cgroup_ns_root's cgroups, which it cannot leave from inside its namespace."""
     for hier in ('cpu', 'pids', 'unified'):
@@ -1055,6 +1061,15 @@ TESTS = {
     'mnt_ns_tree': dict(MNT_NS_TREE),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
+    # an external mount that is a slave of a shared tmpfs of the runner's
+    'mnt_ns_ext_master': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                              test_env={'ZDTM_MNT_EXT_MASTER': '1'},
+                              dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[/ext]:ext'],
+                              restore_args=MNT_NS_TREE['restore_args'] + [
+                                  '--external', 'mnt[ext]:{out}/extsrc'],
+                              cleanup=lambda: umount_lazy(os.path.join(OUT_DIR,
+                                                                       'mnt_ns_ext_master',
+                                                                       'extsrc'))),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

@@ -8,7 +8,9 @@
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
  * bound in the tmpfs, a file removed from it while open, one a mount hides.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
- * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer.
+ * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
+ * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
+ * (OUT/extsrc, which the runner unmounts after): after restore, of the same peer group.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,8 +79,57 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 static void build_root(const char *out_dir, char **argv)
 {
 	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
-				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0",
+				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0",
 			  argv, STAGE2);
+}
+
+/*
+ * In the runner's namespace: OUT/extsrc, a shared tmpfs, and a clone of it (a peer, not
+ * close-on-exec) for the tree, whose fd $ZDTM_EXT_TREE_FD names.
+ */
+static void ext_master_source(const char *out_dir)
+{
+	char path[4200], fd_text[16];
+	int tree;
+
+	snprintf(path, sizeof(path), "%s/extsrc", out_dir);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		test_fail_errno("mkdir extsrc");
+	must(mount("extsrc", path, "tmpfs", 0, "size=64k"), "tmpfs extsrc");
+	must(mount(NULL, path, NULL, MS_SHARED, NULL), "make extsrc shared");
+	tree = syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE);
+	if (tree < 0)
+		test_fail_errno("open_tree extsrc");
+	snprintf(fd_text, sizeof(fd_text), "%d", tree);
+	setenv("ZDTM_EXT_TREE_FD", fd_text, 1);
+}
+
+/* The clone at /ext, made a slave of the runner's tmpfs. */
+static void mount_ext_master(void)
+{
+	int tree = atoi(getenv("ZDTM_EXT_TREE_FD"));
+
+	must(syscall(SYS_move_mount, tree, "", AT_FDCWD, "/ext", MOVE_MOUNT_F_EMPTY_PATH),
+	     "move_mount /ext");
+	must(mount(NULL, "/ext", NULL, MS_SLAVE, NULL), "make /ext a slave");
+	close(tree);
+}
+
+/* The peer group /ext receives from (ids are the kernel's, the same in every namespace). */
+static int ext_master_id(void)
+{
+	static char buf[16384];
+	char *save;
+	int id;
+
+	read_file("/proc/self/mountinfo", buf, sizeof(buf));
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *tag = strstr(line, " master:");
+
+		if (strstr(line, " /ext ") && tag && sscanf(tag, " master:%d", &id) == 1)
+			return id;
+	}
+	test_fail("/ext is no slave");
 }
 
 /* Stage 2, in the new root: the mounts the dump must give back. */
@@ -201,12 +252,14 @@ int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk, ghost;
+	int fd, sk, ghost, ext_group;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
 		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
 		*strrchr(out_dir, '/') = '\0';
+		if (getenv("ZDTM_MNT_EXT_MASTER"))
+			ext_master_source(out_dir);
 		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
 		build_root(out_dir, argv);
 	}
@@ -214,6 +267,8 @@ int main(int argc, char **argv)
 	if (getsid(0) != 1 && setsid() != 1)
 		test_fail_errno("setsid");
 	build_mounts();
+	if (getenv("ZDTM_MNT_EXT_MASTER"))
+		mount_ext_master();
 	fd = open("/tmp/data", O_RDWR);
 	if (fd < 0 || lseek(fd, FD_OFFSET, SEEK_SET) != FD_OFFSET)
 		test_fail_errno("open /tmp/data");
@@ -225,8 +280,12 @@ int main(int argc, char **argv)
 	if (ghost < 0 || unlink("/tmp/sub/ghost"))
 		test_fail_errno("/tmp/sub/ghost");
 	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
+	ext_group = getenv("ZDTM_MNT_EXT_MASTER") ? ext_master_id() : 0;
 	test_ready();
 	test_wait_sigterm();
+
+	if (ext_group && ext_master_id() != ext_group)
+		test_fail("/ext receives from peer group %d, not %d", ext_master_id(), ext_group);
 
 	test_mount_table("/proc/self/mountinfo", after, sizeof(after));
 	if (strcmp(before, after))

@@ -314,6 +314,24 @@ static bool group_in_pool(struct mount_ns *mns, uint32_t id)
 }
 
 /*
+ * Tasks restored in a namespace read /proc/self (their fds, maps) until the restorer runs:
+ * it must have a proc (or an external mount) at /proc.
+ */
+static int check_proc(const struct mount_ns *mns)
+{
+	for (size_t i = 0; i < mns->nr; i++) {
+		const MntEntry *e = mns->mounts[i].e;
+
+		if (!strcmp(e->mountpoint, "/proc") && (e->fstype == FSTYPE__PROC || e->ext_key))
+			return 0;
+	}
+	pr_err("mount namespace %u has no proc mounted at /proc, which the tasks restored in it "
+	       "read: not supported\n",
+	       mns->id);
+	return -ENOTSUP;
+}
+
+/*
  * The root mount (the one whose parent is outside the namespace), then each mount's class
  * and the peer group it receives from: it must be one of the pool's.
  */
@@ -359,7 +377,7 @@ static int classify_mounts(struct mount_ns *mns)
 	}
 	for (size_t i = 0; i < mns->nr && !ret; i++)
 		ret = classify_mount(mns, &mns->mounts[i], true);
-	return ret;
+	return ret ?: check_proc(mns);
 }
 
 static void free_mount_ns(struct mount_ns *mns)

@@ -1073,6 +1073,11 @@ TESTS = {
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs
+    # and the child without /proc, which tasks read until the restorer runs
+    'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
+                                         test_env={'ZDTM_MNT_CHILD_NO_PROC': '1'},
+                                         expect='mount namespace 11 has no proc mounted at '
+                                                '/proc'),
     'dump_fail_mnt_nested_shared_fs': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
                                            test_env={'ZDTM_MNT_GRANDCHILD': '1'},
                                            expect="is in mount namespaces 11 and 12 but not "

@@ -896,7 +896,7 @@ static void mnt_must(int ret, const char *what)
 		test_fail_errno(what);
 }
 
-static void mnt_bind(const char *from, const char *to, unsigned long flags)
+void test_bind_mount(const char *from, const char *to, unsigned long flags)
 {
 	mnt_must(mount(from, to, NULL, MS_BIND, NULL), to);
 	if (flags)
@@ -911,13 +911,13 @@ void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const
 
 	mnt_must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
 	mnt_must(mkdir("root", 0755), "mkdir root");
-	mnt_bind("root", "root", 0);
+	test_bind_mount("root", "root", 0);
 	mnt_must(chdir("root"), "chdir root");
 	for (const char *d = dirs; *d; d += strlen(d) + 1)
 		mnt_must(mkdir(d, 0755), d);
 	mnt_must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
-	mnt_bind("/usr", "usr", MS_RDONLY | MS_NOSUID);
-	mnt_bind(out_dir, "out", 0);
+	test_bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
+	test_bind_mount(out_dir, "out", 0);
 
 	src = open("/proc/self/exe", O_RDONLY);
 	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);

@@ -217,6 +217,8 @@ bool test_wait_lazy_restore(const void *probe);
 /* len bytes of private anonymous memory filled with pattern_fill(seed); fails the test. */
 void *test_map_pattern(size_t len, uint64_t seed);
 
+/* mount --bind from to, then remounted with the mount flags flags (if any); fails the test. */
+void test_bind_mount(const char *from, const char *to, unsigned long flags);
 /*
  * Mount namespace tests, in a root launched with CLONE_NEWNS, still in the runner's tree:
  * a new root made of bind mounts in ./root, with the directories dirs (each NUL-ended, an

@@ -50,6 +50,14 @@ static void write_pattern(const char *path, uint64_t seed)
 		test_fail_errno(path);
 }
 
+/* path opened at fd number at, at offset off. */
+static void open_at_offset(const char *path, int flags, int at, off_t off)
+{
+	open_fd_at(path, flags, at);
+	if (lseek(at, off, SEEK_SET) != off)
+		test_fail_errno(path);
+}
+
 /* fd is at offset off of a file of pattern seed; the next 100 bytes read as they should. */
 static void expect_fd(int fd, off_t off, uint64_t seed, const char *what)
 {
@@ -116,16 +124,12 @@ static void __attribute__((noreturn)) child_main(void)
 	static char after[16384];
 	pid_t grandchild = 0;
 	char cwd[64];
-	int fd;
 
 	must(unshare(CLONE_NEWNS), "unshare");
 	must(umount("/priv"), "umount /priv in the child");
 	must(mount("mine", "/mine", "tmpfs", MS_NOSUID, "size=64k,mode=711"), "tmpfs /mine");
 	write_pattern("/mine/m", SEED + 1);
-	fd = open("/mine/m", O_RDONLY);
-	if (fd < 0 || dup2(fd, CHILD_FD) != CHILD_FD || close(fd) ||
-	    lseek(CHILD_FD, 50, SEEK_SET) != 50)
-		test_fail_errno("open /mine/m");
+	open_at_offset("/mine/m", O_RDONLY, CHILD_FD, 50);
 	must(chdir("/mine"), "chdir /mine");
 	must(mount("sub", "/shared/sub", "tmpfs", 0, "size=64k"), "tmpfs /shared/sub");
 	write_pattern("/shared/sub/s", SEED + 2);
@@ -191,16 +195,11 @@ int main(int argc, char **argv)
 	write_pattern("/shared/a", SEED);
 	must(mount("priv", "/priv", "tmpfs", MS_NODEV, "size=64k"), "tmpfs /priv");
 	write_pattern("/priv/p", SEED + 3);
-	fd = open("/shared/a", O_RDWR);
-	if (fd < 0 || dup2(fd, ROOT_FD) != ROOT_FD || close(fd) ||
-	    lseek(ROOT_FD, 100, SEEK_SET) != 100)
-		test_fail_errno("open /shared/a");
+	open_at_offset("/shared/a", O_RDWR, ROOT_FD, 100);
 	child = test_fork_child(child_main);
 	/* Only the child holds the fd the root opened, on the root namespace's mount. */
 	close(ROOT_FD);
-	fd = open("/priv/p", O_RDONLY);
-	if (fd < 0 || dup2(fd, ROOT_FD) != ROOT_FD || close(fd) || lseek(ROOT_FD, 7, SEEK_SET) != 7)
-		test_fail_errno("open /priv/p");
+	open_at_offset("/priv/p", O_RDONLY, ROOT_FD, 7);
 	test_mount_table("/proc/self/mountinfo", root_before, sizeof(root_before));
 	test_ready();
 	test_wait_sigterm();

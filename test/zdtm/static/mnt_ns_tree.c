@@ -40,13 +40,6 @@ static void must(int ret, const char *what)
 		test_fail_errno(what);
 }
 
-static void bind_mount(const char *from, const char *to, unsigned long flags)
-{
-	must(mount(from, to, NULL, MS_BIND, NULL), to);
-	if (flags)
-		must(mount(NULL, to, NULL, MS_BIND | MS_REMOUNT | flags, NULL), "remount bind");
-}
-
 static void write_pattern(const char *path, uint64_t seed, size_t len)
 {
 	char buf[DATA_SIZE];
@@ -143,7 +136,7 @@ static void build_mounts(void)
 	 */
 	if (getenv("ZDTM_MNT_SHARED_ROOT")) {
 		must(mount(NULL, "/", NULL, MS_SHARED, NULL), "make / shared");
-		bind_mount("/bindsrc", "/peer", 0);
+		test_bind_mount("/bindsrc", "/peer", 0);
 	}
 
 	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
@@ -166,16 +159,16 @@ static void build_mounts(void)
 	write_pattern("/tmp/data", DATA_SEED, DATA_SIZE);
 	write_pattern("/tmp/sub/small", DATA_SEED + 1, 100);
 	must(symlink("sub/small", "/tmp/link"), "symlink in the tmpfs");
-	bind_mount("/tmp/sub", "/mnt", 0);
+	test_bind_mount("/tmp/sub", "/mnt", 0);
 	/* A file of the tmpfs that a mount over its directory hides. */
 	must(mkdir("/tmp/hidden", 0755), "mkdir /tmp/hidden");
 	write_pattern("/tmp/hidden/under", DATA_SEED + 3, 300);
 	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
-	bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
+	test_bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
 
 	must(mount("shared", "/shared", "tmpfs", 0, "size=64k"), "tmpfs /shared");
 	must(mount(NULL, "/shared", NULL, MS_SHARED, NULL), "make /shared shared");
-	bind_mount("/shared", "/slave", 0);
+	test_bind_mount("/shared", "/slave", 0);
 	must(mount(NULL, "/slave", NULL, MS_SLAVE, NULL), "make /slave a slave");
 	/* An empty source, as mountinfo shows it: nothing between two blanks. */
 	must(mount("", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");

@@ -581,6 +581,16 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 	(void)on;
 	if (!strncmp(arg, "veth[", 5))
 		return add_ext_veth(o, arg, arg + 5, "]:");
+	/* mnt[] and mnt[]:m: found at dump (m, receiving from outside, is restored anyway). */
+	if (!strcmp(arg, "mnt[]") || !strcmp(arg, "mnt[]:m")) {
+		opts.ext_mount_auto = true;
+		return 0;
+	}
+	if (!strncmp(arg, "mnt[]:", 6) && arg[6] && strspn(arg + 6, "sm") == strlen(arg + 6)) {
+		opt_error("--%s %s: s (mounts sharing a peer group with criu's) is not supported",
+			  o->name, arg);
+		return -1;
+	}
 	if (!strncmp(arg, "mnt[", 4) && close)
 		return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);
 	return refuse(o, arg);

@@ -1070,6 +1070,12 @@ TESTS = {
                               cleanup=lambda: umount_lazy(os.path.join(OUT_DIR,
                                                                        'mnt_ns_ext_master',
                                                                        'extsrc'))),
+    # the same, found at dump (--external mnt[]): restore binds what criu's mounts show of it
+    'mnt_ns_ext_auto': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                            test_env={'ZDTM_MNT_EXT_MASTER': '1'},
+                            dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[]'],
+                            cleanup=lambda: umount_lazy(os.path.join(OUT_DIR, 'mnt_ns_ext_auto',
+                                                                     'extsrc'))),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

@@ -135,7 +135,7 @@ static const struct cr_option options[] = {
 	CALL("external", 0, required_argument, set_external, "RES",
 	     "veth[IN]:OUT[@BR], restore: the tree's veth link IN gets its peer OUT here (in "
 	     "bridge BR); mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
-	     "mnt[KEY]:PATH"),
+	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m): those criu's mounts show"),
 	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
 	     "the same as --external mnt[KEY]:VAL"),
 	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",

@@ -1119,6 +1119,10 @@ TESTS = {
     # --external: veth[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
                                                         '{out}/img', '--external', 'macvlan[a]:b']},
+    # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
+    'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
+                                                              '{out}/img', '--external',
+                                                              'mnt[]:s']},
     'cli_external_mnt_empty': {'mode': 'cli', 'args': ['restore', '-D', '{out}/img',
                                                        '--external', 'mnt[]:/x']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},

@@ -448,7 +448,8 @@ static int write_reg_entry(uint32_t id, const char *path, const struct stat *st,
 }
 
 /*
- * --link-remap: each inode linked back once per mount it is open through (a hard link
+ * --link-remap: each inode linked back once per mount it is open through, in its directory
+ * (or the nearest one above that exists, when that was removed too) (a hard link
  * cannot cross mounts, and restore links it back to a path of that mount), removed again
  * if the dump fails.
  */
@@ -464,10 +465,29 @@ static struct dumped_link_remap *dumped_link_remaps;
 static size_t nr_dumped_link_remaps;
 
 /* link_remap.ID beside path: a new name of the file behind src, and its REG entry. */
+/*
+ * The length of the directory of path that still exists (its own, or the nearest one above
+ * that was not removed with it): restore makes the others again around its open.
+ */
+static int existing_dir_len(const char *src, const char *path)
+{
+	char dir[PATH_MAX], buf[PATH_MAX + 32];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	do {
+		slash = strrchr(dir, '/');
+		*slash = '\0';
+	} while (slash != dir && lstat(mntns_dump_path(src, dir, buf, sizeof(buf)), &st) &&
+		 errno == ENOENT);
+	return slash - dir;
+}
+
 static int link_back(const char *src, const char *path, const struct stat *st, uint32_t *link_id)
 {
 	struct dumped_link_remap *grown, *lr;
-	const char *slash = strrchr(path, '/');
+	int dir_len = existing_dir_len(src, path);
 	char *lpath, *made, buf[PATH_MAX + 32];
 	int32_t mnt_id;
 	int ret;
@@ -484,8 +504,7 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	}
 	*link_id = files_new_id();
 	grown = realloc(dumped_link_remaps, (nr_dumped_link_remaps + 1) * sizeof(*grown));
-	if (!grown || asprintf(&lpath, "%.*s/link_remap.%u", (int)(slash - path), path,
-			       *link_id) < 0) {
+	if (!grown || asprintf(&lpath, "%.*s/link_remap.%u", dir_len, path, *link_id) < 0) {
 		pr_err("out of memory linking back %s\n", path);
 		if (grown)
 			dumped_link_remaps = grown;
@@ -1604,12 +1623,14 @@ static const struct reg_file *find_link(const struct reg_file *rf, struct stat *
 
 /*
  * A file linked back at dump (--link-remap): its old name is given back for the open, so
- * /proc shows "PATH (deleted)" as at dump, then removed again. Tasks opening it at the
- * same time may find the name given back already (the same inode: fine) or removed again
- * before their open (retried); the second unlink finds nothing.
+ * /proc shows "PATH (deleted)" as at dump, then removed again (and the directories above
+ * it that were removed too, made again for it). Tasks opening it at the same time may
+ * find the name given back already (the same inode: fine) or removed again before their
+ * open (retried); the second unlink finds nothing.
  */
 static int open_linked(const struct reg_file *rf, int flags)
 {
+	struct ghost_parents parents;
 	const struct reg_file *lf;
 	struct stat lst, st;
 	int fd = -ENOENT;
@@ -1617,25 +1638,38 @@ static int open_linked(const struct reg_file *rf, int flags)
 	lf = find_link(rf, &lst);
 	if (!lf)
 		return -ENOENT;
+	fd = make_ghost_parents(rf->path, &parents) ?: -ENOENT;
+	if (fd != -ENOENT) {
+		remove_ghost_parents(&parents);
+		return fd;
+	}
 	for (int tries = 0; tries < 100 && fd == -ENOENT; tries++) {
 		if (link(lf->path, rf->path) && errno != EEXIST) {
+			fd = -errno;
 			pr_perror("cannot link %s back to %s", lf->path, rf->path);
-			return -errno;
+			break;
 		}
 		if (stat(rf->path, &st))
 			continue;
 		if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
 			pr_err("%s: the path exists again and is another file\n", rf->path);
+			remove_ghost_parents(&parents);
 			return -EEXIST;
 		}
 		fd = open(rf->path, flags);
-		if (fd < 0)
+		if (fd < 0) {
 			fd = -errno;
+			if (fd != -ENOENT)
+				pr_err("cannot open %s through its link: %s\n", rf->path,
+				       strerror(-fd));
+		}
 	}
 	if (unlink(rf->path) && errno != ENOENT)
 		pr_warn("cannot remove %s again: %s\n", rf->path, strerror(errno));
-	if (fd < 0)
-		pr_err("cannot open %s through its link: %s\n", rf->path, strerror(-fd));
+	remove_ghost_parents(&parents);
+	if (fd == -ENOENT)
+		pr_err("cannot open %s through its link: its name kept being removed\n",
+		       rf->path);
 	return fd;
 }
 

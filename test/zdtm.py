@@ -777,6 +777,10 @@ TESTS = {
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
+    # its directory removed too: the link is made in the one above, restore makes it again
+    'file_unlinked_other_link_dir': {'bin': 'file_unlinked_other_link',
+                                     'dump_args': ['--link-remap'],
+                                     'test_env': {'ZDTM_REMOVED_DIR': '1'}},
     'file_unlinked_other_link_no_remap': {'bin': 'file_unlinked_other_link',
                                           'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},

@@ -7,10 +7,12 @@
  * pivot_root()s into it.
  *
  * Each mount comes back one of four ways: the namespace's root mount (--root); external
- * (--external mnt[KEY]:PATH binds PATH); a new filesystem (proc, sysfs, tmpfs, devpts,
- * mqueue) for the first mount of its superblock, which must show the filesystem's root;
- * or a bind of a directory of the root mount or of such a new filesystem. Anything else
- * is refused at dump with one line naming the mount.
+ * (--external mnt[KEY]:PATH binds PATH; --external mnt[] at dump: what criu's own mounts
+ * show of it; one that receives from outside is a clone of criu's mount, made a slave); a
+ * new filesystem (proc, sysfs, tmpfs, devpts, mqueue) for the first mount of its
+ * superblock, which must show the filesystem's root; or a bind of a directory of the root
+ * mount, an external one or such a new filesystem. Anything else is refused at dump with
+ * one line naming the mount.
  *
  * Tasks of the tree may live in other mount namespaces than the root's (nested ones, each
  * with its mountpoints-ID.img). The root task makes each after its own is built: it

@@ -484,6 +484,30 @@ static int existing_dir_len(const char *src, const char *path)
 	return slash - dir;
 }
 
+/*
+ * linkat() of the file behind src as made, as the root of the tree's user namespace where
+ * it has one of its own: a filesystem mounted in there refuses ids it does not map
+ * (EOVERFLOW), criu's among them. In a child, whose exit status is the errno. 0 or -errno.
+ */
+static int link_in_tree(const char *src, const char *made)
+{
+	const struct ns_id *user = ns_root_own(NS_USER);
+	int status;
+	pid_t child;
+
+	if (!user)
+		return linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW) ? -errno : 0;
+	child = fork();
+	if (child == 0) {
+		if (userns_join_tree(user->pid) || setresgid(0, 0, 0) || setresuid(0, 0, 0))
+			_exit(EPERM);
+		_exit(linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW) ? errno : 0);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child)
+		return -errno;
+	return WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+}
+
 static int link_back(const char *src, const char *path, const struct stat *st, uint32_t *link_id)
 {
 	struct dumped_link_remap *grown, *lr;
@@ -513,8 +537,8 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	dumped_link_remaps = grown;
 	/* Through the /proc link: the inode itself, whatever names it has left. */
 	made = strdup(mntns_dump_path(src, lpath, buf, sizeof(buf)));
-	if (!made || linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW)) {
-		ret = made ? -errno : -ENOMEM;
+	ret = made ? link_in_tree(src, made) : -ENOMEM;
+	if (ret) {
 		pr_err("cannot link %s back as %s (--link-remap): %s\n", path, lpath,
 		       strerror(-ret));
 		free(made);

@@ -542,6 +542,11 @@ static pid_t file_mntns_pid(const char *src)
 	return dump_root_pid;
 }
 
+pid_t mntns_dump_pid(unsigned int i)
+{
+	return dump_root_pid && i < nr_mntns ? all_mntns[i]->pid : 0;
+}
+
 const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size)
 {
 	if (!dump_root_pid)

@@ -250,6 +250,8 @@ int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t
  * of the file's mount when the tree has mount namespaces of its own), in buf.
  */
 const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size);
+/* Dump: a task in the i-th mount namespace of the tree's own (the root's first); 0 past them. */
+pid_t mntns_dump_pid(unsigned int i);
 /*
  * Dump: the mount id of the file behind the /proc link src, for reg_file_entry.mnt_id;
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.

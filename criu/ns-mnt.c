@@ -782,11 +782,62 @@ static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *
 	_exit(127);
 }
 
+/* How many mounts lie on m at its mount point, top_id the topmost; -1: covered otherwise. */
+static int stacked_on(const struct mount *m, uint64_t top_id)
+{
+	const struct mount *t = find_mount(m->mns, top_id);
+	int n = 0;
+
+	for (; t && t != m; t = t->parent, n++)
+		if (strcmp(t->e->mountpoint, m->e->mountpoint))
+			return -1;
+	return t ? n : -1;
+}
+
+/*
+ * In the child: m, which n mounts at its mount point cover, reached in a private copy of
+ * the namespace where they are unmounted (nothing of it reaches the tree's). O_PATH on it,
+ * or -1 after one line.
+ */
+static int uncover(const struct mount *m, int n)
+{
+	struct statx stx;
+	int dir;
+
+	if (n < 0) {
+		pr_err("tmpfs %u at %s: a mount above its mount point covers it: its files cannot "
+		       "be read\n",
+		       m->e->mnt_id, m->e->mountpoint);
+		return -1;
+	}
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		pr_perror("tmpfs %u: cannot make a private copy of its namespace", m->e->mnt_id);
+		return -1;
+	}
+	while (n--) {
+		if (umount2(m->e->mountpoint, MNT_DETACH)) {
+			pr_perror("tmpfs %u: cannot unmount what covers it in the copy",
+				  m->e->mnt_id);
+			return -1;
+		}
+	}
+	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, 0, &stx) ||
+	    (stx.stx_dev_major << 20 | stx.stx_dev_minor) != m->e->root_dev) {
+		pr_err("tmpfs %u at %s: not reached once what covers it is unmounted\n",
+		       m->e->mnt_id, m->e->mountpoint);
+		if (dir >= 0)
+			close(dir);
+		return -1;
+	}
+	return dir;
+}
+
 /*
  * In a child joined to the tree's mount namespace (open_tree() clones only mounts of the
  * caller's): m alone, without the mounts on it that hide some of its files
- * (OPEN_TREE_CLONE), sent on sk. The mount point must reach m itself, not another mount
- * over it.
+ * (OPEN_TREE_CLONE), sent on sk. Mounts stacked on it at its mount point are unmounted
+ * in a private copy of the namespace first.
  */
 static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 {
@@ -801,11 +852,15 @@ static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 		goto out;
 	}
 	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
-	    stx.stx_mnt_id != m->e->mnt_id) {
-		pr_err("tmpfs %u at %s: another mount covers it: its files cannot be read\n",
-		       m->e->mnt_id, m->e->mountpoint);
+	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
+		pr_perror("tmpfs %u: cannot open %s", m->e->mnt_id, m->e->mountpoint);
 		goto out;
+	}
+	if (stx.stx_mnt_id != m->e->mnt_id) {
+		close(dir);
+		dir = uncover(m, stacked_on(m, stx.stx_mnt_id));
+		if (dir < 0)
+			goto out;
 	}
 	tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
 	/* An unbindable mount cannot be cloned: its files are read through it, as they show. */

@@ -62,6 +62,9 @@
 #define MNT_FLAGS                                                                            \
 	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME)
 
+/* How mountinfo shows the root of a bind whose directory (or file) was removed since. */
+#define DELETED_ROOT "//deleted"
+
 enum mount_how { MOUNT_UNKNOWN, MOUNT_ROOT, MOUNT_EXTERNAL, MOUNT_NEW_FS, MOUNT_BIND };
 
 struct mount {
@@ -648,6 +651,12 @@ static int parse_mount_line(char *line, struct mount *m)
 	e->fstype = fstype_nr(type);
 	m->type = strdup(type);
 	e->root = unescaped_dup(f[3]);
+	/* A bind of a directory or file removed since: CRIU keeps the root without the mark. */
+	if (e->root && strlen(e->root) > strlen(DELETED_ROOT) &&
+	    !strcmp(e->root + strlen(e->root) - strlen(DELETED_ROOT), DELETED_ROOT)) {
+		e->root[strlen(e->root) - strlen(DELETED_ROOT)] = '\0';
+		e->has_deleted = e->deleted = true;
+	}
 	e->mountpoint = unescaped_dup(f[4]);
 	e->source = unescaped_dup(source);
 	parse_mount_opts(f[5], e);
@@ -1314,11 +1323,36 @@ static int move_ext_master(const struct mount *m)
 	return ret;
 }
 
+/*
+ * A bind of a removed directory or file (mnt_entry.deleted): made again (a directory unless
+ * m's mount point is a file) for the bind, *made set to its type, to be removed after it,
+ * so that mountinfo shows the root removed again. 0 or -errno.
+ */
+static int make_deleted_source(const struct mount *m, const char *from, int *made)
+{
+	struct stat st;
+	int fd;
+
+	*made = 0;
+	if (!m->e->deleted || !lstat(from, &st) || errno != ENOENT)
+		return 0;
+	*made = lstat(m->path, &st) || S_ISDIR(st.st_mode) ? S_IFDIR : S_IFREG;
+	fd = *made == S_IFDIR ? mkdir(from, 0700) : open(from, O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		pr_perror("mount %u: cannot make its removed source %s again", m->e->mnt_id, from);
+		*made = 0;
+		return -errno;
+	}
+	if (*made == S_IFREG)
+		close(fd);
+	return 0;
+}
+
 static int mount_one(struct mount *m)
 {
 	char *from = NULL;
+	int ret, deleted = 0;
 	struct stat st;
-	int ret;
 
 	switch (m->how) {
 	case MOUNT_ROOT:
@@ -1345,14 +1379,18 @@ static int mount_one(struct mount *m)
 	}
 	if (!from)
 		return -ENOMEM;
-	if (stat(from, &st)) {
+	ret = m->how == MOUNT_BIND ? make_deleted_source(m, from, &deleted) : 0;
+	if (!ret && stat(from, &st)) {
 		pr_perror("mount %u at %s: cannot bind %s", m->e->mnt_id, m->e->mountpoint, from);
-		free(from);
-		return -errno;
+		ret = -errno;
 	}
-	ret = make_mountpoint(m->path, S_ISDIR(st.st_mode));
+	ret = ret ?: make_mountpoint(m->path, S_ISDIR(st.st_mode));
 	if (!ret && mount(from, m->path, NULL, MS_BIND, NULL)) {
 		pr_perror("mount %u: cannot bind %s at %s", m->e->mnt_id, from, m->path);
+		ret = -errno;
+	}
+	if (deleted && (deleted == S_IFDIR ? rmdir(from) : unlink(from)) && !ret) {
+		pr_perror("mount %u: cannot remove its source %s again", m->e->mnt_id, from);
 		ret = -errno;
 	}
 	free(from);

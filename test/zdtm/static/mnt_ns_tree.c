@@ -7,7 +7,7 @@
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
  * bound in the tmpfs, a file removed from it while open, one a mount hides, a tmpfs
- * another one mounted at the same point hides whole.
+ * another one mounted at the same point hides whole, a bind of a directory removed since.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
  * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
@@ -73,7 +73,7 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 static void build_root(const char *out_dir, char **argv)
 {
 	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
-				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0",
+				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0",
 			  argv, STAGE2);
 }
 
@@ -167,6 +167,10 @@ static void build_mounts(void)
 	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
 	test_bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
 
+	/* A bind of a directory removed since: mountinfo shows its root "//deleted". */
+	must(mkdir("/tmp/removed", 0750), "mkdir /tmp/removed");
+	test_bind_mount("/tmp/removed", "/gone", 0);
+	must(rmdir("/tmp/removed"), "rmdir /tmp/removed");
 	/* A tmpfs with a file that another tmpfs mounted at the same point hides whole. */
 	must(mount("under", "/stack", "tmpfs", 0, "size=64k"), "tmpfs /stack");
 	write_pattern("/stack/under", DATA_SEED + 4, 400);

@@ -791,55 +791,85 @@ static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *
 	_exit(127);
 }
 
-/* How many mounts lie on m at its mount point, top_id the topmost; -1: covered otherwise. */
-static int stacked_on(const struct mount *m, uint64_t top_id)
+/*
+ * The ids of the mounts of the caller's namespace in mountinfo's order, read through proc
+ * (criu's /proc: the tree's does not show criu's children), the first max of them; how
+ * many it lists, or -1.
+ */
+static int own_mount_ids(int proc, uint32_t *ids, size_t max)
 {
-	const struct mount *t = find_mount(m->mns, top_id);
-	int n = 0;
+	int fd = openat(proc, "self/mountinfo", O_RDONLY | O_CLOEXEC), nr = 0;
+	char *line = NULL;
+	size_t size = 0;
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
 
-	for (; t && t != m; t = t->parent, n++)
-		if (strcmp(t->e->mountpoint, m->e->mountpoint))
-			return -1;
-	return t ? n : -1;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while (getline(&line, &size, f) > 0) {
+		uint32_t id;
+
+		if (sscanf(line, "%u", &id) != 1)
+			continue;
+		if ((size_t)nr < max)
+			ids[nr] = id;
+		nr++;
+	}
+	free(line);
+	fclose(f);
+	return nr;
 }
 
 /*
- * In the child: m, which n mounts at its mount point cover, reached in a private copy of
- * the namespace where they are unmounted (nothing of it reaches the tree's). O_PATH on it,
- * or -1 after one line.
+ * In the child, in the tree's namespace: m, which other mounts cover (stacked at its mount
+ * point, or above it), reached in a private copy of the namespace (nothing done there
+ * reaches the tree's) where they are unmounted, the topmost first. The copy lists the
+ * same mounts in the same order (the tree is frozen): its ids map to the dump's. O_PATH
+ * on m's root, or -1 after one line.
  */
-static int uncover(const struct mount *m, int n)
+static int uncover(const struct mount *m, int proc)
 {
+	const struct mount_ns *mns = m->mns;
+	uint32_t *ids = calloc(mns->nr, sizeof(*ids));
 	struct statx stx;
-	int dir;
+	int dir = -1;
 
-	if (n < 0) {
-		pr_err("tmpfs %u at %s: a mount above its mount point covers it: its files cannot "
-		       "be read\n",
+	if (!ids || unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    own_mount_ids(proc, ids, mns->nr) != (int)mns->nr) {
+		pr_err("tmpfs %u at %s: another mount covers it, and no private copy of the "
+		       "namespace shows it: its files cannot be read\n",
 		       m->e->mnt_id, m->e->mountpoint);
+		free(ids);
 		return -1;
 	}
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
-		pr_perror("tmpfs %u: cannot make a private copy of its namespace", m->e->mnt_id);
-		return -1;
-	}
-	while (n--) {
-		if (umount2(m->e->mountpoint, MNT_DETACH)) {
-			pr_perror("tmpfs %u: cannot unmount what covers it in the copy",
-				  m->e->mnt_id);
-			return -1;
+	for (size_t tries = 0; tries <= mns->nr; tries++) {
+		size_t top = 0;
+
+		dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
+			break;
+		if (stx.stx_mnt_id == ids[m - mns->mounts]) {
+			free(ids);
+			return dir;
 		}
+		close(dir);
+		dir = -1;
+		while (top < mns->nr && ids[top] != stx.stx_mnt_id)
+			top++;
+		if (top == mns->nr || umount2(mns->mounts[top].e->mountpoint, MNT_DETACH))
+			break;
+		pr_debug("tmpfs %u: mount %u, which covers it, unmounted in a copy\n",
+			 m->e->mnt_id, mns->mounts[top].e->mnt_id);
 	}
-	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, 0, &stx) ||
-	    (stx.stx_dev_major << 20 | stx.stx_dev_minor) != m->e->root_dev) {
-		pr_err("tmpfs %u at %s: not reached once what covers it is unmounted\n",
-		       m->e->mnt_id, m->e->mountpoint);
-		if (dir >= 0)
-			close(dir);
-		return -1;
-	}
-	return dir;
+	pr_perror("tmpfs %u at %s: not reached in a copy of the namespace where what covers it "
+		  "is unmounted",
+		  m->e->mnt_id, m->e->mountpoint);
+	if (dir >= 0)
+		close(dir);
+	free(ids);
+	return -1;
 }
 
 /*
@@ -851,6 +881,7 @@ static int uncover(const struct mount *m, int n)
 static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 {
 	int ns, dir = -1, tree = -1, ret = -1;
+	int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	char ns_path[64];
 	struct statx stx;
 
@@ -867,7 +898,7 @@ static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 	}
 	if (stx.stx_mnt_id != m->e->mnt_id) {
 		close(dir);
-		dir = uncover(m, stacked_on(m, stx.stx_mnt_id));
+		dir = uncover(m, proc);
 		if (dir < 0)
 			goto out;
 	}
@@ -886,6 +917,8 @@ out:
 		close(dir);
 	if (ns >= 0)
 		close(ns);
+	if (proc >= 0)
+		close(proc);
 	return ret;
 }
 

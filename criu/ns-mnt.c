@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -792,83 +793,82 @@ static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *
 }
 
 /*
- * The ids of the mounts of the caller's namespace in mountinfo's order, read through proc
- * (criu's /proc: the tree's does not show criu's children), the first max of them; how
- * many it lists, or -1.
+ * The mount id of the caller's namespace as its mountinfo shows it, read through proc
+ * (criu's /proc: the tree's does not show criu's children): its mount point, superblock
+ * (root_dev's encoding) and root, allocated. 0, or -1 when it is not listed.
  */
-static int own_mount_ids(int proc, uint32_t *ids, size_t max)
+static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **root)
 {
-	int fd = openat(proc, "self/mountinfo", O_RDONLY | O_CLOEXEC), nr = 0;
-	char *line = NULL;
-	size_t size = 0;
+	int fd = openat(proc, "self/mountinfo", O_RDONLY | O_CLOEXEC), ret = -1;
 	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	char *line = NULL, r[4096], p[4096];
+	unsigned int maj, min;
+	size_t size = 0;
+	uint64_t mnt_id;
 
 	if (!f) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
-	while (getline(&line, &size, f) > 0) {
-		uint32_t id;
-
-		if (sscanf(line, "%u", &id) != 1)
+	while (ret && getline(&line, &size, f) > 0) {
+		if (sscanf(line, "%" SCNu64 " %*u %u:%u %4095s %4095s", &mnt_id, &maj, &min, r, p) !=
+			    5 ||
+		    mnt_id != id)
 			continue;
-		if ((size_t)nr < max)
-			ids[nr] = id;
-		nr++;
+		*dev = maj << 20 | min;
+		*root = unescaped_dup(r);
+		*point = unescaped_dup(p);
+		ret = *root && *point ? 0 : -1;
 	}
 	free(line);
 	fclose(f);
-	return nr;
+	return ret;
 }
 
 /*
  * In the child, in the tree's namespace: m, which other mounts cover (stacked at its mount
  * point, or above it), reached in a private copy of the namespace (nothing done there
- * reaches the tree's) where they are unmounted, the topmost first. The copy lists the
- * same mounts in the same order (the tree is frozen): its ids map to the dump's. O_PATH
- * on m's root, or -1 after one line.
+ * reaches the tree's) where the mount reached at m's mount point is unmounted until it is
+ * m's copy (its mount point, superblock and root: ids differ in a copy). O_PATH on m's
+ * root, or -1 after one line.
  */
 static int uncover(const struct mount *m, int proc)
 {
-	const struct mount_ns *mns = m->mns;
-	uint32_t *ids = calloc(mns->nr, sizeof(*ids));
+	char *point = NULL, *root = NULL;
 	struct statx stx;
-	int dir = -1;
+	uint32_t dev;
+	int dir;
 
-	if (!ids || unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-	    own_mount_ids(proc, ids, mns->nr) != (int)mns->nr) {
-		pr_err("tmpfs %u at %s: another mount covers it, and no private copy of the "
-		       "namespace shows it: its files cannot be read\n",
-		       m->e->mnt_id, m->e->mountpoint);
-		free(ids);
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		pr_perror("tmpfs %u: cannot make a private copy of its namespace", m->e->mnt_id);
 		return -1;
 	}
-	for (size_t tries = 0; tries <= mns->nr; tries++) {
-		size_t top = 0;
+	for (size_t tries = 0; tries <= m->mns->nr; tries++) {
+		bool found;
 
 		dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx))
+		if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
+		    own_mount(proc, stx.stx_mnt_id, &point, &dev, &root))
 			break;
-		if (stx.stx_mnt_id == ids[m - mns->mounts]) {
-			free(ids);
+		found = !strcmp(point, m->e->mountpoint) && dev == m->e->root_dev &&
+			!strcmp(root, m->e->root);
+		if (!found && umount2(point, MNT_DETACH))
+			break;
+		free(point);
+		free(root);
+		point = root = NULL;
+		if (found)
 			return dir;
-		}
 		close(dir);
-		dir = -1;
-		while (top < mns->nr && ids[top] != stx.stx_mnt_id)
-			top++;
-		if (top == mns->nr || umount2(mns->mounts[top].e->mountpoint, MNT_DETACH))
-			break;
-		pr_debug("tmpfs %u: mount %u, which covers it, unmounted in a copy\n",
-			 m->e->mnt_id, mns->mounts[top].e->mnt_id);
 	}
-	pr_perror("tmpfs %u at %s: not reached in a copy of the namespace where what covers it "
-		  "is unmounted",
-		  m->e->mnt_id, m->e->mountpoint);
+	pr_err("tmpfs %u at %s: another mount covers it, and a copy of the namespace where it is "
+	       "unmounted does not show it: its files cannot be read\n",
+	       m->e->mnt_id, m->e->mountpoint);
 	if (dir >= 0)
 		close(dir);
-	free(ids);
+	free(point);
+	free(root);
 	return -1;
 }
 

@@ -301,6 +301,37 @@ static char *criu_mount_path(const MntEntry *e)
 }
 
 /*
+ * A bind's source directory, as a path of the namespace, must not lie under a mount made
+ * inside its source mount on the way to it: at restore the path would reach that mount
+ * (a mount stacked on the source itself is not in the way: binds go from its fd).
+ */
+static int check_source_uncovered(const struct mount_ns *mns, const struct mount *m)
+{
+	const struct mount *src = m->source;
+	const char *rest = m->e->root + (strcmp(src->e->root, "/") ? strlen(src->e->root) : 0);
+	char *dir;
+
+	if (src->mns != mns)
+		return 0;
+	dir = path_join(src->e->mountpoint, *rest ? rest : "/");
+	if (!dir)
+		return -ENOMEM;
+	for (size_t i = 0; i < mns->nr; i++) {
+		const struct mount *c = &mns->mounts[i];
+
+		if (c == m || c->parent != src || !strcmp(c->e->mountpoint, src->e->mountpoint) ||
+		    !path_holds(c->e->mountpoint, dir))
+			continue;
+		pr_err("mount %u at %s: its source %s is under mount %u at %s: not supported\n",
+		       m->e->mnt_id, m->e->mountpoint, dir, c->e->mnt_id, c->e->mountpoint);
+		free(dir);
+		return -ENOTSUP;
+	}
+	free(dir);
+	return 0;
+}
+
+/*
  * Dump, --external mnt[]: a mount of the root's namespace that criu's own mounts show too
  * is external, for restore to bind from there. Whether it is (ext_key NULL: no memory).
  */
@@ -346,7 +377,7 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	m->source = bind_source_mount(mns, m);
 	if (m->source) {
 		m->how = MOUNT_BIND;
-		return 0;
+		return check_source_uncovered(mns, m);
 	}
 	if (auto_external(mns, m))
 		return m->e->ext_key ? 0 : -ENOMEM;
@@ -827,11 +858,11 @@ static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **
 }
 
 /*
- * In the child, in the tree's namespace: m, which other mounts cover (stacked at its mount
- * point, or above it), reached in a private copy of the namespace (nothing done there
- * reaches the tree's) where the mount reached at m's mount point is unmounted until it is
- * m's copy (its mount point, superblock and root: ids differ in a copy). O_PATH on m's
- * root, or -1 after one line.
+ * In the child, in the tree's namespace: m, which other mounts stacked at its mount point
+ * cover, reached in a private copy of the namespace (nothing done there reaches the
+ * tree's) where the mount reached at m's mount point is unmounted until it is m's copy
+ * (its mount point, superblock and root: ids differ in a copy). O_PATH on m's root, or -1
+ * after one line.
  */
 static int uncover(const struct mount *m, int proc)
 {
@@ -853,7 +884,8 @@ static int uncover(const struct mount *m, int proc)
 			break;
 		found = !strcmp(point, m->e->mountpoint) && dev == m->e->root_dev &&
 			!strcmp(root, m->e->root);
-		if (!found && umount2(point, MNT_DETACH))
+		/* Covered from above its mount point, its binds would not come back right. */
+		if (!found && (strcmp(point, m->e->mountpoint) || umount2(point, MNT_DETACH)))
 			break;
 		free(point);
 		free(root);
@@ -862,8 +894,8 @@ static int uncover(const struct mount *m, int proc)
 			return dir;
 		close(dir);
 	}
-	pr_err("tmpfs %u at %s: another mount covers it, and a copy of the namespace where it is "
-	       "unmounted does not show it: its files cannot be read\n",
+	pr_err("tmpfs %u at %s: another mount covers it, from above its mount point or in a way "
+	       "a copy of the namespace does not undo: its files cannot be read\n",
 	       m->e->mnt_id, m->e->mountpoint);
 	if (dir >= 0)
 		close(dir);
@@ -1317,7 +1349,17 @@ static char *bind_source(const struct mount *m)
 {
 	const char *src_root = m->source->e->root;
 	const char *rest = m->e->root + (strcmp(src_root, "/") ? strlen(src_root) : 0);
+	char *out;
 
+	/*
+	 * Through the source's fd once it is mounted in this namespace: from its root, not
+	 * from what a mount stacked at its mount point since shows there.
+	 */
+	if (m->source->fd >= 0 && m->source->mns == m->mns)
+		return asprintf(&out, "/proc/self/fd/%d%s", m->source->fd,
+				strcmp(rest, "/") ? rest : "") < 0 ?
+			       NULL :
+			       out;
 	return path_join(m->source->path, *rest ? rest : "/");
 }
 

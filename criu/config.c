@@ -135,7 +135,7 @@ static const struct cr_option options[] = {
 	CALL("external", 0, required_argument, set_external, "RES",
 	     "veth[IN]:OUT[@BR], restore: the tree's veth link IN gets its peer OUT here (in "
 	     "bridge BR); mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
-	     "mnt[KEY]:PATH"),
+	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m): those criu's mounts show"),
 	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
 	     "the same as --external mnt[KEY]:VAL"),
 	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",
@@ -208,7 +208,8 @@ static const struct cr_option options[] = {
 	REFUSED("enable-fs", 0, required_argument),
 	REFUSED("enable-external-sharing", 0, no_argument),
 	REFUSED("enable-external-masters", 0, no_argument),
-	REFUSED_FLAG("mntns-compat-mode", 0),
+	FLAG("mntns-compat-mode", 0, mntns_compat_mode,
+	     "mounts are restored one way, with it or without (accepted, changes nothing)"),
 	REFUSED("lsm-profile", 0, required_argument),
 	REFUSED("lsm-mount-context", 0, required_argument),
 	REFUSED_FLAG("weak-sysctls", 0),
@@ -243,9 +244,10 @@ static const struct refusal refusals[] = {
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
 	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
-	{ "mounts are neither dumped nor restored",
-	  NAMES("skip-mnt", "enable-fs", "enable-external-sharing",
-		"enable-external-masters", "mntns-compat-mode") },
+	{ "every mount of a mount namespace is dumped", NAMES("skip-mnt") },
+	{ "only proc, sysfs, tmpfs, devpts and mqueue are mounted anew", NAMES("enable-fs") },
+	{ "a mount shares and receives propagation within the tree's mount namespaces only",
+	  NAMES("enable-external-sharing", "enable-external-masters") },
 	{ "cgroups are dumped with CRIU's default properties, of every controller",
 	  NAMES("cgroup-props", "cgroup-props-file", "cgroup-dump-controller") },
 	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
@@ -581,6 +583,16 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 	(void)on;
 	if (!strncmp(arg, "veth[", 5))
 		return add_ext_veth(o, arg, arg + 5, "]:");
+	/* mnt[] and mnt[]:m: found at dump (m, receiving from outside, is restored anyway). */
+	if (!strcmp(arg, "mnt[]") || !strcmp(arg, "mnt[]:m")) {
+		opts.ext_mount_auto = true;
+		return 0;
+	}
+	if (!strncmp(arg, "mnt[]:", 6) && arg[6] && strspn(arg + 6, "sm") == strlen(arg + 6)) {
+		opt_error("--%s %s: s (mounts sharing a peer group with criu's) is not supported",
+			  o->name, arg);
+		return -1;
+	}
 	if (!strncmp(arg, "mnt[", 4) && close)
 		return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);
 	return refuse(o, arg);

@@ -442,6 +442,9 @@ static int session_helper_main(struct pstree_item *item, pid_t sid)
 	for (child = item->first_child; child; child = child->next_sibling) {
 		if (child->sid != sid)
 			continue;
+		/* Born in its mount namespace: the helper goes wherever each child is. */
+		if (mntns_enter(child->ids.mnt_ns_id))
+			return -1;
 		pid = clone_with_pid(child->pid, CLONE_PARENT);
 		if (pid < 0) {
 			pr_perror("helper %d: cannot create task %d", sid, child->pid);
@@ -495,6 +498,9 @@ static int fork_children(struct pstree_item *item)
 				return -1;
 			continue;
 		}
+		/* Born in its mount namespace (a nested one): the parent is in it meanwhile. */
+		if (mntns_enter(child->ids.mnt_ns_id))
+			return -1;
 		if (kerndat_has_clone3_set_tid())
 			pid = clone_with_pid(child->pid, 0);
 		else
@@ -506,6 +512,8 @@ static int fork_children(struct pstree_item *item)
 		if (pid == 0)
 			task_main(task_of(child));
 		pr_debug("forked child %d\n", pid);
+		if (mntns_enter(item->ids.mnt_ns_id))
+			return -1;
 	}
 	return 0;
 }
@@ -1381,7 +1389,7 @@ int cr_restore_tasks(void)
 	if (write_pidfile(root_pid))
 		goto out;
 	ret = 0;
-	reg_remove_links(root_pid);
+	reg_remove_links();
 	/* The tree runs: a failure from here on is reported, but undoes nothing. */
 	if (run_action_scripts(ACT_POST_RESUME, root_pid))
 		ret = 1;

@@ -94,18 +94,21 @@ struct mount_line {
 };
 
 /*
- * The root of the first mount of criu's table that match() takes and that its mount point
- * reaches (O_PATH), *m filled in; -ENOENT when there is none.
+ * The root of the first mount of the mountinfo file of who (self, or a PID) that match()
+ * takes and that its mount point reaches (O_PATH) through root (who's root, for PID), *m
+ * filled in (its mount point as who sees it); -ENOENT when there is none.
  */
-static int open_mount(bool (*match)(const struct mount_line *m, const void *arg),
-		      const void *arg, struct mount_line *m)
+static int open_mount_of(const char *who, const char *root,
+			 bool (*match)(const struct mount_line *m, const void *arg), const void *arg,
+			 struct mount_line *m)
 {
-	char *line = NULL;
+	char path[64], point[4096 + 64], *line = NULL;
 	size_t size = 0;
 	int fd = -ENOENT;
 	FILE *f;
 
-	f = fopen("/proc/self/mountinfo", "re");
+	snprintf(path, sizeof(path), "/proc/%s/mountinfo", who);
+	f = fopen(path, "re");
 	if (!f)
 		return -errno;
 	while (fd < 0 && getline(&line, &size, f) > 0) {
@@ -114,12 +117,33 @@ static int open_mount(bool (*match)(const struct mount_line *m, const void *arg)
 		    !match(m, arg))
 			continue;
 		unescape_mountinfo(m->point);
-		fd = open_uncovered_mount(m->point, m->id);
+		snprintf(point, sizeof(point), "%s%s", root, m->point);
+		fd = open_uncovered_mount(point, m->id);
 		if (fd < 0)
 			fd = -ENOENT;
 	}
 	free(line);
 	fclose(f);
+	return fd;
+}
+
+/*
+ * The same in criu's table, then (at dump) in each mount namespace of the tree's own,
+ * through a task in it.
+ */
+static int open_mount(bool (*match)(const struct mount_line *m, const void *arg),
+		      const void *arg, struct mount_line *m)
+{
+	int fd = open_mount_of("self", "", match, arg, m);
+	pid_t pid;
+
+	for (unsigned int i = 0; fd < 0 && (pid = mntns_dump_pid(i)); i++) {
+		char who[16], root[32];
+
+		snprintf(who, sizeof(who), "%d", pid);
+		snprintf(root, sizeof(root), "/proc/%d/root", pid);
+		fd = open_mount_of(who, root, match, arg, m);
+	}
 	return fd;
 }
 
@@ -985,8 +1009,8 @@ static int parse_mount_mark(const char *line, struct dumped_mark *m, const char 
 		return ret;
 	fd = open_mount(mount_has_id, &mnt_id, &mnt);
 	if (fd < 0) {
-		pr_err("%s: not reachable in criu's mount table (another mount namespace, or its "
-		       "mount point covered): not supported\n",
+		pr_err("%s: not reachable in criu's mount table nor the tree's (another mount "
+		       "namespace, or its mount point covered): not supported\n",
 		       what);
 		return -ENOTSUP;
 	}

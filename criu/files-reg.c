@@ -304,9 +304,10 @@ static bool is_internal_file(const char *path)
  * it that were deleted too (ghost_parents): the nearest one that exists must be a
  * directory.
  */
-static int check_ghost_path(const char *path, const char *what)
+static int check_ghost_path(const char *src, const char *path, const char *what)
 {
-	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(path, buf, sizeof(buf))), *slash;
+	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(src, path, buf, sizeof(buf)));
+	char *slash;
 	struct stat st;
 	int ret = 0;
 
@@ -343,8 +344,8 @@ enum reg_path_kind {
  * A file still linked whose own name was removed: --link-remap saves it as a hard link,
  * in the same directory (a hard link cannot leave the filesystem).
  */
-static int resolve_unlinked_path(const struct stat *st, const char *what, char *path,
-				 bool marked, enum reg_path_kind *kind)
+static int resolve_unlinked_path(const char *src, const struct stat *st, const char *what,
+				 char *path, bool marked, enum reg_path_kind *kind)
 {
 	size_t sfx = strlen(DELETED_SUFFIX);
 
@@ -356,14 +357,15 @@ static int resolve_unlinked_path(const struct stat *st, const char *what, char *
 	}
 	path[strlen(path) - sfx] = '\0';
 	*kind = PATH_LINK_REMAP;
-	return check_ghost_path(path, what);
+	return check_ghost_path(src, path, what);
 }
 
 /*
- * The pid of "/proc/PID[/...]" when st is on procfs there: a directory or file of a
- * process that is gone shows as deleted. 0 when it is no such path.
+ * The pid of "/proc/PID[/...]" when st is on procfs there (as the task behind the /proc
+ * link src sees it): a directory or file of a process that is gone shows as deleted. 0
+ * when it is no such path.
  */
-static pid_t dead_proc_pid(const char *path, const struct stat *st)
+static pid_t dead_proc_pid(const char *src, const char *path, const struct stat *st)
 {
 	char buf[PATH_MAX + 32];
 	struct stat proc;
@@ -371,7 +373,7 @@ static pid_t dead_proc_pid(const char *path, const struct stat *st)
 	long pid;
 
 	/* The tree's /proc, of its own pid namespace where it has one: pids are the tree's. */
-	if (strncmp(path, "/proc/", 6) || stat(mntns_dump_path("/proc", buf, sizeof(buf)), &proc) ||
+	if (strncmp(path, "/proc/", 6) || stat(mntns_dump_path(src, "/proc", buf, sizeof(buf)), &proc) ||
 	    proc.st_dev != st->st_dev)
 		return 0;
 	pid = strtol(path + 6, &end, 10);
@@ -380,8 +382,8 @@ static pid_t dead_proc_pid(const char *path, const struct stat *st)
 	return pid;
 }
 
-static int resolve_path(const char *link, const struct stat *st, const char *what, char *path,
-			enum reg_path_kind *kind)
+static int resolve_path(const char *src, const char *link, const struct stat *st, const char *what,
+			char *path, enum reg_path_kind *kind)
 {
 	size_t len = strlen(link), sfx = strlen(DELETED_SUFFIX);
 	bool marked = len > sfx && !strcmp(link + len - sfx, DELETED_SUFFIX);
@@ -390,7 +392,7 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	snprintf(path, PATH_MAX, "%s", link);
 	if (marked) {
 		path[len - sfx] = '\0';
-		if (dead_proc_pid(path, st)) {
+		if (dead_proc_pid(src, path, st)) {
 			*kind = PATH_DEAD_PROC;
 			return 0;
 		}
@@ -399,19 +401,19 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 	*kind = st->st_nlink ? PATH_LIVE : PATH_GHOST;
 	if (st->st_nlink) {
 		char buf[PATH_MAX + 32];
-		const char *where = mntns_dump_path(path, buf, sizeof(buf));
+		const char *where = mntns_dump_path(src, path, buf, sizeof(buf));
 		int ret = S_ISLNK(st->st_mode) ? lstat(where, &now) : stat(where, &now);
 
 		/*
 		 * Only the directory /proc/PID of a process gone is marked deleted: the files in
 		 * it keep their name, which no longer resolves.
 		 */
-		if (ret && errno == ENOENT && !marked && dead_proc_pid(path, st)) {
+		if (ret && errno == ENOENT && !marked && dead_proc_pid(src, path, st)) {
 			*kind = PATH_DEAD_PROC;
 			return 0;
 		}
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
-			return resolve_unlinked_path(st, what, path, marked, kind);
+			return resolve_unlinked_path(src, st, what, path, marked, kind);
 		return 0;
 	}
 	if (marked)
@@ -422,7 +424,7 @@ static int resolve_path(const char *link, const struct stat *st, const char *wha
 		       what, link);
 		return -ENOTSUP;
 	}
-	return check_ghost_path(path, what);
+	return check_ghost_path(src, path, what);
 }
 
 /*
@@ -457,10 +459,16 @@ static int write_reg_entry(uint32_t id, const char *path, const struct stat *st,
 	return write_file_entry(&fe);
 }
 
-/* --link-remap: each inode linked back once per dump, removed again if the dump fails. */
+/*
+ * --link-remap: each inode linked back once per mount it is open through, in its directory
+ * (or the nearest one above that exists, when that was removed too) (a hard link
+ * cannot cross mounts, and restore links it back to a path of that mount), removed again
+ * if the dump fails.
+ */
 struct dumped_link_remap {
 	dev_t dev;
 	ino_t ino;
+	int32_t mnt_id;
 	uint32_t id; /* its REG entry */
 	char *path; /* where criu made it (mntns_dump_path()) */
 };
@@ -469,24 +477,70 @@ static struct dumped_link_remap *dumped_link_remaps;
 static size_t nr_dumped_link_remaps;
 
 /* link_remap.ID beside path: a new name of the file behind src, and its REG entry. */
+/*
+ * The length of the directory of path that still exists (its own, or the nearest one above
+ * that was not removed with it): restore makes the others again around its open.
+ */
+static int existing_dir_len(const char *src, const char *path)
+{
+	char dir[PATH_MAX], buf[PATH_MAX + 32];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	do {
+		slash = strrchr(dir, '/');
+		*slash = '\0';
+	} while (slash != dir && lstat(mntns_dump_path(src, dir, buf, sizeof(buf)), &st) &&
+		 errno == ENOENT);
+	return slash - dir;
+}
+
+/*
+ * linkat() of the file behind src as made, as the root of the tree's user namespace where
+ * it has one of its own: a filesystem mounted in there refuses ids it does not map
+ * (EOVERFLOW), criu's among them. In a child, whose exit status is the errno. 0 or -errno.
+ */
+static int link_in_tree(const char *src, const char *made)
+{
+	const struct ns_id *user = ns_root_own(NS_USER);
+	int status;
+	pid_t child;
+
+	if (!user)
+		return linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW) ? -errno : 0;
+	child = fork();
+	if (child == 0) {
+		if (userns_join_tree(user->pid) || setresgid(0, 0, 0) || setresuid(0, 0, 0))
+			_exit(EPERM);
+		_exit(linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW) ? errno : 0);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child)
+		return -errno;
+	return WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+}
+
 static int link_back(const char *src, const char *path, const struct stat *st, uint32_t *link_id)
 {
 	struct dumped_link_remap *grown, *lr;
-	const char *slash = strrchr(path, '/');
+	int dir_len = existing_dir_len(src, path);
 	char *lpath, *made, buf[PATH_MAX + 32];
+	int32_t mnt_id;
 	int ret;
 
+	ret = mntns_file_mnt_id(src, &mnt_id);
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < nr_dumped_link_remaps; i++) {
 		lr = &dumped_link_remaps[i];
-		if (lr->dev == st->st_dev && lr->ino == st->st_ino) {
+		if (lr->dev == st->st_dev && lr->ino == st->st_ino && lr->mnt_id == mnt_id) {
 			*link_id = lr->id;
 			return 0;
 		}
 	}
 	*link_id = files_new_id();
 	grown = realloc(dumped_link_remaps, (nr_dumped_link_remaps + 1) * sizeof(*grown));
-	if (!grown || asprintf(&lpath, "%.*s/link_remap.%u", (int)(slash - path), path,
-			       *link_id) < 0) {
+	if (!grown || asprintf(&lpath, "%.*s/link_remap.%u", dir_len, path, *link_id) < 0) {
 		pr_err("out of memory linking back %s\n", path);
 		if (grown)
 			dumped_link_remaps = grown;
@@ -494,9 +548,9 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 	}
 	dumped_link_remaps = grown;
 	/* Through the /proc link: the inode itself, whatever names it has left. */
-	made = strdup(mntns_dump_path(lpath, buf, sizeof(buf)));
-	if (!made || linkat(AT_FDCWD, src, AT_FDCWD, made, AT_SYMLINK_FOLLOW)) {
-		ret = made ? -errno : -ENOMEM;
+	made = strdup(mntns_dump_path(src, lpath, buf, sizeof(buf)));
+	ret = made ? link_in_tree(src, made) : -ENOMEM;
+	if (ret) {
 		pr_err("cannot link %s back as %s (--link-remap): %s\n", path, lpath,
 		       strerror(-ret));
 		free(made);
@@ -504,7 +558,7 @@ static int link_back(const char *src, const char *path, const struct stat *st, u
 		return ret;
 	}
 	dumped_link_remaps[nr_dumped_link_remaps++] =
-		(struct dumped_link_remap){ st->st_dev, st->st_ino, *link_id, made };
+		(struct dumped_link_remap){ st->st_dev, st->st_ino, mnt_id, *link_id, made };
 	pr_info("%s linked back as %s (file %u)\n", path, lpath, *link_id);
 	ret = write_reg_entry(*link_id, lpath, st, O_RDONLY, 0, NULL, src);
 	free(lpath);
@@ -550,7 +604,7 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	uint32_t remap_id;
 	int ret;
 
-	ret = resolve_path(link, st, what, path, &kind);
+	ret = resolve_path(src, link, st, what, path, &kind);
 	if (!ret && kind == PATH_GHOST) {
 		ret = dump_ghost(src, path, st, &remap_id);
 		if (!ret)
@@ -560,7 +614,7 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 		if (!ret)
 			ret = write_remap(id, remap_id, REMAP_TYPE__LINKED);
 	} else if (!ret && kind == PATH_DEAD_PROC) {
-		ret = write_remap(id, dead_proc_pid(path, st), REMAP_TYPE__PROCFS);
+		ret = write_remap(id, dead_proc_pid(src, path, st), REMAP_TYPE__PROCFS);
 	}
 	return ret ? ret : write_reg_entry(id, path, st, flags, pos, fown, src);
 }
@@ -1193,6 +1247,7 @@ static int reg_collect(struct file_desc *d)
 		.ghost = ghost_of_file(d->id),
 		.link_id = remap_target(d->id, REMAP_TYPE__LINKED),
 		.dead_pid = remap_target(d->id, REMAP_TYPE__PROCFS),
+		.mnt_id = rfe->has_mnt_id ? rfe->mnt_id : -1,
 	};
 	if (dead_pid_mismatch(rf)) {
 		pr_err("files.img: file %u (%s) is remapped to dead pid %d but does not lie in its /proc directory\n",
@@ -1604,12 +1659,14 @@ static const struct reg_file *find_link(const struct reg_file *rf, struct stat *
 
 /*
  * A file linked back at dump (--link-remap): its old name is given back for the open, so
- * /proc shows "PATH (deleted)" as at dump, then removed again. Tasks opening it at the
- * same time may find the name given back already (the same inode: fine) or removed again
- * before their open (retried); the second unlink finds nothing.
+ * /proc shows "PATH (deleted)" as at dump, then removed again (and the directories above
+ * it that were removed too, made again for it). Tasks opening it at the same time may
+ * find the name given back already (the same inode: fine) or removed again before their
+ * open (retried); the second unlink finds nothing.
  */
 static int open_linked(const struct reg_file *rf, int flags)
 {
+	struct ghost_parents parents;
 	const struct reg_file *lf;
 	struct stat lst, st;
 	int fd = -ENOENT;
@@ -1617,25 +1674,38 @@ static int open_linked(const struct reg_file *rf, int flags)
 	lf = find_link(rf, &lst);
 	if (!lf)
 		return -ENOENT;
+	fd = make_ghost_parents(rf->path, &parents) ?: -ENOENT;
+	if (fd != -ENOENT) {
+		remove_ghost_parents(&parents);
+		return fd;
+	}
 	for (int tries = 0; tries < 100 && fd == -ENOENT; tries++) {
 		if (link(lf->path, rf->path) && errno != EEXIST) {
+			fd = -errno;
 			pr_perror("cannot link %s back to %s", lf->path, rf->path);
-			return -errno;
+			break;
 		}
 		if (stat(rf->path, &st))
 			continue;
 		if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
 			pr_err("%s: the path exists again and is another file\n", rf->path);
+			remove_ghost_parents(&parents);
 			return -EEXIST;
 		}
 		fd = open(rf->path, flags);
-		if (fd < 0)
+		if (fd < 0) {
 			fd = -errno;
+			if (fd != -ENOENT)
+				pr_err("cannot open %s through its link: %s\n", rf->path,
+				       strerror(-fd));
+		}
 	}
 	if (unlink(rf->path) && errno != ENOENT)
 		pr_warn("cannot remove %s again: %s\n", rf->path, strerror(errno));
-	if (fd < 0)
-		pr_err("cannot open %s through its link: %s\n", rf->path, strerror(-fd));
+	remove_ghost_parents(&parents);
+	if (fd == -ENOENT)
+		pr_err("cannot open %s through its link: its name kept being removed\n",
+		       rf->path);
 	return fd;
 }
 
@@ -1701,36 +1771,34 @@ int chdir_reg_dir(const struct reg_file *rf)
 	return 0;
 }
 
-void reg_remove_links(pid_t root_pid)
+void reg_remove_links(void)
 {
-	char path[PATH_MAX];
-
 	for (size_t i = 0; i < nr_linked_remaps; i++) {
 		const struct file_desc *d = linked_remaps[i].type == REMAP_TYPE__LINKED ?
 						    find_file_desc(linked_remaps[i].target) : NULL;
 		const struct reg_file *lf = d && d->fe->type == FD_TYPES__REG ? d->kind : NULL;
+		char buf[PATH_MAX + 32];
 
-		if (!lf)
-			continue;
-		/* The tree's own mount namespace: its paths are under its root's root. */
-		if (mntns_restored())
-			snprintf(path, sizeof(path), "/proc/%d/root%s", root_pid, lf->path);
-		else
-			snprintf(path, sizeof(path), "%s", lf->path);
-		if (unlink(path) && errno != ENOENT)
-			pr_warn("cannot remove %s: %s\n", path, strerror(errno));
+		if (lf && unlink(mntns_restore_path(lf->mnt_id, lf->path, buf, sizeof(buf))) &&
+		    errno != ENOENT)
+			pr_warn("cannot remove %s: %s\n", lf->path, strerror(errno));
 	}
 }
 
 int open_reg_file(const struct reg_file *rf, uint32_t flags)
 {
 	int open_flags = (flags & ~REOPEN_DROP_FLAGS) | O_NOCTTY;
+	int64_t own_mntns;
 	int fd, ret;
 
 	/* O_TMPFILE is O_DIRECTORY plus a bit of its own: the file is no directory. */
 	if ((flags & O_TMPFILE) == O_TMPFILE)
 		open_flags &= ~O_DIRECTORY;
 
+	/* Its path is the namespace's of the mount it was on: the task goes there for it. */
+	own_mntns = mntns_enter_mount(rf->mnt_id);
+	if (own_mntns < 0)
+		return own_mntns;
 	if (rf->ghost) {
 		fd = open_ghost(rf, open_flags);
 	} else if (rf->dead_pid) {
@@ -1744,8 +1812,11 @@ int open_reg_file(const struct reg_file *rf, uint32_t flags)
 			pr_perror("cannot open %s (flags %#o)", rf->path, open_flags);
 		}
 	}
-	if (fd < 0)
-		return fd;
+	ret = mntns_enter(own_mntns);
+	if (ret && fd >= 0)
+		close(fd);
+	if (ret || fd < 0)
+		return ret ?: fd;
 	ret = check_reopened(fd, rf);
 	if (ret) {
 		close(fd);

@@ -200,6 +200,26 @@ static int collect_task_ns(struct pstree_item *item, const uint64_t *criu_kids, 
 	return 0;
 }
 
+static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id);
+
+/*
+ * A task in a namespace of a nested kind other than its root's: restore makes it below
+ * the root's, which must then be one of its own; criu's own cannot be made again.
+ */
+static int check_nested(const struct pstree_item *item, enum ns_kind_nr k)
+{
+	const struct ns_kind *kind = ns_kinds[k];
+	const struct ns_id *root_ns = find_ns_by_id(kind, task_ns_id(&root_item->ids, k));
+	const struct ns_id *ns = find_ns_by_id(kind, task_ns_id(&item->ids, k));
+
+	if (!root_ns->criu && !ns->criu)
+		return 0;
+	pr_err("task %d is in %s namespace %u and the tree's root %d in %u: nested %s "
+	       "namespaces need the root in one of its own, and no task in criu's\n",
+	       item->pid, kind->name, ns->id, root_item->pid, root_ns->id, kind->name);
+	return -ENOTSUP;
+}
+
 /* Only the root may have namespaces of its own: restore creates them for it alone. */
 static int check_not_nested(const struct pstree_item *item)
 {
@@ -209,6 +229,13 @@ static int check_not_nested(const struct pstree_item *item)
 
 		if (id == root_id)
 			continue;
+		if (ns_kinds[k]->nested) {
+			int ret = check_nested(item, k);
+
+			if (ret)
+				return ret;
+			continue;
+		}
 		pr_err("task %d is in another %s namespace than the tree's root %d: nested %s "
 		       "namespaces are not supported\n",
 		       item->pid, ns_kinds[k]->name, root_item->pid, ns_kinds[k]->name);
@@ -275,6 +302,30 @@ static int check_root_own(void)
 	return 0;
 }
 
+/* A namespace of a nested kind that is neither criu's nor the root's (check_nested()). */
+static bool nested_ns(const struct ns_id *ns)
+{
+	for (int k = 0; k < NS_KINDS; k++)
+		if (ns->kind == ns_kinds[k])
+			return ns->kind->nested && !ns->criu && ns != root_own[k];
+	return false;
+}
+
+/* After the root's: the nested namespaces' dump_check(). */
+static int check_nested_own(void)
+{
+	for (struct ns_id *ns = ns_ids; ns; ns = ns->next) {
+		int ret = nested_ns(ns) && ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
+
+		if (ret)
+			return ret;
+		if (nested_ns(ns))
+			pr_info("task %d lives in nested %s namespace %u: it is dumped\n", ns->pid,
+				ns->kind->name, ns->id);
+	}
+	return 0;
+}
+
 int ns_dump_collect(void)
 {
 	uint64_t criu_kids[NS_KINDS];
@@ -293,7 +344,8 @@ int ns_dump_collect(void)
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		if (!item->zombie)
 			ret = check_for_children(item);
-	return ret ? ret : check_root_own();
+	ret = ret ?: check_root_own();
+	return ret ?: check_nested_own();
 }
 
 static int open_ns(const struct ns_id *ns)
@@ -379,6 +431,9 @@ int ns_dump_images(void)
 		if (kind && kind->dump)
 			ret = kind->dump_from_criu ? kind->dump(root_own[k]) : dump_one_ns(root_own[k]);
 	}
+	for (struct ns_id *ns = ns_ids; ns && !ret; ns = ns->next)
+		if (nested_ns(ns) && ns->kind->dump)
+			ret = ns->kind->dump_from_criu ? ns->kind->dump(ns) : dump_one_ns(ns);
 	return ret;
 }
 
@@ -435,8 +490,34 @@ static int collect_root_own(enum ns_kind_nr k, uint32_t id)
 	return kind->collect ? kind->collect(ns) : 0;
 }
 
+/*
+ * A task in a namespace of a nested kind other than the root's: made below the root's
+ * own (which it must have), collected once.
+ */
+static int collect_nested(const struct pstree_item *item, enum ns_kind_nr k, uint32_t id,
+			  const TaskKobjIdsEntry *criu_ids)
+{
+	const struct ns_kind *kind = ns_kinds[k];
+	struct ns_id *ns;
+
+	if (find_ns_by_id(kind, id))
+		return 0;
+	if (!root_own[k] || id == entry_ns_id(criu_ids, k)) {
+		pr_err("ids-%d.img: the task is in %s namespace %u, the root in %u: nested %s "
+		       "namespaces need the root in one of its own, and no task in criu's\n",
+		       item->pid, kind->name, id, task_ns_id(&root_item->ids, k), kind->name);
+		return -ENOTSUP;
+	}
+	ns = add_ns(kind, id);
+	if (!ns)
+		return -ENOMEM;
+	pr_info("task %d gets nested %s namespace %u\n", item->pid, kind->name, id);
+	return kind->collect ? kind->collect(ns) : 0;
+}
+
 /* Namespace ids 0 (a task without ids-PID.img, an image without the field) say nothing. */
-static int check_restored_nested(const struct pstree_item *item)
+static int check_restored_nested(const struct pstree_item *item,
+				 const TaskKobjIdsEntry *criu_ids)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
 		uint32_t id = task_ns_id(&item->ids, k);
@@ -444,6 +525,13 @@ static int check_restored_nested(const struct pstree_item *item)
 
 		if (!id || !root_id || id == root_id)
 			continue;
+		if (ns_kinds[k]->nested) {
+			int ret = collect_nested(item, k, id, criu_ids);
+
+			if (ret)
+				return ret;
+			continue;
+		}
 		pr_err("ids-%d.img: the task is in another %s namespace (id %u) than the root "
 		       "(%u): nested %s namespaces are not supported\n",
 		       item->pid, ns_kinds[k]->name, id, root_id, ns_kinds[k]->name);
@@ -464,7 +552,7 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 			ret = collect_root_own(k, id);
 	}
 	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
-		ret = check_restored_nested(item);
+		ret = check_restored_nested(item, criu_ids);
 	/* The joined namespace stands for the tree's own (ns-net.c): there must be one. */
 	if (!ret && opts.join_ns_net && !root_own[NS_NET]) {
 		pr_err("--join-ns net:%s: the dump's tree has no net namespace of its own\n",

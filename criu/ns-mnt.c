@@ -7,13 +7,25 @@
  * pivot_root()s into it.
  *
  * Each mount comes back one of four ways: the namespace's root mount (--root); external
- * (--external mnt[KEY]:PATH binds PATH); a new filesystem (proc, sysfs, tmpfs, devpts,
- * mqueue) for the first mount of its superblock, which must show the filesystem's root;
- * or a bind of a directory of the root mount or of such a new filesystem. Anything else
- * is refused at dump with one line naming the mount.
+ * (--external mnt[KEY]:PATH binds PATH; --external mnt[] at dump: what criu's own mounts
+ * show of it; one that receives from outside is a clone of criu's mount, made a slave); a
+ * new filesystem (proc, sysfs, tmpfs, devpts, mqueue) for the first mount of its
+ * superblock, which must show the filesystem's root; or a bind of a directory of the root
+ * mount, an external one or such a new filesystem. Anything else is refused at dump with
+ * one line naming the mount.
+ *
+ * Tasks of the tree may live in other mount namespaces than the root's (nested ones, each
+ * with its mountpoints-ID.img). The root task makes each after its own is built: it
+ * unshares a copy of its own, binds the nested one's root mount over --root, builds its
+ * mounts there the same four ways (a bind may come from a mount of the root's namespace:
+ * the copy has it), pivot_root()s into it and goes back to its own. The peer groups of
+ * all of them are set up together at the end (they may span namespaces). Each namespace is
+ * kept as a service fd: a task is born in its own (its parent enters it around the fork),
+ * and a file is opened in the namespace of the mount it was on (reg_file_entry.mnt_id).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +43,8 @@
 #include "log.h"
 #include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
 #include "namespaces.h"
+#include "pstree.h"
+#include "servicefd.h"
 
 #include "mnt.pb-c.h"
 
@@ -49,6 +63,9 @@
 #define MNT_FLAGS                                                                            \
 	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME)
 
+/* How mountinfo shows the root of a bind whose directory (or file) was removed since. */
+#define DELETED_ROOT "//deleted"
+
 enum mount_how { MOUNT_UNKNOWN, MOUNT_ROOT, MOUNT_EXTERNAL, MOUNT_NEW_FS, MOUNT_BIND };
 
 struct mount {
@@ -56,19 +73,47 @@ struct mount {
 	enum mount_how how;
 	struct mount *parent; /* NULL for the root mount */
 	struct mount *source; /* MOUNT_BIND: the mount whose directory it binds */
-	const char *ext_path; /* restore, MOUNT_EXTERNAL: what --external names */
+	char *ext_path;	      /* restore, MOUNT_EXTERNAL: what --external names, from / */
 	char *type;	      /* dump: the filesystem's name, as mountinfo gives it */
 	char *path;	      /* restore: where criu's root task mounts it */
 	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
+	/*
+	 * Restore: what it is made from, opened beforehand: nested and bound from the root's
+	 * namespace, its source; external with ext_master, a clone of criu's mount at ext_path.
+	 */
+	int src_fd;
+	bool ext_master; /* external, a slave of a peer group outside the tree's namespaces */
+	struct mount_ns *mns; /* the namespace it is in */
 	bool done;
 };
 
 struct mount_ns {
+	uint32_t id;
+	pid_t pid;	      /* dump: a task in it */
 	struct mount *mounts; /* restore: in the order they are mounted */
 	size_t nr;
 	struct mount *root;
 	bool from_image; /* the entries are the image's (pb_free), not dump's own */
+	int ns_fd;	 /* restore, in the root task: the namespace once made; -1 before */
 };
+
+/*
+ * Both sides: every mount namespace of the tree, the root's first (namespaces.c collects
+ * it first). Restore keeps each in a service fd: MNTNS_SFD_NR at most.
+ */
+static struct mount_ns *all_mntns[MNTNS_SFD_NR];
+static size_t nr_mntns;
+
+/*
+ * The namespaces whose mounts a mount of mns may come back from: its own, and the root's
+ * (a nested namespace is made as a copy of it). The number of them in pool[].
+ */
+static size_t mount_pool(struct mount_ns *mns, struct mount_ns *pool[2])
+{
+	pool[0] = mns;
+	pool[1] = all_mntns[0];
+	return mns == all_mntns[0] ? 1 : 2;
+}
 
 /* The filesystems restore mounts anew, with CRIU's numbers. */
 static const struct {
@@ -153,152 +198,53 @@ static struct mount *find_mount(struct mount_ns *mns, uint32_t mnt_id)
 	return NULL;
 }
 
-/* Whether another mount of m's superblock comes back as m's kind (the root, a new fs). */
+/*
+ * Whether another mount of m's superblock comes back as the root, a new fs or an external
+ * one: m is then bound from it.
+ */
 static bool sb_taken(struct mount_ns *mns, const struct mount *m)
 {
-	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++)
-		if (s != m && s->e->root_dev == m->e->root_dev &&
-		    (s == mns->root || s->how == MOUNT_NEW_FS))
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
+
+	for (size_t p = 0; p < nr; p++)
+		for (struct mount *s = pool[p]->mounts; s < pool[p]->mounts + pool[p]->nr; s++)
+			if (s != m && s->e->root_dev == m->e->root_dev &&
+			    (s == all_mntns[0]->root || s->how == MOUNT_NEW_FS ||
+			     s->e->ext_key))
+				return true;
+	return false;
+}
+
+/* Whether mount s is m or lies under it (it could not be mounted before m). */
+static bool mount_under(const struct mount *s, const struct mount *m)
+{
+	for (; s; s = s->parent)
+		if (s == m)
 			return true;
 	return false;
 }
 
 /*
- * How the mount comes back (both sides), in two passes over the mounts (images list them
- * in any order): first the root, external mounts and one mount of each new filesystem's
- * superblock that shows its root, mounted anew; then every other mount, bound from one of
- * those whose root holds its own. One error line naming the mount when none fits.
+ * A mount of mns's pool, not under m, whose root holds m's and that comes back first; or
+ * NULL.
  */
-static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
+static struct mount *bind_source_mount(struct mount_ns *mns, const struct mount *m)
 {
-	MntEntry *e = m->e;
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
 
-	if (!binds) {
-		if (m == mns->root)
-			m->how = MOUNT_ROOT;
-		else if (e->ext_key)
-			m->how = MOUNT_EXTERNAL;
-		else if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/") && !sb_taken(mns, m))
-			m->how = MOUNT_NEW_FS;
-		return 0;
-	}
-	if (m->how != MOUNT_UNKNOWN)
-		return 0;
-	for (struct mount *s = mns->mounts; s < mns->mounts + mns->nr; s++) {
-		if (s == m || s->e->root_dev != e->root_dev || !path_holds(s->e->root, e->root))
-			continue;
-		if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL || s->how == MOUNT_NEW_FS) {
-			m->how = MOUNT_BIND;
-			m->source = s;
-			return 0;
+	for (size_t p = 0; p < nr; p++) {
+		for (struct mount *s = pool[p]->mounts; s < pool[p]->mounts + pool[p]->nr; s++) {
+			if (mount_under(s, m) || s->e->root_dev != m->e->root_dev ||
+			    !path_holds(s->e->root, m->e->root))
+				continue;
+			if (s->how == MOUNT_ROOT || s->how == MOUNT_EXTERNAL ||
+			    s->how == MOUNT_NEW_FS)
+				return s;
 		}
 	}
-	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
-	       "nor %s: not supported\n",
-	       e->mnt_id, e->mountpoint, m->type ?: fstype_name(e->fstype), e->source, e->root,
-	       fstype_new_fs(e->fstype) ? "bound from a mount of its filesystem's root"
-					: "bound from the root mount's filesystem");
-	return -ENOTSUP;
-}
-
-/*
- * The root mount (the one whose parent is outside the namespace), then each mount's class
- * and the peer group it receives from: it must be one of the namespace's.
- */
-static int classify_mounts(struct mount_ns *mns)
-{
-	int ret = 0;
-
-	for (size_t i = 0; i < mns->nr; i++) {
-		struct mount *m = &mns->mounts[i];
-
-		m->fd = -1;
-		m->parent = find_mount(mns, m->e->parent_mnt_id);
-		if (m->parent)
-			continue;
-		if (mns->root) {
-			pr_err("mounts %u and %u both have their parent outside the namespace\n",
-			       mns->root->e->mnt_id, m->e->mnt_id);
-			return -EINVAL;
-		}
-		mns->root = m;
-	}
-	if (!mns->root) {
-		pr_err("the namespace has no root mount (a mount whose parent is outside it)\n");
-		return -EINVAL;
-	}
-	/* The root mount's master is outside: --root replaces it, with its propagation. */
-	for (size_t i = 0; i < mns->nr && !ret; i++) {
-		struct mount *m = &mns->mounts[i];
-		bool master_in = !m->e->master_id || m == mns->root;
-
-		for (size_t j = 0; j < mns->nr && !master_in; j++)
-			master_in = mns->mounts[j].e->shared_id == m->e->master_id;
-		if (!master_in) {
-			pr_err("mount %u at %s receives from peer group %u, which is outside the "
-			       "namespace: not supported\n",
-			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
-			return -ENOTSUP;
-		}
-		ret = classify_mount(mns, m, false);
-	}
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = classify_mount(mns, &mns->mounts[i], true);
-	return ret;
-}
-
-static void free_mount_ns(struct mount_ns *mns)
-{
-	if (!mns)
-		return;
-	for (size_t i = 0; i < mns->nr; i++) {
-		struct mount *m = &mns->mounts[i];
-
-		if (m->fd >= 0)
-			close(m->fd);
-		free(m->path);
-		free(m->type);
-		if (mns->from_image) {
-			pb_free(NULL, m->e);
-			continue;
-		}
-		free(m->e->root);
-		free(m->e->mountpoint);
-		free(m->e->source);
-		free(m->e->options);
-		free(m->e->ext_key);
-		free(m->e);
-	}
-	free(mns->mounts);
-	free(mns);
-}
-
-/* ------------------------------------------------------------------ dump ---- */
-
-/* The tree's root, while a dump reads a mount namespace of its own; 0 otherwise. */
-static pid_t dump_root_pid;
-
-const char *mntns_dump_path(const char *path, char *buf, size_t size)
-{
-	if (!dump_root_pid)
-		return path;
-	snprintf(buf, size, "/proc/%d/root%s", dump_root_pid, path);
-	return buf;
-}
-
-int mntns_file_mnt_id(const char *src, int32_t *mnt_id)
-{
-	struct statx stx;
-
-	*mnt_id = -1;
-	if (!dump_root_pid)
-		return 0;
-	if (statx(AT_FDCWD, src, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID)) {
-		pr_perror("cannot read the mount id of %s", src);
-		return -EIO;
-	}
-	*mnt_id = stx.stx_mnt_id;
-	return 0;
+	return NULL;
 }
 
 /* mountinfo escapes blanks and backslashes in paths as \ooo. */
@@ -318,6 +264,345 @@ static char *unescaped_dup(const char *s)
 	if (out)
 		*o = '\0';
 	return out;
+}
+
+/* The key of an external mount --external mnt[] found, as CRIU writes it. */
+#define AUTO_EXT_KEY "CRIU:AUTOGENERATED"
+
+/*
+ * Main process: where in criu's own mounts the directory e shows is (a mount of e's
+ * superblock whose root holds e's, and the rest of the path), allocated; NULL where none
+ * is (no line). That is what an external mount --external mnt[] found binds at restore.
+ */
+static char *criu_mount_path(const MntEntry *e)
+{
+	char *line = NULL, *found = NULL;
+	unsigned int maj, min;
+	size_t size = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	while (f && !found && getline(&line, &size, f) > 0) {
+		char root[4096], point[4096], *r, *p;
+
+		if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &maj, &min, root, point) != 4 ||
+		    (maj << 20 | min) != e->root_dev)
+			continue;
+		r = unescaped_dup(root);
+		p = unescaped_dup(point);
+		if (r && p && path_holds(r, e->root))
+			found = path_join(p, e->root + (strcmp(r, "/") ? strlen(r) : 0));
+		free(r);
+		free(p);
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/*
+ * A bind's source directory, as a path of the namespace, must not lie under a mount made
+ * inside its source mount on the way to it: at restore the path would reach that mount
+ * (a mount stacked on the source itself is not in the way: binds go from its fd).
+ */
+static int check_source_uncovered(const struct mount_ns *mns, const struct mount *m)
+{
+	const struct mount *src = m->source;
+	const char *rest = m->e->root + (strcmp(src->e->root, "/") ? strlen(src->e->root) : 0);
+	char *dir;
+
+	if (src->mns != mns)
+		return 0;
+	dir = path_join(src->e->mountpoint, *rest ? rest : "/");
+	if (!dir)
+		return -ENOMEM;
+	for (size_t i = 0; i < mns->nr; i++) {
+		const struct mount *c = &mns->mounts[i];
+
+		if (c == m || c->parent != src || !strcmp(c->e->mountpoint, src->e->mountpoint) ||
+		    !path_holds(c->e->mountpoint, dir))
+			continue;
+		pr_err("mount %u at %s: its source %s is under mount %u at %s: not supported\n",
+		       m->e->mnt_id, m->e->mountpoint, dir, c->e->mnt_id, c->e->mountpoint);
+		free(dir);
+		return -ENOTSUP;
+	}
+	free(dir);
+	return 0;
+}
+
+/*
+ * Dump, --external mnt[]: a mount of the root's namespace that criu's own mounts show too
+ * is external, for restore to bind from there. Whether it is (ext_key NULL: no memory).
+ */
+static bool auto_external(const struct mount_ns *mns, struct mount *m)
+{
+	char *path;
+
+	if (!opts.ext_mount_auto || mns->from_image || mns != all_mntns[0])
+		return false;
+	path = criu_mount_path(m->e);
+	if (!path)
+		return false;
+	pr_info("mount %u at %s: external, criu's %s (--external mnt[])\n", m->e->mnt_id,
+		m->e->mountpoint, path);
+	free(path);
+	m->how = MOUNT_EXTERNAL;
+	m->e->ext_key = strdup(AUTO_EXT_KEY);
+	return true;
+}
+
+/*
+ * How the mount comes back (both sides), in two passes over the mounts (images list them
+ * in any order): first the root, external mounts and one mount of each new filesystem's
+ * superblock that shows its root, mounted anew; then every other mount, bound from one of
+ * those whose root holds its own. One error line naming the mount when none fits.
+ */
+static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
+{
+	MntEntry *e = m->e;
+
+	if (!binds) {
+		if (m == mns->root && mns == all_mntns[0])
+			m->how = MOUNT_ROOT;
+		else if (e->ext_key)
+			m->how = MOUNT_EXTERNAL;
+		else if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/") && !sb_taken(mns, m))
+			/* criu's mounts show it too: --external mnt[] takes it from there */
+			m->how = auto_external(mns, m) ? MOUNT_EXTERNAL : MOUNT_NEW_FS;
+		return e->ext_key || m->how != MOUNT_EXTERNAL ? 0 : -ENOMEM;
+	}
+	if (m->how != MOUNT_UNKNOWN)
+		return 0;
+	m->source = bind_source_mount(mns, m);
+	if (m->source) {
+		m->how = MOUNT_BIND;
+		return check_source_uncovered(mns, m);
+	}
+	if (auto_external(mns, m))
+		return m->e->ext_key ? 0 : -ENOMEM;
+	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
+	       "nor %s: not supported\n",
+	       e->mnt_id, e->mountpoint, m->type ?: fstype_name(e->fstype), e->source, e->root,
+	       fstype_new_fs(e->fstype) ? "bound from a mount of its filesystem's root"
+					: "bound from the root mount's filesystem");
+	return -ENOTSUP;
+}
+
+/* The namespace other than mns that has a mount of superblock dev, or NULL. */
+static struct mount_ns *sb_elsewhere(const struct mount_ns *mns, uint32_t dev)
+{
+	for (size_t n = 0; n < nr_mntns; n++) {
+		if (all_mntns[n] == mns)
+			continue;
+		for (size_t i = 0; i < all_mntns[n]->nr; i++)
+			if (all_mntns[n]->mounts[i].e->root_dev == dev)
+				return all_mntns[n];
+	}
+	return NULL;
+}
+
+/*
+ * A nested namespace is made from the root's, which must show what it binds from: a
+ * superblock two nested namespaces share, and the root's does not show, has no source.
+ */
+static int check_nested_sb(struct mount_ns *mns, const struct mount *m)
+{
+	struct mount_ns *other = sb_elsewhere(mns, m->e->root_dev);
+
+	if (mns == all_mntns[0] || !other || other == all_mntns[0])
+		return 0;
+	pr_err("mount %u at %s (%s): its filesystem is in mount namespaces %u and %u but not "
+	       "in the root's: not supported\n",
+	       m->e->mnt_id, m->e->mountpoint, fstype_name(m->e->fstype), mns->id, other->id);
+	return -ENOTSUP;
+}
+
+/* Whether a mount of mns's pool is in peer group id. */
+static bool group_in_pool(struct mount_ns *mns, uint32_t id)
+{
+	struct mount_ns *pool[2];
+	size_t nr = mount_pool(mns, pool);
+
+	for (size_t p = 0; p < nr; p++)
+		for (size_t j = 0; j < pool[p]->nr; j++)
+			if (pool[p]->mounts[j].e->shared_id == id)
+				return true;
+	return false;
+}
+
+/*
+ * Tasks restored in a namespace read /proc/self (their fds, maps) until the restorer runs:
+ * it must have a proc (or an external mount) at /proc.
+ */
+static int check_proc(const struct mount_ns *mns)
+{
+	for (size_t i = 0; i < mns->nr; i++) {
+		const MntEntry *e = mns->mounts[i].e;
+
+		if (!strcmp(e->mountpoint, "/proc") && (e->fstype == FSTYPE__PROC || e->ext_key))
+			return 0;
+	}
+	pr_err("mount namespace %u has no proc mounted at /proc, which the tasks restored in it "
+	       "read: not supported\n",
+	       mns->id);
+	return -ENOTSUP;
+}
+
+/*
+ * The root mount (the one whose parent is outside the namespace), then each mount's class
+ * and the peer group it receives from: it must be one of the pool's.
+ */
+static int classify_mounts(struct mount_ns *mns)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		m->fd = m->src_fd = -1;
+		m->mns = mns;
+		m->parent = find_mount(mns, m->e->parent_mnt_id);
+		if (m->parent)
+			continue;
+		if (mns->root) {
+			pr_err("mounts %u and %u both have their parent outside the namespace\n",
+			       mns->root->e->mnt_id, m->e->mnt_id);
+			return -EINVAL;
+		}
+		mns->root = m;
+	}
+	if (!mns->root) {
+		pr_err("the namespace has no root mount (a mount whose parent is outside it)\n");
+		return -EINVAL;
+	}
+	/*
+	 * The root mount's master is outside: --root replaces it, with its propagation. An
+	 * external mount may receive from outside too: from what --external gives.
+	 */
+	for (size_t i = 0; i < mns->nr && !ret; i++) {
+		struct mount *m = &mns->mounts[i];
+		bool master_in = !m->e->master_id || m == all_mntns[0]->root;
+
+		ret = check_nested_sb(mns, m) ?: classify_mount(mns, m, false);
+		m->ext_master = !master_in && !group_in_pool(mns, m->e->master_id);
+	}
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = classify_mount(mns, &mns->mounts[i], true);
+	for (size_t i = 0; i < mns->nr && !ret; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		if (m->ext_master && m->how != MOUNT_EXTERNAL) {
+			pr_err("mount %u at %s receives from peer group %u, which is outside the "
+			       "namespace, and is not external (--external mnt[]): not supported\n",
+			       m->e->mnt_id, m->e->mountpoint, m->e->master_id);
+			return -ENOTSUP;
+		}
+	}
+	return ret ?: check_proc(mns);
+}
+
+static void free_mount_ns(struct mount_ns *mns)
+{
+	if (!mns)
+		return;
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+
+		if (m->fd >= 0)
+			close(m->fd);
+		if (m->src_fd >= 0)
+			close(m->src_fd);
+		free(m->path);
+		free(m->ext_path);
+		free(m->type);
+		if (mns->from_image) {
+			pb_free(NULL, m->e);
+			continue;
+		}
+		free(m->e->root);
+		free(m->e->mountpoint);
+		free(m->e->source);
+		free(m->e->options);
+		free(m->e->ext_key);
+		free(m->e);
+	}
+	free(mns->mounts);
+	if (mns->ns_fd >= 0)
+		close(mns->ns_fd);
+	free(mns);
+}
+
+/* ns's mount namespace into all_mntns, as ns->priv. */
+static struct mount_ns *add_mntns(struct ns_id *ns, bool from_image)
+{
+	struct mount_ns *mns;
+
+	if (nr_mntns == MNTNS_SFD_NR) {
+		pr_err("mount namespace %u: the tree has more than %d mount namespaces: not "
+		       "supported\n",
+		       ns->id, MNTNS_SFD_NR);
+		return NULL;
+	}
+	mns = calloc(1, sizeof(*mns));
+	if (!mns) {
+		pr_err("out of memory for mount namespace %u\n", ns->id);
+		return NULL;
+	}
+	mns->id = ns->id;
+	mns->pid = ns->pid;
+	mns->ns_fd = -1;
+	mns->from_image = from_image;
+	ns->priv = mns;
+	all_mntns[nr_mntns++] = mns;
+	return mns;
+}
+
+/* ------------------------------------------------------------------ dump ---- */
+
+/* The tree's root, while a dump reads a mount namespace of its own; 0 otherwise. */
+static pid_t dump_root_pid;
+
+/* A task in the namespace of the mount of the file behind src: the root's by default. */
+static pid_t file_mntns_pid(const char *src)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, src, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID))
+		return dump_root_pid;
+	for (size_t i = 0; i < nr_mntns; i++)
+		for (size_t j = 0; j < all_mntns[i]->nr; j++)
+			if (all_mntns[i]->mounts[j].e->mnt_id == stx.stx_mnt_id)
+				return all_mntns[i]->pid;
+	return dump_root_pid;
+}
+
+pid_t mntns_dump_pid(unsigned int i)
+{
+	return dump_root_pid && i < nr_mntns ? all_mntns[i]->pid : 0;
+}
+
+const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size)
+{
+	if (!dump_root_pid)
+		return path;
+	snprintf(buf, size, "/proc/%d/root%s", file_mntns_pid(src), path);
+	return buf;
+}
+
+int mntns_file_mnt_id(const char *src, int32_t *mnt_id)
+{
+	struct statx stx;
+
+	*mnt_id = -1;
+	if (!dump_root_pid)
+		return 0;
+	if (statx(AT_FDCWD, src, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID)) {
+		pr_perror("cannot read the mount id of %s", src);
+		return -EIO;
+	}
+	*mnt_id = stx.stx_mnt_id;
+	return 0;
 }
 
 static uint32_t fstype_nr(const char *name)
@@ -398,6 +683,12 @@ static int parse_mount_line(char *line, struct mount *m)
 	e->fstype = fstype_nr(type);
 	m->type = strdup(type);
 	e->root = unescaped_dup(f[3]);
+	/* A bind of a directory or file removed since: CRIU keeps the root without the mark. */
+	if (e->root && strlen(e->root) > strlen(DELETED_ROOT) &&
+	    !strcmp(e->root + strlen(e->root) - strlen(DELETED_ROOT), DELETED_ROOT)) {
+		e->root[strlen(e->root) - strlen(DELETED_ROOT)] = '\0';
+		e->has_deleted = e->deleted = true;
+	}
 	e->mountpoint = unescaped_dup(f[4]);
 	e->source = unescaped_dup(source);
 	parse_mount_opts(f[5], e);
@@ -416,7 +707,7 @@ static struct mount *grow_mounts(struct mount_ns *mns)
 		return NULL;
 	mns->mounts = grown;
 	memset(&grown[mns->nr], 0, sizeof(*grown));
-	grown[mns->nr].fd = -1;
+	grown[mns->nr].fd = grown[mns->nr].src_fd = -1;
 	return &grown[mns->nr++];
 }
 
@@ -463,7 +754,8 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 			pr_err("%s: cannot parse line %zu\n", path, mns->nr);
 			break;
 		}
-		key = dump_ext_key(m->e->mountpoint);
+		/* Mount points name the root's mounts: a nested namespace binds from those. */
+		key = mns == all_mntns[0] ? dump_ext_key(m->e->mountpoint) : NULL;
 		if (key && !(m->e->ext_key = strdup(key)))
 			ret = -ENOMEM;
 	}
@@ -475,20 +767,18 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 /* Main process, the tree seized: its mounts, and what restore could not give back. */
 static int mnt_dump_check(struct ns_id *ns)
 {
-	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	struct mount_ns *mns = add_mntns(ns, false);
 	int ret;
 
-	if (!mns) {
-		pr_err("out of memory for mount namespace %u\n", ns->id);
+	if (!mns)
 		return -ENOMEM;
-	}
-	ns->priv = mns;
 	ret = read_mountinfo(ns->pid, mns);
 	if (!ret)
 		ret = classify_mounts(mns);
 	if (ret)
 		return ret;
-	dump_root_pid = ns->pid;
+	if (mns == all_mntns[0])
+		dump_root_pid = ns->pid;
 	pr_info("mount namespace %u: %zu mounts, the root mount %u (%s)\n", ns->id, mns->nr,
 		mns->root->e->mnt_id, mns->root->e->root);
 	return 0;
@@ -534,14 +824,96 @@ static void __attribute__((noreturn)) exec_tar(int in, int out, int keep, char *
 }
 
 /*
+ * The mount id of the caller's namespace as its mountinfo shows it, read through proc
+ * (criu's /proc: the tree's does not show criu's children): its mount point, superblock
+ * (root_dev's encoding) and root, allocated. 0, or -1 when it is not listed.
+ */
+static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **root)
+{
+	int fd = openat(proc, "self/mountinfo", O_RDONLY | O_CLOEXEC), ret = -1;
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	char *line = NULL, r[4096], p[4096];
+	unsigned int maj, min;
+	size_t size = 0;
+	uint64_t mnt_id;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while (ret && getline(&line, &size, f) > 0) {
+		if (sscanf(line, "%" SCNu64 " %*u %u:%u %4095s %4095s", &mnt_id, &maj, &min, r, p) !=
+			    5 ||
+		    mnt_id != id)
+			continue;
+		*dev = maj << 20 | min;
+		*root = unescaped_dup(r);
+		*point = unescaped_dup(p);
+		ret = *root && *point ? 0 : -1;
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/*
+ * In the child, in the tree's namespace: m, which other mounts stacked at its mount point
+ * cover, reached in a private copy of the namespace (nothing done there reaches the
+ * tree's) where the mount reached at m's mount point is unmounted until it is m's copy
+ * (its mount point, superblock and root: ids differ in a copy). O_PATH on m's root, or -1
+ * after one line.
+ */
+static int uncover(const struct mount *m, int proc)
+{
+	char *point = NULL, *root = NULL;
+	struct statx stx;
+	uint32_t dev;
+	int dir;
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		pr_perror("tmpfs %u: cannot make a private copy of its namespace", m->e->mnt_id);
+		return -1;
+	}
+	for (size_t tries = 0; tries <= m->mns->nr; tries++) {
+		bool found;
+
+		dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
+		    own_mount(proc, stx.stx_mnt_id, &point, &dev, &root))
+			break;
+		found = !strcmp(point, m->e->mountpoint) && dev == m->e->root_dev &&
+			!strcmp(root, m->e->root);
+		/* Covered from above its mount point, its binds would not come back right. */
+		if (!found && (strcmp(point, m->e->mountpoint) || umount2(point, MNT_DETACH)))
+			break;
+		free(point);
+		free(root);
+		point = root = NULL;
+		if (found)
+			return dir;
+		close(dir);
+	}
+	pr_err("tmpfs %u at %s: another mount covers it, from above its mount point or in a way "
+	       "a copy of the namespace does not undo: its files cannot be read\n",
+	       m->e->mnt_id, m->e->mountpoint);
+	if (dir >= 0)
+		close(dir);
+	free(point);
+	free(root);
+	return -1;
+}
+
+/*
  * In a child joined to the tree's mount namespace (open_tree() clones only mounts of the
  * caller's): m alone, without the mounts on it that hide some of its files
- * (OPEN_TREE_CLONE), sent on sk. The mount point must reach m itself, not another mount
- * over it.
+ * (OPEN_TREE_CLONE), sent on sk. Mounts stacked on it at its mount point are unmounted
+ * in a private copy of the namespace first.
  */
 static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 {
 	int ns, dir = -1, tree = -1, ret = -1;
+	int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	char ns_path[64];
 	struct statx stx;
 
@@ -552,11 +924,15 @@ static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 		goto out;
 	}
 	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
-	    stx.stx_mnt_id != m->e->mnt_id) {
-		pr_err("tmpfs %u at %s: another mount covers it: its files cannot be read\n",
-		       m->e->mnt_id, m->e->mountpoint);
+	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
+		pr_perror("tmpfs %u: cannot open %s", m->e->mnt_id, m->e->mountpoint);
 		goto out;
+	}
+	if (stx.stx_mnt_id != m->e->mnt_id) {
+		close(dir);
+		dir = uncover(m, proc);
+		if (dir < 0)
+			goto out;
 	}
 	tree = syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
 	/* An unbindable mount cannot be cloned: its files are read through it, as they show. */
@@ -573,6 +949,8 @@ out:
 		close(dir);
 	if (ns >= 0)
 		close(ns);
+	if (proc >= 0)
+		close(proc);
 	return ret;
 }
 
@@ -694,6 +1072,22 @@ static int collect_entry(void *msg, void *arg)
 	return 1;
 }
 
+/*
+ * Main process: an external mount that receives from outside is a clone of criu's mount at
+ * its path (a peer of it, OPEN_TREE_CLONE), which the root task moves into place and makes a
+ * slave: the root task's own copy of criu's mounts is private, it receives from nothing.
+ */
+static int clone_ext_master(struct mount *m)
+{
+	m->src_fd = syscall(SYS_open_tree, AT_FDCWD, m->ext_path, OPEN_TREE_CLONE | O_CLOEXEC);
+	if (m->src_fd < 0) {
+		pr_perror("mount %u at %s: cannot clone %s (open_tree), which it receives from",
+			  m->e->mnt_id, m->e->mountpoint, m->ext_path);
+		return -errno;
+	}
+	return 0;
+}
+
 /* What restore needs beyond the entries: --root, each external's path, tmpfs images. */
 static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 {
@@ -710,14 +1104,33 @@ static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 		if (!m->path)
 			return -ENOMEM;
 		if (m->how == MOUNT_EXTERNAL) {
-			m->ext_path = restore_ext_path(m->e->ext_key);
-			if (!m->ext_path) {
+			const char *path = restore_ext_path(m->e->ext_key);
+
+			if (!strcmp(m->e->ext_key, AUTO_EXT_KEY)) {
+				m->ext_path = criu_mount_path(m->e);
+				path = m->ext_path;
+			} else if (path && asprintf(&m->ext_path, "%s%s", *path == '/' ? "" : "/",
+						    path) < 0) {
+				/* A relative path is criu's root's, as CRIU takes it. */
+				return -ENOMEM;
+			}
+			if (!path && !strcmp(m->e->ext_key, AUTO_EXT_KEY)) {
+				pr_err("mount %u at %s is external (--external mnt[] at dump): "
+				       "criu's mounts show no directory of its filesystem (%u:%u, %s) "
+				       "to bind\n",
+				       m->e->mnt_id, m->e->mountpoint, m->e->root_dev >> 20,
+				       m->e->root_dev & 0xfffff, m->e->root);
+				return -ENOENT;
+			}
+			if (!path) {
 				pr_err("mount %u at %s is external (key %s): restore needs "
 				       "--external mnt[%s]:PATH\n",
 				       m->e->mnt_id, m->e->mountpoint, m->e->ext_key, m->e->ext_key);
 				return -ENOENT;
 			}
 		}
+		if (m->ext_master && clone_ext_master(m))
+			return -EIO;
 		if (m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS &&
 		    !img_exists(CR_IMG_TMPFS_DEV, m->e->root_dev)) {
 			pr_err("tmpfs %u at %s: tmpfs-dev-%u.tar.gz.img is missing\n", m->e->mnt_id,
@@ -742,8 +1155,9 @@ static int order_mounts(struct mount_ns *mns)
 		for (size_t i = 0; i < mns->nr; i++) {
 			struct mount *m = &mns->mounts[i];
 
+			/* A source in the root's namespace is mounted before this one is made. */
 			if (m->done || (m->parent && !m->parent->done) ||
-			    (m->source && !m->source->done))
+			    (m->source && m->source->mns == mns && !m->source->done))
 				continue;
 			m->done = true;
 			sorted[n++] = *m;
@@ -776,18 +1190,14 @@ static int order_mounts(struct mount_ns *mns)
 
 static int mnt_collect(struct ns_id *ns)
 {
-	struct mount_ns *mns = calloc(1, sizeof(*mns));
+	struct mount_ns *mns = add_mntns(ns, true);
 	struct cr_img *img;
 	int ret;
 
-	if (!mns) {
-		pr_err("out of memory for mount namespace %u\n", ns->id);
+	if (!mns)
 		return -ENOMEM;
-	}
-	mns->from_image = true;
-	ns->priv = mns;
 	if (!img_exists(CR_IMG_MNTS, ns->id)) {
-		pr_err("the root has mount namespace %u of its own, but mountpoints-%u.img is "
+		pr_err("the tree has mount namespace %u, but mountpoints-%u.img is "
 		       "missing\n",
 		       ns->id, ns->id);
 		return -ENOENT;
@@ -817,6 +1227,9 @@ static int mnt_collect(struct ns_id *ns)
 	if (!ret)
 		pr_info("mount namespace %u: %zu mounts, the root mount from %s\n", ns->id, mns->nr,
 			opts.root);
+	if (!ret && opts.mntns_compat_mode && mns == all_mntns[0])
+		pr_info("--mntns-compat-mode: this criu restores mounts one way, with it or "
+			"without\n");
 	restoring_mntns = !ret;
 	return ret;
 }
@@ -936,26 +1349,103 @@ static char *bind_source(const struct mount *m)
 {
 	const char *src_root = m->source->e->root;
 	const char *rest = m->e->root + (strcmp(src_root, "/") ? strlen(src_root) : 0);
+	char *out;
 
+	/*
+	 * Through the source's fd once it is mounted in this namespace: from its root, not
+	 * from what a mount stacked at its mount point since shows there.
+	 */
+	if (m->source->fd >= 0 && m->source->mns == m->mns)
+		return asprintf(&out, "/proc/self/fd/%d%s", m->source->fd,
+				strcmp(rest, "/") ? rest : "") < 0 ?
+			       NULL :
+			       out;
 	return path_join(m->source->path, *rest ? rest : "/");
+}
+
+/*
+ * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
+ * /proc may not be mounted.
+ */
+static int set_propagation(const struct mount *m, unsigned long type, const char *what)
+{
+	struct mount_attr attr = { .propagation = type };
+
+	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
+		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The clone of criu's mount (clone_ext_master()) at m's place. */
+static int move_ext_master(const struct mount *m)
+{
+	struct stat st;
+	int ret;
+
+	if (fstat(m->src_fd, &st)) {
+		pr_perror("mount %u: cannot stat its clone of %s", m->e->mnt_id, m->ext_path);
+		return -errno;
+	}
+	ret = make_mountpoint(m->path, S_ISDIR(st.st_mode));
+	if (!ret && syscall(SYS_move_mount, m->src_fd, "", AT_FDCWD, m->path,
+			    MOVE_MOUNT_F_EMPTY_PATH)) {
+		pr_perror("mount %u: cannot move its clone of %s to %s", m->e->mnt_id, m->ext_path,
+			  m->path);
+		ret = -errno;
+	}
+	return ret;
+}
+
+/*
+ * A bind of a removed directory or file (mnt_entry.deleted): made again (a directory unless
+ * m's mount point is a file) for the bind, *made set to its type, to be removed after it,
+ * so that mountinfo shows the root removed again. 0 or -errno.
+ */
+static int make_deleted_source(const struct mount *m, const char *from, int *made)
+{
+	struct stat st;
+	int fd;
+
+	*made = 0;
+	if (!m->e->deleted || !lstat(from, &st) || errno != ENOENT)
+		return 0;
+	*made = lstat(m->path, &st) || S_ISDIR(st.st_mode) ? S_IFDIR : S_IFREG;
+	fd = *made == S_IFDIR ? mkdir(from, 0700) : open(from, O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		pr_perror("mount %u: cannot make its removed source %s again", m->e->mnt_id, from);
+		*made = 0;
+		return -errno;
+	}
+	if (*made == S_IFREG)
+		close(fd);
+	return 0;
 }
 
 static int mount_one(struct mount *m)
 {
 	char *from = NULL;
+	int ret, deleted = 0;
 	struct stat st;
-	int ret;
 
 	switch (m->how) {
 	case MOUNT_ROOT:
 		from = strdup(opts.root);
 		break;
 	case MOUNT_EXTERNAL:
+		if (m->ext_master) {
+			ret = move_ext_master(m);
+			goto opened;
+		}
 		from = strdup(m->ext_path);
 		break;
 	case MOUNT_UNKNOWN: /* classify_mounts() left none */
 	case MOUNT_BIND:
-		from = bind_source(m);
+		if (m->src_fd >= 0 && asprintf(&from, "/proc/self/fd/%d", m->src_fd) < 0)
+			from = NULL;
+		else if (m->src_fd < 0)
+			from = bind_source(m);
 		break;
 	case MOUNT_NEW_FS:
 		ret = make_mountpoint(m->path, true);
@@ -964,14 +1454,18 @@ static int mount_one(struct mount *m)
 	}
 	if (!from)
 		return -ENOMEM;
-	if (stat(from, &st)) {
+	ret = m->how == MOUNT_BIND ? make_deleted_source(m, from, &deleted) : 0;
+	if (!ret && stat(from, &st)) {
 		pr_perror("mount %u at %s: cannot bind %s", m->e->mnt_id, m->e->mountpoint, from);
-		free(from);
-		return -errno;
+		ret = -errno;
 	}
-	ret = make_mountpoint(m->path, S_ISDIR(st.st_mode));
+	ret = ret ?: make_mountpoint(m->path, S_ISDIR(st.st_mode));
 	if (!ret && mount(from, m->path, NULL, MS_BIND, NULL)) {
 		pr_perror("mount %u: cannot bind %s at %s", m->e->mnt_id, from, m->path);
+		ret = -errno;
+	}
+	if (deleted && (deleted == S_IFDIR ? rmdir(from) : unlink(from)) && !ret) {
+		pr_perror("mount %u: cannot remove its source %s again", m->e->mnt_id, from);
 		ret = -errno;
 	}
 	free(from);
@@ -983,6 +1477,9 @@ opened:
 		pr_perror("mount %u: cannot open %s", m->e->mnt_id, m->path);
 		return -errno;
 	}
+	/* A peer of criu's mount until now: what is mounted under it must not reach criu's. */
+	if (m->ext_master && set_propagation(m, MS_SLAVE, "a slave"))
+		return -EIO;
 	pr_debug("mount %u at %s: %s\n", m->e->mnt_id, m->path,
 		 m->how == MOUNT_NEW_FS ? "mounted" : "bound");
 	return 0;
@@ -1010,20 +1507,6 @@ static int set_mount_flags(const struct mount *m)
 	return 0;
 }
 
-/*
- * Through the mount's fd (mount_setattr(), Linux 5.12): it runs after pivot_root, when
- * /proc may not be mounted.
- */
-static int set_propagation(const struct mount *m, unsigned long type, const char *what)
-{
-	struct mount_attr attr = { .propagation = type };
-
-	if (syscall(SYS_mount_setattr, m->fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
-		pr_perror("mount %u at %s: cannot make it %s", m->e->mnt_id, m->path, what);
-		return -errno;
-	}
-	return 0;
-}
 
 /* to joins from's peer group, and receives from what from receives from. */
 static int join_group(const struct mount *from, const struct mount *to)
@@ -1037,17 +1520,32 @@ static int join_group(const struct mount *from, const struct mount *to)
 	return 0;
 }
 
-/* A mount of peer group id already given its propagation whose root holds m's; or NULL. */
-static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const struct mount *m)
+/*
+ * A mount of peer group id, in any of the namespaces (groups span them), already given its
+ * propagation, whose root holds m's; or NULL.
+ */
+static struct mount *peer_group_mount(uint32_t id, const struct mount *m)
 {
-	for (size_t i = 0; i < mns->nr && id; i++) {
-		struct mount *p = &mns->mounts[i];
+	for (size_t n = 0; n < nr_mntns && id; n++) {
+		for (size_t i = 0; i < all_mntns[n]->nr; i++) {
+			struct mount *p = &all_mntns[n]->mounts[i];
 
-		if (p->done && p->e->shared_id == id && p->e->root_dev == m->e->root_dev &&
-		    path_holds(p->e->root, m->e->root))
-			return p;
+			if (p->done && p->e->shared_id == id &&
+			    p->e->root_dev == m->e->root_dev && path_holds(p->e->root, m->e->root))
+				return p;
+		}
 	}
 	return NULL;
+}
+
+/* The root task into mount namespace mns (mount_setattr() acts on its own mounts only). */
+static int enter_mntns(const struct mount_ns *mns)
+{
+	if (setns(mns->ns_fd, CLONE_NEWNS)) {
+		pr_perror("cannot enter mount namespace %u", mns->id);
+		return -errno;
+	}
+	return 0;
 }
 
 /*
@@ -1056,50 +1554,64 @@ static struct mount *peer_group_mount(struct mount_ns *mns, uint32_t id, const s
  * its master's group, then shared in a group of its own. 1: not yet (its master's group
  * is not set up); 0 or -errno.
  */
-static int propagate_one(struct mount_ns *mns, struct mount *m)
+static int propagate_one(struct mount *m)
 {
 	/* The root mount's master is outside the namespace (classify_mounts()). */
-	uint32_t master_id = m == mns->root ? 0 : m->e->master_id;
-	struct mount *peer = peer_group_mount(mns, m->e->shared_id, m);
-	struct mount *master = peer_group_mount(mns, master_id, m);
+	uint32_t master_id = m == all_mntns[0]->root ? 0 : m->e->master_id;
+	struct mount *peer = peer_group_mount(m->e->shared_id, m);
+	struct mount *master = peer_group_mount(master_id, m);
 	int ret = 0;
 
 	if (peer)
 		return join_group(peer, m);
-	if (master_id && !master)
+	/* A slave of its outside master since it was mounted (move_ext_master()). */
+	if (m->ext_master)
+		master_id = 0;
+	else if (master_id && !master)
 		return 1;
+	if (m->mns != all_mntns[0] && (ret = enter_mntns(m->mns)))
+		return ret;
 	if (master) {
 		ret = join_group(master, m);
 		ret = ret ?: set_propagation(m, MS_SLAVE, "a slave");
 	}
 	if (!ret && m->e->shared_id)
 		ret = set_propagation(m, MS_SHARED, "shared");
+	if (m->mns != all_mntns[0])
+		ret = enter_mntns(all_mntns[0]) ?: ret;
 	return ret;
 }
 
+/* The n-th mount of all the namespaces, the root's first; NULL past the last. */
+static struct mount *nth_mount(size_t n)
+{
+	for (size_t i = 0; i < nr_mntns; n -= all_mntns[i++]->nr)
+		if (n < all_mntns[i]->nr)
+			return &all_mntns[i]->mounts[n];
+	return NULL;
+}
+
 /*
- * Peer groups and slaves, on a tree all private until now (nothing propagated while it
- * was built); then unbindable mounts, which nothing could have bound from after.
+ * Peer groups and slaves of all the namespaces, on trees all private until now (nothing
+ * propagated while they were built); then unbindable mounts, which nothing could have
+ * bound from after. The root task is in the root's namespace before and after.
  */
-static int restore_propagation(struct mount_ns *mns)
+static int restore_propagation(void)
 {
 	size_t left = 0, before;
+	struct mount *m;
 	int ret = 0;
 
-	for (size_t i = 0; i < mns->nr; i++) {
-		struct mount *m = &mns->mounts[i];
-
-		m->done = !m->e->shared_id && (m == mns->root || !m->e->master_id);
+	for (size_t i = 0; (m = nth_mount(i)); i++) {
+		m->done = !m->e->shared_id && (m == all_mntns[0]->root || !m->e->master_id);
 		left += !m->done;
 	}
 	do {
 		before = left;
-		for (size_t i = 0; i < mns->nr && !ret; i++) {
-			struct mount *m = &mns->mounts[i];
-
+		for (size_t i = 0; (m = nth_mount(i)) && !ret; i++) {
 			if (m->done)
 				continue;
-			ret = propagate_one(mns, m);
+			ret = propagate_one(m);
 			if (ret == 0) {
 				m->done = true;
 				left--;
@@ -1113,9 +1625,14 @@ static int restore_propagation(struct mount_ns *mns)
 		       left);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		if (mns->mounts[i].e->flags & MS_UNBINDABLE)
-			ret = set_propagation(&mns->mounts[i], MS_UNBINDABLE, "unbindable");
+	for (size_t i = 0; (m = nth_mount(i)) && !ret; i++) {
+		if (!(m->e->flags & MS_UNBINDABLE))
+			continue;
+		ret = m->mns != all_mntns[0] ? enter_mntns(m->mns) : 0;
+		ret = ret ?: set_propagation(m, MS_UNBINDABLE, "unbindable");
+		if (m->mns != all_mntns[0])
+			ret = enter_mntns(all_mntns[0]) ?: ret;
+	}
 	return ret;
 }
 
@@ -1130,9 +1647,98 @@ static int enter_root(const struct mount_ns *mns)
 	return 0;
 }
 
+/* The mounts of mns under --root, with their flags. */
+static int build_mounts(struct mount_ns *mns)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = mount_one(&mns->mounts[i]);
+	for (size_t i = 0; i < mns->nr && !ret; i++)
+		ret = set_mount_flags(&mns->mounts[i]);
+	return ret;
+}
+
+static int open_own_mntns(struct mount_ns *mns)
+{
+	mns->ns_fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (mns->ns_fd < 0) {
+		pr_perror("mount namespace %u: cannot open it", mns->id);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * The sources in the root's namespace of mns's binds, as the copy unshare() just made
+ * has them, opened before mns's root mount covers them.
+ */
+static int open_root_sources(struct mount_ns *mns)
+{
+	for (size_t i = 0; i < mns->nr; i++) {
+		struct mount *m = &mns->mounts[i];
+		char *from;
+
+		if (m->how != MOUNT_BIND || m->source->mns == mns)
+			continue;
+		from = bind_source(m);
+		if (!from)
+			return -ENOMEM;
+		m->src_fd = open(from, O_PATH | O_CLOEXEC);
+		if (m->src_fd < 0) {
+			pr_perror("mount %u: cannot open its source %s", m->e->mnt_id, from);
+			free(from);
+			return -errno;
+		}
+		free(from);
+	}
+	return 0;
+}
+
+/*
+ * The root task, in the root's namespace with its mounts built and before its pivot_root:
+ * nested namespace mns, a copy of the root's with mns's root mount over --root and its
+ * mounts in it, pivot_root()ed into; then back into the root's.
+ */
+static int build_nested(struct mount_ns *mns)
+{
+	int ret;
+
+	if (unshare(CLONE_NEWNS)) {
+		pr_perror("mount namespace %u: cannot make it", mns->id);
+		return -errno;
+	}
+	ret = open_own_mntns(mns);
+	ret = ret ?: open_root_sources(mns);
+	ret = ret ?: build_mounts(mns);
+	ret = ret ?: enter_root(mns);
+	/* Back in any case: the root's namespace is the one the root task goes on in. */
+	ret = enter_mntns(all_mntns[0]) ?: ret;
+	if (!ret)
+		pr_info("nested mount namespace %u: %zu mounts restored\n", mns->id, mns->nr);
+	return ret;
+}
+
+/* Each namespace at its service fd, which tasks inherit (mntns_enter()). */
+static int install_mntns_fds(void)
+{
+	for (size_t i = 0; i < nr_mntns; i++) {
+		int fd = install_service_fd(MNTNS_SFD + i, all_mntns[i]->ns_fd);
+
+		all_mntns[i]->ns_fd = -1;
+		if (fd < 0)
+			return fd;
+	}
+	return 0;
+}
+
+/* The mount namespace task is in, as criu's copy of its image's ids says. */
+static uint32_t cur_mntns_id;
+
 /*
  * In the root task, born into a copy of criu's mount namespace: nothing it does may reach
- * criu's (all private first), then the mounts, their flags, the root, their propagation.
+ * criu's (all private first), then the mounts and their flags, the nested namespaces, the
+ * root, the propagation of all of them.
  */
 static int mnt_restore(const struct ns_id *ns)
 {
@@ -1143,30 +1749,103 @@ static int mnt_restore(const struct ns_id *ns)
 		pr_perror("mount namespace %u: cannot make criu's mounts private in it", ns->id);
 		return -errno;
 	}
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = mount_one(&mns->mounts[i]);
-	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = set_mount_flags(&mns->mounts[i]);
+	ret = open_own_mntns(mns);
+	ret = ret ?: build_mounts(mns);
+	for (size_t i = 1; i < nr_mntns && !ret; i++)
+		ret = build_nested(all_mntns[i]);
 	/* pivot_root() refuses a shared new root: propagation comes after. */
 	ret = ret ?: enter_root(mns);
-	ret = ret ?: restore_propagation(mns);
-	for (size_t i = 0; i < mns->nr; i++) {
-		if (mns->mounts[i].fd >= 0)
-			close(mns->mounts[i].fd);
-		mns->mounts[i].fd = -1;
+	ret = ret ?: restore_propagation();
+	for (size_t i = 0; i < nr_mntns; i++) {
+		for (size_t j = 0; j < all_mntns[i]->nr; j++) {
+			struct mount *m = &all_mntns[i]->mounts[j];
+
+			if (m->fd >= 0)
+				close(m->fd);
+			if (m->src_fd >= 0)
+				close(m->src_fd);
+			m->fd = m->src_fd = -1;
+		}
 	}
-	if (!ret)
-		pr_info("mount namespace %u: %zu mounts restored under %s\n", ns->id, mns->nr,
-			opts.root);
+	ret = ret ?: install_mntns_fds();
+	if (!ret) {
+		cur_mntns_id = ns->id;
+		pr_info("mount namespace %u: %zu mounts restored under %s, %zu nested\n", ns->id,
+			mns->nr, opts.root, nr_mntns - 1);
+	}
 	return ret;
+}
+
+static int mntns_index(uint32_t id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		if (all_mntns[i]->id == id)
+			return i;
+	return -1;
+}
+
+int mntns_enter(uint32_t id)
+{
+	int i = mntns_index(id);
+
+	if (!cur_mntns_id || !id || id == cur_mntns_id)
+		return 0;
+	if (i < 0) {
+		pr_err("mount namespace %u is not one of the tree's\n", id);
+		return -ENOENT;
+	}
+	if (setns(get_service_fd(MNTNS_SFD + i), CLONE_NEWNS)) {
+		pr_perror("cannot enter mount namespace %u", id);
+		return -errno;
+	}
+	cur_mntns_id = id;
+	return 0;
+}
+
+/* The namespace of the image's mount mnt_id; 0 where no image names it. */
+static uint32_t mount_mntns(int32_t mnt_id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		for (size_t j = 0; j < all_mntns[i]->nr; j++)
+			if ((int32_t)all_mntns[i]->mounts[j].e->mnt_id == mnt_id)
+				return all_mntns[i]->id;
+	return 0;
+}
+
+const char *mntns_restore_path(int32_t mnt_id, const char *path, char *buf, size_t size)
+{
+	uint32_t id = mount_mntns(mnt_id);
+	struct pstree_item *item;
+
+	if (!restoring_mntns)
+		return path;
+	for (item = root_item; item; item = pstree_next(item))
+		if (item->ids.mnt_ns_id == (id ? id : all_mntns[0]->id) && pidns_host_pid(item->pid))
+			break;
+	snprintf(buf, size, "/proc/%d/root%s", item ? pidns_host_pid(item->pid) : 0, path);
+	return buf;
+}
+
+int64_t mntns_enter_mount(int32_t mnt_id)
+{
+	uint32_t own = cur_mntns_id;
+	int ret = mntns_enter(mount_mntns(mnt_id));
+
+	return ret ? ret : (int64_t)own;
 }
 
 static void mnt_fini(struct ns_id *ns)
 {
+	for (size_t i = 0; i < nr_mntns; i++)
+		if (all_mntns[i] == ns->priv)
+			all_mntns[i] = NULL;
+	while (nr_mntns && !all_mntns[nr_mntns - 1])
+		nr_mntns--;
 	free_mount_ns(ns->priv);
 	ns->priv = NULL;
 	dump_root_pid = 0;
 	restoring_mntns = false;
+	cur_mntns_id = 0;
 }
 
 const struct ns_kind mnt_ns_kind = {
@@ -1175,6 +1854,7 @@ const struct ns_kind mnt_ns_kind = {
 	.dump_check = mnt_dump_check,
 	.dump = mnt_dump,
 	.dump_from_criu = true,
+	.nested = true,
 	.collect = mnt_collect,
 	.restore = mnt_restore,
 	.fini = mnt_fini,

@@ -188,6 +188,12 @@ def remove_test_cgroups(name):
                     time.sleep(0.05)
 
 
+def umount_lazy(path):
+    """A mount a test made in the runner's namespace, if it is still there."""
+    if os.path.ismount(path):
+        subprocess.run(['umount', '-l', path], check=True)
+
+
 def remove_cgns_cgroups():
     """cgroup_ns_root's cgroups, which it cannot leave from inside its namespace."""
     for hier in ('cpu', 'pids', 'unified'):
@@ -572,6 +578,11 @@ def child_gets_own_uts_ns(img_dir, pid):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
 
 
+def child_gets_own_mnt_ns(img_dir, pid):
+    """A child of the root (pid is one here) is in another mount namespace than the root."""
+    edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(mnt_ns_id=999))
+
+
 def ipc_msgmax_tiny(img_dir, pid):
     """The IPC namespace's kernel/msgmax becomes 4: the root's restore of the first queued
     message longer than that fails, after the tree's root was forked."""
@@ -871,6 +882,10 @@ TESTS = {
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
+    # its directory removed too: the link is made in the one above, restore makes it again
+    'file_unlinked_other_link_dir': {'bin': 'file_unlinked_other_link',
+                                     'dump_args': ['--link-remap'],
+                                     'test_env': {'ZDTM_REMOVED_DIR': '1'}},
     'file_unlinked_other_link_no_remap': {'bin': 'file_unlinked_other_link',
                                           'mode': 'dump_fails', 'expect': '--link-remap'},
     'pipe_queued_bytes': {},
@@ -1187,6 +1202,33 @@ TESTS = {
     # the root an overlay, mounted again by the runner for the restore (overlay_root)
     'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree', overlay_root=True,
                                 test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
+    # an external mount that is a slave of a shared tmpfs of the runner's
+    'mnt_ns_ext_master': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                              test_env={'ZDTM_MNT_EXT_MASTER': '1'},
+                              dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[/ext]:ext'],
+                              restore_args=MNT_NS_TREE['restore_args'] + [
+                                  '--external', 'mnt[ext]:{out}/extsrc'],
+                              cleanup=lambda: umount_lazy(os.path.join(OUT_DIR,
+                                                                       'mnt_ns_ext_master',
+                                                                       'extsrc'))),
+    # the same, found at dump (--external mnt[]): restore binds what criu's mounts show of it
+    'mnt_ns_ext_auto': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                            test_env={'ZDTM_MNT_EXT_MASTER': '1'},
+                            dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[]'],
+                            cleanup=lambda: umount_lazy(os.path.join(OUT_DIR, 'mnt_ns_ext_auto',
+                                                                     'extsrc'))),
+    # a child in a mount namespace of its own below the root's, a peer group across both
+    'mnt_ns_nested': dict(MNT_NS_TREE),
+    # and a grandchild in one below the child's, which shares the child's tmpfs
+    # and the child without /proc, which tasks read until the restorer runs
+    'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
+                                         test_env={'ZDTM_MNT_CHILD_NO_PROC': '1'},
+                                         expect='mount namespace 11 has no proc mounted at '
+                                                '/proc'),
+    'dump_fail_mnt_nested_shared_fs': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
+                                           test_env={'ZDTM_MNT_GRANDCHILD': '1'},
+                                           expect="is in mount namespaces 11 and 12 but not "
+                                                  "in the root's"),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
@@ -1209,10 +1251,19 @@ TESTS = {
     'restore_fail_ns_nested': {'bin': 'tree_sessions', 'mode': 'restore_fails',
                                'corrupt': child_gets_own_uts_ns, 'corrupt_depth': 1,
                                'expect': 'nested uts namespaces are not supported'},
+    # a child in a mount namespace of its own, the root in criu's: none to make it below
+    'restore_fail_ns_nested_mnt': {'bin': 'tree_sessions', 'mode': 'restore_fails',
+                                   'corrupt': child_gets_own_mnt_ns, 'corrupt_depth': 1,
+                                   'expect': 'nested mnt namespaces need the root in one of '
+                                             'its own'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
     # --external: veth[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
                                                         '{out}/img', '--external', 'macvlan[a]:b']},
+    # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
+    'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
+                                                              '{out}/img', '--external',
+                                                              'mnt[]:s']},
     'cli_external_mnt_empty': {'mode': 'cli', 'args': ['restore', '-D', '{out}/img',
                                                        '--external', 'mnt[]:/x']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
@@ -1595,6 +1646,7 @@ del TESTS['cross_up2us_unix_ext_dgram']
 # Namespaces restore could not give back (ns_refused.c): the dump refuses them with one line.
 for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported'),
                        ('nested_uts', 'nested uts namespaces are not supported'),
+                       ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
                        ('net_bridge', 'link zdtm_br (index 2) is a bridge: only the loopback'),

@@ -79,6 +79,7 @@ struct cr_options {
 	bool check_experimental;   /* check --experimental (--all) */
 	bool pre_dump_read;	   /* --pre-dump-mode read (for pre-dump) */
 	bool track_mem;		   /* --track-mem */
+	bool mntns_compat_mode;	   /* --mntns-compat-mode */
 	char *prev_images_dir;	   /* --prev-images-dir, relative to -D */
 	bool auto_dedup;	   /* --auto-dedup */
 	bool lazy_pages;	   /* restore: private memory comes from `criu lazy-pages` (uffd.h) */
@@ -99,6 +100,7 @@ struct cr_options {
 	char *root;	   /* -r, real path; NULL: not given */
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;
+	bool ext_mount_auto; /* --external mnt[] (or mnt[]:m): external mounts found at dump */
 };
 
 extern struct cr_options opts;

@@ -412,6 +412,7 @@ struct reg_file {
 	struct ghost_file *ghost; /* deleted at dump: re-created from its ghost image */
 	uint32_t link_id; /* --link-remap: reached through this REG entry's file; 0: none */
 	pid_t dead_pid; /* path is in /proc/PID of a process gone at dump (a PROCFS remap); 0: none */
+	int32_t mnt_id; /* the mount it was on, in the images' mountpoints-ID.img; -1: none */
 };
 
 /*
@@ -428,8 +429,8 @@ int chdir_reg_dir(const struct reg_file *rf);
 /*
  * Main process, once the restored tree runs: remove the link_remap files dump created
  * for --link-remap (kept after a failed restore: the images still need them), in the
- * tree's mount namespace where it has one of its own (through root_pid's root).
+ * mount namespace of the tree their mount is in.
  */
-void reg_remove_links(pid_t root_pid);
+void reg_remove_links(void);
 
 #endif

@@ -6,7 +6,8 @@
  *
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
- * Every other task must live in its root's namespaces (nested ones are refused).
+ * Every other task must live in its root's namespaces (nested ones are refused), but for
+ * the kinds that say otherwise (ns_kind.nested: mounts).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -42,6 +43,12 @@ struct ns_kind {
 	 * the cgroup that becomes its root).
 	 */
 	bool unshared_in_root;
+	/*
+	 * Tasks of the tree may live in namespaces of this kind other than the root's, below
+	 * a namespace of the root's own: each is dump_check()ed, dumped and collect()ed as the
+	 * root's is (the root's first), and the kind's restore() makes them all.
+	 */
+	bool nested;
 	/*
 	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
 	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
@@ -260,10 +267,13 @@ int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
 
 /*
- * Mounts (ns-mnt.c). Dump: path, as a task of the tree names it, where criu reaches it
- * (through /proc/ROOT/root when the tree has a mount namespace of its own), in buf.
+ * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc
+ * link src, where criu reaches it (through /proc/PID/root of a task in the mount namespace
+ * of the file's mount when the tree has mount namespaces of its own), in buf.
  */
-const char *mntns_dump_path(const char *path, char *buf, size_t size);
+const char *mntns_dump_path(const char *src, const char *path, char *buf, size_t size);
+/* Dump: a task in the i-th mount namespace of the tree's own (the root's first); 0 past them. */
+pid_t mntns_dump_pid(unsigned int i);
 /*
  * Dump: the mount id of the file behind the /proc link src, for reg_file_entry.mnt_id;
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
@@ -274,5 +284,22 @@ int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
  * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
  */
 bool mntns_restored(void);
+/*
+ * Restore, in a task, once the root restored its mount namespaces: into the tree's mount
+ * namespace id (its image id), where the task is not in it already (0: stay). A parent
+ * enters its child's around the fork. 0 or -errno, after one line.
+ */
+int mntns_enter(uint32_t id);
+/*
+ * Restore, in a task: into the namespace of the image's mount mnt_id (it stays where no
+ * image names it, or none was restored), for a path of that namespace. The id of the one
+ * it was in, for mntns_enter() after; or -errno, after one line.
+ */
+int64_t mntns_enter_mount(int32_t mnt_id);
+/*
+ * Restore, main process, the tree running: path, of the namespace of the image's mount
+ * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.
+ */
+const char *mntns_restore_path(int32_t mnt_id, const char *path, char *buf, size_t size);
 
 #endif

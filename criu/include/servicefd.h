@@ -15,8 +15,11 @@ enum sfd_type {
 	SYNC_SFD,    /* the task's report/release socket to the main process */
 	FDSTORE_SFD, /* the socket that reaches the main process's fdstore */
 	USERNS_SFD,  /* the socket that reaches the owner service of a user namespace */
-	SERVICE_FD_MAX,
+	/* The tree's mount namespaces (ns-mnt.c), MNTNS_SFD_NR numbers from here on. */
+	MNTNS_SFD,
+	SERVICE_FD_MAX = MNTNS_SFD + 8,
 };
+#define MNTNS_SFD_NR (SERVICE_FD_MAX - MNTNS_SFD)
 
 /*
  * Move fd to the number reserved for type (close-on-exec) and close fd. Returns the new

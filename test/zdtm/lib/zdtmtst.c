@@ -18,6 +18,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
@@ -943,4 +944,199 @@ void *test_map_pattern(size_t len, uint64_t seed)
 		test_fail_errno("mmap");
 	pattern_fill(p, len, seed);
 	return p;
+}
+
+/* ---- mount namespaces ---- */
+
+static void mnt_must(int ret, const char *what)
+{
+	if (ret)
+		test_fail_errno(what);
+}
+
+void test_bind_mount(const char *from, const char *to, unsigned long flags)
+{
+	mnt_must(mount(from, to, NULL, MS_BIND, NULL), to);
+	if (flags)
+		mnt_must(mount(NULL, to, NULL, MS_BIND | MS_REMOUNT | flags, NULL), "remount bind");
+}
+
+/*
+ * $ZDTM_MNT_OVERLAY_ROOT: "root" an overlay of lower (holding from_lower, OVERLAY_LOWER_LEN
+ * bytes of pattern OVERLAY_LOWER_SEED), upper and ovwork, all beside it.
+ */
+static void mount_overlay_root(void)
+{
+	char cwd[2048], opts[8192], data[OVERLAY_LOWER_LEN];
+	int fd;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		test_fail_errno("getcwd");
+	mnt_must(mkdir("lower", 0755) || mkdir("upper", 0755) || mkdir("ovwork", 0755),
+		 "mkdir lower, upper, ovwork");
+	pattern_fill(data, sizeof(data), OVERLAY_LOWER_SEED);
+	fd = open("lower/from_lower", O_WRONLY | O_CREAT | O_EXCL, 0640);
+	if (fd < 0 || write(fd, data, sizeof(data)) != (ssize_t)sizeof(data) || close(fd))
+		test_fail_errno("lower/from_lower");
+	snprintf(opts, sizeof(opts), "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/ovwork", cwd,
+		 cwd, cwd);
+	mnt_must(mount("overlay", "root", "overlay", 0, opts), "mount the overlay root");
+}
+
+void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const char *stage2)
+{
+	char exe[4096], pidfile[4096];
+	ssize_t len;
+	int src, dst;
+
+	mnt_must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
+	mnt_must(mkdir("root", 0755), "mkdir root");
+	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
+		mount_overlay_root();
+	else
+		test_bind_mount("root", "root", 0);
+	mnt_must(chdir("root"), "chdir root");
+	for (const char *d = dirs; *d; d += strlen(d) + 1)
+		mnt_must(mkdir(d, 0755), d);
+	mnt_must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
+	test_bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
+	test_bind_mount(out_dir, "out", 0);
+
+	src = open("/proc/self/exe", O_RDONLY);
+	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);
+	if (src < 0 || dst < 0)
+		test_fail_errno("copy the binary");
+	while ((len = read(src, exe, sizeof(exe))) > 0)
+		if (write(dst, exe, len) != len)
+			test_fail_errno("copy the binary");
+	close(src);
+	close(dst);
+
+	mnt_must(syscall(SYS_pivot_root, ".", "."), "pivot_root");
+	mnt_must(umount2(".", MNT_DETACH), "umount the old root");
+	mnt_must(chdir("/"), "chdir /");
+	snprintf(pidfile, sizeof(pidfile), "/out/%s", strrchr(argv[1], '/') + 1);
+	test_reexec("/bin/test", (char *[]){ argv[0], pidfile, (char *)stage2, NULL });
+}
+
+#define MNT_TABLE_MAX 32
+
+/* One mount, as the tables show it: ids left out, peer groups renamed by first use. */
+struct mnt_line {
+	int id, parent;
+	char text[1024];
+};
+
+static int group_name(int *groups, int *nr, int group)
+{
+	for (int i = 0; i < *nr; i++)
+		if (groups[i] == group)
+			return i + 1;
+	if (*nr < MNT_TABLE_MAX * 4)
+		groups[(*nr)++] = group;
+	return *nr;
+}
+
+/* "TYPE SOURCE SUPER", one blank after each: the source may be empty. */
+static bool split_fs_fields(const char *tail, char fstype[32], char src[64], char super[128])
+{
+	size_t type_len = strcspn(tail, " "), src_len;
+
+	if (!tail[type_len] || type_len >= 32)
+		return false;
+	snprintf(fstype, 32, "%.*s", (int)type_len, tail);
+	tail += type_len + 1;
+	src_len = strcspn(tail, " ");
+	if (!tail[src_len] || src_len >= 64)
+		return false;
+	snprintf(src, 64, "%.*s", (int)src_len, tail);
+	return sscanf(tail + src_len + 1, "%127s", super) == 1;
+}
+
+/* mountinfo lines by their mount point (the 5th field): the kernel lists by creation. */
+static const char *mount_point_of(const char *line)
+{
+	for (int i = 0; i < 4 && line; i++)
+		line = strchr(line, ' ') ? strchr(line, ' ') + 1 : NULL;
+	return line ? line : "";
+}
+
+static int by_mount_point(const void *a, const void *b)
+{
+	return strcmp(mount_point_of(*(char *const *)a), mount_point_of(*(char *const *)b));
+}
+
+/* One mountinfo file's lines, parsed, by mount point; groups named across calls. */
+static int mount_lines(const char *mountinfo, struct mnt_line *lines, int *groups, int *nr_groups)
+{
+	static char buf[16384];
+	char *line, *save, *sorted[MNT_TABLE_MAX];
+	int nr_lines = 0, nr;
+
+	read_file(mountinfo, buf, sizeof(buf));
+	for (line = strtok_r(buf, "\n", &save); line && nr_lines < MNT_TABLE_MAX;
+	     line = strtok_r(NULL, "\n", &save))
+		sorted[nr_lines++] = line;
+	qsort(sorted, nr_lines, sizeof(sorted[0]), by_mount_point);
+	for (nr = 0; nr < nr_lines; nr++) {
+		char point[256], root[256], opts[128], tail[256], fstype[32], src[64], super[128];
+		char prop[128] = "", *dash;
+		unsigned int maj, min;
+		int n;
+
+		line = sorted[nr];
+		dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%d %d %u:%u %255s %255s %127s%n", &lines[nr].id,
+				    &lines[nr].parent, &maj, &min, root, point, opts, &n) != 7 ||
+		    !split_fs_fields(dash + 3, fstype, src, super))
+			test_fail("mountinfo line \"%s\"", line);
+		snprintf(tail, sizeof(tail), "%.*s", (int)(dash - line - n), line + n);
+		for (char *tag = strtok(tail, " "); tag; tag = strtok(NULL, " ")) {
+			int group;
+			size_t at = strlen(prop);
+
+			if (sscanf(tag, "shared:%d", &group) == 1)
+				snprintf(prop + at, sizeof(prop) - at, " shared:%d",
+					 group_name(groups, nr_groups, group));
+			else if (sscanf(tag, "master:%d", &group) == 1)
+				snprintf(prop + at, sizeof(prop) - at, " master:%d",
+					 group_name(groups, nr_groups, group));
+			else
+				snprintf(prop + at, sizeof(prop) - at, " %s", tag);
+		}
+		snprintf(lines[nr].text, sizeof(lines[nr].text), "%s %s %s%s %s %s %s", point,
+			 root, opts, prop, fstype, src, super);
+	}
+	return nr;
+}
+
+void test_mount_tables(const char *const *mountinfos, int nr_files, char *out, size_t size)
+{
+	int groups[MNT_TABLE_MAX * 4], nr_groups = 0;
+	struct mnt_line lines[MNT_TABLE_MAX];
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int f = 0; f < nr_files; f++) {
+		int nr = mount_lines(mountinfos[f], lines, groups, &nr_groups);
+
+		used += snprintf(out + used, size - used, "%s:\n", mountinfos[f]);
+		for (int i = 0; i < nr && used < size; i++) {
+			const char *parent = "-";
+			int len = 0;
+
+			for (int j = 0; j < nr; j++)
+				if (lines[j].id == lines[i].parent) {
+					parent = lines[j].text;
+					len = strcspn(parent, " ");
+				}
+			used += snprintf(out + used, size - used, "%s in %.*s\n", lines[i].text,
+					 len ? len : 1, parent);
+		}
+	}
+}
+
+void test_mount_table(const char *mountinfo, char *out, size_t size)
+{
+	test_mount_tables(&mountinfo, 1, out, size);
 }

@@ -225,4 +225,27 @@ bool test_wait_lazy_restore(const void *probe);
 /* len bytes of private anonymous memory filled with pattern_fill(seed); fails the test. */
 void *test_map_pattern(size_t len, uint64_t seed);
 
+/* mount --bind from to, then remounted with the mount flags flags (if any); fails the test. */
+void test_bind_mount(const char *from, const char *to, unsigned long flags);
+/*
+ * Mount namespace tests, in a root launched with CLONE_NEWNS, still in the runner's tree:
+ * a new root made of bind mounts in ./root, with the directories dirs (each NUL-ended, an
+ * empty one last), the runner's /usr read-only at /usr and out_dir at /out; the pivot into
+ * it; then the program again from there as ARGV0 PIDFILE stage2 (its binary at /bin/test).
+ * With $ZDTM_MNT_OVERLAY_ROOT the root is an overlay instead, of ./lower (which holds
+ * /from_lower: OVERLAY_LOWER_LEN bytes of pattern OVERLAY_LOWER_SEED), ./upper and ./ovwork.
+ */
+#define OVERLAY_LOWER_LEN  500
+#define OVERLAY_LOWER_SEED 82
+void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const char *stage2)
+	__attribute__((noreturn));
+/*
+ * The mounts of mountinfo files, as a test compares them before the dump and after the
+ * restore: each file's mounts as "POINT ROOT OPTS PROPAGATION FSTYPE SOURCE SUPER in
+ * PARENT_POINT" by mount point, ids left out and peer groups numbered as they first appear
+ * (across the files: a group two namespaces share has one number). Fails on bad lines.
+ */
+void test_mount_tables(const char *const *mountinfos, int nr, char *out, size_t size);
+void test_mount_table(const char *mountinfo, char *out, size_t size);
+
 #endif

@@ -1,12 +1,15 @@
 /*
  * A file open under a name that was removed while another name remains (--link-remap):
  * after restore the fd is the same inode as the other name, with its contents, offset
- * and link text "... (deleted)", and dump's link_remap.* name is gone again.
+ * and link text "... (deleted)", and dump's link_remap.* name is gone again. With
+ * $ZDTM_REMOVED_DIR, the removed name was in a directory removed too, which stays so.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,16 +37,20 @@ int main(int argc, char **argv)
 {
 	static unsigned char data[DATA_SIZE];
 	char link_before[PATH_MAX], link_after[PATH_MAX];
+	bool in_dir = getenv("ZDTM_REMOVED_DIR");
+	const char *name = in_dir ? "gone/removed.data" : "removed.data";
 	struct stat st, other;
 	int fd;
 
 	test_init(argc, argv);
 
 	pattern_fill(data, DATA_SIZE, 77);
-	fd = open("removed.data", O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || link("removed.data", "other.data"))
+	if (in_dir && mkdir("gone", 0700))
+		test_fail_errno("mkdir gone");
+	fd = open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || link(name, "other.data"))
 		test_fail_errno("create removed.data and its second name");
-	if (unlink("removed.data") || write(fd, data, DATA_SIZE) != DATA_SIZE ||
+	if (unlink(name) || (in_dir && rmdir("gone")) || write(fd, data, DATA_SIZE) != DATA_SIZE ||
 	    lseek(fd, OFFSET, SEEK_SET) != OFFSET)
 		test_fail_errno("unlink and write");
 	fd_link(fd, link_before, sizeof(link_before));
@@ -65,8 +72,8 @@ int main(int argc, char **argv)
 	if (pread(fd, data, DATA_SIZE, 0) != DATA_SIZE)
 		test_fail_errno("read");
 	pattern_expect(data, DATA_SIZE, 77, "contents");
-	if (access("removed.data", F_OK) == 0)
-		test_fail("the removed name is back in the directory");
+	if (access(name, F_OK) == 0 || (in_dir && access("gone", F_OK) == 0))
+		test_fail("the removed name (or its directory) is back");
 	expect_no_link_remap();
 	test_pass();
 }

@@ -6,13 +6,17 @@
  * shared tmpfs with a slave bind, a private and an unbindable tmpfs, a read-only bind. After
  * restore: /proc/self/mountinfo the same (points, roots, types, options, propagation between
  * the mounts), the tmpfs contents, an fd on a tmpfs file at its offset, the cwd, a socket
- * bound in the tmpfs, a file removed from it while open, one a mount hides, and one whose
- * name was removed while another name remains (--link-remap: the link_remap file dump
- * makes beside it is gone again once the tree runs).
+ * bound in the tmpfs, a file removed from it while open, one a mount hides, a tmpfs
+ * another one mounted at the same point hides whole, a bind of a directory removed since,
+ * and a file whose name was removed while another name remains (--link-remap: the
+ * link_remap file dump makes beside it is gone again once the tree runs).
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
- * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer; with $ZDTM_MNT_OVERLAY_ROOT,
- * the root is an overlay (as a container runtime makes it) of a lower directory holding a
- * file and an upper one the tree writes to, which the runner mounts again for the restore.
+ * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
+ * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
+ * (OUT/extsrc, which the runner unmounts after): after restore, of the same peer group.
+ * With $ZDTM_MNT_OVERLAY_ROOT, the root is an overlay (as a container runtime makes it)
+ * of a lower directory holding a file and an upper one the tree writes to, which the
+ * runner mounts again for the restore.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,19 +40,11 @@
 #define DATA_SIZE  (3 * 4096 + 100)
 #define DATA_SEED  77
 #define FD_OFFSET  5000
-#define MAX_MOUNTS 32
 
 static void must(int ret, const char *what)
 {
 	if (ret)
 		test_fail_errno(what);
-}
-
-static void bind_mount(const char *from, const char *to, unsigned long flags)
-{
-	must(mount(from, to, NULL, MS_BIND, NULL), to);
-	if (flags)
-		must(mount(NULL, to, NULL, MS_BIND | MS_REMOUNT | flags, NULL), "remount bind");
 }
 
 static void write_pattern(const char *path, uint64_t seed, size_t len)
@@ -78,59 +74,62 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 
 /*
  * Stage 1, in the launched root, still in the runner's tree: a root of bind mounts, the
- * pivot into it, then the program again from there (its binary and libraries must be
- * reachable in the tree that is dumped).
+ * pivot into it, then the program again from there.
  */
-/* "root" an overlay of lower (with a file), upper and ovwork, all beside it. */
-static void mount_overlay_root(void)
-{
-	char cwd[2048], opts[8192];
-
-	if (!getcwd(cwd, sizeof(cwd)))
-		test_fail_errno("getcwd");
-	must(mkdir("lower", 0755) || mkdir("upper", 0755) || mkdir("ovwork", 0755),
-	     "mkdir lower, upper, ovwork");
-	write_pattern("lower/from_lower", DATA_SEED + 5, 500);
-	snprintf(opts, sizeof(opts), "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/ovwork", cwd,
-		 cwd, cwd);
-	must(mount("overlay", "root", "overlay", 0, opts), "mount the overlay root");
-}
-
 static void build_root(const char *out_dir, char **argv)
 {
-	char exe[4096], pidfile[4096];
-	ssize_t len;
-	int src, dst;
+	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
+				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0",
+			  argv, STAGE2);
+}
 
-	must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-	must(mkdir("root", 0755), "mkdir root");
-	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
-		mount_overlay_root();
-	else
-		bind_mount("root", "root", 0);
-	must(chdir("root"), "chdir root");
-	for (const char *d = "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0private\0unbind\0ro\0ramfs\0peer\0bindsrc\0";
-	     *d; d += strlen(d) + 1)
-		must(mkdir(d, 0755), d);
-	must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
-	bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
-	bind_mount(out_dir, "out", 0);
+/*
+ * In the runner's namespace: OUT/extsrc, a shared tmpfs, and a clone of it (a peer, not
+ * close-on-exec) for the tree, whose fd $ZDTM_EXT_TREE_FD names.
+ */
+static void ext_master_source(const char *out_dir)
+{
+	char path[4200], fd_text[16];
+	int tree;
 
-	src = open("/proc/self/exe", O_RDONLY);
-	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);
-	if (src < 0 || dst < 0)
-		test_fail_errno("copy the binary");
-	while ((len = read(src, exe, sizeof(exe))) > 0)
-		if (write(dst, exe, len) != len)
-			test_fail_errno("copy the binary");
-	close(src);
-	close(dst);
+	snprintf(path, sizeof(path), "%s/extsrc", out_dir);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		test_fail_errno("mkdir extsrc");
+	must(mount("extsrc", path, "tmpfs", 0, "size=64k"), "tmpfs extsrc");
+	must(mount(NULL, path, NULL, MS_SHARED, NULL), "make extsrc shared");
+	tree = syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE);
+	if (tree < 0)
+		test_fail_errno("open_tree extsrc");
+	snprintf(fd_text, sizeof(fd_text), "%d", tree);
+	setenv("ZDTM_EXT_TREE_FD", fd_text, 1);
+}
 
-	must(syscall(SYS_pivot_root, ".", "."), "pivot_root");
-	must(umount2(".", MNT_DETACH), "umount the old root");
-	must(chdir("/"), "chdir /");
-	snprintf(pidfile, sizeof(pidfile), "/out/%s", strrchr(argv[1], '/') + 1);
-	test_reexec("/bin/test", (char *[]){ argv[0], pidfile, STAGE2, NULL });
+/* The clone at /ext, made a slave of the runner's tmpfs. */
+static void mount_ext_master(void)
+{
+	int tree = atoi(getenv("ZDTM_EXT_TREE_FD"));
+
+	must(syscall(SYS_move_mount, tree, "", AT_FDCWD, "/ext", MOVE_MOUNT_F_EMPTY_PATH),
+	     "move_mount /ext");
+	must(mount(NULL, "/ext", NULL, MS_SLAVE, NULL), "make /ext a slave");
+	close(tree);
+}
+
+/* The peer group /ext receives from (ids are the kernel's, the same in every namespace). */
+static int ext_master_id(void)
+{
+	static char buf[16384];
+	char *save;
+	int id;
+
+	read_file("/proc/self/mountinfo", buf, sizeof(buf));
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *tag = strstr(line, " master:");
+
+		if (strstr(line, " /ext ") && tag && sscanf(tag, " master:%d", &id) == 1)
+			return id;
+	}
+	test_fail("/ext is no slave");
 }
 
 /* Stage 2, in the new root: the mounts the dump must give back. */
@@ -144,7 +143,7 @@ static void build_mounts(void)
 	 */
 	if (getenv("ZDTM_MNT_SHARED_ROOT")) {
 		must(mount(NULL, "/", NULL, MS_SHARED, NULL), "make / shared");
-		bind_mount("/bindsrc", "/peer", 0);
+		test_bind_mount("/bindsrc", "/peer", 0);
 	}
 
 	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
@@ -167,16 +166,24 @@ static void build_mounts(void)
 	write_pattern("/tmp/data", DATA_SEED, DATA_SIZE);
 	write_pattern("/tmp/sub/small", DATA_SEED + 1, 100);
 	must(symlink("sub/small", "/tmp/link"), "symlink in the tmpfs");
-	bind_mount("/tmp/sub", "/mnt", 0);
+	test_bind_mount("/tmp/sub", "/mnt", 0);
 	/* A file of the tmpfs that a mount over its directory hides. */
 	must(mkdir("/tmp/hidden", 0755), "mkdir /tmp/hidden");
 	write_pattern("/tmp/hidden/under", DATA_SEED + 3, 300);
 	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
-	bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
+	test_bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
 
+	/* A bind of a directory removed since: mountinfo shows its root "//deleted". */
+	must(mkdir("/tmp/removed", 0750), "mkdir /tmp/removed");
+	test_bind_mount("/tmp/removed", "/gone", 0);
+	must(rmdir("/tmp/removed"), "rmdir /tmp/removed");
+	/* A tmpfs with a file that another tmpfs mounted at the same point hides whole. */
+	must(mount("under", "/stack", "tmpfs", 0, "size=64k"), "tmpfs /stack");
+	write_pattern("/stack/under", DATA_SEED + 4, 400);
+	must(mount("over", "/stack", "tmpfs", 0, "size=64k"), "tmpfs over /stack");
 	must(mount("shared", "/shared", "tmpfs", 0, "size=64k"), "tmpfs /shared");
 	must(mount(NULL, "/shared", NULL, MS_SHARED, NULL), "make /shared shared");
-	bind_mount("/shared", "/slave", 0);
+	test_bind_mount("/shared", "/slave", 0);
 	must(mount(NULL, "/slave", NULL, MS_SLAVE, NULL), "make /slave a slave");
 	/* An empty source, as mountinfo shows it: nothing between two blanks. */
 	must(mount("", "/private", "tmpfs", MS_NOEXEC, "size=64k,mode=700"), "private");
@@ -250,107 +257,6 @@ static void expect_ghost(int fd)
 	pattern_expect(buf, sizeof(buf), DATA_SEED + 2, "the removed file");
 }
 
-/* One mount, as the test compares it: ids left out, peer groups renamed by first use. */
-struct mnt_line {
-	int id, parent;
-	char text[1024];
-};
-
-static int group_name(int *groups, int *nr, int group)
-{
-	for (int i = 0; i < *nr; i++)
-		if (groups[i] == group)
-			return i + 1;
-	groups[(*nr)++] = group;
-	return *nr;
-}
-
-/* "TYPE SOURCE SUPER", one blank after each: the source may be empty. */
-static bool split_fs_fields(const char *tail, char fstype[32], char src[64], char super[128])
-{
-	size_t type_len = strcspn(tail, " "), src_len;
-
-	if (!tail[type_len] || type_len >= 32)
-		return false;
-	snprintf(fstype, 32, "%.*s", (int)type_len, tail);
-	tail += type_len + 1;
-	src_len = strcspn(tail, " ");
-	if (!tail[src_len] || src_len >= 64)
-		return false;
-	snprintf(src, 64, "%.*s", (int)src_len, tail);
-	return sscanf(tail + src_len + 1, "%127s", super) == 1;
-}
-
-/* mountinfo lines by their mount point (the 5th field): the kernel lists by creation. */
-static const char *mount_point_of(const char *line)
-{
-	for (int i = 0; i < 4 && line; i++)
-		line = strchr(line, ' ') ? strchr(line, ' ') + 1 : NULL;
-	return line ? line : "";
-}
-
-static int by_mount_point(const void *a, const void *b)
-{
-	return strcmp(mount_point_of(*(char *const *)a), mount_point_of(*(char *const *)b));
-}
-
-/*
- * Each mount as "POINT ROOT OPTS PROPAGATION FSTYPE SOURCE SUPER in PARENT_POINT", by
- * mount point; group numbers as they first appear in that order.
- */
-static void mount_table(char *out, size_t size)
-{
-	static char buf[16384];
-	struct mnt_line lines[MAX_MOUNTS];
-	int groups[MAX_MOUNTS], nr_groups = 0, nr = 0;
-	char *line, *save, *sorted[MAX_MOUNTS];
-	int nr_lines = 0;
-	size_t used = 0;
-
-	read_file("/proc/self/mountinfo", buf, sizeof(buf));
-	for (line = strtok_r(buf, "\n", &save); line && nr_lines < MAX_MOUNTS;
-	     line = strtok_r(NULL, "\n", &save))
-		sorted[nr_lines++] = line;
-	qsort(sorted, nr_lines, sizeof(sorted[0]), by_mount_point);
-	for (; nr < nr_lines; nr++) {
-		char point[256], root[256], opts[128], tail[256], fstype[32], src[64], super[128];
-		char prop[128] = "", *dash;
-		unsigned int maj, min;
-		int n;
-
-		line = sorted[nr];
-		dash = strstr(line, " - ");
-		if (!dash || sscanf(line, "%d %d %u:%u %255s %255s %127s%n", &lines[nr].id,
-				    &lines[nr].parent, &maj, &min, root, point, opts, &n) != 7 ||
-		    !split_fs_fields(dash + 3, fstype, src, super))
-			test_fail("mountinfo line \"%s\"", line);
-		snprintf(tail, sizeof(tail), "%.*s", (int)(dash - line - n), line + n);
-		for (char *tag = strtok(tail, " "); tag; tag = strtok(NULL, " ")) {
-			int group;
-			size_t at = strlen(prop);
-
-			if (sscanf(tag, "shared:%d", &group) == 1)
-				snprintf(prop + at, sizeof(prop) - at, " shared:%d",
-					 group_name(groups, &nr_groups, group));
-			else if (sscanf(tag, "master:%d", &group) == 1)
-				snprintf(prop + at, sizeof(prop) - at, " master:%d",
-					 group_name(groups, &nr_groups, group));
-			else
-				snprintf(prop + at, sizeof(prop) - at, " %s", tag);
-		}
-		snprintf(lines[nr].text, sizeof(lines[nr].text), "%s %s %s%s %s %s %s", point,
-			 root, opts, prop, fstype, src, super);
-	}
-	for (int i = 0; i < nr; i++) {
-		const char *parent = "-";
-
-		for (int j = 0; j < nr; j++)
-			if (lines[j].id == lines[i].parent)
-				parent = strtok(strdup(lines[j].text), " ");
-		used += snprintf(out + used, size - used, "%s in %s\n", lines[i].text, parent);
-	}
-}
-
 /* The 100 bytes at FD_OFFSET of the pattern /tmp/data holds. */
 static bool at_offset_matches(const char *got)
 {
@@ -378,12 +284,14 @@ int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk, ghost, linked;
+	int fd, sk, ghost, linked, ext_group;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
 		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
 		*strrchr(out_dir, '/') = '\0';
+		if (getenv("ZDTM_MNT_EXT_MASTER"))
+			ext_master_source(out_dir);
 		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
 		build_root(out_dir, argv);
 	}
@@ -391,6 +299,8 @@ int main(int argc, char **argv)
 	if (getsid(0) != 1 && setsid() != 1)
 		test_fail_errno("setsid");
 	build_mounts();
+	if (getenv("ZDTM_MNT_EXT_MASTER"))
+		mount_ext_master();
 	fd = open("/tmp/data", O_RDWR);
 	if (fd < 0 || lseek(fd, FD_OFFSET, SEEK_SET) != FD_OFFSET)
 		test_fail_errno("open /tmp/data");
@@ -407,11 +317,15 @@ int main(int argc, char **argv)
 		test_fail_errno("/tmp/sub/named");
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		write_pattern("/to_upper", DATA_SEED + 6, 700);
-	mount_table(before, sizeof(before));
+	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
+	ext_group = getenv("ZDTM_MNT_EXT_MASTER") ? ext_master_id() : 0;
 	test_ready();
 	test_wait_sigterm();
 
-	mount_table(after, sizeof(after));
+	if (ext_group && ext_master_id() != ext_group)
+		test_fail("/ext receives from peer group %d, not %d", ext_master_id(), ext_group);
+
+	test_mount_table("/proc/self/mountinfo", after, sizeof(after));
 	if (strcmp(before, after))
 		test_fail("mounts before the dump:\n%safter the restore:\n%s", before, after);
 	if (!getcwd(cwd, sizeof(cwd)) || strcmp(cwd, "/mnt"))
@@ -435,10 +349,12 @@ int main(int argc, char **argv)
 	expect_ghost(ghost);
 	expect_linked(linked);
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT")) {
-		expect_file("/from_lower", DATA_SEED + 5, 500, 0640);
+		expect_file("/from_lower", OVERLAY_LOWER_SEED, OVERLAY_LOWER_LEN, 0640);
 		expect_file("/to_upper", DATA_SEED + 6, 700, 0640);
 	}
 	must(umount("/tmp/hidden"), "umount /tmp/hidden");
 	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
+	must(umount("/stack"), "umount the top /stack");
+	expect_file("/stack/under", DATA_SEED + 4, 400, 0640);
 	test_pass();
 }

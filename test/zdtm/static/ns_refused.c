@@ -2,6 +2,7 @@
  * Namespace layouts restore could not give back, which the dump must refuse with one line
  * and leave running: ZDTM_NS_CASE says which.
  *   nested_pid, nested_uts  a child has a pid (uts) namespace the root does not
+ *   nested_mnt  a child has a mount namespace, the root lives in criu's
  *   pid_for_children, time_for_children  the root unshared one and forked nothing into it
  *   mnt  the root has one of its own of a kind this criu does not restore
  *   user  the root has a user namespace of its own without maps: its ids are unmapped
@@ -64,6 +65,13 @@ static void nested_pid_main(void)
 	exit(0);
 }
 
+static void nested_mnt_main(void)
+{
+	if (unshare(CLONE_NEWNS))
+		test_fail_errno("unshare(CLONE_NEWNS)");
+	nested_main();
+}
+
 static void nested_uts_main(void)
 {
 	if (unshare(CLONE_NEWUTS) || sethostname("nested", 6))
@@ -84,6 +92,8 @@ int main(int argc, char **argv)
 		child = test_fork(nested_pid_main);
 	else if (!strcmp(which, "nested_uts"))
 		child = test_fork(nested_uts_main);
+	else if (!strcmp(which, "nested_mnt"))
+		child = test_fork(nested_mnt_main);
 	for (unsigned int i = 0; i < sizeof(net_cases) / sizeof(net_cases[0]); i++)
 		if (!strcmp(which, net_cases[i].name) &&
 		    (unshare(CLONE_NEWNET) || system(net_cases[i].cmd)))

@@ -1061,9 +1061,18 @@ static const char *mount_point_of(const char *line)
 	return line ? line : "";
 }
 
+/* Then, for mounts stacked on one point, by filesystem ("TYPE SOURCE ..."): no ids in it. */
 static int by_mount_point(const void *a, const void *b)
 {
-	return strcmp(mount_point_of(*(char *const *)a), mount_point_of(*(char *const *)b));
+	const char *la = *(char *const *)a, *lb = *(char *const *)b;
+	size_t pa = strcspn(mount_point_of(la), " "), pb = strcspn(mount_point_of(lb), " ");
+	int ret = strncmp(mount_point_of(la), mount_point_of(lb), pa < pb ? pa : pb);
+
+	if (!ret && pa != pb)
+		ret = pa < pb ? -1 : 1;
+	if (!ret && strstr(la, " - ") && strstr(lb, " - "))
+		ret = strcmp(strstr(la, " - "), strstr(lb, " - "));
+	return ret;
 }
 
 /* One mountinfo file's lines, parsed, by mount point; groups named across calls. */

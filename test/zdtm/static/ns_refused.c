@@ -7,7 +7,7 @@
  *   mnt  the root has one of its own of a kind this criu does not restore
  *   user  the root has a user namespace of its own without maps: its ids are unmapped
  *   cgroup  the root has one of its own, dumped with --manage-cgroups=ignore (no cgroup.img)
- *   net_bridge  the root has a net namespace of its own with a bridge link in it
+ *   net_veth_in the root has a net namespace of its own with a veth pair wholly in it
  * The tree then checks it still works as it did.
  */
 #include <errno.h>
@@ -37,7 +37,7 @@ static const struct {
 static const struct {
 	const char *name, *cmd;
 } net_cases[] = {
-	{ "net_bridge", "ip link add zdtm_br type bridge" },
+	{ "net_veth_in", "ip link add zdtm_va type veth peer name zdtm_vb" },
 };
 
 static void nested_main(void)

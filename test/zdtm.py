@@ -958,6 +958,9 @@ TESTS = {
     'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
     'tree_dump_fail': {'mode': 'dump_fails'},
     'tree_dead_leaders': {},
+    # the same tree as the init of its own pid namespace: the helpers get the pids inside
+    'ns_pid_dead_leaders': {'bin': 'tree_dead_leaders', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_TREE_PIDNS': '1'}},
     'tree_fork_churn': {},
     'tree_outside_leader': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',

@@ -483,13 +483,63 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
 	return 0;
 }
 
-/* Each child with its original pid; it waits for criu to trace it before doing anything. */
-static int fork_children(struct pstree_item *item)
+/*
+ * In the helper: the orphan, with its pid, in its session leader's session; the helper
+ * exits at once and the kernel hands the orphan to the init of the pid namespace.
+ */
+static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *orphan)
+{
+	pid_t pid = clone_with_pid(orphan->pid, 0);
+
+	if (pid == 0)
+		task_main(task_of(orphan));
+	if (pid < 0)
+		pr_perror("helper of task %d: cannot create it", orphan->pid);
+	_exit(pid < 0 ? 1 : 0);
+}
+
+/* The orphans of the init in item's session (see pstree_session_adopter()). */
+static int fork_adopted_orphans(struct pstree_item *item)
+{
+	struct pstree_item *orphan;
+	pid_t helper;
+	int status;
+
+	for (orphan = root_item; orphan; orphan = pstree_next(orphan)) {
+		if (pstree_session_adopter(orphan) != item)
+			continue;
+		helper = clone_with_pid(pstree_helper_pid(orphan), 0);
+		if (helper == 0)
+			adopted_helper_main(orphan);
+		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
+			pr_perror("task %d: cannot run the helper that forks task %d", item->pid,
+				  orphan->pid);
+			return -1;
+		}
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			pr_err("task %d: the helper that forks task %d failed (wait status %#x)\n",
+			       item->pid, orphan->pid, status);
+			return -1;
+		}
+		pr_info("task %d: forked task %d for the init through a helper\n", item->pid,
+			orphan->pid);
+	}
+	return 0;
+}
+
+/*
+ * Each child with its original pid; it waits for criu to trace it before doing anything.
+ * A session leader forks twice: the children born before its setsid() (early), then the
+ * others and the init's orphans of its session.
+ */
+static int fork_children(struct pstree_item *item, bool early)
 {
 	struct pstree_item *child;
 	pid_t pid;
 
 	for (child = item->first_child; child; child = child->next_sibling) {
+		if (pstree_born_before_setsid(child) != early || pstree_session_adopter(child))
+			continue;
 		if (in_dead_session(child)) {
 			if (first_child_in_session(child) && fork_session_helper(item, child->sid))
 				return -1;
@@ -507,7 +557,7 @@ static int fork_children(struct pstree_item *item)
 			task_main(task_of(child));
 		pr_debug("forked child %d\n", pid);
 	}
-	return 0;
+	return early ? 0 : fork_adopted_orphans(item);
 }
 
 /* Children hold copies of every socket: each keeps only its own once its children exist. */
@@ -554,10 +604,12 @@ static int task_stages(struct rst_task *task, int sock)
 		return -1;
 	/*
 	 * Shared descriptions before the children: they inherit them (files.c), and the
-	 * controlling terminal a session leader takes back through one of them (tty.c).
+	 * controlling terminal a session leader takes back through one of them (tty.c). Those
+	 * need the task's session: the children born before its setsid() come first (files.c
+	 * has their ancestors above open what they share).
 	 */
-	if (restore_own_leadership(item) || prepare_inherited_files(item) ||
-	    tty_restore_ctty(item) || fork_children(item))
+	if (fork_children(item, true) || restore_own_leadership(item) ||
+	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
 		return -1;
 	close_other_task_socks(task);
 	if (task->zombie)
@@ -810,22 +862,42 @@ static int wait_task_forked(struct rst_task *task)
 	return -1;
 }
 
+/* The task that forks it: its parent, or for an orphan of the init its session leader. */
+static struct rst_task *forker_of(const struct rst_task *task)
+{
+	struct pstree_item *leader = pstree_session_adopter(task->item);
+
+	return task_of(leader ? leader : task->item->parent);
+}
+
 /*
- * Parents first: a task is traced and let go once its parent has forked it; a sibling
+ * Forkers first: a task is traced and let go once its forker has forked it; a sibling
  * forks its own children meanwhile. Ends when every task has reported its stage.
  */
+
 static int seize_tree_tasks(void)
 {
-	unsigned int i;
+	unsigned int i, nr_seized = 1, nr_before;
 
-	for (i = 1; i < nr_rst_tasks; i++) {
-		struct rst_task *task = &rst_tasks[i];
+	/* In rounds: an orphan's leader may come after it in pstree order. */
+	while (nr_seized < nr_rst_tasks) {
+		nr_before = nr_seized;
+		for (i = 1; i < nr_rst_tasks; i++) {
+			struct rst_task *task = &rst_tasks[i];
 
-		if (wait_task_forked(task_of(task->item->parent)) ||
-		    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid, &task->pid))
+			if (task->pid || !forker_of(task)->pid)
+				continue;
+			if (wait_task_forked(forker_of(task)) ||
+			    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid,
+					     &task->pid) ||
+			    seize_task(task))
+				return -1;
+			nr_seized++;
+		}
+		if (nr_seized == nr_before) {
+			pr_err("%u tasks have no task to fork them\n", nr_rst_tasks - nr_seized);
 			return -1;
-		if (seize_task(task))
-			return -1;
+		}
 	}
 	for (i = 0; i < nr_rst_tasks; i++)
 		if (wait_task_forked(&rst_tasks[i]))

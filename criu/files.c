@@ -885,10 +885,23 @@ static unsigned int item_depth(const struct pstree_item *item)
 	return depth;
 }
 
-/* In one tree two tasks always meet, at the root at the latest. */
+/*
+ * Whether user, in ancestor's subtree, comes from a child ancestor forks before it opens
+ * anything for its subtree: one born before its parent's setsid() (cr-restore.c).
+ */
+static bool forked_before_opening(const struct pstree_item *ancestor,
+				  const struct pstree_item *user)
+{
+	while (user != ancestor && user->parent != ancestor)
+		user = user->parent;
+	return user != ancestor && pstree_born_before_setsid(user);
+}
+
+/* In one tree two tasks always meet, at the root at the latest; there both inherit. */
 static const struct pstree_item *common_ancestor(const struct pstree_item *a,
 						 const struct pstree_item *b)
 {
+	const struct pstree_item *user_a = a, *user_b = b;
 	unsigned int depth_a = item_depth(a), depth_b = item_depth(b);
 
 	for (; depth_a > depth_b; depth_a--)
@@ -899,6 +912,8 @@ static const struct pstree_item *common_ancestor(const struct pstree_item *a,
 		a = a->parent;
 		b = b->parent;
 	}
+	while (forked_before_opening(a, user_a) || forked_before_opening(a, user_b))
+		a = a->parent;
 	return a;
 }
 

@@ -245,6 +245,67 @@ bool pstree_leader_is_dead(pid_t id)
 	return !pstree_find(id) && !is_outer_id(id);
 }
 
+struct pstree_item *pstree_session_adopter(const struct pstree_item *item)
+{
+	struct pstree_item *leader;
+
+	if (!pidns_own() || item->parent != root_item || item->sid == item->pid ||
+	    item->sid == root_item->sid)
+		return NULL;
+	leader = pstree_find(item->sid);
+	return leader != root_item ? leader : NULL;
+}
+
+/*
+ * The session item must be born in, 0 for any: its own, or for a session leader the one
+ * its children outside its session need it to fork them from (before its setsid()).
+ */
+static pid_t birth_sid(const struct pstree_item *item)
+{
+	const struct pstree_item *child;
+
+	if (item->sid != item->pid)
+		return item->sid;
+	for (child = item->first_child; child; child = child->next_sibling) {
+		pid_t sid = pstree_session_adopter(child) ? 0 : birth_sid(child);
+
+		if (sid && sid != item->sid && !pstree_leader_is_dead(sid))
+			return sid;
+	}
+	return 0;
+}
+
+bool pstree_born_before_setsid(const struct pstree_item *child)
+{
+	const struct pstree_item *parent = child->parent;
+	pid_t sid;
+
+	if (parent == root_item || parent->sid != parent->pid || pstree_session_adopter(child))
+		return false;
+	sid = birth_sid(child);
+	return sid && sid != parent->sid && !pstree_leader_is_dead(sid);
+}
+
+static pid_t max_pid(pid_t a, pid_t b)
+{
+	return a > b ? a : b;
+}
+
+pid_t pstree_helper_pid(const struct pstree_item *orphan)
+{
+	struct pstree_item *item;
+	pid_t max = 0, index = 0, nr = 0;
+
+	for (item = root_item; item; item = pstree_next(item), nr++) {
+		for (unsigned int i = 0; i < item->nr_threads; i++)
+			max = max_pid(max, item->threads[i]);
+		max = max_pid(max, max_pid(item->sid, item->pgid));
+		if (item == orphan)
+			index = nr;
+	}
+	return max + 1 + index;
+}
+
 struct pstree_item *pstree_find_thread(pid_t tid)
 {
 	struct pstree_item *item;

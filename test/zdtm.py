@@ -961,6 +961,8 @@ TESTS = {
     # the same tree as the init of its own pid namespace: the helpers get the pids inside
     'ns_pid_dead_leaders': {'bin': 'tree_dead_leaders', 'launcher': True, 'pidns': True,
                             'test_env': {'ZDTM_TREE_PIDNS': '1'}},
+    # orphans of the init in other tasks' sessions, a child left in its parent's old session
+    'ns_pid_sessions': {'launcher': True, 'pidns': True},
     'tree_fork_churn': {},
     'tree_outside_leader': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',

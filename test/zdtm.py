@@ -660,6 +660,7 @@ TESTS = {
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
+    'vdso_unmapped': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     # pre-dumps: two chained, the final dump storing only what changed since the second
     'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20,

@@ -75,11 +75,13 @@ static unsigned int nr_rst_tasks;
 
 /*
  * Messages on a task's socket before its final struct rst_report: criu sends GO once it
- * traces the task and GROUPS once every task has forked its children; the task sends
- * one stage byte once its own children exist.
+ * traces the task and GROUPS once every task has forked its children (and FILES to a task
+ * sharing its parent's fd table once the parent restored it); the task sends one stage
+ * byte once its own children exist.
  */
 #define TASK_CMD_GO 'G'
 #define TASK_CMD_GROUPS 'P'
+#define TASK_CMD_FILES 'F' /* to a task sharing its parent's fd table: the parent restored it */
 #define TASK_STAGE_ALIVE 'A'
 #define TASK_STAGE_STOPPED 'T' /* alive, and stopped (SIGSTOP) when it was dumped */
 #define TASK_STAGE_ZOMBIE 'Z'
@@ -197,6 +199,48 @@ static struct rst_task *task_of(const struct pstree_item *item)
 		if (rst_tasks[i].item == item)
 			return &rst_tasks[i];
 	return NULL;
+}
+
+/* Tasks before item in pstree order that share its fd table: its service fd slot. */
+static unsigned int table_slot(const struct pstree_item *item)
+{
+	struct pstree_item *other;
+	unsigned int slot = 0;
+
+	for (other = root_item; other != item; other = pstree_next(other))
+		slot += item->ids.files_id && other->ids.files_id == item->ids.files_id;
+	return slot;
+}
+
+/*
+ * A child sharing its parent's fd table is cloned with CLONE_FILES by the parent itself:
+ * not through a helper, nor with ns_last_pid. Then one service fd slot per task of the
+ * largest shared table.
+ */
+static int prepare_shared_tables(void)
+{
+	struct pstree_item *item;
+	unsigned int nr_slots = 1;
+
+	for (item = root_item; item; item = pstree_next(item)) {
+		if (!pstree_shares_parent_files(item))
+			continue;
+		if (pstree_session_adopter(item) || (item->sid != item->parent->sid &&
+						      pstree_leader_is_dead(item->sid))) {
+			pr_err("task %d shares the fd table of its parent %d but a helper forks "
+			       "it (its session): not supported\n", item->pid, item->parent->pid);
+			return -1;
+		}
+		if (!kerndat_has_clone3_set_tid()) {
+			pr_err("task %d shares the fd table of its parent: restoring that needs "
+			       "clone3() with set_tid\n", item->pid);
+			return -1;
+		}
+		if (table_slot(item) + 1 > nr_slots)
+			nr_slots = table_slot(item) + 1;
+	}
+	service_fd_reserve_slots(nr_slots);
+	return 0;
 }
 
 /* ---- in the forked task ---- */
@@ -349,6 +393,48 @@ static int restore_membarrier(const struct task_image *ti)
 	return 0;
 }
 
+/*
+ * criu's descriptors the task keeps up to the end of its restorer, at its service fds. A
+ * task sharing its parent's fd table installs copies in a slot of its own before it
+ * reports its stage (task_stages()): what it does not move there, the parent's
+ * prepare_fds() closes after GROUPS.
+ */
+static int install_task_service_fds(struct rst_task *task, int sock)
+{
+	bool shared = pstree_shares_parent_files(task->item);
+	int log_fd = log_get_fd(), ret;
+
+	if (get_service_fd(SYNC_SFD) >= 0)
+		return 0;
+	if (shared) {
+		ret = service_fd_enter_slot(table_slot(task->item));
+		if (ret)
+			return ret;
+	}
+	ret = install_service_fd(SYNC_SFD, sock);
+	if (ret < 0)
+		return ret;
+	/* Without -o the log is criu's stderr: keep a copy, the task's fd 2 will differ. */
+	if (log_fd < 0 || shared)
+		log_fd = dup(log_fd >= 0 ? log_fd : STDERR_FILENO);
+	ret = install_service_fd(LOG_SFD, log_fd);
+	if (ret < 0)
+		return ret;
+	log_set_task_fd(ret);
+	images_dir_fd = install_service_fd(IMG_SFD, shared ? dup(images_dir_fd) : images_dir_fd);
+	return images_dir_fd < 0 ? images_dir_fd : 0;
+}
+
+static int recv_cmd(int sock, char expected);
+
+/* A table shared with the parent is the parent's to restore: wait until it did. */
+static int restore_task_fds(struct rst_task *task, int sync_fd)
+{
+	if (!pstree_shares_parent_files(task->item))
+		return prepare_fds(task->item->pid);
+	return recv_cmd(sync_fd, TASK_CMD_FILES);
+}
+
 static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
@@ -357,20 +443,14 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	int ret;
 
 	pr_info("restoring task %d\n", item->pid);
-	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
-	if (ctx.sync_fd < 0)
-		return ctx.sync_fd;
-	/* Without -o the log is criu's stderr: keep a copy, the task's fd 2 will differ. */
-	ctx.log_fd = install_service_fd(LOG_SFD, log_get_fd() >= 0 ? log_get_fd() : dup(STDERR_FILENO));
-	if (ctx.log_fd < 0)
-		return ctx.log_fd;
-	log_set_task_fd(ctx.log_fd);
-	images_dir_fd = install_service_fd(IMG_SFD, images_dir_fd);
-	if (images_dir_fd < 0)
-		return images_dir_fd;
+	ret = install_task_service_fds(task, sync_fd);
+	if (ret)
+		return ret;
+	ctx.sync_fd = get_service_fd(SYNC_SFD);
+	ctx.log_fd = get_service_fd(LOG_SFD);
 
 	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
-	if (prepare_fds(item->pid) || restore_membarrier(item->image))
+	if (restore_task_fds(task, ctx.sync_fd) || restore_membarrier(item->image))
 		return -1;
 	/* The blob re-takes the locks: who took one since the dump is said here. */
 	if (file_locks_check_task(item->pid))
@@ -545,8 +625,10 @@ static int fork_children(struct pstree_item *item, bool early)
 				return -1;
 			continue;
 		}
+		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
-			pid = clone_with_pid(child->pid, 0);
+			pid = clone_with_pid(child->pid,
+					     pstree_shares_parent_files(child) ? CLONE_FILES : 0);
 		else
 			pid = fork_with_ns_last_pid(child->pid);
 		if (pid < 0) {
@@ -560,13 +642,33 @@ static int fork_children(struct pstree_item *item, bool early)
 	return early ? 0 : fork_adopted_orphans(item);
 }
 
-/* Children hold copies of every socket: each keeps only its own once its children exist. */
+/* Whether item is forked by a task using fd table files_id, or below one. */
+static bool forked_under_table(const struct pstree_item *item, uint32_t files_id)
+{
+	for (; item; item = pstree_session_adopter(item) ?: item->parent)
+		if (item->ids.files_id == files_id)
+			return true;
+	return false;
+}
+
+/*
+ * Children hold copies of every socket: each keeps only its own once its children exist.
+ * In a table shared with other tasks, those below them may not be forked yet: their
+ * sockets stay until the table's restorer closes what is not its own (prepare_fds()).
+ */
 static void close_other_task_socks(struct rst_task *self)
 {
+	uint32_t files_id = self->item->ids.files_id;
+	bool shared = false;
 	unsigned int i;
 
+	for (i = 0; i < nr_rst_tasks; i++)
+		shared |= &rst_tasks[i] != self && files_id &&
+			  rst_tasks[i].item->ids.files_id == files_id;
 	for (i = 0; i < nr_rst_tasks; i++) {
 		if (&rst_tasks[i] == self || rst_tasks[i].task_sock < 0)
+			continue;
+		if (shared && forked_under_table(rst_tasks[i].item, files_id))
 			continue;
 		close(rst_tasks[i].task_sock);
 		rst_tasks[i].task_sock = -1;
@@ -612,6 +714,12 @@ static int task_stages(struct rst_task *task, int sock)
 	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
 		return -1;
 	close_other_task_socks(task);
+	/* Before the stage: after GROUPS the table's restorer may close its socket. */
+	if (pstree_shares_parent_files(item)) {
+		if (install_task_service_fds(task, sock))
+			return -1;
+		sock = get_service_fd(SYNC_SFD);
+	}
 	if (task->zombie)
 		stage = TASK_STAGE_ZOMBIE;
 	else if (task->stopped)
@@ -1209,7 +1317,14 @@ static int wait_tree_ready(void)
 
 	for (i = 0; i < nr_rst_tasks && !ret; i++) {
 		struct rst_task *task = &rst_tasks[i];
+		char files = TASK_CMD_FILES;
 
+		/* Its parent, before it in pstree order, is parked: its fd table is restored. */
+		if (pstree_shares_parent_files(task->item) &&
+		    write(task->sync_fd, &files, 1) != 1) {
+			pr_perror("cannot let task %d use its parent's fd table", task->pid);
+			return -1;
+		}
 		ret = task->zombie ? wait_zombie_exit(task) : wait_task_ready(task);
 	}
 	return ret;
@@ -1317,7 +1432,9 @@ static int wait_root_task(pid_t pid)
 /* Every task's images decoded before anything is forked: a bad image fails here. */
 static int collect_images(void)
 {
-	if (read_inventory() || pstree_read() || cg_restore_collect(inventory))
+	/* Shared fd tables reserve their service fds before files_collect() plans fd numbers. */
+	if (read_inventory() || pstree_read() || prepare_shared_tables() ||
+	    cg_restore_collect(inventory))
 		return -1;
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
 	if (ns_restore_collect(inventory->root_ids) || files_collect() || seccomp_collect() ||

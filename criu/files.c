@@ -929,13 +929,16 @@ static void note_file_user(struct file_sharing *fs, const struct pstree_item *it
 }
 
 /*
- * Tasks that shared one files table (CLONE_FILES without threads) would need it shared
- * again; restore gives every task its own, so such images are refused.
+ * A files table shared (CLONE_FILES without threads) is restored shared between a parent
+ * and its child only (cr-restore.c clones the child with CLONE_FILES); other images that
+ * name one table for several tasks are refused.
  */
 static int check_files_id_unique(const struct pstree_item *item)
 {
 	struct pstree_item *other;
 
+	if (pstree_shares_parent_files(item))
+		return 0;
 	for (other = root_item; other != item; other = pstree_next(other)) {
 		if (other->ids.files_id == item->ids.files_id) {
 			pr_err("tasks %d and %d share one fd table (files id %u), which is not "
@@ -973,8 +976,10 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 	if (item->zombie || !item->ids.files_id)
 		return 0;
 	ret = check_files_id_unique(item);
-	if (!ret)
-		ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
+	/* A table shared with the parent is the parent's to restore: one user of each file. */
+	if (ret || pstree_shares_parent_files(item))
+		return ret;
+	ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < fds.nr; i++)
@@ -1890,7 +1895,7 @@ static int set_task_owners(const struct pstree_item *item)
 	struct task_fds fds = { .pid = item->pid };
 	int ret;
 
-	if (item->zombie || !item->ids.files_id)
+	if (item->zombie || !item->ids.files_id || pstree_shares_parent_files(item))
 		return 0;
 	ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
 	for (size_t i = 0; i < fds.nr && !ret; i++) {

@@ -420,10 +420,24 @@ int pstree_check_leaders(bool shell_job)
 	return ret;
 }
 
+/* 0: same object, 1: not, -errno: kcmp failed (logged). */
+static int kcmp_differ(const struct pstree_item *a, const struct pstree_item *b, int type)
+{
+	long ret = syscall(SYS_kcmp, a->pid, b->pid, type, 0, 0);
+
+	if (ret < 0) {
+		pr_perror("kcmp of tasks %d and %d", a->pid, b->pid);
+		return -errno;
+	}
+	return ret != 0;
+}
+
 /*
- * Processes created with CLONE_VM, CLONE_FILES, CLONE_FS or CLONE_SIGHAND (and not as
- * threads) share that object; restore gives each process its own, which would change
- * what one sees of the other's changes: such a tree is refused.
+ * Processes created with CLONE_VM, CLONE_FS or CLONE_SIGHAND (and not as threads) share
+ * that object; restore gives each process its own, which would change what one sees of
+ * the other's changes: such a tree is refused. An fd table is restored shared between a
+ * parent and its child (cloned with CLONE_FILES again), as CRIU does; any other sharing
+ * of one is refused.
  */
 static int check_not_shared(const struct pstree_item *item, const struct pstree_item *other)
 {
@@ -432,18 +446,19 @@ static int check_not_shared(const struct pstree_item *item, const struct pstree_
 		const char *what;
 	} kinds[] = {
 		{ KCMP_VM, "address space (CLONE_VM)" },
-		{ KCMP_FILES, "fd table (CLONE_FILES)" },
+		{ KCMP_FILES, "fd table (CLONE_FILES) but are not parent and child" },
 		{ KCMP_FS, "root, cwd and umask (CLONE_FS)" },
 		{ KCMP_SIGHAND, "signal handlers (CLONE_SIGHAND)" },
 	};
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-		long ret = syscall(SYS_kcmp, item->pid, other->pid, kinds[k].type, 0, 0);
+		int ret;
 
-		if (ret < 0) {
-			pr_perror("kcmp of tasks %d and %d", item->pid, other->pid);
-			return -errno;
-		}
+		if (kinds[k].type == KCMP_FILES && item->ids.files_id)
+			continue; /* its parent's table, which other may share too */
+		ret = kcmp_differ(item, other, kinds[k].type);
+		if (ret < 0)
+			return ret;
 		if (ret == 0) {
 			pr_err("tasks %d and %d share one %s, which is not supported\n", other->pid,
 			       item->pid, kinds[k].what);
@@ -451,6 +466,20 @@ static int check_not_shared(const struct pstree_item *item, const struct pstree_
 		}
 	}
 	return 0;
+}
+
+/* The fd table of item's parent, if item shares it; 0 for its own. */
+static int parent_files_id(const struct pstree_item *item, uint32_t *files_id)
+{
+	int ret;
+
+	*files_id = 0;
+	if (!item->parent || item->parent->zombie)
+		return 0;
+	ret = kcmp_differ(item, item->parent, KCMP_FILES);
+	if (ret == 0)
+		*files_id = item->parent->ids.files_id;
+	return ret < 0 ? ret : 0;
 }
 
 int pstree_assign_ids(void)
@@ -464,14 +493,22 @@ int pstree_assign_ids(void)
 		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = 0;
 		if (item->zombie)
 			continue;
-		for (other = root_item; other != item; other = pstree_next(other)) {
+		ret = parent_files_id(item, &item->ids.files_id);
+		for (other = root_item; other != item && !ret; other = pstree_next(other))
 			ret = other->zombie ? 0 : check_not_shared(item, other);
-			if (ret)
-				return ret;
-		}
-		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = next++;
+		if (ret)
+			return ret;
+		if (!item->ids.files_id)
+			item->ids.files_id = next;
+		item->ids.vm_id = item->ids.fs_id = item->ids.sighand_id = next++;
 	}
 	return 0;
+}
+
+bool pstree_shares_parent_files(const struct pstree_item *item)
+{
+	return item->parent && item->ids.files_id &&
+	       item->ids.files_id == item->parent->ids.files_id;
 }
 
 static void ids_to_entry(const struct task_ids *ids, TaskKobjIdsEntry *e)

@@ -691,6 +691,7 @@ TESTS = {
                                   'expect': 'cannot connect to the page server '
                                             '127.0.0.1:{free_port}: Connection refused'},
     'page_server_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'page_server_dump_fails',
+                               'test_env': {'ZDTM_FDTABLE_SIBLINGS': '1'},
                                'expect': 'share one fd table (CLONE_FILES)'},
     # what a page server cannot store: the session ends, exit 1 with the reason
     'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
@@ -867,7 +868,12 @@ TESTS = {
     'restore_fail_sysv_shm_gone': {'bin': 'sysv_shm_attached', 'mode': 'restore_fails',
                                    'corrupt': sysv_segment_removed,
                                    'expect': 'is gone from this IPC namespace'},
-    'tree_shared_fdtable': {'mode': 'dump_fails', 'expect': 'share one fd table (CLONE_FILES)'},
+    # an fd table shared by a parent and its child (CLONE_FILES) comes back shared
+    'tree_shared_fdtable': {},
+    'tree_shared_fdtable_siblings': {'bin': 'tree_shared_fdtable', 'mode': 'dump_fails',
+                                     'test_env': {'ZDTM_FDTABLE_SIBLINGS': '1'},
+                                     'expect': 'share one fd table (CLONE_FILES) but are not '
+                                               'parent and child'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
     'restore_fail_truncated_mm': {'bin': 'mem_anon_private', 'mode': 'restore_fails',

@@ -118,11 +118,17 @@ bool pstree_group_kept(pid_t pgid);
 
 /*
  * Dump side: give every live process of the tree its object ids (its own: processes that
- * share mm, files, fs or signal handlers are refused), from 2 on in tree order; its
+ * share mm, fs or signal handlers are refused; a child sharing its parent's fd table gets
+ * the parent's files_id, other sharing of one is refused), from 2 on in tree order; its
  * namespace ids are ns_dump_collect()'s. Before any image names them.
  * 0 or -errno after one error line.
  */
 int pstree_assign_ids(void);
+/*
+ * Both sides: item shares its parent's fd table (it was cloned with CLONE_FILES): the
+ * parent dumps and restores the table, item is cloned with CLONE_FILES again.
+ */
+bool pstree_shares_parent_files(const struct pstree_item *item);
 /* ids-PID.img of a live process. 0 or -errno. */
 int pstree_write_ids(const struct pstree_item *item);
 /* The root_ids of inventory.img: 1 for each object id, and criu's own namespaces. */

@@ -653,8 +653,9 @@ static bool forked_under_table(const struct pstree_item *item, uint32_t files_id
 
 /*
  * Children hold copies of every socket: each keeps only its own once its children exist.
- * In a table shared with other tasks, those below them may not be forked yet: their
- * sockets stay until the table's restorer closes what is not its own (prepare_fds()).
+ * A table shared with other tasks is cleaned once, by its first task: the sockets of those
+ * forked below it stay (they may not be forked yet) until its prepare_fds() closes what
+ * is not its own. A second close by another task could hit a number reused meanwhile.
  */
 static void close_other_task_socks(struct rst_task *self)
 {
@@ -662,6 +663,8 @@ static void close_other_task_socks(struct rst_task *self)
 	bool shared = false;
 	unsigned int i;
 
+	if (pstree_shares_parent_files(self->item))
+		return;
 	for (i = 0; i < nr_rst_tasks; i++)
 		shared |= &rst_tasks[i] != self && files_id &&
 			  rst_tasks[i].item->ids.files_id == files_id;

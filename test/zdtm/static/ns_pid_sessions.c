@@ -151,7 +151,7 @@ static void find_levels(pid_t inner, struct levels *out)
 		size_t len;
 		pid_t host = atoi(de->d_name);
 
-		if (host <= 0)
+		if (host <= 0 || !test_same_pidns(host))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/status", host);
 		f = fopen(path, "r");

@@ -168,6 +168,8 @@ static pid_t inner_ids(const char *host_pid, pid_t *sid)
 	pid_t pid = 0;
 	FILE *f;
 
+	if (!test_same_pidns(atoi(host_pid)))
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%s/status", host_pid);
 	f = fopen(path, "r");
 	if (!f)

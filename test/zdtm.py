@@ -1294,6 +1294,7 @@ CROSS_TESTS = {
     'tree_sessions': {},  # process trees: sessions, groups
     'tree_zombie': {},
     'tree_shared_anon': {},  # shared anonymous memory across the tree
+    'tree_shared_fdtable': {},  # an fd table shared by parent and child (CLONE_FILES)
     'mem_shared_anon': {},
     'pipe_queued_bytes': {},  # pipes, FIFOs
     'tree_pipe_queued_bytes': {},
@@ -1339,6 +1340,8 @@ CROSS_TESTS = {
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
+    # the init's orphans in other tasks' sessions, a child left in its parent's old session
+    'ns_pid_sessions': {'launcher': True, 'pidns': True},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
     'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls

@@ -1,6 +1,6 @@
 /*
  * Sessions across a pid namespace's tree that fork order alone cannot give back: the root is
- * the namespace's init. L leads a session; its child M forks O and exits, so the init adopts
+ * the namespace's init, leading a session of its own. L leads a session; its child M forks O and exits, so the init adopts
  * O, which stays in L's session. L's child P forks E and only then calls setsid(): E stays
  * in L's session under a parent leading another. Z leads a session, forks W and exits
  * without being reaped: W, adopted by the init, is in the session of a zombie.
@@ -195,6 +195,9 @@ int main(int argc, char **argv)
 
 	test_init(argc, argv);
 	test_launch_root(CLONE_NEWPID);
+	/* upstream criu dumps (and restores) a pid namespace whose init leads its session */
+	if (setsid() < 0)
+		test_fail_errno("init: setsid");
 	levels = ns_pid_levels();
 	if (levels > MAX_LEVELS)
 		test_fail("%u pid namespace levels", levels);

@@ -427,6 +427,23 @@ static int install_task_service_fds(struct rst_task *task, int sock)
 
 static int recv_cmd(int sock, char expected);
 
+/*
+ * Tasks start with every signal blocked through sigprocmask(), which in glibc leaves its
+ * own SIGCANCEL and SIGSETXID (32, 33) open. The blob must hold those too: a POSIX timer
+ * it re-arms may fire at a thread (glibc's SIGEV_THREAD helper waits for 32) before the
+ * thread's own mask is back with its rt_sigreturn.
+ */
+static int block_all_signals(const struct pstree_item *item)
+{
+	uint64_t all = ~0ull;
+
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, sizeof(all))) {
+		pr_perror("task %d: cannot block every signal", item->pid);
+		return -errno;
+	}
+	return 0;
+}
+
 /* A table shared with the parent is the parent's to restore: wait until it did. */
 static int restore_task_fds(struct rst_task *task, int sync_fd)
 {
@@ -453,7 +470,7 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	if (restore_task_fds(task, ctx.sync_fd) || restore_membarrier(item->image))
 		return -1;
 	/* The blob re-takes the locks: who took one since the dump is said here. */
-	if (file_locks_check_task(item->pid))
+	if (file_locks_check_task(item->pid) || block_all_signals(item))
 		return -1;
 
 	ret = restorer_jump(&ctx);

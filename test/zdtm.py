@@ -751,6 +751,10 @@ TESTS = {
     'creds': {},
     'itimers': {},
     'posix_timers': {},
+    # glibc's SIGEV_THREAD timer (its signal 32 at its helper thread) firing during restore
+    'timer_sigev_thread': {},
+    'ns_pid_timer_sigev_thread': {'bin': 'timer_sigev_thread', 'launcher': True, 'pidns': True,
+                                  'test_env': {'ZDTM_TIMER_PIDNS': '1'}},
     'sched_policy_nice_oom': {},
     'seccomp_filters_threads': {},
     'restore_fail_seccomp_loop': {'bin': 'seccomp_filters_threads', 'mode': 'restore_fails',

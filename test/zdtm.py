@@ -1346,6 +1346,8 @@ CROSS_TESTS = {
     'ns_container': {'launcher': True, 'pidns': True},
     # the init's orphans in other tasks' sessions, a child left in its parent's old session
     'ns_pid_sessions': {'launcher': True, 'pidns': True},
+    'ns_pid_dead_leaders': {'bin': 'tree_dead_leaders', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_TREE_PIDNS': '1'}},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
     'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls
@@ -1359,9 +1361,11 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
-# The shared-root variant of the mount test runs its binary.
+# The shared-root variant of the mount test and the pid namespace one of the dead leaders'
+# run their binaries.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
+    TESTS['cross_%s_ns_pid_dead_leaders' % _way]['bin'] = 'tree_dead_leaders'
 # Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
 TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
                                         'setsid': True, 'lazy': True, 'lazy_faults': True}

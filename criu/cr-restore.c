@@ -81,7 +81,7 @@ static unsigned int nr_rst_tasks;
  */
 #define TASK_CMD_GO 'G'
 #define TASK_CMD_GROUPS 'P'
-#define TASK_CMD_FILES 'F' /* to a task sharing its parent's fd table: the parent restored it */
+#define TASK_CMD_FILES 'F' /* to a task sharing its parent's table: the parent restored it */
 #define TASK_STAGE_ALIVE 'A'
 #define TASK_STAGE_STOPPED 'T' /* alive, and stopped (SIGSTOP) when it was dumped */
 #define TASK_STAGE_ZOMBIE 'Z'
@@ -225,15 +225,17 @@ static int prepare_shared_tables(void)
 	for (item = root_item; item; item = pstree_next(item)) {
 		if (!pstree_shares_parent_files(item))
 			continue;
-		if (pstree_session_adopter(item) || (item->sid != item->parent->sid &&
-						      pstree_leader_is_dead(item->sid))) {
+		if (pstree_session_adopter(item) ||
+		    (item->sid != item->parent->sid && pstree_leader_is_dead(item->sid))) {
 			pr_err("task %d shares the fd table of its parent %d but a helper forks "
-			       "it (its session): not supported\n", item->pid, item->parent->pid);
+			       "it (its session): not supported\n",
+			       item->pid, item->parent->pid);
 			return -1;
 		}
 		if (!kerndat_has_clone3_set_tid()) {
 			pr_err("task %d shares the fd table of its parent: restoring that needs "
-			       "clone3() with set_tid\n", item->pid);
+			       "clone3() with set_tid\n",
+			       item->pid);
 			return -1;
 		}
 		if (table_slot(item) + 1 > nr_slots)

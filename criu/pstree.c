@@ -358,7 +358,8 @@ static int check_member_id(const struct pstree_item *item, pid_t id, const char 
 	/* Its pid in the tree's namespace comes from the members' status (ns-pid.c). */
 	if (pidns_own() && !pidns_img_pid(id)) {
 		pr_err("process %d: the leader of its %s %d exited and had no pid in the tree's "
-		       "pid namespace: restore cannot re-create it\n", item->pid, kind, id);
+		       "pid namespace: restore cannot re-create it\n",
+		       item->pid, kind, id);
 		return -ENOTSUP;
 	}
 	pr_info("process %d: the leader of its %s %d exited: restore re-creates it with a "

@@ -1,11 +1,12 @@
 /*
  * Sessions across a pid namespace's tree that fork order alone cannot give back: the root is
- * the namespace's init, leading a session of its own. L leads a session; its child M forks O and exits, so the init adopts
- * O, which stays in L's session. L's child P forks E and only then calls setsid(): E stays
- * in L's session under a parent leading another. Z leads a session, forks W and exits
- * without being reaped: W, adopted by the init, is in the session of a zombie.
- * After restore every process has its pid, parent, session and group back, and "NSsid:" and
- * "NSpgid:" of each name its leaders at every pid namespace level ("NSpid:" of the leader).
+ * the namespace's init, leading a session of its own. L leads a session; its child M forks O
+ * and exits, so the init adopts O, which stays in L's session. L's child P forks E and only
+ * then calls setsid(): E stays in L's session under a parent leading another. Z leads a
+ * session, forks W and exits without being reaped: W, adopted by the init, is in the session
+ * of a zombie. After restore every process has its pid, parent, session and group back, and
+ * "NSsid:" and "NSpgid:" of each name its leaders at every pid namespace level ("NSpid:" of
+ * the leader).
  */
 #include <dirent.h>
 #include <sched.h>
@@ -201,8 +202,7 @@ int main(int argc, char **argv)
 	levels = ns_pid_levels();
 	if (levels > MAX_LEVELS)
 		test_fail("%u pid namespace levels", levels);
-	pids = mmap(NULL, sizeof(*pids), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-		    0);
+	pids = mmap(NULL, sizeof(*pids), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (pids == MAP_FAILED)
 		test_fail_errno("mmap");
 	test_barrier_init();

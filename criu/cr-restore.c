@@ -213,14 +213,35 @@ static unsigned int table_slot(const struct pstree_item *item)
 }
 
 /*
- * A child sharing its parent's fd table is cloned with CLONE_FILES by the parent itself:
- * not through a helper, nor with ns_last_pid. Then one service fd slot per task of the
- * largest shared table.
+ * A child sharing its parent's fd table is cloned with CLONE_FILES by the parent itself,
+ * not with ns_last_pid. One service fd slot per task of the largest shared table, before
+ * files_collect() plans fd numbers below them.
  */
 static int prepare_shared_tables(void)
 {
 	struct pstree_item *item;
 	unsigned int nr_slots = 1;
+
+	for (item = root_item; item; item = pstree_next(item)) {
+		if (!pstree_shares_parent_files(item))
+			continue;
+		if (!kerndat_has_clone3_set_tid()) {
+			pr_err("task %d shares the fd table of its parent: restoring that needs "
+			       "clone3() with set_tid\n",
+			       item->pid);
+			return -1;
+		}
+		if (table_slot(item) + 1 > nr_slots)
+			nr_slots = table_slot(item) + 1;
+	}
+	service_fd_reserve_slots(nr_slots);
+	return 0;
+}
+
+/* Once the task images are read: nor through a helper (pstree_session_adopter() needs them). */
+static int check_shared_tables_forkers(void)
+{
+	struct pstree_item *item;
 
 	for (item = root_item; item; item = pstree_next(item)) {
 		if (!pstree_shares_parent_files(item))
@@ -232,16 +253,7 @@ static int prepare_shared_tables(void)
 			       item->pid, item->parent->pid);
 			return -1;
 		}
-		if (!kerndat_has_clone3_set_tid()) {
-			pr_err("task %d shares the fd table of its parent: restoring that needs "
-			       "clone3() with set_tid\n",
-			       item->pid);
-			return -1;
-		}
-		if (table_slot(item) + 1 > nr_slots)
-			nr_slots = table_slot(item) + 1;
 	}
-	service_fd_reserve_slots(nr_slots);
 	return 0;
 }
 
@@ -608,6 +620,9 @@ static int fork_adopted_orphans(struct pstree_item *item)
 		if (pstree_session_adopter(orphan) != item)
 			continue;
 		helper = clone_with_pid(pstree_helper_pid(orphan), 0);
+		/* Outside a pid namespace of the tree's own, another process may hold that pid. */
+		if (helper < 0 && errno == EEXIST && !pidns_own())
+			helper = fork();
 		if (helper == 0)
 			adopted_helper_main(orphan);
 		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
@@ -710,6 +725,22 @@ static int recv_cmd(int sock, char expected)
 }
 
 /*
+ * A subreaper is one before it forks: the orphans its subtree's helpers leave (see
+ * pstree_session_adopter()) come to it, as they did before the dump. The restorer sets it
+ * again from the image.
+ */
+static int become_reaper(const struct pstree_item *item)
+{
+	if (!item->image->has_child_subreaper || !item->image->child_subreaper)
+		return 0;
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+		pr_perror("task %d: cannot become a subreaper", item->pid);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Traced from GO on: session and group it leads, children, stage report, GROUPS, the
  * group it joins; then a zombie dies, a live task rebuilds itself.
  */
@@ -732,7 +763,7 @@ static int task_stages(struct rst_task *task, int sock)
 	 * need the task's session: the children born before its setsid() come first (files.c
 	 * has their ancestors above open what they share).
 	 */
-	if (fork_children(item, true) || restore_own_leadership(item) ||
+	if (become_reaper(item) || fork_children(item, true) || restore_own_leadership(item) ||
 	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
 		return -1;
 	close_other_task_socks(task);
@@ -1465,7 +1496,7 @@ static int collect_images(void)
 	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect() || sysv_shm_check_tree())
 		return -1;
-	return check_pids_free() || prepare_plugins() ? -1 : 0;
+	return check_pids_free() || check_shared_tables_forkers() || prepare_plugins() ? -1 : 0;
 }
 
 /* Pages the restored tree got back: each task's, and those of its shared objects. */

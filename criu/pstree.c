@@ -18,6 +18,7 @@
 #include "proc_parse.h"
 #include "pstree.h"
 #include "pstree.pb-c.h"
+#include "task-image.h"
 
 /* Object ids: 1 is the root_ids' own, tasks count from here. */
 #define FIRST_TASK_OBJ_ID 2
@@ -245,15 +246,28 @@ bool pstree_leader_is_dead(pid_t id)
 	return !pstree_find(id) && !is_outer_id(id);
 }
 
+bool pstree_reaps_orphans(const struct pstree_item *item)
+{
+	if (item == root_item && pidns_own())
+		return true;
+	return item->image && item->image->has_child_subreaper && item->image->child_subreaper;
+}
+
 struct pstree_item *pstree_session_adopter(const struct pstree_item *item)
 {
-	struct pstree_item *leader;
+	struct pstree_item *leader, *up;
 
-	if (!pidns_own() || item->parent != root_item || item->sid == item->pid ||
-	    item->sid == root_item->sid)
+	if (!item->parent || !pstree_reaps_orphans(item->parent) || item->sid == item->pid ||
+	    item->sid == item->parent->sid)
 		return NULL;
 	leader = pstree_find(item->sid);
-	return leader != root_item ? leader : NULL;
+	if (!leader || leader == item->parent)
+		return NULL;
+	/* The helper's orphan goes to the nearest reaper above it: that must be the parent. */
+	for (up = leader; up && up != item->parent; up = up->parent)
+		if (pstree_reaps_orphans(up))
+			return NULL;
+	return up ? leader : NULL;
 }
 
 /*

@@ -974,6 +974,8 @@ TESTS = {
                             'test_env': {'ZDTM_TREE_PIDNS': '1'}},
     # orphans of the init in other tasks' sessions, a child left in its parent's old session
     'ns_pid_sessions': {'launcher': True, 'pidns': True},
+    'tree_subreaper_sessions': {'bin': 'ns_pid_sessions',
+                                'test_env': {'ZDTM_SESSIONS_SUBREAPER': '1'}},
     'tree_fork_churn': {},
     'tree_outside_leader': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',

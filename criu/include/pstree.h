@@ -90,10 +90,17 @@ bool pstree_leader_is_dead(pid_t id);
 /* Restore: a child (clone3() with flags) that gets pid; 0 in it, -1 with errno on failure. */
 pid_t clone_with_pid(pid_t pid, unsigned long flags);
 /*
- * Restore side, inside a pid namespace of the tree's own: an orphan the init adopted, in a
- * session led by another task of the tree, cannot be born from the init (a child starts in
- * its parent's session). Its session leader, returned here (NULL for any other task),
- * forks it through a helper that exits at once: the kernel gives it to the init again.
+ * Restore side, once the task images are read: item's orphans come to it, as the init of
+ * the tree's own pid namespace or as a subreaper (which it becomes before forking).
+ */
+bool pstree_reaps_orphans(const struct pstree_item *item);
+/*
+ * Restore side, once the task images are read: an orphan its reaper adopted (the init of
+ * the tree's pid namespace, a subreaper), in a session led by another task of the tree
+ * below that reaper, cannot be born from the reaper (a child starts in its parent's
+ * session). Its session leader, returned here (NULL for any other task), forks it through
+ * a helper that exits at once: the kernel gives it to the reaper again, the nearest above
+ * the leader.
  */
 struct pstree_item *pstree_session_adopter(const struct pstree_item *item);
 /*
@@ -102,9 +109,9 @@ struct pstree_item *pstree_session_adopter(const struct pstree_item *item);
  */
 bool pstree_born_before_setsid(const struct pstree_item *child);
 /*
- * Restore side, inside the tree's own pid namespace: the pid of the helper that forks
- * orphan for its session leader, one no task, thread, session or group of the images
- * uses, and another for each orphan (their leaders fork them at the same time).
+ * Restore side: the pid of the helper that forks orphan for its session leader, one no
+ * task, thread, session or group of the images uses, and another for each orphan (their
+ * leaders fork them at the same time).
  */
 pid_t pstree_helper_pid(const struct pstree_item *orphan);
 /* The item one of whose threads (the main one included) is tid, or NULL. Both sides. */

@@ -6,7 +6,8 @@
  * session, forks W and exits without being reaped: W, adopted by the init, is in the session
  * of a zombie. After restore every process has its pid, parent, session and group back, and
  * "NSsid:" and "NSpgid:" of each name its leaders at every pid namespace level ("NSpid:" of
- * the leader).
+ * the leader). With ZDTM_SESSIONS_SUBREAPER set the root is no init but a subreaper, which
+ * adopts O and W the same way.
  */
 #include <dirent.h>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +33,8 @@ struct tree_pids {
 
 static struct tree_pids *pids;
 static unsigned int levels;
+/* Who adopts orphans: the init (1), or with ZDTM_SESSIONS_SUBREAPER the root, a subreaper. */
+static pid_t root_pid = 1;
 
 struct ids {
 	pid_t pid, ppid, sid, pgid;
@@ -60,7 +64,7 @@ static void __attribute__((noreturn)) member_main(const char *who, pid_t child)
 
 static void run_o(void)
 {
-	while (getppid() != 1)
+	while (getppid() != root_pid)
 		sched_yield();
 	member_main("O", 0);
 }
@@ -101,7 +105,7 @@ static void run_l(void)
 
 static void run_w(void)
 {
-	while (getppid() != 1)
+	while (getppid() != root_pid)
 		sched_yield();
 	member_main("W", 0);
 }
@@ -195,10 +199,16 @@ int main(int argc, char **argv)
 	int status;
 
 	test_init(argc, argv);
-	test_launch_root(CLONE_NEWPID);
-	/* upstream criu dumps (and restores) a pid namespace whose init leads its session */
-	if (setsid() < 0)
-		test_fail_errno("init: setsid");
+	if (getenv("ZDTM_SESSIONS_SUBREAPER")) {
+		root_pid = getpid();
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+			test_fail_errno("PR_SET_CHILD_SUBREAPER");
+	} else {
+		test_launch_root(CLONE_NEWPID);
+		/* upstream criu dumps (and restores) a pid namespace whose init leads its session */
+		if (setsid() < 0)
+			test_fail_errno("init: setsid");
+	}
 	levels = ns_pid_levels();
 	if (levels > MAX_LEVELS)
 		test_fail("%u pid namespace levels", levels);

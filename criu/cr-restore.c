@@ -644,7 +644,7 @@ static int fork_adopted_orphans(struct pstree_item *item)
 /*
  * Each child with its original pid; it waits for criu to trace it before doing anything.
  * A session leader forks twice: the children born before its setsid() (early), then the
- * others and the init's orphans of its session.
+ * others.
  */
 static int fork_children(struct pstree_item *item, bool early)
 {
@@ -673,7 +673,7 @@ static int fork_children(struct pstree_item *item, bool early)
 			task_main(task_of(child));
 		pr_debug("forked child %d\n", pid);
 	}
-	return early ? 0 : fork_adopted_orphans(item);
+	return 0;
 }
 
 /* Whether item is forked by a task using fd table files_id, or below one. */
@@ -725,9 +725,10 @@ static int recv_cmd(int sock, char expected)
 }
 
 /*
- * A subreaper is one before it forks: the orphans its subtree's helpers leave (see
- * pstree_session_adopter()) come to it, as they did before the dump. The restorer sets it
- * again from the image.
+ * A subreaper is one before it forks its children: the orphans its subtree's helpers leave
+ * (see pstree_session_adopter()) come to it, as they did before the dump. After it forked
+ * the orphans of its session for a reaper above it, which must not come to it. The
+ * restorer sets it again from the image.
  */
 static int become_reaper(const struct pstree_item *item)
 {
@@ -763,7 +764,8 @@ static int task_stages(struct rst_task *task, int sock)
 	 * need the task's session: the children born before its setsid() come first (files.c
 	 * has their ancestors above open what they share).
 	 */
-	if (become_reaper(item) || fork_children(item, true) || restore_own_leadership(item) ||
+	if (fork_children(item, true) || restore_own_leadership(item) ||
+	    fork_adopted_orphans(item) || become_reaper(item) ||
 	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
 		return -1;
 	close_other_task_socks(task);

@@ -263,8 +263,11 @@ struct pstree_item *pstree_session_adopter(const struct pstree_item *item)
 	leader = pstree_find(item->sid);
 	if (!leader || leader == item->parent)
 		return NULL;
-	/* The helper's orphan goes to the nearest reaper above it: that must be the parent. */
-	for (up = leader; up && up != item->parent; up = up->parent)
+	/*
+	 * The helper's orphan goes to the nearest reaper above the leader (which becomes one
+	 * only after forking it): that must be the parent.
+	 */
+	for (up = leader->parent; up && up != item->parent; up = up->parent)
 		if (pstree_reaps_orphans(up))
 			return NULL;
 	return up ? leader : NULL;

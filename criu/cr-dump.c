@@ -1320,7 +1320,8 @@ static int dump_files(struct dump_task *task)
 	int ret;
 
 	pr_info("dumping the files of task %d\n", task->item->pid);
-	ret = dump_task_files(task->item->pid);
+	/* A table shared with the parent (CLONE_FILES) is the parent's image. */
+	ret = pstree_shares_parent_files(task->item) ? 0 : dump_task_files(task->item->pid);
 
 	return ret ? ret : dump_task_fs(task->item->pid);
 }

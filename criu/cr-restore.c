@@ -75,11 +75,13 @@ static unsigned int nr_rst_tasks;
 
 /*
  * Messages on a task's socket before its final struct rst_report: criu sends GO once it
- * traces the task and GROUPS once every task has forked its children; the task sends
- * one stage byte once its own children exist.
+ * traces the task and GROUPS once every task has forked its children (and FILES to a task
+ * sharing its parent's fd table once the parent restored it); the task sends one stage
+ * byte once its own children exist.
  */
 #define TASK_CMD_GO 'G'
 #define TASK_CMD_GROUPS 'P'
+#define TASK_CMD_FILES 'F' /* to a task sharing its parent's table: the parent restored it */
 #define TASK_STAGE_ALIVE 'A'
 #define TASK_STAGE_STOPPED 'T' /* alive, and stopped (SIGSTOP) when it was dumped */
 #define TASK_STAGE_ZOMBIE 'Z'
@@ -197,6 +199,62 @@ static struct rst_task *task_of(const struct pstree_item *item)
 		if (rst_tasks[i].item == item)
 			return &rst_tasks[i];
 	return NULL;
+}
+
+/* Tasks before item in pstree order that share its fd table: its service fd slot. */
+static unsigned int table_slot(const struct pstree_item *item)
+{
+	struct pstree_item *other;
+	unsigned int slot = 0;
+
+	for (other = root_item; other != item; other = pstree_next(other))
+		slot += item->ids.files_id && other->ids.files_id == item->ids.files_id;
+	return slot;
+}
+
+/*
+ * A child sharing its parent's fd table is cloned with CLONE_FILES by the parent itself,
+ * not with ns_last_pid. One service fd slot per task of the largest shared table, before
+ * files_collect() plans fd numbers below them.
+ */
+static int prepare_shared_tables(void)
+{
+	struct pstree_item *item;
+	unsigned int nr_slots = 1;
+
+	for (item = root_item; item; item = pstree_next(item)) {
+		if (!pstree_shares_parent_files(item))
+			continue;
+		if (!kerndat_has_clone3_set_tid()) {
+			pr_err("task %d shares the fd table of its parent: restoring that needs "
+			       "clone3() with set_tid\n",
+			       item->pid);
+			return -1;
+		}
+		if (table_slot(item) + 1 > nr_slots)
+			nr_slots = table_slot(item) + 1;
+	}
+	service_fd_reserve_slots(nr_slots);
+	return 0;
+}
+
+/* Once the task images are read: nor through a helper (pstree_session_adopter() needs them). */
+static int check_shared_tables_forkers(void)
+{
+	struct pstree_item *item;
+
+	for (item = root_item; item; item = pstree_next(item)) {
+		if (!pstree_shares_parent_files(item))
+			continue;
+		if (pstree_session_adopter(item) ||
+		    (item->sid != item->parent->sid && pstree_leader_is_dead(item->sid))) {
+			pr_err("task %d shares the fd table of its parent %d but a helper forks "
+			       "it (its session): not supported\n",
+			       item->pid, item->parent->pid);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* ---- in the forked task ---- */
@@ -349,6 +407,65 @@ static int restore_membarrier(const struct task_image *ti)
 	return 0;
 }
 
+/*
+ * criu's descriptors the task keeps up to the end of its restorer, at its service fds. A
+ * task sharing its parent's fd table installs copies in a slot of its own before it
+ * reports its stage (task_stages()): what it does not move there, the parent's
+ * prepare_fds() closes after GROUPS.
+ */
+static int install_task_service_fds(struct rst_task *task, int sock)
+{
+	bool shared = pstree_shares_parent_files(task->item);
+	int log_fd = log_get_fd(), ret;
+
+	if (get_service_fd(SYNC_SFD) >= 0)
+		return 0;
+	if (shared) {
+		ret = service_fd_enter_slot(table_slot(task->item));
+		if (ret)
+			return ret;
+	}
+	ret = install_service_fd(SYNC_SFD, sock);
+	if (ret < 0)
+		return ret;
+	/* Without -o the log is criu's stderr: keep a copy, the task's fd 2 will differ. */
+	if (log_fd < 0 || shared)
+		log_fd = dup(log_fd >= 0 ? log_fd : STDERR_FILENO);
+	ret = install_service_fd(LOG_SFD, log_fd);
+	if (ret < 0)
+		return ret;
+	log_set_task_fd(ret);
+	images_dir_fd = install_service_fd(IMG_SFD, shared ? dup(images_dir_fd) : images_dir_fd);
+	return images_dir_fd < 0 ? images_dir_fd : 0;
+}
+
+static int recv_cmd(int sock, char expected);
+
+/*
+ * Tasks start with every signal blocked through sigprocmask(), which in glibc leaves its
+ * own SIGCANCEL and SIGSETXID (32, 33) open. The blob must hold those too: a POSIX timer
+ * it re-arms may fire at a thread (glibc's SIGEV_THREAD helper waits for 32) before the
+ * thread's own mask is back with its rt_sigreturn.
+ */
+static int block_all_signals(const struct pstree_item *item)
+{
+	uint64_t all = ~0ull;
+
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, sizeof(all))) {
+		pr_perror("task %d: cannot block every signal", item->pid);
+		return -errno;
+	}
+	return 0;
+}
+
+/* A table shared with the parent is the parent's to restore: wait until it did. */
+static int restore_task_fds(struct rst_task *task, int sync_fd)
+{
+	if (!pstree_shares_parent_files(task->item))
+		return prepare_fds(task->item->pid);
+	return recv_cmd(sync_fd, TASK_CMD_FILES);
+}
+
 static int restore_task_body(struct rst_task *task, int sync_fd)
 {
 	struct pstree_item *item = task->item;
@@ -357,23 +474,17 @@ static int restore_task_body(struct rst_task *task, int sync_fd)
 	int ret;
 
 	pr_info("restoring task %d\n", item->pid);
-	ctx.sync_fd = install_service_fd(SYNC_SFD, sync_fd);
-	if (ctx.sync_fd < 0)
-		return ctx.sync_fd;
-	/* Without -o the log is criu's stderr: keep a copy, the task's fd 2 will differ. */
-	ctx.log_fd = install_service_fd(LOG_SFD, log_get_fd() >= 0 ? log_get_fd() : dup(STDERR_FILENO));
-	if (ctx.log_fd < 0)
-		return ctx.log_fd;
-	log_set_task_fd(ctx.log_fd);
-	images_dir_fd = install_service_fd(IMG_SFD, images_dir_fd);
-	if (images_dir_fd < 0)
-		return images_dir_fd;
+	ret = install_task_service_fds(task, sync_fd);
+	if (ret)
+		return ret;
+	ctx.sync_fd = get_service_fd(SYNC_SFD);
+	ctx.log_fd = get_service_fd(LOG_SFD);
 
 	/* restorer_jump() restores cwd and root once it has opened the mapped files. */
-	if (prepare_fds(item->pid) || restore_membarrier(item->image))
+	if (restore_task_fds(task, ctx.sync_fd) || restore_membarrier(item->image))
 		return -1;
 	/* The blob re-takes the locks: who took one since the dump is said here. */
-	if (file_locks_check_task(item->pid))
+	if (file_locks_check_task(item->pid) || block_all_signals(item))
 		return -1;
 
 	ret = restorer_jump(&ctx);
@@ -486,13 +597,66 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
 	return 0;
 }
 
-/* Each child with its original pid; it waits for criu to trace it before doing anything. */
-static int fork_children(struct pstree_item *item)
+/*
+ * In the helper: the orphan, with its pid, in its session leader's session; the helper
+ * exits at once and the kernel hands the orphan to the init of the pid namespace.
+ */
+static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *orphan)
+{
+	pid_t pid = clone_with_pid(orphan->pid, 0);
+
+	if (pid == 0)
+		task_main(task_of(orphan));
+	if (pid < 0)
+		pr_perror("helper of task %d: cannot create it", orphan->pid);
+	_exit(pid < 0 ? 1 : 0);
+}
+
+/* The orphans of the init in item's session (see pstree_session_adopter()). */
+static int fork_adopted_orphans(struct pstree_item *item)
+{
+	struct pstree_item *orphan;
+	pid_t helper;
+	int status;
+
+	for (orphan = root_item; orphan; orphan = pstree_next(orphan)) {
+		if (pstree_session_adopter(orphan) != item)
+			continue;
+		helper = clone_with_pid(pstree_helper_pid(orphan), 0);
+		/* Outside a pid namespace of the tree's own, another process may hold that pid. */
+		if (helper < 0 && errno == EEXIST && !pidns_own())
+			helper = fork();
+		if (helper == 0)
+			adopted_helper_main(orphan);
+		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
+			pr_perror("task %d: cannot run the helper that forks task %d", item->pid,
+				  orphan->pid);
+			return -1;
+		}
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			pr_err("task %d: the helper that forks task %d failed (wait status %#x)\n",
+			       item->pid, orphan->pid, status);
+			return -1;
+		}
+		pr_info("task %d: forked task %d for the init through a helper\n", item->pid,
+			orphan->pid);
+	}
+	return 0;
+}
+
+/*
+ * Each child with its original pid; it waits for criu to trace it before doing anything.
+ * A session leader forks twice: the children born before its setsid() (early), then the
+ * others.
+ */
+static int fork_children(struct pstree_item *item, bool early)
 {
 	struct pstree_item *child;
 	pid_t pid;
 
 	for (child = item->first_child; child; child = child->next_sibling) {
+		if (pstree_born_before_setsid(child) != early || pstree_session_adopter(child))
+			continue;
 		if (in_dead_session(child)) {
 			if (first_child_in_session(child) && fork_session_helper(item, child->sid))
 				return -1;
@@ -501,8 +665,10 @@ static int fork_children(struct pstree_item *item)
 		/* Born in its mount namespace (a nested one): the parent is in it meanwhile. */
 		if (mntns_enter(child->ids.mnt_ns_id))
 			return -1;
+		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
-			pid = clone_with_pid(child->pid, 0);
+			pid = clone_with_pid(child->pid,
+					     pstree_shares_parent_files(child) ? CLONE_FILES : 0);
 		else
 			pid = fork_with_ns_last_pid(child->pid);
 		if (pid < 0) {
@@ -518,13 +684,36 @@ static int fork_children(struct pstree_item *item)
 	return 0;
 }
 
-/* Children hold copies of every socket: each keeps only its own once its children exist. */
+/* Whether item is forked by a task using fd table files_id, or below one. */
+static bool forked_under_table(const struct pstree_item *item, uint32_t files_id)
+{
+	for (; item; item = pstree_session_adopter(item) ?: item->parent)
+		if (item->ids.files_id == files_id)
+			return true;
+	return false;
+}
+
+/*
+ * Children hold copies of every socket: each keeps only its own once its children exist.
+ * A table shared with other tasks is cleaned once, by its first task: the sockets of those
+ * forked below it stay (they may not be forked yet) until its prepare_fds() closes what
+ * is not its own. A second close by another task could hit a number reused meanwhile.
+ */
 static void close_other_task_socks(struct rst_task *self)
 {
+	uint32_t files_id = self->item->ids.files_id;
+	bool shared = false;
 	unsigned int i;
 
+	if (pstree_shares_parent_files(self->item))
+		return;
+	for (i = 0; i < nr_rst_tasks; i++)
+		shared |= &rst_tasks[i] != self && files_id &&
+			  rst_tasks[i].item->ids.files_id == files_id;
 	for (i = 0; i < nr_rst_tasks; i++) {
 		if (&rst_tasks[i] == self || rst_tasks[i].task_sock < 0)
+			continue;
+		if (shared && forked_under_table(rst_tasks[i].item, files_id))
 			continue;
 		close(rst_tasks[i].task_sock);
 		rst_tasks[i].task_sock = -1;
@@ -541,6 +730,23 @@ static int recv_cmd(int sock, char expected)
 	while (n < 0 && errno == EINTR);
 	/* EOF: criu gave up on the restore and said why; nothing more to say here. */
 	return n == 1 && cmd == expected ? 0 : -EPIPE;
+}
+
+/*
+ * A subreaper is one before it forks its children: the orphans its subtree's helpers leave
+ * (see pstree_session_adopter()) come to it, as they did before the dump. After it forked
+ * the orphans of its session for a reaper above it, which must not come to it. The
+ * restorer sets it again from the image.
+ */
+static int become_reaper(const struct pstree_item *item)
+{
+	if (!item->image->has_child_subreaper || !item->image->child_subreaper)
+		return 0;
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+		pr_perror("task %d: cannot become a subreaper", item->pid);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -562,12 +768,21 @@ static int task_stages(struct rst_task *task, int sock)
 		return -1;
 	/*
 	 * Shared descriptions before the children: they inherit them (files.c), and the
-	 * controlling terminal a session leader takes back through one of them (tty.c).
+	 * controlling terminal a session leader takes back through one of them (tty.c). Those
+	 * need the task's session: the children born before its setsid() come first (files.c
+	 * has their ancestors above open what they share).
 	 */
-	if (restore_own_leadership(item) || prepare_inherited_files(item) ||
-	    tty_restore_ctty(item) || fork_children(item))
+	if (fork_children(item, true) || restore_own_leadership(item) ||
+	    fork_adopted_orphans(item) || become_reaper(item) ||
+	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
 		return -1;
 	close_other_task_socks(task);
+	/* Before the stage: after GROUPS the table's restorer may close its socket. */
+	if (pstree_shares_parent_files(item)) {
+		if (install_task_service_fds(task, sock))
+			return -1;
+		sock = get_service_fd(SYNC_SFD);
+	}
 	if (task->zombie)
 		stage = TASK_STAGE_ZOMBIE;
 	else if (task->stopped)
@@ -818,22 +1033,42 @@ static int wait_task_forked(struct rst_task *task)
 	return -1;
 }
 
+/* The task that forks it: its parent, or for an orphan of the init its session leader. */
+static struct rst_task *forker_of(const struct rst_task *task)
+{
+	struct pstree_item *leader = pstree_session_adopter(task->item);
+
+	return task_of(leader ? leader : task->item->parent);
+}
+
 /*
- * Parents first: a task is traced and let go once its parent has forked it; a sibling
+ * Forkers first: a task is traced and let go once its forker has forked it; a sibling
  * forks its own children meanwhile. Ends when every task has reported its stage.
  */
+
 static int seize_tree_tasks(void)
 {
-	unsigned int i;
+	unsigned int i, nr_seized = 1, nr_before;
 
-	for (i = 1; i < nr_rst_tasks; i++) {
-		struct rst_task *task = &rst_tasks[i];
+	/* In rounds: an orphan's leader may come after it in pstree order. */
+	while (nr_seized < nr_rst_tasks) {
+		nr_before = nr_seized;
+		for (i = 1; i < nr_rst_tasks; i++) {
+			struct rst_task *task = &rst_tasks[i];
 
-		if (wait_task_forked(task_of(task->item->parent)) ||
-		    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid, &task->pid))
+			if (task->pid || !forker_of(task)->pid)
+				continue;
+			if (wait_task_forked(forker_of(task)) ||
+			    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid,
+					     &task->pid) ||
+			    seize_task(task))
+				return -1;
+			nr_seized++;
+		}
+		if (nr_seized == nr_before) {
+			pr_err("%u tasks have no task to fork them\n", nr_rst_tasks - nr_seized);
 			return -1;
-		if (seize_task(task))
-			return -1;
+		}
 	}
 	for (i = 0; i < nr_rst_tasks; i++)
 		if (wait_task_forked(&rst_tasks[i]))
@@ -1145,7 +1380,14 @@ static int wait_tree_ready(void)
 
 	for (i = 0; i < nr_rst_tasks && !ret; i++) {
 		struct rst_task *task = &rst_tasks[i];
+		char files = TASK_CMD_FILES;
 
+		/* Its parent, before it in pstree order, is parked: its fd table is restored. */
+		if (pstree_shares_parent_files(task->item) &&
+		    write(task->sync_fd, &files, 1) != 1) {
+			pr_perror("cannot let task %d use its parent's fd table", task->pid);
+			return -1;
+		}
 		ret = task->zombie ? wait_zombie_exit(task) : wait_task_ready(task);
 	}
 	return ret;
@@ -1253,7 +1495,9 @@ static int wait_root_task(pid_t pid)
 /* Every task's images decoded before anything is forked: a bad image fails here. */
 static int collect_images(void)
 {
-	if (read_inventory() || pstree_read() || cg_restore_collect(inventory))
+	/* Shared fd tables reserve their service fds before files_collect() plans fd numbers. */
+	if (read_inventory() || pstree_read() || prepare_shared_tables() ||
+	    cg_restore_collect(inventory))
 		return -1;
 	/* Files first: a task's VMAs may map memfds, which files.img describes. */
 	if (ns_restore_collect(inventory->root_ids) || files_collect() || seccomp_collect() ||
@@ -1262,7 +1506,7 @@ static int collect_images(void)
 	/* After files_collect(): each lock's fd must name a file of its task. */
 	if (file_locks_collect() || sysv_shm_check_tree())
 		return -1;
-	return check_pids_free() || prepare_plugins() ? -1 : 0;
+	return check_pids_free() || check_shared_tables_forkers() || prepare_plugins() ? -1 : 0;
 }
 
 /* Pages the restored tree got back: each task's, and those of its shared objects. */

@@ -913,10 +913,23 @@ static unsigned int item_depth(const struct pstree_item *item)
 	return depth;
 }
 
-/* In one tree two tasks always meet, at the root at the latest. */
+/*
+ * Whether user, in ancestor's subtree, comes from a child ancestor forks before it opens
+ * anything for its subtree: one born before its parent's setsid() (cr-restore.c).
+ */
+static bool forked_before_opening(const struct pstree_item *ancestor,
+				  const struct pstree_item *user)
+{
+	while (user != ancestor && user->parent != ancestor)
+		user = user->parent;
+	return user != ancestor && pstree_born_before_setsid(user);
+}
+
+/* In one tree two tasks always meet, at the root at the latest; there both inherit. */
 static const struct pstree_item *common_ancestor(const struct pstree_item *a,
 						 const struct pstree_item *b)
 {
+	const struct pstree_item *user_a = a, *user_b = b;
 	unsigned int depth_a = item_depth(a), depth_b = item_depth(b);
 
 	for (; depth_a > depth_b; depth_a--)
@@ -927,6 +940,8 @@ static const struct pstree_item *common_ancestor(const struct pstree_item *a,
 		a = a->parent;
 		b = b->parent;
 	}
+	while (forked_before_opening(a, user_a) || forked_before_opening(a, user_b))
+		a = a->parent;
 	return a;
 }
 
@@ -942,13 +957,16 @@ static void note_file_user(struct file_sharing *fs, const struct pstree_item *it
 }
 
 /*
- * Tasks that shared one files table (CLONE_FILES without threads) would need it shared
- * again; restore gives every task its own, so such images are refused.
+ * A files table shared (CLONE_FILES without threads) is restored shared between a parent
+ * and its child only (cr-restore.c clones the child with CLONE_FILES); other images that
+ * name one table for several tasks are refused.
  */
 static int check_files_id_unique(const struct pstree_item *item)
 {
 	struct pstree_item *other;
 
+	if (pstree_shares_parent_files(item))
+		return 0;
 	for (other = root_item; other != item; other = pstree_next(other)) {
 		if (other->ids.files_id == item->ids.files_id) {
 			pr_err("tasks %d and %d share one fd table (files id %u), which is not "
@@ -986,8 +1004,10 @@ static int note_task_files(const struct pstree_item *item, int *max_fd)
 	if (item->zombie || !item->ids.files_id)
 		return 0;
 	ret = check_files_id_unique(item);
-	if (!ret)
-		ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
+	/* A table shared with the parent is the parent's to restore: one user of each file. */
+	if (ret || pstree_shares_parent_files(item))
+		return ret;
+	ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < fds.nr; i++)
@@ -1903,7 +1923,7 @@ static int set_task_owners(const struct pstree_item *item)
 	struct task_fds fds = { .pid = item->pid };
 	int ret;
 
-	if (item->zombie || !item->ids.files_id)
+	if (item->zombie || !item->ids.files_id || pstree_shares_parent_files(item))
 		return 0;
 	ret = read_fdinfos(item->ids.files_id, &fds.fdis, &fds.nr);
 	for (size_t i = 0; i < fds.nr && !ret; i++) {

@@ -104,6 +104,28 @@ static int collect_item_pids(const struct pstree_item *item, unsigned int root_d
 }
 
 /*
+ * A session or group whose leader exited has no task to name it: the members' "NSsid:" and
+ * "NSpgid:" say which pid it had in the tree's namespace (0 where it was not seen there), so
+ * that restore can re-create it with a helper of that pid. After every task's own pair.
+ */
+static int collect_leader_pid(const struct pstree_item *item, const char *key, pid_t host,
+			      unsigned int root_depth)
+{
+	pid_t ids[PROC_MAX_PID_LEVELS];
+	unsigned int depth;
+	int ret;
+
+	if (other_pid(host, true))
+		return 0;
+	ret = parse_pid_ns_ids(item->pid, item->pid, key, ids, PROC_MAX_PID_LEVELS, &depth);
+	if (ret)
+		return ret;
+	if (depth != root_depth || !ids[depth - 1])
+		return 0;
+	return add_pair(host, ids[depth - 1]);
+}
+
+/*
  * The root's own pid namespace: restore makes the root its init, so the root must be it
  * (as CRIU requires); then the pid of every task in it.
  */
@@ -126,6 +148,11 @@ static int pid_dump_check(struct ns_id *ns)
 	own_ns = true;
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		ret = collect_item_pids(item, depth);
+	for (item = root_item; item && !ret; item = pstree_next(item)) {
+		ret = collect_leader_pid(item, "NSsid", item->sid, depth);
+		if (!ret)
+			ret = collect_leader_pid(item, "NSpgid", item->pgid, depth);
+	}
 	return ret;
 }
 

@@ -228,8 +228,8 @@ void free_pid_status(struct proc_pid_status *st)
 	st->nr_groups = 0;
 }
 
-/* The numbers after "NSpid:", in order. */
-static int parse_nspid_line(const char *text, pid_t *ids, unsigned int max, unsigned int *nr)
+/* The numbers after one of the "NS...:" keys, in order; 0 is a pid outside that level. */
+static int parse_ns_ids_line(const char *text, pid_t *ids, unsigned int max, unsigned int *nr)
 {
 	char *end;
 
@@ -238,7 +238,7 @@ static int parse_nspid_line(const char *text, pid_t *ids, unsigned int max, unsi
 
 		if (end == text)
 			break;
-		if (*nr == max || id <= 0)
+		if (*nr == max || id < 0)
 			return -EINVAL;
 		ids[*nr] = id;
 		text = end;
@@ -246,21 +246,28 @@ static int parse_nspid_line(const char *text, pid_t *ids, unsigned int max, unsi
 	return *nr ? 0 : -EINVAL;
 }
 
-int parse_pid_nspid(pid_t pid, pid_t tid, pid_t *ids, unsigned int max, unsigned int *nr)
+int parse_pid_ns_ids(pid_t pid, pid_t tid, const char *key, pid_t *ids, unsigned int max,
+		     unsigned int *nr)
 {
-	char name[48], buf[4096], *line;
+	char name[48], buf[4096], pattern[16], *line;
 	ssize_t len;
 
 	snprintf(name, sizeof(name), "task/%d/status", tid);
 	len = read_proc_file(pid, name, buf, sizeof(buf));
 	if (len < 0)
 		return len;
-	line = strstr(buf, "\nNSpid:");
-	if (!line || parse_nspid_line(line + 7, ids, max, nr)) {
-		pr_err("/proc/%d/%s: no \"NSpid:\" line this criu understands\n", pid, name);
+	snprintf(pattern, sizeof(pattern), "\n%s:", key);
+	line = strstr(buf, pattern);
+	if (!line || parse_ns_ids_line(line + strlen(pattern), ids, max, nr)) {
+		pr_err("/proc/%d/%s: no \"%s:\" line this criu understands\n", pid, name, key);
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int parse_pid_nspid(pid_t pid, pid_t tid, pid_t *ids, unsigned int max, unsigned int *nr)
+{
+	return parse_pid_ns_ids(pid, tid, "NSpid", ids, max, nr);
 }
 
 static int parse_limit_value(const char *word, uint64_t *value)

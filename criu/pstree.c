@@ -18,6 +18,7 @@
 #include "proc_parse.h"
 #include "pstree.h"
 #include "pstree.pb-c.h"
+#include "task-image.h"
 
 /* Object ids: 1 is the root_ids' own, tasks count from here. */
 #define FIRST_TASK_OBJ_ID 2
@@ -245,6 +246,83 @@ bool pstree_leader_is_dead(pid_t id)
 	return !pstree_find(id) && !is_outer_id(id);
 }
 
+bool pstree_reaps_orphans(const struct pstree_item *item)
+{
+	if (item == root_item && pidns_own())
+		return true;
+	return item->image && item->image->has_child_subreaper && item->image->child_subreaper;
+}
+
+struct pstree_item *pstree_session_adopter(const struct pstree_item *item)
+{
+	struct pstree_item *leader, *up;
+
+	if (!item->parent || !pstree_reaps_orphans(item->parent) || item->sid == item->pid ||
+	    item->sid == item->parent->sid)
+		return NULL;
+	leader = pstree_find(item->sid);
+	if (!leader || leader == item->parent)
+		return NULL;
+	/*
+	 * The helper's orphan goes to the nearest reaper above the leader (which becomes one
+	 * only after forking it): that must be the parent.
+	 */
+	for (up = leader->parent; up && up != item->parent; up = up->parent)
+		if (pstree_reaps_orphans(up))
+			return NULL;
+	return up ? leader : NULL;
+}
+
+/*
+ * The session item must be born in, 0 for any: its own, or for a session leader the one
+ * its children outside its session need it to fork them from (before its setsid()).
+ */
+static pid_t birth_sid(const struct pstree_item *item)
+{
+	const struct pstree_item *child;
+
+	if (item->sid != item->pid)
+		return item->sid;
+	for (child = item->first_child; child; child = child->next_sibling) {
+		pid_t sid = pstree_session_adopter(child) ? 0 : birth_sid(child);
+
+		if (sid && sid != item->sid && !pstree_leader_is_dead(sid))
+			return sid;
+	}
+	return 0;
+}
+
+bool pstree_born_before_setsid(const struct pstree_item *child)
+{
+	const struct pstree_item *parent = child->parent;
+	pid_t sid;
+
+	if (parent == root_item || parent->sid != parent->pid || pstree_session_adopter(child))
+		return false;
+	sid = birth_sid(child);
+	return sid && sid != parent->sid && !pstree_leader_is_dead(sid);
+}
+
+static pid_t max_pid(pid_t a, pid_t b)
+{
+	return a > b ? a : b;
+}
+
+pid_t pstree_helper_pid(const struct pstree_item *orphan)
+{
+	struct pstree_item *item;
+	pid_t max = 0, index = 0, nr = 0;
+
+	for (item = root_item; item; item = pstree_next(item), nr++) {
+		for (unsigned int i = 0; i < item->nr_threads; i++)
+			max = max_pid(max, item->threads[i]);
+		max = max_pid(max, max_pid(item->sid, item->pgid));
+		if (item == orphan)
+			index = nr;
+	}
+	return max + 1 + index;
+}
+
 struct pstree_item *pstree_find_thread(pid_t tid)
 {
 	struct pstree_item *item;
@@ -294,10 +372,11 @@ static int check_member_id(const struct pstree_item *item, pid_t id, const char 
 		       "tree: dump from an ancestor of both\n", item->pid, kind, id, id);
 		return -EINVAL;
 	}
-	/* Nothing says which pid the gone leader had inside the namespace. */
-	if (pidns_own()) {
-		pr_err("process %d: the leader of its %s %d exited: re-creating it inside a pid "
-		       "namespace is not supported\n", item->pid, kind, id);
+	/* Its pid in the tree's namespace comes from the members' status (ns-pid.c). */
+	if (pidns_own() && !pidns_img_pid(id)) {
+		pr_err("process %d: the leader of its %s %d exited and had no pid in the tree's "
+		       "pid namespace: restore cannot re-create it\n",
+		       item->pid, kind, id);
 		return -ENOTSUP;
 	}
 	pr_info("process %d: the leader of its %s %d exited: restore re-creates it with a "
@@ -359,10 +438,24 @@ int pstree_check_leaders(bool shell_job)
 	return ret;
 }
 
+/* 0: same object, 1: not, -errno: kcmp failed (logged). */
+static int kcmp_differ(const struct pstree_item *a, const struct pstree_item *b, int type)
+{
+	long ret = syscall(SYS_kcmp, a->pid, b->pid, type, 0, 0);
+
+	if (ret < 0) {
+		pr_perror("kcmp of tasks %d and %d", a->pid, b->pid);
+		return -errno;
+	}
+	return ret != 0;
+}
+
 /*
- * Processes created with CLONE_VM, CLONE_FILES, CLONE_FS or CLONE_SIGHAND (and not as
- * threads) share that object; restore gives each process its own, which would change
- * what one sees of the other's changes: such a tree is refused.
+ * Processes created with CLONE_VM, CLONE_FS or CLONE_SIGHAND (and not as threads) share
+ * that object; restore gives each process its own, which would change what one sees of
+ * the other's changes: such a tree is refused. An fd table is restored shared between a
+ * parent and its child (cloned with CLONE_FILES again), as CRIU does; any other sharing
+ * of one is refused.
  */
 static int check_not_shared(const struct pstree_item *item, const struct pstree_item *other)
 {
@@ -371,18 +464,19 @@ static int check_not_shared(const struct pstree_item *item, const struct pstree_
 		const char *what;
 	} kinds[] = {
 		{ KCMP_VM, "address space (CLONE_VM)" },
-		{ KCMP_FILES, "fd table (CLONE_FILES)" },
+		{ KCMP_FILES, "fd table (CLONE_FILES) but are not parent and child" },
 		{ KCMP_FS, "root, cwd and umask (CLONE_FS)" },
 		{ KCMP_SIGHAND, "signal handlers (CLONE_SIGHAND)" },
 	};
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-		long ret = syscall(SYS_kcmp, item->pid, other->pid, kinds[k].type, 0, 0);
+		int ret;
 
-		if (ret < 0) {
-			pr_perror("kcmp of tasks %d and %d", item->pid, other->pid);
-			return -errno;
-		}
+		if (kinds[k].type == KCMP_FILES && item->ids.files_id)
+			continue; /* its parent's table, which other may share too */
+		ret = kcmp_differ(item, other, kinds[k].type);
+		if (ret < 0)
+			return ret;
 		if (ret == 0) {
 			pr_err("tasks %d and %d share one %s, which is not supported\n", other->pid,
 			       item->pid, kinds[k].what);
@@ -390,6 +484,20 @@ static int check_not_shared(const struct pstree_item *item, const struct pstree_
 		}
 	}
 	return 0;
+}
+
+/* The fd table of item's parent, if item shares it; 0 for its own. */
+static int parent_files_id(const struct pstree_item *item, uint32_t *files_id)
+{
+	int ret;
+
+	*files_id = 0;
+	if (!item->parent || item->parent->zombie)
+		return 0;
+	ret = kcmp_differ(item, item->parent, KCMP_FILES);
+	if (ret == 0)
+		*files_id = item->parent->ids.files_id;
+	return ret < 0 ? ret : 0;
 }
 
 int pstree_assign_ids(void)
@@ -403,14 +511,22 @@ int pstree_assign_ids(void)
 		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = 0;
 		if (item->zombie)
 			continue;
-		for (other = root_item; other != item; other = pstree_next(other)) {
+		ret = parent_files_id(item, &item->ids.files_id);
+		for (other = root_item; other != item && !ret; other = pstree_next(other))
 			ret = other->zombie ? 0 : check_not_shared(item, other);
-			if (ret)
-				return ret;
-		}
-		item->ids.vm_id = item->ids.files_id = item->ids.fs_id = item->ids.sighand_id = next++;
+		if (ret)
+			return ret;
+		if (!item->ids.files_id)
+			item->ids.files_id = next;
+		item->ids.vm_id = item->ids.fs_id = item->ids.sighand_id = next++;
 	}
 	return 0;
+}
+
+bool pstree_shares_parent_files(const struct pstree_item *item)
+{
+	return item->parent && item->ids.files_id &&
+	       item->ids.files_id == item->parent->ids.files_id;
 }
 
 static void ids_to_entry(const struct task_ids *ids, TaskKobjIdsEntry *e)

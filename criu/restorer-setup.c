@@ -276,6 +276,12 @@ static int plan_specials(struct rst_plan *plan, const struct task_image *ti)
 	uint64_t dumped_vvar_len = vvar ? vvar->end - vvar->start : 0;
 	uint64_t dumped_vdso_len = vdso ? vdso->end - vdso->start : 0;
 
+	/* The task had unmapped them all: the blob unmaps ours with the rest (unmap_old()). */
+	if (!vdso && !vvar) {
+		memset(cur, 0, RST_NR_SPECIALS * sizeof(*cur));
+		pr_info("no [vdso] or [vvar] in the images: the task gets none\n");
+		return 0;
+	}
 	if (cur_vvar_len != dumped_vvar_len || range_len(&cur[RST_SPECIAL_VDSO]) != dumped_vdso_len) {
 		pr_err("[vvar]+[vvar_vclock] and [vdso] are %llu and %llu bytes on this kernel but %llu and %llu in the images: restore on the kernel that dumped the task\n",
 		       (unsigned long long)cur_vvar_len,

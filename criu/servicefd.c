@@ -30,15 +30,47 @@ static int sfd_base(void)
 	return service_fd_base;
 }
 
+/*
+ * Tasks that share one fd table (CLONE_FILES) each need their own service fds in it: one
+ * set of numbers (a slot) per task, slot 0 the highest. Every slot is in the reserved range.
+ */
+static unsigned int nr_slots = 1, own_slot;
+
 static int sfd_number(enum sfd_type type)
 {
-	return sfd_base() - (int)type;
+	return sfd_base() - (int)(own_slot * SERVICE_FD_MAX) - (int)type;
 }
 
 void service_fd_range(int *lowest, int *highest)
 {
 	*highest = sfd_base();
-	*lowest = sfd_base() - (SERVICE_FD_MAX - 1);
+	*lowest = sfd_base() - (int)(nr_slots * SERVICE_FD_MAX - 1);
+}
+
+void service_fd_reserve_slots(unsigned int nr)
+{
+	nr_slots = nr ? nr : 1;
+}
+
+int service_fd_enter_slot(unsigned int slot)
+{
+	int copies[SERVICE_FD_MAX];
+
+	if (slot >= nr_slots) {
+		pr_err("service fd slot %u of %u reserved\n", slot, nr_slots);
+		return -EINVAL;
+	}
+	for (int type = 0; type < SERVICE_FD_MAX; type++)
+		copies[type] = service_fd_installed[type] ? sfd_number(type) : -1;
+	own_slot = slot;
+	/* Copies: the other tasks of the table go on using the numbers of their slots. */
+	for (int type = 0; type < SERVICE_FD_MAX; type++) {
+		if (copies[type] < 0 || dup3(copies[type], sfd_number(type), O_CLOEXEC) >= 0)
+			continue;
+		pr_perror("service fd %d: cannot copy fd %d to slot %u", type, copies[type], slot);
+		return -errno;
+	}
+	return 0;
 }
 
 bool is_service_fd(int fd)

@@ -755,6 +755,7 @@ TESTS = {
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'maps_equal': {},
+    'vdso_unmapped': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},
     # pre-dumps: two chained, the final dump storing only what changed since the second
     'mem_predump_changes': {'mode': 'pre_dump', 'pre_dumps': 2, 'max_pages_bytes': 1 << 20,
@@ -785,6 +786,7 @@ TESTS = {
                                   'expect': 'cannot connect to the page server '
                                             '127.0.0.1:{free_port}: Connection refused'},
     'page_server_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'page_server_dump_fails',
+                               'test_env': {'ZDTM_FDTABLE_SIBLINGS': '1'},
                                'expect': 'share one fd table (CLONE_FILES)'},
     # what a page server cannot store: the session ends, exit 1 with the reason
     'page_server_refuses_parent_run': {'mode': 'page_server_refuses', 'bin': 'mem_anon_private',
@@ -864,6 +866,10 @@ TESTS = {
     'creds': {},
     'itimers': {},
     'posix_timers': {},
+    # glibc's SIGEV_THREAD timer (its signal 32 at its helper thread) firing during restore
+    'timer_sigev_thread': {},
+    'ns_pid_timer_sigev_thread': {'bin': 'timer_sigev_thread', 'launcher': True, 'pidns': True,
+                                  'test_env': {'ZDTM_TIMER_PIDNS': '1'}},
     'sched_policy_nice_oom': {},
     'seccomp_filters_threads': {},
     'restore_fail_seccomp_loop': {'bin': 'seccomp_filters_threads', 'mode': 'restore_fails',
@@ -1001,7 +1007,12 @@ TESTS = {
     'restore_fail_sysv_shm_gone': {'bin': 'sysv_shm_attached', 'mode': 'restore_fails',
                                    'corrupt': sysv_segment_removed,
                                    'expect': 'is gone from this IPC namespace'},
-    'tree_shared_fdtable': {'mode': 'dump_fails', 'expect': 'share one fd table (CLONE_FILES)'},
+    # an fd table shared by a parent and its child (CLONE_FILES) comes back shared
+    'tree_shared_fdtable': {},
+    'tree_shared_fdtable_siblings': {'bin': 'tree_shared_fdtable', 'mode': 'dump_fails',
+                                     'test_env': {'ZDTM_FDTABLE_SIBLINGS': '1'},
+                                     'expect': 'share one fd table (CLONE_FILES) but are not '
+                                               'parent and child'},
     'restore_fail_corrupt_magic': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                    'corrupt': corrupt_core_magic},
     'restore_fail_truncated_mm': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
@@ -1105,6 +1116,13 @@ TESTS = {
     'tree_restore_no_detach': {'bin': 'tree_shared_anon', 'mode': 'no_detach'},
     'tree_dump_fail': {'mode': 'dump_fails'},
     'tree_dead_leaders': {},
+    # the same tree as the init of its own pid namespace: the helpers get the pids inside
+    'ns_pid_dead_leaders': {'bin': 'tree_dead_leaders', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_TREE_PIDNS': '1'}},
+    # orphans of the init in other tasks' sessions, a child left in its parent's old session
+    'ns_pid_sessions': {'launcher': True, 'pidns': True},
+    'tree_subreaper_sessions': {'bin': 'ns_pid_sessions',
+                                'test_env': {'ZDTM_SESSIONS_SUBREAPER': '1'}},
     'tree_fork_churn': {},
     'tree_outside_leader': {'mode': 'dump_fails'},
     'tree_restore_fail_grandchild_core': {'bin': 'tree_sessions', 'mode': 'restore_fails',
@@ -1488,6 +1506,7 @@ CROSS_TESTS = {
     'tree_sessions': {},  # process trees: sessions, groups
     'tree_zombie': {},
     'tree_shared_anon': {},  # shared anonymous memory across the tree
+    'tree_shared_fdtable': {},  # an fd table shared by parent and child (CLONE_FILES)
     'mem_shared_anon': {},
     'pipe_queued_bytes': {},  # pipes, FIFOs
     'tree_pipe_queued_bytes': {},
@@ -1539,6 +1558,10 @@ CROSS_TESTS = {
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
+    # the init's orphans in other tasks' sessions, a child left in its parent's old session
+    'ns_pid_sessions': {'launcher': True, 'pidns': True},
+    'ns_pid_dead_leaders': {'bin': 'tree_dead_leaders', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_TREE_PIDNS': '1'}},
     'ns_uts_ipc': {},  # UTS and IPC namespaces: names, SysV objects, sysctls
     'cgroup_limits': {},  # cgroups v1 and v2: membership, threads, limits (name set below)
     'ns_net': {'launcher': True, 'pidns': True},  # links, addresses, routes, rules, sysctls
@@ -1554,10 +1577,12 @@ CROSS_TESTS = {
 for _bin, _desc in CROSS_TESTS.items():
     TESTS['cross_up2us_' + _bin] = dict(_desc, bin=_bin, mode='cross_dump_upstream', setsid=True)
     TESTS['cross_us2up_' + _bin] = dict(_desc, bin=_bin, mode='cross_restore_upstream')
-# The shared-root and overlay-root variants of the mount test run its binary.
+# The shared-root and overlay-root variants of the mount test and the pid namespace one
+# of the dead leaders' run their binaries.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_mnt_ns_overlay_root' % _way]['bin'] = 'mnt_ns_tree'
+    TESTS['cross_%s_ns_pid_dead_leaders' % _way]['bin'] = 'tree_dead_leaders'
 # Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
 TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
                                         'setsid': True, 'lazy': True, 'lazy_faults': True}

@@ -43,6 +43,9 @@ void free_pid_status(struct proc_pid_status *st);
  */
 #define PROC_MAX_PID_LEVELS 33 /* the kernel nests pid namespaces 32 deep */
 int parse_pid_nspid(pid_t pid, pid_t tid, pid_t *ids, unsigned int max, unsigned int *nr);
+/* The same for another "NS...:" key of that file ("NSsid", "NSpgid"); 0: not seen there. */
+int parse_pid_ns_ids(pid_t pid, pid_t tid, const char *key, pid_t *ids, unsigned int max,
+		     unsigned int *nr);
 
 /* /proc/PID/limits: RLIM_INFINITY for "unlimited". */
 #define PROC_NR_RLIMITS 16

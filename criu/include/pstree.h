@@ -89,6 +89,31 @@ int pstree_check_leaders(bool shell_job);
 bool pstree_leader_is_dead(pid_t id);
 /* Restore: a child (clone3() with flags) that gets pid; 0 in it, -1 with errno on failure. */
 pid_t clone_with_pid(pid_t pid, unsigned long flags);
+/*
+ * Restore side, once the task images are read: item's orphans come to it, as the init of
+ * the tree's own pid namespace or as a subreaper (which it becomes before forking).
+ */
+bool pstree_reaps_orphans(const struct pstree_item *item);
+/*
+ * Restore side, once the task images are read: an orphan its reaper adopted (the init of
+ * the tree's pid namespace, a subreaper), in a session led by another task of the tree
+ * below that reaper, cannot be born from the reaper (a child starts in its parent's
+ * session). Its session leader, returned here (NULL for any other task), forks it through
+ * a helper that exits at once: the kernel gives it to the reaper again, the nearest above
+ * the leader.
+ */
+struct pstree_item *pstree_session_adopter(const struct pstree_item *item);
+/*
+ * Restore side: a session leader's child that stayed in the session the leader was born
+ * in (forked before the leader's setsid()): its parent forks it before calling setsid().
+ */
+bool pstree_born_before_setsid(const struct pstree_item *child);
+/*
+ * Restore side: the pid of the helper that forks orphan for its session leader, one no
+ * task, thread, session or group of the images uses, and another for each orphan (their
+ * leaders fork them at the same time).
+ */
+pid_t pstree_helper_pid(const struct pstree_item *orphan);
 /* The item one of whose threads (the main one included) is tid, or NULL. Both sides. */
 struct pstree_item *pstree_find_thread(pid_t tid);
 /*
@@ -100,11 +125,17 @@ bool pstree_group_kept(pid_t pgid);
 
 /*
  * Dump side: give every live process of the tree its object ids (its own: processes that
- * share mm, files, fs or signal handlers are refused), from 2 on in tree order; its
+ * share mm, fs or signal handlers are refused; a child sharing its parent's fd table gets
+ * the parent's files_id, other sharing of one is refused), from 2 on in tree order; its
  * namespace ids are ns_dump_collect()'s. Before any image names them.
  * 0 or -errno after one error line.
  */
 int pstree_assign_ids(void);
+/*
+ * Both sides: item shares its parent's fd table (it was cloned with CLONE_FILES): the
+ * parent dumps and restores the table, item is cloned with CLONE_FILES again.
+ */
+bool pstree_shares_parent_files(const struct pstree_item *item);
 /* ids-PID.img of a live process. 0 or -errno. */
 int pstree_write_ids(const struct pstree_item *item);
 /* The root_ids of inventory.img: 1 for each object id, and criu's own namespaces. */

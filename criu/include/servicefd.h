@@ -38,5 +38,12 @@ bool is_service_fd(int fd);
  * restorer closes it at the very end so nothing of criu's leaks into the task.
  */
 void service_fd_range(int *lowest, int *highest);
+/*
+ * Restore: tasks sharing one fd table (CLONE_FILES) need one set of service fds each:
+ * criu reserves nr sets (slots) before planning any fd number, a task other than the
+ * table's first enters its own slot (its installed service fds copied there). 0 or -errno.
+ */
+void service_fd_reserve_slots(unsigned int nr);
+int service_fd_enter_slot(unsigned int slot);
 
 #endif

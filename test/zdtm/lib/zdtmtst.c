@@ -1148,4 +1148,20 @@ void test_mount_tables(const char *const *mountinfos, int nr_files, char *out, s
 void test_mount_table(const char *mountinfo, char *out, size_t size)
 {
 	test_mount_tables(&mountinfo, 1, out, size);
+
+bool test_same_pidns(pid_t host)
+{
+	char path[64], ours[64], its[64];
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", host);
+	len = readlink(path, its, sizeof(its) - 1);
+	if (len < 0)
+		return false;
+	its[len] = '\0';
+	len = readlink("/proc/self/ns/pid", ours, sizeof(ours) - 1);
+	if (len < 0)
+		test_fail_errno("readlink /proc/self/ns/pid");
+	ours[len] = '\0';
+	return !strcmp(ours, its);
 }

@@ -59,6 +59,11 @@ void test_reexec(const char *prog, char *const argv[]) __attribute__((noreturn))
 void expect_ns_pid(pid_t want, unsigned int levels, const char *who);
 /* How many pid namespaces deep the calling thread is ("NSpid:" entries). */
 unsigned int ns_pid_levels(void);
+/*
+ * Whether process host (as /proc, the runner's, names it) is in our pid namespace: other
+ * namespaces as deep as ours use the same pids inside.
+ */
+bool test_same_pidns(pid_t host);
 
 /*
  * For tests that must be inside hand-written code when the dump happens (registers):

@@ -4,9 +4,13 @@
  * exits. X forks Y in group G. X and Z come to the root. After restore every process finds
  * its pid, parent, session and group, and no process with S's or G's pid is left: session S
  * holds exactly X, Y and Z, as before the dump.
+ * With ZDTM_TREE_PIDNS set the root is the init of a pid namespace of its own: the pids,
+ * sessions and groups checked are those inside it ("NSpid:", "NSsid:", "NSpgid:" read from
+ * /proc, which is the runner's), where restore must re-create the gone leaders' pids too.
  */
 #include <dirent.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include "zdtmtst.h"
+
 
 #define MAX_MEMBERS 8
 
@@ -149,7 +154,50 @@ static int cmp_pids(const void *a, const void *b)
 	return *(const pid_t *)a - *(const pid_t *)b;
 }
 
-/* The pids of the processes in session sid, sorted. */
+/* Our pid namespace's depth in /proc's: the entries of our own "NSpid:". */
+static unsigned int own_depth;
+
+/*
+ * What process host_pid (as /proc names it) is in our pid namespace: its pid and session
+ * there, the last numbers of "NSpid:" and "NSsid:". 0: gone, or not in our namespace.
+ */
+static pid_t inner_ids(const char *host_pid, pid_t *sid)
+{
+	char path[64], line[256];
+	unsigned int depth = 0;
+	pid_t pid = 0;
+	FILE *f;
+
+	if (!test_same_pidns(atoi(host_pid)))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%s/status", host_pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		bool is_pid = !strncmp(line, "NSpid:", 6), is_sid = !strncmp(line, "NSsid:", 6);
+		char *pos = line + 6, *end;
+
+		if (!is_pid && !is_sid)
+			continue;
+		for (unsigned int nr = 1;; nr++, pos = end) {
+			long id = strtol(pos, &end, 10);
+
+			if (end == pos)
+				break;
+			if (is_pid) {
+				pid = id;
+				depth = nr;
+			} else {
+				*sid = id;
+			}
+		}
+	}
+	fclose(f);
+	return depth == own_depth ? pid : 0;
+}
+
+/* The pids (in our namespace) of the processes in session sid, sorted. */
 static int session_members(pid_t sid, pid_t *members)
 {
 	struct dirent *de;
@@ -159,9 +207,12 @@ static int session_members(pid_t sid, pid_t *members)
 	if (!proc)
 		test_fail_errno("opendir /proc");
 	while ((de = readdir(proc))) {
-		pid_t pid = atoi(de->d_name);
+		pid_t pid, pid_sid = 0;
 
-		if (pid > 0 && getsid(pid) == sid) {
+		if (atoi(de->d_name) <= 0)
+			continue;
+		pid = inner_ids(de->d_name, &pid_sid);
+		if (pid > 0 && pid_sid == sid) {
 			if (nr == MAX_MEMBERS)
 				test_fail("session %d has more than %d processes", sid,
 					  MAX_MEMBERS);
@@ -175,11 +226,17 @@ static int session_members(pid_t sid, pid_t *members)
 
 static void expect_gone(pid_t pid, const char *who)
 {
-	char path[32];
+	struct dirent *de;
+	DIR *proc = opendir("/proc");
+	pid_t sid;
 
-	snprintf(path, sizeof(path), "/proc/%d", pid);
-	if (access(path, F_OK) == 0)
-		test_fail("a process with %s's pid %d exists (a helper left behind?)", who, pid);
+	if (!proc)
+		test_fail_errno("opendir /proc");
+	while ((de = readdir(proc)))
+		if (atoi(de->d_name) > 0 && inner_ids(de->d_name, &sid) == pid)
+			test_fail("a process with %s's pid %d exists (a helper left behind?)", who,
+				  pid);
+	closedir(proc);
 }
 
 int main(int argc, char **argv)
@@ -190,6 +247,13 @@ int main(int argc, char **argv)
 	struct ids ids;
 
 	test_init(argc, argv);
+	/* upstream criu dumps (and restores) a pid namespace whose init leads its session */
+	if (getenv("ZDTM_TREE_PIDNS")) {
+		test_launch_root(CLONE_NEWPID);
+		if (setsid() < 0)
+			test_fail_errno("init: setsid");
+	}
+	own_depth = ns_pid_levels();
 	root_pid = getpid();
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
 		test_fail_errno("PR_SET_CHILD_SUBREAPER");

@@ -1148,6 +1148,7 @@ void test_mount_tables(const char *const *mountinfos, int nr_files, char *out, s
 void test_mount_table(const char *mountinfo, char *out, size_t size)
 {
 	test_mount_tables(&mountinfo, 1, out, size);
+}
 
 bool test_same_pidns(pid_t host)
 {

@@ -119,7 +119,12 @@ static int read_inventory(void)
 		return -1;
 	ret = pb_read_one_required(img, (void **)&inventory);
 	close_image(img);
-	return ret ? -1 : check_inventory(inventory);
+	if (ret || check_inventory(inventory))
+		return -1;
+	/* Dumped with --tcp-close: the established connections have no streams to restore. */
+	if (inventory->has_tcp_close && inventory->tcp_close)
+		opts.tcp_close = true;
+	return 0;
 }
 
 /*

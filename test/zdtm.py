@@ -818,6 +818,19 @@ TESTS = {
     'unix_ext_plugin': {'dump_args': ['-L', PLUGIN_LIB_UNIXSK],
                         'restore_args': ['-L', PLUGIN_LIB_UNIXSK]},
     'unix_scm_epoll': {},
+    # INET sockets: TCP listening, bound, established (repair mode); UDP, UDP-Lite, ICMP
+    'sk_inet_listen': {},
+    'sk_inet_dgram': {},
+    'sk_inet_tcp_established': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_established_leave_running': {'bin': 'sk_inet_tcp_established',
+                                              'mode': 'leave_running',
+                                              'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
+                              'expect': 'dump with --tcp-established'},
+    'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
+                              'dump_args': ['--tcp-established'],
+                              'test_env': {'ZDTM_TCP_PENDING': '1'},
+                              'expect': 'dump with --skip-in-flight'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'eventfd_counter_flags': {},
@@ -1145,13 +1158,13 @@ TESTS = {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feat', 'clone3_set_tid', '--no-display'],
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_refused_option': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--tcp-established'],
-        'stderr': 'option --tcp-established is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--tls'],
+        'stderr': 'option --tls is not supported\n'},
     'cli_refused_option_value': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--cpu-cap=fpu'],
         'stderr': 'option --cpu-cap=fpu is not supported\n'},
     'cli_refused_option_negated_is_default': {
-        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tcp-established', '--feature',
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tls', '--feature',
                                          'clone3_set_tid'],
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_refused_option_logged': {
@@ -1214,16 +1227,16 @@ TESTS = {
         'env': {'CRIU_CONFIG_FILE': '{out}/env.conf'}, 'stdout': 'get_rseq_conf is supported\n'},
     'cli_config_default_file': {
         'mode': 'cli', 'rc': 1, 'args': ['check'],
-        'files': {'.criu/default.conf': 'tcp-established\n'},
-        'stderr': '{out}/.criu/default.conf:1: option --tcp-established is not supported\n'},
+        'files': {'.criu/default.conf': 'tls\n'},
+        'stderr': '{out}/.criu/default.conf:1: option --tls is not supported\n'},
     'cli_no_default_config': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--no-default-config', '--feature',
                                          'clone3_set_tid'],
-        'files': {'.criu/default.conf': 'tcp-established\n'},
+        'files': {'.criu/default.conf': 'tls\n'},
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_config_option_skips_default_files': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--config', '{out}/c.conf'],
-        'files': {'.criu/default.conf': 'tcp-established\n', 'c.conf': 'feature vdso\n'},
+        'files': {'.criu/default.conf': 'tls\n', 'c.conf': 'feature vdso\n'},
         'stdout': 'vdso is supported\n'},
     'check_features': {'mode': 'check_features'},
     # --action-script, --status-fd, --leave-stopped, as CRIU's test driver uses them

@@ -8,13 +8,21 @@
 #include "sk-opts.pb-c.h"
 
 /*
- * Dump: the options of socket fd into soe, refusing what the image cannot carry (a
- * filter, a bound device, options that change what a read returns) with one line that
- * starts with what. 0 or -errno.
+ * Dump: the options of socket fd into soe, its filter and bound device (malloc'ed: free
+ * them with sk_opts_free()), refusing what the image cannot carry (options that change
+ * what a read returns) with one line that starts with what. 0 or -errno.
  */
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what);
+/* Dump, TCP: the keepalive timings (TCP_KEEP*) of fd, when soe has keepalive on. */
+int sk_opts_dump_tcp(int fd, SkOptsEntry *soe, const char *what);
+/* Frees what sk_opts_dump() allocated in soe. */
+void sk_opts_free(SkOptsEntry *soe);
 /* Restore, collect: whether every option soe holds is one sk_opts_restore() sets. */
 int sk_opts_check(const SkOptsEntry *soe, const char *what);
+/* The same for a TCP socket, which may have keepalive timings. */
+int sk_opts_check_tcp(const SkOptsEntry *soe, const char *what);
+/* Restore: bind fd to the device dev (SO_BINDTODEVICE). 0 or -errno. */
+int sk_opts_bind_device(int fd, const char *dev, const char *what);
 /* Restore: set the options of soe on fd. 0 or -errno. */
 int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what);
 /*

@@ -1,0 +1,625 @@
+/*
+ * Established TCP connections (--tcp-established), through the kernel's repair mode
+ * (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
+ * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
+ * dumped task closes it without a word to the peer. Restore makes the socket in repair
+ * mode, where bind() and connect() set the connection up without a packet, puts the
+ * queues and options back, and leaves repair mode once the task's fds are in place.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "image.h"
+#include "log.h"
+#include "sk-inet.h"
+#include "sk-opts.h"
+
+/* The kernel's (linux/tcp.h), which glibc's netinet/tcp.h may lack. */
+#ifndef TCP_REPAIR_WINDOW
+#define TCP_REPAIR_WINDOW 29
+#endif
+#ifndef TCP_REPAIR_OFF_NO_WP
+#define TCP_REPAIR_OFF_NO_WP -1
+#endif
+#define TCP_REPAIR_ON 1
+
+struct repair_window {
+	uint32_t snd_wl1, snd_wnd, max_window, rcv_wnd, rcv_wup;
+};
+
+/* TCP_INFO's tcpi_options, as tcp_stream_entry.opt_mask keeps them. */
+#define OPT_TIMESTAMPS 1
+#define OPT_SACK 2
+#define OPT_WSCALE 4
+
+/* TCP options of TCP_REPAIR_OPTIONS (the option kinds on the wire). */
+#define OPTION_MSS 2
+#define OPTION_WINDOW 3
+#define OPTION_SACK_PERM 4
+#define OPTION_TIMESTAMP 8
+
+enum { SK_ESTABLISHED = 1 };
+
+/* ---------------------------------------------------------------- dump ---- */
+
+/*
+ * A dumped connection: criu's copy of its socket, in repair mode until
+ * tcp_dump_release(), and its addresses to find its peer among the others.
+ */
+struct tcp_conn {
+	int fd;
+	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
+	uint16_t src_port, dst_port;
+	char what[96];
+};
+
+static struct tcp_conn *conns;
+static size_t nr_conns;
+
+static int set_int(int fd, int level, int name, const char *opt, int val, const char *what)
+{
+	if (setsockopt(fd, level, name, &val, sizeof(val))) {
+		pr_perror("%s: cannot set %s to %d", what, opt, val);
+		return -errno;
+	}
+	return 0;
+}
+
+static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
+		   const char *what)
+{
+	socklen_t len = sizeof(*val);
+
+	if (getsockopt(fd, level, name, val, &len)) {
+		pr_perror("%s: cannot read %s", what, opt);
+		return -errno;
+	}
+	return 0;
+}
+
+int tcp_dump_check_state(const struct inet_dump *d)
+{
+	if (d->ie.state != SK_ESTABLISHED) {
+		pr_err("%s: TCP state %u (closing or connecting): only established connections "
+		       "are dumped\n",
+		       d->what, d->ie.state);
+		return -ENOTSUP;
+	}
+	if (!opts.tcp_established && !opts.tcp_close) {
+		pr_err("%s: an established TCP connection: dump with --tcp-established\n",
+		       d->what);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static void conn_addr(uint32_t family, const uint32_t *words, uint8_t *out)
+{
+	if (family == AF_INET6) {
+		memcpy(out, words, 16);
+		return;
+	}
+	memset(out, 0, 10);
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, words, 4);
+}
+
+static int add_conn(int fd, const struct inet_dump *d)
+{
+	struct tcp_conn *grown = realloc(conns, (nr_conns + 1) * sizeof(*conns));
+	struct tcp_conn *c;
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", d->what);
+		return -ENOMEM;
+	}
+	conns = grown;
+	c = &conns[nr_conns];
+	c->fd = dup(fd);
+	if (c->fd < 0) {
+		pr_perror("%s: cannot keep a copy of it", d->what);
+		return -errno;
+	}
+	nr_conns++;
+	conn_addr(d->ie.family, d->ie.src_addr, c->src);
+	conn_addr(d->ie.family, d->ie.dst_addr, c->dst);
+	c->src_port = d->ie.src_port;
+	c->dst_port = d->ie.dst_port;
+	snprintf(c->what, sizeof(c->what), "%s", d->what);
+	return 0;
+}
+
+/* One queue (TCP_RECV_QUEUE, TCP_SEND_QUEUE) peeked whole, with its first byte's seq. */
+static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
+		      const char *what)
+{
+	ssize_t n;
+	int ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
+			  get_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ", seq, what);
+
+	if (ret || !len)
+		return ret;
+	n = recv(fd, buf, len, MSG_PEEK | MSG_DONTWAIT);
+	if (n != (ssize_t)len) {
+		pr_err("%s: read %zd of the %u bytes in its %s queue: %s\n", what, n, len,
+		       queue == TCP_RECV_QUEUE ? "receive" : "send",
+		       n < 0 ? strerror(errno) : "short");
+		return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+static int dump_queue_lengths(int fd, TcpStreamEntry *te, const char *what)
+{
+	int inq, outq, unsent;
+
+	if (ioctl(fd, SIOCINQ, &inq) || ioctl(fd, SIOCOUTQ, &outq) ||
+	    ioctl(fd, SIOCOUTQNSD, &unsent)) {
+		pr_perror("%s: cannot read its queues' lengths", what);
+		return -errno;
+	}
+	te->inq_len = inq;
+	te->outq_len = outq;
+	te->has_unsq_len = true;
+	te->unsq_len = unsent;
+	return 0;
+}
+
+/* What the connection negotiated, its timestamp clock and window. */
+static int dump_conn_opts(int fd, TcpStreamEntry *te, const char *what)
+{
+	struct repair_window win;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	uint32_t val;
+	int ret;
+
+	if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
+		pr_perror("%s: cannot read TCP_INFO", what);
+		return -errno;
+	}
+	te->opt_mask = ti.tcpi_options;
+	te->snd_wscale = ti.tcpi_snd_wscale;
+	te->has_rcv_wscale = true;
+	te->rcv_wscale = ti.tcpi_rcv_wscale;
+	/* In repair mode TCP_MAXSEG reads the clamp the peer's MSS option set. */
+	ret = get_int(fd, SOL_TCP, TCP_MAXSEG, "TCP_MAXSEG", &te->mss_clamp, what);
+	if (!ret && (te->opt_mask & OPT_TIMESTAMPS)) {
+		ret = get_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", &te->timestamp, what);
+		te->has_timestamp = true;
+	}
+	len = sizeof(win);
+	if (!ret && getsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, &len)) {
+		pr_perror("%s: cannot read TCP_REPAIR_WINDOW", what);
+		ret = -errno;
+	}
+	if (ret)
+		return ret;
+	te->has_snd_wl1 = te->has_snd_wnd = te->has_max_window = true;
+	te->has_rcv_wnd = te->has_rcv_wup = true;
+	te->snd_wl1 = win.snd_wl1;
+	te->snd_wnd = win.snd_wnd;
+	te->max_window = win.max_window;
+	te->rcv_wnd = win.rcv_wnd;
+	te->rcv_wup = win.rcv_wup;
+	ret = get_int(fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", &val, what);
+	te->has_nodelay = te->nodelay = !ret && val;
+	if (!ret)
+		ret = get_int(fd, SOL_TCP, TCP_CORK, "TCP_CORK", &val, what);
+	te->has_cork = te->cork = !ret && val;
+	return ret;
+}
+
+static int write_stream(const struct inet_dump *d, const TcpStreamEntry *te, const char *inq,
+			const char *outq)
+{
+	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, d->ie.ino);
+	int ret;
+
+	if (!img)
+		return -EIO;
+	ret = pb_write_one(img, te);
+	if (!ret && te->inq_len)
+		ret = img_write_raw(img, inq, te->inq_len);
+	if (!ret && te->outq_len)
+		ret = img_write_raw(img, outq, te->outq_len);
+	close_image(img);
+	return ret;
+}
+
+int tcp_dump_stream(int fd, struct inet_dump *d)
+{
+	TcpStreamEntry te = TCP_STREAM_ENTRY__INIT;
+	char *inq = NULL, *outq = NULL;
+	int ret;
+
+	if (!opts.tcp_established)
+		return 0; /* --tcp-close: restore makes it a closed socket */
+	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
+	if (ret)
+		return ret;
+	ret = add_conn(fd, d);
+	if (ret) {
+		set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, d->what);
+		return ret;
+	}
+	ret = dump_queue_lengths(fd, &te, d->what);
+	if (!ret) {
+		inq = malloc(te.inq_len + 1);
+		outq = malloc(te.outq_len + 1);
+		if (!inq || !outq) {
+			pr_err("%s: out of memory for its queues\n", d->what);
+			ret = -ENOMEM;
+		}
+	}
+	if (!ret)
+		ret = peek_queue(fd, TCP_RECV_QUEUE, te.inq_len, &te.inq_seq, inq, d->what);
+	if (!ret)
+		ret = peek_queue(fd, TCP_SEND_QUEUE, te.outq_len, &te.outq_seq, outq, d->what);
+	if (!ret)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
+			      d->what);
+	if (!ret)
+		ret = dump_conn_opts(fd, &te, d->what);
+	if (!ret)
+		ret = write_stream(d, &te, inq, outq);
+	free(inq);
+	free(outq);
+	return ret;
+}
+
+static bool is_peer(const struct tcp_conn *a, const struct tcp_conn *b)
+{
+	return a->src_port == b->dst_port && a->dst_port == b->src_port &&
+	       !memcmp(a->src, b->dst, 16) && !memcmp(a->dst, b->src, 16);
+}
+
+/*
+ * Without a network lock the peer of a connection must be dumped too: a peer outside the
+ * tree would go on sending, and the dumped socket, gone, would answer with a reset.
+ */
+int tcp_dump_check(void)
+{
+	if (opts.network_lock_skip)
+		return 0;
+	for (size_t i = 0; i < nr_conns; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < nr_conns && !found; j++)
+			found = j != i && is_peer(&conns[i], &conns[j]);
+		if (!found) {
+			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
+			       "does not lock the network: dump with --network-lock skip to "
+			       "dump it anyway\n",
+			       conns[i].what, conns[i].dst_port);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+void tcp_dump_release(bool killed)
+{
+	for (size_t i = 0; i < nr_conns; i++) {
+		if (!killed)
+			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
+				TCP_REPAIR_OFF_NO_WP, conns[i].what);
+		close(conns[i].fd);
+	}
+	free(conns);
+	conns = NULL;
+	nr_conns = 0;
+}
+
+/* ------------------------------------------------------------- restore ---- */
+
+/* An established connection as collected: its stream entry and queues. */
+struct tcp_stream {
+	TcpStreamEntry *te;
+	char *inq, *outq;
+	struct tcp_stream *next;
+};
+
+static struct tcp_stream *streams;
+
+bool tcp_state_restorable(uint32_t state)
+{
+	return state == SK_ESTABLISHED;
+}
+
+/* --tcp-close (or a dump with it): the connection comes back closed, no stream read. */
+static bool restore_closed(void)
+{
+	return opts.tcp_close;
+}
+
+static int check_stream(const TcpStreamEntry *te, const char *what)
+{
+	if ((te->has_unsq_len && te->unsq_len > te->outq_len) || te->snd_wscale > 14 ||
+	    (te->has_rcv_wscale && te->rcv_wscale > 14) || te->mss_clamp > 0xffff) {
+		pr_err("%s: tcp stream: %u unsent bytes of %u queued, window scales %u/%u, MSS "
+		       "%u: out of range\n",
+		       what, te->unsq_len, te->outq_len, te->snd_wscale, te->rcv_wscale,
+		       te->mss_clamp);
+		return -EINVAL;
+	}
+	if (!te->has_snd_wl1 || !te->has_snd_wnd || !te->has_max_window || !te->has_rcv_wnd ||
+	    !te->has_rcv_wup) {
+		pr_err("%s: tcp stream without its window (TCP_REPAIR_WINDOW): not supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int read_stream(struct cr_img *img, struct tcp_stream *st, const char *what)
+{
+	off_t left;
+	int ret = pb_read_one_required(img, (void **)&st->te);
+
+	if (!ret)
+		ret = check_stream(st->te, what);
+	if (ret)
+		return ret;
+	left = img_bytes_left(img);
+	if (left < 0 || (uint64_t)left != (uint64_t)st->te->inq_len + st->te->outq_len) {
+		pr_err("%s: %s: %lld bytes after the entry, its queues have %u + %u\n", what,
+		       img->name, (long long)left, st->te->inq_len, st->te->outq_len);
+		return -EINVAL;
+	}
+	st->inq = malloc(st->te->inq_len + 1);
+	st->outq = malloc(st->te->outq_len + 1);
+	if (!st->inq || !st->outq) {
+		pr_err("%s: out of memory for its queues\n", what);
+		return -ENOMEM;
+	}
+	ret = img_read_raw(img, st->inq, st->te->inq_len);
+	return ret ?: img_read_raw(img, st->outq, st->te->outq_len);
+}
+
+int tcp_collect_stream(struct inet_sk *sk)
+{
+	struct tcp_stream *st;
+	struct cr_img *img;
+	int ret;
+
+	if (restore_closed())
+		return 0;
+	if (!sk->ie->n_dst_addr) {
+		pr_err("%s: established without a peer address\n", sk->what);
+		return -EINVAL;
+	}
+	if (!img_exists(CR_IMG_TCP_STREAM, sk->ie->ino)) {
+		pr_err("%s: established, but the images have no tcp-stream-%x.img (dumped "
+		       "without --tcp-established?): restore with --tcp-close to get it closed\n",
+		       sk->what, sk->ie->ino);
+		return -ENOENT;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		pr_err("%s: out of memory\n", sk->what);
+		return -ENOMEM;
+	}
+	st->next = streams;
+	streams = st;
+	img = open_image(CR_IMG_TCP_STREAM, O_RDONLY, sk->ie->ino);
+	if (!img)
+		return -EIO;
+	ret = read_stream(img, st, sk->what);
+	close_image(img);
+	sk->stream = st;
+	return ret;
+}
+
+void tcp_collect_fini(void)
+{
+	while (streams) {
+		struct tcp_stream *st = streams;
+
+		streams = st->next;
+		if (st->te)
+			pb_free(NULL, st->te);
+		free(st->inq);
+		free(st->outq);
+		free(st);
+	}
+}
+
+/*
+ * In repair mode the kernel puts a receive-queue write into one linear buffer of the
+ * size asked, which a large one fails (ENOMEM): the chunks halve down to 1 KiB.
+ */
+static int send_bytes(int fd, const char *buf, uint32_t len, const char *queue,
+		      const char *what)
+{
+	uint32_t chunk = len;
+
+	while (len) {
+		ssize_t n = send(fd, buf, chunk < len ? chunk : len, 0);
+
+		if (n <= 0 && chunk > 1024) {
+			chunk /= 2;
+			continue;
+		}
+		if (n <= 0) {
+			pr_perror("%s: cannot refill its %s queue (%u bytes left)", what, queue, len);
+			return n < 0 ? -errno : -EIO;
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * In repair mode a write to a queue goes into it as is: the receive queue gets the bytes
+ * as if they had arrived, the send queue as if sent and not yet acked.
+ */
+static int fill_queue(int fd, int queue, const char *buf, uint32_t len, const char *what)
+{
+	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
+		       send_bytes(fd, buf, len, queue == TCP_RECV_QUEUE ? "receive" : "send",
+				  what);
+}
+
+/*
+ * The images have the sequence numbers that follow each queue (rcv_nxt, write_seq, as
+ * TCP_QUEUE_SEQ reads them); a queue is refilled from its first byte's, which refilling
+ * moves on by the queue's length.
+ */
+static int set_seqs(int fd, const TcpStreamEntry *te, const char *what)
+{
+	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_RECV_QUEUE, what) ?:
+		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
+			       te->inq_seq - te->inq_len, what) ?:
+		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
+			       what) ?:
+		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
+			       te->outq_seq - te->outq_len, what);
+}
+
+static int connect_repaired(int fd, const struct inet_sk *sk)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = inet_sk_addr(sk->ie, true, &ss);
+
+	if (connect(fd, (struct sockaddr *)&ss, len)) {
+		pr_perror("%s: cannot connect it (in repair mode) to port %u", sk->what,
+			  sk->ie->dst_port);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The options the connection negotiated, then its timestamp clock. */
+static int set_conn_opts(int fd, const TcpStreamEntry *te, const char *what)
+{
+	struct tcp_repair_opt ro[4];
+	int n = 0, ret = 0;
+
+	ro[n++] = (struct tcp_repair_opt){ OPTION_MSS, te->mss_clamp };
+	if (te->opt_mask & OPT_SACK)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_SACK_PERM, 0 };
+	if (te->opt_mask & OPT_WSCALE)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_WINDOW,
+						   te->snd_wscale | te->rcv_wscale << 16 };
+	if (te->opt_mask & OPT_TIMESTAMPS)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_TIMESTAMP, 0 };
+	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_OPTIONS, ro, n * sizeof(ro[0]))) {
+		pr_perror("%s: cannot set the connection's options (TCP_REPAIR_OPTIONS)", what);
+		return -errno;
+	}
+	if (te->has_timestamp)
+		ret = set_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", te->timestamp, what);
+	return ret;
+}
+
+/* After the queues, whose refilling moves the window on. */
+static int set_window(int fd, const TcpStreamEntry *te, const char *what)
+{
+	struct repair_window win = { te->snd_wl1, te->snd_wnd, te->max_window, te->rcv_wnd,
+				     te->rcv_wup };
+
+	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, sizeof(win))) {
+		pr_perror("%s: cannot set its window (TCP_REPAIR_WINDOW)", what);
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * The part of the send queue the peer has seen (or may have) goes in in repair mode; the
+ * unsent tail is sent as the task would have sent it, out of repair mode. The buffers are
+ * as large as they go while the queues are filled (the kernel's accounting of the new
+ * queues may exceed what the old ones took); inet_sk_finish() sets the dumped sizes.
+ */
+static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
+{
+	const TcpStreamEntry *te = st->te;
+	uint32_t unsent = te->has_unsq_len ? te->unsq_len : 0;
+	int ret = sk_opts_widen_sndbuf(fd, what) ?:
+			  set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
+				  what) ?:
+			  fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
+			  fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent, what);
+
+	if (!ret)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
+	if (!ret && unsent)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, what) ?:
+			      send_bytes(fd, st->outq + te->outq_len - unsent, unsent, "send",
+					 what) ?:
+			      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, what);
+	return ret;
+}
+
+static int set_stream_opts(int fd, const TcpStreamEntry *te, const char *what)
+{
+	int ret = 0;
+
+	if (te->has_nodelay && te->nodelay)
+		ret = set_int(fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", 1, what);
+	if (!ret && te->has_cork && te->cork)
+		ret = set_int(fd, SOL_TCP, TCP_CORK, "TCP_CORK", 1, what);
+	return ret;
+}
+
+/*
+ * What a connection closed by --tcp-close looks like: no peer, both directions shut
+ * (reads give end of file, writes EPIPE). shutdown() of a socket never connected sets
+ * both and answers ENOTCONN.
+ */
+static int open_closed(const struct inet_sk *sk, const struct file_desc *d)
+{
+	int fd = inet_sk_new(sk);
+
+	if (fd < 0)
+		return fd;
+	if (shutdown(fd, SHUT_RDWR) && errno != ENOTCONN) {
+		pr_perror("%s: cannot shut it down", sk->what);
+		close(fd);
+		return -errno;
+	}
+	pr_info("%s: restored closed (--tcp-close)\n", sk->what);
+	return restore_status_flags(fd, sk->ie->flags, d);
+}
+
+/*
+ * Repair mode is left right away, without the window probe the kernel would send (the
+ * peer may not be restored yet): nothing is sent until the tasks run and write, or a
+ * timer fires for unacked data.
+ */
+int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
+{
+	const struct tcp_stream *st = sk->stream;
+	int fd, ret;
+
+	if (restore_closed())
+		return open_closed(sk, d);
+	fd = inet_sk_new(sk);
+	if (fd < 0)
+		return fd;
+	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
+		      set_seqs(fd, st->te, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
+		      connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
+		      fill_queues(fd, st, sk->what) ?: set_window(fd, st->te, sk->what) ?:
+		      set_stream_opts(fd, st->te, sk->what);
+	if (!ret)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, sk->what);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return inet_sk_finish(fd, sk, d);
+}

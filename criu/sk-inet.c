@@ -16,6 +16,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +147,7 @@ static int dump_state(int fd, struct inet_dump *d, const char *what)
 	return 0;
 }
 
-/* The answers to one INET_DIAG dump, scanned for the socket's inode. */
+/* The answers to one INET_DIAG dump, scanned for the socket's inode (*shutdown stays when absent). */
 static int find_diag_shutdown(int nl, uint32_t ino, int *shutdown, const char *what)
 {
 	static char buf[32 << 10];
@@ -180,11 +181,30 @@ static int find_diag_shutdown(int nl, uint32_t ino, int *shutdown, const char *w
 }
 
 /*
+ * What a socket sock_diag does not list (a ping socket: no table; a closed TCP socket:
+ * in no hash) shows of its shutdown through poll(): a shut receiving side reads end of
+ * file (POLLRDHUP), a datagram socket shut both ways hangs up (POLLHUP). What neither
+ * shows changes nothing for the owner: sends fail on a closed TCP socket anyway, and a
+ * ping socket shut for sending only reads as not shut.
+ */
+static int poll_shutdown(int fd, const struct inet_dump *d, int *shut, const char *what)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
+
+	if (poll(&pfd, 1, 0) < 0) {
+		pr_perror("%s: cannot poll it", what);
+		return -errno;
+	}
+	if (d->ie.proto == IPPROTO_TCP)
+		*shut = pfd.revents & POLLRDHUP ? 3 : 0;
+	else
+		*shut = pfd.revents & POLLHUP ? 3 : pfd.revents & POLLRDHUP ? 1 : 0;
+	return 0;
+}
+
+/*
  * The shutdown state (RCV_SHUTDOWN 1, SEND_SHUTDOWN 2, as sk_shutdown numbers them) has no
  * socket option: sock_diag of the tree's net namespace gives it for TCP, UDP and UDP-Lite.
- * Ping sockets have no sock_diag table; poll() tells what their shutdown changes for the
- * owner: a shut receiving side reads end of file (POLLRDHUP), both shut hang up (POLLHUP).
- * A ping socket shut for sending only reads as not shut: its sends fail either way.
  */
 static int dump_shutdown(int fd, struct inet_dump *d, const char *what)
 {
@@ -197,17 +217,9 @@ static int dump_shutdown(int fd, struct inet_dump *d, const char *what)
 		.r = { .sdiag_family = d->ie.family, .sdiag_protocol = d->ie.proto,
 		       .idiag_states = ~0u },
 	};
-	int shut = 0, nl, ret;
+	int shut = -1, nl, ret = 0;
 
-	if (is_icmp(d->ie.proto)) {
-		struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
-
-		if (poll(&pfd, 1, 0) < 0) {
-			pr_perror("%s: cannot poll it", what);
-			return -errno;
-		}
-		shut = pfd.revents & POLLHUP ? 3 : pfd.revents & POLLRDHUP ? 1 : 0;
-	} else {
+	if (!is_icmp(d->ie.proto)) {
 		nl = net_tree_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 		if (nl < 0) {
 			pr_perror("%s: cannot open a NETLINK_SOCK_DIAG socket", what);
@@ -219,13 +231,32 @@ static int dump_shutdown(int fd, struct inet_dump *d, const char *what)
 		else
 			ret = find_diag_shutdown(nl, d->ie.ino, &shut, what);
 		close(nl);
-		if (ret)
-			return ret;
 	}
+	if (!ret && shut < 0)
+		ret = poll_shutdown(fd, d, &shut, what);
+	if (ret)
+		return ret;
 	/* sk_shutdown's bits are the image's READ and WRITE. */
 	d->ie.has_shutdown = shut != 0;
 	d->ie.shutdown = shut;
 	return 0;
+}
+
+/* A corked UDP socket holds the datagram being built, which is not dumped. */
+static int check_udp_cork(int fd, const struct inet_dump *d, const char *what)
+{
+	int val, ret;
+
+	if (d->ie.proto != IPPROTO_UDP && d->ie.proto != IPPROTO_UDPLITE)
+		return 0;
+	ret = get_opt(fd, SOL_UDP, UDP_CORK, "UDP_CORK", &val, what);
+	if (!ret && val) {
+		pr_err("%s: UDP_CORK is set (a datagram may be half built), which is not "
+		       "supported\n",
+		       what);
+		ret = -ENOTSUP;
+	}
+	return ret;
 }
 
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
@@ -339,7 +370,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 	if (!ret && d->ie.proto == IPPROTO_TCP)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)
-		ret = dump_ip_opts(fd, d, d->what);
+		ret = dump_ip_opts(fd, d, d->what) ?: check_udp_cork(fd, d, d->what);
 	if (!ret && d->ie.proto == IPPROTO_TCP && d->ie.state != SK_ESTABLISHED)
 		ret = dump_tcp_opts(fd, d, d->what);
 	if (!ret)
@@ -358,7 +389,7 @@ static int check_state(const struct inet_dump *d)
 			       d->what, d->pending);
 			return -ENOTSUP;
 		}
-		return 0;
+		return tcp_dump_listener(d);
 	}
 	return tcp_dump_check_state(d);
 }
@@ -593,6 +624,13 @@ static int set_opt(int fd, int level, int name, const char *opt, int val, const 
 	return 0;
 }
 
+static int set_freebind(int fd, const InetSkEntry *ie, bool on, const char *what)
+{
+	if (ie->family == AF_INET6)
+		return set_opt(fd, SOL_IPV6, IPV6_FREEBIND, "IPV6_FREEBIND", on, what);
+	return set_opt(fd, SOL_IP, IP_FREEBIND, "IP_FREEBIND", on, what);
+}
+
 /* What must be in place before bind(): the address family's options. */
 static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 {
@@ -602,9 +640,9 @@ static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 
 	if (v6 && ie->has_v6only)
 		ret = set_opt(fd, SOL_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY", ie->v6only, what);
-	if (!ret && io && io->has_freebind && io->freebind)
-		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_FREEBIND, "IPV6_FREEBIND", 1, what) :
-			   set_opt(fd, SOL_IP, IP_FREEBIND, "IP_FREEBIND", 1, what);
+	/* On while binding: the address was bound with it, and may be gone since. */
+	if (!ret)
+		ret = set_freebind(fd, ie, true, what);
 	if (!ret && io && io->has_tos)
 		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_TCLASS, "IPV6_TCLASS", io->tos, what) :
 			   set_opt(fd, SOL_IP, IP_TOS, "IP_TOS", io->tos, what);
@@ -645,8 +683,9 @@ static bool is_bound(const InetSkEntry *ie)
 }
 
 /*
- * The port may still be held by what the dumped task left (a TIME_WAIT connection): the
- * bind is done with SO_REUSEADDR, the dumped value is set back afterwards
+ * The port may still be held by what the dumped task left (a TIME_WAIT connection), or by
+ * sockets that shared it (SO_REUSEPORT, then turned off): the bind is done with
+ * SO_REUSEADDR and SO_REUSEPORT, the dumped values are set back afterwards
  * (inet_sk_finish()). In repair mode the kernel forces the reuse itself, and setting
  * SO_REUSEADDR would take that back.
  */
@@ -654,16 +693,24 @@ int inet_sk_bind(int fd, const struct inet_sk *sk, bool repair)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = inet_sk_addr(sk->ie, false, &ss);
+	/* A closed TCP socket may share its port with its own TIME_WAIT left at dump. */
+	bool repair_bind = !repair && sk->ie->proto == IPPROTO_TCP && sk->ie->state == SK_CLOSE;
 	int ret = 0;
 
 	if (!is_bound(sk->ie))
 		return 0;
 	if (!repair)
-		ret = set_opt(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", 1, sk->what);
+		ret = set_opt(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", 1, sk->what) ?:
+		      set_opt(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", 1, sk->what);
+	if (!ret && repair_bind)
+		ret = set_opt(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", 1, sk->what);
 	if (!ret && bind(fd, (struct sockaddr *)&ss, len)) {
 		ret = -errno;
 		pr_perror("%s: cannot bind it to port %u", sk->what, sk->ie->src_port);
 	}
+	/* Off again (0): a closed socket sends no window probe. */
+	if (!ret && repair_bind)
+		ret = set_opt(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", 0, sk->what);
 	return ret;
 }
 
@@ -688,9 +735,8 @@ int inet_sk_new(const struct inet_sk *sk)
 		pr_perror("%s: cannot create it", sk->what);
 		return -errno;
 	}
-	ret = restore_ip_opts(fd, ie, sk->what);
-	if (!ret && ie->opts->so_bound_dev && ie->opts->so_bound_dev[0])
-		ret = sk_opts_bind_device(fd, ie->opts->so_bound_dev, sk->what);
+	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
+	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -698,19 +744,30 @@ int inet_sk_new(const struct inet_sk *sk)
 	return fd;
 }
 
-/* Options (SO_REUSEADDR as dumped), shutdown, file flags: once bound and connected. */
+/*
+ * Once bound and connected: what binding needed changed back (SO_REUSEADDR, IP_FREEBIND
+ * as dumped), the TCP options, shutdown, file flags.
+ */
 int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 {
 	const InetSkEntry *ie = sk->ie;
-	int ret = sk_opts_restore(fd, ie->opts, sk->what);
+	int ret = restore_tcp_opts(fd, ie, sk->what);
 
+	/* Also after repair mode, whose end clears SO_REUSEADDR. */
 	if (!ret)
-		ret = restore_tcp_opts(fd, ie, sk->what);
-	if (!ret && !ie->opts->reuseaddr)
-		ret = set_opt(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", 0, sk->what);
-	/* sk_shutdown is SHUT_RD + 1, SHUT_WR + 1, SHUT_RDWR + 1. */
+		ret = set_opt(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", ie->opts->reuseaddr,
+			      sk->what);
+	if (!ret)
+		ret = set_opt(fd, SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", ie->opts->so_reuseport,
+			      sk->what);
+	if (!ret && !(ie->ip_opts && ie->ip_opts->has_freebind && ie->ip_opts->freebind))
+		ret = set_freebind(fd, ie, false, sk->what);
+	/*
+	 * sk_shutdown is SHUT_RD + 1, SHUT_WR + 1, SHUT_RDWR + 1. A socket not connected
+	 * answers ENOTCONN, but is shut down all the same.
+	 */
 	if (!ret && ie->has_shutdown && ie->shutdown != SK_SHUTDOWN__NONE &&
-	    shutdown(fd, ie->shutdown - 1)) {
+	    shutdown(fd, ie->shutdown - 1) && errno != ENOTCONN) {
 		ret = -errno;
 		pr_perror("%s: cannot shut it down (%u)", sk->what, ie->shutdown);
 	}

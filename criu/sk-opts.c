@@ -445,7 +445,7 @@ static int restore_filter(int fd, const SkOptsEntry *soe, const char *what)
 	return set_opt(fd, SO_ATTACH_FILTER, "SO_ATTACH_FILTER", &prog, sizeof(prog), what);
 }
 
-int sk_opts_bind_device(int fd, const char *dev, const char *what)
+static int bind_device(int fd, const char *dev, const char *what)
 {
 	return set_opt(fd, SO_BINDTODEVICE, "SO_BINDTODEVICE", dev, strlen(dev) + 1, what);
 }
@@ -476,6 +476,6 @@ int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what)
 	if (!ret && soe->n_so_filter)
 		ret = restore_filter(fd, soe, what);
 	if (!ret && soe->so_bound_dev && soe->so_bound_dev[0])
-		ret = sk_opts_bind_device(fd, soe->so_bound_dev, what);
+		ret = bind_device(fd, soe->so_bound_dev, what);
 	return ret;
 }

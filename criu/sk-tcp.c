@@ -58,9 +58,11 @@ enum { SK_ESTABLISHED = 1 };
  * tcp_dump_release(), and its addresses to find its peer among the others.
  */
 struct tcp_conn {
-	int fd;
+	int fd; /* -1: a listener, kept for its address only */
 	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
 	uint16_t src_port, dst_port;
+	bool closed; /* --tcp-close: dumped without its stream */
+	uint32_t ino; /* names its tcp-stream image */
 	char what[96];
 };
 
@@ -126,21 +128,26 @@ static int add_conn(int fd, const struct inet_dump *d)
 	}
 	conns = grown;
 	c = &conns[nr_conns];
-	c->fd = dup(fd);
-	if (c->fd < 0) {
+	c->fd = fd < 0 ? -1 : dup(fd);
+	if (fd >= 0 && c->fd < 0) {
 		pr_perror("%s: cannot keep a copy of it", d->what);
 		return -errno;
 	}
 	nr_conns++;
+	c->closed = !opts.tcp_established;
 	conn_addr(d->ie.family, d->ie.src_addr, c->src);
 	conn_addr(d->ie.family, d->ie.dst_addr, c->dst);
 	c->src_port = d->ie.src_port;
 	c->dst_port = d->ie.dst_port;
+	c->ino = d->ie.ino;
 	snprintf(c->what, sizeof(c->what), "%s", d->what);
 	return 0;
 }
 
-/* One queue (TCP_RECV_QUEUE, TCP_SEND_QUEUE) peeked whole, with its first byte's seq. */
+/*
+ * One queue (TCP_RECV_QUEUE, TCP_SEND_QUEUE) peeked whole into buf (len + 1 bytes), and
+ * the sequence number that follows it.
+ */
 static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
 		      const char *what)
 {
@@ -150,7 +157,8 @@ static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
 
 	if (ret || !len)
 		return ret;
-	n = recv(fd, buf, len, MSG_PEEK | MSG_DONTWAIT);
+	/* One byte more than the queue has: it must have exactly len (buf has room). */
+	n = recv(fd, buf, len + 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n != (ssize_t)len) {
 		pr_err("%s: read %zd of the %u bytes in its %s queue: %s\n", what, n, len,
 		       queue == TCP_RECV_QUEUE ? "receive" : "send",
@@ -221,10 +229,10 @@ static int dump_conn_opts(int fd, TcpStreamEntry *te, const char *what)
 	return ret;
 }
 
-static int write_stream(const struct inet_dump *d, const TcpStreamEntry *te, const char *inq,
+static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq,
 			const char *outq)
 {
-	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, d->ie.ino);
+	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, ino);
 	int ret;
 
 	if (!img)
@@ -238,66 +246,166 @@ static int write_stream(const struct inet_dump *d, const TcpStreamEntry *te, con
 	return ret;
 }
 
+/*
+ * Repair mode even with --tcp-close, which restores it closed: killed in repair mode,
+ * the socket leaves no orphan behind to hold its port. The stream itself is read once
+ * every connection is in repair mode and they stand still (tcp_dump_check()).
+ */
 int tcp_dump_stream(int fd, struct inet_dump *d)
+{
+	int ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
+
+	if (!ret)
+		ret = add_conn(fd, d);
+	if (ret)
+		set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, d->what);
+	return ret;
+}
+
+static int dump_one_stream(const struct tcp_conn *c)
 {
 	TcpStreamEntry te = TCP_STREAM_ENTRY__INIT;
 	char *inq = NULL, *outq = NULL;
-	int ret;
+	int ret = dump_queue_lengths(c->fd, &te, c->what);
 
-	if (!opts.tcp_established)
-		return 0; /* --tcp-close: restore makes it a closed socket */
-	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
-	if (ret)
-		return ret;
-	ret = add_conn(fd, d);
-	if (ret) {
-		set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, d->what);
-		return ret;
-	}
-	ret = dump_queue_lengths(fd, &te, d->what);
 	if (!ret) {
 		inq = malloc(te.inq_len + 1);
 		outq = malloc(te.outq_len + 1);
 		if (!inq || !outq) {
-			pr_err("%s: out of memory for its queues\n", d->what);
+			pr_err("%s: out of memory for its queues\n", c->what);
 			ret = -ENOMEM;
 		}
 	}
 	if (!ret)
-		ret = peek_queue(fd, TCP_RECV_QUEUE, te.inq_len, &te.inq_seq, inq, d->what);
+		ret = peek_queue(c->fd, TCP_RECV_QUEUE, te.inq_len, &te.inq_seq, inq, c->what);
 	if (!ret)
-		ret = peek_queue(fd, TCP_SEND_QUEUE, te.outq_len, &te.outq_seq, outq, d->what);
+		ret = peek_queue(c->fd, TCP_SEND_QUEUE, te.outq_len, &te.outq_seq, outq, c->what);
 	if (!ret)
-		ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
-			      d->what);
+		ret = set_int(c->fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
+			      c->what);
 	if (!ret)
-		ret = dump_conn_opts(fd, &te, d->what);
+		ret = dump_conn_opts(c->fd, &te, c->what);
 	if (!ret)
-		ret = write_stream(d, &te, inq, outq);
+		ret = write_stream(c->ino, &te, inq, outq);
 	free(inq);
 	free(outq);
 	return ret;
 }
 
+/* What moves while a connection still carries bytes: its sequence numbers and queues. */
+struct conn_motion {
+	uint32_t rcv_nxt, write_seq;
+	int inq, outq, unsent;
+};
+
+static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (ioctl(c->fd, SIOCINQ, &m->inq) || ioctl(c->fd, SIOCOUTQ, &m->outq) ||
+	    ioctl(c->fd, SIOCOUTQNSD, &m->unsent)) {
+		pr_perror("%s: cannot read its queues' lengths", c->what);
+		return -errno;
+	}
+	return peek_queue(c->fd, TCP_RECV_QUEUE, 0, &m->rcv_nxt, NULL, c->what) ?:
+		       peek_queue(c->fd, TCP_SEND_QUEUE, 0, &m->write_seq, NULL, c->what);
+}
+
+/*
+ * The tasks are frozen, but the kernel goes on moving their bytes: a connection of the
+ * tree sends what its window allows to its peer, which acknowledges it, until the windows
+ * are full or the queues empty (repair mode stops none of it). Without a network lock
+ * (see criu(8), --network-lock), the dump waits for every connection to stand still, so
+ * both ends of one are read at the same point of its stream. 2 s at most.
+ */
+#define SETTLE_STEP_US 5000
+#define SETTLE_STEPS 400
+
+static int wait_conns_settled(void)
+{
+	struct conn_motion *last = calloc(nr_conns ? nr_conns : 1, sizeof(*last));
+	int ret = last ? 0 : -ENOMEM, step;
+	bool moved = true;
+
+	for (step = 0; !ret && moved && step < SETTLE_STEPS; step++) {
+		moved = false;
+		for (size_t i = 0; i < nr_conns && !ret; i++) {
+			struct conn_motion now;
+
+			if (conns[i].fd < 0 || conns[i].closed)
+				continue;
+			ret = read_motion(&conns[i], &now);
+			moved |= step == 0 || memcmp(&now, &last[i], sizeof(now));
+			last[i] = now;
+		}
+		if (moved && !ret)
+			usleep(SETTLE_STEP_US);
+	}
+	free(last);
+	if (!ret && moved) {
+		pr_err("TCP connections of the tree still carry bytes after %d ms: their streams "
+		       "cannot be dumped at one point\n",
+		       SETTLE_STEPS * SETTLE_STEP_US / 1000);
+		ret = -EBUSY;
+	}
+	if (!ret)
+		pr_info("TCP connections still after %d ms\n", step * SETTLE_STEP_US / 1000);
+	return ret;
+}
+
+static int dump_streams(void)
+{
+	int ret = wait_conns_settled();
+
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (conns[i].fd >= 0 && !conns[i].closed)
+			ret = dump_one_stream(&conns[i]);
+	return ret;
+}
+
 static bool is_peer(const struct tcp_conn *a, const struct tcp_conn *b)
 {
+	if (b->fd < 0)
+		return false;
 	return a->src_port == b->dst_port && a->dst_port == b->src_port &&
 	       !memcmp(a->src, b->dst, 16) && !memcmp(a->dst, b->src, 16);
+}
+
+int tcp_dump_listener(const struct inet_dump *d)
+{
+	return add_conn(-1, d);
+}
+
+/*
+ * --skip-in-flight: a client whose connection the dumped listener had not accepted yet;
+ * its peer is dropped with the listener's queue, and the client sees a reset after
+ * restore, as it would after a listener's restart.
+ */
+static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
+{
+	static const uint8_t any[16];
+	static const uint8_t any4[16] = { [10] = 0xff, [11] = 0xff };
+
+	if (!opts.tcp_skip_in_flight || l->fd >= 0 || c->dst_port != l->src_port)
+		return false;
+	return !memcmp(c->dst, l->src, 16) || !memcmp(l->src, any, 16) ||
+	       !memcmp(l->src, any4, 16);
 }
 
 /*
  * Without a network lock the peer of a connection must be dumped too: a peer outside the
  * tree would go on sending, and the dumped socket, gone, would answer with a reset.
  */
-int tcp_dump_check(void)
+static int check_peers(void)
 {
 	if (opts.network_lock_skip)
 		return 0;
 	for (size_t i = 0; i < nr_conns; i++) {
-		bool found = false;
+		/* A connection restored closed does not care. */
+		bool found = conns[i].fd < 0 || conns[i].closed;
 
 		for (size_t j = 0; j < nr_conns && !found; j++)
-			found = j != i && is_peer(&conns[i], &conns[j]);
+			found = j != i && (is_peer(&conns[i], &conns[j]) ||
+					   peer_in_flight(&conns[i], &conns[j]));
 		if (!found) {
 			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
 			       "does not lock the network: dump with --network-lock skip to "
@@ -309,9 +417,16 @@ int tcp_dump_check(void)
 	return 0;
 }
 
+int tcp_dump_check(void)
+{
+	return check_peers() ?: dump_streams();
+}
+
 void tcp_dump_release(bool killed)
 {
 	for (size_t i = 0; i < nr_conns; i++) {
+		if (conns[i].fd < 0)
+			continue;
 		if (!killed)
 			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
 				TCP_REPAIR_OFF_NO_WP, conns[i].what);
@@ -614,7 +729,9 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 		      set_seqs(fd, st->te, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
 		      connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
 		      fill_queues(fd, st, sk->what) ?: set_window(fd, st->te, sk->what) ?:
-		      set_stream_opts(fd, st->te, sk->what);
+		      set_stream_opts(fd, st->te, sk->what) ?:
+		      /* The buffer sizes as dumped, fill_queues() widened them. */
+		      sk_opts_restore(fd, sk->ie->opts, sk->what);
 	if (!ret)
 		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, sk->what);
 	if (ret) {

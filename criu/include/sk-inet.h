@@ -59,6 +59,8 @@ int tcp_dump_check_state(const struct inet_dump *d);
  * tcp_dump_release(). With --tcp-close, d is made a closed socket instead. 0 or -errno.
  */
 int tcp_dump_stream(int fd, struct inet_dump *d);
+/* Dump: d is a dumped listening TCP socket (its in-flight clients may be dropped). */
+int tcp_dump_listener(const struct inet_dump *d);
 /* fdtype_ops.dump_check: every peer of a dumped connection on this host is dumped too. */
 int tcp_dump_check(void);
 /*

@@ -21,8 +21,6 @@ void sk_opts_free(SkOptsEntry *soe);
 int sk_opts_check(const SkOptsEntry *soe, const char *what);
 /* The same for a TCP socket, which may have keepalive timings. */
 int sk_opts_check_tcp(const SkOptsEntry *soe, const char *what);
-/* Restore: bind fd to the device dev (SO_BINDTODEVICE). 0 or -errno. */
-int sk_opts_bind_device(int fd, const char *dev, const char *what);
 /* Restore: set the options of soe on fd. 0 or -errno. */
 int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what);
 /*

@@ -14,6 +14,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <netinet/udp.h>
@@ -28,6 +29,7 @@
 #include "files.h"
 #include "log.h"
 #include "namespaces.h"
+#include "pstree.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
 
@@ -107,6 +109,11 @@ static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 	if (getsockname(fd, (struct sockaddr *)&ss, &len)) {
 		pr_perror("%s: cannot read its address", what);
 		return -errno;
+	}
+	if (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_scope_id) {
+		pr_err("%s: bound to a link-local address with a scope, which is not supported\n",
+		       what);
+		return -ENOTSUP;
 	}
 	image_addr(&ss, d->src, &d->ie.src_port);
 	len = sizeof(ss);
@@ -457,6 +464,18 @@ static int check_addresses(const InetSkEntry *ie, const char *what)
 	return 0;
 }
 
+/* As CRIU names it: the tree's own net namespace, or criu's where the tree shares it. */
+static bool is_tree_net_ns(uint32_t id)
+{
+	const struct ns_id *own = ns_root_own(NS_NET);
+	struct pstree_item item;
+
+	if (own)
+		return own->id == id;
+	ns_criu_ids(&item.ids);
+	return item.ids.net_ns_id == id;
+}
+
 static int check_inet_state(const InetSkEntry *ie, const char *what)
 {
 	bool ok;
@@ -476,8 +495,8 @@ static int check_inet_state(const InetSkEntry *ie, const char *what)
 		       ie->shutdown);
 		return -EINVAL;
 	}
-	if (ie->has_ns_id && !ns_root_own(NS_NET)) {
-		pr_err("%s: in net namespace %u, which the images do not have\n", what, ie->ns_id);
+	if (ie->has_ns_id && !is_tree_net_ns(ie->ns_id)) {
+		pr_err("%s: in net namespace %u, which is not its tasks'\n", what, ie->ns_id);
 		return -EINVAL;
 	}
 	return 0;
@@ -495,9 +514,8 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 		pr_err("%s: IP_TOS %u or IP_TTL %u out of range\n", what, io->tos, io->ttl);
 		return -EINVAL;
 	}
-	if (ie->ifname && ie->ifname[0] && (!ie->opts->so_bound_dev ||
-					    strcmp(ie->ifname, ie->opts->so_bound_dev))) {
-		pr_err("%s: ifname %s is not its bound device\n", what, ie->ifname);
+	if (ie->ifname && (ie->family != AF_INET6 || strlen(ie->ifname) >= IFNAMSIZ)) {
+		pr_err("%s: ifname %s: not the scope of an IPv6 address\n", what, ie->ifname);
 		return -EINVAL;
 	}
 	return 0;
@@ -612,6 +630,9 @@ socklen_t inet_sk_addr(const InetSkEntry *ie, bool peer, struct sockaddr_storage
 
 	memcpy(&sin6->sin6_addr, words, 16);
 	sin6->sin6_port = port;
+	/* ifname: the interface of a link-local address (if_nametoindex() gives 0 if gone). */
+	if (!peer && ie->ifname)
+		sin6->sin6_scope_id = if_nametoindex(ie->ifname);
 	return sizeof(*sin6);
 }
 

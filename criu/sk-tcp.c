@@ -292,6 +292,11 @@ static int dump_one_stream(const struct tcp_conn *c)
 	return ret;
 }
 
+static bool has_stream(const struct tcp_conn *c)
+{
+	return c->fd >= 0 && !c->closed;
+}
+
 /* What moves while a connection still carries bytes: its sequence numbers and queues. */
 struct conn_motion {
 	uint32_t rcv_nxt, write_seq;
@@ -319,29 +324,32 @@ static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
  */
 #define SETTLE_STEP_US 5000
 #define SETTLE_STEPS 400
+#define SETTLE_STILL 3
 
 static int wait_conns_settled(void)
 {
 	struct conn_motion *last = calloc(nr_conns ? nr_conns : 1, sizeof(*last));
-	int ret = last ? 0 : -ENOMEM, step;
+	int ret = last ? 0 : -ENOMEM, step, still = 0;
 	bool moved = true;
 
-	for (step = 0; !ret && moved && step < SETTLE_STEPS; step++) {
+	/* Still over SETTLE_STILL steps in a row: a loaded machine may hold a packet a step. */
+	for (step = 0; !ret && still < SETTLE_STILL && step < SETTLE_STEPS; step++) {
 		moved = false;
 		for (size_t i = 0; i < nr_conns && !ret; i++) {
 			struct conn_motion now;
 
-			if (conns[i].fd < 0 || conns[i].closed)
+			if (!has_stream(&conns[i]))
 				continue;
 			ret = read_motion(&conns[i], &now);
 			moved |= step == 0 || memcmp(&now, &last[i], sizeof(now));
 			last[i] = now;
 		}
-		if (moved && !ret)
+		still = moved ? 0 : still + 1;
+		if (still < SETTLE_STILL && !ret)
 			usleep(SETTLE_STEP_US);
 	}
 	free(last);
-	if (!ret && moved) {
+	if (!ret && still < SETTLE_STILL) {
 		pr_err("TCP connections of the tree still carry bytes after %d ms: their streams "
 		       "cannot be dumped at one point\n",
 		       SETTLE_STEPS * SETTLE_STEP_US / 1000);
@@ -354,10 +362,15 @@ static int wait_conns_settled(void)
 
 static int dump_streams(void)
 {
-	int ret = wait_conns_settled();
+	bool any = false;
+	int ret = 0;
 
+	for (size_t i = 0; i < nr_conns; i++)
+		any |= has_stream(&conns[i]);
+	if (any)
+		ret = wait_conns_settled();
 	for (size_t i = 0; i < nr_conns && !ret; i++)
-		if (conns[i].fd >= 0 && !conns[i].closed)
+		if (has_stream(&conns[i]))
 			ret = dump_one_stream(&conns[i]);
 	return ret;
 }

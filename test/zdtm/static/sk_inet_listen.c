@@ -2,8 +2,8 @@
  * Listening TCP sockets: IPv4 on loopback, IPv6 only, dual-stack IPv6 (reached over IPv4 by
  * a v4-mapped address), each with its backlog and options set to what a new socket does not
  * have (SO_REUSEADDR, SO_REUSEPORT, SO_KEEPALIVE with its TCP_KEEP* timings, SO_LINGER,
- * SO_RCVBUF, TCP_NODELAY, TCP_CORK, SO_BINDTODEVICE lo, IP_FREEBIND on an address the host
- * does not have), and an unbound TCP socket. Each comes back at its address, listening with
+ * SO_RCVBUF, TCP_NODELAY, TCP_CORK, SO_BINDTODEVICE lo, IPV6_FREEBIND on an address the
+ * host does not have), and an unbound TCP socket. Each comes back at its address, listening with
  * its backlog and options, and accepts connections.
  */
 #include <arpa/inet.h>
@@ -16,10 +16,14 @@
 
 #include "zdtmtst.h"
 
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND 78
+#endif
+
 #define V4	70 /* 127.0.0.1, options set */
 #define V6ONLY	71 /* ::1, IPV6_V6ONLY */
 #define DUAL	72 /* ::, dual-stack, bound to lo */
-#define FREE	73 /* 192.0.2.1 (TEST-NET-1) with IP_FREEBIND, not listening */
+#define FREE	73 /* 2001:db8::1 (documentation prefix) with IPV6_FREEBIND, not listening */
 #define UNBOUND 74
 
 struct opt {
@@ -123,9 +127,9 @@ static void setup(void)
 	if (listen(DUAL, 11))
 		test_fail_errno("listen");
 
-	tcp_at(AF_INET, FREE);
-	set_int(FREE, SOL_IP, IP_FREEBIND, 1, "IP_FREEBIND");
-	bind4(FREE, "192.0.2.1");
+	tcp_at(AF_INET6, FREE);
+	set_int(FREE, SOL_IPV6, IPV6_FREEBIND, 1, "IPV6_FREEBIND");
+	bind6(FREE, "2001:db8::1");
 
 	tcp_at(AF_INET, UNBOUND);
 }
@@ -201,8 +205,8 @@ static void check(uint16_t ports[])
 		test_fail("IPV6_V6ONLY not as set");
 	if (getsockopt(DUAL, SOL_SOCKET, SO_BINDTODEVICE, dev, &len) || strcmp(dev, "lo"))
 		test_fail("SO_BINDTODEVICE is '%s', expected lo", dev);
-	if (get_int(FREE, SOL_IP, IP_FREEBIND, "IP_FREEBIND") != 1)
-		test_fail("IP_FREEBIND is off");
+	if (get_int(FREE, SOL_IPV6, IPV6_FREEBIND, "IPV6_FREEBIND") != 1)
+		test_fail("IPV6_FREEBIND is off");
 	if (get_int(V6ONLY, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR") != 0)
 		test_fail("SO_REUSEADDR is on, the test never set it");
 	/* TCP_CORK holds back small writes: off for the check's connection. */

@@ -5,7 +5,9 @@
  * its child, the child's end with bytes unread; and the listening socket the IPv4 pair was accepted from. After restore each
  * end reads exactly the bytes queued to it, in order, and the connections go on working.
  * $ZDTM_TCP_PENDING: the listener also has a connection not accepted yet (its client in
- * the test), which --skip-in-flight drops: the test then checks only the other sockets.
+ * the test), which the dump refuses without --skip-in-flight.
+ * $ZDTM_TCP_CLOSED: restored with --tcp-close (or dumped with it): every connection comes
+ * back closed (reads give end of file, writes EPIPE), the listener accepts new ones.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,6 +108,31 @@ static void expect_works(int a, int b, const char *what)
 }
 
 static int child_end;
+static bool closed;
+
+static void expect_closed(int fd, const char *what)
+{
+	char byte;
+
+	if (recv(fd, &byte, 1, MSG_DONTWAIT) != 0)
+		test_fail("%s: a read does not give end of file", what);
+	if (send(fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != -1 || errno != EPIPE)
+		test_fail("%s: a write does not fail with EPIPE", what);
+}
+
+/* After --tcp-close: the listener takes a new connection. */
+static void expect_accepts(void)
+{
+	int c = tcp_at(AF_INET, 90), s;
+
+	connect_to(c, LISTENER);
+	s = accept(LISTENER, NULL, NULL);
+	if (s < 0)
+		test_fail_errno("accept after --tcp-close");
+	expect_works(c, s, "a new connection");
+	close(s);
+	close(c);
+}
 
 /*
  * The child's end of the IPv6 pair, with V6_BYTES from the parent unread: it reads them,
@@ -116,6 +143,10 @@ static void __attribute__((noreturn)) child(void)
 	close(V6);
 	test_barrier_done();
 	test_wait_sigterm();
+	if (closed) {
+		expect_closed(child_end, "the child's IPv6 end");
+		exit(0);
+	}
 	expect_all(child_end, V6_BYTES, 3, "the child's IPv6 end");
 	if (send_all(child_end, V6_BYTES, 4) != V6_BYTES)
 		test_fail("the child cannot answer on its IPv6 end");
@@ -149,6 +180,7 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	test_init(argc, argv);
+	closed = getenv("ZDTM_TCP_CLOSED") != NULL;
 	tcp_at(AF_INET, LISTENER);
 	listen_on(LISTENER, AF_INET);
 	tcp_at(AF_INET, CLIENT);
@@ -171,6 +203,14 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
+	if (closed) {
+		expect_closed(CLIENT, "the client");
+		expect_closed(SERVER, "the server");
+		expect_closed(V6, "the parent's IPv6 end");
+		test_children_verdict(&pid, 1, "the IPv6 child");
+		expect_accepts();
+		test_pass();
+	}
 	expect_all(SERVER, TO_SERVER, 1, "the server's receive queue");
 	expect_all(CLIENT, to_client, 2, "the client's receive queue");
 	expect_works(CLIENT, SERVER, "IPv4");

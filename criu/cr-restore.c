@@ -27,6 +27,7 @@
 #include "cgroup.h"
 #include "compel.h"
 #include "cr_options.h"
+#include "sk-inet.h"
 #include "crtools.h"
 #include "fdstore.h"
 #include "file-lock.h"
@@ -1373,6 +1374,9 @@ int cr_restore_tasks(void)
 		goto out;
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
+		goto out;
+	/* Once every connection's peer is back, before the tasks run: out of repair mode. */
+	if (tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

@@ -824,6 +824,14 @@ static int inet_sk_open(const struct file_desc *d)
 	return inet_sk_finish(fd, sk, d);
 }
 
+/* An established connection: where it is, for criu to end its repair mode. */
+static int inet_sk_finish_task(const struct file_desc *d, int fd, const struct task_fds *fds)
+{
+	const struct inet_sk *sk = d->kind;
+
+	return sk->stream ? tcp_note_repaired(sk, fd, fds->pid) : 0;
+}
+
 const struct fdtype_ops inet_sk_fdtype_ops = {
 	.type = FD_TYPES__INETSK,
 	.name = "inet socket",
@@ -831,8 +839,11 @@ const struct fdtype_ops inet_sk_fdtype_ops = {
 	.dump = inet_sk_dump,
 	.dump_check = tcp_dump_check,
 	.collect = inet_sk_collect,
+	.collect_done = tcp_collect_done,
 	.collect_fini = inet_sk_collect_fini,
 	.open = inet_sk_open,
 	.inheritable = true,
 	.deps = inet_sk_deps,
+	.finish = inet_sk_finish_task,
+	.finish_in_flight = true,
 };

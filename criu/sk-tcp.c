@@ -4,7 +4,7 @@
  * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
  * dumped task closes it without a word to the peer. Restore makes the socket in repair
  * mode, where bind() and connect() set the connection up without a packet, puts the
- * queues and options back, and leaves repair mode once the task's fds are in place.
+ * queues and options back; criu ends repair mode once the whole tree is restored.
  */
 #include <errno.h>
 #include <limits.h>
@@ -16,12 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cr_options.h"
 #include "image.h"
 #include "log.h"
+#include "namespaces.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
 
@@ -33,6 +36,7 @@
 #define TCP_REPAIR_OFF_NO_WP -1
 #endif
 #define TCP_REPAIR_ON 1
+#define TCP_REPAIR_OFF 0
 
 struct repair_window {
 	uint32_t snd_wl1, snd_wnd, max_window, rcv_wnd, rcv_wup;
@@ -456,10 +460,27 @@ void tcp_dump_release(bool killed)
 struct tcp_stream {
 	TcpStreamEntry *te;
 	char *inq, *outq;
+	size_t slot; /* its place in repaired[] */
 	struct tcp_stream *next;
 };
 
 static struct tcp_stream *streams;
+static size_t nr_streams;
+
+/*
+ * Where each restored connection is, for criu to end its repair mode once the whole tree
+ * is restored: shared with the tasks, which fill it in (tcp_note_repaired()).
+ */
+struct repaired_sk {
+	pid_t pid; /* as the images name the task; 0: not opened (yet) */
+	int fd;
+	bool reuseaddr; /* repair mode's end clears SO_REUSEADDR */
+	char what[64];
+};
+
+static struct repaired_sk *repaired;
+/* Main process: the connection of each slot. */
+static const struct inet_sk **slot_sks;
 
 bool tcp_state_restorable(uint32_t state)
 {
@@ -516,6 +537,19 @@ static int read_stream(struct cr_img *img, struct tcp_stream *st, const char *wh
 	return ret ?: img_read_raw(img, st->outq, st->te->outq_len);
 }
 
+static int add_slot(const struct inet_sk *sk)
+{
+	const struct inet_sk **grown = realloc(slot_sks, (nr_streams + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", sk->what);
+		return -ENOMEM;
+	}
+	slot_sks = grown;
+	slot_sks[nr_streams++] = sk;
+	return 0;
+}
+
 int tcp_collect_stream(struct inet_sk *sk)
 {
 	struct tcp_stream *st;
@@ -541,6 +575,10 @@ int tcp_collect_stream(struct inet_sk *sk)
 	}
 	st->next = streams;
 	streams = st;
+	st->slot = nr_streams;
+	ret = add_slot(sk);
+	if (ret)
+		return ret;
 	img = open_image(CR_IMG_TCP_STREAM, O_RDONLY, sk->ie->ino);
 	if (!img)
 		return -EIO;
@@ -550,8 +588,29 @@ int tcp_collect_stream(struct inet_sk *sk)
 	return ret;
 }
 
+/* Before anything is forked: the tasks inherit the table. */
+int tcp_collect_done(void)
+{
+	if (!nr_streams)
+		return 0;
+	repaired = mmap(NULL, nr_streams * sizeof(*repaired), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (repaired == MAP_FAILED) {
+		repaired = NULL;
+		pr_perror("cannot map the table of %zu TCP connections", nr_streams);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 void tcp_collect_fini(void)
 {
+	if (repaired)
+		munmap(repaired, nr_streams * sizeof(*repaired));
+	repaired = NULL;
+	free(slot_sks);
+	slot_sks = NULL;
+	nr_streams = 0;
 	while (streams) {
 		struct tcp_stream *st = streams;
 
@@ -666,30 +725,28 @@ static int set_window(int fd, const TcpStreamEntry *te, const char *what)
 	return 0;
 }
 
+static uint32_t unsent_len(const TcpStreamEntry *te)
+{
+	return te->has_unsq_len ? te->unsq_len : 0;
+}
+
 /*
  * The part of the send queue the peer has seen (or may have) goes in in repair mode; the
- * unsent tail is sent as the task would have sent it, out of repair mode. The buffers are
- * as large as they go while the queues are filled (the kernel's accounting of the new
- * queues may exceed what the old ones took); inet_sk_finish() sets the dumped sizes.
+ * unsent tail waits for the end of repair mode (send_unsent()). The buffers are as large
+ * as they go while the queues are filled (the kernel's accounting of the new queues may
+ * exceed what the old ones took); the dumped sizes are set afterwards.
  */
 static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
 {
 	const TcpStreamEntry *te = st->te;
-	uint32_t unsent = te->has_unsq_len ? te->unsq_len : 0;
-	int ret = sk_opts_widen_sndbuf(fd, what) ?:
-			  set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
-				  what) ?:
-			  fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
-			  fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent, what);
 
-	if (!ret)
-		ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
-	if (!ret && unsent)
-		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, what) ?:
-			      send_bytes(fd, st->outq + te->outq_len - unsent, unsent, "send",
-					 what) ?:
-			      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, what);
-	return ret;
+	return sk_opts_widen_sndbuf(fd, what) ?:
+		       set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
+			       what) ?:
+		       fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
+		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(te),
+				  what) ?:
+		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
 }
 
 static int set_stream_opts(int fd, const TcpStreamEntry *te, const char *what)
@@ -723,11 +780,7 @@ static int open_closed(const struct inet_sk *sk, const struct file_desc *d)
 	return restore_status_flags(fd, sk->ie->flags, d);
 }
 
-/*
- * Repair mode is left right away, without the window probe the kernel would send (the
- * peer may not be restored yet): nothing is sent until the tasks run and write, or a
- * timer fires for unacked data.
- */
+/* The socket stays in repair mode until tcp_restore_unlock(). */
 int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 {
 	const struct tcp_stream *st = sk->stream;
@@ -745,11 +798,92 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 		      set_stream_opts(fd, st->te, sk->what) ?:
 		      /* The buffer sizes as dumped, fill_queues() widened them. */
 		      sk_opts_restore(fd, sk->ie->opts, sk->what);
-	if (!ret)
-		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, sk->what);
 	if (ret) {
 		close(fd);
 		return ret;
 	}
 	return inet_sk_finish(fd, sk, d);
+}
+
+int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid)
+{
+	struct repaired_sk *r = &repaired[sk->stream->slot];
+
+	r->pid = pid;
+	r->fd = fd;
+	r->reuseaddr = sk->ie->opts->reuseaddr;
+	snprintf(r->what, sizeof(r->what), "%s", sk->what);
+	return 0;
+}
+
+/*
+ * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
+ * window: both ends agree on where the stream is again. The peer must exist by then, or
+ * it would answer with a reset: criu does it through its own copy of each socket
+ * (pidfd_getfd), once every task is restored and before any of them runs. Criu's copy
+ * of the socket (for send_unsent()), or -errno.
+ */
+static int end_repair(const struct repaired_sk *r)
+{
+	pid_t pid = pidns_host_pid(r->pid);
+	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
+
+	if (pidfd >= 0)
+		fd = syscall(SYS_pidfd_getfd, pidfd, r->fd, 0);
+	if (fd < 0) {
+		pr_perror("%s: cannot get it from task %d (fd %d) to end its repair mode", r->what,
+			  pid, r->fd);
+		ret = -errno;
+	}
+	if (!ret)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
+			      set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
+				      r->what);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (ret && fd >= 0)
+		close(fd);
+	return ret ? ret : fd;
+}
+
+/*
+ * The tail of the send queue the task had not sent yet, sent now as the task would have:
+ * out of repair mode, once every peer is out of it too. With the largest send buffer while
+ * it goes in (the queue fitted the dumped size, the kernel's accounting may differ), then
+ * the dumped size.
+ */
+static int send_unsent(int fd, const struct inet_sk *sk)
+{
+	const TcpStreamEntry *te = sk->stream->te;
+	uint32_t unsent = unsent_len(te);
+
+	if (!unsent)
+		return 0;
+	return sk_opts_widen_sndbuf(fd, sk->what) ?:
+		       send_bytes(fd, sk->stream->outq + te->outq_len - unsent, unsent, "send",
+				  sk->what) ?:
+		       sk_opts_restore(fd, sk->ie->opts, sk->what);
+}
+
+int tcp_restore_unlock(void)
+{
+	int *fds = calloc(nr_streams ? nr_streams : 1, sizeof(*fds)), ret = fds ? 0 : -ENOMEM;
+	size_t i;
+
+	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
+	for (i = 0; fds && i < nr_streams; i++) {
+		fds[i] = repaired[i].pid ? end_repair(&repaired[i]) : -1;
+		if (repaired[i].pid && fds[i] < 0 && !ret)
+			ret = fds[i];
+	}
+	for (i = 0; i < nr_streams && !ret; i++)
+		if (fds[i] >= 0)
+			ret = send_unsent(fds[i], slot_sks[i]);
+	for (i = 0; fds && i < nr_streams; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	if (!ret && nr_streams)
+		pr_info("%zu TCP connections out of repair mode\n", nr_streams);
+	return ret;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "files.h"
 #include "sk-inet.pb-c.h"
@@ -73,8 +74,17 @@ void tcp_dump_release(bool killed);
 bool tcp_state_restorable(uint32_t state);
 /* Restore, collect: read and check sk's tcp-stream image. 0 or -errno. */
 int tcp_collect_stream(struct inet_sk *sk);
+/* Restore, main process, before forking: the table the tasks fill in. 0 or -errno. */
+int tcp_collect_done(void);
 void tcp_collect_fini(void);
 /* Restore, open(): the established connection sk, in repair mode; the fd or -errno. */
 int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d);
+/* Restore, in the task that holds sk first, its fds placed: where sk is (pid: the images'). */
+int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid);
+/*
+ * Restore, main process, once every task is restored and before any runs: every restored
+ * connection leaves repair mode. 0 or -errno (the restore fails).
+ */
+int tcp_restore_unlock(void);
 
 #endif

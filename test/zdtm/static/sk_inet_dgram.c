@@ -41,15 +41,6 @@ static struct sock_filter filter[] = {
 	{ BPF_RET | BPF_K, 0, 0, 0 },
 };
 
-static void sock_at(int family, int type, int proto, int at)
-{
-	int fd = socket(family, type, proto);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("socket");
-	close(fd);
-}
-
 static socklen_t addr_of(int fd, bool peer, struct sockaddr_storage *ss)
 {
 	socklen_t len = sizeof(*ss);
@@ -58,20 +49,6 @@ static socklen_t addr_of(int fd, bool peer, struct sockaddr_storage *ss)
 	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)ss, &len))
 		test_fail_errno(peer ? "getpeername" : "getsockname");
 	return len;
-}
-
-static void bind_to(int fd, int family, const char *addr)
-{
-	struct sockaddr_in a4 = { .sin_family = AF_INET };
-	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
-
-	if (family == AF_INET)
-		inet_pton(AF_INET, addr, &a4.sin_addr);
-	else
-		inet_pton(AF_INET6, addr, &a6.sin6_addr);
-	if (bind(fd, family == AF_INET ? (struct sockaddr *)&a4 : (struct sockaddr *)&a6,
-		 family == AF_INET ? sizeof(a4) : sizeof(a6)))
-		test_fail_errno("bind");
 }
 
 static void connect_to_name_of(int fd, int target)
@@ -91,27 +68,27 @@ static void setup(void)
 	/* Ping sockets are for the groups in this range; root's group 0 included. */
 	write_file("/proc/sys/net/ipv4/ping_group_range", "0 0", 3);
 
-	sock_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, SERVER);
-	bind_to(SERVER, AF_INET, "127.0.0.1");
+	socket_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, SERVER);
+	bind_inet(SERVER, AF_INET, "127.0.0.1");
 	if (setsockopt(SERVER, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ||
 	    setsockopt(SERVER, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)))
 		test_fail_errno("setsockopt");
-	sock_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, CLIENT);
+	socket_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, CLIENT);
 	connect_to_name_of(CLIENT, SERVER);
 
-	sock_at(AF_INET6, SOCK_DGRAM, IPPROTO_UDPLITE, LITE);
-	bind_to(LITE, AF_INET6, "::1");
+	socket_at(AF_INET6, SOCK_DGRAM, IPPROTO_UDPLITE, LITE);
+	bind_inet(LITE, AF_INET6, "::1");
 	connect_to_name_of(LITE, LITE);
 	if (shutdown(LITE, SHUT_WR))
 		test_fail_errno("shutdown");
 
-	sock_at(AF_INET, SOCK_DGRAM, IPPROTO_ICMP, PING4);
+	socket_at(AF_INET, SOCK_DGRAM, IPPROTO_ICMP, PING4);
 	if (!getenv("ZDTM_INET_UPSTREAM")) {
-		bind_to(PING4, AF_INET, "127.0.0.1");
+		bind_inet(PING4, AF_INET, "127.0.0.1");
 		connect_to_name_of(PING4, SERVER); /* its address: 127.0.0.1 */
 	}
-	sock_at(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6, PING6);
-	sock_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, UNBOUND);
+	socket_at(AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6, PING6);
+	socket_at(AF_INET, SOCK_DGRAM, IPPROTO_UDP, UNBOUND);
 }
 
 struct names {

@@ -55,16 +55,6 @@ static uint16_t port_of(int fd)
 	return ntohs(a.sin6_port); /* sin_port is at the same place */
 }
 
-static int tcp_at(int family, int at)
-{
-	int fd = socket(family, SOCK_STREAM, 0);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("socket");
-	close(fd);
-	return at;
-}
-
 static void set_int(int fd, int level, int name, int val, const char *what)
 {
 	if (setsockopt(fd, level, name, &val, sizeof(val)))
@@ -81,57 +71,39 @@ static int get_int(int fd, int level, int name, const char *what)
 	return val;
 }
 
-static void bind4(int fd, const char *addr)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-
-	inet_pton(AF_INET, addr, &a.sin_addr);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
-		test_fail_errno("bind");
-}
-
-static void bind6(int fd, const char *addr)
-{
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6 };
-
-	inet_pton(AF_INET6, addr, &a.sin6_addr);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
-		test_fail_errno("bind");
-}
-
 static void setup(void)
 {
 	struct linger lin = { 1, 17 };
 
-	tcp_at(AF_INET, V4);
+	socket_at(AF_INET, SOCK_STREAM, 0, V4);
 	for (size_t i = 0; i < NR_V4_OPTS; i++)
 		set_int(V4, v4_opts[i].level, v4_opts[i].name, v4_opts[i].val, v4_opts[i].what);
 	if (setsockopt(V4, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin)))
 		test_fail_errno("SO_LINGER");
 	set_int(V4, SOL_SOCKET, SO_RCVBUF, 65536, "SO_RCVBUF");
-	bind4(V4, "127.0.0.1");
+	bind_inet(V4, AF_INET, "127.0.0.1");
 	if (listen(V4, 7))
 		test_fail_errno("listen");
 
-	tcp_at(AF_INET6, V6ONLY);
+	socket_at(AF_INET6, SOCK_STREAM, 0, V6ONLY);
 	set_int(V6ONLY, SOL_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY");
-	bind6(V6ONLY, "::1");
+	bind_inet(V6ONLY, AF_INET6, "::1");
 	if (listen(V6ONLY, 3))
 		test_fail_errno("listen");
 
-	tcp_at(AF_INET6, DUAL);
+	socket_at(AF_INET6, SOCK_STREAM, 0, DUAL);
 	set_int(DUAL, SOL_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
 	if (setsockopt(DUAL, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3))
 		test_fail_errno("SO_BINDTODEVICE");
-	bind6(DUAL, "::");
+	bind_inet(DUAL, AF_INET6, "::");
 	if (listen(DUAL, 11))
 		test_fail_errno("listen");
 
-	tcp_at(AF_INET6, FREE);
+	socket_at(AF_INET6, SOCK_STREAM, 0, FREE);
 	set_int(FREE, SOL_IPV6, IPV6_FREEBIND, 1, "IPV6_FREEBIND");
-	bind6(FREE, "2001:db8::1");
+	bind_inet(FREE, AF_INET6, "2001:db8::1");
 
-	tcp_at(AF_INET, UNBOUND);
+	socket_at(AF_INET, SOCK_STREAM, 0, UNBOUND);
 }
 
 static void expect_listening(int fd, unsigned int backlog)

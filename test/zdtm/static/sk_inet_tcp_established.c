@@ -34,11 +34,7 @@
 
 static int tcp_at(int family, int at)
 {
-	int fd = socket(family, SOCK_STREAM, 0);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("socket");
-	close(fd);
+	socket_at(family, SOCK_STREAM, 0, at);
 	return at;
 }
 

@@ -850,6 +850,10 @@ TESTS = {
                               'dump_args': ['--tcp-established'],
                               'test_env': {'ZDTM_TCP_PENDING': '1'},
                               'expect': 'dump with --skip-in-flight'},
+    # in pid and net namespaces of its own: the sockets are made again in the restored one
+    'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
+                          'dump_args': ['--tcp-established'],
+                          'test_env': {'ZDTM_INET_NETNS': '1'}},
     # restored with --tcp-close: the connections come back closed, the listener listens
     'sk_inet_tcp_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-established'],
                           'restore_args': ['--tcp-close'],

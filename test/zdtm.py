@@ -850,6 +850,10 @@ TESTS = {
                               'dump_args': ['--tcp-established'],
                               'test_env': {'ZDTM_TCP_PENDING': '1'},
                               'expect': 'dump with --skip-in-flight'},
+    # the pending connection is dropped; its client (not checked) sees a reset
+    'sk_inet_tcp_skip_in_flight': {'bin': 'sk_inet_tcp_established',
+                                   'dump_args': ['--tcp-established', '--skip-in-flight'],
+                                   'test_env': {'ZDTM_TCP_PENDING': '1'}},
     # in pid and net namespaces of its own: the sockets are made again in the restored one
     'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
                           'dump_args': ['--tcp-established'],

@@ -5,7 +5,8 @@
  * its child, the child's end with bytes unread; and the listening socket the IPv4 pair was accepted from. After restore each
  * end reads exactly the bytes queued to it, in order, and the connections go on working.
  * $ZDTM_TCP_PENDING: the listener also has a connection not accepted yet (its client in
- * the test), which the dump refuses without --skip-in-flight.
+ * the test), which the dump refuses without --skip-in-flight and drops with it (the client
+ * is then not checked: its peer is gone).
  * $ZDTM_TCP_CLOSED: restored with --tcp-close (or dumped with it): every connection comes
  * back closed (reads give end of file, writes EPIPE), the listener accepts new ones.
  * $ZDTM_INET_NETNS: the tree lives in pid and net namespaces of its own (its loopback up),

@@ -309,6 +309,14 @@ struct conn_motion {
 
 static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
 {
+	/*
+	 * An acknowledgement the kernel holds back (delayed ACK, up to 200 ms) would move the
+	 * peer's send queue after the streams are read: TCP_QUICKACK sends it now.
+	 */
+	int ret = set_int(c->fd, SOL_TCP, TCP_QUICKACK, "TCP_QUICKACK", 1, c->what);
+
+	if (ret)
+		return ret;
 	memset(m, 0, sizeof(*m));
 	if (ioctl(c->fd, SIOCINQ, &m->inq) || ioctl(c->fd, SIOCOUTQ, &m->outq) ||
 	    ioctl(c->fd, SIOCOUTQNSD, &m->unsent)) {

@@ -161,15 +161,17 @@ static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
 
 	if (ret || !len)
 		return ret;
-	/* One byte more than the queue has: it must have exactly len (buf has room). */
+	/*
+	 * One byte more than the queue has: it must have exactly len (buf has room). Another
+	 * length: the queue moved since its length was read (-EAGAIN, not logged: read again).
+	 */
 	n = recv(fd, buf, len + 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n != (ssize_t)len) {
-		pr_err("%s: read %zd of the %u bytes in its %s queue: %s\n", what, n, len,
-		       queue == TCP_RECV_QUEUE ? "receive" : "send",
-		       n < 0 ? strerror(errno) : "short");
-		return n < 0 ? -errno : -EIO;
+	if (n < 0) {
+		pr_perror("%s: cannot read its %s queue", what,
+			  queue == TCP_RECV_QUEUE ? "receive" : "send");
+		return -errno;
 	}
-	return 0;
+	return n == (ssize_t)len ? 0 : -EAGAIN;
 }
 
 static int dump_queue_lengths(int fd, TcpStreamEntry *te, const char *what)
@@ -266,33 +268,44 @@ int tcp_dump_stream(int fd, struct inet_dump *d)
 	return ret;
 }
 
-static int dump_one_stream(const struct tcp_conn *c)
-{
-	TcpStreamEntry te = TCP_STREAM_ENTRY__INIT;
-	char *inq = NULL, *outq = NULL;
-	int ret = dump_queue_lengths(c->fd, &te, c->what);
+/* One connection's stream as read, kept until every stream is read at one point. */
+struct stream_read {
+	TcpStreamEntry te;
+	char *inq, *outq;
+};
 
+static void free_stream_read(struct stream_read *r)
+{
+	free(r->inq);
+	free(r->outq);
+	r->inq = r->outq = NULL;
+}
+
+static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
+{
+	TcpStreamEntry *te = &r->te;
+	int ret;
+
+	tcp_stream_entry__init(te);
+	ret = dump_queue_lengths(c->fd, te, c->what);
 	if (!ret) {
-		inq = malloc(te.inq_len + 1);
-		outq = malloc(te.outq_len + 1);
-		if (!inq || !outq) {
+		r->inq = malloc(te->inq_len + 1);
+		r->outq = malloc(te->outq_len + 1);
+		if (!r->inq || !r->outq) {
 			pr_err("%s: out of memory for its queues\n", c->what);
 			ret = -ENOMEM;
 		}
 	}
 	if (!ret)
-		ret = peek_queue(c->fd, TCP_RECV_QUEUE, te.inq_len, &te.inq_seq, inq, c->what);
+		ret = peek_queue(c->fd, TCP_RECV_QUEUE, te->inq_len, &te->inq_seq, r->inq, c->what);
 	if (!ret)
-		ret = peek_queue(c->fd, TCP_SEND_QUEUE, te.outq_len, &te.outq_seq, outq, c->what);
+		ret = peek_queue(c->fd, TCP_SEND_QUEUE, te->outq_len, &te->outq_seq, r->outq,
+				 c->what);
 	if (!ret)
 		ret = set_int(c->fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
 			      c->what);
 	if (!ret)
-		ret = dump_conn_opts(c->fd, &te, c->what);
-	if (!ret)
-		ret = write_stream(c->ino, &te, inq, outq);
-	free(inq);
-	free(outq);
+		ret = dump_conn_opts(c->fd, te, c->what);
 	return ret;
 }
 
@@ -372,18 +385,71 @@ static int wait_conns_settled(void)
 	return ret;
 }
 
+/* Whether c reads now as r was read: its sequence numbers and queue lengths. */
+static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
+{
+	struct conn_motion m;
+	int ret = read_motion(c, &m);
+
+	if (ret)
+		return ret;
+	return m.rcv_nxt == r->te.inq_seq && m.write_seq == r->te.outq_seq &&
+			       (uint32_t)m.inq == r->te.inq_len && (uint32_t)m.outq == r->te.outq_len &&
+			       (uint32_t)m.unsent == r->te.unsq_len ?
+		       0 :
+		       -EAGAIN;
+}
+
+/*
+ * Every stream read, then every connection checked again: one that moved meanwhile (a
+ * timer of the kernel's sent something) makes the whole pass start again. -EAGAIN: moved.
+ */
+static int read_streams(struct stream_read *reads)
+{
+	int ret = wait_conns_settled();
+
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (has_stream(&conns[i]))
+			ret = read_one_stream(&conns[i], &reads[i]);
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (has_stream(&conns[i]))
+			ret = still_as_read(&conns[i], &reads[i]);
+	return ret;
+}
+
+#define READ_STREAMS_TRIES 10
+
 static int dump_streams(void)
 {
+	struct stream_read *reads;
+	int ret = -EAGAIN, tries = 0;
 	bool any = false;
-	int ret = 0;
 
 	for (size_t i = 0; i < nr_conns; i++)
 		any |= has_stream(&conns[i]);
-	if (any)
-		ret = wait_conns_settled();
+	if (!any)
+		return 0;
+	reads = calloc(nr_conns, sizeof(*reads));
+	if (!reads) {
+		pr_err("out of memory for %zu TCP streams\n", nr_conns);
+		return -ENOMEM;
+	}
+	while (ret == -EAGAIN && tries++ < READ_STREAMS_TRIES) {
+		for (size_t i = 0; i < nr_conns; i++)
+			free_stream_read(&reads[i]);
+		ret = read_streams(reads);
+	}
+	if (ret == -EAGAIN)
+		pr_err("TCP connections of the tree kept moving over %d reads of their streams\n",
+		       READ_STREAMS_TRIES);
+	if (!ret)
+		pr_info("TCP streams read at one point in %d passes\n", tries);
 	for (size_t i = 0; i < nr_conns && !ret; i++)
 		if (has_stream(&conns[i]))
-			ret = dump_one_stream(&conns[i]);
+			ret = write_stream(conns[i].ino, &reads[i].te, reads[i].inq, reads[i].outq);
+	for (size_t i = 0; i < nr_conns; i++)
+		free_stream_read(&reads[i]);
+	free(reads);
 	return ret;
 }
 

@@ -71,6 +71,15 @@ static int get_int(int fd, int level, int name, const char *what)
 	return val;
 }
 
+static void listen_v6(int at, int v6only, const char *addr, int backlog)
+{
+	socket_at(AF_INET6, SOCK_STREAM, 0, at);
+	set_int(at, SOL_IPV6, IPV6_V6ONLY, v6only, "IPV6_V6ONLY");
+	bind_inet(at, AF_INET6, addr);
+	if (listen(at, backlog))
+		test_fail_errno("listen");
+}
+
 static void setup(void)
 {
 	struct linger lin = { 1, 17 };
@@ -85,19 +94,10 @@ static void setup(void)
 	if (listen(V4, 7))
 		test_fail_errno("listen");
 
-	socket_at(AF_INET6, SOCK_STREAM, 0, V6ONLY);
-	set_int(V6ONLY, SOL_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY");
-	bind_inet(V6ONLY, AF_INET6, "::1");
-	if (listen(V6ONLY, 3))
-		test_fail_errno("listen");
-
-	socket_at(AF_INET6, SOCK_STREAM, 0, DUAL);
-	set_int(DUAL, SOL_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
+	listen_v6(V6ONLY, 1, "::1", 3);
+	listen_v6(DUAL, 0, "::", 11);
 	if (setsockopt(DUAL, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3))
 		test_fail_errno("SO_BINDTODEVICE");
-	bind_inet(DUAL, AF_INET6, "::");
-	if (listen(DUAL, 11))
-		test_fail_errno("listen");
 
 	socket_at(AF_INET6, SOCK_STREAM, 0, FREE);
 	set_int(FREE, SOL_IPV6, IPV6_FREEBIND, 1, "IPV6_FREEBIND");

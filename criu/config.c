@@ -145,7 +145,14 @@ static const struct cr_option options[] = {
 	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
 	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
-	     "the network is not locked while the tree is dumped"),
+	     "the network is not locked while the tree is dumped (skip: TCP connections to "
+	     "peers outside the tree are dumped too)"),
+	/* sockets */
+	FLAG("tcp-established", 0, tcp_established,
+	     "dump established TCP connections (in repair mode, with their queues)"),
+	FLAG("tcp-close", 0, tcp_close, "established TCP connections are restored closed"),
+	FLAG("skip-in-flight", 0, tcp_skip_in_flight,
+	     "dump: drop the connections a listening socket has not accepted yet"),
 	CALL("root", 'r', required_argument, set_root, "DIR",
 	     "restore: the directory a mount namespace's root mount is bound from"),
 	/* memory */
@@ -194,9 +201,6 @@ static const struct cr_option options[] = {
 	CALL("help", 'h', no_argument, show_help, NULL, "print this text"),
 	CALL("version", 'V', no_argument, show_version, NULL, "print the version"),
 	/* refused: state this criu does not dump or restore (Documentation/criu.8.txt) */
-	REFUSED_FLAG("tcp-established", 0),
-	REFUSED_FLAG("tcp-close", 0),
-	REFUSED_FLAG("skip-in-flight", 0),
 	REFUSED("close", 0, required_argument),
 	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("ms", 0, no_argument),
@@ -242,7 +246,6 @@ static const struct refusal refusals[] = {
 	{ "no page server socket from the caller, image streams or TLS",
 	  NAMES("ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
-	{ "only Unix sockets are dumped", NAMES("tcp-established", "tcp-close", "skip-in-flight") },
 	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
 	{ "every mount of a mount namespace is dumped", NAMES("skip-mnt") },
 	{ "only proc, sysfs, tmpfs, devpts and mqueue are mounted anew", NAMES("enable-fs") },
@@ -686,7 +689,10 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 	return 0;
 }
 
-/* This criu does not lock the network of a tree it dumps: upstream's "skip". */
+/*
+ * This criu does not lock the network of a tree it dumps: upstream's "skip", which, given,
+ * also lets TCP connections with a peer outside the tree be dumped (sk-tcp.c).
+ */
 static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 {
 	(void)on;
@@ -694,7 +700,10 @@ static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
 		return -1;
 	}
-	return strcmp(arg, "skip") ? refuse(o, arg) : 0;
+	if (strcmp(arg, "skip"))
+		return refuse(o, arg);
+	opts.network_lock_skip = true;
+	return 0;
 }
 
 /* Upstream's modes; without a value, "soft" (also the default). */

@@ -42,6 +42,7 @@
 #include "regs-x86.h"
 #include "task-sched.h"
 #include "stats.h"
+#include "sk-inet.h"
 #include "core.pb-c.h"
 #include "inventory.pb-c.h"
 
@@ -1259,6 +1260,9 @@ static int write_inventory(void)
 	if (ret)
 		return ret;
 	inv.has_root_cg_set = cg_dump_criu_set(&inv.root_cg_set);
+	/* Established connections dumped without their streams: restore closes them. */
+	inv.has_tcp_close = opts.tcp_close && !opts.tcp_established;
+	inv.tcp_close = inv.has_tcp_close;
 	/* Restore refuses these images without the plugins that took objects here. */
 	ret = cr_plugins_to_inventory(&plugins);
 	if (ret)
@@ -1756,6 +1760,8 @@ out:
 		reg_dump_undo();
 	/* Before the tree runs again: on failure plugins resume the devices they paused. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
+	/* Before the tree runs again: its TCP connections leave repair mode. */
+	tcp_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
 	release_tree(ret == 0);
 	if (!ret)
 		ret = write_stats(&stats);

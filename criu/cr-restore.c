@@ -27,6 +27,7 @@
 #include "cgroup.h"
 #include "compel.h"
 #include "cr_options.h"
+#include "sk-inet.h"
 #include "crtools.h"
 #include "fdstore.h"
 #include "file-lock.h"
@@ -121,7 +122,12 @@ static int read_inventory(void)
 		return -1;
 	ret = pb_read_one_required(img, (void **)&inventory);
 	close_image(img);
-	return ret ? -1 : check_inventory(inventory);
+	if (ret || check_inventory(inventory))
+		return -1;
+	/* Dumped with --tcp-close: the established connections have no streams to restore. */
+	if (inventory->has_tcp_close && inventory->tcp_close)
+		opts.tcp_close = true;
+	return 0;
 }
 
 /*
@@ -1620,6 +1626,9 @@ int cr_restore_tasks(void)
 		goto out;
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
+		goto out;
+	/* Once every connection's peer is back, before the tasks run: out of repair mode. */
+	if (tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

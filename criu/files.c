@@ -45,6 +45,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&packet_sk_fdtype_ops,
 	&unix_sk_fdtype_ops,
 	&pidfd_fdtype_ops,
+	&inet_sk_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };
 

@@ -41,6 +41,7 @@
 #include "userns.pb-c.h"
 #include "cgroup.pb-c.h"
 #include "netdev.pb-c.h"
+#include "tcp-stream.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -104,6 +105,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
 	[CR_IMG_MNTS] = PB_IMG("MNTS", "mountpoints-%lu.img", MNTS_MAGIC, mnt_entry__descriptor),
 	[CR_IMG_TMPFS_DEV] = { "TMPFS_DEV", "tmpfs-dev-%lu.tar.gz.img", 0, 0, NULL },
+	[CR_IMG_TCP_STREAM] = PB_IMG("TCP_STREAM", "tcp-stream-%lx.img", TCP_STREAM_MAGIC,
+				     tcp_stream_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

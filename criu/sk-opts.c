@@ -1,6 +1,7 @@
 /*
- * SOL_SOCKET options of a socket (sk_opts_entry): read from criu's copy of the socket on
- * dump and set on the new socket on restore. Options the image has no field for are
+ * SOL_SOCKET options of a socket (sk_opts_entry), its filter and bound device, and the
+ * TCP keepalive timings: read from criu's copy of the socket on dump and set on the new
+ * socket on restore. Options the image has no field for are
  * checked at their defaults, so a socket never comes back reading differently.
  */
 #include <errno.h>
@@ -10,6 +11,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
 
 #include <unistd.h>
 
@@ -57,7 +63,7 @@ static int set_int_opt(int fd, int name, const char *opt, int val, const char *w
 /*
  * Options no field of the image holds, and the value they must have: each changes what
  * the owner reads (extra ancillary data, or its absence). An option the kernel does not
- * know (ENOPROTOOPT) has its default by definition.
+ * know (ENOPROTOOPT), or not for this kind of socket, has its default by definition.
  */
 static const struct {
 	int name;
@@ -69,6 +75,8 @@ static const struct {
 	{ SO_TIMESTAMP, "SO_TIMESTAMP", 0 },
 	{ SO_TIMESTAMPNS, "SO_TIMESTAMPNS", 0 },
 	{ SO_RXQ_OVFL, "SO_RXQ_OVFL", 0 },
+	/* A locked filter would need the lock restored: refused. */
+	{ SO_LOCK_FILTER, "SO_LOCK_FILTER", 0 },
 };
 
 static int check_fixed_opts(int fd, const char *what)
@@ -93,33 +101,67 @@ static int check_fixed_opts(int fd, const char *what)
 	return 0;
 }
 
-/* A filter or a bound device would need fields this criu does not restore. */
-static int check_unsupported_opts(int fd, const char *what)
+/*
+ * A classic BPF filter (SO_ATTACH_FILTER): SO_GET_FILTER gives its instructions back,
+ * stored one a word (code << 48 | jt << 40 | jf << 32 | k, as CRIU packs them).
+ */
+static int dump_filter(int fd, SkOptsEntry *soe, const char *what)
 {
-	char dev[64];
+	struct sock_filter *insns;
 	socklen_t len = 0;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &len)) {
 		pr_perror("%s: cannot read SO_GET_FILTER", what);
 		return -errno;
 	}
-	if (len) {
-		pr_err("%s: a socket filter is attached (SO_ATTACH_FILTER), which is not "
-		       "supported\n",
-		       what);
-		return -ENOTSUP;
+	if (!len)
+		return 0;
+	insns = calloc(len, sizeof(*insns));
+	soe->so_filter = calloc(len, sizeof(*soe->so_filter));
+	if (!insns || !soe->so_filter) {
+		free(insns);
+		pr_err("%s: out of memory for its socket filter\n", what);
+		return -ENOMEM;
 	}
-	len = sizeof(dev);
+	if (getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, insns, &len)) {
+		pr_perror("%s: cannot read its socket filter", what);
+		free(insns);
+		return -errno;
+	}
+	for (socklen_t i = 0; i < len; i++)
+		soe->so_filter[i] = (uint64_t)insns[i].code << 48 | (uint64_t)insns[i].jt << 40 |
+				    (uint64_t)insns[i].jf << 32 | insns[i].k;
+	soe->n_so_filter = len;
+	free(insns);
+	return 0;
+}
+
+static int dump_bound_dev(int fd, SkOptsEntry *soe, const char *what)
+{
+	char dev[IFNAMSIZ + 1] = "";
+	socklen_t len = IFNAMSIZ;
+
 	if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &len)) {
 		pr_perror("%s: cannot read SO_BINDTODEVICE", what);
 		return -errno;
 	}
-	if (len) {
-		pr_err("%s: bound to device %.*s (SO_BINDTODEVICE), which is not supported\n", what,
-		       (int)len, dev);
-		return -ENOTSUP;
+	if (!len || !dev[0])
+		return 0;
+	soe->so_bound_dev = strdup(dev);
+	if (!soe->so_bound_dev) {
+		pr_err("%s: out of memory\n", what);
+		return -ENOMEM;
 	}
-	return check_fixed_opts(fd, what);
+	return 0;
+}
+
+void sk_opts_free(SkOptsEntry *soe)
+{
+	free(soe->so_filter);
+	soe->so_filter = NULL;
+	soe->n_so_filter = 0;
+	free(soe->so_bound_dev);
+	soe->so_bound_dev = NULL;
 }
 
 static int dump_timeout(int fd, int name, const char *opt, uint64_t *sec, uint64_t *usec,
@@ -255,7 +297,7 @@ int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t 
 
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
 {
-	int val, ret = check_unsupported_opts(fd, what);
+	int val, ret = check_fixed_opts(fd, what);
 
 	if (!ret)
 		ret = get_int_opt(fd, SO_SNDBUF, "SO_SNDBUF", &val, what);
@@ -281,22 +323,57 @@ int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
 		soe->has_so_buf_lock = true;
 		soe->so_buf_lock = val;
 	}
+	if (!ret)
+		ret = dump_filter(fd, soe, what);
+	if (!ret)
+		ret = dump_bound_dev(fd, soe, what);
+	if (ret)
+		sk_opts_free(soe);
 	return ret;
 }
 
-int sk_opts_check(const SkOptsEntry *soe, const char *what)
+/* As CRIU keeps them: the keepalive timings only while keepalive is on. */
+int sk_opts_dump_tcp(int fd, SkOptsEntry *soe, const char *what)
+{
+	static const struct {
+		int name;
+		const char *opt;
+	} keep[] = { { TCP_KEEPCNT, "TCP_KEEPCNT" },
+		     { TCP_KEEPIDLE, "TCP_KEEPIDLE" },
+		     { TCP_KEEPINTVL, "TCP_KEEPINTVL" } };
+	int val[3];
+
+	if (!soe->so_keepalive)
+		return 0;
+	for (int i = 0; i < 3; i++) {
+		socklen_t len = sizeof(val[i]);
+
+		if (getsockopt(fd, SOL_TCP, keep[i].name, &val[i], &len)) {
+			pr_perror("%s: cannot read %s", what, keep[i].opt);
+			return -errno;
+		}
+	}
+	soe->has_tcp_keepcnt = soe->has_tcp_keepidle = soe->has_tcp_keepintvl = true;
+	soe->tcp_keepcnt = val[0];
+	soe->tcp_keepidle = val[1];
+	soe->tcp_keepintvl = val[2];
+	return 0;
+}
+
+static int check_opts(const SkOptsEntry *soe, bool tcp, const char *what)
 {
 	if (!soe) {
 		pr_err("%s: no socket options in the image\n", what);
 		return -EINVAL;
 	}
-	if (soe->n_so_filter || (soe->so_bound_dev && soe->so_bound_dev[0])) {
-		pr_err("%s: a socket filter or a bound device (SO_ATTACH_FILTER, "
-		       "SO_BINDTODEVICE) is not supported\n",
-		       what);
-		return -ENOTSUP;
+	if (soe->n_so_filter > BPF_MAXINSNS ||
+	    (soe->so_bound_dev && strlen(soe->so_bound_dev) >= IFNAMSIZ)) {
+		pr_err("%s: a socket filter of %zu instructions or a device name longer than "
+		       "%d: out of range\n",
+		       what, soe->n_so_filter, IFNAMSIZ - 1);
+		return -EINVAL;
 	}
-	if (soe->has_tcp_keepcnt || soe->has_tcp_keepidle || soe->has_tcp_keepintvl) {
+	if (!tcp && (soe->has_tcp_keepcnt || soe->has_tcp_keepidle || soe->has_tcp_keepintvl)) {
 		pr_err("%s: TCP keepalive options on a socket that is not TCP\n", what);
 		return -EINVAL;
 	}
@@ -306,6 +383,16 @@ int sk_opts_check(const SkOptsEntry *soe, const char *what)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int sk_opts_check(const SkOptsEntry *soe, const char *what)
+{
+	return check_opts(soe, false, what);
+}
+
+int sk_opts_check_tcp(const SkOptsEntry *soe, const char *what)
+{
+	return check_opts(soe, true, what);
 }
 
 /*
@@ -361,6 +448,44 @@ static int restore_flags_and_numbers(int fd, const SkOptsEntry *soe, const char 
 	return ret;
 }
 
+static int restore_tcp_keepalive(int fd, const SkOptsEntry *soe, const char *what)
+{
+	const struct {
+		bool has;
+		int name, val;
+		const char *opt;
+	} keep[] = { { soe->has_tcp_keepcnt, TCP_KEEPCNT, soe->tcp_keepcnt, "TCP_KEEPCNT" },
+		     { soe->has_tcp_keepidle, TCP_KEEPIDLE, soe->tcp_keepidle, "TCP_KEEPIDLE" },
+		     { soe->has_tcp_keepintvl, TCP_KEEPINTVL, soe->tcp_keepintvl,
+		       "TCP_KEEPINTVL" } };
+
+	for (int i = 0; i < 3; i++)
+		if (keep[i].has &&
+		    setsockopt(fd, SOL_TCP, keep[i].name, &keep[i].val, sizeof(keep[i].val))) {
+			pr_perror("%s: cannot set %s to %d", what, keep[i].opt, keep[i].val);
+			return -errno;
+		}
+	return 0;
+}
+
+static int restore_filter(int fd, const SkOptsEntry *soe, const char *what)
+{
+	struct sock_filter insns[BPF_MAXINSNS];
+	struct sock_fprog prog = { .len = soe->n_so_filter, .filter = insns };
+
+	for (size_t i = 0; i < soe->n_so_filter; i++) {
+		uint64_t w = soe->so_filter[i];
+
+		insns[i] = (struct sock_filter){ w >> 48, w >> 40, w >> 32, (uint32_t)w };
+	}
+	return set_opt(fd, SO_ATTACH_FILTER, "SO_ATTACH_FILTER", &prog, sizeof(prog), what);
+}
+
+static int bind_device(int fd, const char *dev, const char *what)
+{
+	return set_opt(fd, SO_BINDTODEVICE, "SO_BINDTODEVICE", dev, strlen(dev) + 1, what);
+}
+
 /*
  * Setting a buffer size locks it against the kernel's tuning (SO_BUF_LOCK): the dumped
  * lock bits are set last. An image without them (older CRIU) keeps both locked, as CRIU
@@ -382,5 +507,11 @@ int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what)
 		ret = restore_flags_and_numbers(fd, soe, what);
 	if (!ret && soe->has_so_buf_lock)
 		ret = set_int_opt(fd, SO_BUF_LOCK, "SO_BUF_LOCK", soe->so_buf_lock, what);
+	if (!ret)
+		ret = restore_tcp_keepalive(fd, soe, what);
+	if (!ret && soe->n_so_filter)
+		ret = restore_filter(fd, soe, what);
+	if (!ret && soe->so_bound_dev && soe->so_bound_dev[0])
+		ret = bind_device(fd, soe->so_bound_dev, what);
 	return ret;
 }

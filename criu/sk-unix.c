@@ -285,6 +285,7 @@ static void free_entry(struct usk_entry *e)
 		return;
 	if (e->lfd >= 0)
 		close(e->lfd);
+	sk_opts_free(&e->opts);
 	free(e->ue.name_dir);
 	free(e);
 }

@@ -305,6 +305,25 @@ def unix_peer_goes_missing(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def tcp_stream_goes_missing(img_dir, pid):
+    """An established connection's tcp-stream image is gone."""
+    os.unlink(os.path.join(img_dir, sorted(n for n in os.listdir(img_dir)
+                                           if n.startswith('tcp-stream-'))[0]))
+
+
+def tcp_stream_short_queue(img_dir, pid):
+    """The largest tcp-stream image loses the last byte of its queues."""
+    paths = [os.path.join(img_dir, n) for n in os.listdir(img_dir) if n.startswith('tcp-stream-')]
+    path = max(paths, key=os.path.getsize)
+    os.truncate(path, os.path.getsize(path) - 1)
+
+
+def inet_family_unknown(img_dir, pid):
+    """An INET socket of a family this criu does not restore (AF_PACKET)."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(family=17) for e in es
+                                                 if e['type'] == 'INETSK'][:1])
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -944,6 +963,47 @@ TESTS = {
     'unix_ext_plugin': {'dump_args': ['-L', PLUGIN_LIB_UNIXSK],
                         'restore_args': ['-L', PLUGIN_LIB_UNIXSK]},
     'unix_scm_epoll': {},
+    # INET sockets: TCP listening, bound, established (repair mode); UDP, UDP-Lite, ICMP
+    'sk_inet_listen': {},
+    'sk_inet_dgram': {},
+    'sk_inet_tcp_established': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_established_leave_running': {'bin': 'sk_inet_tcp_established',
+                                              'mode': 'leave_running',
+                                              'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
+                              'expect': 'dump with --tcp-established'},
+    'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
+                              'dump_args': ['--tcp-established'],
+                              'test_env': {'ZDTM_TCP_PENDING': '1'},
+                              'expect': 'dump with --skip-in-flight'},
+    # the pending connection is dropped; its client (not checked) sees a reset
+    'sk_inet_tcp_skip_in_flight': {'bin': 'sk_inet_tcp_established',
+                                   'dump_args': ['--tcp-established', '--skip-in-flight'],
+                                   'test_env': {'ZDTM_TCP_PENDING': '1'}},
+    # in pid and net namespaces of its own: the sockets are made again in the restored one
+    'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
+                          'dump_args': ['--tcp-established'],
+                          'test_env': {'ZDTM_INET_NETNS': '1'}},
+    # restored with --tcp-close: the connections come back closed, the listener listens
+    'sk_inet_tcp_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-established'],
+                          'restore_args': ['--tcp-close'],
+                          'test_env': {'ZDTM_TCP_CLOSED': '1'}},
+    # dumped with --tcp-close: no streams, and the images say to restore them closed
+    'sk_inet_tcp_dump_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-close'],
+                               'test_env': {'ZDTM_TCP_CLOSED': '1'}},
+    'restore_fail_tcp_stream_missing': {'bin': 'sk_inet_tcp_established',
+                                        'mode': 'restore_fails',
+                                        'dump_args': ['--tcp-established'],
+                                        'corrupt': tcp_stream_goes_missing,
+                                        'expect': 'restore with --tcp-close'},
+    'restore_fail_tcp_stream_short': {'bin': 'sk_inet_tcp_established',
+                                      'mode': 'restore_fails',
+                                      'dump_args': ['--tcp-established'],
+                                      'corrupt': tcp_stream_short_queue,
+                                      'expect': 'bytes after the entry, its queues have'},
+    'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
+                                 'corrupt': inet_family_unknown,
+                                 'expect': 'is not a kind this criu restores'},
     'pipe_queued_bytes_leave_running': {'bin': 'pipe_queued_bytes', 'mode': 'leave_running'},
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'eventfd_counter_flags': {},
@@ -1351,13 +1411,13 @@ TESTS = {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--feat', 'clone3_set_tid', '--no-display'],
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_refused_option': {
-        'mode': 'cli', 'rc': 1, 'args': ['check', '--tcp-established'],
-        'stderr': 'option --tcp-established is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['check', '--tls'],
+        'stderr': 'option --tls is not supported\n'},
     'cli_refused_option_value': {
         'mode': 'cli', 'rc': 1, 'args': ['check', '--cpu-cap=fpu'],
         'stderr': 'option --cpu-cap=fpu is not supported\n'},
     'cli_refused_option_negated_is_default': {
-        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tcp-established', '--feature',
+        'mode': 'cli', 'rc': 0, 'args': ['check', '--no-tls', '--feature',
                                          'clone3_set_tid'],
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_refused_option_logged': {
@@ -1436,16 +1496,16 @@ TESTS = {
         'env': {'CRIU_CONFIG_FILE': '{out}/env.conf'}, 'stdout': 'get_rseq_conf is supported\n'},
     'cli_config_default_file': {
         'mode': 'cli', 'rc': 1, 'args': ['check'],
-        'files': {'.criu/default.conf': 'tcp-established\n'},
-        'stderr': '{out}/.criu/default.conf:1: option --tcp-established is not supported\n'},
+        'files': {'.criu/default.conf': 'tls\n'},
+        'stderr': '{out}/.criu/default.conf:1: option --tls is not supported\n'},
     'cli_no_default_config': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--no-default-config', '--feature',
                                          'clone3_set_tid'],
-        'files': {'.criu/default.conf': 'tcp-established\n'},
+        'files': {'.criu/default.conf': 'tls\n'},
         'stdout': 'clone3_set_tid is supported\n'},
     'cli_config_option_skips_default_files': {
         'mode': 'cli', 'rc': 0, 'args': ['check', '--config', '{out}/c.conf'],
-        'files': {'.criu/default.conf': 'tcp-established\n', 'c.conf': 'feature vdso\n'},
+        'files': {'.criu/default.conf': 'tls\n', 'c.conf': 'feature vdso\n'},
         'stdout': 'vdso is supported\n'},
     'check_features': {'mode': 'check_features'},
     # --action-script, --status-fd, --leave-stopped, as CRIU's test driver uses them
@@ -1555,6 +1615,11 @@ CROSS_TESTS = {
     'unix_bound_deleted': {},
     'unix_scm_rights': {},
     'unix_ext_dgram': {'dump_args': ['--ext-unix-sk'], 'restore_args': ['--ext-unix-sk']},
+    # INET sockets: listening with options, datagrams, established TCP in repair mode
+    'sk_inet_listen': {},
+    'sk_inet_dgram': {},
+    'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
+                                'restore_args': ['--tcp-established']},
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
@@ -1638,6 +1703,10 @@ TESTS['cross_up2us_pty_session_ctty']['test_env'] = {'ZDTM_PTY_NO_DEV_TTY': '1'}
 # of a socket with SO_PASSCRED do, and its dump of a datagram queue ends at an empty
 # datagram: the test leaves both out for its dump.
 TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_DUMP': '1'}
+# Upstream criu dumps and connects again only the sockets with a peer port: not a ping
+# socket.
+for _way in ('up2us', 'us2up'):
+    TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server
 # end comes back without the listening socket's name, which the test then accepts.
 TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}

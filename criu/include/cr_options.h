@@ -68,6 +68,10 @@ struct cr_options {
 	unsigned int nr_inherit_fds;
 	bool link_remap; /* a file whose name was removed, other links left, is linked back */
 	bool file_locks; /* dump the file locks the tree holds (restore takes them regardless) */
+	bool tcp_established; /* established TCP connections are dumped (sk-tcp.c) */
+	bool tcp_close;	      /* restore: established TCP connections come back closed */
+	bool tcp_skip_in_flight; /* dump: connections not accepted yet are dropped */
+	bool network_lock_skip; /* --network-lock skip: TCP peers outside the tree allowed */
 	bool ext_unix_sk; /* -x: unix sockets may have peers outside the tree (sk-unix.c) */
 	bool force_irmap; /* every watched inode gets a path in the images (irmap.h) */
 	char **irmap_scan_paths; /* --irmap-scan-path, where irmap looks first */

@@ -231,6 +231,8 @@ extern const struct fdtype_ops netlink_sk_fdtype_ops;
 extern const struct fdtype_ops packet_sk_fdtype_ops;
 /* Unix sockets: names, peers, queues, options (sk-unix.c). */
 extern const struct fdtype_ops unix_sk_fdtype_ops;
+/* INET and INET6 sockets: TCP (established ones in repair mode), UDP, ICMP (sk-inet.c). */
+extern const struct fdtype_ops inet_sk_fdtype_ops;
 /* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */
 extern const struct fdtype_ops pidfd_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */

@@ -59,6 +59,7 @@ enum cr_img_type {
 	CR_IMG_IP6TABLES, /* ip6tables-NSID, raw: ip6tables-save */
 	CR_IMG_MNTS, /* mountpoints-NSID */
 	CR_IMG_TMPFS_DEV, /* tmpfs-dev-SDEV.tar.gz, raw: a tmpfs's files (tar --gzip) */
+	CR_IMG_TCP_STREAM, /* tcp-stream-INODE (hex) */
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

@@ -18,9 +18,9 @@ struct fd_parms;
 bool sk_is_family(const struct fd_parms *p, int domain);
 
 /*
- * Dump: the options of socket fd into soe, refusing what the image cannot carry (a
- * filter, a bound device, options that change what a read returns) with one line that
- * starts with what. 0 or -errno.
+ * Dump: the options of socket fd into soe, its filter and bound device (malloc'ed: free
+ * them with sk_opts_free()), refusing what the image cannot carry (options that change
+ * what a read returns) with one line that starts with what. 0 or -errno.
  */
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what);
 /*
@@ -34,8 +34,14 @@ struct sk_opt_name {
 };
 int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t nr,
 		      const char *what);
+/* Dump, TCP: the keepalive timings (TCP_KEEP*) of fd, when soe has keepalive on. */
+int sk_opts_dump_tcp(int fd, SkOptsEntry *soe, const char *what);
+/* Frees what sk_opts_dump() allocated in soe. */
+void sk_opts_free(SkOptsEntry *soe);
 /* Restore, collect: whether every option soe holds is one sk_opts_restore() sets. */
 int sk_opts_check(const SkOptsEntry *soe, const char *what);
+/* The same for a TCP socket, which may have keepalive timings. */
+int sk_opts_check_tcp(const SkOptsEntry *soe, const char *what);
 /* Restore: set the options of soe on fd. 0 or -errno. */
 int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what);
 /*

@@ -15,6 +15,9 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -782,6 +785,28 @@ void pipe_at(int read_fd, int write_fd)
 		test_fail_errno("pipe and dup2");
 	close(ends[0]);
 	close(ends[1]);
+}
+
+void socket_at(int family, int type, int protocol, int at)
+{
+	int fd = socket(family, type, protocol);
+
+	if (fd < 0 || dup2(fd, at) != at)
+		test_fail_errno("socket and dup2");
+	close(fd);
+}
+
+void bind_inet(int fd, int family, const char *addr)
+{
+	struct sockaddr_in a4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+	bool v4 = family == AF_INET;
+
+	if (inet_pton(family, addr, v4 ? (void *)&a4.sin_addr : (void *)&a6.sin6_addr) != 1)
+		test_fail("bind_inet: %s is not an address of family %d", addr, family);
+	if (bind(fd, v4 ? (struct sockaddr *)&a4 : (struct sockaddr *)&a6,
+		 v4 ? sizeof(a4) : sizeof(a6)))
+		test_fail_errno("bind");
 }
 
 pid_t test_fork(void (*child_main)(void))

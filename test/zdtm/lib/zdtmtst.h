@@ -154,6 +154,10 @@ void test_children_verdict(const pid_t *children, int nr, const char *who);
 void open_fd_at(const char *path, int flags, int at);
 /* A new pipe, its ends moved to fd numbers read_fd and write_fd; fails the test. */
 void pipe_at(int read_fd, int write_fd);
+/* A new socket moved to fd number at; fails the test. */
+void socket_at(int family, int type, int protocol, int at);
+/* bind() fd to addr (text, of family AF_INET or AF_INET6), port 0; fails the test. */
+void bind_inet(int fd, int family, const char *addr);
 
 /* fork(): the child runs child_main, which does not return; the parent gets its pid. */
 pid_t test_fork(void (*child_main)(void));

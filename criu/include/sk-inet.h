@@ -1,0 +1,90 @@
+/*
+ * INET and INET6 sockets (sk-inet.c) and their established TCP connections, restored in
+ * repair mode (sk-tcp.c): what the two files share.
+ */
+#ifndef CR_SK_INET_H
+#define CR_SK_INET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "files.h"
+#include "sk-inet.pb-c.h"
+#include "tcp-stream.pb-c.h"
+
+/* Dump: one socket's entry as it is filled. */
+struct inet_dump {
+	InetSkEntry ie;
+	SkOptsEntry opts;
+	IpOptsEntry ip_opts;
+	TcpOptsEntry tcp_opts;
+	FownEntry fown;
+	uint32_t src[4], dst[4];
+	bool connected;
+	uint32_t pending; /* listening: connections not accepted yet */
+	char what[96];
+};
+
+/* Restore: one collected entry. */
+struct inet_sk {
+	uint32_t id;
+	const InetSkEntry *ie;
+	struct tcp_stream *stream; /* an established connection's, or NULL */
+	char what[64];
+};
+
+/* ---- sk-inet.c, for sk-tcp.c ---- */
+
+/* The local (peer false) or peer address of ie as a sockaddr; its length. */
+socklen_t inet_sk_addr(const InetSkEntry *ie, bool peer, struct sockaddr_storage *ss);
+/* A new socket of sk's kind with what must precede bind() set; the fd or -errno. */
+int inet_sk_new(const struct inet_sk *sk);
+/* Bind fd to sk's dumped address (SO_REUSEADDR on unless in repair mode). 0 or -errno. */
+int inet_sk_bind(int fd, const struct inet_sk *sk, bool repair);
+/* Options, shutdown and file flags of sk on fd; fd, or -errno with fd closed. */
+int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d);
+
+/* ---- sk-tcp.c ---- */
+
+/*
+ * Dump: whether the state of d, a TCP socket neither closed nor listening, can be dumped:
+ * established with --tcp-established (or --tcp-close, which dumps it as closed). 0 or
+ * -errno after one error line.
+ */
+int tcp_dump_check_state(const struct inet_dump *d);
+/*
+ * Dump: the established connection of d into tcp-stream-INODE.img, through fd, criu's
+ * copy of the socket, which stays in repair mode (the connection stands still) until
+ * tcp_dump_release(). With --tcp-close, d is made a closed socket instead. 0 or -errno.
+ */
+int tcp_dump_stream(int fd, struct inet_dump *d);
+/* Dump: d is a dumped listening TCP socket (its in-flight clients may be dropped). */
+int tcp_dump_listener(const struct inet_dump *d);
+/* fdtype_ops.dump_check: every peer of a dumped connection on this host is dumped too. */
+int tcp_dump_check(void);
+/*
+ * Dump, main process, once the dump's outcome is known and before the tree is released:
+ * killed is whether the tree will be killed. Sockets of a tree that runs on leave repair
+ * mode; those of a killed one keep it, so their closing sends nothing to their peers.
+ */
+void tcp_dump_release(bool killed);
+/* Restore, collect: whether state is a TCP state restore gives back. */
+bool tcp_state_restorable(uint32_t state);
+/* Restore, collect: read and check sk's tcp-stream image. 0 or -errno. */
+int tcp_collect_stream(struct inet_sk *sk);
+/* Restore, main process, before forking: the table the tasks fill in. 0 or -errno. */
+int tcp_collect_done(void);
+void tcp_collect_fini(void);
+/* Restore, open(): the established connection sk, in repair mode; the fd or -errno. */
+int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d);
+/* Restore, in the task that holds sk first, its fds placed: where sk is (pid: the images'). */
+int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid);
+/*
+ * Restore, main process, once every task is restored and before any runs: every restored
+ * connection leaves repair mode. 0 or -errno (the restore fails).
+ */
+int tcp_restore_unlock(void);
+
+#endif

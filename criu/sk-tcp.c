@@ -1,0 +1,963 @@
+/*
+ * Established TCP connections (--tcp-established), through the kernel's repair mode
+ * (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
+ * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
+ * dumped task closes it without a word to the peer. Restore makes the socket in repair
+ * mode, where bind() and connect() set the connection up without a packet, puts the
+ * queues and options back; criu ends repair mode once the whole tree is restored.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cr_options.h"
+#include "image.h"
+#include "log.h"
+#include "namespaces.h"
+#include "sk-inet.h"
+#include "sk-opts.h"
+
+/* The kernel's (linux/tcp.h), which glibc's netinet/tcp.h may lack. */
+#ifndef TCP_REPAIR_WINDOW
+#define TCP_REPAIR_WINDOW 29
+#endif
+#ifndef TCP_REPAIR_OFF_NO_WP
+#define TCP_REPAIR_OFF_NO_WP -1
+#endif
+#define TCP_REPAIR_ON 1
+#define TCP_REPAIR_OFF 0
+
+struct repair_window {
+	uint32_t snd_wl1, snd_wnd, max_window, rcv_wnd, rcv_wup;
+};
+
+/* TCP_INFO's tcpi_options, as tcp_stream_entry.opt_mask keeps them. */
+#define OPT_TIMESTAMPS 1
+#define OPT_SACK 2
+#define OPT_WSCALE 4
+
+/* TCP options of TCP_REPAIR_OPTIONS (the option kinds on the wire). */
+#define OPTION_MSS 2
+#define OPTION_WINDOW 3
+#define OPTION_SACK_PERM 4
+#define OPTION_TIMESTAMP 8
+
+enum { SK_ESTABLISHED = 1 };
+
+/* ---------------------------------------------------------------- dump ---- */
+
+/*
+ * A dumped connection: criu's copy of its socket, in repair mode until
+ * tcp_dump_release(), and its addresses to find its peer among the others.
+ */
+struct tcp_conn {
+	int fd; /* -1: a listener, kept for its address only */
+	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
+	uint16_t src_port, dst_port;
+	bool closed; /* --tcp-close: dumped without its stream */
+	uint32_t ino; /* names its tcp-stream image */
+	char what[96];
+};
+
+static struct tcp_conn *conns;
+static size_t nr_conns;
+
+static int set_int(int fd, int level, int name, const char *opt, int val, const char *what)
+{
+	if (setsockopt(fd, level, name, &val, sizeof(val))) {
+		pr_perror("%s: cannot set %s to %d", what, opt, val);
+		return -errno;
+	}
+	return 0;
+}
+
+static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
+		   const char *what)
+{
+	socklen_t len = sizeof(*val);
+
+	if (getsockopt(fd, level, name, val, &len)) {
+		pr_perror("%s: cannot read %s", what, opt);
+		return -errno;
+	}
+	return 0;
+}
+
+int tcp_dump_check_state(const struct inet_dump *d)
+{
+	if (d->ie.state != SK_ESTABLISHED) {
+		pr_err("%s: TCP state %u (closing or connecting): only established connections "
+		       "are dumped\n",
+		       d->what, d->ie.state);
+		return -ENOTSUP;
+	}
+	if (!opts.tcp_established && !opts.tcp_close) {
+		pr_err("%s: an established TCP connection: dump with --tcp-established\n",
+		       d->what);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static void conn_addr(uint32_t family, const uint32_t *words, uint8_t *out)
+{
+	if (family == AF_INET6) {
+		memcpy(out, words, 16);
+		return;
+	}
+	memset(out, 0, 10);
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, words, 4);
+}
+
+static int add_conn(int fd, const struct inet_dump *d)
+{
+	struct tcp_conn *grown = realloc(conns, (nr_conns + 1) * sizeof(*conns));
+	struct tcp_conn *c;
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", d->what);
+		return -ENOMEM;
+	}
+	conns = grown;
+	c = &conns[nr_conns];
+	c->fd = fd < 0 ? -1 : dup(fd);
+	if (fd >= 0 && c->fd < 0) {
+		pr_perror("%s: cannot keep a copy of it", d->what);
+		return -errno;
+	}
+	nr_conns++;
+	c->closed = !opts.tcp_established;
+	conn_addr(d->ie.family, d->ie.src_addr, c->src);
+	conn_addr(d->ie.family, d->ie.dst_addr, c->dst);
+	c->src_port = d->ie.src_port;
+	c->dst_port = d->ie.dst_port;
+	c->ino = d->ie.ino;
+	snprintf(c->what, sizeof(c->what), "%s", d->what);
+	return 0;
+}
+
+/*
+ * One queue (TCP_RECV_QUEUE, TCP_SEND_QUEUE) peeked whole into buf (len + 1 bytes), and
+ * the sequence number that follows it.
+ */
+static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
+		      const char *what)
+{
+	ssize_t n;
+	int ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
+			  get_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ", seq, what);
+
+	if (ret || !len)
+		return ret;
+	/*
+	 * One byte more than the queue has: it must have exactly len (buf has room). Another
+	 * length: the queue moved since its length was read (-EAGAIN, not logged: read again).
+	 */
+	n = recv(fd, buf, len + 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0) {
+		pr_perror("%s: cannot read its %s queue", what,
+			  queue == TCP_RECV_QUEUE ? "receive" : "send");
+		return -errno;
+	}
+	return n == (ssize_t)len ? 0 : -EAGAIN;
+}
+
+static int dump_queue_lengths(int fd, TcpStreamEntry *te, const char *what)
+{
+	int inq, outq, unsent;
+
+	if (ioctl(fd, SIOCINQ, &inq) || ioctl(fd, SIOCOUTQ, &outq) ||
+	    ioctl(fd, SIOCOUTQNSD, &unsent)) {
+		pr_perror("%s: cannot read its queues' lengths", what);
+		return -errno;
+	}
+	te->inq_len = inq;
+	te->outq_len = outq;
+	te->has_unsq_len = true;
+	te->unsq_len = unsent;
+	return 0;
+}
+
+/* What the connection negotiated, its timestamp clock and window. */
+static int dump_conn_opts(int fd, TcpStreamEntry *te, const char *what)
+{
+	struct repair_window win;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	uint32_t val;
+	int ret;
+
+	if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
+		pr_perror("%s: cannot read TCP_INFO", what);
+		return -errno;
+	}
+	te->opt_mask = ti.tcpi_options;
+	te->snd_wscale = ti.tcpi_snd_wscale;
+	te->has_rcv_wscale = true;
+	te->rcv_wscale = ti.tcpi_rcv_wscale;
+	/* In repair mode TCP_MAXSEG reads the clamp the peer's MSS option set. */
+	ret = get_int(fd, SOL_TCP, TCP_MAXSEG, "TCP_MAXSEG", &te->mss_clamp, what);
+	if (!ret && (te->opt_mask & OPT_TIMESTAMPS)) {
+		ret = get_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", &te->timestamp, what);
+		te->has_timestamp = true;
+	}
+	len = sizeof(win);
+	if (!ret && getsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, &len)) {
+		pr_perror("%s: cannot read TCP_REPAIR_WINDOW", what);
+		ret = -errno;
+	}
+	if (ret)
+		return ret;
+	te->has_snd_wl1 = te->has_snd_wnd = te->has_max_window = true;
+	te->has_rcv_wnd = te->has_rcv_wup = true;
+	te->snd_wl1 = win.snd_wl1;
+	te->snd_wnd = win.snd_wnd;
+	te->max_window = win.max_window;
+	te->rcv_wnd = win.rcv_wnd;
+	te->rcv_wup = win.rcv_wup;
+	ret = get_int(fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", &val, what);
+	te->has_nodelay = te->nodelay = !ret && val;
+	if (!ret)
+		ret = get_int(fd, SOL_TCP, TCP_CORK, "TCP_CORK", &val, what);
+	te->has_cork = te->cork = !ret && val;
+	return ret;
+}
+
+static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq,
+			const char *outq)
+{
+	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, ino);
+	int ret;
+
+	if (!img)
+		return -EIO;
+	ret = pb_write_one(img, te);
+	if (!ret && te->inq_len)
+		ret = img_write_raw(img, inq, te->inq_len);
+	if (!ret && te->outq_len)
+		ret = img_write_raw(img, outq, te->outq_len);
+	close_image(img);
+	return ret;
+}
+
+/*
+ * Repair mode even with --tcp-close, which restores it closed: killed in repair mode,
+ * the socket leaves no orphan behind to hold its port. The stream itself is read once
+ * every connection is in repair mode and they stand still (tcp_dump_check()).
+ */
+int tcp_dump_stream(int fd, struct inet_dump *d)
+{
+	int ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
+
+	if (!ret)
+		ret = add_conn(fd, d);
+	if (ret)
+		set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, d->what);
+	return ret;
+}
+
+/* One connection's stream as read, kept until every stream is read at one point. */
+struct stream_read {
+	TcpStreamEntry te;
+	char *inq, *outq;
+};
+
+static void free_stream_read(struct stream_read *r)
+{
+	free(r->inq);
+	free(r->outq);
+	r->inq = r->outq = NULL;
+}
+
+static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
+{
+	TcpStreamEntry *te = &r->te;
+	int ret;
+
+	tcp_stream_entry__init(te);
+	ret = dump_queue_lengths(c->fd, te, c->what);
+	if (!ret) {
+		r->inq = malloc(te->inq_len + 1);
+		r->outq = malloc(te->outq_len + 1);
+		if (!r->inq || !r->outq) {
+			pr_err("%s: out of memory for its queues\n", c->what);
+			ret = -ENOMEM;
+		}
+	}
+	if (!ret)
+		ret = peek_queue(c->fd, TCP_RECV_QUEUE, te->inq_len, &te->inq_seq, r->inq, c->what);
+	if (!ret)
+		ret = peek_queue(c->fd, TCP_SEND_QUEUE, te->outq_len, &te->outq_seq, r->outq,
+				 c->what);
+	if (!ret)
+		ret = set_int(c->fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
+			      c->what);
+	if (!ret)
+		ret = dump_conn_opts(c->fd, te, c->what);
+	return ret;
+}
+
+static bool has_stream(const struct tcp_conn *c)
+{
+	return c->fd >= 0 && !c->closed;
+}
+
+/* What moves while a connection still carries bytes: its sequence numbers and queues. */
+struct conn_motion {
+	uint32_t rcv_nxt, write_seq;
+	int inq, outq, unsent;
+};
+
+static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
+{
+	/*
+	 * An acknowledgement the kernel holds back (delayed ACK, up to 200 ms) would move the
+	 * peer's send queue after the streams are read: TCP_QUICKACK sends it now.
+	 */
+	int ret = set_int(c->fd, SOL_TCP, TCP_QUICKACK, "TCP_QUICKACK", 1, c->what);
+
+	if (ret)
+		return ret;
+	memset(m, 0, sizeof(*m));
+	if (ioctl(c->fd, SIOCINQ, &m->inq) || ioctl(c->fd, SIOCOUTQ, &m->outq) ||
+	    ioctl(c->fd, SIOCOUTQNSD, &m->unsent)) {
+		pr_perror("%s: cannot read its queues' lengths", c->what);
+		return -errno;
+	}
+	return peek_queue(c->fd, TCP_RECV_QUEUE, 0, &m->rcv_nxt, NULL, c->what) ?:
+		       peek_queue(c->fd, TCP_SEND_QUEUE, 0, &m->write_seq, NULL, c->what);
+}
+
+/*
+ * The tasks are frozen, but the kernel goes on moving their bytes: a connection of the
+ * tree sends what its window allows to its peer, which acknowledges it, until the windows
+ * are full or the queues empty (repair mode stops none of it). Without a network lock
+ * (see criu(8), --network-lock), the dump waits for every connection to stand still, so
+ * both ends of one are read at the same point of its stream. 2 s at most.
+ */
+#define SETTLE_STEP_US 5000
+#define SETTLE_STEPS 400
+#define SETTLE_STILL 3
+
+static int wait_conns_settled(void)
+{
+	struct conn_motion *last = calloc(nr_conns ? nr_conns : 1, sizeof(*last));
+	int ret = last ? 0 : -ENOMEM, step, still = 0;
+	bool moved = true;
+
+	/* Still over SETTLE_STILL steps in a row: a loaded machine may hold a packet a step. */
+	for (step = 0; !ret && still < SETTLE_STILL && step < SETTLE_STEPS; step++) {
+		moved = false;
+		for (size_t i = 0; i < nr_conns && !ret; i++) {
+			struct conn_motion now;
+
+			if (!has_stream(&conns[i]))
+				continue;
+			ret = read_motion(&conns[i], &now);
+			moved |= step == 0 || memcmp(&now, &last[i], sizeof(now));
+			last[i] = now;
+		}
+		still = moved ? 0 : still + 1;
+		if (still < SETTLE_STILL && !ret)
+			usleep(SETTLE_STEP_US);
+	}
+	free(last);
+	if (!ret && still < SETTLE_STILL) {
+		pr_err("TCP connections of the tree still carry bytes after %d ms: their streams "
+		       "cannot be dumped at one point\n",
+		       SETTLE_STEPS * SETTLE_STEP_US / 1000);
+		ret = -EBUSY;
+	}
+	if (!ret)
+		pr_info("TCP connections still after %d ms\n", step * SETTLE_STEP_US / 1000);
+	return ret;
+}
+
+/* Whether c reads now as r was read: its sequence numbers and queue lengths. */
+static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
+{
+	struct conn_motion m;
+	int ret = read_motion(c, &m);
+
+	if (ret)
+		return ret;
+	return m.rcv_nxt == r->te.inq_seq && m.write_seq == r->te.outq_seq &&
+			       (uint32_t)m.inq == r->te.inq_len && (uint32_t)m.outq == r->te.outq_len &&
+			       (uint32_t)m.unsent == r->te.unsq_len ?
+		       0 :
+		       -EAGAIN;
+}
+
+/*
+ * Every stream read, then every connection checked again: one that moved meanwhile (a
+ * timer of the kernel's sent something) makes the whole pass start again. -EAGAIN: moved.
+ */
+static int read_streams(struct stream_read *reads)
+{
+	int ret = wait_conns_settled();
+
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (has_stream(&conns[i]))
+			ret = read_one_stream(&conns[i], &reads[i]);
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (has_stream(&conns[i]))
+			ret = still_as_read(&conns[i], &reads[i]);
+	return ret;
+}
+
+#define READ_STREAMS_TRIES 10
+
+static int dump_streams(void)
+{
+	struct stream_read *reads;
+	int ret = -EAGAIN, tries = 0;
+	bool any = false;
+
+	for (size_t i = 0; i < nr_conns; i++)
+		any |= has_stream(&conns[i]);
+	if (!any)
+		return 0;
+	reads = calloc(nr_conns, sizeof(*reads));
+	if (!reads) {
+		pr_err("out of memory for %zu TCP streams\n", nr_conns);
+		return -ENOMEM;
+	}
+	while (ret == -EAGAIN && tries++ < READ_STREAMS_TRIES) {
+		for (size_t i = 0; i < nr_conns; i++)
+			free_stream_read(&reads[i]);
+		ret = read_streams(reads);
+	}
+	if (ret == -EAGAIN)
+		pr_err("TCP connections of the tree kept moving over %d reads of their streams\n",
+		       READ_STREAMS_TRIES);
+	if (!ret)
+		pr_info("TCP streams read at one point in %d passes\n", tries);
+	for (size_t i = 0; i < nr_conns && !ret; i++)
+		if (has_stream(&conns[i]))
+			ret = write_stream(conns[i].ino, &reads[i].te, reads[i].inq, reads[i].outq);
+	for (size_t i = 0; i < nr_conns; i++)
+		free_stream_read(&reads[i]);
+	free(reads);
+	return ret;
+}
+
+static bool is_peer(const struct tcp_conn *a, const struct tcp_conn *b)
+{
+	if (b->fd < 0)
+		return false;
+	return a->src_port == b->dst_port && a->dst_port == b->src_port &&
+	       !memcmp(a->src, b->dst, 16) && !memcmp(a->dst, b->src, 16);
+}
+
+int tcp_dump_listener(const struct inet_dump *d)
+{
+	return add_conn(-1, d);
+}
+
+/*
+ * --skip-in-flight: a client whose connection the dumped listener had not accepted yet;
+ * its peer is dropped with the listener's queue, and the client sees a reset after
+ * restore, as it would after a listener's restart.
+ */
+static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
+{
+	static const uint8_t any[16];
+	static const uint8_t any4[16] = { [10] = 0xff, [11] = 0xff };
+
+	if (!opts.tcp_skip_in_flight || l->fd >= 0 || c->dst_port != l->src_port)
+		return false;
+	return !memcmp(c->dst, l->src, 16) || !memcmp(l->src, any, 16) ||
+	       !memcmp(l->src, any4, 16);
+}
+
+/*
+ * Without a network lock the peer of a connection must be dumped too: a peer outside the
+ * tree would go on sending, and the dumped socket, gone, would answer with a reset.
+ */
+static int check_peers(void)
+{
+	if (opts.network_lock_skip)
+		return 0;
+	for (size_t i = 0; i < nr_conns; i++) {
+		/* A connection restored closed does not care. */
+		bool found = conns[i].fd < 0 || conns[i].closed;
+
+		for (size_t j = 0; j < nr_conns && !found; j++)
+			found = j != i && (is_peer(&conns[i], &conns[j]) ||
+					   peer_in_flight(&conns[i], &conns[j]));
+		if (!found) {
+			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
+			       "does not lock the network: dump with --network-lock skip to "
+			       "dump it anyway\n",
+			       conns[i].what, conns[i].dst_port);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+int tcp_dump_check(void)
+{
+	return check_peers() ?: dump_streams();
+}
+
+void tcp_dump_release(bool killed)
+{
+	for (size_t i = 0; i < nr_conns; i++) {
+		if (conns[i].fd < 0)
+			continue;
+		if (!killed)
+			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
+				TCP_REPAIR_OFF_NO_WP, conns[i].what);
+		close(conns[i].fd);
+	}
+	free(conns);
+	conns = NULL;
+	nr_conns = 0;
+}
+
+/* ------------------------------------------------------------- restore ---- */
+
+/* An established connection as collected: its stream entry and queues. */
+struct tcp_stream {
+	TcpStreamEntry *te;
+	char *inq, *outq;
+	size_t slot; /* its place in repaired[] */
+	struct tcp_stream *next;
+};
+
+static struct tcp_stream *streams;
+static size_t nr_streams;
+
+/*
+ * Where each restored connection is, for criu to end its repair mode once the whole tree
+ * is restored: shared with the tasks, which fill it in (tcp_note_repaired()).
+ */
+struct repaired_sk {
+	pid_t pid; /* as the images name the task; 0: not opened (yet) */
+	int fd;
+	bool reuseaddr; /* repair mode's end clears SO_REUSEADDR */
+	char what[64];
+};
+
+static struct repaired_sk *repaired;
+/* Main process: the connection of each slot. */
+static const struct inet_sk **slot_sks;
+
+bool tcp_state_restorable(uint32_t state)
+{
+	return state == SK_ESTABLISHED;
+}
+
+/* --tcp-close (or a dump with it): the connection comes back closed, no stream read. */
+static bool restore_closed(void)
+{
+	return opts.tcp_close;
+}
+
+static int check_stream(const TcpStreamEntry *te, const char *what)
+{
+	if ((te->has_unsq_len && te->unsq_len > te->outq_len) || te->snd_wscale > 14 ||
+	    (te->has_rcv_wscale && te->rcv_wscale > 14) || te->mss_clamp > 0xffff) {
+		pr_err("%s: tcp stream: %u unsent bytes of %u queued, window scales %u/%u, MSS "
+		       "%u: out of range\n",
+		       what, te->unsq_len, te->outq_len, te->snd_wscale, te->rcv_wscale,
+		       te->mss_clamp);
+		return -EINVAL;
+	}
+	if (!te->has_snd_wl1 || !te->has_snd_wnd || !te->has_max_window || !te->has_rcv_wnd ||
+	    !te->has_rcv_wup) {
+		pr_err("%s: tcp stream without its window (TCP_REPAIR_WINDOW): not supported\n",
+		       what);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int read_stream(struct cr_img *img, struct tcp_stream *st, const char *what)
+{
+	off_t left;
+	int ret = pb_read_one_required(img, (void **)&st->te);
+
+	if (!ret)
+		ret = check_stream(st->te, what);
+	if (ret)
+		return ret;
+	left = img_bytes_left(img);
+	if (left < 0 || (uint64_t)left != (uint64_t)st->te->inq_len + st->te->outq_len) {
+		pr_err("%s: %s: %lld bytes after the entry, its queues have %u + %u\n", what,
+		       img->name, (long long)left, st->te->inq_len, st->te->outq_len);
+		return -EINVAL;
+	}
+	st->inq = malloc(st->te->inq_len + 1);
+	st->outq = malloc(st->te->outq_len + 1);
+	if (!st->inq || !st->outq) {
+		pr_err("%s: out of memory for its queues\n", what);
+		return -ENOMEM;
+	}
+	ret = img_read_raw(img, st->inq, st->te->inq_len);
+	return ret ?: img_read_raw(img, st->outq, st->te->outq_len);
+}
+
+static int add_slot(const struct inet_sk *sk)
+{
+	const struct inet_sk **grown = realloc(slot_sks, (nr_streams + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", sk->what);
+		return -ENOMEM;
+	}
+	slot_sks = grown;
+	slot_sks[nr_streams++] = sk;
+	return 0;
+}
+
+int tcp_collect_stream(struct inet_sk *sk)
+{
+	struct tcp_stream *st;
+	struct cr_img *img;
+	int ret;
+
+	if (restore_closed())
+		return 0;
+	if (!sk->ie->n_dst_addr) {
+		pr_err("%s: established without a peer address\n", sk->what);
+		return -EINVAL;
+	}
+	if (!img_exists(CR_IMG_TCP_STREAM, sk->ie->ino)) {
+		pr_err("%s: established, but the images have no tcp-stream-%x.img (dumped "
+		       "without --tcp-established?): restore with --tcp-close to get it closed\n",
+		       sk->what, sk->ie->ino);
+		return -ENOENT;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		pr_err("%s: out of memory\n", sk->what);
+		return -ENOMEM;
+	}
+	st->next = streams;
+	streams = st;
+	st->slot = nr_streams;
+	ret = add_slot(sk);
+	if (ret)
+		return ret;
+	img = open_image(CR_IMG_TCP_STREAM, O_RDONLY, sk->ie->ino);
+	if (!img)
+		return -EIO;
+	ret = read_stream(img, st, sk->what);
+	close_image(img);
+	sk->stream = st;
+	return ret;
+}
+
+/* Before anything is forked: the tasks inherit the table. */
+int tcp_collect_done(void)
+{
+	if (!nr_streams)
+		return 0;
+	repaired = mmap(NULL, nr_streams * sizeof(*repaired), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (repaired == MAP_FAILED) {
+		repaired = NULL;
+		pr_perror("cannot map the table of %zu TCP connections", nr_streams);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void tcp_collect_fini(void)
+{
+	if (repaired)
+		munmap(repaired, nr_streams * sizeof(*repaired));
+	repaired = NULL;
+	free(slot_sks);
+	slot_sks = NULL;
+	nr_streams = 0;
+	while (streams) {
+		struct tcp_stream *st = streams;
+
+		streams = st->next;
+		if (st->te)
+			pb_free(NULL, st->te);
+		free(st->inq);
+		free(st->outq);
+		free(st);
+	}
+}
+
+/*
+ * In repair mode the kernel puts a receive-queue write into one linear buffer of the
+ * size asked, which a large one fails (ENOMEM): the chunks halve down to 1 KiB.
+ */
+static int send_bytes(int fd, const char *buf, uint32_t len, const char *queue,
+		      const char *what)
+{
+	uint32_t chunk = len;
+
+	while (len) {
+		ssize_t n = send(fd, buf, chunk < len ? chunk : len, 0);
+
+		if (n <= 0 && chunk > 1024) {
+			chunk /= 2;
+			continue;
+		}
+		if (n <= 0) {
+			pr_perror("%s: cannot refill its %s queue (%u bytes left)", what, queue, len);
+			return n < 0 ? -errno : -EIO;
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * In repair mode a write to a queue goes into it as is: the receive queue gets the bytes
+ * as if they had arrived, the send queue as if sent and not yet acked.
+ */
+static int fill_queue(int fd, int queue, const char *buf, uint32_t len, const char *what)
+{
+	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
+		       send_bytes(fd, buf, len, queue == TCP_RECV_QUEUE ? "receive" : "send",
+				  what);
+}
+
+/*
+ * The images have the sequence numbers that follow each queue (rcv_nxt, write_seq, as
+ * TCP_QUEUE_SEQ reads them); a queue is refilled from its first byte's, which refilling
+ * moves on by the queue's length.
+ */
+static int set_seqs(int fd, const TcpStreamEntry *te, const char *what)
+{
+	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_RECV_QUEUE, what) ?:
+		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
+			       te->inq_seq - te->inq_len, what) ?:
+		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
+			       what) ?:
+		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
+			       te->outq_seq - te->outq_len, what);
+}
+
+static int connect_repaired(int fd, const struct inet_sk *sk)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = inet_sk_addr(sk->ie, true, &ss);
+
+	if (connect(fd, (struct sockaddr *)&ss, len)) {
+		pr_perror("%s: cannot connect it (in repair mode) to port %u", sk->what,
+			  sk->ie->dst_port);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The options the connection negotiated, then its timestamp clock. */
+static int set_conn_opts(int fd, const TcpStreamEntry *te, const char *what)
+{
+	struct tcp_repair_opt ro[4];
+	int n = 0, ret = 0;
+
+	ro[n++] = (struct tcp_repair_opt){ OPTION_MSS, te->mss_clamp };
+	if (te->opt_mask & OPT_SACK)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_SACK_PERM, 0 };
+	if (te->opt_mask & OPT_WSCALE)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_WINDOW,
+						   te->snd_wscale | te->rcv_wscale << 16 };
+	if (te->opt_mask & OPT_TIMESTAMPS)
+		ro[n++] = (struct tcp_repair_opt){ OPTION_TIMESTAMP, 0 };
+	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_OPTIONS, ro, n * sizeof(ro[0]))) {
+		pr_perror("%s: cannot set the connection's options (TCP_REPAIR_OPTIONS)", what);
+		return -errno;
+	}
+	if (te->has_timestamp)
+		ret = set_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", te->timestamp, what);
+	return ret;
+}
+
+/* After the queues, whose refilling moves the window on. */
+static int set_window(int fd, const TcpStreamEntry *te, const char *what)
+{
+	struct repair_window win = { te->snd_wl1, te->snd_wnd, te->max_window, te->rcv_wnd,
+				     te->rcv_wup };
+
+	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, sizeof(win))) {
+		pr_perror("%s: cannot set its window (TCP_REPAIR_WINDOW)", what);
+		return -errno;
+	}
+	return 0;
+}
+
+static uint32_t unsent_len(const TcpStreamEntry *te)
+{
+	return te->has_unsq_len ? te->unsq_len : 0;
+}
+
+/*
+ * The part of the send queue the peer has seen (or may have) goes in in repair mode; the
+ * unsent tail waits for the end of repair mode (send_unsent()). The buffers are as large
+ * as they go while the queues are filled (the kernel's accounting of the new queues may
+ * exceed what the old ones took); the dumped sizes are set afterwards.
+ */
+static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
+{
+	const TcpStreamEntry *te = st->te;
+
+	return sk_opts_widen_sndbuf(fd, what) ?:
+		       set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
+			       what) ?:
+		       fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
+		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(te),
+				  what) ?:
+		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
+}
+
+static int set_stream_opts(int fd, const TcpStreamEntry *te, const char *what)
+{
+	int ret = 0;
+
+	if (te->has_nodelay && te->nodelay)
+		ret = set_int(fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", 1, what);
+	if (!ret && te->has_cork && te->cork)
+		ret = set_int(fd, SOL_TCP, TCP_CORK, "TCP_CORK", 1, what);
+	return ret;
+}
+
+/*
+ * What a connection closed by --tcp-close looks like: no peer, both directions shut
+ * (reads give end of file, writes EPIPE). shutdown() of a socket never connected sets
+ * both and answers ENOTCONN.
+ */
+static int open_closed(const struct inet_sk *sk, const struct file_desc *d)
+{
+	int fd = inet_sk_new(sk);
+
+	if (fd < 0)
+		return fd;
+	if (shutdown(fd, SHUT_RDWR) && errno != ENOTCONN) {
+		pr_perror("%s: cannot shut it down", sk->what);
+		close(fd);
+		return -errno;
+	}
+	pr_info("%s: restored closed (--tcp-close)\n", sk->what);
+	return restore_status_flags(fd, sk->ie->flags, d);
+}
+
+/* The socket stays in repair mode until tcp_restore_unlock(). */
+int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
+{
+	const struct tcp_stream *st = sk->stream;
+	int fd, ret;
+
+	if (restore_closed())
+		return open_closed(sk, d);
+	fd = inet_sk_new(sk);
+	if (fd < 0)
+		return fd;
+	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
+		      set_seqs(fd, st->te, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
+		      connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
+		      fill_queues(fd, st, sk->what) ?: set_window(fd, st->te, sk->what) ?:
+		      set_stream_opts(fd, st->te, sk->what) ?:
+		      /* The buffer sizes as dumped, fill_queues() widened them. */
+		      sk_opts_restore(fd, sk->ie->opts, sk->what);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return inet_sk_finish(fd, sk, d);
+}
+
+int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid)
+{
+	struct repaired_sk *r = &repaired[sk->stream->slot];
+
+	r->pid = pid;
+	r->fd = fd;
+	r->reuseaddr = sk->ie->opts->reuseaddr;
+	snprintf(r->what, sizeof(r->what), "%s", sk->what);
+	return 0;
+}
+
+/*
+ * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
+ * window: both ends agree on where the stream is again. The peer must exist by then, or
+ * it would answer with a reset: criu does it through its own copy of each socket
+ * (pidfd_getfd), once every task is restored and before any of them runs. Criu's copy
+ * of the socket (for send_unsent()), or -errno.
+ */
+static int end_repair(const struct repaired_sk *r)
+{
+	pid_t pid = pidns_host_pid(r->pid);
+	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
+
+	if (pidfd >= 0)
+		fd = syscall(SYS_pidfd_getfd, pidfd, r->fd, 0);
+	if (fd < 0) {
+		pr_perror("%s: cannot get it from task %d (fd %d) to end its repair mode", r->what,
+			  pid, r->fd);
+		ret = -errno;
+	}
+	if (!ret)
+		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
+			      set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
+				      r->what);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (ret && fd >= 0)
+		close(fd);
+	return ret ? ret : fd;
+}
+
+/*
+ * The tail of the send queue the task had not sent yet, sent now as the task would have:
+ * out of repair mode, once every peer is out of it too. With the largest send buffer while
+ * it goes in (the queue fitted the dumped size, the kernel's accounting may differ), then
+ * the dumped size.
+ */
+static int send_unsent(int fd, const struct inet_sk *sk)
+{
+	const TcpStreamEntry *te = sk->stream->te;
+	uint32_t unsent = unsent_len(te);
+
+	if (!unsent)
+		return 0;
+	return sk_opts_widen_sndbuf(fd, sk->what) ?:
+		       send_bytes(fd, sk->stream->outq + te->outq_len - unsent, unsent, "send",
+				  sk->what) ?:
+		       sk_opts_restore(fd, sk->ie->opts, sk->what);
+}
+
+int tcp_restore_unlock(void)
+{
+	int *fds = calloc(nr_streams ? nr_streams : 1, sizeof(*fds)), ret = fds ? 0 : -ENOMEM;
+	size_t i;
+
+	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
+	for (i = 0; fds && i < nr_streams; i++) {
+		fds[i] = repaired[i].pid ? end_repair(&repaired[i]) : -1;
+		if (repaired[i].pid && fds[i] < 0 && !ret)
+			ret = fds[i];
+	}
+	for (i = 0; i < nr_streams && !ret; i++)
+		if (fds[i] >= 0)
+			ret = send_unsent(fds[i], slot_sks[i]);
+	for (i = 0; fds && i < nr_streams; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	if (!ret && nr_streams)
+		pr_info("%zu TCP connections out of repair mode\n", nr_streams);
+	return ret;
+}

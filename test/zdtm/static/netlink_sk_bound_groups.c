@@ -28,15 +28,6 @@
 
 static uint32_t bound_port, high_groups = 1u << (HIGH_GROUP - 33);
 
-static void socket_at(int protocol, int at)
-{
-	int fd = socket(AF_NETLINK, SOCK_RAW, protocol);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("netlink socket");
-	close(fd);
-}
-
 static struct sockaddr_nl address(int fd, bool peer)
 {
 	struct sockaddr_nl addr = {};
@@ -91,7 +82,7 @@ int main(int argc, char **argv)
 	pid_t child;
 
 	test_init(argc, argv);
-	socket_at(NETLINK_ROUTE, BOUND_FD);
+	socket_at(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, BOUND_FD);
 	bound_port = 0x7a000000 | getpid();
 	addr.nl_pid = bound_port;
 	addr.nl_groups = RTMGRP_LINK;
@@ -101,12 +92,12 @@ int main(int argc, char **argv)
 	    (high_groups &&
 	     setsockopt(BOUND_FD, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group))))
 		test_fail_errno("bind and join");
-	socket_at(NETLINK_ROUTE, CONNECTED_FD);
+	socket_at(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, CONNECTED_FD);
 	addr.nl_groups = 0;
 	if (connect(CONNECTED_FD, (struct sockaddr *)&addr, sizeof(addr)))
 		test_fail_errno("connect");
 	autobound = address(CONNECTED_FD, false).nl_pid;
-	socket_at(NETLINK_KOBJECT_UEVENT, PLAIN_FD);
+	socket_at(AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT, PLAIN_FD);
 	if (fcntl(PLAIN_FD, F_SETFL, O_NONBLOCK) ||
 	    setsockopt(PLAIN_FD, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)))
 		test_fail_errno("O_NONBLOCK, SO_RCVBUF");

@@ -35,15 +35,6 @@ static const struct tpacket_req3 v3_rx = { 2 * BLOCK, 3, 2 * BLOCK, 3, 60, 16, 0
 static const unsigned char unicast[ETH_ALEN] = { 0x02, 0x00, 0x5e, 0x10, 0x20, 0x30 };
 static int lo;
 
-static void socket_at(int type, int protocol, int at)
-{
-	int fd = socket(AF_PACKET, type, protocol);
-
-	if (fd < 0 || dup2(fd, at) != at)
-		test_fail_errno("packet socket");
-	close(fd);
-}
-
 static void set_opt(int fd, int opt, const void *val, socklen_t len)
 {
 	if (setsockopt(fd, SOL_PACKET, opt, val, len))
@@ -100,7 +91,7 @@ static void setup(void)
 	struct sockaddr_ll addr = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP) };
 	struct sockaddr spkt = { .sa_family = AF_PACKET, .sa_data = "lo" };
 
-	socket_at(SOCK_RAW, 0, RAW_FD);
+	socket_at(AF_PACKET, SOCK_RAW, 0, RAW_FD);
 	set_int(RAW_FD, PACKET_VERSION, TPACKET_V2);
 	set_int(RAW_FD, PACKET_AUXDATA, 1);
 	set_opt(RAW_FD, PACKET_RX_RING, &raw_rx, sizeof(raw_rx));
@@ -109,7 +100,7 @@ static void setup(void)
 	if (fcntl(RAW_FD, F_SETFL, O_NONBLOCK))
 		test_fail_errno("O_NONBLOCK");
 
-	socket_at(SOCK_DGRAM, htons(ETH_P_IP), DGRAM_FD);
+	socket_at(AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP), DGRAM_FD);
 	addr.sll_ifindex = lo;
 	if (bind(DGRAM_FD, (struct sockaddr *)&addr, sizeof(addr)))
 		test_fail_errno("bind to lo");
@@ -120,11 +111,11 @@ static void setup(void)
 	set_int(DGRAM_FD, PACKET_FANOUT, FANOUT);
 	set_opt(DGRAM_FD, PACKET_TX_RING, &dgram_tx, sizeof(dgram_tx));
 
-	socket_at(SOCK_RAW, htons(ETH_P_ALL), V3_FD);
+	socket_at(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL), V3_FD);
 	set_int(V3_FD, PACKET_VERSION, TPACKET_V3);
 	set_opt(V3_FD, PACKET_RX_RING, &v3_rx, sizeof(v3_rx));
 
-	socket_at(SOCK_PACKET, htons(ETH_P_ALL), SPKT_FD);
+	socket_at(AF_PACKET, SOCK_PACKET, htons(ETH_P_ALL), SPKT_FD);
 	if (bind(SPKT_FD, &spkt, sizeof(spkt)))
 		test_fail_errno("bind SOCK_PACKET to lo");
 }

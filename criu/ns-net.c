@@ -322,7 +322,8 @@ static int rtnl_open(void)
 }
 
 /* Sends a request and waits for its acknowledgement: 0 or the kernel's -errno. */
-static int rtnl_talk(int fd, struct nl_msg *m, const char *what)
+/* A request and its acknowledgement: 0 or -errno, logged unless it is quiet_err. */
+static int rtnl_talk_quiet(int fd, struct nl_msg *m, const char *what, int quiet_err)
 {
 	char buf[4096];
 	ssize_t n;
@@ -342,12 +343,17 @@ static int rtnl_talk(int fd, struct nl_msg *m, const char *what)
 
 		if (h->nlmsg_type != NLMSG_ERROR)
 			continue;
-		if (err->error)
+		if (err->error && err->error != quiet_err)
 			pr_err("%s: %s\n", what, strerror(-err->error));
 		return err->error;
 	}
 	pr_err("%s: no acknowledgement\n", what);
 	return -EIO;
+}
+
+static int rtnl_talk(int fd, struct nl_msg *m, const char *what)
+{
+	return rtnl_talk_quiet(fd, m, what, 0);
 }
 
 /* The attributes of one nested (or top-level) list, by type; the rest NULL. */
@@ -976,6 +982,10 @@ static int set_link(int rtnl, const NetDeviceEntry *nde)
 	return rtnl_talk(rtnl, &m, what);
 }
 
+/* How long a veth's outer name may stay taken by the end of a namespace going away: 5 s. */
+#define VETH_NAME_WAIT_TRIES 100
+#define VETH_NAME_WAIT_US    50000
+
 /* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
 static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
 {
@@ -1002,6 +1012,17 @@ static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntr
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "veth %s (outer end %s): cannot create it", nde->name,
 		 ext->outer);
+	/*
+	 * The outer name may still be taken by the dumped tree's own end: the kernel removes it
+	 * when it has torn the tree's network namespace down, some time after the tree died.
+	 */
+	for (int tries = 0; tries < VETH_NAME_WAIT_TRIES; tries++) {
+		int ret = rtnl_talk_quiet(rtnl, &m, what, -EEXIST);
+
+		if (ret != -EEXIST)
+			return ret;
+		usleep(VETH_NAME_WAIT_US);
+	}
 	return rtnl_talk(rtnl, &m, what);
 }
 

@@ -759,6 +759,7 @@ TESTS = {
                                                      '--port', '{free_port}'],
                                        'expect': 'cannot listen on 192.0.2.1:'},
     'remote_lazy_dump_fails': {'bin': 'tree_shared_fdtable', 'mode': 'dump_fails',
+                               'test_env': {'ZDTM_FDTABLE_SIBLINGS': '1'},
                                'dump_args': ['--lazy-pages', '--address', '127.0.0.1',
                                              '--port', '{free_port}'],
                                'expect': 'share one fd table (CLONE_FILES)'},

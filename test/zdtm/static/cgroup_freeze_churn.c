@@ -4,7 +4,8 @@
  * --freeze-cgroup: the tree is caught whole at once. After the dump (or a failed one, or
  * --leave-running) and after restore the cgroup is THAWED, the child still forks (its
  * count goes on), and the task is still in that cgroup. ZDTM_FREEZE_FAIL: the test also
- * holds an INET socket, which fails the dump once the tree is frozen and seized;
+ * holds a netlink socket with an answer queued (test_unsupported_socket()), which fails
+ * the dump once the tree is frozen and seized;
  * ZDTM_FREEZE_QUIET: the child only sleeps (for the runner's checks of a tree that must be
  * left as it was, which a churning tree is not from one moment to the next).
  */
@@ -62,6 +63,7 @@ static void expect_forking(const char *when)
 
 int main(int argc, char **argv)
 {
+	struct unsupported_socket unsupported;
 	const char *name;
 	char path[300], self[4096], want[300];
 	pid_t child;
@@ -76,8 +78,8 @@ int main(int argc, char **argv)
 	forks = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (forks == MAP_FAILED)
 		test_fail_errno("mmap");
-	if (getenv("ZDTM_FREEZE_FAIL") && socket(AF_INET, SOCK_STREAM, 0) < 0)
-		test_fail_errno("socket");
+	if (getenv("ZDTM_FREEZE_FAIL"))
+		test_unsupported_socket(&unsupported);
 	child = test_fork(churn);
 	expect_forking("before the dump");
 

@@ -51,13 +51,15 @@ def read_lines(path):
 
 
 def connect_unix(path, timeout=10.0):
-    """A stream connection to path, retried while the server (started at the same time by
-    the holder) has not bound or is not listening yet."""
+    """A stream connection to path (a Unix socket's, or "HOST:PORT" for TCP), retried while
+    the server (started at the same time by the holder) has not bound or is not listening
+    yet."""
     deadline = time.monotonic() + timeout
     while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        tcp = not path.startswith("/")
+        s = socket.socket(socket.AF_INET if tcp else socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.connect(path)
+            s.connect((path.rsplit(":", 1)[0], int(path.rsplit(":", 1)[1])) if tcp else path)
             return s
         except (FileNotFoundError, ConnectionRefusedError):
             s.close()
@@ -176,10 +178,10 @@ class App:
             raise Fail(f"{e} (see {os.path.join(self.img, log)})") from None
         self.times[action] = time.monotonic() - start
 
-    def dump(self, root):
+    def dump(self, root, extra=()):
         """Dumps (and so kills) the tree of root, then reaps all of it: its pids must be
         free for restore to take them again."""
-        self.criu("dump", ["-t", str(root)], "dump.log")
+        self.criu("dump", ["-t", str(root)] + list(extra), "dump.log")
         self.reap_all(kill=False)
 
     def restore(self, root):

@@ -7,8 +7,13 @@ persistence, in the foreground); a holder process starts it and a long-lived cli
 is one session that criu dumps with -t HOLDER. The test fills NR_KEYS keys with redis-cli,
 dumps the tree, restores it detached, and checks: the same pids; the client carried on on
 the same connection (same CLIENT ID, its rounds and the server's counter contiguous across
-the dump); every key reads back; new writes are accepted and read back."""
+the dump); every key reads back; new writes are accepted and read back.
+
+With the argument "tcp" (app redis_tcp), the server also listens on a TCP port of the
+loopback and the client's connection is a TCP one, both ends in the tree: the dump takes
+it with --tcp-established (TCP repair), and it must carry on after the restore."""
 import os
+import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +27,7 @@ NR_NEW_KEYS = 1000
 COUNTER_KEY = "client:rounds"
 # Rounds the client must make after the restore (10 ms each) before the test trusts it.
 ROUNDS_AFTER = 50
+TCP = sys.argv[1:] == ["tcp"]
 
 
 def value(prefix, i):
@@ -77,14 +83,22 @@ def client_rounds(app):
     return len(rounds)
 
 
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test(app):
     redis = Redis(app)
+    port = free_tcp_port() if TCP else 0
     with open(app.path("redis.conf"), "w") as f:
-        f.write(f"port 0\nunixsocket {redis.sock}\nunixsocketperm 700\ndaemonize no\n"
-                f"supervised no\nsave \"\"\nappendonly no\ndir {app.dir}\n"
+        f.write(f"port {port}\nbind 127.0.0.1\nunixsocket {redis.sock}\nunixsocketperm 700\n"
+                f"daemonize no\nsupervised no\nsave \"\"\nappendonly no\ndir {app.dir}\n"
                 f"logfile {app.path('redis.log')}\n")
+    client_at = f"127.0.0.1:{port}" if TCP else redis.sock
     root = app.spawn_holder([[REDIS_SERVER, app.path("redis.conf")],
-                             [PYTHON, os.path.join(HERE, "redis_client.py"), redis.sock,
+                             [PYTHON, os.path.join(HERE, "redis_client.py"), client_at,
                               COUNTER_KEY, app.path("client.status")]])
     wait_for(lambda: client_rounds(app) >= 5, "the client's first rounds")
     redis.fill("key:", range(NR_KEYS))
@@ -94,7 +108,7 @@ def test(app):
         raise Fail(f"the tree before the dump is {tree}, not holder, server and client")
 
     rounds_at_dump = client_rounds(app)
-    app.dump(root)
+    app.dump(root, ["--tcp-established"] if TCP else [])
     app.restore(root)
     if app.tree(root) != tree:
         raise Fail(f"the restored tree is {app.tree(root)}, the dumped one {tree}")
@@ -115,4 +129,4 @@ def test(app):
 if not os.access(REDIS_SERVER, os.X_OK) or not os.access(REDIS_CLI, os.X_OK):
     print("FAIL redis: redis-server or redis-cli is not installed (scripts/install-deps.sh)")
     sys.exit(1)
-App("redis").main(test)
+App("redis_tcp" if TCP else "redis").main(test)

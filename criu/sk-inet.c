@@ -403,17 +403,8 @@ static int check_state(const struct inet_dump *d)
 
 static bool inet_sk_owns(const struct fd_parms *p)
 {
-	int fd, family = 0;
-	socklen_t len = sizeof(family);
+	int family = sk_family(p);
 
-	if (!S_ISSOCK(p->st.st_mode))
-		return false;
-	fd = grab_task_fd(p);
-	if (fd < 0)
-		return false;
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len))
-		family = 0;
-	close(fd);
 	return family == AF_INET || family == AF_INET6;
 }
 

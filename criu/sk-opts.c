@@ -262,7 +262,7 @@ static int dump_linger(int fd, SkOptsEntry *soe, const char *what)
 	return 0;
 }
 
-bool sk_is_family(const struct fd_parms *p, int domain)
+int sk_family(const struct fd_parms *p)
 {
 	int fd, family = -1;
 	socklen_t len = sizeof(family);
@@ -275,7 +275,12 @@ bool sk_is_family(const struct fd_parms *p, int domain)
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len))
 		family = -1;
 	close(fd);
-	return family == domain;
+	return family;
+}
+
+bool sk_is_family(const struct fd_parms *p, int domain)
+{
+	return sk_family(p) == domain;
 }
 
 int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t nr,

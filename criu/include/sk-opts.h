@@ -16,6 +16,8 @@ struct fd_parms;
  * read on criu's copy of it).
  */
 bool sk_is_family(const struct fd_parms *p, int domain);
+/* The SO_DOMAIN of the socket p is on, -1 if it is none. */
+int sk_family(const struct fd_parms *p);
 
 /*
  * Dump: the options of socket fd into soe, its filter and bound device (malloc'ed: free

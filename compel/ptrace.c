@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <elf.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
@@ -224,34 +225,57 @@ int compel_detach(pid_t pid)
 	return 0;
 }
 
-/* Waits until a dying seized thread is reported gone (its tracer must reap it). */
-static void reap_dead_thread(pid_t tid)
+/* Whether a dying seized thread is reported gone now (its tracer must reap it). */
+static bool reaped_dead_thread(pid_t tid)
 {
 	int status;
+	pid_t got;
 
-	while (waitpid(tid, &status, __WALL) == tid)
+	while ((got = waitpid(tid, &status, __WALL | WNOHANG)) == tid)
 		if (WIFEXITED(status) || WIFSIGNALED(status))
-			break;
+			return true;
+	return got < 0; /* not ours any more (ECHILD): gone too */
 }
 
 int compel_kill_process(pid_t pid, const pid_t *tids, unsigned int nr)
 {
-	unsigned int i;
+	const struct timespec tick = { .tv_nsec = 1000000 };
+	bool *gone = calloc(nr + 1, sizeof(*gone));
+	unsigned int left = nr + 1, i;
 
+	if (!gone)
+		return -ENOMEM;
 	if (kill(pid, SIGKILL)) {
 		int err = errno;
 
 		pr_err("cannot kill %d: %s\n", pid, strerror(err));
+		free(gone);
 		return -err;
 	}
 	/*
 	 * A traced thread stays a zombie until its tracer waits for it, and the leader is
-	 * not reported dead while its group has threads: reap the threads first.
+	 * not reported dead while its group has threads. Nor does the last thread of a pid
+	 * namespace's init finish exiting while any pid of the namespace is held, a traced
+	 * zombie's too: waiting for one thread at a time could wait on that one forever.
+	 * So each thread is reaped as it dies, the leader (slot nr) too.
 	 */
 	for (i = 0; i < nr; i++)
-		if (tids[i] != pid)
-			reap_dead_thread(tids[i]);
-	reap_dead_thread(pid);
+		if (tids[i] == pid) {
+			gone[i] = true;
+			left--;
+		}
+	while (left) {
+		unsigned int before = left;
+
+		for (i = 0; i <= nr; i++)
+			if (!gone[i] && reaped_dead_thread(i < nr ? tids[i] : pid)) {
+				gone[i] = true;
+				left--;
+			}
+		if (left == before)
+			nanosleep(&tick, NULL);
+	}
+	free(gone);
 	return 0;
 }
 

@@ -1191,6 +1191,10 @@ TESTS = {
                                           'corrupt_depth': 2},
     # namespaces: trees whose root has namespaces of its own, as a container runtime makes them
     'ns_pid_init': {'launcher': True, 'pidns': True},
+    # threads of a pid namespace's init, dumped and killed: its last thread to exit
+    # waits for the traced zombies of the others, which criu must reap in any order
+    'ns_pid_init_threads': {'bin': 'threads_exit_order', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_PIDNS_ROOT': '1'}},
     'ns_uts_ipc': {},
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},

@@ -10,9 +10,11 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/fsuid.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
+#include "servicefd.h"
 
 #include "ghost-file.pb-c.h"
 #include "remap-file-path.pb-c.h"
@@ -307,7 +310,7 @@ static bool is_internal_file(const char *path)
 static int check_ghost_path(const char *src, const char *path, const char *what)
 {
 	char buf[PATH_MAX + 32], *dir = strdup(mntns_dump_path(src, path, buf, sizeof(buf)));
-	char *slash;
+	char *slash, *root;
 	struct stat st;
 	int ret = 0;
 
@@ -315,10 +318,12 @@ static int check_ghost_path(const char *src, const char *path, const char *what)
 		pr_err("out of memory checking %s\n", path);
 		return -ENOMEM;
 	}
+	/* The tree's "/" (a /proc/PID/root prefix, a symlink) is kept with its slash: followed. */
+	root = dir + strlen(dir) - strlen(path);
 	do {
 		slash = strrchr(dir, '/');
-		slash[slash == dir] = '\0';
-	} while (lstat(dir, &st) && errno == ENOENT && slash != dir);
+		slash[slash == root] = '\0';
+	} while (lstat(dir, &st) && errno == ENOENT && slash != root);
 	if (!S_ISDIR(st.st_mode)) {
 		ret = -ENOTDIR;
 		pr_err("%s: deleted file %s cannot be re-created on restore: %s is not a directory\n",
@@ -494,6 +499,59 @@ static int existing_dir_len(const char *src, const char *path)
 	} while (slash != dir && lstat(mntns_dump_path(src, dir, buf, sizeof(buf)), &st) &&
 		 errno == ENOENT);
 	return slash - dir;
+}
+
+/* make_as_tree_owner(): what its child runs, and what it answers. */
+struct tree_owner_call {
+	int (*make)(void *arg);
+	void *arg;
+	uint32_t uid, gid;
+	int ret;
+};
+
+/*
+ * In the tree's user namespace, where the task has every capability: setfsuid() keeps them
+ * (the kernel drops the filesystem ones only when leaving the namespace's root id).
+ */
+static int tree_owner_child(void *data)
+{
+	struct tree_owner_call *call = data;
+
+	setfsgid(call->gid);
+	setfsuid(call->uid);
+	/* Both answer the previous id, and change nothing for an invalid one: read them back. */
+	if ((uint32_t)setfsgid(-1) != call->gid || (uint32_t)setfsuid(-1) != call->uid)
+		call->ret = -EOVERFLOW;
+	else
+		call->ret = call->make(call->arg);
+	return 0;
+}
+
+int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid)
+{
+	struct tree_owner_call call = { .make = make, .arg = arg, .uid = uid, .gid = gid,
+					.ret = -ECHILD };
+	const size_t stack_size = 256 << 10;
+	char *stack;
+	pid_t child;
+	int status;
+
+	if (get_service_fd(USERNS_SFD) < 0)
+		return make(arg);
+	stack = malloc(stack_size);
+	if (!stack)
+		return -ENOMEM;
+	/* CLONE_VFORK: the caller waits, so the child may use its memory, errno included. */
+	child = clone(tree_owner_child, stack + stack_size,
+		      CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &call);
+	if (child < 0) {
+		call.ret = -errno;
+		pr_perror("cannot start a child to make a file as uid %u gid %u", uid, gid);
+	}
+	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	free(stack);
+	return call.ret;
 }
 
 /*
@@ -1405,13 +1463,16 @@ static const char *file_kind(mode_t mode)
 	return "special file";
 }
 
-/*
- * A fresh inode of the ghost's kind at path, never through a symlink nor over anything
- * that exists: a regular file open for writing its contents, or the directory, FIFO or
- * device node made and held by an O_PATH fd. The fd or -errno (EEXIST unlogged).
- */
-static int make_ghost_inode(const char *path, const struct ghost_file *g)
+struct ghost_inode_req {
+	const char *path;
+	const struct ghost_file *g;
+};
+
+static int make_ghost_inode_as_owner(void *arg)
 {
+	const struct ghost_inode_req *req = arg;
+	const struct ghost_file *g = req->g;
+	const char *path = req->path;
 	int ret;
 
 	if (S_ISREG(g->mode)) {
@@ -1430,6 +1491,19 @@ static int make_ghost_inode(const char *path, const struct ghost_file *g)
 	return ret < 0 ? -errno : ret;
 }
 
+/*
+ * A fresh inode of the ghost's kind at path, never through a symlink nor over anything
+ * that exists: a regular file open for writing its contents, or the directory, FIFO or
+ * device node made and held by an O_PATH fd; made by the ghost's owner. The fd or -errno
+ * (EEXIST unlogged).
+ */
+static int make_ghost_inode(const char *path, const struct ghost_file *g)
+{
+	struct ghost_inode_req req = { .path = path, .g = g };
+
+	return make_as_tree_owner(make_ghost_inode_as_owner, &req, g->uid, g->gid);
+}
+
 /* Directories above a ghost that were deleted with it, made again for its re-creation. */
 struct ghost_parents {
 	char path[PATH_MAX];
@@ -1437,9 +1511,20 @@ struct ghost_parents {
 	unsigned int nr;
 };
 
-/* mkdir() each missing directory above path, outermost first, remembering each one. */
-static int make_ghost_parents(const char *path, struct ghost_parents *gp)
+static int mkdir_private(void *path)
 {
+	return mkdir(path, 0700) ? -errno : 0;
+}
+
+/*
+ * mkdir() each missing directory above path, outermost first, remembering each one; made
+ * by uid and gid, the owner of what goes in them.
+ */
+static int make_ghost_parents(const char *path, uint32_t uid, uint32_t gid,
+			      struct ghost_parents *gp)
+{
+	int ret;
+
 	char *end = gp->path;
 	struct stat st;
 
@@ -1452,9 +1537,11 @@ static int make_ghost_parents(const char *path, struct ghost_parents *gp)
 				pr_err("%s: more than %u deleted directories to re-create\n", path, gp->nr);
 				return -ENAMETOOLONG;
 			}
-			if (mkdir(gp->path, 0700)) {
-				pr_perror("cannot re-create the deleted directory %s", gp->path);
-				return -errno;
+			ret = make_as_tree_owner(mkdir_private, gp->path, uid, gid);
+			if (ret) {
+				pr_err("cannot re-create the deleted directory %s: %s\n", gp->path,
+				       strerror(-ret));
+				return ret;
 			}
 			gp->made[gp->nr++] = end - gp->path;
 		}
@@ -1551,7 +1638,7 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	int wfd, fd = -1, ret;
 	struct stat st;
 
-	ret = make_ghost_parents(rf->path, &parents);
+	ret = make_ghost_parents(rf->path, g->uid, g->gid, &parents);
 	wfd = ret ? ret : create_ghost_file(rf->path, g, created, sizeof(created));
 	if (wfd < 0) {
 		remove_ghost_parents(&parents);
@@ -1657,6 +1744,17 @@ static const struct reg_file *find_link(const struct reg_file *rf, struct stat *
 	return lf;
 }
 
+struct link_names {
+	const char *from, *to;
+};
+
+static int link_as_owner(void *arg)
+{
+	const struct link_names *names = arg;
+
+	return link(names->from, names->to) ? -errno : 0;
+}
+
 /*
  * A file linked back at dump (--link-remap): its old name is given back for the open, so
  * /proc shows "PATH (deleted)" as at dump, then removed again (and the directories above
@@ -1667,22 +1765,26 @@ static const struct reg_file *find_link(const struct reg_file *rf, struct stat *
 static int open_linked(const struct reg_file *rf, int flags)
 {
 	struct ghost_parents parents;
+	struct link_names names;
 	const struct reg_file *lf;
 	struct stat lst, st;
-	int fd = -ENOENT;
+	int fd = -ENOENT, ret;
 
 	lf = find_link(rf, &lst);
 	if (!lf)
 		return -ENOENT;
-	fd = make_ghost_parents(rf->path, &parents) ?: -ENOENT;
+	names = (struct link_names){ .from = lf->path, .to = rf->path };
+	fd = make_ghost_parents(rf->path, lst.st_uid, lst.st_gid, &parents) ?: -ENOENT;
 	if (fd != -ENOENT) {
 		remove_ghost_parents(&parents);
 		return fd;
 	}
 	for (int tries = 0; tries < 100 && fd == -ENOENT; tries++) {
-		if (link(lf->path, rf->path) && errno != EEXIST) {
-			fd = -errno;
-			pr_perror("cannot link %s back to %s", lf->path, rf->path);
+		ret = make_as_tree_owner(link_as_owner, &names, lst.st_uid, lst.st_gid);
+		if (ret && ret != -EEXIST) {
+			fd = ret;
+			pr_err("cannot link %s back to %s: %s\n", lf->path, rf->path,
+			       strerror(-ret));
 			break;
 		}
 		if (stat(rf->path, &st))

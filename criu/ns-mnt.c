@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "files.h"
 #include "image.h"
 #include "log.h"
 #include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
@@ -1398,29 +1399,51 @@ static int move_ext_master(const struct mount *m)
 	return ret;
 }
 
+static int make_source_dir(void *from)
+{
+	return mkdir(from, 0700) ? -errno : 0;
+}
+
+static int make_source_file(void *from)
+{
+	int fd = open(from, O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
 /*
  * A bind of a removed directory or file (mnt_entry.deleted): made again (a directory unless
  * m's mount point is a file) for the bind, *made set to its type, to be removed after it,
- * so that mountinfo shows the root removed again. 0 or -errno.
+ * so that mountinfo shows the root removed again; by the owner of the directory it is made
+ * in (no other owner is known, and it goes again at once). 0 or -errno.
  */
-static int make_deleted_source(const struct mount *m, const char *from, int *made)
+static int make_deleted_source(const struct mount *m, char *from, int *made)
 {
-	struct stat st;
-	int fd;
+	char *slash = strrchr(from, '/');
+	struct stat st, dir;
+	int ret;
 
 	*made = 0;
 	if (!m->e->deleted || !lstat(from, &st) || errno != ENOENT)
 		return 0;
 	*made = lstat(m->path, &st) || S_ISDIR(st.st_mode) ? S_IFDIR : S_IFREG;
-	fd = *made == S_IFDIR ? mkdir(from, 0700) : open(from, O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		pr_perror("mount %u: cannot make its removed source %s again", m->e->mnt_id, from);
+	if (slash)
+		*slash = '\0';
+	ret = stat(slash == from ? "/" : slash ? from : ".", &dir) ? -errno : 0;
+	if (slash)
+		*slash = '/';
+	if (!ret)
+		ret = make_as_tree_owner(*made == S_IFDIR ? make_source_dir : make_source_file,
+					 from, dir.st_uid, dir.st_gid);
+	if (ret) {
+		pr_err("mount %u: cannot make its removed source %s again: %s\n", m->e->mnt_id,
+		       from, strerror(-ret));
 		*made = 0;
-		return -errno;
 	}
-	if (*made == S_IFREG)
-		close(fd);
-	return 0;
+	return ret;
 }
 
 static int mount_one(struct mount *m)

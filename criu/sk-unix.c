@@ -1287,15 +1287,34 @@ static int restore_file_perms(const struct unix_sk *sk, const char *path)
 	return 0;
 }
 
+struct bind_req {
+	int fd;
+	struct sockaddr_un addr;
+	socklen_t len;
+};
+
+static int bind_as_owner(void *arg)
+{
+	const struct bind_req *req = arg;
+
+	return bind(req->fd, (const struct sockaddr *)&req->addr, req->len) ? -errno : 0;
+}
+
+/* A bound name's file is made by its owner where known, else by the namespace's root. */
 static int bind_to_name(int fd, const struct unix_sk *sk, const char *path)
 {
-	struct sockaddr_un addr;
-	socklen_t len = sk_address(sk, &addr);
+	const FilePermsEntry *perms = sk->ue->file_perms;
+	struct bind_req req = { .fd = fd };
+	int ret;
 
-	if (bind(fd, (struct sockaddr *)&addr, len)) {
-		pr_perror("%s: cannot bind it to %s%s", sk->what, path[0] ? "" : "@",
-			  path[0] ? path : (const char *)sk->ue->name.data + 1);
-		return -errno;
+	req.len = sk_address(sk, &req.addr);
+	ret = path[0] ? make_as_tree_owner(bind_as_owner, &req, perms ? perms->uid : 0,
+					   perms ? perms->gid : 0) :
+			bind_as_owner(&req);
+	if (ret) {
+		pr_err("%s: cannot bind it to %s%s: %s\n", sk->what, path[0] ? "" : "@",
+		       path[0] ? path : (const char *)sk->ue->name.data + 1, strerror(-ret));
+		return ret;
 	}
 	return path[0] ? restore_file_perms(sk, path) : 0;
 }

@@ -68,6 +68,7 @@ static int add_action_script(const struct cr_option *o, const char *arg, bool on
 static int add_inherit_fd(const struct cr_option *o, const char *arg, bool on);
 static int add_irmap_scan_path(const struct cr_option *o, const char *arg, bool on);
 static int set_external(const struct cr_option *o, const char *arg, bool on);
+static int accept_external_masters(const struct cr_option *o, const char *arg, bool on);
 static int set_veth_pair(const struct cr_option *o, const char *arg, bool on);
 static int set_empty_ns(const struct cr_option *o, const char *arg, bool on);
 static int set_join_ns(const struct cr_option *o, const char *arg, bool on);
@@ -211,7 +212,8 @@ static const struct cr_option options[] = {
 	REFUSED("skip-mnt", 0, required_argument),
 	REFUSED("enable-fs", 0, required_argument),
 	REFUSED("enable-external-sharing", 0, no_argument),
-	REFUSED("enable-external-masters", 0, no_argument),
+	CALL("enable-external-masters", 0, no_argument, accept_external_masters, NULL,
+	     "with --ext-mount-map auto: mounts receiving from outside (restored anyway)"),
 	FLAG("mntns-compat-mode", 0, mntns_compat_mode,
 	     "mounts are restored one way, with it or without (accepted, changes nothing)"),
 	REFUSED("lsm-profile", 0, required_argument),
@@ -250,7 +252,7 @@ static const struct refusal refusals[] = {
 	{ "every mount of a mount namespace is dumped", NAMES("skip-mnt") },
 	{ "only proc, sysfs, tmpfs, devpts and mqueue are mounted anew", NAMES("enable-fs") },
 	{ "a mount shares and receives propagation within the tree's mount namespaces only",
-	  NAMES("enable-external-sharing", "enable-external-masters") },
+	  NAMES("enable-external-sharing") },
 	{ "cgroups are dumped with CRIU's default properties, of every controller",
 	  NAMES("cgroup-props", "cgroup-props-file", "cgroup-dump-controller") },
 	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
@@ -627,19 +629,30 @@ static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
 	return 0;
 }
 
-/* KEY:VAL, CRIU's older spelling of --external mnt[KEY]:VAL ("auto" is refused). */
+/* KEY:VAL, CRIU's older spelling of --external mnt[KEY]:VAL; "auto" that of mnt[]. */
 static int add_ext_mount_map(const struct cr_option *o, const char *arg, bool on)
 {
 	const char *colon = strchr(arg, ':');
 
 	(void)on;
-	if (!strcmp(arg, "auto"))
-		return refuse(o, arg);
+	if (!strcmp(arg, "auto")) {
+		opts.ext_mount_auto = true;
+		return 0;
+	}
 	if (!colon) {
 		opt_error("bad value '%s' for --%s (KEY:VAL)", arg, o->name);
 		return -1;
 	}
 	return add_ext_mount(o, arg, arg, colon - arg, colon + 1);
+}
+
+/* CRIU's older spelling of the m of --external mnt[]:m, which changes nothing here. */
+static int accept_external_masters(const struct cr_option *o, const char *arg, bool on)
+{
+	(void)o;
+	(void)arg;
+	(void)on;
+	return 0;
 }
 
 /* The directory restore binds a mount namespace's root mount from (ns-mnt.c). */
@@ -1158,7 +1171,7 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --external but veth[] and mnt[], --ext-mount-map auto,\n"
+	printf("Refused for some values: --external but veth[] and mnt[],\n"
 	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
 	       "--empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1562,16 +1564,54 @@ static void remove_ghost_parents(struct ghost_parents *gp)
 }
 
 /*
+ * A detached clone of the mount dir is on, rooted at dir, made writable: a ghost on a
+ * mount made read-only (its filesystem writable, as a read-only bind's is) is made and
+ * removed through it. The clone's fd, or -errno.
+ */
+static int writable_clone(const char *dir)
+{
+	struct mount_attr attr = { .attr_clr = MOUNT_ATTR_RDONLY };
+	int fd = syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr))) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/*
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
- * someone created a new file there since, a sibling name is the best we can do.
+ * someone created a new file there since, a sibling name is the best we can do. On a
+ * read-only mount, it is made through a writable clone of its directory (*rw_dir, else
+ * -1), and created names it there.
  */
 static int create_ghost_file(const char *path, const struct ghost_file *g, char *created,
-			     size_t len)
+			     size_t len, int *rw_dir)
 {
+	char through[PATH_MAX + 32], dir[PATH_MAX];
 	int fd;
 
+	*rw_dir = -1;
 	snprintf(created, len, "%s", path);
 	fd = make_ghost_inode(created, g);
+	if (fd == -EROFS) {
+		snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(path, '/') - path), path);
+		*rw_dir = writable_clone(dir[0] ? dir : "/");
+		if (*rw_dir < 0) {
+			pr_err("deleted file %s: its read-only mount cannot be cloned writable: %s\n",
+			       path, strerror(-*rw_dir));
+			return -EROFS;
+		}
+		snprintf(through, sizeof(through), "/proc/self/fd/%d%s", *rw_dir,
+			 strrchr(path, '/'));
+		path = through;
+		snprintf(created, len, "%s", path);
+		fd = make_ghost_inode(created, g);
+	}
 	if (fd == -EEXIST) {
 		if ((size_t)snprintf(created, len, "%s.cr-ghost-%x", path, g->id) >= len) {
 			pr_err("deleted file %s: the path exists again and a sibling name is too long\n",
@@ -1629,17 +1669,41 @@ static int reopen_inode(int fd, int flags, mode_t mode)
 	return ret < 0 ? -errno : ret;
 }
 
+/*
+ * A ghost made through a writable clone (created, in it) is opened on the read-only mount
+ * it was on, by its name there, when that is the inode made (wfd) and the flags read
+ * only; else through the clone (the fd then shows another mount). The fd or -errno.
+ */
+static int open_on_readonly_mount(const char *path, const char *created, int wfd, int flags,
+				  mode_t mode)
+{
+	char name[PATH_MAX + 32];
+	struct stat made, st;
+	int fd;
+
+	snprintf(name, sizeof(name), "%.*s%s", (int)(strrchr(path, '/') - path), path,
+		 strrchr(created, '/'));
+	if ((flags & O_ACCMODE) != O_RDONLY || S_ISLNK(mode) || fstat(wfd, &made))
+		return reopen_inode(wfd, flags, mode);
+	fd = open(name, flags | O_NOFOLLOW);
+	if (fd >= 0 && !fstat(fd, &st) && st.st_dev == made.st_dev && st.st_ino == made.st_ino)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return reopen_inode(wfd, flags, mode);
+}
+
 /* Create, fill (or set up the node), open with the wanted flags, remove the name. */
 static int recreate_ghost(const struct reg_file *rf, int flags)
 {
 	struct ghost_file *g = rf->ghost;
 	char created[PATH_MAX + 32];
 	struct ghost_parents parents;
-	int wfd, fd = -1, ret;
+	int wfd, fd = -1, rw_dir = -1, ret;
 	struct stat st;
 
 	ret = make_ghost_parents(rf->path, g->uid, g->gid, &parents);
-	wfd = ret ? ret : create_ghost_file(rf->path, g, created, sizeof(created));
+	wfd = ret ? ret : create_ghost_file(rf->path, g, created, sizeof(created), &rw_dir);
 	if (wfd < 0) {
 		remove_ghost_parents(&parents);
 		return wfd;
@@ -1647,7 +1711,8 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) : restore_node_attrs(created, g);
 	if (!ret) {
 		/* Through the fd, not the name: the inode just made, whatever the name is now. */
-		fd = reopen_inode(wfd, flags, g->mode);
+		fd = rw_dir >= 0 ? open_on_readonly_mount(rf->path, created, wfd, flags, g->mode) :
+				   reopen_inode(wfd, flags, g->mode);
 		if (fd < 0) {
 			ret = fd;
 			pr_err("cannot open re-created %s: %s\n", created, strerror(-fd));
@@ -1663,6 +1728,8 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 		pr_perror("cannot stat re-created %s", created);
 	}
 	close(wfd);
+	if (rw_dir >= 0)
+		close(rw_dir);
 	if (ret) {
 		if (fd >= 0)
 			close(fd);

@@ -302,37 +302,6 @@ static char *criu_mount_path(const MntEntry *e)
 }
 
 /*
- * A bind's source directory, as a path of the namespace, must not lie under a mount made
- * inside its source mount on the way to it: at restore the path would reach that mount
- * (a mount stacked on the source itself is not in the way: binds go from its fd).
- */
-static int check_source_uncovered(const struct mount_ns *mns, const struct mount *m)
-{
-	const struct mount *src = m->source;
-	const char *rest = m->e->root + (strcmp(src->e->root, "/") ? strlen(src->e->root) : 0);
-	char *dir;
-
-	if (src->mns != mns)
-		return 0;
-	dir = path_join(src->e->mountpoint, *rest ? rest : "/");
-	if (!dir)
-		return -ENOMEM;
-	for (size_t i = 0; i < mns->nr; i++) {
-		const struct mount *c = &mns->mounts[i];
-
-		if (c == m || c->parent != src || !strcmp(c->e->mountpoint, src->e->mountpoint) ||
-		    !path_holds(c->e->mountpoint, dir))
-			continue;
-		pr_err("mount %u at %s: its source %s is under mount %u at %s: not supported\n",
-		       m->e->mnt_id, m->e->mountpoint, dir, c->e->mnt_id, c->e->mountpoint);
-		free(dir);
-		return -ENOTSUP;
-	}
-	free(dir);
-	return 0;
-}
-
-/*
  * Dump, --external mnt[]: a mount of the root's namespace that criu's own mounts show too
  * is external, for restore to bind from there. Whether it is (ext_key NULL: no memory).
  */
@@ -378,7 +347,7 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 	m->source = bind_source_mount(mns, m);
 	if (m->source) {
 		m->how = MOUNT_BIND;
-		return check_source_uncovered(mns, m);
+		return 0;
 	}
 	if (auto_external(mns, m))
 		return m->e->ext_key ? 0 : -ENOMEM;
@@ -1345,23 +1314,32 @@ static int mount_new_fs(const struct mount *m)
 	return ret;
 }
 
-/* The directory a bind mount shows: its source's path, plus where in the source it is. */
-static char *bind_source(const struct mount *m)
+/*
+ * The directory a bind mount shows: its source's path, plus where in the source it is.
+ * Once the source is mounted in this namespace, through *clone, a detached copy of the
+ * source mount alone (closed by the caller; else -1): from its root, not from what a
+ * mount stacked at its mount point shows there, and not through mounts made on its
+ * directories, which may cover the one bound.
+ */
+static char *bind_source(const struct mount *m, int *clone)
 {
 	const char *src_root = m->source->e->root;
 	const char *rest = m->e->root + (strcmp(src_root, "/") ? strlen(src_root) : 0);
 	char *out;
 
-	/*
-	 * Through the source's fd once it is mounted in this namespace: from its root, not
-	 * from what a mount stacked at its mount point since shows there.
-	 */
-	if (m->source->fd >= 0 && m->source->mns == m->mns)
-		return asprintf(&out, "/proc/self/fd/%d%s", m->source->fd,
-				strcmp(rest, "/") ? rest : "") < 0 ?
-			       NULL :
-			       out;
-	return path_join(m->source->path, *rest ? rest : "/");
+	*clone = -1;
+	if (m->source->fd < 0 || m->source->mns != m->mns)
+		return path_join(m->source->path, *rest ? rest : "/");
+	*clone = syscall(SYS_open_tree, m->source->fd, "",
+			 OPEN_TREE_CLONE | AT_EMPTY_PATH | O_CLOEXEC);
+	if (*clone < 0) {
+		pr_perror("mount %u: cannot clone its source mount %u", m->e->mnt_id,
+			  m->source->e->mnt_id);
+		return NULL;
+	}
+	return asprintf(&out, "/proc/self/fd/%d%s", *clone, strcmp(rest, "/") ? rest : "") < 0 ?
+		       NULL :
+		       out;
 }
 
 /*
@@ -1449,7 +1427,7 @@ static int make_deleted_source(const struct mount *m, char *from, int *made)
 static int mount_one(struct mount *m)
 {
 	char *from = NULL;
-	int ret, deleted = 0;
+	int ret, deleted = 0, clone = -1;
 	struct stat st;
 
 	switch (m->how) {
@@ -1468,15 +1446,18 @@ static int mount_one(struct mount *m)
 		if (m->src_fd >= 0 && asprintf(&from, "/proc/self/fd/%d", m->src_fd) < 0)
 			from = NULL;
 		else if (m->src_fd < 0)
-			from = bind_source(m);
+			from = bind_source(m, &clone);
 		break;
 	case MOUNT_NEW_FS:
 		ret = make_mountpoint(m->path, true);
 		ret = ret ?: mount_new_fs(m);
 		goto opened;
 	}
-	if (!from)
+	if (!from) {
+		if (clone >= 0)
+			close(clone);
 		return -ENOMEM;
+	}
 	ret = m->how == MOUNT_BIND ? make_deleted_source(m, from, &deleted) : 0;
 	if (!ret && stat(from, &st)) {
 		pr_perror("mount %u at %s: cannot bind %s", m->e->mnt_id, m->e->mountpoint, from);
@@ -1492,6 +1473,8 @@ static int mount_one(struct mount *m)
 		ret = -errno;
 	}
 	free(from);
+	if (clone >= 0)
+		close(clone);
 opened:
 	if (ret)
 		return ret;
@@ -1701,10 +1684,11 @@ static int open_root_sources(struct mount_ns *mns)
 	for (size_t i = 0; i < mns->nr; i++) {
 		struct mount *m = &mns->mounts[i];
 		char *from;
+		int clone; /* stays -1: the source is in the root's namespace */
 
 		if (m->how != MOUNT_BIND || m->source->mns == mns)
 			continue;
-		from = bind_source(m);
+		from = bind_source(m, &clone);
 		if (!from)
 			return -ENOMEM;
 		m->src_fd = open(from, O_PATH | O_CLOEXEC);

@@ -828,11 +828,11 @@ static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **
 }
 
 /*
- * In the child, in the tree's namespace: m, which other mounts stacked at its mount point
- * cover, reached in a private copy of the namespace (nothing done there reaches the
- * tree's) where the mount reached at m's mount point is unmounted until it is m's copy
- * (its mount point, superblock and root: ids differ in a copy). O_PATH on m's root, or -1
- * after one line.
+ * In the child, in the tree's namespace: m, which other mounts cover (stacked at its mount
+ * point or mounted over a directory above it), reached in a private copy of the namespace
+ * (nothing done there reaches the tree's) where the mount reached at m's mount point is
+ * unmounted until it is m's copy (its mount point, superblock and root: ids differ in a
+ * copy). O_PATH on m's root, or -1 after one line.
  */
 static int uncover(const struct mount *m, int proc)
 {
@@ -854,8 +854,12 @@ static int uncover(const struct mount *m, int proc)
 			break;
 		found = !strcmp(point, m->e->mountpoint) && dev == m->e->root_dev &&
 			!strcmp(root, m->e->root);
-		/* Covered from above its mount point, its binds would not come back right. */
-		if (!found && (strcmp(point, m->e->mountpoint) || umount2(point, MNT_DETACH)))
+		/*
+		 * What the path reaches instead is stacked at m's mount point or covers it from
+		 * above (mounted over a directory on the way): neither holds m, which the path
+		 * would then reach. Never the namespace's root.
+		 */
+		if (!found && (!strcmp(point, "/") || umount2(point, MNT_DETACH)))
 			break;
 		free(point);
 		free(root);
@@ -864,8 +868,8 @@ static int uncover(const struct mount *m, int proc)
 			return dir;
 		close(dir);
 	}
-	pr_err("tmpfs %u at %s: another mount covers it, from above its mount point or in a way "
-	       "a copy of the namespace does not undo: its files cannot be read\n",
+	pr_err("tmpfs %u at %s: another mount covers it in a way a copy of the namespace does not "
+	       "undo: its files cannot be read\n",
 	       m->e->mnt_id, m->e->mountpoint);
 	if (dir >= 0)
 		close(dir);

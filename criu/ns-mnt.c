@@ -828,6 +828,33 @@ static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **
 }
 
 /*
+ * The mount the path to m's mount point reaches, or stops in where a directory on the way
+ * is missing (a mount over one above it hides it): O_PATH on it, *point, *dev and *root as
+ * own_mount() gives them. The fd, or -1.
+ */
+static int reached_mount(const struct mount *m, int proc, char **point, uint32_t *dev,
+			 char **root)
+{
+	char path[PATH_MAX], *slash;
+	struct statx stx;
+	int dir;
+
+	snprintf(path, sizeof(path), "%s", m->e->mountpoint);
+	while ((dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		slash = strrchr(path, '/');
+		if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == path)
+			return -1;
+		*slash = '\0';
+	}
+	if (statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
+	    own_mount(proc, stx.stx_mnt_id, point, dev, root)) {
+		close(dir);
+		return -1;
+	}
+	return dir;
+}
+
+/*
  * In the child, in the tree's namespace: m, which other mounts cover (stacked at its mount
  * point or mounted over a directory above it), reached in a private copy of the namespace
  * (nothing done there reaches the tree's) where the mount reached at m's mount point is
@@ -837,9 +864,8 @@ static int own_mount(int proc, uint64_t id, char **point, uint32_t *dev, char **
 static int uncover(const struct mount *m, int proc)
 {
 	char *point = NULL, *root = NULL;
-	struct statx stx;
 	uint32_t dev;
-	int dir;
+	int dir = -1;
 
 	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
 		pr_perror("tmpfs %u: cannot make a private copy of its namespace", m->e->mnt_id);
@@ -848,9 +874,8 @@ static int uncover(const struct mount *m, int proc)
 	for (size_t tries = 0; tries <= m->mns->nr; tries++) {
 		bool found;
 
-		dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
-		    own_mount(proc, stx.stx_mnt_id, &point, &dev, &root))
+		dir = reached_mount(m, proc, &point, &dev, &root);
+		if (dir < 0)
 			break;
 		found = !strcmp(point, m->e->mountpoint) && dev == m->e->root_dev &&
 			!strcmp(root, m->e->root);
@@ -867,6 +892,7 @@ static int uncover(const struct mount *m, int proc)
 		if (found)
 			return dir;
 		close(dir);
+		dir = -1;
 	}
 	pr_err("tmpfs %u at %s: another mount covers it in a way a copy of the namespace does not "
 	       "undo: its files cannot be read\n",
@@ -897,13 +923,15 @@ static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 		pr_perror("tmpfs %u: cannot join the mount namespace of %d", m->e->mnt_id, pid);
 		goto out;
 	}
+	/* A mount over a directory above it may hide its mount point whole. */
 	dir = open(m->e->mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0 || statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
-		pr_perror("tmpfs %u: cannot open %s", m->e->mnt_id, m->e->mountpoint);
+	if (dir >= 0 && statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx)) {
+		pr_perror("tmpfs %u: cannot look at %s", m->e->mnt_id, m->e->mountpoint);
 		goto out;
 	}
-	if (stx.stx_mnt_id != m->e->mnt_id) {
-		close(dir);
+	if (dir < 0 || stx.stx_mnt_id != m->e->mnt_id) {
+		if (dir >= 0)
+			close(dir);
 		dir = uncover(m, proc);
 		if (dir < 0)
 			goto out;

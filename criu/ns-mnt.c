@@ -842,12 +842,16 @@ static int reached_mount(const struct mount *m, int proc, char **point, uint32_t
 	snprintf(path, sizeof(path), "%s", m->e->mountpoint);
 	while ((dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		slash = strrchr(path, '/');
-		if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == path)
+		if ((errno != ENOENT && errno != ENOTDIR) || !slash || slash == path) {
+			pr_perror("tmpfs %u: cannot reach %s in a copy", m->e->mnt_id, path);
 			return -1;
+		}
 		*slash = '\0';
 	}
 	if (statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) ||
 	    own_mount(proc, stx.stx_mnt_id, point, dev, root)) {
+		pr_err("tmpfs %u: the mount %s reaches in a copy is not listed\n", m->e->mnt_id,
+		       path);
 		close(dir);
 		return -1;
 	}
@@ -884,8 +888,13 @@ static int uncover(const struct mount *m, int proc)
 		 * above (mounted over a directory on the way): neither holds m, which the path
 		 * would then reach. Never the namespace's root.
 		 */
-		if (!found && (!strcmp(point, "/") || umount2(point, MNT_DETACH)))
-			break;
+		if (!found) {
+			pr_debug("tmpfs %u: %s reaches the mount at %s (%u:%u, %s): unmounted in a "
+				 "copy\n",
+				 m->e->mnt_id, m->e->mountpoint, point, dev >> 20, dev & 0xfffff, root);
+			if (!strcmp(point, "/") || umount2(point, MNT_DETACH))
+				break;
+		}
 		free(point);
 		free(root);
 		point = root = NULL;
@@ -912,11 +921,17 @@ static int uncover(const struct mount *m, int proc)
  */
 static int send_mount_clone(pid_t pid, const struct mount *m, int sk)
 {
-	int ns, dir = -1, tree = -1, ret = -1;
+	int ns = -1, dir = -1, tree = -1, ret = -1;
 	int proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	char ns_path[64];
 	struct statx stx;
 
+	/*
+	 * In the tree's user namespace first, where it has one: a copy of the mount namespace
+	 * made from another user namespace locks its mounts together (none could be unmounted).
+	 */
+	if (userns_join_tree(pid))
+		goto out;
 	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/mnt", pid);
 	ns = open(ns_path, O_RDONLY | O_CLOEXEC);
 	if (ns < 0 || setns(ns, CLONE_NEWNS)) {

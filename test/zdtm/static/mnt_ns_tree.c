@@ -9,7 +9,10 @@
  * bound in the tmpfs, a file removed from it while open, one a mount hides, a tmpfs
  * another one mounted at the same point hides whole, a bind of a directory removed since,
  * and a file whose name was removed while another name remains (--link-remap: the
- * link_remap file dump makes beside it is gone again once the tree runs).
+ * link_remap file dump makes beside it is gone again once the tree runs). And shapes
+ * whose restore cannot go by the paths the tree shows: a bind of a directory a mount hides
+ * (made after it, so listed after it), a file removed while open on the read-only bind
+ * (its filesystem writable), and a tmpfs a mount over a directory above it hides whole.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
  * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
@@ -79,7 +82,8 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 static void build_root(const char *out_dir, char **argv)
 {
 	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
-				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0",
+				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0"
+				   "hidbind\0above\0",
 			  argv, STAGE2);
 }
 
@@ -135,7 +139,7 @@ static int ext_master_id(void)
 /* Stage 2, in the new root: the mounts the dump must give back. */
 static void build_mounts(void)
 {
-	int fd;
+	int fd, hidden_inner;
 
 	/*
 	 * The root shared, with a peer (a bind of one of its directories): every mount made
@@ -170,8 +174,23 @@ static void build_mounts(void)
 	/* A file of the tmpfs that a mount over its directory hides. */
 	must(mkdir("/tmp/hidden", 0755), "mkdir /tmp/hidden");
 	write_pattern("/tmp/hidden/under", DATA_SEED + 3, 300);
+	/* Its directory inner, bound at /hidbind once the mount hides it (from a clone). */
+	must(mkdir("/tmp/hidden/inner", 0755), "mkdir /tmp/hidden/inner");
+	write_pattern("/tmp/hidden/inner/file", DATA_SEED + 7, 500);
+	hidden_inner = syscall(SYS_open_tree, AT_FDCWD, "/tmp/hidden/inner", OPEN_TREE_CLONE);
+	if (hidden_inner < 0)
+		test_fail_errno("open_tree /tmp/hidden/inner");
 	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
+	must(syscall(SYS_move_mount, hidden_inner, "", AT_FDCWD, "/hidbind",
+		     MOVE_MOUNT_F_EMPTY_PATH),
+	     "move_mount /hidbind");
+	close(hidden_inner);
 	test_bind_mount("/tmp/sub/deeper", "/ro", MS_RDONLY | MS_NOEXEC);
+	/* A tmpfs at /above/low that a tmpfs mounted at /above hides whole. */
+	must(mkdir("/above/low", 0755), "mkdir /above/low");
+	must(mount("low", "/above/low", "tmpfs", 0, "size=64k"), "tmpfs /above/low");
+	write_pattern("/above/low/file", DATA_SEED + 8, 600);
+	must(mount("cover", "/above", "tmpfs", 0, "size=64k"), "tmpfs over /above");
 
 	/* A bind of a directory removed since: mountinfo shows its root "//deleted". */
 	must(mkdir("/tmp/removed", 0750), "mkdir /tmp/removed");
@@ -257,6 +276,40 @@ static void expect_ghost(int fd)
 	pattern_expect(buf, sizeof(buf), DATA_SEED + 2, "the removed file");
 }
 
+/*
+ * A file removed while open through the read-only bind /ro: back removed, with its
+ * contents, on the /ro mount itself (not on another mount of the tmpfs).
+ */
+static int open_ro_ghost(void)
+{
+	int fd;
+
+	write_pattern("/tmp/sub/deeper/roghost", DATA_SEED + 9, 250);
+	fd = open("/ro/roghost", O_RDONLY);
+	if (fd < 0 || unlink("/tmp/sub/deeper/roghost"))
+		test_fail_errno("/ro/roghost");
+	return fd;
+}
+
+static void expect_ro_ghost(int fd)
+{
+	struct statx file, ro;
+	char buf[250];
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_NLINK, &file) ||
+	    statx(AT_FDCWD, "/ro", 0, STATX_MNT_ID, &ro))
+		test_fail_errno("statx the file removed on /ro");
+	if (file.stx_nlink || !access("/tmp/sub/deeper/roghost", F_OK))
+		test_fail("the file removed on /ro is back at its path or linked");
+	if (file.stx_mnt_id != ro.stx_mnt_id)
+		test_fail("the file removed on /ro is on mount %llu, not /ro's %llu",
+			  (unsigned long long)file.stx_mnt_id, (unsigned long long)ro.stx_mnt_id);
+	if (pwrite(fd, "X", 1, 0) != -1 || errno != EBADF)
+		test_fail("the file removed on /ro is open for writing");
+	read_exact(fd, buf, sizeof(buf), "the file removed on /ro");
+	pattern_expect(buf, sizeof(buf), DATA_SEED + 9, "the file removed on /ro");
+}
+
 /* The 100 bytes at FD_OFFSET of the pattern /tmp/data holds. */
 static bool at_offset_matches(const char *got)
 {
@@ -282,9 +335,9 @@ static void expect_slave_follows(void)
 
 int main(int argc, char **argv)
 {
-	static char before[8192], after[8192];
+	static char before[16384], after[16384];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk, ghost, linked, ext_group;
+	int fd, sk, ghost, linked, ro_ghost, ext_group;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
@@ -315,6 +368,7 @@ int main(int argc, char **argv)
 	linked = open("/tmp/sub/named", O_RDONLY);
 	if (linked < 0 || link("/tmp/sub/named", "/tmp/sub/other") || unlink("/tmp/sub/named"))
 		test_fail_errno("/tmp/sub/named");
+	ro_ghost = open_ro_ghost();
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		write_pattern("/to_upper", DATA_SEED + 6, 700);
 	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
@@ -348,6 +402,8 @@ int main(int argc, char **argv)
 	expect_socket(sk);
 	expect_ghost(ghost);
 	expect_linked(linked);
+	expect_ro_ghost(ro_ghost);
+	expect_file("/hidbind/file", DATA_SEED + 7, 500, 0640);
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT")) {
 		expect_file("/from_lower", OVERLAY_LOWER_SEED, OVERLAY_LOWER_LEN, 0640);
 		expect_file("/to_upper", DATA_SEED + 6, 700, 0640);
@@ -356,5 +412,7 @@ int main(int argc, char **argv)
 	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
 	must(umount("/stack"), "umount the top /stack");
 	expect_file("/stack/under", DATA_SEED + 4, 400, 0640);
+	must(umount("/above"), "umount /above");
+	expect_file("/above/low/file", DATA_SEED + 8, 600, 0640);
 	test_pass();
 }

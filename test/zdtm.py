@@ -1300,6 +1300,8 @@ TESTS = {
                             dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[]'],
                             cleanup=lambda: umount_lazy(os.path.join(OUT_DIR, 'mnt_ns_ext_auto',
                                                                      'extsrc'))),
+    # the root in user and IPC namespaces of its own too: its tmpfs refuse criu's ids
+    'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_USERNS': '1'}),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

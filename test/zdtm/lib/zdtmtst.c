@@ -1015,7 +1015,8 @@ void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const
 	int src, dst;
 
 	mnt_must(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-	mnt_must(mkdir("root", 0755), "mkdir root");
+	/* $ZDTM_MNT_USERNS: made beforehand, for the user namespace's root (see mnt_ns_tree). */
+	mnt_must(mkdir("root", 0755) && errno != EEXIST, "mkdir root");
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		mount_overlay_root();
 	else
@@ -1026,6 +1027,10 @@ void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const
 	mnt_must(symlink("usr/lib", "lib") || symlink("usr/lib64", "lib64"), "symlink lib");
 	test_bind_mount("/usr", "usr", MS_RDONLY | MS_NOSUID);
 	test_bind_mount(out_dir, "out", 0);
+	/* In a user namespace, proc mounts only where one is fully visible: the runner's. */
+	if (getenv("ZDTM_MNT_USERNS"))
+		mnt_must(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+			 "proc");
 
 	src = open("/proc/self/exe", O_RDONLY);
 	dst = open("bin/test", O_WRONLY | O_CREAT | O_EXCL, 0755);

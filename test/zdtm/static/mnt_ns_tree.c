@@ -20,6 +20,12 @@
  * With $ZDTM_MNT_OVERLAY_ROOT, the root is an overlay (as a container runtime makes it)
  * of a lower directory holding a file and an upper one the tree writes to, which the
  * runner mounts again for the restore.
+ * With $ZDTM_MNT_USERNS, the root has user and IPC namespaces of its own too (as upstream
+ * zdtm's uns flavour runs): every tmpfs is then its user namespace's, which refuses to
+ * make anything for criu's ids (restore makes the removed files, the bind's removed
+ * source and the socket's file again as ids it maps). No sysfs and no /dev/null node
+ * there (the namespace may make neither), and /proc is mounted before the pivot (a proc
+ * mount needs one fully visible in the namespace).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -136,9 +142,25 @@ static int ext_master_id(void)
 	test_fail("/ext is no slave");
 }
 
+/*
+ * In the runner's namespace, for $ZDTM_MNT_USERNS: the directory the root mount is bound
+ * from and the output file, made usable by the namespace's root (whose ids criu's
+ * namespace sees as TEST_USERNS_HOST_ID).
+ */
+static void userns_prepare(const char *out_dir)
+{
+	char output[4200];
+
+	snprintf(output, sizeof(output), "%s/output", out_dir);
+	if (mkdir("root", 0755) || chown("root", TEST_USERNS_HOST_ID, TEST_USERNS_HOST_ID) ||
+	    chmod(output, 0666))
+		test_fail_errno("prepare root and output for the user namespace");
+}
+
 /* Stage 2, in the new root: the mounts the dump must give back. */
 static void build_mounts(void)
 {
+	bool userns = getenv("ZDTM_MNT_USERNS");
 	int fd, hidden_inner;
 
 	/*
@@ -150,15 +172,18 @@ static void build_mounts(void)
 		test_bind_mount("/bindsrc", "/peer", 0);
 	}
 
-	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
+	if (!userns)
+		must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+		     "proc");
 	must(mount("devs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k"), "tmpfs /dev");
-	must(mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3)), "mknod /dev/null");
+	must(userns ? 0 : mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3)), "mknod /dev/null");
 	must(mkdir("/dev/pts", 0755) || mkdir("/dev/mqueue", 0755), "mkdir in /dev");
 	must(mount("pts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "mode=620,ptmxmode=666"),
 	     "devpts");
 	must(mount("mqueue", "/dev/mqueue", "mqueue", MS_NODEV, NULL), "mqueue");
-	must(mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID, NULL), "sysfs");
-	fd = open("/dev/null", O_RDONLY);
+	if (!userns)
+		must(mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID, NULL), "sysfs");
+	fd = open(userns ? "/out/output" : "/dev/null", O_RDONLY);
 	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
 		test_fail_errno("stdin from /dev/null");
 	fd = open("/out/output", O_WRONLY | O_APPEND);
@@ -345,7 +370,13 @@ int main(int argc, char **argv)
 		*strrchr(out_dir, '/') = '\0';
 		if (getenv("ZDTM_MNT_EXT_MASTER"))
 			ext_master_source(out_dir);
-		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
+		if (getenv("ZDTM_MNT_USERNS"))
+			userns_prepare(out_dir);
+		test_launch_root(CLONE_NEWPID | CLONE_NEWNS |
+				 (getenv("ZDTM_MNT_USERNS") ? CLONE_NEWUSER | CLONE_NEWIPC : 0));
+		/* The namespace's root: with the runner's ids, exec would drop every capability. */
+		if (getenv("ZDTM_MNT_USERNS") && (setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+			test_fail_errno("become the user namespace's root");
 		build_root(out_dir, argv);
 	}
 	/* As a container's init: the session's leader (upstream criu dumps no other). */

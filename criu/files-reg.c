@@ -1743,8 +1743,63 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 }
 
 /*
+ * The mount of the directory path is in, where it is another than the one fd is on
+ * (binds of one filesystem, other namespaces): O_PATH on that directory; else -1.
+ */
+static int other_mount_dir(const char *path, int fd)
+{
+	struct statx in_dir, on_fd;
+	char dir_path[PATH_MAX];
+	int dir;
+
+	snprintf(dir_path, sizeof(dir_path), "%.*s", (int)(strrchr(path, '/') - path), path);
+	dir = open(dir_path[0] ? dir_path : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -1;
+	if (statx(dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &in_dir) ||
+	    statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &on_fd) ||
+	    in_dir.stx_mnt_id == on_fd.stx_mnt_id) {
+		close(dir);
+		return -1;
+	}
+	return dir;
+}
+
+/*
+ * A deleted inode the task holds (held), opened again with flags for a file that was on
+ * the mount path's directory is on: through a handle of the inode opened on that mount,
+ * where it is another than held's, so the fd shows its mount as at dump; else through
+ * held. The fd or -errno.
+ */
+static int reopen_held(const char *path, int held, int flags, mode_t mode)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	int dir = S_ISLNK(mode) ? -1 : other_mount_dir(path, held), on_mount, fd, mount_id;
+	const char *why = "name_to_handle_at";
+
+	if (dir < 0)
+		return reopen_inode(held, flags, mode);
+	on_mount = name_to_handle_at(held, "", &h.fh, &mount_id, AT_EMPTY_PATH) ?
+			   -errno :
+			   userns_open_handle(dir, &h.fh, &why);
+	close(dir);
+	if (on_mount < 0) {
+		pr_err("deleted file %s: cannot open it on its own mount: %s: %s\n", path, why,
+		       strerror(-on_mount));
+		return on_mount;
+	}
+	fd = reopen_inode(on_mount, flags, mode);
+	close(on_mount);
+	return fd;
+}
+
+/*
  * Every open of one deleted inode must reach the same inode again: if this task already
- * re-created it and still holds it open, reopen that through /proc; else re-create it.
+ * re-created it and still holds it open, reopen that (on the mount of this open's path);
+ * else re-create it.
  */
 static int open_ghost(const struct reg_file *rf, int flags)
 {
@@ -1758,7 +1813,7 @@ static int open_ghost(const struct reg_file *rf, int flags)
 		return recreate_ghost(rf, flags);
 	if (held < 0)
 		return held;
-	fd = reopen_inode(held, flags, g->mode);
+	fd = reopen_held(rf->path, held, flags, g->mode);
 	if (fd < 0)
 		pr_err("cannot reopen deleted file %s through fd %d: %s\n", rf->path, held,
 		       strerror(-fd));

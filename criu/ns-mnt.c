@@ -1158,7 +1158,36 @@ static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 	return 0;
 }
 
-/* The mounts in an order restore can follow: each after its parent and its source. */
+/* Whether a is m or one of the mounts m is mounted under. */
+static bool is_ancestor(const struct mount *a, const struct mount *m)
+{
+	for (; m; m = m->parent)
+		if (m == a)
+			return true;
+	return false;
+}
+
+/*
+ * Whether m, mounted now, would cover a mount of its namespace not mounted yet that is not
+ * under it (its mount point on m's or below, on a directory of m's parent that m hides): the
+ * path to that one's mount point would then reach into m.
+ */
+static bool covers_pending(const struct mount_ns *mns, const struct mount *m)
+{
+	for (size_t i = 0; i < mns->nr; i++) {
+		const struct mount *o = &mns->mounts[i];
+
+		if (!o->done && o != m && path_holds(m->e->mountpoint, o->e->mountpoint) &&
+		    !is_ancestor(m, o))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The mounts in an order restore can follow: each after its parent and its source, and
+ * before the mounts that cover its mount point (mounted on a directory above it since).
+ */
 static int order_mounts(struct mount_ns *mns)
 {
 	struct mount *sorted = malloc(mns->nr * sizeof(*sorted));
@@ -1174,13 +1203,15 @@ static int order_mounts(struct mount_ns *mns)
 
 			/* A source in the root's namespace is mounted before this one is made. */
 			if (m->done || (m->parent && !m->parent->done) ||
-			    (m->source && m->source->mns == mns && !m->source->done))
+			    (m->source && m->source->mns == mns && !m->source->done) ||
+			    covers_pending(mns, m))
 				continue;
 			m->done = true;
 			sorted[n++] = *m;
 		}
 		if (n == before) {
-			pr_err("the mounts cannot be ordered: parents and sources form a loop\n");
+			pr_err("the mounts cannot be ordered: parents, sources and mounts covering "
+			       "others form a loop\n");
 			free(sorted);
 			return -EINVAL;
 		}

@@ -1305,8 +1305,13 @@ static int bind_to_name(int fd, const struct unix_sk *sk, const char *path)
 {
 	const FilePermsEntry *perms = sk->ue->file_perms;
 	struct bind_req req = { .fd = fd };
+	uint32_t host;
 	int ret;
 
+	/* An owner the tree's namespace does not map can own nothing there. */
+	if (perms && path[0] && (userns_host_uid(perms->uid, &host, sk->what) ||
+				 userns_host_gid(perms->gid, &host, sk->what)))
+		return -EOVERFLOW;
 	req.len = sk_address(sk, &req.addr);
 	ret = path[0] ? make_as_tree_owner(bind_as_owner, &req, perms ? perms->uid : 0,
 					   perms ? perms->gid : 0) :

@@ -1205,7 +1205,7 @@ TESTS = {
                                            'launcher': True, 'pidns': True, 'devpts': True,
                                            'dump_args': ['--file-locks'],
                                            'corrupt': unix_file_owner_unmapped,
-                                           'expect': 'uid 70000 or gid 1000 is not mapped'},
+                                           'expect': 'uid 70000 is not mapped by the tree'},
     'dump_fail_userns_unmapped_owner': {'bin': 'ns_user', 'mode': 'dump_fails',
                                         'launcher': True, 'pidns': True,
                                         'test_env': {'ZDTM_USERNS_UNMAPPED': '1'},

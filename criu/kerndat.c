@@ -6,6 +6,7 @@
 #include <linux/nsfs.h>
 #include <linux/sched.h>
 #include <linux/kcmp.h>
+#include <linux/sockios.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -306,6 +308,22 @@ static bool has_aio_remap(void)
 	return ok;
 }
 
+/*
+ * A bound Unix socket's file is opened through the socket (SIOCUNIXFILE, Linux 4.13), so
+ * that one bound in another mount namespace is found: an unbound socket has none (ENOENT),
+ * a kernel without the ioctl does not know it.
+ */
+static bool has_unix_file(void)
+{
+	int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ret;
+
+	if (sk < 0)
+		return false;
+	ret = ioctl(sk, SIOCPROTOPRIVATE + 0);
+	close(sk);
+	return ret < 0 && errno == ENOENT;
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -330,7 +348,8 @@ static const struct feature features[] = {
 	  "restore --lazy-pages of tasks that fork, mremap or munmap" },
 	NOT_IMPLEMENTED("can_map_vdso", "the vdso is moved with mremap, not mapped by arch_prctl"),
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
-	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),
+	{ "sk_unix_file", FEAT_EXTRA, has_unix_file,
+	  "Unix sockets bound in other mount namespaces (their files)" },
 	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
 	NOT_IMPLEMENTED("nsid", "nested network namespaces are not restored"),
 	NOT_IMPLEMENTED("link_nsid", "nested network namespaces are not restored"),

@@ -1911,6 +1911,54 @@ const char *mntns_restore_path(int32_t mnt_id, const char *path, char *buf, size
 	return buf;
 }
 
+/* The image's mount mnt_id of the namespace the task is in; NULL where it is not one. */
+static const struct mount *current_mount(int32_t mnt_id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		for (size_t j = 0; all_mntns[i]->id == cur_mntns_id && j < all_mntns[i]->nr; j++)
+			if ((int32_t)all_mntns[i]->mounts[j].e->mnt_id == mnt_id)
+				return &all_mntns[i]->mounts[j];
+	return NULL;
+}
+
+/* The mount id of the mount path reaches; 0 where it reaches nothing. */
+static uint64_t reached_mount_id(int dirfd, const char *path)
+{
+	struct statx stx;
+
+	return statx(dirfd, path, 0, STATX_MNT_ID, &stx) ? 0 : stx.stx_mnt_id;
+}
+
+int mntns_uncovered_dir(int32_t mnt_id, const char *dir, const char *name)
+{
+	const struct mount *m = current_mount(mnt_id);
+	char parent[PATH_MAX];
+	const char *rest;
+	int clone, fd;
+
+	if (!m || !path_holds(m->e->mountpoint, dir))
+		return -ENOENT;
+	snprintf(parent, sizeof(parent), "%s/%.*s", dir,
+		 strrchr(name, '/') ? (int)(strrchr(name, '/') - name) : 0, name);
+	/* The top of m's mount point is m, unless another is stacked there: left as it is. */
+	if (reached_mount_id(AT_FDCWD, parent) == reached_mount_id(AT_FDCWD, m->e->mountpoint))
+		return -ENOENT;
+	clone = syscall(SYS_open_tree, AT_FDCWD, m->e->mountpoint,
+			OPEN_TREE_CLONE | O_CLOEXEC);
+	if (clone < 0) {
+		pr_perror("mount %u at %s: cannot clone it", m->e->mnt_id, m->e->mountpoint);
+		return -errno;
+	}
+	rest = dir + (strcmp(m->e->mountpoint, "/") ? strlen(m->e->mountpoint) : 0);
+	fd = openat(clone, *rest ? rest + 1 : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fd = -errno;
+		pr_perror("mount %u: cannot open %s in a copy of it", m->e->mnt_id, dir);
+	}
+	close(clone);
+	return fd;
+}
+
 int64_t mntns_enter_mount(int32_t mnt_id)
 {
 	uint32_t own = cur_mntns_id;

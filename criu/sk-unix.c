@@ -1212,8 +1212,16 @@ static socklen_t sk_address(const struct unix_sk *sk, struct sockaddr_un *addr)
 	return offsetof(struct sockaddr_un, sun_path) + sk->ue->name.len;
 }
 
+/*
+ * The directory is entered in a copy of the mount the socket's file was on where another
+ * mount covers the name's directory since (the name then reaches the covered one; the
+ * socket holds the copy).
+ */
 static int enter_name_dir(const struct unix_sk *sk, int *saved_cwd)
 {
+	char name[UNIX_NAME_MAX + 1];
+	int uncovered = -ENOENT, ret;
+
 	*saved_cwd = -1;
 	if (!sk->ue->name_dir)
 		return 0;
@@ -1222,10 +1230,24 @@ static int enter_name_dir(const struct unix_sk *sk, int *saved_cwd)
 		pr_perror("%s: cannot open the current directory", sk->what);
 		return -errno;
 	}
-	if (chdir(sk->ue->name_dir)) {
-		pr_perror("%s: cannot enter %s, where its name is", sk->what, sk->ue->name_dir);
+	if (sk->ue->has_mnt_id && is_path_name(sk->ue->name.data, sk->ue->name.len) &&
+	    sk->ue->name.data[0] != '/') {
+		memcpy(name, sk->ue->name.data, sk->ue->name.len);
+		name[sk->ue->name.len] = '\0';
+		uncovered = mntns_uncovered_dir(sk->ue->mnt_id, sk->ue->name_dir, name);
+	}
+	if (uncovered >= 0) {
+		ret = fchdir(uncovered) ? -errno : 0;
+		close(uncovered);
+	} else {
+		ret = uncovered != -ENOENT ? uncovered : chdir(sk->ue->name_dir) ? -errno : 0;
+	}
+	if (ret) {
+		if (uncovered >= 0 || uncovered == -ENOENT)
+			pr_err("%s: cannot enter %s, where its name is: %s\n", sk->what,
+			       sk->ue->name_dir, strerror(-ret));
 		close(*saved_cwd);
-		return -errno;
+		return ret;
 	}
 	return 0;
 }

@@ -297,6 +297,15 @@ int mntns_enter(uint32_t id);
  */
 int64_t mntns_enter_mount(int32_t mnt_id);
 /*
+ * Restore, in a task in the namespace of the image's mount mnt_id: where the path name,
+ * relative to directory dir (absolute), reaches through another mount mounted on a
+ * directory of mnt_id's (one mounted over the way since), O_PATH on dir in a detached copy
+ * of mnt_id's mount alone, from which name reaches mnt_id's own directories. -ENOENT
+ * (unlogged) where name reaches mnt_id's mount as it is, or no image names it; else the
+ * fd, or -errno after one line.
+ */
+int mntns_uncovered_dir(int32_t mnt_id, const char *dir, const char *name);
+/*
  * Restore, main process, the tree running: path, of the namespace of the image's mount
  * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.
  */

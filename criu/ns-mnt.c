@@ -1168,17 +1168,33 @@ static bool is_ancestor(const struct mount *a, const struct mount *m)
 }
 
 /*
- * Whether m, mounted now, would cover a mount of its namespace not mounted yet that is not
- * under it (its mount point on m's or below, on a directory of m's parent that m hides): the
- * path to that one's mount point would then reach into m.
+ * Whether c hides o's mount point: the path to it goes through c's parent (an ancestor of
+ * o's, or o's own) and reaches c's mount point there before it leaves that mount for the
+ * next of o's ancestors (a, mounted on it further down the path).
+ */
+static bool hides(const struct mount *c, const struct mount *o)
+{
+	const struct mount *a = o;
+
+	if (is_ancestor(c, o))
+		return false;
+	while (a && a->parent != c->parent)
+		a = a->parent;
+	return a && strcmp(c->e->mountpoint, a->e->mountpoint) &&
+	       path_holds(c->e->mountpoint, a->e->mountpoint);
+}
+
+/*
+ * Whether m, mounted now, would hide the mount point of a mount of its namespace not
+ * mounted yet (mounted since on a directory above it): the path to that one's mount point
+ * would then reach into m.
  */
 static bool covers_pending(const struct mount_ns *mns, const struct mount *m)
 {
 	for (size_t i = 0; i < mns->nr; i++) {
 		const struct mount *o = &mns->mounts[i];
 
-		if (!o->done && o != m && path_holds(m->e->mountpoint, o->e->mountpoint) &&
-		    !is_ancestor(m, o))
+		if (!o->done && o != m && hides(m, o))
 			return true;
 	}
 	return false;

@@ -1280,7 +1280,7 @@ TESTS = {
                                       'expect': 'cannot queue message 0 (8 bytes) again'},
     # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
     # the runner's /usr and the test's directory are external mounts
-    'mnt_ns_tree': dict(MNT_NS_TREE),
+    'mnt_ns_tree': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_HIDDEN_SOCK': '1'}),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # the root an overlay, mounted again by the runner for the restore (overlay_root)
@@ -1302,7 +1302,8 @@ TESTS = {
                             cleanup=lambda: umount_lazy(os.path.join(OUT_DIR, 'mnt_ns_ext_auto',
                                                                      'extsrc'))),
     # the root in user and IPC namespaces of its own too: its tmpfs refuse criu's ids
-    'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_USERNS': '1'}),
+    'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                          test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_HIDDEN_SOCK': '1'}),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

@@ -12,7 +12,10 @@
  * link_remap file dump makes beside it is gone again once the tree runs). And shapes
  * whose restore cannot go by the paths the tree shows: a bind of a directory a mount hides
  * (made after it, so listed after it), a file removed while open on the read-only bind
- * (its filesystem writable), and a tmpfs a mount over a directory above it hides whole.
+ * (its filesystem writable), a tmpfs a mount over a directory above it hides whole, a
+ * removed file held open through two mounts of its tmpfs (each fd on its own mount again),
+ * and with $ZDTM_MNT_HIDDEN_SOCK (upstream criu cannot bind it back) a socket bound by a
+ * relative name in a directory a mount hides since.
  * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
  * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
@@ -157,6 +160,39 @@ static void userns_prepare(const char *out_dir)
 		test_fail_errno("prepare root and output for the user namespace");
 }
 
+static int hidden_sock;
+
+/* Bound as "hidden/inner/sock" from /tmp, before a mount hides /tmp/hidden. */
+static int bind_hidden_socket(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "hidden/inner/sock" };
+	int sk = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	if (sk < 0 || chdir("/tmp") || bind(sk, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    chdir("/"))
+		test_fail_errno("bind hidden/inner/sock in /tmp");
+	return sk;
+}
+
+/* Its name as bound, and (once /tmp/hidden is unmounted) its file where it was bound. */
+static void expect_hidden_socket(void)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX, .sun_path = "/tmp/hidden/inner/sock" },
+			   name;
+	socklen_t len = sizeof(name);
+	int client = socket(AF_UNIX, SOCK_DGRAM, 0);
+	char byte = 0;
+
+	if (getsockname(hidden_sock, (struct sockaddr *)&name, &len) ||
+	    strcmp(name.sun_path, "hidden/inner/sock"))
+		test_fail("the hidden socket's name is not hidden/inner/sock");
+	if (client < 0 ||
+	    sendto(client, "H", 1, 0, (struct sockaddr *)&addr, sizeof(addr)) != 1 ||
+	    recv(hidden_sock, &byte, 1, MSG_DONTWAIT) != 1 || byte != 'H')
+		test_fail("no datagram through /tmp/hidden/inner/sock: %s", strerror(errno));
+	close(client);
+}
+
 /* Stage 2, in the new root: the mounts the dump must give back. */
 static void build_mounts(void)
 {
@@ -205,6 +241,7 @@ static void build_mounts(void)
 	hidden_inner = syscall(SYS_open_tree, AT_FDCWD, "/tmp/hidden/inner", OPEN_TREE_CLONE);
 	if (hidden_inner < 0)
 		test_fail_errno("open_tree /tmp/hidden/inner");
+	hidden_sock = getenv("ZDTM_MNT_HIDDEN_SOCK") ? bind_hidden_socket() : -1;
 	must(mount("over", "/tmp/hidden", "tmpfs", 0, "size=64k"), "tmpfs over /tmp/hidden");
 	must(syscall(SYS_move_mount, hidden_inner, "", AT_FDCWD, "/hidbind",
 		     MOVE_MOUNT_F_EMPTY_PATH),
@@ -335,6 +372,39 @@ static void expect_ro_ghost(int fd)
 	pattern_expect(buf, sizeof(buf), DATA_SEED + 9, "the file removed on /ro");
 }
 
+/* A removed file held through /tmp and through /mnt (a bind of /tmp/sub). */
+static void open_two_mount_ghost(int fds[2])
+{
+	write_pattern("/tmp/sub/twice", DATA_SEED + 10, 180);
+	fds[0] = open("/tmp/sub/twice", O_RDONLY);
+	fds[1] = open("/mnt/twice", O_RDONLY);
+	if (fds[0] < 0 || fds[1] < 0 || unlink("/tmp/sub/twice"))
+		test_fail_errno("/tmp/sub/twice");
+}
+
+static void expect_two_mount_ghost(const int fds[2])
+{
+	static const char *const via[2] = { "/tmp", "/mnt" };
+	struct statx file[2], mnt;
+	char buf[180];
+
+	for (int i = 0; i < 2; i++) {
+		if (statx(fds[i], "", AT_EMPTY_PATH, STATX_MNT_ID | STATX_INO | STATX_NLINK,
+			  &file[i]) ||
+		    statx(AT_FDCWD, via[i], 0, STATX_MNT_ID, &mnt))
+			test_fail_errno("statx the removed file held twice");
+		if (file[i].stx_mnt_id != mnt.stx_mnt_id || file[i].stx_nlink)
+			test_fail("the removed file held through %s: on mount %llu, not %s's %llu "
+				  "(%u links)",
+				  via[i], (unsigned long long)file[i].stx_mnt_id, via[i],
+				  (unsigned long long)mnt.stx_mnt_id, file[i].stx_nlink);
+		read_exact(fds[i], buf, sizeof(buf), via[i]);
+		pattern_expect(buf, sizeof(buf), DATA_SEED + 10, "the removed file held twice");
+	}
+	if (file[0].stx_ino != file[1].stx_ino)
+		test_fail("the removed file held twice is two files");
+}
+
 /* The 100 bytes at FD_OFFSET of the pattern /tmp/data holds. */
 static bool at_offset_matches(const char *got)
 {
@@ -362,7 +432,7 @@ int main(int argc, char **argv)
 {
 	static char before[16384], after[16384];
 	char out_dir[4096], cwd[64], buf[DATA_SIZE];
-	int fd, sk, ghost, linked, ro_ghost, ext_group;
+	int fd, sk, ghost, linked, ro_ghost, twice[2], ext_group;
 
 	test_init(argc, argv);
 	if (argc < 3 || strcmp(argv[2], STAGE2)) {
@@ -400,6 +470,7 @@ int main(int argc, char **argv)
 	if (linked < 0 || link("/tmp/sub/named", "/tmp/sub/other") || unlink("/tmp/sub/named"))
 		test_fail_errno("/tmp/sub/named");
 	ro_ghost = open_ro_ghost();
+	open_two_mount_ghost(twice);
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		write_pattern("/to_upper", DATA_SEED + 6, 700);
 	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
@@ -434,6 +505,7 @@ int main(int argc, char **argv)
 	expect_ghost(ghost);
 	expect_linked(linked);
 	expect_ro_ghost(ro_ghost);
+	expect_two_mount_ghost(twice);
 	expect_file("/hidbind/file", DATA_SEED + 7, 500, 0640);
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT")) {
 		expect_file("/from_lower", OVERLAY_LOWER_SEED, OVERLAY_LOWER_LEN, 0640);
@@ -441,6 +513,8 @@ int main(int argc, char **argv)
 	}
 	must(umount("/tmp/hidden"), "umount /tmp/hidden");
 	expect_file("/tmp/hidden/under", DATA_SEED + 3, 300, 0640);
+	if (hidden_sock >= 0)
+		expect_hidden_socket();
 	must(umount("/stack"), "umount the top /stack");
 	expect_file("/stack/under", DATA_SEED + 4, 400, 0640);
 	must(umount("/above"), "umount /above");

@@ -10,7 +10,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -503,57 +503,76 @@ static int existing_dir_len(const char *src, const char *path)
 	return slash - dir;
 }
 
-/* make_as_tree_owner(): what its child runs, and what it answers. */
-struct tree_owner_call {
-	int (*make)(void *arg);
-	void *arg;
-	uint32_t uid, gid;
-	int ret;
-};
+/*
+ * The pid a helper of the task (tree pid self) takes in the tree's own pid namespace:
+ * above every pid, tid, group and session of the tree, one per task, so that it never
+ * holds a pid another task is about to be given (clone3 with set_tid) while the tree is
+ * forked. 0 (any pid) outside one.
+ */
+static pid_t helper_pid(pid_t self)
+{
+	pid_t top = 0;
+
+	if (!pidns_own())
+		return 0;
+	for (struct pstree_item *item = root_item; item; item = pstree_next(item)) {
+		top = item->pgid > top ? item->pgid : top;
+		top = item->sid > top ? item->sid : top;
+		for (unsigned int t = 0; t < item->nr_threads; t++)
+			top = item->threads[t] > top ? item->threads[t] : top;
+	}
+	return top + self;
+}
 
 /*
  * In the tree's user namespace, where the task has every capability: setfsuid() keeps them
- * (the kernel drops the filesystem ones only when leaving the namespace's root id).
+ * (the kernel drops the filesystem ones only when leaving the namespace's root id). The
+ * answer goes through answer_fd, the fd table being the caller's.
  */
-static int tree_owner_child(void *data)
+static void __attribute__((noreturn)) tree_owner_child(int (*make)(void *arg), void *arg,
+							uint32_t uid, uint32_t gid, int answer_fd)
 {
-	struct tree_owner_call *call = data;
+	int ret;
 
-	setfsgid(call->gid);
-	setfsuid(call->uid);
+	setfsgid(gid);
+	setfsuid(uid);
 	/* Both answer the previous id, and change nothing for an invalid one: read them back. */
-	if ((uint32_t)setfsgid(-1) != call->gid || (uint32_t)setfsuid(-1) != call->uid)
-		call->ret = -EOVERFLOW;
+	if ((uint32_t)setfsgid(-1) != gid || (uint32_t)setfsuid(-1) != uid)
+		ret = -EOVERFLOW;
 	else
-		call->ret = call->make(call->arg);
-	return 0;
+		ret = make(arg);
+	_exit(write(answer_fd, &ret, sizeof(ret)) == sizeof(ret) ? 0 : 1);
 }
 
 int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid)
 {
-	struct tree_owner_call call = { .make = make, .arg = arg, .uid = uid, .gid = gid,
-					.ret = -ECHILD };
-	const size_t stack_size = 256 << 10;
-	char *stack;
-	pid_t child;
-	int status;
+	struct clone_args args = { .flags = CLONE_FILES, .exit_signal = SIGCHLD };
+	int answer[2], ret = -ECHILD, status;
+	pid_t want, child;
 
 	if (get_service_fd(USERNS_SFD) < 0)
 		return make(arg);
-	stack = malloc(stack_size);
-	if (!stack)
-		return -ENOMEM;
-	/* CLONE_VFORK: the caller waits, so the child may use its memory, errno included. */
-	child = clone(tree_owner_child, stack + stack_size,
-		      CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &call);
+	if (pipe2(answer, O_CLOEXEC))
+		return -errno;
+	want = helper_pid(getpid());
+	if (want) {
+		args.set_tid = (uintptr_t)&want;
+		args.set_tid_size = 1;
+	}
+	child = syscall(SYS_clone3, &args, sizeof(args));
+	if (child == 0)
+		tree_owner_child(make, arg, uid, gid, answer[1]);
 	if (child < 0) {
-		call.ret = -errno;
+		ret = -errno;
 		pr_perror("cannot start a child to make a file as uid %u gid %u", uid, gid);
 	}
 	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
-	free(stack);
-	return call.ret;
+	if (child > 0 && read(answer[0], &ret, sizeof(ret)) != sizeof(ret))
+		ret = -ECHILD;
+	close(answer[0]);
+	close(answer[1]);
+	return ret;
 }
 
 /*

@@ -201,11 +201,12 @@ int files_take_kept(uint32_t id);
 
 /*
  * Restore, in a task of a tree with a user namespace of its own: make(arg) with uid and gid
- * (as the tree sees them) as the filesystem ids, in a child that shares the caller's memory
- * and fds (an fd make() opens is the caller's). A filesystem mounted in that namespace
- * refuses to create anything for criu's ids, which it does not map (EOVERFLOW), and a task
- * cannot take criu's ids back once it gave them up. Elsewhere make(arg) as it is.
- * make()'s return value (0, an fd or -errno), or -errno when the child cannot run.
+ * (as the tree sees them) as the filesystem ids, in a child that shares the caller's fds (an
+ * fd make() opens is the caller's) and takes a pid no task of the tree has. A filesystem
+ * mounted in that namespace refuses to create anything for criu's ids, which it does not
+ * map (EOVERFLOW), and a task cannot take criu's ids back once it gave them up. Elsewhere
+ * make(arg) as it is. make()'s return value (0, an fd or -errno), or -errno when the
+ * child cannot run.
  */
 int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid);
 

@@ -1787,8 +1787,8 @@ static int other_mount_dir(const char *path, int fd)
 /*
  * A deleted inode the task holds (held), opened again with flags for a file that was on
  * the mount path's directory is on: through a handle of the inode opened on that mount,
- * where it is another than held's, so the fd shows its mount as at dump; else through
- * held. The fd or -errno.
+ * where it is another than held's, so the fd shows its mount as at dump; else, or where
+ * the filesystem has no handles, through held (on held's mount). The fd or -errno.
  */
 static int reopen_held(const char *path, int held, int flags, mode_t mode)
 {
@@ -1806,9 +1806,9 @@ static int reopen_held(const char *path, int held, int flags, mode_t mode)
 			   userns_open_handle(dir, &h.fh, &why);
 	close(dir);
 	if (on_mount < 0) {
-		pr_err("deleted file %s: cannot open it on its own mount: %s: %s\n", path, why,
-		       strerror(-on_mount));
-		return on_mount;
+		pr_warn("deleted file %s: opened on the mount of another of its fds: %s: %s\n",
+			path, why, strerror(-on_mount));
+		return reopen_inode(held, flags, mode);
 	}
 	fd = reopen_inode(on_mount, flags, mode);
 	close(on_mount);

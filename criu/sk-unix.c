@@ -1354,11 +1354,20 @@ static void path_up(const char *path, int levels, char *dir)
 		*strrchr(dir, '/') = '\0';
 }
 
-/* The directories of path that do not exist, made top down; *made: how many. */
+static int mkdir_for_name(void *dir)
+{
+	return mkdir(dir, 0755) ? -errno : 0;
+}
+
+/*
+ * The directories of path that do not exist, made top down; *made: how many. Made by the
+ * socket file's owner: it is bound in them as that owner (bind_to_name()).
+ */
 static int make_missing_dirs(const struct unix_sk *sk, const char *path, int *made)
 {
+	const FilePermsEntry *perms = sk->ue->file_perms;
 	char dir[UNIX_NAME_MAX + 1];
-	int missing = 0;
+	int missing = 0, ret;
 	struct stat st;
 	char *slash;
 
@@ -1376,9 +1385,12 @@ static int make_missing_dirs(const struct unix_sk *sk, const char *path, int *ma
 	}
 	for (; missing; missing--, (*made)++) {
 		path_up(path, missing, dir);
-		if (mkdir(dir, 0755)) {
-			pr_perror("%s: cannot make %s for the while it is bound", sk->what, dir);
-			return -errno;
+		ret = make_as_tree_owner(mkdir_for_name, dir, perms ? perms->uid : 0,
+					 perms ? perms->gid : 0);
+		if (ret) {
+			pr_err("%s: cannot make %s for the while it is bound: %s\n", sk->what, dir,
+			       strerror(-ret));
+			return ret;
 		}
 	}
 	return 0;

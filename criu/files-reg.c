@@ -1719,8 +1719,14 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	char created[PATH_MAX + 32];
 	struct ghost_parents parents;
 	int wfd, fd = -1, rw_dir = -1, ret;
+	char what[PATH_MAX + 16];
+	uint32_t host;
 	struct stat st;
 
+	/* It is made as its owner (make_as_tree_owner()), who must be one of the tree's. */
+	snprintf(what, sizeof(what), "deleted file %s", rf->path);
+	if (userns_host_uid(g->uid, &host, what) || userns_host_gid(g->gid, &host, what))
+		return -EOVERFLOW;
 	ret = make_ghost_parents(rf->path, g->uid, g->gid, &parents);
 	wfd = ret ? ret : create_ghost_file(rf->path, g, created, sizeof(created), &rw_dir);
 	if (wfd < 0) {

@@ -503,6 +503,15 @@ def unix_file_owner_unmapped(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def ghost_owner_unmapped(img_dir, pid):
+    """Every deleted file is owned by a uid its tree's user namespace does not map."""
+    def edit(entries):
+        entries[0]['uid'] = 70000
+    for name in os.listdir(img_dir):
+        if name.startswith('ghost-file-'):
+            edit_image(img_dir, name, edit)
+
+
 def truncate_ghost_file(img_dir, pid):
     """Cut a deleted file's saved contents short."""
     for name in os.listdir(img_dir):
@@ -1304,6 +1313,12 @@ TESTS = {
     # the root in user and IPC namespaces of its own too: its tmpfs refuse criu's ids
     'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                           test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_HIDDEN_SOCK': '1'}),
+    # and a deleted file there owned by an id the namespace does not map: none can make it
+    'restore_fail_mnt_userns_ghost_owner': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                                test_env={'ZDTM_MNT_USERNS': '1'},
+                                                mode='restore_fails',
+                                                corrupt=ghost_owner_unmapped,
+                                                expect="uid 70000 is not mapped by the tree's"),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

@@ -2868,7 +2868,11 @@ class TestRun:
         finally:
             if self.lazy_daemon:
                 self.wait_lazy_daemon()
-        self.wait_lazy_source()
+        try:
+            self.wait_lazy_source()
+        except TestFailure:
+            self.adopt_restored()
+            raise
         status = self.wait_exit()
         if not os.WIFSIGNALED(status):
             raise TestFailure('the dumped tree was not killed after the transfer: '
@@ -2979,6 +2983,12 @@ class TestRun:
             if lazy and self.lazy_daemon:
                 self.wait_lazy_daemon()
         self.expect_restored_pid(pid)
+
+    def adopt_restored(self):
+        """The restored root (the pidfile's) dies with the test's leftovers: a test that
+        fails while both trees live must not leave the restored one running."""
+        with open(self.pidfile) as pidfile:
+            self.tree[int(pidfile.read().split()[0])] = 0
 
     def expect_restored_pid(self, pid):
         with open(self.pidfile) as pidfile:

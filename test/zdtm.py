@@ -1316,6 +1316,11 @@ TESTS = {
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
                                        'external'),
+    # an fd on a file of a mount that a bind of itself covers: restore would reopen it on
+    # the bind (CRIU refuses it too: zdtm/static/overmounted_file)
+    'dump_fail_mnt_overmounted_fd': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
+                                         test_env={'ZDTM_MNT_OVERMOUNTED_FD': '1'},
+                                         expect='/tmp/self/file is on mount '),
     'restore_fail_mnt_no_external': mnt_restore_fails(
         ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
         'is external (key usr): restore needs --external mnt[usr]:PATH'),

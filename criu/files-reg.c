@@ -631,7 +631,7 @@ static int check_path_reaches_mount(const char *src, const char *path, const cha
 	int32_t mnt_id;
 	int ret = mntns_file_mnt_id(src, &mnt_id);
 
-	if (ret || !mntns_dump_has_mount(mnt_id))
+	if (ret || !mntns_has_mount(mnt_id))
 		return ret;
 	ret = path_mount_id(src, path, &path_mnt);
 	if (ret) {

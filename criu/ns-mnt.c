@@ -605,7 +605,7 @@ int mntns_file_mnt_id(const char *src, int32_t *mnt_id)
 	return 0;
 }
 
-bool mntns_dump_has_mount(int32_t mnt_id)
+bool mntns_has_mount(int32_t mnt_id)
 {
 	for (size_t i = 0; i < nr_mntns; i++)
 		if (mnt_id >= 0 && find_mount(all_mntns[i], mnt_id))

@@ -1302,6 +1302,8 @@ TESTS = {
                                                                      'extsrc'))),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # inotify watches on tmpfs inodes of the root's and of a child's mount namespace
+    'inotify_mntns_tmpfs': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs
     # and the child without /proc, which tasks read until the restorer runs
     'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',

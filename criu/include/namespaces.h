@@ -279,8 +279,11 @@ pid_t mntns_dump_pid(unsigned int i);
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
  */
 int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
-/* Dump: whether mnt_id is a mount of one of the tree's mount namespaces. */
-bool mntns_dump_has_mount(int32_t mnt_id);
+/*
+ * Whether mnt_id is a mount of one of the tree's mount namespaces: at dump as read, at
+ * restore as the images name them.
+ */
+bool mntns_has_mount(int32_t mnt_id);
 /*
  * Restore, once collected: whether the root gets a mount namespace of its own, in which
  * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).

@@ -35,6 +35,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "plugin.h"
@@ -1599,6 +1600,9 @@ int cr_restore_tasks(void)
 		goto out;
 	/* The tree's cgroups exist before a task is moved into them (seize_task()). */
 	if (cg_restore_prepare())
+		goto out;
+	/* The root inherits criu's loginuid, unset where a task's is to be set. */
+	if (loginuid_restore_prepare())
 		goto out;
 	if (fork_root_task())
 		goto out;

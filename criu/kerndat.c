@@ -25,6 +25,7 @@
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
 #include "mem-track.h"
 #include "uffd.h"
 
@@ -320,7 +321,7 @@ static const struct feature features[] = {
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
 	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },
-	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
+	{ "loginuid", FEAT_EXTRA, kerndat_has_loginuid, "the audit loginuid" },
 	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
 	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),

@@ -21,6 +21,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
 #include "plugin.h"
 #include "regs-x86.h"
@@ -178,7 +179,7 @@ static int apply_libc_state(const struct task_image *ti)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return loginuid_restore(ti);
 }
 
 /* ---- the address space: specials, VMAs, hole ---- */

@@ -385,6 +385,8 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 		tc->has_membarrier_registration_mask ? tc->membarrier_registration_mask : 0;
 	ti->has_oom_score_adj = tc->has_oom_score_adj;
 	ti->oom_score_adj = tc->oom_score_adj;
+	ti->has_loginuid = tc->has_loginuid;
+	ti->loginuid = tc->loginuid;
 	ti->has_child_subreaper = tc->has_child_subreaper;
 	ti->child_subreaper = tc->child_subreaper;
 	ret = check_no_old_seccomp(tc->has_old_seccomp_mode, tc->old_seccomp_mode, img) ?:

@@ -72,7 +72,8 @@ UPSTREAM_FEATURES = (
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
-                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap'}
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
+                        'loginuid'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -1199,6 +1200,10 @@ TESTS = {
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_user': {'launcher': True, 'pidns': True},
+    # the audit loginuid of a tree's tasks; in a user namespace of its own (ids its own)
+    'loginuid_tree': {},
+    'loginuid_tree_userns': {'bin': 'loginuid_tree', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_LOGINUID_USERNS': '1'}},
     'ns_user_files': {'launcher': True, 'pidns': True, 'devpts': True,
                       'dump_args': ['--file-locks']},
     'restore_fail_userns_unmapped_owner': {'bin': 'ns_user_files', 'mode': 'restore_fails',
@@ -1604,6 +1609,7 @@ CROSS_TESTS = {
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'seccomp_filters_threads': {},  # seccomp: shared and own filters, strict mode
     'membarrier_registered': {},
+    'loginuid_tree': {},  # the audit loginuid
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
     'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks

@@ -239,6 +239,8 @@ int userns_mount_opts(const char *opts, char **tree_opts, const char *what);
 int userns_host_uid(uint32_t uid, uint32_t *host, const char *what);
 /* The same for a gid (net.ipv4.ping_group_range, which the kernel reads as criu's). */
 int userns_host_gid(uint32_t gid, uint32_t *host, const char *what);
+/* Restore: host, as criu sees it, as the tree sees it (itself where the tree has no userns). */
+int userns_tree_uid_of_host(uint32_t host, uint32_t *uid, const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it

@@ -116,6 +116,8 @@ struct task_image {
 	uint32_t membarrier_registrations;
 	bool has_oom_score_adj;
 	int32_t oom_score_adj;
+	bool has_loginuid;
+	uint32_t loginuid; /* as criu sees it */
 	bool has_pdeath_sig, has_child_subreaper;
 	uint32_t pdeath_sig, child_subreaper;
 	bool has_creds;

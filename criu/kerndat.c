@@ -26,6 +26,7 @@
 #include "kerndat.h"
 #include "log.h"
 #include "loginuid.h"
+#include "mem-guard.h"
 #include "mem-track.h"
 #include "uffd.h"
 
@@ -358,7 +359,8 @@ static const struct feature features[] = {
 	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
 	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),
 	NOT_IMPLEMENTED("breakpoints", "hardware breakpoints are not dumped"),
-	NOT_IMPLEMENTED("pagemap_scan_guard_pages", "guard regions are not dumped"),
+	{ "pagemap_scan_guard_pages", FEAT_EXTRA, kerndat_has_guard_scan,
+	  "guard regions (MADV_GUARD_INSTALL)" },
 	/* this criu's own */
 	{ "ptrace_rseq", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	{ "prctl_mm_map", FEAT_REQUIRED, has_prctl_mm_map, "mm fields restore" },

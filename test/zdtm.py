@@ -73,7 +73,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
-                        'loginuid'}
+                        'loginuid', 'pagemap_scan_guard_pages'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -94,6 +94,7 @@ PR_SET_VMA_ANON_NAME = 0
 VMA_EXT_PLUGIN = 1 << 27  # vma_entry.status: a mapping a plugin restores
 VMA_AREA_HEAP = 1 << 5
 VMA_AREA_SYSVIPC = 1 << 10
+VMA_AREA_GUARD = 1 << 16
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -402,6 +403,18 @@ def vma_becomes_sysv_shm(img_dir, pid):
     def edit(entries):
         heap = [v for v in entries[0]['vmas'] if v['status'] & VMA_AREA_HEAP][0]
         heap['status'] |= VMA_AREA_SYSVIPC
+    edit_image(img_dir, 'mm-%d.img' % pid, edit)
+
+
+def guard_region_outside(img_dir, pid):
+    """The last guard region (VMA_AREA_GUARD) moves to the top page of the user address
+    space, which no VMA holds."""
+    def edit(entries):
+        guard = [v for v in entries[0]['vmas'] if v['status'] == VMA_AREA_GUARD][-1]
+        top = 0x7ffffffff000
+        as_text = isinstance(guard['start'], str)
+        guard['start'], guard['end'] = ((hex(top - 4096), hex(top)) if as_text
+                                        else (top - 4096, top))
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
@@ -897,6 +910,10 @@ TESTS = {
                                   'corrupt': seccomp_chain_loops, 'expect': 'form a loop'},
     'membarrier_registered': {},
     'mem_map_flags': {},
+    'mem_guard_regions': {},
+    'restore_fail_guard_region_outside': {'bin': 'mem_guard_regions', 'mode': 'restore_fails',
+                                          'corrupt': guard_region_outside,
+                                          'expect': 'is not inside one mapped VMA'},
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
@@ -1611,6 +1628,7 @@ CROSS_TESTS = {
     'membarrier_registered': {},
     'loginuid_tree': {},  # the audit loginuid
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
+    'mem_guard_regions': {},  # MADV_GUARD_INSTALL
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
     'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
     'eventfd_counter_flags': {},  # anonymous-inode files

@@ -135,6 +135,8 @@ struct task_image {
 	unsigned int nr_vmas;
 	struct rst_aio_ring *aio_rings; /* mm's aios: their VMAs are private anonymous memory */
 	unsigned int nr_aio_rings;
+	struct rst_guard *guards; /* mm's VMA_AREA_GUARD entries, in address order */
+	unsigned int nr_guards;
 	struct page_map pages; /* pagemap-PID.img */
 
 	struct thread_image *threads; /* as pstree.img lists them: threads[0] is the main one */

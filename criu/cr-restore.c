@@ -1623,7 +1623,7 @@ int cr_restore_tasks(void)
 	if (run_plugins(POST_FORKING))
 		goto out;
 
-	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid))
+	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid) || mntns_bind_ptys())
 		goto out;
 	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
 	if (memfd_apply_seals())

@@ -304,6 +304,12 @@ int mntns_enter(uint32_t id);
  */
 int64_t mntns_enter_mount(int32_t mnt_id);
 /*
+ * Restore, main process, every task restored (its ptys made) and none released: the
+ * binds of pty slave nodes (a container's /dev/console), which need the ptys. 0 or
+ * -errno, after one line.
+ */
+int mntns_bind_ptys(void);
+/*
  * Restore, main process, the tree running: path, of the namespace of the image's mount
  * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.
  */

@@ -630,8 +630,9 @@ static int collect_aio_rings(const MmEntry *mm, struct task_image *ti, const cha
 
 /*
  * A guard region (MADV_GUARD_INSTALL), which CRIU lists among the VMAs with the status
- * VMA_AREA_GUARD alone, after them: page-aligned ranges in address order, each inside one
- * VMA restore maps (checked once the VMAs are collected).
+ * VMA_AREA_GUARD alone, after them: page-aligned ranges in address order, each covered by
+ * VMAs restore maps (checked once the VMAs are collected); PAGEMAP_SCAN joins the guards
+ * of adjacent VMAs into one range.
  */
 static int collect_guard(const VmaEntry *ve, struct task_image *ti, const char *img)
 {
@@ -652,15 +653,17 @@ static int check_guards_in_vmas(const struct task_image *ti, const char *img)
 {
 	for (unsigned int g = 0; g < ti->nr_guards; g++) {
 		const struct rst_guard *guard = &ti->guards[g];
-		unsigned int i;
+		uint64_t covered = guard->start;
 
-		for (i = 0; i < ti->nr_vmas; i++)
-			if (vma_image_mapped(&ti->vmas[i]) && guard->start >= ti->vmas[i].start &&
-			    guard->end <= ti->vmas[i].end)
-				break;
-		if (i == ti->nr_vmas) {
-			pr_err("%s: guard region %#llx-%#llx is not inside one mapped VMA\n", img,
-			       (unsigned long long)guard->start, (unsigned long long)guard->end);
+		for (unsigned int i = 0; i < ti->nr_vmas && covered < guard->end; i++)
+			if (vma_image_mapped(&ti->vmas[i]) && covered >= ti->vmas[i].start &&
+			    covered < ti->vmas[i].end)
+				covered = ti->vmas[i].end;
+		if (covered < guard->end) {
+			pr_err("%s: guard region %#llx-%#llx is not inside mapped VMAs (none at "
+			       "%#llx)\n",
+			       img, (unsigned long long)guard->start, (unsigned long long)guard->end,
+			       (unsigned long long)covered);
 			return -EINVAL;
 		}
 	}

@@ -913,7 +913,7 @@ TESTS = {
     'mem_guard_regions': {},
     'restore_fail_guard_region_outside': {'bin': 'mem_guard_regions', 'mode': 'restore_fails',
                                           'corrupt': guard_region_outside,
-                                          'expect': 'is not inside one mapped VMA'},
+                                          'expect': 'is not inside mapped VMAs'},
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},

@@ -1,6 +1,7 @@
 /*
  * Guard regions (MADV_GUARD_INSTALL): in a private anonymous mapping with data around
- * them, one of them at its first page, and in a private mapping of a file. After restore:
+ * them, one of them at its first page, one across the boundary of two VMAs of it (a part
+ * made read-only: PAGEMAP_SCAN reports one range), and in a private mapping of a file. After restore:
  * exactly the same guard ranges (PAGEMAP_SCAN's PAGE_IS_GUARD over the whole address
  * space), the pages between them with their contents, no VMA split by them (the maps
  * lines of both mappings the same), and a write to a guard page faults (SIGSEGV).
@@ -160,6 +161,8 @@ int main(int argc, char **argv)
 	close(fd);
 	fill_pages(anon, ANON_PAGES, SEED);
 	fill_pages(file, FILE_PAGES, SEED + 100);
+	if (mprotect(anon + 4 * PAGE, 4 * PAGE, PROT_READ))
+		test_fail_errno("mprotect");
 	guard(anon, anon_guarded, sizeof(anon_guarded) / sizeof(anon_guarded[0]));
 	guard(file, file_guarded, sizeof(file_guarded) / sizeof(file_guarded[0]));
 	scan_guards(guards_before, sizeof(guards_before));

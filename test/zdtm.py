@@ -1324,6 +1324,13 @@ TESTS = {
                                                                      'extsrc'))),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # a pty's slave node bound at /dev/console; refused under a shared /dev
+    'mnt_ns_pty_console': dict(MNT_NS_TREE),
+    'restore_fail_mnt_pty_console_shared': dict(MNT_NS_TREE, bin='mnt_ns_pty_console',
+                                                mode='restore_fails',
+                                                corrupt=lambda img_dir, pid: None,
+                                                test_env={'ZDTM_PTY_CONSOLE_SHARED': '1'},
+                                                expect='it is shared, a slave or unbindable'),
     # inotify watches on tmpfs inodes of the root's and of a child's mount namespace
     'inotify_mntns_tmpfs': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs

@@ -874,6 +874,7 @@ TESTS = {
     'sig_blocked_mask': {},
     'sig_pending_std': {},
     'sig_queued_rt': {},
+    'sig_pending_trap': {},
     'sigaction_all': {},
     'sigaltstack': {},
     'rseq_registered': {},

@@ -294,7 +294,8 @@ static int open_watched_inode(const struct watched_inode *wi, struct stat *st, c
 	}
 	if (where)
 		*where = m;
-	if (fd >= 0 && (uint64_t)st->st_ino != wi->ino && !(by_path && !on_dumped_fs(st, wi->s_dev))) {
+	if (fd >= 0 && (uint64_t)st->st_ino != wi->ino &&
+	    (!by_path || on_dumped_fs(st, wi->s_dev))) {
 		why = "another inode is there now";
 		close(fd);
 		fd = -ESTALE;

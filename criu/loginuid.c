@@ -66,13 +66,14 @@ int loginuid_restore_prepare(void)
 		return ret;
 	}
 	for (item = root_item; item && !loginuid_restoring; item = pstree_next(item))
-		loginuid_restoring = item->image && item->image->has_loginuid &&
-				     item->image->loginuid != own;
+		loginuid_restoring =
+			item->image && item->image->has_loginuid && item->image->loginuid != own;
 	if (!loginuid_restoring || own == LOGINUID_UNSET)
 		return 0;
 	ret = write_own_loginuid(LOGINUID_UNSET);
 	if (ret)
-		pr_err("cannot unset criu's loginuid %u for the tasks to set theirs (CAP_AUDIT_CONTROL, audit's loginuid_immutable): %s\n",
+		pr_err("cannot unset criu's loginuid %u for the tasks to set theirs "
+		       "(CAP_AUDIT_CONTROL, audit's loginuid_immutable): %s\n",
 		       own, strerror(-ret));
 	return ret;
 }

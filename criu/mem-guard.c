@@ -35,8 +35,13 @@ bool kerndat_has_guard_scan(void)
 {
 	struct guard_page_region region;
 	struct guard_pm_scan_arg arg = {
-		.size = sizeof(arg), .start = 0, .end = 0x1000, .vec = (uint64_t)(uintptr_t)&region,
-		.vec_len = 1, .category_mask = GUARD_PAGE_IS_GUARD, .return_mask = GUARD_PAGE_IS_GUARD,
+		.size = sizeof(arg),
+		.start = 0,
+		.end = 0x1000,
+		.vec = (uint64_t)(uintptr_t)&region,
+		.vec_len = 1,
+		.category_mask = GUARD_PAGE_IS_GUARD,
+		.return_mask = GUARD_PAGE_IS_GUARD,
 	};
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	bool ok;
@@ -70,8 +75,7 @@ static int add_guard(VmaEntry **guards, size_t *nr, uint64_t start, uint64_t end
 }
 
 /* The guard regions of one VMA [start, end) into *guards. */
-static int scan_vma(int fd, pid_t pid, uint64_t start, uint64_t end, VmaEntry **guards,
-		    size_t *nr)
+static int scan_vma(int fd, pid_t pid, uint64_t start, uint64_t end, VmaEntry **guards, size_t *nr)
 {
 	struct guard_page_region regions[GUARD_SCAN_BATCH];
 	uint64_t from = start;
@@ -79,9 +83,13 @@ static int scan_vma(int fd, pid_t pid, uint64_t start, uint64_t end, VmaEntry **
 
 	while (!ret && from < end) {
 		struct guard_pm_scan_arg arg = {
-			.size = sizeof(arg), .start = from, .end = end,
-			.vec = (uint64_t)(uintptr_t)regions, .vec_len = GUARD_SCAN_BATCH,
-			.category_mask = GUARD_PAGE_IS_GUARD, .return_mask = GUARD_PAGE_IS_GUARD,
+			.size = sizeof(arg),
+			.start = from,
+			.end = end,
+			.vec = (uint64_t)(uintptr_t)regions,
+			.vec_len = GUARD_SCAN_BATCH,
+			.category_mask = GUARD_PAGE_IS_GUARD,
+			.return_mask = GUARD_PAGE_IS_GUARD,
 		};
 		int got = ioctl(fd, GUARD_PAGEMAP_SCAN, &arg);
 
@@ -94,7 +102,8 @@ static int scan_vma(int fd, pid_t pid, uint64_t start, uint64_t end, VmaEntry **
 		for (int i = 0; i < got && !ret; i++)
 			ret = add_guard(guards, nr, regions[i].start, regions[i].end);
 		if (arg.walk_end <= from) {
-			pr_err("task %d: PAGEMAP_SCAN for guard regions made no progress at %#llx\n",
+			pr_err("task %d: PAGEMAP_SCAN for guard regions made no progress at "
+			       "%#llx\n",
 			       pid, (unsigned long long)from);
 			ret = -EIO;
 		}

@@ -129,8 +129,8 @@ static void make_events(const struct watch *w, char *expected, size_t size)
 	if (fd < 0)
 		test_fail_errno(w[3].path);
 	close(fd);
-	snprintf(expected, size, "%d:%#x:created;%d:%#x:;%d:%#x:;%d:%#x:created;%d:%#x:;",
-		 w[0].wd, IN_CREATE, w[1].wd, IN_MODIFY, w[1].wd, IN_CLOSE_WRITE, w[2].wd,
+	snprintf(expected, size, "%d:%#x:created;%d:%#x:;%d:%#x:;%d:%#x:created;%d:%#x:;", w[0].wd,
+		 IN_CREATE, w[1].wd, IN_MODIFY, w[1].wd, IN_CLOSE_WRITE, w[2].wd,
 		 IN_CREATE | IN_ISDIR, w[3].wd, IN_OPEN);
 }
 
@@ -138,10 +138,10 @@ int main(int argc, char **argv)
 {
 	static char expected[1024], got[1024];
 	struct watch w[NR_WATCHES] = {
-		{ "/watched", IN_CREATE | IN_DELETE, -1 },
-		{ "/watched/file", IN_MODIFY | IN_CLOSE_WRITE, -1 },
-		{ "", IN_CREATE, -1 },
-		{ "", IN_OPEN, -1 },
+		{"/watched", IN_CREATE | IN_DELETE, -1},
+		{"/watched/file", IN_MODIFY | IN_CLOSE_WRITE, -1},
+		{"", IN_CREATE, -1},
+		{"", IN_OPEN, -1},
 	};
 	char out_dir[4096];
 	pid_t child;

@@ -1,8 +1,8 @@
 /*
  * Guard regions (MADV_GUARD_INSTALL): in a private anonymous mapping with data around
  * them, one of them at its first page, one across the boundary of two VMAs of it (a part
- * made read-only: PAGEMAP_SCAN reports one range), and in a private mapping of a file. After restore:
- * exactly the same guard ranges (PAGEMAP_SCAN's PAGE_IS_GUARD over the whole address
+ * made read-only: PAGEMAP_SCAN reports one range), and in a private mapping of a file. After
+ * restore: exactly the same guard ranges (PAGEMAP_SCAN's PAGE_IS_GUARD over the whole address
  * space), the pages between them with their contents, no VMA split by them (the maps
  * lines of both mappings the same), and a write to a guard page faults (SIGSEGV).
  */
@@ -41,8 +41,8 @@ struct scan_arg {
 #define SEED	   41
 
 /* Pages of the anonymous mapping and of the file mapping that are guarded. */
-static const int anon_guarded[] = { 0, 3, 4, 9 };
-static const int file_guarded[] = { 2, 7 };
+static const int anon_guarded[] = {0, 3, 4, 9};
+static const int file_guarded[] = {2, 7};
 
 static sigjmp_buf fault_jmp;
 
@@ -64,9 +64,13 @@ static void scan_guards(char *out, size_t size)
 {
 	struct scan_region regions[MAX_GUARDS];
 	struct scan_arg arg = {
-		.size = sizeof(arg), .start = 0, .end = 0x7ffffffff000ULL,
-		.vec = (uintptr_t)regions, .vec_len = MAX_GUARDS,
-		.category_mask = PAGE_IS_GUARD, .return_mask = PAGE_IS_GUARD,
+		.size = sizeof(arg),
+		.start = 0,
+		.end = 0x7ffffffff000ULL,
+		.vec = (uintptr_t)regions,
+		.vec_len = MAX_GUARDS,
+		.category_mask = PAGE_IS_GUARD,
+		.return_mask = PAGE_IS_GUARD,
 	};
 	int fd = open("/proc/self/pagemap", O_RDONLY), nr;
 	size_t used = 0;
@@ -80,7 +84,8 @@ static void scan_guards(char *out, size_t size)
 	out[0] = '\0';
 	for (int i = 0; i < nr; i++)
 		used += snprintf(out + used, size - used, "%llx-%llx;",
-				 (unsigned long long)regions[i].start, (unsigned long long)regions[i].end);
+				 (unsigned long long)regions[i].start,
+				 (unsigned long long)regions[i].end);
 }
 
 static void guard(char *base, const int *pages, int nr)

@@ -34,7 +34,7 @@ static void expect_handler(void)
 
 static void take(siginfo_t *info, const char *which)
 {
-	struct timespec no_wait = { 0, 0 };
+	struct timespec no_wait = {0, 0};
 	sigset_t set;
 
 	sigemptyset(&set);
@@ -80,8 +80,8 @@ int main(int argc, char **argv)
 {
 	char shared_before[32], private_before[32], shared_after[32], private_after[32];
 	int thread_code, process_code;
-	struct sigaction act = { .sa_handler = on_trap };
-	struct timespec no_wait = { 0, 0 };
+	struct sigaction act = {.sa_handler = on_trap};
+	struct timespec no_wait = {0, 0};
 	siginfo_t info;
 	sigset_t set;
 

@@ -10,13 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "loginuid.h"
 #include "namespaces.h"
-#include "proc_parse.h"
 #include "pstree.h"
 
 /* What /proc/PID/loginuid says of a task whose loginuid was never set (AUDIT_UID_UNSET). */
@@ -39,13 +39,22 @@ static int write_own_loginuid(uint32_t value)
 	return ret;
 }
 
+/* 0, or -errno (-ENOENT: a kernel without audit has no loginuid). */
 static int read_own_loginuid(uint32_t *value)
 {
-	long long got;
-	int ret = parse_pid_number(getpid(), "loginuid", &got);
+	char text[16];
+	int fd = open("/proc/self/loginuid", O_RDONLY | O_CLOEXEC);
+	ssize_t len;
 
-	*value = (uint32_t)got;
-	return ret;
+	if (fd < 0)
+		return -errno;
+	len = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (len <= 0)
+		return len < 0 ? -errno : -EINVAL;
+	text[len] = '\0';
+	*value = strtoul(text, NULL, 10);
+	return 0;
 }
 
 bool kerndat_has_loginuid(void)
@@ -61,6 +70,10 @@ int loginuid_restore_prepare(void)
 	uint32_t own;
 	int ret = read_own_loginuid(&own);
 
+	if (ret == -ENOENT) {
+		pr_info("this kernel has no loginuid (no audit): none is restored\n");
+		return 0;
+	}
 	if (ret) {
 		pr_err("cannot read criu's loginuid: %s\n", strerror(-ret));
 		return ret;

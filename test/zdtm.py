@@ -732,6 +732,7 @@ TESTS = {
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_mem_guard_regions': {'bin': 'mem_guard_regions', 'lazy': True},
     'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
     'lazy_fork': {'lazy': True, 'lazy_faults': True},
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
@@ -748,6 +749,7 @@ TESTS = {
     # fetches them): each test as the init of a pid namespace (ZDTM_PIDNS_ROOT), so that the
     # restore gets its pids while the dumped tree is still there
     'remote_lazy_mem_anon_private': dict(REMOTE_LAZY, bin='mem_anon_private'),
+    'remote_lazy_mem_guard_regions': dict(REMOTE_LAZY, bin='mem_guard_regions'),
     'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
     'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),

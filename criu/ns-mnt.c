@@ -1760,10 +1760,18 @@ int mntns_bind_ptys(void)
 		for (item = root_item; item; item = pstree_next(item))
 			if (item->ids.mnt_ns_id == all_mntns[n]->id && pidns_host_pid(item->pid))
 				break;
-		for (size_t i = 0; i < all_mntns[n]->nr && !ret; i++)
-			if (is_pty_bind(&all_mntns[n]->mounts[i]))
-				ret = item ? bind_pty(&all_mntns[n]->mounts[i], pidns_host_pid(item->pid))
-					   : -ENOENT;
+		for (size_t i = 0; i < all_mntns[n]->nr && !ret; i++) {
+			const struct mount *m = &all_mntns[n]->mounts[i];
+
+			if (!is_pty_bind(m))
+				continue;
+			if (!item) {
+				pr_err("mount %u at %s: no task of mount namespace %u to bind it in\n",
+				       m->e->mnt_id, m->e->mountpoint, all_mntns[n]->id);
+				return -ENOENT;
+			}
+			ret = bind_pty(m, pidns_host_pid(item->pid));
+		}
 	}
 	return ret;
 }

@@ -729,7 +729,7 @@ static int collect_rlimits(struct dump_task *task)
 	return 0;
 }
 
-/* loginuid (kept for CRIU's tools; restore leaves it) and oom_score_adj. */
+/* loginuid (as criu sees it, as CRIU keeps it) and oom_score_adj. */
 static int collect_audit_and_oom(struct dump_task *task)
 {
 	long long value;

@@ -35,6 +35,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "plugin.h"
@@ -1600,6 +1601,9 @@ int cr_restore_tasks(void)
 	/* The tree's cgroups exist before a task is moved into them (seize_task()). */
 	if (cg_restore_prepare())
 		goto out;
+	/* The root inherits criu's loginuid, unset where a task's is to be set. */
+	if (loginuid_restore_prepare())
+		goto out;
 	if (fork_root_task())
 		goto out;
 	root_pid = rst_tasks[0].pid;
@@ -1619,7 +1623,7 @@ int cr_restore_tasks(void)
 	if (run_plugins(POST_FORKING))
 		goto out;
 
-	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid))
+	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid) || mntns_bind_ptys())
 		goto out;
 	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
 	if (memfd_apply_seals())

@@ -25,6 +25,8 @@
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
+#include "mem-guard.h"
 #include "mem-track.h"
 #include "uffd.h"
 
@@ -320,7 +322,7 @@ static const struct feature features[] = {
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
 	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },
-	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
+	{ "loginuid", FEAT_EXTRA, kerndat_has_loginuid, "the audit loginuid" },
 	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
 	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
@@ -357,7 +359,8 @@ static const struct feature features[] = {
 	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
 	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),
 	NOT_IMPLEMENTED("breakpoints", "hardware breakpoints are not dumped"),
-	NOT_IMPLEMENTED("pagemap_scan_guard_pages", "guard regions are not dumped"),
+	{ "pagemap_scan_guard_pages", FEAT_EXTRA, kerndat_has_guard_scan,
+	  "guard regions (MADV_GUARD_INSTALL)" },
 	/* this criu's own */
 	{ "ptrace_rseq", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	{ "prctl_mm_map", FEAT_REQUIRED, has_prctl_mm_map, "mm fields restore" },

@@ -335,6 +335,18 @@ static int from_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *tree)
 	return -EOVERFLOW;
 }
 
+int userns_tree_uid_of_host(uint32_t host, uint32_t *uid, const char *what)
+{
+	if (!restored) {
+		*uid = host;
+		return 0;
+	}
+	if (!from_host(restored->uid_map, restored->n_uid_map, host, uid))
+		return 0;
+	pr_err("%s: uid %u is not mapped by the tree's user namespace\n", what, host);
+	return -EOVERFLOW;
+}
+
 /* One option of a mount's: "uid=N" and "gid=N" with N the tree's id, others as they are. */
 static int mount_opt_to_tree(const char *opt, char *out, size_t size, const char *what)
 {

@@ -21,6 +21,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
 #include "plugin.h"
 #include "regs-x86.h"
@@ -53,7 +54,7 @@ extern const char restorer_blob[], restorer_blob_end[];
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
-	uint64_t groups, auxv, close_fds, file_locks, aio_rings, seccomp;
+	uint64_t groups, auxv, close_fds, file_locks, aio_rings, guards, seccomp;
 	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
@@ -178,7 +179,7 @@ static int apply_libc_state(const struct task_image *ti)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return loginuid_restore(ti);
 }
 
 /* ---- the address space: specials, VMAs, hole ---- */
@@ -606,6 +607,7 @@ static void plan_layout(struct rst_plan *plan, const struct task_image *ti)
 	l->seccomp = region_take(&pos, seccomp_region_size(ti), 64);
 	l->file_locks = region_take(&pos, plan->nr_file_locks * sizeof(struct rst_file_lock), 64);
 	l->aio_rings = region_take(&pos, ti->nr_aio_rings * sizeof(struct rst_aio_ring), 64);
+	l->guards = region_take(&pos, ti->nr_guards * sizeof(struct rst_guard), 64);
 	l->threads = region_take(&pos, ti->nr_threads * sizeof(struct rst_thread), 64);
 	l->thread_data = pos;
 	for (i = 0; i < ti->nr_threads; i++)
@@ -902,6 +904,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
 		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
 		.nr_aio_rings = ti->nr_aio_rings, .aio_rings = region + l->aio_rings,
+		.nr_guards = ti->nr_guards, .guards = region + l->guards,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -920,6 +923,9 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	if (ti->nr_aio_rings)
 		memcpy(REGION_PTR(region, l->aio_rings), ti->aio_rings,
 		       ti->nr_aio_rings * sizeof(struct rst_aio_ring));
+	if (ti->nr_guards)
+		memcpy(REGION_PTR(region, l->guards), ti->guards,
+		       ti->nr_guards * sizeof(struct rst_guard));
 	fill_threads(args, plan, ti, region);
 	/* After the threads and creds: it fills in its part of both. */
 	seccomp_fill_region(ti, REGION_PTR(region, l->seccomp), region + l->seccomp, args,

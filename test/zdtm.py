@@ -72,7 +72,8 @@ UPSTREAM_FEATURES = (
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
-                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap'}
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
+                        'loginuid', 'pagemap_scan_guard_pages'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -93,6 +94,7 @@ PR_SET_VMA_ANON_NAME = 0
 VMA_EXT_PLUGIN = 1 << 27  # vma_entry.status: a mapping a plugin restores
 VMA_AREA_HEAP = 1 << 5
 VMA_AREA_SYSVIPC = 1 << 10
+VMA_AREA_GUARD = 1 << 16
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -401,6 +403,18 @@ def vma_becomes_sysv_shm(img_dir, pid):
     def edit(entries):
         heap = [v for v in entries[0]['vmas'] if v['status'] & VMA_AREA_HEAP][0]
         heap['status'] |= VMA_AREA_SYSVIPC
+    edit_image(img_dir, 'mm-%d.img' % pid, edit)
+
+
+def guard_region_outside(img_dir, pid):
+    """The last guard region (VMA_AREA_GUARD) moves to the top page of the user address
+    space, which no VMA holds."""
+    def edit(entries):
+        guard = [v for v in entries[0]['vmas'] if v['status'] == VMA_AREA_GUARD][-1]
+        top = 0x7ffffffff000
+        as_text = isinstance(guard['start'], str)
+        guard['start'], guard['end'] = ((hex(top - 4096), hex(top)) if as_text
+                                        else (top - 4096, top))
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
@@ -718,6 +732,7 @@ TESTS = {
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_mem_guard_regions': {'bin': 'mem_guard_regions', 'lazy': True},
     'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
     'lazy_fork': {'lazy': True, 'lazy_faults': True},
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
@@ -734,6 +749,7 @@ TESTS = {
     # fetches them): each test as the init of a pid namespace (ZDTM_PIDNS_ROOT), so that the
     # restore gets its pids while the dumped tree is still there
     'remote_lazy_mem_anon_private': dict(REMOTE_LAZY, bin='mem_anon_private'),
+    'remote_lazy_mem_guard_regions': dict(REMOTE_LAZY, bin='mem_guard_regions'),
     'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
     'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
@@ -860,6 +876,7 @@ TESTS = {
     'sig_blocked_mask': {},
     'sig_pending_std': {},
     'sig_queued_rt': {},
+    'sig_pending_trap': {},
     'sigaction_all': {},
     'sigaltstack': {},
     'rseq_registered': {},
@@ -896,6 +913,10 @@ TESTS = {
                                   'corrupt': seccomp_chain_loops, 'expect': 'form a loop'},
     'membarrier_registered': {},
     'mem_map_flags': {},
+    'mem_guard_regions': {},
+    'restore_fail_guard_region_outside': {'bin': 'mem_guard_regions', 'mode': 'restore_fails',
+                                          'corrupt': guard_region_outside,
+                                          'expect': 'is not inside mapped VMAs'},
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
@@ -1199,6 +1220,10 @@ TESTS = {
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_user': {'launcher': True, 'pidns': True},
+    # the audit loginuid of a tree's tasks; in a user namespace of its own (ids its own)
+    'loginuid_tree': {},
+    'loginuid_tree_userns': {'bin': 'loginuid_tree', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_LOGINUID_USERNS': '1'}},
     'ns_user_files': {'launcher': True, 'pidns': True, 'devpts': True,
                       'dump_args': ['--file-locks']},
     'restore_fail_userns_unmapped_owner': {'bin': 'ns_user_files', 'mode': 'restore_fails',
@@ -1302,6 +1327,15 @@ TESTS = {
                                                                      'extsrc'))),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # a pty's slave node bound at /dev/console; refused under a shared /dev
+    'mnt_ns_pty_console': dict(MNT_NS_TREE),
+    'restore_fail_mnt_pty_console_shared': dict(MNT_NS_TREE, bin='mnt_ns_pty_console',
+                                                mode='restore_fails',
+                                                corrupt=lambda img_dir, pid: None,
+                                                test_env={'ZDTM_PTY_CONSOLE_SHARED': '1'},
+                                                expect='it is shared, a slave or unbindable'),
+    # inotify watches on tmpfs inodes of the root's and of a child's mount namespace
+    'inotify_mntns_tmpfs': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs
     # and the child without /proc, which tasks read until the restorer runs
     'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
@@ -1316,6 +1350,11 @@ TESTS = {
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
                                        'external'),
+    # an fd on a file of a mount that a bind of itself covers: restore would reopen it on
+    # the bind (CRIU refuses it too: zdtm/static/overmounted_file)
+    'dump_fail_mnt_overmounted_fd': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
+                                         test_env={'ZDTM_MNT_OVERMOUNTED_FD': '1'},
+                                         expect='/tmp/self/file is on mount '),
     'restore_fail_mnt_no_external': mnt_restore_fails(
         ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
         'is external (key usr): restore needs --external mnt[usr]:PATH'),
@@ -1597,7 +1636,9 @@ CROSS_TESTS = {
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'seccomp_filters_threads': {},  # seccomp: shared and own filters, strict mode
     'membarrier_registered': {},
+    'loginuid_tree': {},  # the audit loginuid
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
+    'mem_guard_regions': {},  # MADV_GUARD_INSTALL
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
     'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
     'eventfd_counter_flags': {},  # anonymous-inode files

@@ -239,6 +239,8 @@ int userns_mount_opts(const char *opts, char **tree_opts, const char *what);
 int userns_host_uid(uint32_t uid, uint32_t *host, const char *what);
 /* The same for a gid (net.ipv4.ping_group_range, which the kernel reads as criu's). */
 int userns_host_gid(uint32_t gid, uint32_t *host, const char *what);
+/* Restore: host, as criu sees it, as the tree sees it (itself where the tree has no userns). */
+int userns_tree_uid_of_host(uint32_t host, uint32_t *uid, const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it
@@ -280,6 +282,11 @@ pid_t mntns_dump_pid(unsigned int i);
  */
 int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
 /*
+ * Whether mnt_id is a mount of one of the tree's mount namespaces: at dump as read, at
+ * restore as the images name them.
+ */
+bool mntns_has_mount(int32_t mnt_id);
+/*
  * Restore, once collected: whether the root gets a mount namespace of its own, in which
  * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
  */
@@ -296,6 +303,12 @@ int mntns_enter(uint32_t id);
  * it was in, for mntns_enter() after; or -errno, after one line.
  */
 int64_t mntns_enter_mount(int32_t mnt_id);
+/*
+ * Restore, main process, every task restored (its ptys made) and none released: the
+ * binds of pty slave nodes (a container's /dev/console), which need the ptys. 0 or
+ * -errno, after one line.
+ */
+int mntns_bind_ptys(void);
 /*
  * Restore, main process, the tree running: path, of the namespace of the image's mount
  * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.

@@ -83,6 +83,12 @@ struct rst_aio_ring {
 	uint32_t pad;
 };
 
+/* A guard region (MADV_GUARD_INSTALL) inside a VMA: its pages fault with SIGSEGV. */
+struct rst_guard {
+	uint64_t start;
+	uint64_t end;
+};
+
 /* The kernel's limit on an anonymous VMA name (ANON_VMA_NAME_MAX_LEN), NUL included. */
 #define RST_ANON_NAME_MAX 80
 
@@ -308,6 +314,10 @@ struct rst_args {
 	/* AIO rings: mapped as anonymous memory with their pages, made rings again. */
 	uint32_t nr_aio_rings;
 	uint64_t aio_rings; /* struct rst_aio_ring[] */
+
+	/* Installed once the pages are in: installing one zaps what the range holds. */
+	uint32_t nr_guards;
+	uint64_t guards; /* struct rst_guard[] */
 
 	/*
 	 * struct rst_seccomp_filter[], the threads' chains one after another. The first

@@ -514,6 +514,28 @@ static long read_pages(struct rst_args *a)
 
 /* ---- 5. final protections, mlock ---- */
 
+#define MADV_GUARD_INSTALL 102
+
+/*
+ * Guard regions, once the pages are in (installing one zaps what its range holds) and
+ * before mlock (the kernel refuses to install one in a locked VMA).
+ */
+static long install_guards(struct rst_args *a)
+{
+	const struct rst_guard *guards = (const struct rst_guard *)a->guards;
+	long ret;
+
+	for (uint32_t i = 0; i < a->nr_guards; i++) {
+		ret = sys_madvise(guards[i].start, guards[i].end - guards[i].start, MADV_GUARD_INSTALL);
+		if (ret) {
+			pr_err(a, "guard region %lx-%lx (MADV_GUARD_INSTALL): %ld", guards[i].start,
+			       guards[i].end, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static long finish_vmas(struct rst_args *a)
 {
 	struct rst_vma *vmas = (struct rst_vma *)a->vmas, *vma;
@@ -1453,6 +1475,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, map_vmas(a));
 	STEP(a, start_lazy_pages(a));
 	STEP(a, read_pages(a));
+	STEP(a, install_guards(a));
 	STEP(a, finish_vmas(a));
 	STEP(a, restore_aio_rings(a));
 	STEP(a, restore_mm(a));

@@ -134,7 +134,8 @@ static const struct cr_option options[] = {
 	  "save only the data of deleted files, not their holes (always done)" },
 	CALL("external", 0, required_argument, set_external, "RES",
 	     "veth[IN]:OUT[@BR], restore: the tree's veth link IN gets its peer OUT here (in "
-	     "bridge BR); mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
+	     "bridge BR); macvlan[IN]:OUT, restore: the tree's macvlan link IN on link OUT "
+	     "here; mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
 	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m): those criu's mounts show"),
 	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
 	     "the same as --external mnt[KEY]:VAL"),
@@ -555,6 +556,34 @@ const struct ext_veth *opts_ext_veth(const char *inner)
 	return NULL;
 }
 
+/* INNER]:OUTER: a macvlan link's lower link, in criu's namespace (restore). */
+static int add_ext_macvlan(const struct cr_option *o, const char *arg, const char *inner)
+{
+	const char *end = strstr(inner, "]:");
+	struct ext_macvlan ext = {};
+
+	if (!end || end == inner || end - inner >= IFNAMSIZ || !end[2] ||
+	    strlen(end + 2) >= IFNAMSIZ) {
+		opt_error("bad value '%s' for --%s (macvlan[IN]:OUT)", arg, o->name);
+		return -1;
+	}
+	ext.inner = strndup(inner, end - inner);
+	ext.outer = strdup(end + 2);
+	if (!ext.inner || !ext.outer) {
+		opt_error("out of memory");
+		return -1;
+	}
+	return append(&opts.ext_macvlans, &opts.nr_ext_macvlans, &ext, sizeof(ext));
+}
+
+const struct ext_macvlan *opts_ext_macvlan(const char *inner)
+{
+	for (unsigned int i = 0; i < opts.nr_ext_macvlans; i++)
+		if (!strcmp(opts.ext_macvlans[i].inner, inner))
+			return &opts.ext_macvlans[i];
+	return NULL;
+}
+
 /* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */
 static int add_ext_mount(const struct cr_option *o, const char *arg, const char *first,
 			 size_t first_len, const char *second)
@@ -575,9 +604,9 @@ static int add_ext_mount(const struct cr_option *o, const char *arg, const char 
 }
 
 /*
- * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN) and mnt[A]:B, an
- * external mount (ns-mnt.c). Every other kind upstream knows (tty, file, dev, unix, macvlan,
- * netdev): refused.
+ * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN), macvlan[IN]:OUT
+ * (restore: the lower link of the tree's macvlan link IN) and mnt[A]:B, an external mount
+ * (ns-mnt.c). Every other kind upstream knows (tty, file, dev, unix, netdev): refused.
  */
 static int set_external(const struct cr_option *o, const char *arg, bool on)
 {
@@ -586,6 +615,8 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 	(void)on;
 	if (!strncmp(arg, "veth[", 5))
 		return add_ext_veth(o, arg, arg + 5, "]:");
+	if (!strncmp(arg, "macvlan[", 8))
+		return add_ext_macvlan(o, arg, arg + 8);
 	/* mnt[] and mnt[]:m: found at dump (m, receiving from outside, is restored anyway). */
 	if (!strcmp(arg, "mnt[]") || !strcmp(arg, "mnt[]:m")) {
 		opts.ext_mount_auto = true;
@@ -1158,7 +1189,7 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --external but veth[] and mnt[], --ext-mount-map auto,\n"
+	printf("Refused for some values: --external but veth[], macvlan[] and mnt[], --ext-mount-map auto,\n"
 	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
 	       "--empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");

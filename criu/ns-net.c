@@ -35,6 +35,7 @@
 #include "log.h"
 #include "namespaces.h"
 
+#include "macvlan.pb-c.h"
 #include "netdev.pb-c.h"
 
 /*
@@ -369,13 +370,29 @@ static void rta_parse(struct rtattr **tb, int max, struct rtattr *rta, int len)
 
 /*
  * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
- * end is in another namespace and bridges are what restore can make again (a link may
- * have a bridge of the namespace as its master); anything else is refused with its name
- * and kind. A bridge comes back with its address, MTU and flags, and the kernel's defaults
+ * end is in another namespace, macvlan links whose lower link is in another namespace and
+ * bridges are what restore can make again (a link may have a bridge of the namespace as
+ * its master); anything else is refused with its name and kind. A bridge comes back with its address, MTU and flags, and the kernel's defaults
  * for its own settings (STP, timers...), as CRIU restores one.
  */
+/* A macvlan link's mode and flags (IFLA_INFO_DATA), as CRIU keeps them. */
+static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
+{
+	struct rtattr *tb[IFLA_MACVLAN_MAX + 1];
+
+	if (!data)
+		return;
+	rta_parse(tb, IFLA_MACVLAN_MAX, RTA_DATA(data), RTA_PAYLOAD(data));
+	if (tb[IFLA_MACVLAN_MODE])
+		mv->mode = *(uint32_t *)RTA_DATA(tb[IFLA_MACVLAN_MODE]);
+	if (tb[IFLA_MACVLAN_FLAGS]) {
+		mv->has_flags = true;
+		mv->flags = *(uint16_t *)RTA_DATA(tb[IFLA_MACVLAN_FLAGS]);
+	}
+}
+
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
-		      NetDeviceEntry *nde)
+		      NetDeviceEntry *nde, MacvlanLinkEntry *mv)
 {
 	struct rtattr *info[IFLA_INFO_MAX + 1] = {};
 	const char *kind = "";
@@ -405,9 +422,14 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->type = ND_TYPE__BRIDGE;
 	} else if (!strcmp(kind, "veth") && tb[IFLA_LINK_NETNSID]) {
 		nde->type = ND_TYPE__VETH;
+	} else if (!strcmp(kind, "macvlan") && tb[IFLA_LINK_NETNSID]) {
+		nde->type = ND_TYPE__MACVLAN;
+		macvlan_entry(info[IFLA_INFO_DATA], mv);
+		nde->macvlan = mv;
 	} else {
-		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges "
-		       "and veth links whose peer is outside are supported\n",
+		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges, "
+		       "and veth and macvlan links whose peer or lower link is outside are "
+		       "supported\n",
 		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind);
 		return -ENOTSUP;
 	}
@@ -429,18 +451,28 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 
 static const char *link_kind_name(NdType type)
 {
-	return type == ND_TYPE__LOOPBACK ? "loopback" : type == ND_TYPE__BRIDGE ? "bridge" : "veth";
+	switch (type) {
+	case ND_TYPE__LOOPBACK:
+		return "loopback";
+	case ND_TYPE__BRIDGE:
+		return "bridge";
+	case ND_TYPE__MACVLAN:
+		return "macvlan";
+	default:
+		return "veth";
+	}
 }
 
 static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr *h)
 {
 	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
+	MacvlanLinkEntry mv = MACVLAN_LINK_ENTRY__INIT;
 	struct ifinfomsg *ifi = NLMSG_DATA(h);
 	struct rtattr *tb[IFLA_MAX + 1];
 	int ret;
 
 	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
-	ret = link_entry(ns, ifi, tb, &nde);
+	ret = link_entry(ns, ifi, tb, &nde, &mv);
 	if (ret)
 		return ret;
 	nde.n_conf4 = NR(conf4_names);
@@ -895,9 +927,9 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		st->links = grown;
 		st->links[st->nr_links++] = nde;
 		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH &&
-		    nde->type != ND_TYPE__BRIDGE) {
-			pr_err("%s: link %s is of type %d: only the loopback, bridges and veth links "
-			       "are supported\n",
+		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN) {
+			pr_err("%s: link %s is of type %d: only the loopback, bridges, veth and "
+			       "macvlan links are supported\n",
 			       img->name, nde->name, nde->type);
 			ret = -ENOTSUP;
 			break;
@@ -912,6 +944,13 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
 			       "veth[%s]:NAME\n",
+			       img->name, nde->name, nde->name);
+			ret = -EINVAL;
+			break;
+		}
+		if (nde->type == ND_TYPE__MACVLAN && !opts_ext_macvlan(nde->name)) {
+			pr_err("%s: macvlan link %s: its lower link must be named with --external "
+			       "macvlan[%s]:NAME\n",
 			       img->name, nde->name, nde->name);
 			ret = -EINVAL;
 			break;
@@ -1044,6 +1083,59 @@ static int create_bridge(int rtnl, const NetDeviceEntry *nde)
 	return rtnl_talk(rtnl, &m, what);
 }
 
+/*
+ * A macvlan link on the lower link --external macvlan[NAME]:OUTER names in criu's
+ * namespace: asked of criu's (where the lower link is found by its index) and made in
+ * this one, criu's current (IFLA_NET_NS_FD), with its index, name, MAC, mode and flags.
+ * Its index is looked up in criu's namespace first, as the kernel does with any request:
+ * one taken there fails the creation (EXCL) rather than change criu's link.
+ */
+static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
+{
+	const struct ext_macvlan *ext = opts_ext_macvlan(nde->name);
+	struct rtattr *linkinfo, *data;
+	struct ifreq ifr = {};
+	uint32_t lower, mode = nde->macvlan ? nde->macvlan->mode : 0;
+	struct nl_msg m;
+	char what[96];
+	int target, ret;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ext->outer);
+	if (ioctl(st->criu_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("macvlan %s: no link %s in criu's net namespace", nde->name, ext->outer);
+		return -errno;
+	}
+	lower = ifr.ifr_ifindex;
+	target = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (target < 0) {
+		pr_perror("macvlan %s: cannot open the net namespace it goes into", nde->name);
+		return -errno;
+	}
+	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	nl_add(&m, IFLA_LINK, &lower, sizeof(lower));
+	nl_add(&m, IFLA_NET_NS_FD, &target, sizeof(target));
+	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
+	nl_add(&m, IFLA_INFO_KIND, "macvlan", 8);
+	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
+	nl_add(&m, IFLA_MACVLAN_MODE, &mode, sizeof(mode));
+	if (nde->macvlan && nde->macvlan->has_flags) {
+		uint16_t flags = nde->macvlan->flags;
+
+		nl_add(&m, IFLA_MACVLAN_FLAGS, &flags, sizeof(flags));
+	}
+	nl_nest_end(&m, data);
+	nl_nest_end(&m, linkinfo);
+	snprintf(what, sizeof(what), "macvlan %s (index %u) on %s: cannot create it", nde->name,
+		 nde->ifindex, ext->outer);
+	ret = rtnl_talk(st->criu_rtnl, &m, what);
+	close(target);
+	return ret;
+}
+
 /* Once every link exists: each port into its bridge (IFLA_MASTER). */
 static int set_masters(int rtnl, const struct net_state *st)
 {
@@ -1120,6 +1212,8 @@ static int make_link(int rtnl, const struct net_state *st, const NetDeviceEntry 
 			ret = enslave_outer(st, opts_ext_veth(nde->name));
 	} else if (nde->type == ND_TYPE__BRIDGE) {
 		ret = create_bridge(rtnl, nde);
+	} else if (nde->type == ND_TYPE__MACVLAN) {
+		ret = create_macvlan(st, nde);
 	}
 	if (!ret)
 		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,

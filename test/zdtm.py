@@ -194,6 +194,11 @@ def umount_lazy(path):
         subprocess.run(['umount', '-l', path], check=True)
 
 
+def remove_macvlan_lower():
+    """ns_user_net_macvlan's bridge in the runner's namespace, out of the tree's reach."""
+    subprocess.call(['ip', 'link', 'del', 'zdtm_mvbr'], stderr=subprocess.DEVNULL)
+
+
 def remove_cgns_cgroups():
     """cgroup_ns_root's cgroups, which it cannot leave from inside its namespace."""
     for hier in ('cpu', 'pids', 'unified'):
@@ -1219,6 +1224,22 @@ TESTS = {
     'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
                            'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    'ns_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                       'test_env': {'ZDTM_NET_MACVLAN': '1'},
+                       'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr']},
+    'ns_user_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_MACVLAN': '1'},
+                            'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+                            'cleanup': remove_macvlan_lower},
+    'restore_fail_netns_macvlan_unnamed': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'expect': 'macvlan link zdtm_nmv: its lower link must be named with --external'},
+    'restore_fail_netns_macvlan_no_lower': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_nolink'],
+        'expect': 'macvlan zdtm_nmv: no link zdtm_nolink in criu\'s net namespace'},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
@@ -1738,6 +1759,14 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         setsid=True,
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
+# A macvlan link on the runner's bridge (--external macvlan[]), both ways.
+TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_RESTORE': '1'})
+TESTS['cross_up2us_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_dump_upstream',
+                                           setsid=True,
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
@@ -1748,7 +1777,7 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges and veth links whose peer is outside'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps

@@ -26,6 +26,7 @@
 #include "kerndat.h"
 #include "log.h"
 #include "mem-track.h"
+#include "namespaces.h"
 #include "uffd.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
@@ -338,8 +339,7 @@ static const struct feature features[] = {
 	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
-	/* Restore does make veth links with their index; the name gates --external netdev[]. */
-	NOT_IMPLEMENTED("newifindex", "--external netdev[] is not supported"),
+	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),

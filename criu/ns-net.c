@@ -905,6 +905,26 @@ int net_tree_socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/*
+ * IFLA_NEW_IFINDEX (Linux 6.2) in a request that changes nothing: a kernel that knows it
+ * refuses the index -1 (its policy wants one from 1), an older one ignores the attribute
+ * and answers 0. Asked of the loopback of criu's namespace (CAP_NET_ADMIN).
+ */
+bool net_has_new_ifindex(void)
+{
+	int32_t bad_index = -1;
+	struct nl_msg m;
+	int fd = rtnl_open(), ret;
+
+	if (fd < 0)
+		return false;
+	nl_init(&m, RTM_NEWLINK, 0, 1);
+	nl_add(&m, IFLA_NEW_IFINDEX, &bad_index, sizeof(bad_index));
+	ret = rtnl_talk_quiet(fd, &m, "probing IFLA_NEW_IFINDEX", -ERANGE);
+	close(fd);
+	return ret == -ERANGE;
+}
+
 /* --------------------------------------------------------------- restore ---- */
 
 static int collect_links(struct ns_id *ns, struct net_state *st)
@@ -941,14 +961,16 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 			ret = -EINVAL;
 			break;
 		}
-		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name)) {
+		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name) &&
+		    !opts_ext_netdev(nde->name)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
-			       "veth[%s]:NAME\n",
-			       img->name, nde->name, nde->name);
+			       "veth[%s]:NAME (or the link itself with netdev[%s]:NAME)\n",
+			       img->name, nde->name, nde->name, nde->name);
 			ret = -EINVAL;
 			break;
 		}
-		if (nde->type == ND_TYPE__MACVLAN && !opts_ext_macvlan(nde->name)) {
+		if (nde->type == ND_TYPE__MACVLAN && !opts_ext_macvlan(nde->name) &&
+		    !opts_ext_netdev(nde->name)) {
 			pr_err("%s: macvlan link %s: its lower link must be named with --external "
 			       "macvlan[%s]:NAME\n",
 			       img->name, nde->name, nde->name);
@@ -1092,7 +1114,7 @@ static int create_bridge(int rtnl, const NetDeviceEntry *nde)
  */
 static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
 {
-	const struct ext_macvlan *ext = opts_ext_macvlan(nde->name);
+	const struct ext_link *ext = opts_ext_macvlan(nde->name);
 	struct rtattr *linkinfo, *data;
 	struct ifreq ifr = {};
 	uint32_t lower, mode = nde->macvlan ? nde->macvlan->mode : 0;
@@ -1130,6 +1152,44 @@ static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
 	nl_nest_end(&m, data);
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "macvlan %s (index %u) on %s: cannot create it", nde->name,
+		 nde->ifindex, ext->outer);
+	ret = rtnl_talk(st->criu_rtnl, &m, what);
+	close(target);
+	return ret;
+}
+
+/*
+ * --external netdev[NAME]:OUTER: criu's link OUTER, made by the caller (a veth's end whose
+ * peer stays outside), goes into this namespace, criu's current, as the dumped link: with
+ * its index (IFLA_NEW_IFINDEX, Linux 6.2), name and MAC. Asked of criu's namespace, where
+ * it is found by its index.
+ */
+static int move_netdev(const struct net_state *st, const NetDeviceEntry *nde)
+{
+	const struct ext_link *ext = opts_ext_netdev(nde->name);
+	struct ifreq ifr = {};
+	int32_t new_index = nde->ifindex;
+	struct nl_msg m;
+	char what[96];
+	int target, ret;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ext->outer);
+	if (ioctl(st->criu_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("link %s: no link %s in criu's net namespace", nde->name, ext->outer);
+		return -errno;
+	}
+	target = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (target < 0) {
+		pr_perror("link %s: cannot open the net namespace it goes into", nde->name);
+		return -errno;
+	}
+	nl_init(&m, RTM_NEWLINK, 0, ifr.ifr_ifindex);
+	nl_add(&m, IFLA_NET_NS_FD, &target, sizeof(target));
+	nl_add(&m, IFLA_NEW_IFINDEX, &new_index, sizeof(new_index));
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	snprintf(what, sizeof(what), "link %s (index %u): cannot move criu's %s in", nde->name,
 		 nde->ifindex, ext->outer);
 	ret = rtnl_talk(st->criu_rtnl, &m, what);
 	close(target);
@@ -1206,7 +1266,9 @@ static int make_link(int rtnl, const struct net_state *st, const NetDeviceEntry 
 {
 	int ret = 0;
 
-	if (nde->type == ND_TYPE__VETH) {
+	if (nde->type != ND_TYPE__LOOPBACK && opts_ext_netdev(nde->name)) {
+		ret = move_netdev(st, nde);
+	} else if (nde->type == ND_TYPE__VETH) {
 		ret = create_veth(rtnl, st, nde);
 		if (!ret)
 			ret = enslave_outer(st, opts_ext_veth(nde->name));

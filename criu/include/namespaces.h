@@ -136,6 +136,11 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k);
  */
 int net_tree_socket(int domain, int type, int protocol);
 /*
+ * Whether the kernel moves a link into another net namespace with the index asked
+ * (IFLA_NEW_IFINDEX): --external netdev[] (check --feature newifindex).
+ */
+bool net_has_new_ifindex(void);
+/*
  * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
  * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the
  * tree lives, and the kind's clone flag; -ENOENT (not logged) when no task lives there.

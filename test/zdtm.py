@@ -628,6 +628,9 @@ def pidns_external(img_dir, pid):
 # setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
 LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
                 'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
+# --external netdev[]'s link, made in criu's namespace before the restore.
+NETDEV_PRE_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != pre-restore ] || '
+                     'ip link add zdtm_npre type veth peer name zdtm_npeer')
 # The mount test's options: --root is the directory its root mount was bound from.
 MNT_NS_TREE = {'launcher': True, 'pidns': True,
                'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out',
@@ -1240,6 +1243,19 @@ TESTS = {
         'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
         'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_nolink'],
         'expect': 'macvlan zdtm_nmv: no link zdtm_nolink in criu\'s net namespace'},
+    'ns_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                      'test_env': {'ZDTM_NET_VETH': '1'},
+                      'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                       '--action-script', NETDEV_PRE_SCRIPT]},
+    'ns_user_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_VETH': '1'},
+                           'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                            '--action-script', NETDEV_PRE_SCRIPT]},
+    'restore_fail_netns_netdev_missing': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre'],
+        'expect': 'link zdtm_nin: no link zdtm_npre in criu\'s net namespace'},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,

@@ -1378,9 +1378,15 @@ TESTS = {
                                    'expect': 'nested mnt namespaces need the root in one of '
                                              'its own'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
-    # --external: veth[A]:B and mnt[A]:B only, neither empty
+    # --external: veth[A]:B, macvlan[A]:B, netdev[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
-                                                        '{out}/img', '--external', 'macvlan[a]:b']},
+                                                        '{out}/img', '--external', 'tty[a]:b']},
+    'cli_external_macvlan_empty': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'macvlan[]:b'],
+        'stderr': "Error: bad value 'macvlan[]:b' for --external (macvlan[IN]:OUT)\n"},
+    'cli_external_netdev_no_outer': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'netdev[a]:'],
+        'stderr': "Error: bad value 'netdev[a]:' for --external (netdev[IN]:OUT)\n"},
     # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
     'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
                                                               '{out}/img', '--external',

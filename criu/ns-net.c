@@ -1153,7 +1153,9 @@ static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "macvlan %s (index %u) on %s: cannot create it", nde->name,
 		 nde->ifindex, ext->outer);
-	ret = rtnl_talk(st->criu_rtnl, &m, what);
+	ret = rtnl_talk_quiet(st->criu_rtnl, &m, what, -EEXIST);
+	if (ret == -EEXIST)
+		pr_err("%s: criu's net namespace has a link of that index\n", what);
 	close(target);
 	return ret;
 }

@@ -196,7 +196,8 @@ def umount_lazy(path):
 
 
 def remove_macvlan_lower():
-    """ns_user_net_macvlan's bridge in the runner's namespace, out of the tree's reach."""
+    """The macvlan tests' bridge in the runner's namespace, where the tree cannot remove it
+    (ns_user_net_macvlan) or does not get to (a failed restore)."""
     subprocess.call(['ip', 'link', 'del', 'zdtm_mvbr'], stderr=subprocess.DEVNULL)
 
 
@@ -596,6 +597,17 @@ def netns_ping_range(value):
         edit_image(img_dir, 'netns-%d.img' % ns_id,
                    lambda es: es[0]['ipv4_sysctl'][0].update(sarg=value))
     return corrupt
+
+
+def macvlan_index_taken(img_dir, pid):
+    """The tree's macvlan link had index 1, which criu's namespace's loopback has."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+
+    def edit(entries):
+        for link in entries:
+            if link['name'] == 'zdtm_nmv':
+                link['ifindex'] = 1
+    edit_image(img_dir, 'netdev-%d.img' % ns_id, edit)
 
 
 def child_gets_own_uts_ns(img_dir, pid):
@@ -1238,11 +1250,13 @@ TESTS = {
     'restore_fail_netns_macvlan_unnamed': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'cleanup': remove_macvlan_lower,
         'expect': 'macvlan link zdtm_nmv: its lower link must be named with --external'},
     'restore_fail_netns_macvlan_no_lower': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
         'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_nolink'],
+        'cleanup': remove_macvlan_lower,
         'expect': 'macvlan zdtm_nmv: no link zdtm_nolink in criu\'s net namespace'},
     'ns_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                       'test_env': {'ZDTM_NET_VETH': '1'},
@@ -1257,6 +1271,12 @@ TESTS = {
         'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
         'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre'],
         'expect': 'link zdtm_nin: no link zdtm_npre in criu\'s net namespace'},
+    'restore_fail_netns_macvlan_index_taken': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': macvlan_index_taken,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+        'cleanup': remove_macvlan_lower,
+        'expect': "criu's net namespace has a link of that index"},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,

@@ -113,6 +113,26 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k)
 	return root_own[k];
 }
 
+static bool nested_ns(const struct ns_id *ns);
+
+const struct ns_id *ns_tree_next(enum ns_kind_nr k, const struct ns_id *prev)
+{
+	const struct ns_id *ns = ns_ids;
+
+	if (!prev)
+		return root_own[k];
+	/* After the root's, the first nested one of the list; else the one after prev. */
+	if (prev != root_own[k]) {
+		while (ns && ns != prev)
+			ns = ns->next;
+		ns = ns ? ns->next : NULL;
+	}
+	for (; ns; ns = ns->next)
+		if (ns->kind == ns_kinds[k] && nested_ns(ns))
+			return ns;
+	return NULL;
+}
+
 /* Restore: whether criu enters the root's namespace of kind k around its fork. */
 static bool root_entered(int k)
 {

@@ -34,6 +34,7 @@
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "servicefd.h"
 
 #include "macvlan.pb-c.h"
 #include "netdev.pb-c.h"
@@ -879,7 +880,18 @@ static int net_dump(const struct ns_id *ns)
 
 int net_tree_socket(int domain, int type, int protocol)
 {
-	const struct ns_id *ns = ns_root_own(NS_NET);
+	return net_ns_socket(ns_root_own(NS_NET), domain, type, protocol);
+}
+
+bool net_has_nested(void)
+{
+	const struct ns_id *root = ns_root_own(NS_NET);
+
+	return root && ns_tree_next(NS_NET, root);
+}
+
+int net_ns_socket(const struct ns_id *ns, int domain, int type, int protocol)
+{
 	char path[64];
 	int own, theirs, fd;
 
@@ -998,6 +1010,27 @@ static int check_no_nftables(const struct ns_id *ns)
 	return -ENOTSUP;
 }
 
+/*
+ * A nested namespace is made by criu alone, in its own: its links may not reach outside
+ * (a veth's peer, a macvlan's lower link), which would be another of the tree's.
+ */
+static int check_nested_links(const struct ns_id *ns, const struct net_state *st)
+{
+	if (ns == ns_root_own(NS_NET))
+		return 0;
+	for (size_t i = 0; i < st->nr_links; i++) {
+		const NetDeviceEntry *nde = st->links[i];
+
+		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE)
+			continue;
+		pr_err("nested net namespace %u: link %s is a %s: only the loopback and bridges "
+		       "are restored in a nested one\n",
+		       ns->id, nde->name, link_kind_name(nde->type));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 static int net_collect(struct ns_id *ns)
 {
 	struct net_state *st = calloc(1, sizeof(*st));
@@ -1010,6 +1043,13 @@ static int net_collect(struct ns_id *ns)
 	}
 	st->criu_ns = st->criu_rtnl = -1;
 	ns->priv = st;
+	if (ns != ns_root_own(NS_NET) && (opts.join_ns_net || opts.empty_ns_net ||
+					   ns_root_own(NS_USER))) {
+		pr_err("net namespace %u: nested net namespaces are not restored with %s\n",
+		       ns->id, ns_root_own(NS_USER) ? "a user namespace of the root's own" :
+			       opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+		return -ENOTSUP;
+	}
 	if (opts.join_ns_net || opts.empty_ns_net) {
 		pr_info("net namespace %u: %s, its images are not restored\n", ns->id,
 			opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
@@ -1026,7 +1066,7 @@ static int net_collect(struct ns_id *ns)
 		ret = -ENOTSUP;
 	}
 	close_image(img);
-	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st);
+	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st) ?: check_nested_links(ns, st);
 }
 
 static int set_link(int rtnl, const NetDeviceEntry *nde)
@@ -1480,6 +1520,84 @@ static int keep_criu_ns(struct net_state *st)
 	return st->criu_rtnl < 0 ? st->criu_rtnl : 0;
 }
 
+/* The tree's net namespaces at the service fds (netns_enter()), by index; 0: none. */
+static uint32_t netns_sfd_ids[NETNS_SFD_NR];
+static uint32_t cur_netns_id;
+
+/* Main process: criu's current net namespace, id's, at the next service fd. */
+static int install_netns_fd(uint32_t id)
+{
+	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+
+	for (int i = 0; i < NETNS_SFD_NR; i++) {
+		if (netns_sfd_ids[i])
+			continue;
+		fd = install_service_fd(NETNS_SFD + i, fd);
+		if (fd < 0)
+			return fd;
+		netns_sfd_ids[i] = id;
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	pr_err("net namespace %u: more than %d net namespaces in the tree\n", id, NETNS_SFD_NR);
+	return -E2BIG;
+}
+
+/*
+ * Main process, in the root's namespace (root, just filled): the nested ones, each a new
+ * namespace filled from its images, then back into the root's. Every one is at a service
+ * fd the root inherits, for the tasks that live in them (netns_enter()).
+ */
+static int make_nested(const struct ns_id *root)
+{
+	const struct ns_id *ns = ns_tree_next(NS_NET, root);
+	int root_fd, ret;
+
+	if (!ns)
+		return 0;
+	ret = install_netns_fd(root->id);
+	root_fd = ret ? -1 : get_service_fd(NETNS_SFD);
+	for (; ns && !ret; ns = ns_tree_next(NS_NET, ns)) {
+		if (unshare(CLONE_NEWNET)) {
+			pr_perror("nested net namespace %u: cannot create it", ns->id);
+			return -errno;
+		}
+		ret = fill_netns(ns) ?: install_netns_fd(ns->id);
+		if (!ret)
+			pr_info("nested net namespace %u: restored\n", ns->id);
+	}
+	if (root_fd >= 0 && setns(root_fd, CLONE_NEWNET)) {
+		pr_perror("cannot go back to net namespace %u", root->id);
+		ret = ret ?: -errno;
+	}
+	cur_netns_id = root->id;
+	return ret;
+}
+
+int netns_enter(uint32_t id)
+{
+	if (!cur_netns_id || !id || id == cur_netns_id)
+		return 0;
+	for (int i = 0; i < NETNS_SFD_NR; i++) {
+		if (netns_sfd_ids[i] != id)
+			continue;
+		if (setns(get_service_fd(NETNS_SFD + i), CLONE_NEWNET)) {
+			pr_perror("cannot enter net namespace %u", id);
+			return -errno;
+		}
+		cur_netns_id = id;
+		return 0;
+	}
+	pr_err("net namespace %u is not one of the tree's\n", id);
+	return -ENOENT;
+}
+
+uint32_t netns_current(void)
+{
+	return cur_netns_id;
+}
+
 /*
  * Main process, right before it forks the root: criu moves into the namespace the root
  * is to be born in (a new one, filled from the images; a new empty one; or the one
@@ -1511,7 +1629,7 @@ static int net_enter(struct ns_id *ns)
 		ret = fill_netns(ns);
 	if (!ret)
 		pr_info("net namespace %u: %s\n", ns->id, st->netns ? "restored" : "new and empty");
-	return ret;
+	return ret ?: make_nested(ns);
 }
 
 /*
@@ -1580,6 +1698,7 @@ static void net_fini(struct ns_id *ns)
 const struct ns_kind net_ns_kind = {
 	.name = "net",
 	.clone_flag = CLONE_NEWNET,
+	.nested = true,
 	.dump = net_dump,
 	.collect = net_collect,
 	.enter = net_enter,

@@ -605,6 +605,13 @@ static int run_tool(const char *const argv[], int in_fd, int out_fd)
 	if (pid == 0) {
 		int null_fd = open("/dev/null", O_RDWR);
 
+		/*
+		 * The root task filling a nested namespace runs criu's ids, which its user
+		 * namespace may not map: execve() keeps the capabilities of the namespace's own
+		 * root only (uid 0 there), which the child becomes.
+		 */
+		if (getuid() != 0 && (setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+			_exit(126);
 		dup2(in_fd >= 0 ? in_fd : null_fd, STDIN_FILENO);
 		dup2(out_fd >= 0 ? out_fd : (log_fd >= 0 ? log_fd : null_fd), STDOUT_FILENO);
 		dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
@@ -1043,11 +1050,9 @@ static int net_collect(struct ns_id *ns)
 	}
 	st->criu_ns = st->criu_rtnl = -1;
 	ns->priv = st;
-	if (ns != ns_root_own(NS_NET) && (opts.join_ns_net || opts.empty_ns_net ||
-					   ns_root_own(NS_USER))) {
+	if (ns != ns_root_own(NS_NET) && (opts.join_ns_net || opts.empty_ns_net)) {
 		pr_err("net namespace %u: nested net namespaces are not restored with %s\n",
-		       ns->id, ns_root_own(NS_USER) ? "a user namespace of the root's own" :
-			       opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+		       ns->id, opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
 		return -ENOTSUP;
 	}
 	if (opts.join_ns_net || opts.empty_ns_net) {
@@ -1344,9 +1349,13 @@ static int raise_link(int rtnl, const NetDeviceEntry *nde)
 #define CONF_OP(proto, dev, names, list, n)                                                        \
 	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
 
+/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
+static bool filled_by_tree;
+
 /*
  * net.ipv4.ping_group_range holds gids, which the kernel reads as the writer's user
- * namespace sees them: the image's, as the tree sees them, go in as criu sees them.
+ * namespace sees them: the image's, as the tree sees them, go in as criu sees them (as
+ * they are, written by the root task).
  */
 static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf, size_t size)
 {
@@ -1356,7 +1365,7 @@ static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf
 	int ret;
 
 	*host = *e;
-	if (!e->sarg)
+	if (!e->sarg || filled_by_tree)
 		return 0;
 	if (sscanf(e->sarg, "%u %u", &low, &high) != 2) {
 		pr_err("netns image: %s \"%.32s\" is not two gids\n", what, e->sarg);
@@ -1524,7 +1533,7 @@ static int keep_criu_ns(struct net_state *st)
 static uint32_t netns_sfd_ids[NETNS_SFD_NR];
 static uint32_t cur_netns_id;
 
-/* Main process: criu's current net namespace, id's, at the next service fd. */
+/* The root task: its current net namespace, id's, at the next service fd. */
 static int install_netns_fd(uint32_t id)
 {
 	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -1545,11 +1554,12 @@ static int install_netns_fd(uint32_t id)
 }
 
 /*
- * Main process, in the root's namespace (root, just filled): the nested ones, each a new
- * namespace filled from its images, then back into the root's. Every one is at a service
- * fd the root inherits, for the tasks that live in them (netns_enter()).
+ * The root task, born into its namespaces and before it forks anything: the nested ones,
+ * each a new namespace (owned by the root's user namespace, as the dumped ones were) filled
+ * from its images, then back into the root's. Every one is at a service fd the tasks it
+ * forks inherit, for those that live in them (netns_enter()).
  */
-static int make_nested(const struct ns_id *root)
+static int net_restore(const struct ns_id *root)
 {
 	const struct ns_id *ns = ns_tree_next(NS_NET, root);
 	int root_fd, ret;
@@ -1561,9 +1571,12 @@ static int make_nested(const struct ns_id *root)
 	for (; ns && !ret; ns = ns_tree_next(NS_NET, ns)) {
 		if (unshare(CLONE_NEWNET)) {
 			pr_perror("nested net namespace %u: cannot create it", ns->id);
-			return -errno;
+			ret = -errno;
+			break;
 		}
+		filled_by_tree = true;
 		ret = fill_netns(ns) ?: install_netns_fd(ns->id);
+		filled_by_tree = false;
 		if (!ret)
 			pr_info("nested net namespace %u: restored\n", ns->id);
 	}
@@ -1629,7 +1642,7 @@ static int net_enter(struct ns_id *ns)
 		ret = fill_netns(ns);
 	if (!ret)
 		pr_info("net namespace %u: %s\n", ns->id, st->netns ? "restored" : "new and empty");
-	return ret ?: make_nested(ns);
+	return ret;
 }
 
 /*
@@ -1699,6 +1712,7 @@ const struct ns_kind net_ns_kind = {
 	.name = "net",
 	.clone_flag = CLONE_NEWNET,
 	.nested = true,
+	.restore = net_restore,
 	.dump = net_dump,
 	.collect = net_collect,
 	.enter = net_enter,

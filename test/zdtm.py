@@ -1277,6 +1277,9 @@ TESTS = {
         'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
         'cleanup': remove_macvlan_lower,
         'expect': "criu's net namespace has a link of that index"},
+    'ns_net_nested': {'launcher': True, 'pidns': True},
+    'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
@@ -1802,6 +1805,12 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         setsid=True,
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
+# Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
+TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_restore_upstream')
+TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_dump_upstream',
+                                          setsid=True)
 # A macvlan link on the runner's bridge (--external macvlan[]), both ways.
 TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
                                            test_env={'ZDTM_NET_MACVLAN': '1',

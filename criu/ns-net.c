@@ -1365,12 +1365,14 @@ static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf
 	int ret;
 
 	*host = *e;
-	if (!e->sarg || filled_by_tree)
+	if (!e->sarg)
 		return 0;
 	if (sscanf(e->sarg, "%u %u", &low, &high) != 2) {
 		pr_err("netns image: %s \"%.32s\" is not two gids\n", what, e->sarg);
 		return -EINVAL;
 	}
+	if (filled_by_tree)
+		return 0;
 	ret = userns_host_gid(low, &host_low, what) ?: userns_host_gid(high, &host_high, what);
 	snprintf(buf, size, "%u\t%u", host_low, host_high);
 	host->sarg = buf;

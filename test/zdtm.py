@@ -610,6 +610,20 @@ def macvlan_index_taken(img_dir, pid):
     edit_image(img_dir, 'netdev-%d.img' % ns_id, edit)
 
 
+def nested_netns_ping_range(img_dir, pid):
+    """ns_net_nested's second net namespace (not the root's, ids-1.img) gets a
+    net.ipv4.ping_group_range that is not two gids."""
+    root_ns = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    for name in sorted(os.listdir(img_dir)):
+        if name.startswith('ids-'):
+            ns_id = own_crit_entries(os.path.join(img_dir, name))[0]['net_ns_id']
+            if ns_id != root_ns:
+                edit_image(img_dir, 'netns-%d.img' % ns_id,
+                           lambda es: es[0]['ipv4_sysctl'][0].update(sarg='100'))
+                return
+    raise TestFailure('no task in a nested net namespace')
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -1280,6 +1294,17 @@ TESTS = {
     'ns_net_nested': {'launcher': True, 'pidns': True},
     'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'restore_fail_netns_nested_fill': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': nested_netns_ping_range,
+                                       'expect': 'net.ipv4.ping_group_range "100" is not two '
+                                                 'gids'},
+    'restore_fail_netns_nested_join': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': lambda img_dir, pid: None,
+                                       'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
+                                       'expect': 'nested net namespaces are not restored with '
+                                                 '--join-ns net'},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,

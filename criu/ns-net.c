@@ -464,6 +464,21 @@ static const char *link_kind_name(NdType type)
 	}
 }
 
+/*
+ * A nested namespace is made again by the root task alone: a link of it whose peer or
+ * lower link is outside it (in another of the tree's, or criu's) cannot be.
+ */
+static int check_nested_link(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	if (ns == ns_root_own(NS_NET) || nde->type == ND_TYPE__LOOPBACK ||
+	    nde->type == ND_TYPE__BRIDGE)
+		return 0;
+	pr_err("nested net namespace %u: link %s is a %s: only the loopback and bridges of a "
+	       "nested one are supported\n",
+	       ns->id, nde->name, link_kind_name(nde->type));
+	return -ENOTSUP;
+}
+
 static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr *h)
 {
 	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
@@ -473,7 +488,7 @@ static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr
 	int ret;
 
 	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
-	ret = link_entry(ns, ifi, tb, &nde, &mv);
+	ret = link_entry(ns, ifi, tb, &nde, &mv) ?: check_nested_link(ns, &nde);
 	if (ret)
 		return ret;
 	nde.n_conf4 = NR(conf4_names);

@@ -1294,6 +1294,11 @@ TESTS = {
     'ns_net_nested': {'launcher': True, 'pidns': True},
     'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
+                                    'expect': 'link zdtm_nsv is a veth: only the loopback and '
+                                              'bridges of a nested one are supported'},
     'restore_fail_netns_nested_fill': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
                                        'launcher': True, 'pidns': True,
                                        'corrupt': nested_netns_ping_range,

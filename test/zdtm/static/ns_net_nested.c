@@ -7,7 +7,8 @@
  * After restore: A's namespace has its links, addresses, routes and sysctls as `ip` and
  * /proc/sys show them, byte for byte; both abstract names answer in A's namespace and
  * nowhere else (each socket is in the namespace it was made in, not its holder's), and B's
- * socket is not in B's namespace (SIOCGSKNS).
+ * socket is not in B's namespace (SIOCGSKNS). With ZDTM_NET_NESTED_VETH, A's namespace has
+ * a veth whose peer is in the root's, which the dump refuses.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -208,6 +209,14 @@ static void a_main(void)
 		run(setup_a[i]);
 	for (size_t i = 0; i < sizeof(sysctls_a) / sizeof(sysctls_a[0]); i++)
 		set_sysctl(sysctls_a[i][0], sysctls_a[i][1]);
+	if (getenv("ZDTM_NET_NESTED_VETH")) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add zdtm_nsv type veth peer name zdtm_nsp netns /proc/self/fd/%d",
+			 root_ns);
+		run(cmd);
+	}
 	listener = listen_abstract(NAME_A);
 	held = listen_abstract(NAME_HELD);
 	b = test_fork(b_main);

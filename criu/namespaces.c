@@ -467,6 +467,12 @@ int ns_dump_file_id(const char *name, uint64_t kid, uint32_t *id, uint32_t *cfla
 		ns = find_dump_ns(ns_kinds[k], kid);
 		if (!ns)
 			return -ENOENT;
+		/* Restore opens the opening task's own (ns_restore_file_name()): the root's. */
+		if (nested_ns(ns)) {
+			pr_err("a file of %s namespace %u, a nested one, is not supported\n", name,
+			       ns->id);
+			return -ENOTSUP;
+		}
 		*id = ns->id;
 		*cflag = ns_kinds[k]->clone_flag;
 		return 0;

@@ -1299,6 +1299,10 @@ TESTS = {
                                     'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
                                     'expect': 'link zdtm_nsv is a veth: only the loopback and '
                                               'bridges of a nested one are supported'},
+    'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},
+                                    'expect': ', a nested one, is not supported'},
     'restore_fail_netns_nested_fill': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
                                        'launcher': True, 'pidns': True,
                                        'corrupt': nested_netns_ping_range,

@@ -7,7 +7,7 @@
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
  * Every other task must live in its root's namespaces (nested ones are refused), but for
- * the kinds that say otherwise (ns_kind.nested: mounts).
+ * the kinds that say otherwise (ns_kind.nested: mounts, net).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H

@@ -8,7 +8,8 @@
  * /proc/sys show them, byte for byte; both abstract names answer in A's namespace and
  * nowhere else (each socket is in the namespace it was made in, not its holder's), and B's
  * socket is not in B's namespace (SIOCGSKNS). With ZDTM_NET_NESTED_VETH, A's namespace has
- * a veth whose peer is in the root's, which the dump refuses.
+ * a veth whose peer is in the root's, which the dump refuses; with ZDTM_NET_NESTED_NSFD, A
+ * holds an fd of its namespace (/proc/self/ns/net), which the dump refuses too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -217,6 +218,9 @@ static void a_main(void)
 			 root_ns);
 		run(cmd);
 	}
+	/* Kept open: a file of a nested namespace, which the dump refuses. */
+	if (getenv("ZDTM_NET_NESTED_NSFD") && open("/proc/self/ns/net", O_RDONLY) < 0)
+		test_fail_errno("A: open its /proc/self/ns/net");
 	listener = listen_abstract(NAME_A);
 	held = listen_abstract(NAME_HELD);
 	b = test_fork(b_main);

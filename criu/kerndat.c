@@ -333,9 +333,8 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
 	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),
 	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
-	/* Nested net namespaces are restored, but no link between two of the tree's. */
-	NOT_IMPLEMENTED("nsid", "links between the tree's net namespaces are not restored"),
-	NOT_IMPLEMENTED("link_nsid", "links between the tree's net namespaces are not restored"),
+	{ "nsid", FEAT_EXTRA, net_has_nsid, "nested net namespaces (veth peers among them)" },
+	{ "link_nsid", FEAT_EXTRA, net_has_nsid, "veth links between the tree's net namespaces" },
 	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },
 	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),

@@ -29,6 +29,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
+#include <linux/net_namespace.h>
 
 #include "cr_options.h"
 #include "image.h"
@@ -370,6 +371,29 @@ static void rta_parse(struct rtattr **tb, int max, struct rtattr *rta, int len)
 /* ------------------------------------------------------------------ dump ---- */
 
 /*
+ * Dump: the nsids the tree's net namespaces have for one another (a link's
+ * IFLA_LINK_NETNSID names its peer's namespace so), read by the main process before the
+ * namespaces are dumped, each from a child joined to one.
+ */
+struct nsid_map {
+	uint32_t ns_id;	     /* the namespace the nsid is of */
+	int32_t nsid;	     /* as it names ... */
+	uint32_t peer_ns_id; /* ... this one of the tree's */
+};
+#define NSID_MAPS_MAX 64
+static struct nsid_map nsid_maps[NSID_MAPS_MAX];
+static size_t nr_nsid_maps;
+
+/* The tree's namespace that nsid names in ns, or 0 (one outside the tree). */
+static uint32_t tree_ns_of_nsid(const struct ns_id *ns, int32_t nsid)
+{
+	for (size_t i = 0; i < nr_nsid_maps; i++)
+		if (nsid_maps[i].ns_id == ns->id && nsid_maps[i].nsid == nsid)
+			return nsid_maps[i].peer_ns_id;
+	return 0;
+}
+
+/*
  * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
  * end is in another namespace, macvlan links whose lower link is in another namespace and
  * bridges are what restore can make again (a link may have a bridge of the namespace as
@@ -423,6 +447,9 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->type = ND_TYPE__BRIDGE;
 	} else if (!strcmp(kind, "veth") && tb[IFLA_LINK_NETNSID]) {
 		nde->type = ND_TYPE__VETH;
+		/* A peer in another of the tree's namespaces: which one (CRIU's peer_nsid). */
+		nde->peer_nsid = tree_ns_of_nsid(ns, *(int32_t *)RTA_DATA(tb[IFLA_LINK_NETNSID]));
+		nde->has_peer_nsid = nde->peer_nsid != 0;
 	} else if (!strcmp(kind, "macvlan") && tb[IFLA_LINK_NETNSID]) {
 		nde->type = ND_TYPE__MACVLAN;
 		macvlan_entry(info[IFLA_INFO_DATA], mv);
@@ -470,11 +497,13 @@ static const char *link_kind_name(NdType type)
  */
 static int check_nested_link(const struct ns_id *ns, const NetDeviceEntry *nde)
 {
-	if (ns == ns_root_own(NS_NET) || nde->type == ND_TYPE__LOOPBACK ||
-	    nde->type == ND_TYPE__BRIDGE)
+	const struct ns_id *root = ns_root_own(NS_NET);
+
+	if (ns == root || nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+	    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid && nde->peer_nsid == root->id))
 		return 0;
-	pr_err("nested net namespace %u: link %s is a %s: only the loopback and bridges of a "
-	       "nested one are supported\n",
+	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and veth "
+	       "links whose peer is in the root's net namespace are supported in a nested one\n",
 	       ns->id, nde->name, link_kind_name(nde->type));
 	return -ENOTSUP;
 }
@@ -870,6 +899,97 @@ static int dump_netns_entry(const struct ns_id *ns)
 	return ret;
 }
 
+/*
+ * The nsid the namespace of socket rtnl has for the one of target_fd (RTM_GETNSID):
+ * NETNSA_NSID_NOT_ASSIGNED where it has none. 0 or -errno.
+ */
+static int get_nsid(int rtnl, int target_fd, int32_t *nsid)
+{
+	struct {
+		struct nlmsghdr h;
+		struct rtgenmsg g;
+		char pad[3];
+		struct rtattr fd_attr;
+		uint32_t fd;
+	} req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNSID,
+		       .nlmsg_flags = NLM_F_REQUEST},
+		 .g = {.rtgen_family = AF_UNSPEC},
+		 .fd_attr = {.rta_len = RTA_LENGTH(sizeof(uint32_t)), .rta_type = NETNSA_FD},
+		 .fd = target_fd};
+	char buf[512];
+	struct nlmsghdr *h = (struct nlmsghdr *)buf;
+	struct rtattr *rta;
+	ssize_t n;
+	int len;
+
+	if (send(rtnl, &req, sizeof(req), 0) < 0 || (n = recv(rtnl, buf, sizeof(buf), 0)) < 0) {
+		pr_perror("RTM_GETNSID");
+		return -errno;
+	}
+	if (!NLMSG_OK(h, (size_t)n) || h->nlmsg_type != RTM_NEWNSID) {
+		pr_err("RTM_GETNSID: %s\n", h->nlmsg_type == NLMSG_ERROR ?
+			strerror(-((struct nlmsgerr *)NLMSG_DATA(h))->error) : "no answer");
+		return -EIO;
+	}
+	*nsid = NETNSA_NSID_NOT_ASSIGNED;
+	len = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(struct rtgenmsg)));
+	for (rta = (struct rtattr *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct rtgenmsg)));
+	     RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+		if (rta->rta_type == NETNSA_NSID)
+			*nsid = *(int32_t *)RTA_DATA(rta);
+	return 0;
+}
+
+bool net_has_nsid(void)
+{
+	int rtnl = rtnl_open(), self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int32_t nsid;
+	bool has = rtnl >= 0 && self >= 0 && !get_nsid(rtnl, self, &nsid);
+
+	if (rtnl >= 0)
+		close(rtnl);
+	if (self >= 0)
+		close(self);
+	return has;
+}
+
+/* Main process: the nsids ns has for the tree's other net namespaces (nsid_maps). */
+static int net_dump_check(struct ns_id *ns)
+{
+	int rtnl = net_ns_socket(ns, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), ret = 0;
+
+	if (rtnl < 0)
+		return -EIO;
+	for (const struct ns_id *peer = ns_tree_next(NS_NET, NULL); peer && !ret;
+	     peer = ns_tree_next(NS_NET, peer)) {
+		int32_t nsid = NETNSA_NSID_NOT_ASSIGNED;
+		char path[64];
+		int fd;
+
+		if (peer == ns)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", peer->pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			pr_perror("net namespace %u: cannot open %s", peer->id, path);
+			ret = -errno;
+			break;
+		}
+		ret = get_nsid(rtnl, fd, &nsid);
+		close(fd);
+		if (ret || nsid == NETNSA_NSID_NOT_ASSIGNED)
+			continue;
+		if (nr_nsid_maps == NSID_MAPS_MAX) {
+			pr_err("net namespace %u: too many nsids among the tree's\n", ns->id);
+			ret = -E2BIG;
+			break;
+		}
+		nsid_maps[nr_nsid_maps++] = (struct nsid_map){ns->id, nsid, peer->id};
+	}
+	close(rtnl);
+	return ret;
+}
+
 /* In a child joined to the namespace (namespaces.c): its links, settings and tables. */
 static int net_dump(const struct ns_id *ns)
 {
@@ -961,6 +1081,26 @@ bool net_has_new_ifindex(void)
 
 /* --------------------------------------------------------------- restore ---- */
 
+/* Restore: a veth whose peer is in another of the tree's net namespaces (peer_nsid). */
+static bool peer_in_tree(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	if (!nde->has_peer_nsid || nde->peer_nsid == ns->id)
+		return false;
+	for (const struct ns_id *t = ns_tree_next(NS_NET, NULL); t; t = ns_tree_next(NS_NET, t))
+		if (t->id == nde->peer_nsid)
+			return true;
+	return false;
+}
+
+/*
+ * The name the end of a veth between the root's namespace and a nested one has in the
+ * root's until the root task moves it into the nested one: by that one's id and index.
+ */
+static void tree_peer_name(char *buf, size_t size, uint32_t ns_id, uint32_t ifindex)
+{
+	snprintf(buf, size, "crv%u.%u", ns_id, ifindex);
+}
+
 static int collect_links(struct ns_id *ns, struct net_state *st)
 {
 	struct cr_img *img = open_image(CR_IMG_NETDEV, O_RDONLY, ns->id);
@@ -995,8 +1135,9 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 			ret = -EINVAL;
 			break;
 		}
+		/* A peer in another namespace of the images: one of the tree's (create_veth()). */
 		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name) &&
-		    !opts_ext_netdev(nde->name)) {
+		    !opts_ext_netdev(nde->name) && !(nde->has_peer_nsid && nde->peer_nsid != ns->id)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
 			       "veth[%s]:NAME (or the link itself with netdev[%s]:NAME)\n",
 			       img->name, nde->name, nde->name, nde->name);
@@ -1043,10 +1184,13 @@ static int check_nested_links(const struct ns_id *ns, const struct net_state *st
 	for (size_t i = 0; i < st->nr_links; i++) {
 		const NetDeviceEntry *nde = st->links[i];
 
-		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE)
+		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+		    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid &&
+		     nde->peer_nsid == ns_root_own(NS_NET)->id))
 			continue;
-		pr_err("nested net namespace %u: link %s is a %s: only the loopback and bridges "
-		       "are restored in a nested one\n",
+		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and "
+		       "veth links whose peer is in the root's net namespace are restored in a "
+		       "nested one\n",
 		       ns->id, nde->name, link_kind_name(nde->type));
 		return -ENOTSUP;
 	}
@@ -1108,14 +1252,22 @@ static int set_link(int rtnl, const NetDeviceEntry *nde)
 #define VETH_NAME_WAIT_US    50000
 
 /* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
-static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
+	const struct net_state *st = ns->priv;
 	const struct ext_veth *ext = opts_ext_veth(nde->name);
 	struct rtattr *linkinfo, *data, *peer;
 	struct ifinfomsg peer_ifi = {};
+	char what[64], peer_name[IFNAMSIZ];
+	bool in_tree = peer_in_tree(ns, nde);
 	struct nl_msg m;
-	char what[64];
 
+	if (!in_tree && !ext) {
+		pr_err("veth link %s: its peer is in net namespace %u, not one of the tree's: name "
+		       "its outer end with --external veth[%s]:NAME\n",
+		       nde->name, nde->peer_nsid, nde->name);
+		return -EINVAL;
+	}
 	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
 	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
 	/* Now, not with the flags: its net.ipv6.conf mtu, set before them, may not exceed it. */
@@ -1126,13 +1278,19 @@ static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntr
 	nl_add(&m, IFLA_INFO_KIND, "veth", 5);
 	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
 	peer = nl_add(&m, VETH_INFO_PEER, &peer_ifi, sizeof(peer_ifi));
-	nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
-	nl_add(&m, IFLA_NET_NS_FD, &st->criu_ns, sizeof(st->criu_ns));
+	/* A peer in a nested namespace stays here until the root task makes that one. */
+	if (in_tree) {
+		tree_peer_name(peer_name, sizeof(peer_name), nde->peer_nsid, nde->peer_ifindex);
+		nl_add(&m, IFLA_IFNAME, peer_name, strlen(peer_name) + 1);
+	} else {
+		nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
+		nl_add(&m, IFLA_NET_NS_FD, &st->criu_ns, sizeof(st->criu_ns));
+	}
 	nl_nest_end(&m, peer);
 	nl_nest_end(&m, data);
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "veth %s (outer end %s): cannot create it", nde->name,
-		 ext->outer);
+		 in_tree ? peer_name : ext->outer);
 	/*
 	 * The outer name may still be taken by the dumped tree's own end: the kernel removes it
 	 * when it has torn the tree's network namespace down, some time after the tree died.
@@ -1226,18 +1384,17 @@ static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
  * its index (IFLA_NEW_IFINDEX, Linux 6.2), name and MAC. Asked of criu's namespace, where
  * it is found by its index.
  */
-static int move_netdev(const struct net_state *st, const NetDeviceEntry *nde)
+static int move_link(int from_rtnl, const char *from, const NetDeviceEntry *nde)
 {
-	const struct ext_link *ext = opts_ext_netdev(nde->name);
 	struct ifreq ifr = {};
 	int32_t new_index = nde->ifindex;
 	struct nl_msg m;
 	char what[96];
 	int target, ret;
 
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ext->outer);
-	if (ioctl(st->criu_rtnl, SIOCGIFINDEX, &ifr)) {
-		pr_perror("link %s: no link %s in criu's net namespace", nde->name, ext->outer);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", from);
+	if (ioctl(from_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("link %s: no link %s in criu's net namespace", nde->name, from);
 		return -errno;
 	}
 	target = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -1252,10 +1409,28 @@ static int move_netdev(const struct net_state *st, const NetDeviceEntry *nde)
 	if (nde->has_address)
 		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
 	snprintf(what, sizeof(what), "link %s (index %u): cannot move criu's %s in", nde->name,
-		 nde->ifindex, ext->outer);
-	ret = rtnl_talk(st->criu_rtnl, &m, what);
+		 nde->ifindex, from);
+	ret = rtnl_talk(from_rtnl, &m, what);
 	close(target);
 	return ret;
+}
+
+static int move_netdev(const struct net_state *st, const NetDeviceEntry *nde)
+{
+	return move_link(st->criu_rtnl, opts_ext_netdev(nde->name)->outer, nde);
+}
+
+/*
+ * In a nested namespace (the root task, criu_rtnl then the root's namespace's): its end of
+ * a veth whose peer is in the root's, made there by criu (create_veth()).
+ */
+static int move_tree_peer(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	const struct net_state *st = ns->priv;
+	char name[IFNAMSIZ];
+
+	tree_peer_name(name, sizeof(name), ns->id, nde->ifindex);
+	return move_link(st->criu_rtnl, name, nde);
 }
 
 /* Once every link exists: each port into its bridge (IFLA_MASTER). */
@@ -1324,15 +1499,19 @@ static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
 }
 
 /* A link made (or the loopback found) with its settings, still down. */
-static int make_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
+	const struct net_state *st = ns->priv;
 	int ret = 0;
 
 	if (nde->type != ND_TYPE__LOOPBACK && opts_ext_netdev(nde->name)) {
 		ret = move_netdev(st, nde);
+	} else if (nde->type == ND_TYPE__VETH && ns != ns_root_own(NS_NET) &&
+		   peer_in_tree(ns, nde)) {
+		ret = move_tree_peer(ns, nde);
 	} else if (nde->type == ND_TYPE__VETH) {
-		ret = create_veth(rtnl, st, nde);
-		if (!ret)
+		ret = create_veth(rtnl, ns, nde);
+		if (!ret && !peer_in_tree(ns, nde))
 			ret = enslave_outer(st, opts_ext_veth(nde->name));
 	} else if (nde->type == ND_TYPE__BRIDGE) {
 		ret = create_bridge(rtnl, nde);
@@ -1525,7 +1704,7 @@ static int fill_netns(const struct ns_id *ns)
 	 * has a carrier a moment, and IPv6 gives it a link-local address it did not have.
 	 */
 	for (size_t i = 0; i < st->nr_links && !ret; i++)
-		ret = make_link(rtnl, st, st->links[i]);
+		ret = make_link(rtnl, ns, st->links[i]);
 	if (!ret)
 		ret = set_masters(rtnl, st);
 	for (size_t i = 0; i < st->nr_links && !ret; i++)
@@ -1579,13 +1758,20 @@ static int install_netns_fd(uint32_t id)
 static int net_restore(const struct ns_id *root)
 {
 	const struct ns_id *ns = ns_tree_next(NS_NET, root);
-	int root_fd, ret;
+	int root_fd, root_rtnl, ret;
 
 	if (!ns)
 		return 0;
 	ret = install_netns_fd(root->id);
 	root_fd = ret ? -1 : get_service_fd(NETNS_SFD);
+	/* In the root's: the ends of veth links criu made there for the nested ones. */
+	root_rtnl = ret ? -1 : rtnl_open();
+	if (root_rtnl < 0)
+		ret = ret ?: root_rtnl;
 	for (; ns && !ret; ns = ns_tree_next(NS_NET, ns)) {
+		struct net_state *st = ns->priv;
+
+		st->criu_rtnl = root_rtnl;
 		if (unshare(CLONE_NEWNET)) {
 			pr_perror("nested net namespace %u: cannot create it", ns->id);
 			ret = -errno;
@@ -1601,6 +1787,8 @@ static int net_restore(const struct ns_id *root)
 		pr_perror("cannot go back to net namespace %u", root->id);
 		ret = ret ?: -errno;
 	}
+	if (root_rtnl >= 0)
+		close(root_rtnl);
 	cur_netns_id = root->id;
 	return ret;
 }
@@ -1731,6 +1919,7 @@ const struct ns_kind net_ns_kind = {
 	.nested = true,
 	.restore = net_restore,
 	.dump = net_dump,
+	.dump_check = net_dump_check,
 	.collect = net_collect,
 	.enter = net_enter,
 	.leave = net_leave,

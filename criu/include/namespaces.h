@@ -159,6 +159,11 @@ uint32_t netns_current(void);
  */
 bool net_has_new_ifindex(void);
 /*
+ * Whether the kernel tells net namespaces' ids for one another (RTM_GETNSID), by which
+ * the dump finds a veth's peer in another of the tree's (check --feature nsid, link_nsid).
+ */
+bool net_has_nsid(void);
+/*
  * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
  * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the
  * tree lives, and the kind's clone flag; -ENOENT (not logged) when no task lives there.

@@ -1092,6 +1092,16 @@ static bool peer_in_tree(const struct ns_id *ns, const NetDeviceEntry *nde)
 	return false;
 }
 
+static uint32_t max_ifindex(const struct net_state *st)
+{
+	uint32_t max = 0;
+
+	for (size_t i = 0; i < st->nr_links; i++)
+		if (st->links[i]->ifindex > max)
+			max = st->links[i]->ifindex;
+	return max;
+}
+
 /*
  * The name the end of a veth between the root's namespace and a nested one has in the
  * root's until the root task moves it into the nested one: by that one's id and index.
@@ -1277,8 +1287,13 @@ static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *n
 	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
 	nl_add(&m, IFLA_INFO_KIND, "veth", 5);
 	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
+	/*
+	 * A peer in a nested namespace stays here until the root task makes that one, at an
+	 * index above every link of this one: one of theirs it would take fails them (EBUSY).
+	 */
+	if (in_tree)
+		peer_ifi.ifi_index = max_ifindex(st) + nde->ifindex;
 	peer = nl_add(&m, VETH_INFO_PEER, &peer_ifi, sizeof(peer_ifi));
-	/* A peer in a nested namespace stays here until the root task makes that one. */
 	if (in_tree) {
 		tree_peer_name(peer_name, sizeof(peer_name), nde->peer_nsid, nde->peer_ifindex);
 		nl_add(&m, IFLA_IFNAME, peer_name, strlen(peer_name) + 1);

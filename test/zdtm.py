@@ -1297,8 +1297,9 @@ TESTS = {
     'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
-                                    'expect': 'link zdtm_nsv is a veth: only the loopback and '
-                                              'bridges of a nested one are supported'},
+                                    'expect': 'link zdtm_nso is a veth: only the loopback, '
+                                              'bridges and veth links whose peer is in the '
+                                              'root\'s net namespace are supported'},
     'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},

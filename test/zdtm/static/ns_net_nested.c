@@ -8,8 +8,10 @@
  * /proc/sys show them, byte for byte; both abstract names answer in A's namespace and
  * nowhere else (each socket is in the namespace it was made in, not its holder's), and B's
  * socket is not in B's namespace (SIOCGSKNS). With ZDTM_NET_NESTED_VETH, A's namespace has
- * a veth whose peer is in the root's, which the dump refuses; with ZDTM_NET_NESTED_NSFD, A
- * holds an fd of its namespace (/proc/self/ns/net), which the dump refuses too.
+ * a veth whose peer is in the runner's, which the dump refuses; with ZDTM_NET_NESTED_NSFD, A
+ * holds an fd of its namespace (/proc/self/ns/net), which the dump refuses too. A veth
+ * joins A's namespace and the root's (its MACs, MTU, an address on A's end): both ends come
+ * back with their indexes, names and settings (the root's links are compared too).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +50,7 @@ static const char *const sysctls_a[][2] = {
 	{"ipv4/conf/zdtm_nsbr/arp_ignore", "2"},
 };
 
-static int root_ns = -1;
+static int root_ns = -1, runner_ns = -1;
 
 static void run(const char *cmd)
 {
@@ -83,9 +85,11 @@ static void expect_sysctl(const char *name, const char *value)
 /* The links (a bridge's running timers left out), addresses and routes, as `ip` lists them. */
 static char *ip_snapshot(void)
 {
+	/* A veth end moved in from another namespace says LOWERLAYERDOWN, one made here DOWN. */
 	static const char cmd[] = "{ ip -d link show; ip addr show; ip route show table all; "
 				  "ip -6 route show table all; } | "
-				  "sed -E 's/ [a-z_]+_timer +[0-9.]+//g'";
+				  "sed -E 's/ [a-z_]+_timer +[0-9.]+//g; "
+				  "s/state LOWERLAYERDOWN/state DOWN/'";
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	FILE *out = popen(cmd, "r");
 	size_t n;
@@ -116,6 +120,26 @@ static void wait_bridge_settled(void)
 		usleep(50000);
 	}
 	test_fail("zdtm_nsbr did not lose its carrier in 5 s");
+}
+
+/* A's end of the veth, up, without carrier (the root's end is down). */
+static void wait_veth_settled(void)
+{
+	for (int i = 0; i < 100; i++) {
+		char line[512] = "";
+		FILE *out = popen("ip -o link show zdtm_nsv", "r");
+		bool settled;
+
+		if (!out)
+			test_fail_errno("popen ip");
+		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
+			  (strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN"));
+		pclose(out);
+		if (settled)
+			return;
+		usleep(50000);
+	}
+	test_fail("zdtm_nsv did not lose its carrier in 5 s");
 }
 
 static socklen_t abstract_addr(const char *name, struct sockaddr_un *addr)
@@ -210,13 +234,25 @@ static void a_main(void)
 		run(setup_a[i]);
 	for (size_t i = 0; i < sizeof(sysctls_a) / sizeof(sysctls_a[0]); i++)
 		set_sysctl(sysctls_a[i][0], sysctls_a[i][1]);
-	if (getenv("ZDTM_NET_NESTED_VETH")) {
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd),
+			 "ip link add zdtm_nsv address 02:11:22:33:44:99 mtu 1400 type veth peer "
+			 "name zdtm_nsp address 02:11:22:33:44:9a netns /proc/self/fd/%d",
+			 root_ns);
+		run(cmd);
+		run("ip addr add 10.92.0.1/24 dev zdtm_nsv");
+		run("ip link set zdtm_nsv up");
+	}
+	if (runner_ns >= 0) {
 		char cmd[128];
 
 		snprintf(cmd, sizeof(cmd),
-			 "ip link add zdtm_nsv type veth peer name zdtm_nsp netns /proc/self/fd/%d",
-			 root_ns);
+			 "ip link add zdtm_nso type veth peer name zdtm_nsr netns /proc/self/fd/%d",
+			 runner_ns);
 		run(cmd);
+		close(runner_ns);
 	}
 	/* Kept open: a file of a nested namespace, which the dump refuses. */
 	if (getenv("ZDTM_NET_NESTED_NSFD") && open("/proc/self/ns/net", O_RDONLY) < 0)
@@ -227,11 +263,13 @@ static void a_main(void)
 	close(held);
 	close(root_ns);
 	wait_bridge_settled();
+	wait_veth_settled();
 	before = ip_snapshot();
 	test_barrier_done();
 	test_wait_sigterm();
 
 	wait_bridge_settled();
+	wait_veth_settled();
 	{
 		char *after = ip_snapshot();
 		size_t i = 0;
@@ -258,11 +296,17 @@ static void a_main(void)
 
 int main(int argc, char **argv)
 {
+	char *root_before, *root_after;
 	bool userns;
 	pid_t a;
 
 	test_init(argc, argv);
 	userns = getenv("ZDTM_NET_USERNS");
+	if (getenv("ZDTM_NET_NESTED_VETH")) {
+		runner_ns = open("/proc/self/ns/net", O_RDONLY);
+		if (runner_ns < 0)
+			test_fail_errno("open the runner's /proc/self/ns/net");
+	}
 	test_launch_root(CLONE_NEWPID | CLONE_NEWNET |
 			 (userns ? CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC : 0));
 	if (userns && (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0)))
@@ -276,10 +320,17 @@ int main(int argc, char **argv)
 	test_barrier_init();
 	a = test_fork(a_main);
 	close(root_ns);
+	if (runner_ns >= 0)
+		close(runner_ns);
 	test_barrier_wait();
+	root_before = ip_snapshot();
 	test_ready();
 	test_wait_sigterm();
 
+	root_after = ip_snapshot();
+	if (strcmp(root_before, root_after))
+		test_fail("the root's links, addresses or routes differ:\n%s\nafter:\n%s",
+			  root_before, root_after);
 	expect_connect("the root", NAME_A, ECONNREFUSED);
 	expect_connect("the root", NAME_HELD, ECONNREFUSED);
 	test_children_verdict(&a, 1, "the root");

@@ -1205,9 +1205,10 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[], --ext-mount-map auto,\n"
-	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
-	       "--empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
+	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[],\n"
+	       "--ext-mount-map auto, --cpu-cap but =none, --file-validation buildid,\n"
+	       "--ext-unix-sk with inodes, --empty-ns but net, --join-ns but net:PATH,\n"
+	       "--network-lock but skip.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

@@ -668,7 +668,7 @@ static int fork_children(struct pstree_item *item, bool early)
 				return -1;
 			continue;
 		}
-		/* Born in its mount and net namespaces (nested ones): the parent is in them meanwhile. */
+		/* Born in its mount and net namespaces (nested ones): the parent is in them too. */
 		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
 			return -1;
 		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */

@@ -393,13 +393,6 @@ static uint32_t tree_ns_of_nsid(const struct ns_id *ns, int32_t nsid)
 	return 0;
 }
 
-/*
- * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
- * end is in another namespace, macvlan links whose lower link is in another namespace and
- * bridges are what restore can make again (a link may have a bridge of the namespace as
- * its master); anything else is refused with its name and kind. A bridge comes back with its address, MTU and flags, and the kernel's defaults
- * for its own settings (STP, timers...), as CRIU restores one.
- */
 /* A macvlan link's mode and flags (IFLA_INFO_DATA), as CRIU keeps them. */
 static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
 {
@@ -416,6 +409,14 @@ static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
 	}
 }
 
+/*
+ * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
+ * end is in another namespace, macvlan links whose lower link is in another namespace and
+ * bridges are what restore can make again (a link may have a bridge of the namespace as
+ * its master); anything else is refused with its name and kind. A bridge comes back with
+ * its address, MTU and flags, and the kernel's defaults for its own settings (STP,
+ * timers...), as CRIU restores one.
+ */
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
 		      NetDeviceEntry *nde, MacvlanLinkEntry *mv)
 {
@@ -1147,7 +1148,8 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		}
 		/* A peer in another namespace of the images: one of the tree's (create_veth()). */
 		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name) &&
-		    !opts_ext_netdev(nde->name) && !(nde->has_peer_nsid && nde->peer_nsid != ns->id)) {
+		    !opts_ext_netdev(nde->name) &&
+		    !(nde->has_peer_nsid && nde->peer_nsid != ns->id)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
 			       "veth[%s]:NAME (or the link itself with netdev[%s]:NAME)\n",
 			       img->name, nde->name, nde->name, nde->name);

@@ -133,16 +133,16 @@ static void wait_state(const char *link, bool up)
 	for (int i = 0; i < 100; i++) {
 		char cmd[64], line[512] = "";
 		FILE *out;
-		bool settled;
+		bool settled, got, down;
 
 		snprintf(cmd, sizeof(cmd), "ip -o link show %s", link);
 		out = popen(cmd, "r");
 		if (!out)
 			test_fail_errno("popen ip");
-		settled = fgets(line, sizeof(line), out) &&
-			  (up ? strstr(line, "state UP") != NULL
-			      : strstr(line, "NO-CARRIER") && (strstr(line, "state DOWN") ||
-							       strstr(line, "state LOWERLAYERDOWN")));
+		got = fgets(line, sizeof(line), out) != NULL;
+		down = strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN");
+		settled = got && (up ? strstr(line, "state UP") != NULL
+				     : strstr(line, "NO-CARRIER") && down);
 		pclose(out);
 		if (settled)
 			return;
@@ -480,8 +480,8 @@ static void veth_helper(int *go, int *done)
 		if (read(to_helper[0], &byte, 1) != 1)
 			_exit(1);
 		if (macvlan)
-			snprintf(cmd, sizeof(cmd), MACVLAN_ADD " && ip link set " MACVLAN " netns %d",
-				 launcher);
+			snprintf(cmd, sizeof(cmd),
+				 MACVLAN_ADD " && ip link set " MACVLAN " netns %d", launcher);
 		else
 			snprintf(cmd, sizeof(cmd),
 				 "ip link add " INNER " type veth peer name " OUTER

@@ -560,8 +560,8 @@ static int session_helper_main(struct pstree_item *item, pid_t sid)
 	for (child = item->first_child; child; child = child->next_sibling) {
 		if (child->sid != sid)
 			continue;
-		/* Born in its mount namespace: the helper goes wherever each child is. */
-		if (mntns_enter(child->ids.mnt_ns_id))
+		/* Born in its mount and net namespaces: the helper goes wherever each child is. */
+		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
 			return -1;
 		pid = clone_with_pid(child->pid, CLONE_PARENT);
 		if (pid < 0) {
@@ -669,8 +669,8 @@ static int fork_children(struct pstree_item *item, bool early)
 				return -1;
 			continue;
 		}
-		/* Born in its mount namespace (a nested one): the parent is in it meanwhile. */
-		if (mntns_enter(child->ids.mnt_ns_id))
+		/* Born in its mount and net namespaces (nested ones): the parent is in them too. */
+		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
 			return -1;
 		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
@@ -685,7 +685,7 @@ static int fork_children(struct pstree_item *item, bool early)
 		if (pid == 0)
 			task_main(task_of(child));
 		pr_debug("forked child %d\n", pid);
-		if (mntns_enter(item->ids.mnt_ns_id))
+		if (mntns_enter(item->ids.mnt_ns_id) || netns_enter(item->ids.net_ns_id))
 			return -1;
 	}
 	return 0;

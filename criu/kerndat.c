@@ -28,6 +28,7 @@
 #include "loginuid.h"
 #include "mem-guard.h"
 #include "mem-track.h"
+#include "namespaces.h"
 #include "uffd.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
@@ -334,14 +335,13 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
 	NOT_IMPLEMENTED("sk_unix_file", "sockets are not dumped"),
 	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
-	NOT_IMPLEMENTED("nsid", "nested network namespaces are not restored"),
-	NOT_IMPLEMENTED("link_nsid", "nested network namespaces are not restored"),
+	{ "nsid", FEAT_EXTRA, net_has_nsid, "nested net namespaces (veth peers among them)" },
+	{ "link_nsid", FEAT_EXTRA, net_has_nsid, "veth links between the tree's net namespaces" },
 	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },
 	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
-	/* Restore does make veth links with their index; the name gates --external netdev[]. */
-	NOT_IMPLEMENTED("newifindex", "--external netdev[] is not supported"),
+	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
 	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),

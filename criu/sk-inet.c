@@ -101,6 +101,27 @@ static void image_addr(const struct sockaddr_storage *ss, uint32_t *words, uint3
 	}
 }
 
+/*
+ * A link-local bind's scope is the index of a link of the socket's namespace, which the
+ * bind made the socket's bound device: CRIU's image keeps that link's name (ifname), the
+ * index it has again in the restored namespace is then the scope.
+ */
+static int dump_scope(int fd, struct inet_dump *d, const char *what)
+{
+	socklen_t len = IFNAMSIZ;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, d->ifname, &len)) {
+		pr_perror("%s: cannot read the link of its link-local address", what);
+		return -errno;
+	}
+	if (!len || !d->ifname[0]) {
+		pr_err("%s: bound to a link-local address of no link\n", what);
+		return -EINVAL;
+	}
+	d->ie.ifname = d->ifname;
+	return 0;
+}
+
 static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 {
 	struct sockaddr_storage ss;
@@ -111,9 +132,10 @@ static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 		return -errno;
 	}
 	if (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_scope_id) {
-		pr_err("%s: bound to a link-local address with a scope, which is not supported\n",
-		       what);
-		return -ENOTSUP;
+		int ret = dump_scope(fd, d, what);
+
+		if (ret)
+			return ret;
 	}
 	image_addr(&ss, d->src, &d->ie.src_port);
 	len = sizeof(ss);

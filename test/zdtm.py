@@ -73,7 +73,8 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
-                        'loginuid', 'pagemap_scan_guard_pages'}
+                        'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
+                        'link_nsid'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -194,6 +195,12 @@ def umount_lazy(path):
     """A mount a test made in the runner's namespace, if it is still there."""
     if os.path.ismount(path):
         subprocess.run(['umount', '-l', path], check=True)
+
+
+def remove_macvlan_lower():
+    """The macvlan tests' bridge in the runner's namespace, where the tree cannot remove it
+    (ns_user_net_macvlan) or does not get to (a failed restore)."""
+    subprocess.call(['ip', 'link', 'del', 'zdtm_mvbr'], stderr=subprocess.DEVNULL)
 
 
 def remove_cgns_cgroups():
@@ -606,6 +613,31 @@ def netns_ping_range(value):
     return corrupt
 
 
+def macvlan_index_taken(img_dir, pid):
+    """The tree's macvlan link had index 1, which criu's namespace's loopback has."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+
+    def edit(entries):
+        for link in entries:
+            if link['name'] == 'zdtm_nmv':
+                link['ifindex'] = 1
+    edit_image(img_dir, 'netdev-%d.img' % ns_id, edit)
+
+
+def nested_netns_ping_range(img_dir, pid):
+    """ns_net_nested's second net namespace (not the root's, ids-1.img) gets a
+    net.ipv4.ping_group_range that is not two gids."""
+    root_ns = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    for name in sorted(os.listdir(img_dir)):
+        if name.startswith('ids-'):
+            ns_id = own_crit_entries(os.path.join(img_dir, name))[0]['net_ns_id']
+            if ns_id != root_ns:
+                edit_image(img_dir, 'netns-%d.img' % ns_id,
+                           lambda es: es[0]['ipv4_sysctl'][0].update(sarg='100'))
+                return
+    raise TestFailure('no task in a nested net namespace')
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -637,6 +669,9 @@ def pidns_external(img_dir, pid):
 # setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
 LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
                 'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
+# --external netdev[]'s link, made in criu's namespace before the restore.
+NETDEV_PRE_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != pre-restore ] || '
+                     'ip link add zdtm_npre type veth peer name zdtm_npeer')
 # The mount test's options: --root is the directory its root mount was bound from.
 MNT_NS_TREE = {'launcher': True, 'pidns': True,
                'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out',
@@ -1244,6 +1279,67 @@ TESTS = {
     'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
                            'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    'ns_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                       'test_env': {'ZDTM_NET_MACVLAN': '1'},
+                       'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr']},
+    'ns_user_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_MACVLAN': '1'},
+                            'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+                            'cleanup': remove_macvlan_lower},
+    'restore_fail_netns_macvlan_unnamed': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'cleanup': remove_macvlan_lower,
+        'expect': 'macvlan link zdtm_nmv: its lower link must be named with --external'},
+    'restore_fail_netns_macvlan_no_lower': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_nolink'],
+        'cleanup': remove_macvlan_lower,
+        'expect': 'macvlan zdtm_nmv: no link zdtm_nolink in criu\'s net namespace'},
+    'ns_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                      'test_env': {'ZDTM_NET_VETH': '1'},
+                      'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                       '--action-script', NETDEV_PRE_SCRIPT]},
+    'ns_user_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_VETH': '1'},
+                           'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                            '--action-script', NETDEV_PRE_SCRIPT]},
+    'restore_fail_netns_netdev_missing': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre'],
+        'expect': 'link zdtm_nin: no link zdtm_npre in criu\'s net namespace'},
+    'restore_fail_netns_macvlan_index_taken': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': macvlan_index_taken,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+        'cleanup': remove_macvlan_lower,
+        'expect': "criu's net namespace has a link of that index"},
+    'ns_net_nested': {'launcher': True, 'pidns': True},
+    'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
+                                    'expect': 'link zdtm_nso is a veth: only the loopback, '
+                                              'bridges and veth links whose peer is in the '
+                                              'root\'s net namespace are supported'},
+    'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},
+                                    'expect': ', a nested one, is not supported'},
+    'restore_fail_netns_nested_fill': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': nested_netns_ping_range,
+                                       'expect': 'net.ipv4.ping_group_range "100" is not two '
+                                                 'gids'},
+    'restore_fail_netns_nested_join': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': lambda img_dir, pid: None,
+                                       'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
+                                       'expect': 'nested net namespaces are not restored with '
+                                                 '--join-ns net'},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
@@ -1379,9 +1475,15 @@ TESTS = {
                                    'expect': 'nested mnt namespaces need the root in one of '
                                              'its own'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
-    # --external: veth[A]:B and mnt[A]:B only, neither empty
+    # --external: veth[A]:B, macvlan[A]:B, netdev[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
-                                                        '{out}/img', '--external', 'macvlan[a]:b']},
+                                                        '{out}/img', '--external', 'tty[a]:b']},
+    'cli_external_macvlan_empty': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'macvlan[]:b'],
+        'stderr': "Error: bad value 'macvlan[]:b' for --external (macvlan[IN]:OUT)\n"},
+    'cli_external_netdev_no_outer': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'netdev[a]:'],
+        'stderr': "Error: bad value 'netdev[a]:' for --external (netdev[IN]:OUT)\n"},
     # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
     'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
                                                               '{out}/img', '--external',
@@ -1779,6 +1881,20 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         setsid=True,
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
+# Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
+TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_restore_upstream')
+TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_dump_upstream',
+                                          setsid=True)
+# A macvlan link on the runner's bridge (--external macvlan[]), both ways.
+TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_RESTORE': '1'})
+TESTS['cross_up2us_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_dump_upstream',
+                                           setsid=True,
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
@@ -1789,7 +1905,8 @@ for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported')
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges and veth links whose peer is outside'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
+                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, and veth and macvlan links'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps

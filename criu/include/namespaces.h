@@ -7,7 +7,7 @@
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
  * Every other task must live in its root's namespaces (nested ones are refused), but for
- * the kinds that say otherwise (ns_kind.nested: mounts).
+ * the kinds that say otherwise (ns_kind.nested: mounts, net).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -130,11 +130,39 @@ int ns_dump_images(void);
 /* Both sides, once collected: the root's namespace of kind k of its own, or NULL. */
 const struct ns_id *ns_root_own(enum ns_kind_nr k);
 /*
+ * Both sides, once collected: the tree's namespaces of kind k, the root's own first (NULL
+ * where it has none), then the nested ones; prev NULL starts, NULL ends.
+ */
+const struct ns_id *ns_tree_next(enum ns_kind_nr k, const struct ns_id *prev);
+/*
  * Dump, main process: a socket made in the tree's network namespace (ns-net.c), criu's
  * own where the tree shares it: sock_diag lists the sockets of its socket's namespace.
  * The fd or -1, after one line.
  */
 int net_tree_socket(int domain, int type, int protocol);
+/* The same in net namespace ns of the tree (NULL: criu's). */
+int net_ns_socket(const struct ns_id *ns, int domain, int type, int protocol);
+/* Both sides, once collected: whether tasks of the tree live in nested net namespaces. */
+bool net_has_nested(void);
+/*
+ * Restore, in a task (or criu forking one), where the tree has nested net namespaces
+ * (else nothing to do, 0): into the tree's net namespace id (its image id; 0: stay), by
+ * the service fds the main process installed before it forked the root; what the task
+ * creates meanwhile (its children, sockets) is made there. 0 or -errno, after one line.
+ */
+int netns_enter(uint32_t id);
+/* The net namespace netns_enter() left the task in (0: no nested ones). */
+uint32_t netns_current(void);
+/*
+ * Whether the kernel moves a link into another net namespace with the index asked
+ * (IFLA_NEW_IFINDEX): --external netdev[] (check --feature newifindex).
+ */
+bool net_has_new_ifindex(void);
+/*
+ * Whether the kernel tells net namespaces' ids for one another (RTM_GETNSID), by which
+ * the dump finds a veth's peer in another of the tree's (check --feature nsid, link_nsid).
+ */
+bool net_has_nsid(void);
 /*
  * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
  * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the

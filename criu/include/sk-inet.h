@@ -5,6 +5,7 @@
 #ifndef CR_SK_INET_H
 #define CR_SK_INET_H
 
+#include <net/if.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@ struct inet_dump {
 	TcpOptsEntry tcp_opts;
 	FownEntry fown;
 	uint32_t src[4], dst[4];
+	char ifname[IFNAMSIZ + 1]; /* ie.ifname: a link-local bind's interface */
 	bool connected;
 	uint32_t pending; /* listening: connections not accepted yet */
 	char what[96];

@@ -353,9 +353,12 @@ static int restore_own_leadership(struct pstree_item *item)
  */
 static int join_session_and_group(struct pstree_item *item)
 {
-	if (item->pgid != item->pid && getpgid(0) != item->pgid) {
+	/* In a nested pid namespace: as the task sees them (0 for a leader above it). */
+	pid_t pgid = pidns_seen_by(item, item->pgid), sid = pidns_seen_by(item, item->sid);
+
+	if (item->pgid != item->pid && getpgid(0) != pgid) {
 		if (pstree_find(item->pgid) || pstree_leader_is_dead(item->pgid)) {
-			if (setpgid(0, item->pgid) < 0) {
+			if (setpgid(0, pgid) < 0) {
 				pr_perror("task %d: cannot join process group %d", item->pid,
 					  item->pgid);
 				return -1;
@@ -366,7 +369,7 @@ static int join_session_and_group(struct pstree_item *item)
 				item->pid, item->pgid, getpgid(0));
 		}
 	}
-	if (getsid(0) != item->sid) {
+	if (getsid(0) != sid) {
 		if (pstree_find(item->sid) || pstree_leader_is_dead(item->sid)) {
 			pr_err("task %d: cannot get back into session %d (it is in %d)\n",
 			       item->pid, item->sid, getsid(0));
@@ -673,8 +676,8 @@ static int fork_children(struct pstree_item *item, bool early)
 			return -1;
 		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
-			pid = clone_with_pid(child->pid,
-					     pstree_shares_parent_files(child) ? CLONE_FILES : 0);
+			pid = pidns_clone_child(item, child,
+						pstree_shares_parent_files(child) ? CLONE_FILES : 0);
 		else
 			pid = fork_with_ns_last_pid(child->pid);
 		if (pid < 0) {

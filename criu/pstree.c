@@ -222,6 +222,7 @@ int pstree_write(void)
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		ret = write_one_item(img, item);
 	close_image(img);
+	ret = ret ?: pidns_write_nested();
 	return ret;
 }
 

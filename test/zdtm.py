@@ -1191,6 +1191,9 @@ TESTS = {
                                           'corrupt_depth': 2},
     # namespaces: trees whose root has namespaces of its own, as a container runtime makes them
     'ns_pid_init': {'launcher': True, 'pidns': True},
+    # pid namespaces nested below the root's (two levels, a zombie, a thread, a task born
+    # into a namespace its parent is not in): pids at every level, inits that reap
+    'ns_pid_nested': {'launcher': True, 'pidns': True},
     # threads of a pid namespace's init, dumped and killed: its last thread to exit
     # waits for the traced zombies of the others, which criu must reap in any order
     'ns_pid_init_threads': {'bin': 'threads_exit_order', 'launcher': True, 'pidns': True,
@@ -1999,7 +2002,7 @@ def images_checksum(img_dir):
 # test_unixsk: unixsk-*), and
 # this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
-OWN_IMAGES = ('mm-ext-', 'ipcns-mq-')
+OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
 # are raw images too, as CRIU keeps them.

@@ -265,6 +265,31 @@ int pidns_note_root(pid_t img_pid, pid_t host);
 int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 /* Restore: threads img_tids[nr] of the process host, as criu sees them, into host_tids. */
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
+/*
+ * Pid namespaces nested below the root's (pidns-nested.img, ours). Dump, main process, from
+ * pstree_write(): the image, where a thread lives in one. 0 or -errno.
+ */
+int pidns_write_nested(void);
+/*
+ * Restore, once collected (criu and the tasks): clone3()'s set_tid for the thread img_pid
+ * (as pstree.img names it), its tid in its own pid namespace first, the root's last, at
+ * most max; the number of them.
+ */
+unsigned int pidns_set_tid(pid_t img_pid, int32_t *set_tid, unsigned int max);
+/* Restore: the pid the thread img_pid sees itself as (gettid()). */
+pid_t pidns_own_pid(pid_t img_pid);
+/*
+ * Restore, in task item: the task, session or group id (as pstree.img names it) as item
+ * sees it: 0 for a leader above its pid namespace.
+ */
+pid_t pidns_seen_by(const struct pstree_item *item, pid_t id);
+/*
+ * Restore, in the task forker: clone3() child with its pids in every pid namespace, in its
+ * own (CLONE_NEWPID for a nested namespace's init); 0 in the child, its pid in the
+ * forker, or -1 with errno (after one line where it is not clone3's).
+ */
+pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_item *child,
+			unsigned long flags);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc

@@ -8,7 +8,9 @@
  * down ("NSpid:"), getpid()/gettid() and getppid(); after restore each checks them again
  * (0 for the parent of an init, or of R, whose parent P is outside its namespace), the
  * zombie is still one with its code, and each nested init still reaps an orphan in its
- * namespace.
+ * namespace. ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session leader exited,
+ * which the dump must refuse (a helper with that leader's pids is not made in a nested
+ * namespace); the tree then works on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -216,10 +218,44 @@ static void d_main(void)
 	exit(0);
 }
 
+/* An orphan in N1 whose session leader (its parent) exited: A adopted it. */
+static void orphan_main(void)
+{
+	while (getppid() != 1)
+		sched_yield();
+	leaf_main("orphan in N1");
+}
+
+static pid_t fork_dead_leader_orphan(void)
+{
+	int pids[2];
+	pid_t leader, orphan;
+
+	if (pipe(pids))
+		test_fail_errno("pipe");
+	leader = fork();
+	if (leader < 0)
+		test_fail_errno("fork");
+	if (leader == 0) {
+		if (setsid() < 0)
+			test_fail_errno("setsid");
+		orphan = test_fork(orphan_main);
+		if (write(pids[1], &orphan, sizeof(orphan)) != sizeof(orphan))
+			_exit(1);
+		_exit(0);
+	}
+	read_exact(pids[0], &orphan, sizeof(orphan), "the orphan's pid");
+	expect_exit(leader, 0, "the orphan's session leader");
+	close(pids[0]);
+	close(pids[1]);
+	return orphan;
+}
+
 static void a_main(void)
 {
 	struct pid_view view;
-	pid_t children[2], zombie;
+	pid_t children[3], zombie;
+	int nr_children = 2;
 	siginfo_t info;
 
 	read_view(&view);
@@ -229,12 +265,14 @@ static void a_main(void)
 	if (zombie == 0)
 		_exit(ZOMBIE_CODE);
 	children[1] = clone_newpid(d_main);
+	if (getenv("ZDTM_NESTED_DEAD_LEADER"))
+		children[nr_children++] = fork_dead_leader_orphan();
 	if (waitid(P_PID, zombie, &info, WEXITED | WNOWAIT))
 		test_fail_errno("waitid for the zombie");
 	test_barrier_done();
 	test_wait_sigterm();
 	expect_view(&view, "A (init of N1)");
-	test_children_verdict(children, 2, "A");
+	test_children_verdict(children, nr_children, "A");
 	expect_exit(zombie, ZOMBIE_CODE, "zombie in N1");
 	expect_reaps_orphan("A");
 	exit(0);

@@ -6,7 +6,8 @@
  *      └─ P (unshare(CLONE_NEWPID), forks Q, the init of N3, then R into N3; setns back)
  * Every task and the thread record, before the dump, their pids from the tree's namespace
  * down ("NSpid:"), getpid()/gettid() and getppid(); after restore each checks them again
- * (0 for the parent of an init, or of R, whose parent P is outside its namespace), the
+ * (0 for the parent of an init, or of R, whose parent P is outside its namespace), B's
+ * POSIX timer still signals its thread (SIGEV_THREAD_ID, by the tid it has in N1), the
  * zombie is still one with its code, and each nested init still reaps an orphan in its
  * namespace. ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session leader exited,
  * which the dump must refuse (a helper with that leader's pids is not made in a nested
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,6 +171,34 @@ static void r_main(void)
 /* B to its thread (go) and back (ready). */
 static int thread_go[2], thread_ready[2];
 static struct pid_view thread_view;
+static timer_t thread_timer;
+
+/* The thread's timer signals it: /proc/self/timers names it as that /proc sees it. */
+static void expect_timer_target(void)
+{
+	char link[64], timers[4096], want[64], *slash;
+
+	if (readlink("/proc/thread-self", link, sizeof(link) - 1) < 0)
+		test_fail_errno("readlink /proc/thread-self");
+	link[sizeof(link) - 1] = '\0';
+	slash = strrchr(link, '/');
+	snprintf(want, sizeof(want), "notify: signal/tid.%d\n", atoi(slash ? slash + 1 : link));
+	memset(timers, 0, sizeof(timers));
+	read_file("/proc/self/timers", timers, sizeof(timers) - 1);
+	if (!strstr(timers, want))
+		test_fail("thread of B: its timer does not say \"%.*s\": %s", (int)strlen(want) - 1,
+			  want, timers);
+}
+
+/* Not armed: only its target is checked. */
+static void create_thread_timer(pid_t tid)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
+
+	sev._sigev_un._tid = tid;
+	if (timer_create(CLOCK_MONOTONIC, &sev, &thread_timer))
+		test_fail_errno("timer_create for the thread");
+}
 
 static void *thread_main(void *arg)
 {
@@ -176,10 +206,13 @@ static void *thread_main(void *arg)
 
 	(void)arg;
 	read_view(&thread_view);
+	create_thread_timer(thread_view.own);
+	expect_timer_target();
 	if (write(thread_ready[1], "r", 1) != 1)
 		test_fail_errno("thread ready");
 	read_exact(thread_go[0], &byte, 1, "the thread's go");
 	expect_view(&thread_view, "thread of B");
+	expect_timer_target();
 	return NULL;
 }
 

@@ -610,9 +610,10 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
  * In the helper: the orphan, with its pid, in its session leader's session; the helper
  * exits at once and the kernel hands the orphan to the init of the pid namespace.
  */
-static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *orphan)
+static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *leader,
+							  struct pstree_item *orphan)
 {
-	pid_t pid = clone_with_pid(orphan->pid, 0);
+	pid_t pid = pidns_clone_child(leader, orphan, 0);
 
 	if (pid == 0)
 		task_main(task_of(orphan));
@@ -631,12 +632,12 @@ static int fork_adopted_orphans(struct pstree_item *item)
 	for (orphan = root_item; orphan; orphan = pstree_next(orphan)) {
 		if (pstree_session_adopter(orphan) != item)
 			continue;
-		helper = clone_with_pid(pstree_helper_pid(orphan), 0);
+		helper = pidns_clone_helper(item, pstree_helper_pid(orphan));
 		/* Outside a pid namespace of the tree's own, another process may hold that pid. */
 		if (helper < 0 && errno == EEXIST && !pidns_own())
 			helper = fork();
 		if (helper == 0)
-			adopted_helper_main(orphan);
+			adopted_helper_main(item, orphan);
 		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
 			pr_perror("task %d: cannot run the helper that forks task %d", item->pid,
 				  orphan->pid);

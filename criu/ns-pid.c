@@ -419,6 +419,23 @@ pid_t pidns_seen_by(const struct pstree_item *item, pid_t id)
 	return other && other->depth >= self->depth ? other->ns_pids[self->depth - 1] : 0;
 }
 
+bool pidns_nested_init(const struct pstree_item *item)
+{
+	const struct nested_pid *np = find_nested(item->pid);
+
+	return np && np->ns_init == item->pid;
+}
+
+pid_t pidns_max_pid(void)
+{
+	pid_t max = 0;
+
+	for (size_t i = 0; i < nr_nested; i++)
+		for (unsigned int l = 0; l < nested[i].depth; l++)
+			max = nested[i].ns_pids[l] > max ? nested[i].ns_pids[l] : max;
+	return max;
+}
+
 static pid_t clone3_set_tid(const int32_t *set_tid, unsigned int nr, unsigned long flags)
 {
 	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD,
@@ -448,6 +465,17 @@ static int enter_ns_of(const struct pstree_item *forker, pid_t init, int *own_fd
 	}
 	close(init_fd);
 	return 0;
+}
+
+pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid)
+{
+	const struct nested_pid *fp = find_nested(forker->pid);
+	int32_t set_tid[RST_PID_LEVELS];
+	unsigned int nr = fp ? fp->depth + 1 : 1;
+
+	for (unsigned int l = 0; l < nr; l++)
+		set_tid[l] = pid;
+	return clone3_set_tid(set_tid, nr, 0);
 }
 
 pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_item *child,

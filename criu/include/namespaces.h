@@ -290,6 +290,15 @@ pid_t pidns_seen_by(const struct pstree_item *item, pid_t id);
  */
 pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_item *child,
 			unsigned long flags);
+/*
+ * Restore, in the task forker: a helper with pid pid at every level from forker's pid
+ * namespace to the root's (pid is above every pid of the images: pstree_helper_pid()).
+ */
+pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid);
+/* Both sides, once collected: whether item is the init of a nested pid namespace. */
+bool pidns_nested_init(const struct pstree_item *item);
+/* Restore: the largest pid in the nested pid namespaces, 0 without any. */
+pid_t pidns_max_pid(void);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc

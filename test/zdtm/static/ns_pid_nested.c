@@ -9,7 +9,8 @@
  * (0 for the parent of an init, or of R, whose parent P is outside its namespace), B's
  * POSIX timer still signals its thread (SIGEV_THREAD_ID, by the tid it has in N1), the
  * zombie is still one with its code, and each nested init still reaps an orphan in its
- * namespace. ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session leader exited,
+ * namespace, sessions and groups as they were (an orphan A adopted stays in the session of
+ * X, which leads one in N1). ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session leader exited,
  * which the dump must refuse (a helper with that leader's pids is not made in a nested
  * namespace); the tree then works on.
  */
@@ -36,7 +37,7 @@
 static unsigned int base_levels;
 
 struct pid_view {
-	pid_t own, parent;
+	pid_t own, parent, sid, pgid; /* as the task sees them: 0 for one above its namespace */
 	unsigned int nr; /* pids from the tree's namespace down */
 	pid_t nspid[MAX_LEVELS];
 };
@@ -50,6 +51,8 @@ static void read_view(struct pid_view *v)
 	memset(v, 0, sizeof(*v));
 	v->own = syscall(SYS_gettid);
 	v->parent = getppid();
+	v->sid = getsid(0);
+	v->pgid = getpgid(0);
 	read_file("/proc/thread-self/status", text, sizeof(text));
 	line = strstr(text, "\nNSpid:");
 	if (!line)
@@ -79,8 +82,10 @@ static void expect_view(const struct pid_view *before, const char *who)
 			snprintf(was + strlen(was), sizeof(was) - strlen(was), " %d", before->nspid[i]);
 		for (unsigned int i = 0; i < now.nr; i++)
 			snprintf(is + strlen(is), sizeof(is) - strlen(is), " %d", now.nspid[i]);
-		test_fail("%s: pid %d parent %d NSpid%s; before the dump pid %d parent %d NSpid%s",
-			  who, now.own, now.parent, is, before->own, before->parent, was);
+		test_fail("%s: pid %d parent %d session %d group %d NSpid%s; before the dump "
+			  "pid %d parent %d session %d group %d NSpid%s",
+			  who, now.own, now.parent, now.sid, now.pgid, is, before->own,
+			  before->parent, before->sid, before->pgid, was);
 	}
 }
 
@@ -284,10 +289,43 @@ static pid_t fork_dead_leader_orphan(void)
 	return orphan;
 }
 
+/*
+ * X leads a session in N1; its child M forks Y and exits: A, the init, adopts Y, which stays
+ * in X's session. Restore forks Y from X through a helper that exits, as the kernel did.
+ */
+static int adopted_pids[2];
+
+static void x_main(void)
+{
+	struct pid_view view;
+	pid_t middle, sid = getpid();
+
+	if (setsid() != sid)
+		test_fail_errno("setsid");
+	read_view(&view);
+	middle = fork();
+	if (middle < 0)
+		test_fail_errno("fork");
+	if (middle == 0) {
+		pid_t orphan = test_fork(orphan_main);
+
+		if (write(adopted_pids[1], &orphan, sizeof(orphan)) != sizeof(orphan))
+			_exit(1);
+		_exit(0);
+	}
+	expect_exit(middle, 0, "X's child");
+	test_barrier_done();
+	test_wait_sigterm();
+	expect_view(&view, "X (session leader in N1)");
+	if (getsid(0) != sid)
+		test_fail("X: session %d, not its own %d", getsid(0), sid);
+	exit(0);
+}
+
 static void a_main(void)
 {
 	struct pid_view view;
-	pid_t children[3], zombie;
+	pid_t children[5], zombie, leader, orphan;
 	int nr_children = 2;
 	siginfo_t info;
 
@@ -300,6 +338,12 @@ static void a_main(void)
 	children[1] = clone_newpid(d_main);
 	if (getenv("ZDTM_NESTED_DEAD_LEADER"))
 		children[nr_children++] = fork_dead_leader_orphan();
+	if (pipe(adopted_pids))
+		test_fail_errno("pipe");
+	leader = test_fork(x_main);
+	read_exact(adopted_pids[0], &orphan, sizeof(orphan), "the adopted orphan's pid");
+	children[nr_children++] = orphan;
+	children[nr_children++] = leader;
 	if (waitid(P_PID, zombie, &info, WEXITED | WNOWAIT))
 		test_fail_errno("waitid for the zombie");
 	test_barrier_done();

@@ -158,8 +158,8 @@ static int collect_item_pids(const struct pstree_item *item)
 
 		ret = parse_pid_nspid(item->pid, item->threads[i], ids, PROC_MAX_PID_LEVELS, &nr);
 		if (!ret && nr < tree_depth) {
-			pr_err("task %d: thread %d is outside the tree's pid namespace\n", item->pid,
-			       item->threads[i]);
+			pr_err("task %d: thread %d is outside the tree's pid namespace\n",
+			       item->pid, item->threads[i]);
 			ret = -EINVAL;
 		}
 		if (!ret && nr - tree_depth >= RST_PID_LEVELS) {
@@ -197,7 +197,8 @@ static const struct pstree_item *item_of_img(pid_t img)
 static int find_nested_inits(void)
 {
 	for (size_t i = 0; i < nr_nested; i++) {
-		const struct pstree_item *item = pstree_find_thread(other_pid(nested[i].img, false));
+		const struct pstree_item *item =
+			pstree_find_thread(other_pid(nested[i].img, false));
 		ino_t ino, init_ino;
 		int ret = pid_ns_inode(item->pid, &ino);
 
@@ -213,7 +214,8 @@ static int find_nested_inits(void)
 		if (ret)
 			return ret;
 		if (!nested[i].ns_init) {
-			pr_err("task %d is in pid namespace %lu, whose init is not in the dumped tree\n",
+			pr_err("task %d is in pid namespace %lu, whose init is not in the dumped "
+			       "tree\n",
 			       item->pid, (unsigned long)ino);
 			return -ENOTSUP;
 		}
@@ -263,7 +265,8 @@ static int pid_dump_check(struct ns_id *ns)
 
 	if (ns != ns_root_own(NS_PID))
 		return 0;
-	ret = parse_pid_nspid(root_item->pid, root_item->pid, ids, PROC_MAX_PID_LEVELS, &tree_depth);
+	ret = parse_pid_nspid(root_item->pid, root_item->pid, ids, PROC_MAX_PID_LEVELS,
+			      &tree_depth);
 	if (ret)
 		return ret;
 	if (ids[tree_depth - 1] != 1) {
@@ -489,7 +492,8 @@ pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_it
 
 	if (np && np->ns_init == child->pid)
 		flags |= CLONE_NEWPID;
-	else if (np && (!fp || fp->ns_init != np->ns_init) && enter_ns_of(forker, np->ns_init, &own_fd))
+	else if (np && (!fp || fp->ns_init != np->ns_init) &&
+		 enter_ns_of(forker, np->ns_init, &own_fd))
 		return -1;
 	pid = clone3_set_tid(set_tid, nr, flags);
 	if (own_fd < 0)

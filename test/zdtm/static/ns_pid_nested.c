@@ -2,17 +2,17 @@
  * Pid namespaces nested below the tree's own (whose init is the root):
  *   root ── A (CLONE_NEWPID: init of N1) ── B (pid 2 in N1, with a thread)
  *      │                                ├─ Z (a zombie in N1, exit code 42)
- *      │                                └─ D (CLONE_NEWPID: init of N2, two levels down) ── E
+ *      │                                ├─ X (leads a session) ... Y (X's grandchild, adopted by A)
+ *      │                                └─ D (CLONE_NEWPID: init of N2) ── E
  *      └─ P (unshare(CLONE_NEWPID), forks Q, the init of N3, then R into N3; setns back)
  * Every task and the thread record, before the dump, their pids from the tree's namespace
- * down ("NSpid:"), getpid()/gettid() and getppid(); after restore each checks them again
- * (0 for the parent of an init, or of R, whose parent P is outside its namespace), B's
- * POSIX timer still signals its thread (SIGEV_THREAD_ID, by the tid it has in N1), the
- * zombie is still one with its code, and each nested init still reaps an orphan in its
- * namespace, sessions and groups as they were (an orphan A adopted stays in the session of
- * X, which leads one in N1). ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session leader exited,
- * which the dump must refuse (a helper with that leader's pids is not made in a nested
- * namespace); the tree then works on.
+ * down ("NSpid:"), getpid()/gettid(), getppid(), getsid() and getpgid(); after restore each
+ * checks them again (0 for the parent of an init, or of R, whose parent P is outside its
+ * namespace; Y stays in X's session), B's POSIX timer still signals its thread
+ * (SIGEV_THREAD_ID, by the tid it has in N1), the zombie is still one with its code, and
+ * each nested init still reaps an orphan in its namespace. ZDTM_NESTED_DEAD_LEADER=1 adds
+ * in N1 an orphan whose session leader exited, which the dump must refuse (no helper with
+ * that leader's pids is made in a nested namespace); the tree then works on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -79,9 +79,11 @@ static void expect_view(const struct pid_view *before, const char *who)
 		char was[128] = "", is[128] = "";
 
 		for (unsigned int i = 0; i < before->nr; i++)
-			snprintf(was + strlen(was), sizeof(was) - strlen(was), " %d", before->nspid[i]);
+			snprintf(was + strlen(was), sizeof(was) - strlen(was), " %d",
+				 before->nspid[i]);
 		for (unsigned int i = 0; i < now.nr; i++)
-			snprintf(is + strlen(is), sizeof(is) - strlen(is), " %d", now.nspid[i]);
+			snprintf(is + strlen(is), sizeof(is) - strlen(is), " %d",
+				 now.nspid[i]);
 		test_fail("%s: pid %d parent %d session %d group %d NSpid%s; before the dump "
 			  "pid %d parent %d session %d group %d NSpid%s",
 			  who, now.own, now.parent, now.sid, now.pgid, is, before->own,

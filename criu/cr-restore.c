@@ -784,7 +784,8 @@ static int task_stages(struct rst_task *task, int sock)
 	 */
 	if (fork_children(item, true) || restore_own_leadership(item) ||
 	    fork_adopted_orphans(item) || become_reaper(item) ||
-	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
+	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false) ||
+	    pidns_restore_for_children(item))
 		return -1;
 	close_other_task_socks(task);
 	/* Before the stage: after GROUPS the table's restorer may close its socket. */

@@ -56,6 +56,40 @@ struct nested_pid {
 static struct nested_pid *nested;
 static size_t nr_nested;
 
+/*
+ * A task whose pid_for_children is the namespace of a nested init it forked (it unshared):
+ * dump keeps them as criu sees them, restore as pstree.img names them.
+ */
+struct for_children {
+	pid_t task, init;
+	ino_t ino; /* dump: the namespace's inode, until its init is known */
+};
+
+static struct for_children *for_children;
+static size_t nr_for_children;
+
+static int add_for_children(pid_t task, pid_t init, ino_t ino)
+{
+	struct for_children *grown =
+		realloc(for_children, (nr_for_children + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("no memory for the pid_for_children of %d\n", task);
+		return -ENOMEM;
+	}
+	for_children = grown;
+	for_children[nr_for_children++] = (struct for_children){ task, init, ino };
+	return 0;
+}
+
+static pid_t for_children_init(pid_t task)
+{
+	for (size_t i = 0; i < nr_for_children; i++)
+		if (for_children[i].task == task)
+			return for_children[i].init;
+	return 0;
+}
+
 static const struct nested_pid *find_nested(pid_t img)
 {
 	for (size_t i = 0; i < nr_nested; i++)
@@ -144,6 +178,19 @@ static int pid_ns_inode(pid_t pid, ino_t *ino)
 	return 0;
 }
 
+bool pidns_for_children_init(const struct pstree_item *item, uint64_t ns_inode)
+{
+	for (struct pstree_item *child = item->first_child; child; child = child->next_sibling) {
+		ino_t ino;
+
+		if (child->zombie || pid_ns_inode(child->pid, &ino) || ino != ns_inode)
+			continue;
+		/* Its init, pid 1 there, is found with the nested pids (find_nested_inits()). */
+		return !add_for_children(item->pid, 0, ino);
+	}
+	return false;
+}
+
 /*
  * Every thread of the tree, zombies' too: its pid in the root's namespace, and in a nested
  * one its pids below (ns_init is filled in by find_nested_inits()).
@@ -219,6 +266,9 @@ static int find_nested_inits(void)
 			       item->pid, (unsigned long)ino);
 			return -ENOTSUP;
 		}
+		for (size_t j = 0; j < nr_for_children; j++)
+			if (for_children[j].ino == ino)
+				for_children[j].init = nested[i].ns_init;
 	}
 	return 0;
 }
@@ -307,6 +357,19 @@ int pidns_write_nested(void)
 		e.ns_init = nested[i].ns_init;
 		e.n_ns_pids = nested[i].depth;
 		e.ns_pids = ns_pids;
+		e.pid_for_children = for_children_init(other_pid(e.pid, false));
+		e.has_pid_for_children = e.pid_for_children != 0;
+		ret = pb_write_one(img, &e);
+	}
+	/* Tasks of the root's namespace have no entry of their own: one for this alone. */
+	for (size_t i = 0; i < nr_for_children && !ret; i++) {
+		CrNestedPidEntry e = CR_NESTED_PID_ENTRY__INIT;
+
+		e.pid = pidns_img_pid(for_children[i].task);
+		if (find_nested(e.pid))
+			continue;
+		e.has_pid_for_children = true;
+		e.pid_for_children = for_children[i].init;
 		ret = pb_write_one(img, &e);
 	}
 	close_image(img);
@@ -470,6 +533,20 @@ static int enter_ns_of(const struct pstree_item *forker, pid_t init, int *own_fd
 	return 0;
 }
 
+int pidns_restore_for_children(const struct pstree_item *item)
+{
+	pid_t init = for_children_init(item->pid);
+	int own_fd;
+
+	if (!init)
+		return 0;
+	if (enter_ns_of(item, init, &own_fd))
+		return -1;
+	close(own_fd);
+	pr_info("task %d: its children are born into the pid namespace of %d\n", item->pid, init);
+	return 0;
+}
+
 pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid)
 {
 	const struct nested_pid *fp = find_nested(forker->pid);
@@ -545,7 +622,13 @@ static int check_not_external(const struct ns_id *ns)
 static int nested_from_entry(const CrNestedPidEntry *e)
 {
 	struct nested_pid np = { .img = e->pid, .ns_init = e->ns_init, .depth = e->n_ns_pids };
+	int ret;
 
+	if (e->has_pid_for_children) {
+		ret = add_for_children(e->pid, e->pid_for_children, 0);
+		if (ret || !np.depth)
+			return ret;
+	}
 	if (!pstree_find_thread(e->pid) || find_nested(e->pid) || !np.depth ||
 	    np.depth >= RST_PID_LEVELS) {
 		pr_err("pidns-nested.img: thread %u is not in pstree.img, listed twice, or %zu "
@@ -596,6 +679,20 @@ static int check_nested_task(const struct pstree_item *item)
 	return 0;
 }
 
+/* A task whose children are born into the namespace of a nested init it forked. */
+static int check_for_children(const struct for_children *fc)
+{
+	const struct pstree_item *task = pstree_find(fc->task), *init = pstree_find(fc->init);
+
+	if (!task || !init || init->parent != task || !pidns_nested_init(init)) {
+		pr_err("pidns-nested.img: task %d: pid_for_children %d is not a nested init it "
+		       "forked\n",
+		       fc->task, fc->init);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int read_nested(void)
 {
 	struct pstree_item *item;
@@ -617,6 +714,8 @@ static int read_nested(void)
 	close_image(img);
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		ret = check_nested_task(item);
+	for (size_t i = 0; i < nr_for_children && !ret; i++)
+		ret = check_for_children(&for_children[i]);
 	return ret;
 }
 
@@ -659,6 +758,9 @@ static void pid_fini(struct ns_id *ns)
 	free(nested);
 	nested = NULL;
 	nr_nested = 0;
+	free(for_children);
+	for_children = NULL;
+	nr_for_children = 0;
 	own_ns = false;
 }
 

@@ -271,6 +271,17 @@ int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t
  */
 int pidns_write_nested(void);
 /*
+ * Dump, main process, from ns_dump_collect(): whether item's pid_for_children (inode
+ * ns_inode) is the namespace of a child it forked there, which then is nested and its
+ * init pid 1 there (restore sets it back: pidns_restore_for_children()).
+ */
+bool pidns_for_children_init(const struct pstree_item *item, uint64_t ns_inode);
+/*
+ * Restore, in task item once it forked its children: its pid_for_children back into the
+ * nested namespace it had unshared. 0 or -1 after one line.
+ */
+int pidns_restore_for_children(const struct pstree_item *item);
+/*
  * Restore, once collected (criu and the tasks): clone3()'s set_tid for the thread img_pid
  * (as pstree.img names it), its tid in its own pid namespace first, the root's last, at
  * most max; the number of them.

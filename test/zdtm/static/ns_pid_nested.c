@@ -4,13 +4,14 @@
  *      │                                ├─ Z (a zombie in N1, exit code 42)
  *      │                                ├─ X (leads a session) ... Y (X's grandchild, adopted by A)
  *      │                                └─ D (CLONE_NEWPID: init of N2) ── E
- *      └─ P (unshare(CLONE_NEWPID), forks Q, the init of N3, then R into N3; setns back)
+ *      └─ P (unshare(CLONE_NEWPID), as unshare -pf: forks Q, the init of N3, then R into N3)
  * Every task and the thread record, before the dump, their pids from the tree's namespace
  * down ("NSpid:"), getpid()/gettid(), getppid(), getsid() and getpgid(); after restore each
  * checks them again (0 for the parent of an init, or of R, whose parent P is outside its
  * namespace; Y stays in X's session), B's POSIX timer still signals its thread
  * (SIGEV_THREAD_ID, by the tid it has in N1), the zombie is still one with its code, and
- * each nested init still reaps an orphan in its namespace. ZDTM_NESTED_DEAD_LEADER=1 adds
+ * each nested init still reaps an orphan in its namespace; P's children are still born into
+ * N3 (its pid_for_children), where Q reaps what is orphaned. ZDTM_NESTED_DEAD_LEADER=1 adds
  * in N1 an orphan whose session leader exited, which the dump must refuse (no helper with
  * that leader's pids is made in a nested namespace); the tree then works on.
  */
@@ -357,24 +358,32 @@ static void a_main(void)
 	exit(0);
 }
 
+/* A child P forks after restore: born into N3, one level below P, its parent above it. */
+static void late_child_main(void)
+{
+	struct pid_view view;
+
+	read_view(&view);
+	if (view.nr != 2 || view.parent != 0 || view.own == 1)
+		_exit(1);
+	_exit(0);
+}
+
 static void p_main(void)
 {
-	int own = open("/proc/self/ns/pid", O_RDONLY);
 	struct pid_view view;
 	pid_t children[2];
 
 	read_view(&view);
-	if (own < 0 || unshare(CLONE_NEWPID))
+	if (unshare(CLONE_NEWPID))
 		test_fail_errno("unshare(CLONE_NEWPID)");
 	/* R first when they end: Q's exit waits until P has reaped R (its pid in N3). */
 	children[1] = test_fork(q_main);
 	children[0] = test_fork(r_main);
-	if (setns(own, CLONE_NEWPID))
-		test_fail_errno("setns back to its pid namespace");
-	close(own);
 	test_barrier_done();
 	test_wait_sigterm();
 	expect_view(&view, "P");
+	expect_exit(test_fork(late_child_main), 0, "P's child born after restore");
 	test_children_verdict(children, 2, "P");
 	exit(0);
 }

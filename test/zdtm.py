@@ -622,7 +622,8 @@ def pidns_external(img_dir, pid):
 def pidns_nested_pid_taken(img_dir, pid):
     """The task two levels down that its init forks gets, there, the init's own pid (1)."""
     def take(entries):
-        child = [e for e in entries if e['pid'] != e['ns_init'] and len(e['ns_pids']) == 2][0]
+        child = [e for e in entries
+                 if e['pid'] != e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
         child['ns_pids'][1] = 1
     edit_image(img_dir, 'pidns-nested.img', take)
 
@@ -630,7 +631,8 @@ def pidns_nested_pid_taken(img_dir, pid):
 def pidns_nested_bad_init(img_dir, pid):
     """The init of the two-level namespace is pid 3 there, not 1."""
     def move(entries):
-        init = [e for e in entries if e['pid'] == e['ns_init'] and len(e['ns_pids']) == 2][0]
+        init = [e for e in entries
+                if e['pid'] == e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
         init['ns_pids'][1] = 3
     edit_image(img_dir, 'pidns-nested.img', move)
 

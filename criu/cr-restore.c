@@ -358,6 +358,13 @@ static int join_session_and_group(struct pstree_item *item)
 
 	if (item->pgid != item->pid && getpgid(0) != pgid) {
 		if (pstree_find(item->pgid) || pstree_leader_is_dead(item->pgid)) {
+			/* setpgid(0, 0) would make a group of its own instead. */
+			if (!pgid) {
+				pr_err("task %d: cannot join process group %d from below its "
+				       "leader's pid namespace\n",
+				       item->pid, item->pgid);
+				return -1;
+			}
 			if (setpgid(0, pgid) < 0) {
 				pr_perror("task %d: cannot join process group %d", item->pid,
 					  item->pgid);

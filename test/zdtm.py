@@ -1212,6 +1212,10 @@ TESTS = {
     # pid namespaces nested below the root's (two levels, a zombie, a thread, a task born
     # into a namespace its parent is not in): pids at every level, inits that reap
     'ns_pid_nested': {'launcher': True, 'pidns': True},
+    'ns_pid_nested_twice': {'bin': 'ns_pid_nested', 'mode': 'twice', 'launcher': True,
+                            'pidns': True},
+    'ns_pid_nested_leave_running': {'bin': 'ns_pid_nested', 'mode': 'leave_running',
+                                    'launcher': True, 'pidns': True},
     'ns_pid_nested_dead_leader': {'bin': 'ns_pid_nested', 'mode': 'dump_fails', 'launcher': True,
                                   'pidns': True, 'test_env': {'ZDTM_NESTED_DEAD_LEADER': '1'},
                                   'expect': 'the leader of its sid'},

@@ -185,10 +185,11 @@ static timer_t thread_timer;
 static void expect_timer_target(void)
 {
 	char link[64], timers[4096], want[64], *slash;
+	ssize_t len = readlink("/proc/thread-self", link, sizeof(link) - 1);
 
-	if (readlink("/proc/thread-self", link, sizeof(link) - 1) < 0)
+	if (len < 0)
 		test_fail_errno("readlink /proc/thread-self");
-	link[sizeof(link) - 1] = '\0';
+	link[len] = '\0';
 	slash = strrchr(link, '/');
 	snprintf(want, sizeof(want), "notify: signal/tid.%d\n", atoi(slash ? slash + 1 : link));
 	memset(timers, 0, sizeof(timers));

@@ -512,7 +512,8 @@ static pid_t clone3_set_tid(const int32_t *set_tid, unsigned int nr, unsigned lo
 
 /*
  * The forker's pid_for_children into the namespace of init (as pstree.img names it), which
- * it sees as a descendant of its own; *own_fd gets it back (restore_pid_for_children()).
+ * it sees as a descendant of its own; setns() to *own_fd (a pidfd of the forker) gets its
+ * own back.
  */
 static int enter_ns_of(const struct pstree_item *forker, pid_t init, int *own_fd)
 {
@@ -578,10 +579,11 @@ pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_it
 	/* Both sides: the child was born where it belongs, the forker goes back to its own. */
 	err = errno;
 	if (pid > 0 && setns(own_fd, CLONE_NEWPID)) {
-		pr_perror("task %d: cannot return to its own pid namespace", forker->pid);
+		err = errno;
+		pr_err("task %d: cannot return to its own pid namespace: %s\n", forker->pid,
+		       strerror(err));
 		kill(pid, SIGKILL);
 		pid = -1;
-		err = errno;
 	}
 	close(own_fd);
 	errno = err;

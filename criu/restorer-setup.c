@@ -895,7 +895,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	unsigned int i, nr_reads, nr_iovs;
 
 	*args = (struct rst_args){
-		.magic = RST_ARGS_MAGIC, .pid = pidns_own_pid(ctx->pid), .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
+		.magic = RST_ARGS_MAGIC, .pid = pidns_own_pid(ctx->pid), .log_pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
 		.sync_fd = ctx->sync_fd, .region_start = region,
 		.region_len = l->size, .task_size = RST_TASK_SIZE, .nr_vmas = plan->nr_vmas,
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,

@@ -237,10 +237,11 @@ struct rst_file_lock {
 
 struct rst_args {
 	uint32_t magic;
-	int32_t pid;
+	int32_t pid; /* as the task sees itself: in a nested pid namespace, its innermost pid */
 	int32_t log_fd; /* -1: no log */
 	int32_t loglevel;
 	int32_t sync_fd;
+	int32_t log_pid; /* as the images name it, for the log's prefix */
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;

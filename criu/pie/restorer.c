@@ -42,7 +42,7 @@
 #define UC_SIGCONTEXT_SS 0x2
 #define UC_STRICT_RESTORE_SS 0x4
 
-#define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->pid, level, fmt, ##__VA_ARGS__)
+#define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->log_pid, level, fmt, ##__VA_ARGS__)
 #define pr_err(a, fmt, ...) pr_log(a, RST_LOG_ERROR, fmt, ##__VA_ARGS__)
 #define pr_warn(a, fmt, ...) pr_log(a, RST_LOG_WARN, fmt, ##__VA_ARGS__)
 #define pr_info(a, fmt, ...) pr_log(a, RST_LOG_INFO, fmt, ##__VA_ARGS__)

@@ -297,7 +297,7 @@ static int recreate_dead_group(const struct pstree_item *item)
 			  item->pgid);
 		return -1;
 	}
-	helper = clone_with_pid(item->pgid, 0);
+	helper = pidns_clone_child(item, item->pgid, 0);
 	if (helper == 0) {
 		close(hold[1]);
 		_exit(read(hold[0], &byte, 1) == 0 ? 0 : 1);
@@ -572,7 +572,7 @@ static int session_helper_main(struct pstree_item *item, pid_t sid)
 		/* Born in its mount namespace: the helper goes wherever each child is. */
 		if (mntns_enter(child->ids.mnt_ns_id))
 			return -1;
-		pid = clone_with_pid(child->pid, CLONE_PARENT);
+		pid = pidns_clone_child(item, child->pid, CLONE_PARENT);
 		if (pid < 0) {
 			pr_perror("helper %d: cannot create task %d", sid, child->pid);
 			return -1;
@@ -593,7 +593,7 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
 	pid_t helper;
 	int status;
 
-	helper = clone_with_pid(sid, 0);
+	helper = pidns_clone_child(item, sid, 0);
 	if (helper == 0)
 		_exit(session_helper_main(item, sid) ? 1 : 0);
 	if (helper < 0) {
@@ -620,7 +620,7 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
 static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *leader,
 							  struct pstree_item *orphan)
 {
-	pid_t pid = pidns_clone_child(leader, orphan, 0);
+	pid_t pid = pidns_clone_child(leader, orphan->pid, 0);
 
 	if (pid == 0)
 		task_main(task_of(orphan));
@@ -684,7 +684,7 @@ static int fork_children(struct pstree_item *item, bool early)
 			return -1;
 		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
-			pid = pidns_clone_child(item, child,
+			pid = pidns_clone_child(item, child->pid,
 						pstree_shares_parent_files(child) ? CLONE_FILES : 0);
 		else
 			pid = fork_with_ns_last_pid(child->pid);

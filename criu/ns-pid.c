@@ -277,11 +277,14 @@ static int find_nested_inits(void)
  * A session or group whose leader exited has no task to name it: the members' "NSsid:" and
  * "NSpgid:" say which pid it had in the tree's namespace (0 where it was not seen there), so
  * that restore can re-create it with a helper of that pid. After every task's own pair.
- * A helper is made in the root's namespace only: one whose leader was in a nested one, or
- * that a member in a nested one would join, is refused.
+ * A leader that was in the member's nested namespace gets its pids there too (the levels
+ * where the member sees it); one in a namespace between the root's and the member's is
+ * refused.
  */
 static int collect_leader_pid(const struct pstree_item *item, const char *key, pid_t host)
 {
+	const struct nested_pid *member;
+	struct nested_pid leader = { 0 };
 	pid_t ids[PROC_MAX_PID_LEVELS];
 	unsigned int depth;
 	int ret;
@@ -293,13 +296,21 @@ static int collect_leader_pid(const struct pstree_item *item, const char *key, p
 		return ret;
 	if (depth < tree_depth || !ids[tree_depth - 1])
 		return 0;
-	if (depth > tree_depth) {
-		pr_err("task %d, in a nested pid namespace: the leader of its %s %d exited: "
-		       "restoring that is not supported\n",
+	ret = add_pair(host, ids[tree_depth - 1]);
+	if (ret || depth == tree_depth || !ids[tree_depth])
+		return ret;
+	member = find_nested(pidns_img_pid(item->pid));
+	leader.depth = depth - tree_depth;
+	if (!member || ids[depth - 1] == 0) {
+		pr_err("task %d, in a nested pid namespace: the leader of its %s %d exited in "
+		       "another one above it: restoring that is not supported\n",
 		       item->pid, key + 2, ids[tree_depth - 1]);
 		return -ENOTSUP;
 	}
-	return add_pair(host, ids[tree_depth - 1]);
+	leader.img = ids[tree_depth - 1];
+	leader.ns_init = member->ns_init;
+	memcpy(leader.ns_pids, &ids[tree_depth], leader.depth * sizeof(pid_t));
+	return add_nested(&leader);
 }
 
 /*
@@ -504,7 +515,9 @@ pid_t pidns_max_pid(void)
 
 static pid_t clone3_set_tid(const int32_t *set_tid, unsigned int nr, unsigned long flags)
 {
-	struct clone_args args = { .flags = flags, .exit_signal = SIGCHLD,
+	/* clone3 refuses an exit signal with CLONE_PARENT (see clone_with_pid()). */
+	struct clone_args args = { .flags = flags,
+				   .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD,
 				   .set_tid = (unsigned long)set_tid, .set_tid_size = nr };
 
 	return syscall(SYS_clone3, &args, sizeof(args));
@@ -559,16 +572,15 @@ pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid)
 	return clone3_set_tid(set_tid, nr, 0);
 }
 
-pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_item *child,
-			unsigned long flags)
+pid_t pidns_clone_child(const struct pstree_item *forker, pid_t img_pid, unsigned long flags)
 {
-	const struct nested_pid *np = find_nested(child->pid), *fp = find_nested(forker->pid);
+	const struct nested_pid *np = find_nested(img_pid), *fp = find_nested(forker->pid);
 	int32_t set_tid[RST_PID_LEVELS];
-	unsigned int nr = pidns_set_tid(child->pid, set_tid, RST_PID_LEVELS);
+	unsigned int nr = pidns_set_tid(img_pid, set_tid, RST_PID_LEVELS);
 	int own_fd = -1, err;
 	pid_t pid;
 
-	if (np && np->ns_init == child->pid)
+	if (np && np->ns_init == img_pid)
 		flags |= CLONE_NEWPID;
 	else if (np && (!fp || fp->ns_init != np->ns_init) &&
 		 enter_ns_of(forker, np->ns_init, &own_fd))
@@ -620,7 +632,19 @@ static int check_not_external(const struct ns_id *ns)
 	return ret;
 }
 
-/* One entry of pidns-nested.img: a thread of the tree, not yet listed, not too deep. */
+/* A session or group of the tree whose leader exited (a helper re-creates it). */
+static bool is_dead_leader(pid_t id)
+{
+	for (struct pstree_item *item = root_item; item; item = pstree_next(item))
+		if ((item->sid == id || item->pgid == id) && pstree_leader_is_dead(id))
+			return true;
+	return false;
+}
+
+/*
+ * One entry of pidns-nested.img: a thread of the tree or the exited leader of a session or
+ * group, not yet listed, not too deep.
+ */
 static int nested_from_entry(const CrNestedPidEntry *e)
 {
 	struct nested_pid np = { .img = e->pid, .ns_init = e->ns_init, .depth = e->n_ns_pids };
@@ -631,10 +655,10 @@ static int nested_from_entry(const CrNestedPidEntry *e)
 		if (ret || !np.depth)
 			return ret;
 	}
-	if (!pstree_find_thread(e->pid) || find_nested(e->pid) || !np.depth ||
-	    np.depth >= RST_PID_LEVELS) {
-		pr_err("pidns-nested.img: thread %u is not in pstree.img, listed twice, or %zu "
-		       "levels deep\n",
+	if (!(pstree_find_thread(e->pid) || is_dead_leader(e->pid)) || find_nested(e->pid) ||
+	    !np.depth || np.depth >= RST_PID_LEVELS) {
+		pr_err("pidns-nested.img: %u is neither a thread of pstree.img nor an exited "
+		       "leader, is listed twice, or is %zu levels deep\n",
 		       e->pid, e->n_ns_pids);
 		return -EINVAL;
 	}
@@ -681,6 +705,22 @@ static int check_nested_task(const struct pstree_item *item)
 	return 0;
 }
 
+/* An exited leader: in the namespace of an init of the images, as deep as it. */
+static int check_dead_leader(const struct nested_pid *np)
+{
+	const struct nested_pid *init = find_nested(np->ns_init);
+
+	if (pstree_find_thread(np->img))
+		return 0;
+	if (!init || init->ns_init != init->img || init->depth != np->depth) {
+		pr_err("pidns-nested.img: exited leader %d: %d is not the init of its pid "
+		       "namespace\n",
+		       np->img, np->ns_init);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* A task whose children are born into the namespace of a nested init it forked. */
 static int check_for_children(const struct for_children *fc)
 {
@@ -718,6 +758,8 @@ static int read_nested(void)
 		ret = check_nested_task(item);
 	for (size_t i = 0; i < nr_for_children && !ret; i++)
 		ret = check_for_children(&for_children[i]);
+	for (size_t i = 0; i < nr_nested && !ret; i++)
+		ret = check_dead_leader(&nested[i]);
 	return ret;
 }
 

@@ -295,12 +295,12 @@ pid_t pidns_own_pid(pid_t img_pid);
  */
 pid_t pidns_seen_by(const struct pstree_item *item, pid_t id);
 /*
- * Restore, in the task forker: clone3() child with its pids in every pid namespace, in its
- * own (CLONE_NEWPID for a nested namespace's init); 0 in the child, its pid in the
- * forker, or -1 with errno (after one line where it is not clone3's).
+ * Restore, in the task forker (or a helper of its): clone3() the task img_pid (or a helper
+ * for the exited leader img_pid) with its pids in every pid namespace, in its own
+ * (CLONE_NEWPID for a nested namespace's init); 0 in the child, its pid in the forker, or
+ * -1 with errno (after one line where it is not clone3's).
  */
-pid_t pidns_clone_child(const struct pstree_item *forker, const struct pstree_item *child,
-			unsigned long flags);
+pid_t pidns_clone_child(const struct pstree_item *forker, pid_t img_pid, unsigned long flags);
 /*
  * Restore, in the task forker: a helper with pid pid at every level from forker's pid
  * namespace to the root's (pid is above every pid of the images: pstree_helper_pid()).

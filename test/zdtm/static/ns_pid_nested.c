@@ -11,9 +11,8 @@
  * namespace; Y stays in X's session), B's POSIX timer still signals its thread
  * (SIGEV_THREAD_ID, by the tid it has in N1), the zombie is still one with its code, and
  * each nested init still reaps an orphan in its namespace; P's children are still born into
- * N3 (its pid_for_children), where Q reaps what is orphaned. ZDTM_NESTED_DEAD_LEADER=1 adds
- * in N1 an orphan whose session leader exited, which the dump must refuse (no helper with
- * that leader's pids is made in a nested namespace); the tree then works on.
+ * N3 (its pid_for_children). ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session
+ * and group leader exited: restore re-creates them around a helper with the leader's pids.
  */
 #include <errno.h>
 #include <fcntl.h>

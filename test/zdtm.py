@@ -1219,6 +1219,10 @@ TESTS = {
     # and an orphan in N1 whose session (and group) leader exited there
     'ns_pid_nested_dead_leader': {'bin': 'ns_pid_nested', 'launcher': True, 'pidns': True,
                                   'test_env': {'ZDTM_NESTED_DEAD_LEADER': '1'}},
+    'ns_pid_nested_dead_outer_leader': {'bin': 'ns_pid_nested', 'mode': 'dump_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'test_env': {'ZDTM_NESTED_DEAD_LEADER': 'outer'},
+                                        'expect': 'exited in another one above it'},
     # two tasks of a nested namespace given one pid there: the second clone3() fails
     'restore_fail_pidns_nested_taken': {'bin': 'ns_pid_nested', 'mode': 'restore_fails',
                                         'launcher': True, 'pidns': True,

@@ -12,7 +12,9 @@
  * (SIGEV_THREAD_ID, by the tid it has in N1), the zombie is still one with its code, and
  * each nested init still reaps an orphan in its namespace; P's children are still born into
  * N3 (its pid_for_children). ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session
- * and group leader exited: restore re-creates them around a helper with the leader's pids.
+ * and group leader exited: restore re-creates them around a helper with the leader's pids;
+ * =outer makes that orphan the init of a namespace below N1, which the dump refuses (its
+ * leader would be in a namespace above the orphan's own).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -267,7 +269,13 @@ static void orphan_main(void)
 	leaf_main("orphan in N1");
 }
 
-static pid_t fork_dead_leader_orphan(void)
+/* The same, the init of a namespace of its own below N1 (it sees no parent change). */
+static void orphan_init_main(void)
+{
+	leaf_main("orphan init below N1");
+}
+
+static pid_t fork_dead_leader_orphan(bool orphan_is_init)
 {
 	int pids[2];
 	pid_t leader, orphan;
@@ -280,7 +288,7 @@ static pid_t fork_dead_leader_orphan(void)
 	if (leader == 0) {
 		if (setsid() < 0)
 			test_fail_errno("setsid");
-		orphan = test_fork(orphan_main);
+		orphan = orphan_is_init ? clone_newpid(orphan_init_main) : test_fork(orphan_main);
 		if (write(pids[1], &orphan, sizeof(orphan)) != sizeof(orphan))
 			_exit(1);
 		_exit(0);
@@ -340,7 +348,8 @@ static void a_main(void)
 		_exit(ZOMBIE_CODE);
 	children[1] = clone_newpid(d_main);
 	if (getenv("ZDTM_NESTED_DEAD_LEADER"))
-		children[nr_children++] = fork_dead_leader_orphan();
+		children[nr_children++] =
+			fork_dead_leader_orphan(!strcmp(getenv("ZDTM_NESTED_DEAD_LEADER"), "outer"));
 	if (pipe(adopted_pids))
 		test_fail_errno("pipe");
 	leader = test_fork(x_main);

@@ -10,7 +10,8 @@
  * checks them again (0 for the parent of an init, or of R, whose parent P is outside its
  * namespace; Y stays in X's session), B's POSIX timer still signals its thread
  * (SIGEV_THREAD_ID, by the tid it has in N1), the zombie is still one with its code, and
- * each nested init still reaps an orphan in its namespace; P's children are still born into
+ * each nested init still reaps an orphan in its namespace; the root's pidfd on A still
+ * names A; P's children are still born into
  * N3 (its pid_for_children). ZDTM_NESTED_DEAD_LEADER=1 adds in N1 an orphan whose session
  * and group leader exited: restore re-creates them around a helper with the leader's pids;
  * =outer makes that orphan the init of a namespace below N1, which the dump refuses (its
@@ -397,9 +398,32 @@ static void p_main(void)
 	exit(0);
 }
 
+/*
+ * The root's pidfd on A names it down to N1: its fdinfo "NSpid:" ends with A's pid there,
+ * 1, one level below the root's own.
+ */
+static void expect_pidfd_on_init(int pidfd)
+{
+	char nspid[128], *pos = nspid, *end;
+	unsigned int nr = 0;
+	long last = -1;
+
+	fdinfo_field(pidfd, "NSpid", nspid, sizeof(nspid));
+	for (;; pos = end, nr++) {
+		long id = strtol(pos, &end, 10);
+
+		if (end == pos)
+			break;
+		last = id;
+	}
+	if (nr != base_levels + 1 || last != 1)
+		test_fail("the root's pidfd on A names \"%s\"", nspid);
+}
+
 int main(int argc, char **argv)
 {
 	pid_t children[2];
+	int pidfd;
 
 	test_init(argc, argv);
 	test_launch_root(CLONE_NEWPID);
@@ -409,10 +433,15 @@ int main(int argc, char **argv)
 	children[0] = clone_newpid(a_main);
 	children[1] = test_fork(p_main);
 	test_barrier_wait();
+	pidfd = syscall(SYS_pidfd_open, children[0], 0);
+	if (pidfd < 0)
+		test_fail_errno("pidfd_open on A");
+	expect_pidfd_on_init(pidfd);
 	test_ready();
 	test_wait_sigterm();
 
 	expect_ns_pid(1, base_levels, "root");
+	expect_pidfd_on_init(pidfd);
 	test_children_verdict(children, 2, "root");
 	test_pass();
 }

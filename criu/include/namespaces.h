@@ -7,7 +7,7 @@
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
  * Every other task must live in its root's namespaces (nested ones are refused), but for
- * the kinds that say otherwise (ns_kind.nested: mounts).
+ * the kinds that say otherwise (ns_kind.nested: mounts, pids).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -46,7 +46,8 @@ struct ns_kind {
 	/*
 	 * Tasks of the tree may live in namespaces of this kind other than the root's, below
 	 * a namespace of the root's own: each is dump_check()ed, dumped and collect()ed as the
-	 * root's is (the root's first), and the kind's restore() makes them all.
+	 * root's is (the root's first), and the kind's restore() makes them all (pid: the
+	 * clone3() of each nested init, ns-pid.c).
 	 */
 	bool nested;
 	/*

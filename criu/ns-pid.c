@@ -9,7 +9,9 @@
  * own, which pidns-nested.img (ours) keeps with the init of its namespace. Restore clones each
  * task with all of them (set_tid, innermost first), a nested init with CLONE_NEWPID; a task
  * born into a namespace its forker is not in (the forker unshared, forked the init, then
- * more children) is cloned after a setns() of the forker into the init's namespace.
+ * more children) is cloned after a setns() of the forker into the init's namespace, where
+ * the forker's pid_for_children goes back at the end if it was left there. Helpers of
+ * sessions and groups whose leader exited get that leader's pids at every level.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +47,7 @@ static bool own_ns;
 /* How many "NSpid:" levels down criu sees the root's pid namespace. */
 static unsigned int tree_depth;
 
-/* A thread in a pid namespace below the root's (pidns-nested.img). */
+/* A thread, or an exited leader, in a pid namespace below the root's (pidns-nested.img). */
 struct nested_pid {
 	pid_t img; /* as pstree.img names it */
 	pid_t ns_init; /* the init of its namespace, as pstree.img names it */

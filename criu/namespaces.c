@@ -287,6 +287,9 @@ static int check_for_children(const struct pstree_item *item)
 		/* The kernel hides a pid namespace that has no init yet: it is no less there. */
 		if (own == next || !own)
 			continue;
+		/* One whose init it forked is nested (ns-pid.c), and restore sets it back. */
+		if (kinds[i] == NS_PID && pidns_for_children_init(item, next))
+			continue;
 		pr_err("task %d has unshared a %s namespace that its children would be born into "
 		       "(/proc/%d/ns/%s): not supported\n",
 		       item->pid, name, item->pid, for_children);

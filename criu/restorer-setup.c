@@ -23,6 +23,7 @@
 #include "log.h"
 #include "loginuid.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "regs-x86.h"
 #include "restorer-setup.h"
@@ -836,6 +837,9 @@ static void fill_thread(struct rst_thread *out, const struct thread_image *th, u
 		.rseq_sig = th->rseq_sig, .rseq_cs = th->rseq_cs, .has_sas = th->has_sas, .sas_sp = th->sas_sp,
 		.sas_size = th->sas_size, .sas_flags = th->sas_flags,
 	};
+	/* In a nested pid namespace the thread sees itself by its innermost tid. */
+	out->nr_set_tid = pidns_set_tid(th->tid, out->set_tid, RST_PID_LEVELS);
+	out->tid = out->set_tid[0];
 }
 
 /* Every thread's entry, pending signals and xstate, laid out as plan_layout() sized them. */
@@ -893,7 +897,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	unsigned int i, nr_reads, nr_iovs;
 
 	*args = (struct rst_args){
-		.magic = RST_ARGS_MAGIC, .pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
+		.magic = RST_ARGS_MAGIC, .pid = pidns_own_pid(ctx->pid), .log_pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
 		.sync_fd = ctx->sync_fd, .region_start = region,
 		.region_len = l->size, .task_size = RST_TASK_SIZE, .nr_vmas = plan->nr_vmas,
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,

@@ -18,6 +18,7 @@
 #include "lsm.h"
 #include "mem.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "regs-x86.h"
 #include "seccomp.h"
@@ -286,8 +287,10 @@ static int collect_timers(const TaskTimersEntry *t, struct task_image *ti)
 		ti->posix_timers[i] = (struct rst_posix_timer){
 			.id = pt->it_id, .clock_id = pt->clock_id, .signo = pt->si_signo,
 			.notify = pt->it_sigev_notify,
-			.notify_tid = pt->has_notify_thread_id ? (uint32_t)pt->notify_thread_id
-							       : (uint32_t)ti->item->pid,
+			/* As the task sees its thread: in a nested pid namespace, its own tid. */
+			.notify_tid = (uint32_t)pidns_own_pid(pt->has_notify_thread_id ?
+								      pt->notify_thread_id :
+								      ti->item->pid),
 			.sival = pt->sival_ptr, .interval_sec = pt->isec, .interval_nsec = pt->insec,
 			.value_sec = pt->vsec, .value_nsec = pt->vnsec,
 		};

@@ -665,6 +665,24 @@ def pidns_external(img_dir, pid):
         raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
 
 
+def pidns_nested_pid_taken(img_dir, pid):
+    """The task two levels down that its init forks gets, there, the init's own pid (1)."""
+    def take(entries):
+        child = [e for e in entries
+                 if e['pid'] != e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
+        child['ns_pids'][1] = 1
+    edit_image(img_dir, 'pidns-nested.img', take)
+
+
+def pidns_nested_bad_init(img_dir, pid):
+    """The init of the two-level namespace is pid 3 there, not 1."""
+    def move(entries):
+        init = [e for e in entries
+                if e['pid'] == e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
+        init['ns_pids'][1] = 3
+    edit_image(img_dir, 'pidns-nested.img', move)
+
+
 # --empty-ns net: the restored tree's new net namespace gets its loopback up from the
 # setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
 LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
@@ -1247,6 +1265,30 @@ TESTS = {
                                           'corrupt_depth': 2},
     # namespaces: trees whose root has namespaces of its own, as a container runtime makes them
     'ns_pid_init': {'launcher': True, 'pidns': True},
+    # pid namespaces nested below the root's (two levels, a zombie, a thread, a task born
+    # into a namespace its parent is not in): pids at every level, inits that reap
+    'ns_pid_nested': {'launcher': True, 'pidns': True},
+    'ns_pid_nested_twice': {'bin': 'ns_pid_nested', 'mode': 'twice', 'launcher': True,
+                            'pidns': True},
+    'ns_pid_nested_leave_running': {'bin': 'ns_pid_nested', 'mode': 'leave_running',
+                                    'launcher': True, 'pidns': True},
+    # and an orphan in N1 whose session (and group) leader exited there
+    'ns_pid_nested_dead_leader': {'bin': 'ns_pid_nested', 'launcher': True, 'pidns': True,
+                                  'test_env': {'ZDTM_NESTED_DEAD_LEADER': '1'}},
+    'ns_pid_nested_dead_outer_leader': {'bin': 'ns_pid_nested', 'mode': 'dump_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'test_env': {'ZDTM_NESTED_DEAD_LEADER': 'outer'},
+                                        'expect': 'exited in another one above it'},
+    # two tasks of a nested namespace given one pid there: the second clone3() fails
+    'restore_fail_pidns_nested_taken': {'bin': 'ns_pid_nested', 'mode': 'restore_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'corrupt': pidns_nested_pid_taken,
+                                        'expect': 'cannot create child'},
+    # an init that is not pid 1 in its namespace
+    'restore_fail_pidns_nested_init': {'bin': 'ns_pid_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': pidns_nested_bad_init,
+                                       'expect': "its pid namespace's init"},
     # threads of a pid namespace's init, dumped and killed: its last thread to exit
     # waits for the traced zombies of the others, which criu must reap in any order
     'ns_pid_init_threads': {'bin': 'threads_exit_order', 'launcher': True, 'pidns': True,
@@ -1900,7 +1942,10 @@ TESTS['cross_up2us_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_
 del TESTS['cross_up2us_unix_ext_dgram']
 
 # Namespaces restore could not give back (ns_refused.c): the dump refuses them with one line.
-for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported'),
+for _case, _expect in (
+        # a nested pid namespace below a root in criu's: restore makes nested ones below a
+        # namespace of the root's own only (ns_pid_nested)
+        ('nested_pid', 'nested pid namespaces need the root in one of its own'),
                        ('nested_uts', 'nested uts namespaces are not supported'),
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
@@ -2125,8 +2170,12 @@ def ns_tree(tree):
 
 
 def tree_tids(tree):
-    """{pid: [tid]} of every process in tree, taken now."""
-    return {pid: sorted(int(t) for t in os.listdir('/proc/%d/task' % pid)) for pid in tree}
+    """{pid: [tid]} of every process in tree, taken now; zombies (already so) left out."""
+    def zombie(pid):
+        with open('/proc/%d/stat' % pid) as stat:
+            return stat.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    return {pid: sorted(int(t) for t in os.listdir('/proc/%d/task' % pid)) for pid in tree
+            if not zombie(pid)}
 
 
 def images_checksum(img_dir):
@@ -2157,7 +2206,7 @@ def images_checksum(img_dir):
 # test_unixsk: unixsk-*), and
 # this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
-OWN_IMAGES = ('mm-ext-', 'ipcns-mq-')
+OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
 # are raw images too, as CRIU keeps them.

@@ -7,7 +7,7 @@
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
  * Every other task must live in its root's namespaces (nested ones are refused), but for
- * the kinds that say otherwise (ns_kind.nested: mounts, net).
+ * the kinds that say otherwise (ns_kind.nested: mounts, net, pids).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -46,7 +46,8 @@ struct ns_kind {
 	/*
 	 * Tasks of the tree may live in namespaces of this kind other than the root's, below
 	 * a namespace of the root's own: each is dump_check()ed, dumped and collect()ed as the
-	 * root's is (the root's first), and the kind's restore() makes them all.
+	 * root's is (the root's first), and the kind's restore() makes them all (pid: the
+	 * clone3() of each nested init, ns-pid.c).
 	 */
 	bool nested;
 	/*
@@ -295,6 +296,51 @@ int pidns_note_root(pid_t img_pid, pid_t host);
 int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 /* Restore: threads img_tids[nr] of the process host, as criu sees them, into host_tids. */
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
+/*
+ * Pid namespaces nested below the root's (pidns-nested.img, ours). Dump, main process, from
+ * pstree_write(): the image, where a thread lives in one. 0 or -errno.
+ */
+int pidns_write_nested(void);
+/*
+ * Dump, main process, from ns_dump_collect(): whether item's pid_for_children (inode
+ * ns_inode) is the namespace of a child it forked there, which then is nested and its
+ * init pid 1 there (restore sets it back: pidns_restore_for_children()).
+ */
+bool pidns_for_children_init(const struct pstree_item *item, uint64_t ns_inode);
+/*
+ * Restore, in task item once it forked its children: its pid_for_children back into the
+ * nested namespace it had unshared. 0 or -1 after one line.
+ */
+int pidns_restore_for_children(const struct pstree_item *item);
+/*
+ * Restore, once collected (criu and the tasks): clone3()'s set_tid for the thread img_pid
+ * (as pstree.img names it), its tid in its own pid namespace first, the root's last, at
+ * most max; the number of them.
+ */
+unsigned int pidns_set_tid(pid_t img_pid, int32_t *set_tid, unsigned int max);
+/* Restore: the pid the thread img_pid sees itself as (gettid()). */
+pid_t pidns_own_pid(pid_t img_pid);
+/*
+ * Restore, in task item: the task, session or group id (as pstree.img names it) as item
+ * sees it: 0 for a leader above its pid namespace.
+ */
+pid_t pidns_seen_by(const struct pstree_item *item, pid_t id);
+/*
+ * Restore, in the task forker (or a helper of its): clone3() the task img_pid (or a helper
+ * for the exited leader img_pid) with its pids in every pid namespace, in its own
+ * (CLONE_NEWPID for a nested namespace's init); 0 in the child, its pid in the forker, or
+ * -1 with errno (after one line where it is not clone3's).
+ */
+pid_t pidns_clone_child(const struct pstree_item *forker, pid_t img_pid, unsigned long flags);
+/*
+ * Restore, in the task forker: a helper with pid pid at every level from forker's pid
+ * namespace to the root's (pid is above every pid of the images: pstree_helper_pid()).
+ */
+pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid);
+/* Both sides, once collected: whether item is the init of a nested pid namespace. */
+bool pidns_nested_init(const struct pstree_item *item);
+/* Restore: the largest pid in the nested pid namespaces, 0 without any. */
+pid_t pidns_max_pid(void);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc

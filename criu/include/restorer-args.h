@@ -168,8 +168,14 @@ struct rst_mm_map {
 };
 
 /* One thread's own state: threads[0] of the args is the main thread (the task itself). */
+/* Pid namespaces a thread may be in, the tree's own and those nested below it. */
+#define RST_PID_LEVELS 8
+
 struct rst_thread {
-	int32_t tid;
+	int32_t tid; /* as the task sees it: set_tid[0] */
+	/* clone3()'s set_tid: the tid in its own pid namespace first, the tree's last. */
+	int32_t set_tid[RST_PID_LEVELS];
+	uint32_t nr_set_tid;
 	uint32_t has_rseq;
 	uint64_t rseq_ptr;
 	uint32_t rseq_len;
@@ -237,10 +243,11 @@ struct rst_file_lock {
 
 struct rst_args {
 	uint32_t magic;
-	int32_t pid;
+	int32_t pid; /* as the task sees itself: in a nested pid namespace, its innermost pid */
 	int32_t log_fd; /* -1: no log */
 	int32_t loglevel;
 	int32_t sync_fd;
+	int32_t log_pid; /* as the images name it, for the log's prefix */
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;

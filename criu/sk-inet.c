@@ -738,15 +738,31 @@ static int connect_datagram(int fd, const struct inet_sk *sk)
 	return 0;
 }
 
+/*
+ * A ping socket takes a gid of net.ipv4.ping_group_range, which a task of a tree with a
+ * user namespace of its own does not have yet (it has criu's until its creds are set):
+ * the owner service makes it there.
+ */
+static int new_socket(const InetSkEntry *ie, const char *what)
+{
+	int fd = socket(ie->family, ie->type | SOCK_CLOEXEC, ie->proto);
+
+	if (fd < 0 && errno == EACCES && is_icmp(ie->proto))
+		fd = userns_ping_socket(ie->family);
+	else if (fd < 0)
+		fd = -errno;
+	if (fd < 0)
+		pr_err("%s: cannot create it: %s\n", what, strerror(-fd));
+	return fd;
+}
+
 int inet_sk_new(const struct inet_sk *sk)
 {
 	const InetSkEntry *ie = sk->ie;
-	int fd = socket(ie->family, ie->type | SOCK_CLOEXEC, ie->proto), ret;
+	int fd = new_socket(ie, sk->what), ret;
 
-	if (fd < 0) {
-		pr_perror("%s: cannot create it", sk->what);
-		return -errno;
-	}
+	if (fd < 0)
+		return fd;
 	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
 	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
 	if (ret) {

@@ -814,9 +814,7 @@ static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
 {
 	const TcpStreamEntry *te = st->te;
 
-	return sk_opts_widen_sndbuf(fd, what) ?:
-		       set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
-			       what) ?:
+	return sk_opts_widen_sndbuf(fd, what) ?: sk_opts_widen_rcvbuf(fd, what) ?:
 		       fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
 		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(te),
 				  what) ?:

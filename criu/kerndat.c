@@ -27,6 +27,7 @@
 #include "log.h"
 #include "mem-track.h"
 #include "uffd.h"
+#include "sk-inet.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -323,7 +324,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
 	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
-	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
+	{ "tcp_half_closed", FEAT_EXTRA, tcp_has_half_closed, "closing TCP connections" },
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
 	{ "uffd", FEAT_EXTRA, kerndat_has_uffd, "restore --lazy-pages" },
 	{ "uffd-noncoop", FEAT_EXTRA, kerndat_has_uffd_noncoop,

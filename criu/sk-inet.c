@@ -130,6 +130,30 @@ static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 }
 
 /*
+ * A connection closed both ways (or reset) that its task still holds: getpeername() answers
+ * ENOTCONN for a closed socket, SO_PEERNAME still gives the peer it had. With
+ * --tcp-established it is dumped with its stream (sk-tcp.c), as CRIU dumps it, so that it
+ * keeps its peer's name and what it had not read.
+ */
+static int dump_closed_peer(int fd, struct inet_dump *d, const char *what)
+{
+	struct sockaddr_storage ss = { .ss_family = d->ie.family };
+	/* The kernel refuses a length longer than the address's. */
+	socklen_t len = d->ie.family == AF_INET ? sizeof(struct sockaddr_in) :
+						  sizeof(struct sockaddr_in6);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERNAME, &ss, &len)) {
+		if (errno == ENOTCONN)
+			return 0;
+		pr_perror("%s: cannot read its peer's address (SO_PEERNAME)", what);
+		return -errno;
+	}
+	d->connected = true;
+	image_addr(&ss, d->dst, &d->ie.dst_port);
+	return 0;
+}
+
+/*
  * TCP: the state and, listening, the backlog (TCP_INFO's tcpi_sacked is then the
  * socket's sk_max_ack_backlog and tcpi_unacked the connections waiting for accept()).
  */
@@ -151,6 +175,8 @@ static int dump_state(int fd, struct inet_dump *d, const char *what)
 		d->ie.backlog = ti.tcpi_sacked;
 		d->pending = ti.tcpi_unacked;
 	}
+	if (ti.tcpi_state == SK_CLOSE && !d->connected && opts.tcp_established)
+		return dump_closed_peer(fd, d, what);
 	return 0;
 }
 
@@ -359,6 +385,14 @@ static void init_dump(struct inet_dump *d, const struct fd_parms *p, uint32_t id
 		 (unsigned long)p->st.st_ino);
 }
 
+/* A TCP connection, established, closing or closed, dumped with its stream. */
+static bool is_connection(const struct inet_dump *d)
+{
+	if (d->ie.proto != IPPROTO_TCP || d->ie.state == SK_LISTEN)
+		return false;
+	return d->ie.state != SK_CLOSE || d->connected;
+}
+
 /* Everything but the state's own part (the established connection's stream). */
 static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 {
@@ -378,7 +412,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)
 		ret = dump_ip_opts(fd, d, d->what) ?: check_udp_cork(fd, d, d->what);
-	if (!ret && d->ie.proto == IPPROTO_TCP && d->ie.state != SK_ESTABLISHED)
+	if (!ret && d->ie.proto == IPPROTO_TCP && !is_connection(d))
 		ret = dump_tcp_opts(fd, d, d->what);
 	if (!ret)
 		ret = dump_fown(p, &d->fown);
@@ -387,7 +421,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 
 static int check_state(const struct inet_dump *d)
 {
-	if (d->ie.proto != IPPROTO_TCP || d->ie.state == SK_CLOSE)
+	if (d->ie.proto != IPPROTO_TCP || (d->ie.state == SK_CLOSE && !d->connected))
 		return 0;
 	if (d->ie.state == SK_LISTEN) {
 		if (d->pending && !opts.tcp_skip_in_flight) {
@@ -422,8 +456,7 @@ static int inet_sk_dump(const struct fd_parms *p, uint32_t id)
 	fd = ret = grab_task_fd(p);
 	if (fd >= 0)
 		ret = dump_socket(fd, p, d) ?: check_state(d);
-	if (!ret && d->ie.proto == IPPROTO_TCP && d->ie.state != SK_CLOSE &&
-	    d->ie.state != SK_LISTEN)
+	if (!ret && is_connection(d))
 		ret = tcp_dump_stream(fd, d);
 	if (!ret) {
 		fe.type = FD_TYPES__INETSK;
@@ -560,7 +593,7 @@ static int inet_sk_collect(struct file_desc *d)
 						 sk_opts_check(ie->opts, sk->what);
 	if (!ret)
 		ret = check_ip_opts(ie, sk->what);
-	if (!ret && ie->state != SK_CLOSE && ie->state != SK_LISTEN && ie->type == SOCK_STREAM)
+	if (!ret && tcp_restores_stream(ie))
 		ret = tcp_collect_stream(sk);
 	if (!ret)
 		ret = collect_owner(d, ie->fown);
@@ -779,6 +812,8 @@ int inet_sk_new(const struct inet_sk *sk)
 int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 {
 	const InetSkEntry *ie = sk->ie;
+	uint32_t how = ie->proto == IPPROTO_TCP ? tcp_task_shutdown(sk) :
+			ie->has_shutdown ? ie->shutdown : SK_SHUTDOWN__NONE;
 	int ret = restore_tcp_opts(fd, ie, sk->what);
 
 	/* Also after repair mode, whose end clears SO_REUSEADDR. */
@@ -794,8 +829,7 @@ int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 	 * sk_shutdown is SHUT_RD + 1, SHUT_WR + 1, SHUT_RDWR + 1. A socket not connected
 	 * answers ENOTCONN, but is shut down all the same.
 	 */
-	if (!ret && ie->has_shutdown && ie->shutdown != SK_SHUTDOWN__NONE &&
-	    shutdown(fd, ie->shutdown - 1) && errno != ENOTCONN) {
+	if (!ret && how != SK_SHUTDOWN__NONE && shutdown(fd, how - 1) && errno != ENOTCONN) {
 		ret = -errno;
 		pr_perror("%s: cannot shut it down (%u)", sk->what, ie->shutdown);
 	}
@@ -812,7 +846,7 @@ static int inet_sk_open(const struct file_desc *d)
 	const InetSkEntry *ie = sk->ie;
 	int fd, ret;
 
-	if (ie->type == SOCK_STREAM && ie->state != SK_CLOSE && ie->state != SK_LISTEN)
+	if (sk->stream || (tcp_restores_stream(ie) && ie->state != SK_CLOSE))
 		return tcp_open_stream(sk, d);
 	fd = inet_sk_new(sk);
 	if (fd < 0)

@@ -324,6 +324,13 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
+def tcp_state_connecting(img_dir, pid):
+    """A closing TCP connection made one in SYN_SENT, which restore does not make."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
+                                                 if e['type'] == 'INETSK' and
+                                                 e['isk']['state'] in (5, 8)][:1])
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -1002,6 +1009,14 @@ TESTS = {
                                       'dump_args': ['--tcp-established'],
                                       'corrupt': tcp_stream_short_queue,
                                       'expect': 'bytes after the entry, its queues have'},
+    # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
+                                      'expect': 'dump with --tcp-established'},
+    'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
+                                       'dump_args': ['--tcp-established'],
+                                       'corrupt': tcp_state_connecting,
+                                       'expect': 'state 2 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
                                  'corrupt': inet_family_unknown,
                                  'expect': 'is not a kind this criu restores'},
@@ -1625,6 +1640,8 @@ CROSS_TESTS = {
     'sk_inet_dgram': {},
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],
+                            'restore_args': ['--tcp-established']},
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},

@@ -992,6 +992,12 @@ TESTS = {
     'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
                           'dump_args': ['--tcp-established'],
                           'test_env': {'ZDTM_INET_NETNS': '1'}},
+    # ... and in a user namespace of its own, which owns the net one
+    'sk_inet_tcp_userns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
+                           'dump_args': ['--tcp-established'],
+                           'test_env': {'ZDTM_INET_NETNS': '1', 'ZDTM_INET_USERNS': '1'}},
+    'sk_inet_dgram_userns': {'bin': 'sk_inet_dgram', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_INET_USERNS': '1'}},
     # restored with --tcp-close: the connections come back closed, the listener listens
     'sk_inet_tcp_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-established'],
                           'restore_args': ['--tcp-close'],

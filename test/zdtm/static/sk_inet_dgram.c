@@ -6,6 +6,8 @@
  * $ZDTM_INET_UPSTREAM (dumped or restored by upstream criu, which keeps only the peers
  * with a port and, restoring, does not give a ping socket its address back): the IPv4
  * ping socket is neither bound nor connected.
+ * $ZDTM_INET_USERNS: in pid, net and user namespaces of its own, the ping sockets made for
+ * a gid of the namespace's ping_group_range.
  * Each comes back with its addresses, peer, options and shutdown state, and works; the
  * filter still filters. Queued datagrams are not restored (as CRIU): none is queued at dump.
  */
@@ -162,6 +164,8 @@ int main(int argc, char **argv)
 	struct names before;
 
 	test_init(argc, argv);
+	if (getenv("ZDTM_INET_USERNS"))
+		test_launch_netns_root(true);
 	setup();
 	save_names(&before);
 

@@ -292,6 +292,34 @@ static int check_udp_cork(int fd, const struct inet_dump *d, const char *what)
 	return ret;
 }
 
+/*
+ * What the socket's packets carry: IP_TOS and IP_TTL (IPV6_TCLASS and IPV6_UNICAST_HOPS
+ * for IPv6, in the same fields), written where they differ from a new socket's. A TTL never
+ * set reads as the namespace's default (net.ipv4.ip_default_ttl, net.ipv6.conf.all.
+ * hop_limit), 64 unless changed: that one is taken as not set, and a new socket follows
+ * the default of its namespace again.
+ */
+#define DEFAULT_TTL 64
+
+static int dump_tos_ttl(int fd, struct inet_dump *d, const char *what)
+{
+	bool v6 = d->ie.family == AF_INET6;
+	int tos, ttl;
+	int ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_TCLASS, "IPV6_TCLASS", &tos, what) :
+		       get_opt(fd, SOL_IP, IP_TOS, "IP_TOS", &tos, what);
+
+	if (!ret)
+		ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_UNICAST_HOPS, "IPV6_UNICAST_HOPS", &ttl, what) :
+			   get_opt(fd, SOL_IP, IP_TTL, "IP_TTL", &ttl, what);
+	if (ret)
+		return ret;
+	d->ip_opts.has_tos = tos != 0;
+	d->ip_opts.tos = tos;
+	d->ip_opts.has_ttl = ttl != DEFAULT_TTL;
+	d->ip_opts.ttl = ttl;
+	return 0;
+}
+
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 {
 	int val, ret;
@@ -311,16 +339,12 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ie.ip_opts = &d->ip_opts;
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
-	/* Options CRIU's images have no field for (as Debian's CRIU reads them). */
-	ret = get_opt(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT", &val, what);
+	ret = dump_tos_ttl(fd, d, what);
+	/* An option CRIU's images have no field for. */
+	if (!ret)
+		ret = get_opt(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT", &val, what);
 	if (!ret && val) {
 		pr_err("%s: IP_TRANSPARENT is set, which is not supported\n", what);
-		ret = -ENOTSUP;
-	}
-	if (!ret && d->ie.family == AF_INET)
-		ret = get_opt(fd, SOL_IP, IP_TOS, "IP_TOS", &val, what);
-	if (!ret && d->ie.family == AF_INET && val) {
-		pr_err("%s: IP_TOS is %#x, which is not supported\n", what, val);
 		ret = -ENOTSUP;
 	}
 	return ret;

@@ -1735,6 +1735,8 @@ TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_D
 # socket.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
+# Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
+TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server
 # end comes back without the listening socket's name, which the test then accepts.
 TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}

@@ -11,6 +11,10 @@
  * After restore each socket is in its dumped state (TCP_INFO) and the streams go on: each
  * end reads exactly the bytes queued to it, then end of file where its peer shut; a shut
  * end's writes fail with EPIPE; a closed socket still names its peer (SO_PEERNAME).
+ * $ZDTM_TCP_UPSTREAM_RESTORE (restored by upstream criu, which fails to send a FIN_WAIT1
+ * connection's unsent bytes again when none of its queue was sent): no FULL pair; and a
+ * CLOSED socket may have been reset by its peer as upstream's restore forged its FINs (its
+ * first write then reports the reset, the next one EPIPE).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +42,7 @@ struct conn {
 	size_t a_to_b, b_to_a; /* bytes queued, unread */
 	uint64_t seed_ab, seed_ba;
 	int a_state, b_state;
+	bool left_out;
 	struct sockaddr_storage a_peer, b_peer; /* CLOSED: SO_PEERNAME at dump */
 };
 
@@ -124,11 +129,14 @@ static void setup(void)
 	half.b_to_a = send_pattern(half.b, SMALL, half.seed_ba);
 	shut(half.a);
 
-	connect_pair(&full);
-	full.a_to_b = send_pattern(full.a, BIG, full.seed_ab);
-	if (full.a_to_b == BIG)
-		test_fail("FULL: all %d bytes went in, the queues are not full", BIG);
-	shut(full.a);
+	full.left_out = getenv("ZDTM_TCP_UPSTREAM_RESTORE") != NULL;
+	if (!full.left_out) {
+		connect_pair(&full);
+		full.a_to_b = send_pattern(full.a, BIG, full.seed_ab);
+		if (full.a_to_b == BIG)
+			test_fail("FULL: all %d bytes went in, the queues are not full", BIG);
+		shut(full.a);
+	}
 
 	connect_pair(&last);
 	shut(last.a);
@@ -153,6 +161,8 @@ static void setup(void)
 		test_fail_errno("SO_PEERNAME");
 
 	for (struct conn *c = &half; c <= &closed; c++) {
+		if (c->left_out)
+			continue;
 		wait_state(c->a, c->a_state, c->name);
 		wait_state(c->b, c->b_state, c->name);
 	}
@@ -173,8 +183,15 @@ static void expect_bytes_then_eof(int fd, size_t len, uint64_t seed, const char 
 
 static void expect_epipe(int fd, const char *what)
 {
-	if (send(fd, "x", 1, MSG_NOSIGNAL) != -1 || errno != EPIPE)
-		test_fail("%s: a write does not fail with EPIPE", what);
+	ssize_t n = send(fd, "x", 1, MSG_NOSIGNAL);
+
+	if (n == -1 && errno == ECONNRESET && getenv("ZDTM_TCP_UPSTREAM_RESTORE") &&
+	    tcp_state(fd) == CLOSE)
+		n = send(fd, "x", 1, MSG_NOSIGNAL);
+
+	if (n != -1 || errno != EPIPE)
+		test_fail("%s: a write gives %zd (%s), not EPIPE", what, n,
+			  n < 0 ? strerror(errno) : "no error");
 }
 
 /* Reads exactly len pattern bytes; the stream stays open. */
@@ -220,6 +237,8 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	for (struct conn *c = &half; c <= &closed; c++) {
+		if (c->left_out)
+			continue;
 		if (tcp_state(c->a) != c->a_state || tcp_state(c->b) != c->b_state)
 			test_fail("%s: states %d/%d after restore, not %d/%d", c->name,
 				  tcp_state(c->a), tcp_state(c->b), c->a_state, c->b_state);
@@ -229,9 +248,11 @@ int main(int argc, char **argv)
 	expect_epipe(half.a, "HALF a");
 	expect_open_way(&half, "HALF");
 
-	expect_bytes_then_eof(full.b, full.a_to_b, full.seed_ab, "FULL b");
-	expect_epipe(full.a, "FULL a");
-	expect_open_way(&full, "FULL");
+	if (!full.left_out) {
+		expect_bytes_then_eof(full.b, full.a_to_b, full.seed_ab, "FULL b");
+		expect_epipe(full.a, "FULL a");
+		expect_open_way(&full, "FULL");
+	}
 
 	expect_bytes_then_eof(last.a, last.b_to_a, last.seed_ba, "LAST a");
 	expect_epipe(last.b, "LAST b");

@@ -22,6 +22,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -107,6 +109,7 @@ struct tcp_conn {
 	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
 	uint16_t src_port, dst_port;
 	bool closed; /* --tcp-close: dumped without its stream */
+	bool locked; /* its peer is outside the tree: the network lock holds its packets */
 	uint32_t state; /* as its inet entry has it */
 	uint32_t ino; /* names its tcp-stream image */
 	char what[96];
@@ -552,9 +555,103 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
 	       !memcmp(l->src, any4, 16);
 }
 
+/* ------------------------------------------------------ the network lock ---- */
+
 /*
- * Without a network lock the peer of a connection must be dumped too: a peer outside the
- * tree would go on sending, and the dumped socket, gone, would answer with a reset.
+ * --network-lock iptables (the default, as CRIU's): a connection whose peer is outside the
+ * tree is locked while it is dumped and until it is restored, by two rules of the filter
+ * table (CRIU's): DROP its segments both ways (INPUT from the peer, OUTPUT to it), unless
+ * they carry the mark NET_LOCK_MARK, which criu's forged segments do. The peer retransmits
+ * what the lock dropped once the connection is back. Only in criu's own net namespace: a
+ * tree with one of its own keeps its peers there (refused, as without a lock).
+ */
+#define NET_LOCK_MARK 0xC114
+
+enum lock_op { LOCK_ADD, LOCK_DEL };
+
+/* One rule: 0 done, 1 not (LOCK_DEL: no such rule), -errno. */
+static int lock_rule(bool v6, enum lock_op op, bool input, const char *self, uint16_t self_port,
+		     const char *peer, uint16_t peer_port)
+{
+	static const char *const ops[] = { "-I", "-D" };
+	char sport[8], dport[8];
+	const char *argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", ops[op],
+			       input ? "INPUT" : "OUTPUT", "--protocol", "tcp", "-m", "mark", "!",
+			       "--mark", "0xc114", "--source", input ? peer : self, "--sport", sport,
+			       "--destination", input ? self : peer, "--dport", dport, "-j", "DROP",
+			       NULL };
+	int status;
+	pid_t pid;
+
+	snprintf(sport, sizeof(sport), "%u", input ? peer_port : self_port);
+	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		/* A missing rule is no news: the tool's words are not criu's. */
+		if (null >= 0 && op == LOCK_DEL) {
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+		}
+		execvp(argv[0], (char **)argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -ECHILD;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 1 ? 1 : -EIO;
+}
+
+/* Both rules of a connection between self and peer (16 bytes, IPv4 v4-mapped). */
+static int lock_conn_rules(enum lock_op op, const uint8_t *self, uint16_t self_port,
+			   const uint8_t *peer, uint16_t peer_port)
+{
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	bool v6 = memcmp(self, mapped, 12) != 0;
+	char s[INET6_ADDRSTRLEN], p[INET6_ADDRSTRLEN];
+	int ret;
+
+	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? self : self + 12, s, sizeof(s));
+	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? peer : peer + 12, p, sizeof(p));
+	ret = lock_rule(v6, op, true, s, self_port, p, peer_port);
+	if (ret >= 0)
+		ret = lock_rule(v6, op, false, s, self_port, p, peer_port) ?: ret;
+	return ret;
+}
+
+static int lock_conn(struct tcp_conn *c)
+{
+	int ret = lock_conn_rules(LOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
+
+	if (ret) {
+		pr_err("%s: its peer (port %u) is not in the dumped tree and iptables cannot lock "
+		       "the connection: dump with --network-lock skip to dump it unlocked\n",
+		       c->what, c->dst_port);
+		/* One of its rules may be in. */
+		lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
+		return -ENOTSUP;
+	}
+	c->locked = true;
+	pr_info("%s: locked (iptables): its peer (port %u) is outside the tree\n", c->what,
+		c->dst_port);
+	return 0;
+}
+
+static void unlock_conn(struct tcp_conn *c)
+{
+	if (c->locked && lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
+		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
+	c->locked = false;
+}
+
+/*
+ * A peer outside the tree would go on sending to the dumped socket, and, the socket gone,
+ * get a reset: its connection is locked, or, without a lock (or in a net namespace of the
+ * tree's own), refused unless --network-lock skip says to dump it anyway.
  */
 static int check_peers(void)
 {
@@ -563,17 +660,23 @@ static int check_peers(void)
 	for (size_t i = 0; i < nr_conns; i++) {
 		/* A connection restored closed does not care. */
 		bool found = conns[i].fd < 0 || conns[i].closed;
+		int ret;
 
 		for (size_t j = 0; j < nr_conns && !found; j++)
 			found = j != i && (is_peer(&conns[i], &conns[j]) ||
 					   peer_in_flight(&conns[i], &conns[j]));
-		if (!found) {
+		if (found)
+			continue;
+		if (ns_root_own(NS_NET)) {
 			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
-			       "does not lock the network: dump with --network-lock skip to "
-			       "dump it anyway\n",
+			       "does not lock a net namespace of the tree's own: dump with "
+			       "--network-lock skip to dump it anyway\n",
 			       conns[i].what, conns[i].dst_port);
 			return -ENOTSUP;
 		}
+		ret = lock_conn(&conns[i]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -588,6 +691,9 @@ void tcp_dump_release(bool killed)
 	for (size_t i = 0; i < nr_conns; i++) {
 		if (conns[i].fd < 0)
 			continue;
+		/* A killed tree's connections stay locked until they are restored. */
+		if (!killed)
+			unlock_conn(&conns[i]);
 		if (!killed)
 			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
 				TCP_REPAIR_OFF_NO_WP, conns[i].what);
@@ -1086,6 +1192,12 @@ static int raw_socket_in(int pidfd, int family, const char *what)
 	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
 	if (fd < 0)
 		pr_perror("%s: cannot make a raw socket to forge its FINs", what);
+	/* Through the network lock, which holds the connection's other segments. */
+	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &(int){ NET_LOCK_MARK }, sizeof(int))) {
+		pr_perror("%s: cannot mark its forged segments (SO_MARK)", what);
+		close(fd);
+		fd = -1;
+	}
 	if (setns(own, CLONE_NEWNET)) {
 		pr_perror("cannot go back to criu's own net namespace");
 		abort(); /* criu would go on in the tree's namespace */
@@ -1295,10 +1407,35 @@ static int send_unsent(int fd, const struct inet_sk *sk)
 		       sk_opts_restore(fd, sk->ie->opts, sk->what);
 }
 
+/*
+ * The lock a dump left on a connection (whichever criu dumped it): its rules go, before it
+ * leaves repair mode, so that its window probe reaches the peer. Only in criu's own net
+ * namespace, where the dump locks; a connection without rules has nothing to remove.
+ */
+static void unlock_restored(const struct inet_sk *sk)
+{
+	uint8_t self[16], peer[16];
+
+	if (opts.network_lock_skip || ns_root_own(NS_NET))
+		return;
+	conn_addr(sk->ie->family, sk->ie->src_addr, self);
+	conn_addr(sk->ie->family, sk->ie->dst_addr, peer);
+	/* Each lock of the connection (a dump with -R locks it again each time). */
+	for (int i = 0; i < 4; i++) {
+		if (lock_conn_rules(LOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
+			return;
+		pr_info("%s: network lock removed\n", sk->what);
+	}
+}
+
 int tcp_restore_unlock(void)
 {
 	int *fds = calloc(nr_streams ? nr_streams : 1, sizeof(*fds)), ret = fds ? 0 : -ENOMEM;
 	size_t i;
+
+	for (i = 0; i < nr_streams; i++)
+		if (repaired[i].pid)
+			unlock_restored(slot_sks[i]);
 
 	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
 	for (i = 0; fds && i < nr_streams; i++) {

@@ -1015,6 +1015,10 @@ TESTS = {
                                       'dump_args': ['--tcp-established'],
                                       'corrupt': tcp_stream_short_queue,
                                       'expect': 'bytes after the entry, its queues have'},
+    # its peer outside the tree: the network lock (iptables) holds it from dump to restore
+    'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
+                                         'dump_args': ['--tcp-established']},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',

@@ -342,7 +342,7 @@ static const struct feature features[] = {
 	/* Restore does make veth links with their index; the name gates --external netdev[]. */
 	NOT_IMPLEMENTED("newifindex", "--external netdev[] is not supported"),
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
-	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
+	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),

@@ -1,10 +1,12 @@
 /*
- * Established TCP connections (--tcp-established), through the kernel's repair mode
- * (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
+ * Established and closing TCP connections (--tcp-established), through the kernel's repair
+ * mode (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
  * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
  * dumped task closes it without a word to the peer. Restore makes the socket in repair
  * mode, where bind() and connect() set the connection up without a packet, puts the
- * queues and options back; criu ends repair mode once the whole tree is restored.
+ * queues and options back; criu puts a closing one's FINs back and ends repair mode once
+ * the whole tree is restored. A connection whose peer is outside the tree is held by the
+ * network lock (iptables rules) from its dump to its restore.
  */
 #include <errno.h>
 #include <limits.h>

@@ -179,6 +179,7 @@ static int add_conn(int fd, const struct inet_dump *d)
 	}
 	conns = grown;
 	c = &conns[nr_conns];
+	memset(c, 0, sizeof(*c));
 	c->fd = fd < 0 ? -1 : dup(fd);
 	if (fd >= 0 && c->fd < 0) {
 		pr_perror("%s: cannot keep a copy of it", d->what);

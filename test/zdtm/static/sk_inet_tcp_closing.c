@@ -53,6 +53,8 @@ static struct conn half = CONN("HALF", AF_INET6, 60, 11, FIN_WAIT2, CLOSE_WAIT);
 static struct conn full = CONN("FULL", AF_INET, 62, 21, FIN_WAIT1, ESTABLISHED);
 static struct conn last = CONN("LAST", AF_INET, 64, 31, FIN_WAIT2, LAST_ACK);
 static struct conn closed = CONN("CLOSED", AF_INET, 66, 41, CLOSE, CLOSE);
+static struct conn *const conns[] = { &half, &full, &last, &closed };
+#define NR_CONNS (sizeof(conns) / sizeof(conns[0]))
 
 static int tcp_state(int fd)
 {
@@ -160,7 +162,9 @@ static void setup(void)
 	if (getsockopt(closed.b, SOL_SOCKET, SO_PEERNAME, &closed.b_peer, &len))
 		test_fail_errno("SO_PEERNAME");
 
-	for (struct conn *c = &half; c <= &closed; c++) {
+	for (size_t i = 0; i < NR_CONNS; i++) {
+		const struct conn *c = conns[i];
+
 		if (c->left_out)
 			continue;
 		wait_state(c->a, c->a_state, c->name);
@@ -236,7 +240,9 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
-	for (struct conn *c = &half; c <= &closed; c++) {
+	for (size_t i = 0; i < NR_CONNS; i++) {
+		const struct conn *c = conns[i];
+
 		if (c->left_out)
 			continue;
 		if (tcp_state(c->a) != c->a_state || tcp_state(c->b) != c->b_state)

@@ -48,7 +48,7 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # restore puts the root into criu's own session and group: the runner's, as dumped).
 # A tree with a net namespace of its own (ns_net): upstream locks its network with
 # iptables-restore and saves and restores its tables with iptables-save/-restore (or the
-# command CR_IPTABLES names), none of which these machines have: the lock is skipped, and
+# command CR_IPTABLES names), which it runs as iptables-legacy: the lock is skipped, and
 # CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
 UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
 UPSTREAM_ENV = {'CR_IPTABLES': 'true'}
@@ -72,7 +72,8 @@ UPSTREAM_FEATURES = (
 IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdinfo_lock', 'timerfd',
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
-                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap'}
+                        'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
+                        'tcp_half_closed'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.

@@ -48,7 +48,7 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # restore puts the root into criu's own session and group: the runner's, as dumped).
 # A tree with a net namespace of its own (ns_net): upstream locks its network with
 # iptables-restore and saves and restores its tables with iptables-save/-restore (or the
-# command CR_IPTABLES names), which it runs as iptables-legacy: the lock is skipped, and
+# command CR_IPTABLES names): the lock is skipped, and
 # CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
 UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
 UPSTREAM_ENV = {'CR_IPTABLES': 'true'}

@@ -146,9 +146,9 @@ static const struct cr_option options[] = {
 	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
 	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
-	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
-	     "the network is not locked while the tree is dumped (skip: TCP connections to "
-	     "peers outside the tree are dumped too)"),
+	CALL("network-lock", 0, required_argument, set_network_lock, "iptables|skip",
+	     "iptables (default): TCP connections to peers outside the tree are locked until "
+	     "restored; skip: they are dumped unlocked"),
 	/* sockets */
 	FLAG("tcp-established", 0, tcp_established,
 	     "dump established TCP connections (in repair mode, with their queues)"),
@@ -737,8 +737,8 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 }
 
 /*
- * This criu does not lock the network of a tree it dumps: upstream's "skip", which, given,
- * also lets TCP connections with a peer outside the tree be dumped (sk-tcp.c).
+ * iptables (the default) locks the TCP connections whose peer is outside the tree
+ * (sk-tcp.c); skip dumps them unlocked; nftables is not supported.
  */
 static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 {
@@ -747,9 +747,9 @@ static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
 		return -1;
 	}
-	if (strcmp(arg, "skip"))
+	if (!strcmp(arg, "nftables"))
 		return refuse(o, arg);
-	opts.network_lock_skip = true;
+	opts.network_lock_skip = !strcmp(arg, "skip");
 	return 0;
 }
 
@@ -1208,7 +1208,7 @@ void print_usage(void)
 	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[],\n"
 	       "--ext-mount-map auto, --cpu-cap but =none, --file-validation buildid,\n"
 	       "--ext-unix-sk with inodes, --empty-ns but net, --join-ns but net:PATH,\n"
-	       "--network-lock but skip.\n"
+	       "--network-lock nftables.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

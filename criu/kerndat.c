@@ -30,6 +30,7 @@
 #include "mem-track.h"
 #include "namespaces.h"
 #include "uffd.h"
+#include "sk-inet.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -326,7 +327,7 @@ static const struct feature features[] = {
 	{ "loginuid", FEAT_EXTRA, kerndat_has_loginuid, "the audit loginuid" },
 	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
-	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
+	{ "tcp_half_closed", FEAT_EXTRA, tcp_has_half_closed, "closing TCP connections" },
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
 	{ "uffd", FEAT_EXTRA, kerndat_has_uffd, "restore --lazy-pages" },
 	{ "uffd-noncoop", FEAT_EXTRA, kerndat_has_uffd_noncoop,
@@ -343,7 +344,7 @@ static const struct feature features[] = {
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
-	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
+	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),

@@ -48,7 +48,7 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # restore puts the root into criu's own session and group: the runner's, as dumped).
 # A tree with a net namespace of its own (ns_net): upstream locks its network with
 # iptables-restore and saves and restores its tables with iptables-save/-restore (or the
-# command CR_IPTABLES names), none of which these machines have: the lock is skipped, and
+# command CR_IPTABLES names): the lock is skipped, and
 # CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
 UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
 UPSTREAM_ENV = {'CR_IPTABLES': 'true'}
@@ -74,7 +74,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
-                        'link_nsid'}
+                        'link_nsid', 'tcp_half_closed'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -331,6 +331,13 @@ def inet_family_unknown(img_dir, pid):
     """An INET socket of a family this criu does not restore (AF_PACKET)."""
     edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(family=17) for e in es
                                                  if e['type'] == 'INETSK'][:1])
+
+
+def tcp_state_connecting(img_dir, pid):
+    """A closing TCP connection made one in SYN_SENT, which restore does not make."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
+                                                 if e['type'] == 'INETSK' and
+                                                 e['isk']['state'] in (5, 8)][:1])
 
 
 def fd_names_missing_file(img_dir, pid):
@@ -1059,6 +1066,12 @@ TESTS = {
     'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
                           'dump_args': ['--tcp-established'],
                           'test_env': {'ZDTM_INET_NETNS': '1'}},
+    # ... and in a user namespace of its own, which owns the net one
+    'sk_inet_tcp_userns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
+                           'dump_args': ['--tcp-established'],
+                           'test_env': {'ZDTM_INET_NETNS': '1', 'ZDTM_INET_USERNS': '1'}},
+    'sk_inet_dgram_userns': {'bin': 'sk_inet_dgram', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_INET_USERNS': '1'}},
     # restored with --tcp-close: the connections come back closed, the listener listens
     'sk_inet_tcp_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-established'],
                           'restore_args': ['--tcp-close'],
@@ -1076,6 +1089,18 @@ TESTS = {
                                       'dump_args': ['--tcp-established'],
                                       'corrupt': tcp_stream_short_queue,
                                       'expect': 'bytes after the entry, its queues have'},
+    # its peer outside the tree: the network lock (iptables) holds it from dump to restore
+    'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
+                                         'dump_args': ['--tcp-established']},
+    # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
+                                      'expect': 'dump with --tcp-established'},
+    'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
+                                       'dump_args': ['--tcp-established'],
+                                       'corrupt': tcp_state_connecting,
+                                       'expect': 'state 2 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
                                  'corrupt': inet_family_unknown,
                                  'expect': 'is not a kind this criu restores'},
@@ -1810,6 +1835,8 @@ CROSS_TESTS = {
     'sk_inet_dgram': {},
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],
+                            'restore_args': ['--tcp-established']},
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
@@ -1897,6 +1924,8 @@ TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_D
 # socket.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
+# Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
+TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server
 # end comes back without the listening socket's name, which the test then accepts.
 TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}

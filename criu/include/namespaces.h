@@ -254,6 +254,19 @@ int userns_open_handle(int mnt_fd, struct file_handle *fh, const char **why);
 int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
 			   const uint8_t *keys, size_t len, const char *what);
 /*
+ * Restore, in a task: SO_SNDBUFFORCE or SO_RCVBUFFORCE (opt) to val on socket fd through the
+ * service (they take CAP_NET_ADMIN in the initial user namespace). 0 or -errno; -EPERM where
+ * no service runs.
+ */
+int userns_sock_buf(int fd, int opt, int val);
+/*
+ * Restore, in a task: a new ping socket (SOCK_DGRAM, IPPROTO_ICMP or IPPROTO_ICMPV6) of
+ * family in the task's net namespace, made by the service with a gid of the namespace's
+ * net.ipv4.ping_group_range (the tasks still have criu's gids). The fd or -errno; -EACCES
+ * where no service runs.
+ */
+int userns_ping_socket(int family);
+/*
  * Restore: a mount's options, made inside the tree's user namespace: "uid=N" and "gid=N"
  * name criu's ids (mountinfo shows them so whoever reads it), the kernel reads them as the
  * tree's. *tree_opts, allocated, is opts with those ids as the tree sees them. 0, or

@@ -135,7 +135,9 @@ static const struct cr_option options[] = {
 	  "save only the data of deleted files, not their holes (always done)" },
 	CALL("external", 0, required_argument, set_external, "RES",
 	     "veth[IN]:OUT[@BR], restore: the tree's veth link IN gets its peer OUT here (in "
-	     "bridge BR); mnt[]: an external mount, dump mnt[MOUNTPOINT]:KEY, restore "
+	     "bridge BR); macvlan[IN]:OUT, restore: the tree's macvlan link IN on link OUT "
+	     "here; netdev[IN]:OUT, restore: link OUT here becomes the tree's IN; mnt[]: an "
+	     "external mount, dump mnt[MOUNTPOINT]:KEY, restore "
 	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m): those criu's mounts show"),
 	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
 	     "the same as --external mnt[KEY]:VAL"),
@@ -145,9 +147,9 @@ static const struct cr_option options[] = {
 	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
 	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
-	CALL("network-lock", 0, required_argument, set_network_lock, "skip",
-	     "the network is not locked while the tree is dumped (skip: TCP connections to "
-	     "peers outside the tree are dumped too)"),
+	CALL("network-lock", 0, required_argument, set_network_lock, "iptables|skip",
+	     "iptables (default): TCP connections to peers outside the tree are locked until "
+	     "restored; skip: they are dumped unlocked"),
 	/* sockets */
 	FLAG("tcp-established", 0, tcp_established,
 	     "dump established TCP connections (in repair mode, with their queues)"),
@@ -557,6 +559,46 @@ const struct ext_veth *opts_ext_veth(const char *inner)
 	return NULL;
 }
 
+/* INNER]:OUTER of KIND[INNER]:OUTER: a link of the tree's and one of criu's (restore). */
+static int add_ext_link(const struct cr_option *o, const char *arg, const char *kind,
+			struct ext_link **list, unsigned int *nr)
+{
+	const char *inner = arg + strlen(kind) + 1, *end = strstr(inner, "]:");
+	struct ext_link ext = {};
+
+	if (!end || end == inner || end - inner >= IFNAMSIZ || !end[2] ||
+	    strlen(end + 2) >= IFNAMSIZ) {
+		opt_error("bad value '%s' for --%s (%s[IN]:OUT)", arg, o->name, kind);
+		return -1;
+	}
+	ext.inner = strndup(inner, end - inner);
+	ext.outer = strdup(end + 2);
+	if (!ext.inner || !ext.outer) {
+		opt_error("out of memory");
+		return -1;
+	}
+	return append(list, nr, &ext, sizeof(ext));
+}
+
+static const struct ext_link *find_ext_link(const struct ext_link *list, unsigned int nr,
+					    const char *inner)
+{
+	for (unsigned int i = 0; i < nr; i++)
+		if (!strcmp(list[i].inner, inner))
+			return &list[i];
+	return NULL;
+}
+
+const struct ext_link *opts_ext_macvlan(const char *inner)
+{
+	return find_ext_link(opts.ext_macvlans, opts.nr_ext_macvlans, inner);
+}
+
+const struct ext_link *opts_ext_netdev(const char *inner)
+{
+	return find_ext_link(opts.ext_netdevs, opts.nr_ext_netdevs, inner);
+}
+
 /* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */
 static int add_ext_mount(const struct cr_option *o, const char *arg, const char *first,
 			 size_t first_len, const char *second)
@@ -577,9 +619,10 @@ static int add_ext_mount(const struct cr_option *o, const char *arg, const char 
 }
 
 /*
- * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN) and mnt[A]:B, an
- * external mount (ns-mnt.c). Every other kind upstream knows (tty, file, dev, unix, macvlan,
- * netdev): refused.
+ * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN), macvlan[IN]:OUT
+ * (restore: the lower link of the tree's macvlan link IN), netdev[IN]:OUT (restore: criu's
+ * link OUT becomes the tree's IN) and mnt[A]:B, an external mount (ns-mnt.c). Every other
+ * kind upstream knows (tty, file, dev, unix): refused.
  */
 static int set_external(const struct cr_option *o, const char *arg, bool on)
 {
@@ -588,6 +631,10 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 	(void)on;
 	if (!strncmp(arg, "veth[", 5))
 		return add_ext_veth(o, arg, arg + 5, "]:");
+	if (!strncmp(arg, "macvlan[", 8))
+		return add_ext_link(o, arg, "macvlan", &opts.ext_macvlans, &opts.nr_ext_macvlans);
+	if (!strncmp(arg, "netdev[", 7))
+		return add_ext_link(o, arg, "netdev", &opts.ext_netdevs, &opts.nr_ext_netdevs);
 	/* mnt[] and mnt[]:m: found at dump (m, receiving from outside, is restored anyway). */
 	if (!strcmp(arg, "mnt[]") || !strcmp(arg, "mnt[]:m")) {
 		opts.ext_mount_auto = true;
@@ -703,8 +750,8 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 }
 
 /*
- * This criu does not lock the network of a tree it dumps: upstream's "skip", which, given,
- * also lets TCP connections with a peer outside the tree be dumped (sk-tcp.c).
+ * iptables (the default) locks the TCP connections whose peer is outside the tree
+ * (sk-tcp.c); skip dumps them unlocked; nftables is not supported.
  */
 static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 {
@@ -713,9 +760,9 @@ static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
 		return -1;
 	}
-	if (strcmp(arg, "skip"))
+	if (!strcmp(arg, "nftables"))
 		return refuse(o, arg);
-	opts.network_lock_skip = true;
+	opts.network_lock_skip = !strcmp(arg, "skip");
 	return 0;
 }
 
@@ -1171,9 +1218,9 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --external but veth[] and mnt[],\n"
+	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[],\n"
 	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
-	       "--empty-ns but net, --join-ns but net:PATH, --network-lock but skip.\n"
+	       "--empty-ns but net, --join-ns but net:PATH, --network-lock nftables.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

@@ -729,7 +729,7 @@ static int collect_rlimits(struct dump_task *task)
 	return 0;
 }
 
-/* loginuid (kept for CRIU's tools; restore leaves it) and oom_score_adj. */
+/* loginuid (as criu sees it, as CRIU keeps it) and oom_score_adj. */
 static int collect_audit_and_oom(struct dump_task *task)
 {
 	long long value;
@@ -1471,8 +1471,13 @@ static void release_tree(bool dumped)
 
 	/*
 	 * Children first: the init of a pid namespace, killed, waits until its children are
-	 * reaped, and a traced child is reaped by its tracer, criu, first.
+	 * reaped, and a traced child is reaped by its tracer, criu, first. Every task dies
+	 * before any is reaped: a nested namespace's task whose parent is outside it (born
+	 * after that parent's unshare) holds its init until that parent is gone too.
 	 */
+	for (i = 0; dumped && !opts.leave_running && !opts.leave_stopped && i < nr_dump_tasks; i++)
+		if (dump_tasks[i]->seized)
+			kill(dump_tasks[i]->item->pid, SIGKILL);
 	for (i = nr_dump_tasks; i-- > 0;)
 		release_task(dump_tasks[i], dumped);
 }

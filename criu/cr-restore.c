@@ -35,6 +35,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "plugin.h"
@@ -297,7 +298,7 @@ static int recreate_dead_group(const struct pstree_item *item)
 			  item->pgid);
 		return -1;
 	}
-	helper = clone_with_pid(item->pgid, 0);
+	helper = pidns_clone_child(item, item->pgid, 0);
 	if (helper == 0) {
 		close(hold[1]);
 		_exit(read(hold[0], &byte, 1) == 0 ? 0 : 1);
@@ -353,9 +354,19 @@ static int restore_own_leadership(struct pstree_item *item)
  */
 static int join_session_and_group(struct pstree_item *item)
 {
-	if (item->pgid != item->pid && getpgid(0) != item->pgid) {
+	/* In a nested pid namespace: as the task sees them (0 for a leader above it). */
+	pid_t pgid = pidns_seen_by(item, item->pgid), sid = pidns_seen_by(item, item->sid);
+
+	if (item->pgid != item->pid && getpgid(0) != pgid) {
 		if (pstree_find(item->pgid) || pstree_leader_is_dead(item->pgid)) {
-			if (setpgid(0, item->pgid) < 0) {
+			/* setpgid(0, 0) would make a group of its own instead. */
+			if (!pgid) {
+				pr_err("task %d: cannot join process group %d from below its "
+				       "leader's pid namespace\n",
+				       item->pid, item->pgid);
+				return -1;
+			}
+			if (setpgid(0, pgid) < 0) {
 				pr_perror("task %d: cannot join process group %d", item->pid,
 					  item->pgid);
 				return -1;
@@ -366,7 +377,7 @@ static int join_session_and_group(struct pstree_item *item)
 				item->pid, item->pgid, getpgid(0));
 		}
 	}
-	if (getsid(0) != item->sid) {
+	if (getsid(0) != sid) {
 		if (pstree_find(item->sid) || pstree_leader_is_dead(item->sid)) {
 			pr_err("task %d: cannot get back into session %d (it is in %d)\n",
 			       item->pid, item->sid, getsid(0));
@@ -559,10 +570,10 @@ static int session_helper_main(struct pstree_item *item, pid_t sid)
 	for (child = item->first_child; child; child = child->next_sibling) {
 		if (child->sid != sid)
 			continue;
-		/* Born in its mount namespace: the helper goes wherever each child is. */
-		if (mntns_enter(child->ids.mnt_ns_id))
+		/* Born in its mount and net namespaces: the helper goes wherever each child is. */
+		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
 			return -1;
-		pid = clone_with_pid(child->pid, CLONE_PARENT);
+		pid = pidns_clone_child(item, child->pid, CLONE_PARENT);
 		if (pid < 0) {
 			pr_perror("helper %d: cannot create task %d", sid, child->pid);
 			return -1;
@@ -583,7 +594,7 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
 	pid_t helper;
 	int status;
 
-	helper = clone_with_pid(sid, 0);
+	helper = pidns_clone_child(item, sid, 0);
 	if (helper == 0)
 		_exit(session_helper_main(item, sid) ? 1 : 0);
 	if (helper < 0) {
@@ -607,9 +618,10 @@ static int fork_session_helper(struct pstree_item *item, pid_t sid)
  * In the helper: the orphan, with its pid, in its session leader's session; the helper
  * exits at once and the kernel hands the orphan to the init of the pid namespace.
  */
-static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *orphan)
+static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *leader,
+							  struct pstree_item *orphan)
 {
-	pid_t pid = clone_with_pid(orphan->pid, 0);
+	pid_t pid = pidns_clone_child(leader, orphan->pid, 0);
 
 	if (pid == 0)
 		task_main(task_of(orphan));
@@ -628,12 +640,12 @@ static int fork_adopted_orphans(struct pstree_item *item)
 	for (orphan = root_item; orphan; orphan = pstree_next(orphan)) {
 		if (pstree_session_adopter(orphan) != item)
 			continue;
-		helper = clone_with_pid(pstree_helper_pid(orphan), 0);
+		helper = pidns_clone_helper(item, pstree_helper_pid(orphan));
 		/* Outside a pid namespace of the tree's own, another process may hold that pid. */
 		if (helper < 0 && errno == EEXIST && !pidns_own())
 			helper = fork();
 		if (helper == 0)
-			adopted_helper_main(orphan);
+			adopted_helper_main(item, orphan);
 		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
 			pr_perror("task %d: cannot run the helper that forks task %d", item->pid,
 				  orphan->pid);
@@ -668,13 +680,13 @@ static int fork_children(struct pstree_item *item, bool early)
 				return -1;
 			continue;
 		}
-		/* Born in its mount namespace (a nested one): the parent is in it meanwhile. */
-		if (mntns_enter(child->ids.mnt_ns_id))
+		/* Born in its mount and net namespaces (nested ones): the parent is in them too. */
+		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
 			return -1;
 		/* prepare_shared_tables() made sure clone3() is there for CLONE_FILES. */
 		if (kerndat_has_clone3_set_tid())
-			pid = clone_with_pid(child->pid,
-					     pstree_shares_parent_files(child) ? CLONE_FILES : 0);
+			pid = pidns_clone_child(item, child->pid,
+						pstree_shares_parent_files(child) ? CLONE_FILES : 0);
 		else
 			pid = fork_with_ns_last_pid(child->pid);
 		if (pid < 0) {
@@ -684,7 +696,7 @@ static int fork_children(struct pstree_item *item, bool early)
 		if (pid == 0)
 			task_main(task_of(child));
 		pr_debug("forked child %d\n", pid);
-		if (mntns_enter(item->ids.mnt_ns_id))
+		if (mntns_enter(item->ids.mnt_ns_id) || netns_enter(item->ids.net_ns_id))
 			return -1;
 	}
 	return 0;
@@ -780,7 +792,8 @@ static int task_stages(struct rst_task *task, int sock)
 	 */
 	if (fork_children(item, true) || restore_own_leadership(item) ||
 	    fork_adopted_orphans(item) || become_reaper(item) ||
-	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false))
+	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false) ||
+	    pidns_restore_for_children(item))
 		return -1;
 	close_other_task_socks(task);
 	/* Before the stage: after GROUPS the table's restorer may close its socket. */
@@ -1600,6 +1613,9 @@ int cr_restore_tasks(void)
 	/* The tree's cgroups exist before a task is moved into them (seize_task()). */
 	if (cg_restore_prepare())
 		goto out;
+	/* The root inherits criu's loginuid, unset where a task's is to be set. */
+	if (loginuid_restore_prepare())
+		goto out;
 	if (fork_root_task())
 		goto out;
 	root_pid = rst_tasks[0].pid;
@@ -1619,7 +1635,7 @@ int cr_restore_tasks(void)
 	if (run_plugins(POST_FORKING))
 		goto out;
 
-	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid))
+	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid) || mntns_bind_ptys())
 		goto out;
 	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
 	if (memfd_apply_seals())

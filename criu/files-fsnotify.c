@@ -48,6 +48,7 @@ struct watched_inode {
 	uint32_t handle_bytes;
 	unsigned char handle[MAX_HANDLE_SZ];
 	const char *path; /* fh_entry.path, in the collected entry; or NULL */
+	int32_t mnt_id;	  /* fh_entry.mnt_id: a mount of the namespace path is in; or -1 */
 };
 
 /* mountinfo escapes blanks and backslashes in paths as \ooo. */
@@ -91,6 +92,7 @@ struct mount_line {
 	unsigned int id;
 	unsigned int major, minor;
 	char point[4096];
+	pid_t pid; /* dump: a task of the tree's mount namespace it is in; 0: criu's */
 };
 
 /*
@@ -128,13 +130,13 @@ static int open_mount_of(const char *who, const char *root,
 }
 
 /*
- * The same in criu's table, then (at dump) in each mount namespace of the tree's own,
- * through a task in it.
+ * The same (at dump) in each mount namespace of the tree's own, through a task in it, then
+ * in criu's table: a path found through a mount of the tree's is the one the tree knows.
  */
 static int open_mount(bool (*match)(const struct mount_line *m, const void *arg),
 		      const void *arg, struct mount_line *m)
 {
-	int fd = open_mount_of("self", "", match, arg, m);
+	int fd = -ENOENT;
 	pid_t pid;
 
 	for (unsigned int i = 0; fd < 0 && (pid = mntns_dump_pid(i)); i++) {
@@ -143,6 +145,11 @@ static int open_mount(bool (*match)(const struct mount_line *m, const void *arg)
 		snprintf(who, sizeof(who), "%d", pid);
 		snprintf(root, sizeof(root), "/proc/%d/root", pid);
 		fd = open_mount_of(who, root, match, arg, m);
+		m->pid = pid;
+	}
+	if (fd < 0) {
+		fd = open_mount_of("self", "", match, arg, m);
+		m->pid = 0;
 	}
 	return fd;
 }
@@ -197,10 +204,10 @@ int open_handle_in_mount(int mnt_fd, struct file_handle *fh, const char **why)
 	return fd >= 0 ? fd : -err;
 }
 
-/* By its handle: the fd (O_PATH) or -errno and *why. */
-static int open_by_watched_handle(const struct watched_inode *wi, const char **why)
+/* By its handle: the fd (O_PATH) or -errno and *why; *m the mount it was opened through. */
+static int open_by_watched_handle(const struct watched_inode *wi, const char **why,
+				  struct mount_line *m)
 {
-	struct mount_line m;
 	int mnt_fd, fd;
 
 	struct {
@@ -208,7 +215,7 @@ static int open_by_watched_handle(const struct watched_inode *wi, const char **w
 		unsigned char bytes[MAX_HANDLE_SZ];
 	} h;
 
-	mnt_fd = open_mount(mount_has_dev, &wi->s_dev, &m);
+	mnt_fd = open_mount(mount_has_dev, &wi->s_dev, m);
 	if (mnt_fd < 0) {
 		*why = "no directory of its filesystem is mounted here";
 		return mnt_fd;
@@ -221,34 +228,63 @@ static int open_by_watched_handle(const struct watched_inode *wi, const char **w
 	return fd;
 }
 
-/* By the image's path, taken from the root: the fd (O_PATH) or -errno and *why. */
+/*
+ * By the image's path, taken from the root of the mount namespace of its mount (a restored
+ * one: in a task, once the namespaces are built), else the task's own: the fd (O_PATH) or
+ * -errno and *why.
+ */
 static int open_by_image_path(const struct watched_inode *wi, const char **why)
 {
 	char path[PATH_MAX];
-	int fd;
+	int64_t own_mntns = mntns_enter_mount(wi->mnt_id);
+	int fd, err;
 
+	if (own_mntns < 0) {
+		*why = "cannot enter the mount namespace of its path";
+		return own_mntns;
+	}
 	snprintf(path, sizeof(path), "/%s", wi->path + (wi->path[0] == '/'));
 	fd = open(path, O_PATH | O_CLOEXEC);
+	err = errno;
+	if (mntns_enter(own_mntns)) {
+		if (fd >= 0)
+			close(fd);
+		*why = "cannot return to its own mount namespace";
+		return -EIO;
+	}
 	if (fd < 0) {
 		*why = "neither by its handle nor by its path in the image";
-		return -errno;
+		return -err;
 	}
 	return fd;
 }
 
+/* Whether the inode st is on the filesystem the image names (s_dev, the kernel's encoding). */
+static bool on_dumped_fs(const struct stat *st, uint32_t s_dev)
+{
+	return major(st->st_dev) == s_dev >> 20 && minor(st->st_dev) == (s_dev & 0xfffff);
+}
+
 /*
  * The watched inode, O_PATH: by its handle, else by the path the image may carry;
- * it must be the inode dumped (a handle or a path could name a reused one). The fd, or
- * -errno after one line naming what, the inode and why.
+ * it must be the inode dumped (a handle or a path could name a reused one), unless the
+ * path leads to another filesystem: one the restore made anew (a tmpfs), whose inode
+ * numbers are new. The fd, or -errno after one line naming what, the inode and why;
+ * *where: the mount the handle was opened through (where not NULL).
  */
-static int open_watched_inode(const struct watched_inode *wi, struct stat *st, const char *what)
+static int open_watched_inode(const struct watched_inode *wi, struct stat *st, const char *what,
+			      struct mount_line *where)
 {
+	struct mount_line m = { .pid = 0 };
 	const char *why = NULL;
+	bool by_path = false;
 	int fd;
 
-	fd = open_by_watched_handle(wi, &why);
-	if (fd < 0 && wi->path)
+	fd = open_by_watched_handle(wi, &why, &m);
+	if (fd < 0 && wi->path) {
 		fd = open_by_image_path(wi, &why);
+		by_path = true;
+	}
 	if (fd >= 0 && fstat(fd, st)) {
 		int err = errno;
 
@@ -256,7 +292,10 @@ static int open_watched_inode(const struct watched_inode *wi, struct stat *st, c
 		close(fd);
 		fd = -err;
 	}
-	if (fd >= 0 && (uint64_t)st->st_ino != wi->ino) {
+	if (where)
+		*where = m;
+	if (fd >= 0 && (uint64_t)st->st_ino != wi->ino &&
+	    (!by_path || on_dumped_fs(st, wi->s_dev))) {
 		why = "another inode is there now";
 		close(fd);
 		fd = -ESTALE;
@@ -266,6 +305,15 @@ static int open_watched_inode(const struct watched_inode *wi, struct stat *st, c
 		       (unsigned long long)wi->ino, wi->s_dev >> 20, wi->s_dev & 0xfffff, why,
 		       strerror(-fd));
 	return fd;
+}
+
+/*
+ * Whether the inode can only be looked for once the tree's mount namespaces exist, in a
+ * task: its path is in one of them (a restored tmpfs has new handles and a new device).
+ */
+static bool found_in_restored_mntns(const struct watched_inode *wi)
+{
+	return wi->path && mntns_restored() && mntns_has_mount(wi->mnt_id);
 }
 
 /* The inode an image entry names; the handle's words are checked to hold fh->bytes. */
@@ -278,6 +326,7 @@ static struct watched_inode watched_inode_of(uint64_t ino, uint32_t s_dev, const
 		.handle_type = fh->type,
 		.handle_bytes = fh->bytes,
 		.path = fh->path,
+		.mnt_id = fh->has_mnt_id ? (int32_t)fh->mnt_id : -1,
 	};
 
 	memcpy(wi.handle, words, fh->bytes);
@@ -360,11 +409,15 @@ static int parse_fdinfo_handle(const char *s, struct dumped_handle *h, const cha
 /*
  * A path to the inode beside its handle, as upstream criu writes (its restore opens the
  * path, and the handle only with the mount images it dumps): the name the kernel gives the
- * opened inode, when that still leads to it. *path stays NULL when no name does.
+ * opened inode, when that still leads to it. The kernel names it from the root of the
+ * mount namespace of the mount m it was opened through; one of the tree's (m->pid) is
+ * named by that mount's id too (fh_entry.mnt_id), as restore makes it anew: a tmpfs, whose
+ * handles do not survive. h->path stays NULL when no name leads to it.
  */
-static int find_watched_path(int fd, const struct stat *st, char **path, const char *what)
+static int find_watched_path(int fd, const struct stat *st, const struct mount_line *m,
+			     struct dumped_handle *h, const char *what)
 {
-	char link[32], name[PATH_MAX];
+	char link[32], name[PATH_MAX], where[PATH_MAX + 32];
 	struct stat now;
 	ssize_t len;
 
@@ -373,17 +426,23 @@ static int find_watched_path(int fd, const struct stat *st, char **path, const c
 	if (len <= 0 || name[0] != '/')
 		return 0;
 	name[len] = '\0';
+	if (m->pid)
+		snprintf(where, sizeof(where), "/proc/%d/root%s", m->pid, name);
+	else
+		snprintf(where, sizeof(where), "%s", name);
 	/* lstat: a watched symlink is named by its own path. */
-	if (lstat(name, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+	if (lstat(where, &now) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
 		pr_debug("%s: inode %#llx is not reachable as %s\n", what,
-			 (unsigned long long)st->st_ino, name);
+			 (unsigned long long)st->st_ino, where);
 		return 0;
 	}
-	*path = strdup(name);
-	if (!*path) {
+	h->path = strdup(name);
+	if (!h->path) {
 		pr_err("%s: out of memory\n", what);
 		return -ENOMEM;
 	}
+	h->fh.has_mnt_id = m->pid != 0;
+	h->fh.mnt_id = m->id;
 	return 0;
 }
 
@@ -424,10 +483,11 @@ static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_ha
 				  const char *what)
 {
 	struct watched_inode wi = watched_inode_of(ino, s_dev, &h->fh, h->words);
+	struct mount_line m;
 	struct stat st;
 	int fd, ret = 0;
 
-	fd = open_watched_inode(&wi, &st, what);
+	fd = open_watched_inode(&wi, &st, what, &m);
 	if (fd < 0)
 		return fd;
 	if (st.st_nlink == 0 && !tree_holds_inode(&st)) {
@@ -440,7 +500,7 @@ static int check_inode_restorable(uint64_t ino, uint32_t s_dev, struct dumped_ha
 		return ret;
 	}
 	if (!ret)
-		ret = find_watched_path(fd, &st, &h->path, what);
+		ret = find_watched_path(fd, &st, &m, h, what);
 	if (!ret && !h->path && opts.force_irmap) {
 		ret = irmap_find_path(st.st_dev, st.st_ino, &h->path);
 		if (ret == -ENOENT)
@@ -748,7 +808,9 @@ static int check_watches(const struct file_desc *d, const struct inotify_desc *i
 		}
 		if (in->watches[i].ghost_file)
 			continue; /* made by the restore: a dependency of d (inotify_deps()) */
-		fd = open_watched_inode(&in->watches[i].inode, &st, what);
+		if (found_in_restored_mntns(&in->watches[i].inode))
+			continue; /* the task finds it (add_watch_at_wd()) */
+		fd = open_watched_inode(&in->watches[i].inode, &st, what, NULL);
 		if (fd < 0)
 			return fd;
 		close(fd);
@@ -815,7 +877,8 @@ static int add_watch_at_wd(int ifd, const struct inotify_desc *in, size_t idx, u
 	int inode_fd, wd, err;
 
 	snprintf(what, sizeof(what), "inotify file %u, watch wd %d", id, w->wd);
-	inode_fd = w->ghost_file ? files_dep_fd(w->ghost_file) : open_watched_inode(&w->inode, &st, what);
+	inode_fd = w->ghost_file ? files_dep_fd(w->ghost_file)
+				 : open_watched_inode(&w->inode, &st, what, NULL);
 	if (inode_fd < 0)
 		return inode_fd;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", inode_fd);
@@ -1216,7 +1279,7 @@ static int open_mark_target(const struct fanotify_mark *m, const char *what)
 
 	if (m->type == MARK_TYPE__MOUNT)
 		return open_mark_mount(m, what);
-	return open_watched_inode(&m->inode, &st, what);
+	return open_watched_inode(&m->inode, &st, what, NULL);
 }
 
 /*
@@ -1238,7 +1301,11 @@ static int check_fanotify_desc(const struct file_desc *d, const struct fanotify_
 	}
 	close(fd);
 	for (size_t i = 0; i < fd_desc->nr_marks; i++) {
-		fd = open_mark_target(&fd_desc->marks[i], what);
+		const struct fanotify_mark *m = &fd_desc->marks[i];
+
+		if (m->type == MARK_TYPE__INODE && found_in_restored_mntns(&m->inode))
+			continue; /* the task finds it (add_mark()) */
+		fd = open_mark_target(m, what);
 		if (fd < 0)
 			return fd;
 		close(fd);

@@ -52,14 +52,16 @@ static int nsfs_dump(const struct fd_parms *p, uint32_t id)
 	NsFileEntry nfe = NS_FILE_ENTRY__INIT;
 	FileEntry fe = FILE_ENTRY__INIT;
 	char name[NS_NAME_MAX];
+	int ret;
 
 	parse_ns_link(p, name);
-	if (ns_dump_file_id(name, p->st.st_ino, &nfe.ns_id, &nfe.ns_cflag)) {
+	ret = ns_dump_file_id(name, p->st.st_ino, &nfe.ns_id, &nfe.ns_cflag);
+	if (ret == -ENOENT)
 		pr_err("fd %d of task %d: %s is a namespace no task of the tree lives in, which "
 		       "is not supported\n",
 		       p->fd, p->pid, p->link);
+	if (ret)
 		return -ENOTSUP;
-	}
 	nfe.id = id;
 	nfe.flags = p->flags;
 	fe.type = FD_TYPES__NS;

@@ -672,6 +672,60 @@ static int write_remap(uint32_t file_id, uint32_t remap_id, RemapType type)
 }
 
 /*
+ * The mount id of path (from the root of the namespace of src's mount), or of the nearest
+ * directory above it that exists when the name does not resolve (a file removed or renamed
+ * since, or hidden under a mount over a directory above it).
+ */
+static int path_mount_id(const char *src, const char *path, uint64_t *mnt_id)
+{
+	char dir[PATH_MAX], buf[PATH_MAX + 32];
+	struct statx stx;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (;;) {
+		char *slash = strrchr(dir, '/');
+
+		if (!statx(AT_FDCWD, mntns_dump_path(src, *dir ? dir : "/", buf, sizeof(buf)),
+			   AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) &&
+		    (stx.stx_mask & STATX_MNT_ID)) {
+			*mnt_id = stx.stx_mnt_id;
+			return 0;
+		}
+		if ((errno != ENOENT && errno != ENOTDIR) || !*dir || !slash)
+			return -errno ?: -EIO;
+		*slash = '\0';
+	}
+}
+
+/*
+ * An fd whose mount another mount covers at the file's path (one mounted over it, or over a
+ * directory above it): restore opens (or makes) the file by its path, which would give an
+ * fd on the covering mount (even the same inode, where that binds the same directory), so
+ * such an fd is refused, as CRIU refuses open files on overmounted mounts. Only for a mount
+ * of the tree's own mount namespaces: elsewhere there are no mount ids to restore.
+ */
+static int check_path_reaches_mount(const char *src, const char *path, const char *what)
+{
+	uint64_t path_mnt;
+	int32_t mnt_id;
+	int ret = mntns_file_mnt_id(src, &mnt_id);
+
+	if (ret || !mntns_has_mount(mnt_id))
+		return ret;
+	ret = path_mount_id(src, path, &path_mnt);
+	if (ret) {
+		pr_err("%s: cannot read the mount id of %s: %s\n", what, path, strerror(-ret));
+		return ret;
+	}
+	if (path_mnt == (uint64_t)mnt_id)
+		return 0;
+	pr_err("%s: %s is on mount %d, which mount %llu covers at that path (overmounted): "
+	       "not supported\n",
+	       what, path, mnt_id, (unsigned long long)path_mnt);
+	return -ENOTSUP;
+}
+
+/*
  * One REG file_entry (plus, when deleted, its ghost or link and the remap naming it); src
  * is the /proc link the contents of a deleted file are read from.
  */
@@ -683,7 +737,10 @@ static int dump_reg_entry(uint32_t id, const char *src, const char *link, const 
 	uint32_t remap_id;
 	int ret;
 
-	ret = resolve_path(src, link, st, what, path, &kind);
+	/* An fd (fown: it has an owner), whatever its path names now. */
+	ret = fown ? check_path_reaches_mount(src, link, what) : 0;
+	if (!ret)
+		ret = resolve_path(src, link, st, what, path, &kind);
 	if (!ret && kind == PATH_GHOST) {
 		ret = dump_ghost(src, path, st, &remap_id);
 		if (!ret)

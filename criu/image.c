@@ -93,6 +93,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				   cr_posix_mq_entry__descriptor),
 	[CR_IMG_TIMENS] = PB_IMG("TIMENS", "timens-%lu.img", TIMENS_MAGIC, timens_entry__descriptor),
 	[CR_IMG_PIDNS] = PB_IMG("PIDNS", "pidns-%lu.img", PIDNS_MAGIC, pidns_entry__descriptor),
+	[CR_IMG_PIDNS_NESTED] = PB_IMG("PIDNS_NESTED", "pidns-nested.img", PIDNS_NESTED_MAGIC,
+				       cr_nested_pid_entry__descriptor),
 	[CR_IMG_USERNS] = PB_IMG("USERNS", "userns-%lu.img", USERNS_MAGIC, userns_entry__descriptor),
 	[CR_IMG_CGROUP] = PB_IMG("CGROUP", "cgroup.img", CGROUP_MAGIC, cgroup_entry__descriptor),
 	[CR_IMG_NETNS] = PB_IMG("NETNS", "netns-%lu.img", NETNS_MAGIC, netns_entry__descriptor),

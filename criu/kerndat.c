@@ -27,8 +27,12 @@
 #include "crtools.h"
 #include "kerndat.h"
 #include "log.h"
+#include "loginuid.h"
+#include "mem-guard.h"
 #include "mem-track.h"
+#include "namespaces.h"
 #include "uffd.h"
+#include "sk-inet.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -338,10 +342,10 @@ static const struct feature features[] = {
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
 	{ "seccomp_filters", FEAT_EXTRA, has_seccomp_filters, "seccomp filters" },
-	NOT_IMPLEMENTED("loginuid", "the loginuid is not restored"),
+	{ "loginuid", FEAT_EXTRA, kerndat_has_loginuid, "the audit loginuid" },
 	{ "cgroupns", FEAT_EXTRA, has_cgroupns, "cgroup namespaces" },
 	NOT_IMPLEMENTED("autofs", "autofs mounts are not dumped"),
-	NOT_IMPLEMENTED("tcp_half_closed", "sockets are not dumped"),
+	{ "tcp_half_closed", FEAT_EXTRA, tcp_has_half_closed, "closing TCP connections" },
 	NOT_IMPLEMENTED("compat_cr", "32-bit tasks are not dumped"),
 	{ "uffd", FEAT_EXTRA, kerndat_has_uffd, "restore --lazy-pages" },
 	{ "uffd-noncoop", FEAT_EXTRA, kerndat_has_uffd_noncoop,
@@ -351,16 +355,15 @@ static const struct feature features[] = {
 	{ "sk_unix_file", FEAT_EXTRA, has_unix_file,
 	  "Unix sockets bound in other mount namespaces (their files)" },
 	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
-	NOT_IMPLEMENTED("nsid", "nested network namespaces are not restored"),
-	NOT_IMPLEMENTED("link_nsid", "nested network namespaces are not restored"),
+	{ "nsid", FEAT_EXTRA, net_has_nsid, "nested net namespaces (veth peers among them)" },
+	{ "link_nsid", FEAT_EXTRA, net_has_nsid, "veth links between the tree's net namespaces" },
 	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },
 	{ "timens", FEAT_EXTRA, has_timens, "time namespaces" },
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
-	/* Restore does make veth links with their index; the name gates --external netdev[]. */
-	NOT_IMPLEMENTED("newifindex", "--external netdev[] is not supported"),
+	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
-	NOT_IMPLEMENTED("has_ipt_legacy", "the network is not locked"),
+	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
@@ -376,7 +379,8 @@ static const struct feature features[] = {
 	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
 	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),
 	NOT_IMPLEMENTED("breakpoints", "hardware breakpoints are not dumped"),
-	NOT_IMPLEMENTED("pagemap_scan_guard_pages", "guard regions are not dumped"),
+	{ "pagemap_scan_guard_pages", FEAT_EXTRA, kerndat_has_guard_scan,
+	  "guard regions (MADV_GUARD_INSTALL)" },
 	/* this criu's own */
 	{ "ptrace_rseq", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
 	{ "prctl_mm_map", FEAT_REQUIRED, has_prctl_mm_map, "mm fields restore" },

@@ -20,6 +20,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "mem-guard.h"
 #include "mem.h"
 #include "mem-track.h"
 #include "memfd.h"
@@ -45,6 +46,8 @@
 #define PME_PRESENT (1ULL << 63)
 #define PME_SWAPPED (1ULL << 62)
 #define PME_FILE_OR_SHARED (1ULL << 61) /* not an anonymous page */
+/* A guard region's page (Linux 6.15; shown as swapped too): no data, mem-guard.c's. */
+#define PME_GUARD (1ULL << 58)
 #define PME_PFN_MASK ((1ULL << 55) - 1)
 
 /* Pagemap entries read per pread: 512 KiB of pagemap covers 256 MiB of address space. */
@@ -652,26 +655,41 @@ static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dum
 	uint64_t auxv[PROC_AUXV_MAX_WORDS];
 	MmEntry mm = MM_ENTRY__INIT;
 	unsigned int nr_auxv = 0, i;
+	VmaEntry **ptrs, **grown, *guards;
 	struct cr_img *img;
-	VmaEntry **ptrs;
+	size_t nr_guards;
 	int ret;
 
 	ret = fill_mm_fields(pid, misc, &mm, auxv, &nr_auxv);
 	if (ret)
 		return ret;
-	ptrs = calloc(nr ? nr : 1, sizeof(*ptrs));
+	ptrs = calloc(nr + 1, sizeof(*ptrs));
 	if (!ptrs) {
 		pr_err("no memory for the VMA list of %d\n", pid);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr; i++)
 		ptrs[i] = &dvmas[i].e;
+	ret = guard_regions_dump(pid, ptrs, nr, &guards, &nr_guards);
+	grown = ret ? NULL : realloc(ptrs, (nr + nr_guards + 1) * sizeof(*ptrs));
+	if (!grown) {
+		if (!ret)
+			pr_err("no memory for the guard regions of %d\n", pid);
+		free(ptrs);
+		free(guards);
+		return ret ?: -ENOMEM;
+	}
+	ptrs = grown;
+	/* After the VMAs, as CRIU lists them. */
+	for (i = 0; i < nr_guards; i++)
+		ptrs[nr + i] = &guards[i];
 	mm.vmas = ptrs;
-	mm.n_vmas = nr;
+	mm.n_vmas = nr + nr_guards;
 	ret = collect_aio_rings(pid, dvmas, nr, &mm);
 	if (ret) {
 		free_aio_rings(&mm);
 		free(ptrs);
+		free(guards);
 		return ret;
 	}
 
@@ -680,6 +698,7 @@ static int write_mm_image(pid_t pid, const struct task_mm_misc *misc, struct dum
 	close_image(img);
 	free_aio_rings(&mm);
 	free(ptrs);
+	free(guards);
 	return ret;
 }
 
@@ -857,6 +876,8 @@ static uint64_t find_zero_page_pfn(void)
 
 static bool page_worth_storing(uint64_t pme, bool anon_only, uint64_t zero_pfn)
 {
+	if (pme & PME_GUARD)
+		return false;
 	if (pme & PME_SWAPPED)
 		return !anon_only || !(pme & PME_FILE_OR_SHARED);
 	if (!(pme & PME_PRESENT))

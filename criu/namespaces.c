@@ -113,6 +113,26 @@ const struct ns_id *ns_root_own(enum ns_kind_nr k)
 	return root_own[k];
 }
 
+static bool nested_ns(const struct ns_id *ns);
+
+const struct ns_id *ns_tree_next(enum ns_kind_nr k, const struct ns_id *prev)
+{
+	const struct ns_id *ns = ns_ids;
+
+	if (!prev)
+		return root_own[k];
+	/* After the root's, the first nested one of the list; else the one after prev. */
+	if (prev != root_own[k]) {
+		while (ns && ns != prev)
+			ns = ns->next;
+		ns = ns ? ns->next : NULL;
+	}
+	for (; ns; ns = ns->next)
+		if (ns->kind == ns_kinds[k] && nested_ns(ns))
+			return ns;
+	return NULL;
+}
+
 /* Restore: whether criu enters the root's namespace of kind k around its fork. */
 static bool root_entered(int k)
 {
@@ -266,6 +286,9 @@ static int check_for_children(const struct pstree_item *item)
 			return ret;
 		/* The kernel hides a pid namespace that has no init yet: it is no less there. */
 		if (own == next || !own)
+			continue;
+		/* One whose init it forked is nested (ns-pid.c), and restore sets it back. */
+		if (kinds[i] == NS_PID && pidns_for_children_init(item, next))
 			continue;
 		pr_err("task %d has unshared a %s namespace that its children would be born into "
 		       "(/proc/%d/ns/%s): not supported\n",
@@ -447,6 +470,12 @@ int ns_dump_file_id(const char *name, uint64_t kid, uint32_t *id, uint32_t *cfla
 		ns = find_dump_ns(ns_kinds[k], kid);
 		if (!ns)
 			return -ENOENT;
+		/* Restore opens the opening task's own (ns_restore_file_name()): the root's. */
+		if (nested_ns(ns)) {
+			pr_err("a file of %s namespace %u, a nested one, is not supported\n", name,
+			       ns->id);
+			return -ENOTSUP;
+		}
 		*id = ns->id;
 		*cflag = ns_kinds[k]->clone_flag;
 		return 0;

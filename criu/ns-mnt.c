@@ -575,6 +575,14 @@ int mntns_file_mnt_id(const char *src, int32_t *mnt_id)
 	return 0;
 }
 
+bool mntns_has_mount(int32_t mnt_id)
+{
+	for (size_t i = 0; i < nr_mntns; i++)
+		if (mnt_id >= 0 && find_mount(all_mntns[i], mnt_id))
+			return true;
+	return false;
+}
+
 static uint32_t fstype_nr(const char *name)
 {
 	for (size_t i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
@@ -1105,6 +1113,44 @@ static int clone_ext_master(struct mount *m)
 	return 0;
 }
 
+/*
+ * A bind of a pty's slave node (/dev/pts/N at /dev/console, as a container runtime gives
+ * its console): the node exists only while the pty does, and the tree's ptys are made by
+ * its tasks as they open their fds, after the mounts are built. Such a mount is bound
+ * last, by criu, once every task has its fds and before any runs (mntns_bind_ptys()).
+ */
+static bool is_pty_bind(const struct mount *m)
+{
+	const char *root = m->e->root;
+
+	return m->how == MOUNT_BIND && m->source->e->fstype == FSTYPE__DEVPTS &&
+	       !strcmp(m->source->e->root, "/") && root[0] == '/' && root[1] &&
+	       strspn(root + 1, "0123456789") == strlen(root + 1);
+}
+
+/*
+ * Made last, it must be private under a private parent, with nothing mounted on it or
+ * bound from it; 0 or -ENOTSUP after one line.
+ */
+static int check_pty_bind(const struct mount *m)
+{
+	const char *why = NULL;
+
+	if (m->e->shared_id || m->e->master_id || (m->e->flags & MS_UNBINDABLE))
+		why = "it is shared, a slave or unbindable";
+	else if (m->parent && m->parent->e->shared_id)
+		why = "its parent mount is shared";
+	for (size_t n = 0; n < nr_mntns && !why; n++)
+		for (size_t i = 0; i < all_mntns[n]->nr && !why; i++)
+			if (all_mntns[n]->mounts[i].parent == m || all_mntns[n]->mounts[i].source == m)
+				why = "a mount is on it or bound from it";
+	if (!why)
+		return 0;
+	pr_err("mount %u at %s: a bind of pty %s, made after the ptys: %s: not supported\n",
+	       m->e->mnt_id, m->e->mountpoint, m->e->root + 1, why);
+	return -ENOTSUP;
+}
+
 /* What restore needs beyond the entries: --root, each external's path, tmpfs images. */
 static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 {
@@ -1148,6 +1194,8 @@ static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 		}
 		if (m->ext_master && clone_ext_master(m))
 			return -EIO;
+		if (is_pty_bind(m) && check_pty_bind(m))
+			return -ENOTSUP;
 		if (m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS &&
 		    !img_exists(CR_IMG_TMPFS_DEV, m->e->root_dev)) {
 			pr_err("tmpfs %u at %s: tmpfs-dev-%u.tar.gz.img is missing\n", m->e->mnt_id,
@@ -1747,15 +1795,98 @@ static int enter_root(const struct mount_ns *mns)
 	return 0;
 }
 
-/* The mounts of mns under --root, with their flags. */
+/* In a child of criu, in the namespace: m's bind of the pty node, with m's flags. */
+static int bind_pty_in(const struct mount *m)
+{
+	unsigned long flags = m->e->flags & MNT_FLAGS;
+	char *from = path_join(m->source->e->mountpoint, m->e->root);
+	int ret;
+
+	if (!from)
+		return -ENOMEM;
+	if (!(flags & (MS_NOATIME | MS_RELATIME)))
+		flags |= MS_STRICTATIME;
+	ret = make_mountpoint(m->e->mountpoint, false);
+	if (!ret && mount(from, m->e->mountpoint, NULL, MS_BIND, NULL)) {
+		pr_perror("mount %u: cannot bind pty %s at %s", m->e->mnt_id, from,
+			  m->e->mountpoint);
+		ret = -errno;
+	}
+	if (!ret && mount(NULL, m->e->mountpoint, NULL, MS_REMOUNT | MS_BIND | flags, NULL)) {
+		pr_perror("mount %u at %s: cannot set its flags %#lx", m->e->mnt_id,
+			  m->e->mountpoint, flags);
+		ret = -errno;
+	}
+	free(from);
+	return ret;
+}
+
+/* A child of criu enters the namespace of task pid (a mount of criu's would not do). */
+static int bind_pty(const struct mount *m, pid_t pid)
+{
+	char path[64];
+	int status;
+	pid_t child;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
+	child = fork();
+	if (child < 0) {
+		pr_perror("mount %u: cannot fork to bind it", m->e->mnt_id);
+		return -errno;
+	}
+	if (child == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || setns(fd, CLONE_NEWNS)) {
+			pr_perror("mount %u: cannot enter the mount namespace of task %d",
+				  m->e->mnt_id, pid);
+			_exit(1);
+		}
+		_exit(bind_pty_in(m) ? 1 : 0);
+	}
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -EIO;
+	pr_info("mount %u at %s: pty %s bound\n", m->e->mnt_id, m->e->mountpoint, m->e->root + 1);
+	return 0;
+}
+
+int mntns_bind_ptys(void)
+{
+	int ret = 0;
+
+	for (size_t n = 0; n < nr_mntns && !ret; n++) {
+		struct pstree_item *item;
+
+		for (item = root_item; item; item = pstree_next(item))
+			if (item->ids.mnt_ns_id == all_mntns[n]->id && pidns_host_pid(item->pid))
+				break;
+		for (size_t i = 0; i < all_mntns[n]->nr && !ret; i++) {
+			const struct mount *m = &all_mntns[n]->mounts[i];
+
+			if (!is_pty_bind(m))
+				continue;
+			if (!item) {
+				pr_err("mount %u at %s: no task of mount namespace %u to bind it in\n",
+				       m->e->mnt_id, m->e->mountpoint, all_mntns[n]->id);
+				return -ENOENT;
+			}
+			ret = bind_pty(m, pidns_host_pid(item->pid));
+		}
+	}
+	return ret;
+}
+
+/* The mounts of mns under --root, with their flags; binds of ptys come later. */
 static int build_mounts(struct mount_ns *mns)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = mount_one(&mns->mounts[i]);
+		if (!is_pty_bind(&mns->mounts[i]))
+			ret = mount_one(&mns->mounts[i]);
 	for (size_t i = 0; i < mns->nr && !ret; i++)
-		ret = set_mount_flags(&mns->mounts[i]);
+		if (!is_pty_bind(&mns->mounts[i]))
+			ret = set_mount_flags(&mns->mounts[i]);
 	return ret;
 }
 

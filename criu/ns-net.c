@@ -29,12 +29,15 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
+#include <linux/net_namespace.h>
 
 #include "cr_options.h"
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "servicefd.h"
 
+#include "macvlan.pb-c.h"
 #include "netdev.pb-c.h"
 
 /*
@@ -368,14 +371,54 @@ static void rta_parse(struct rtattr **tb, int max, struct rtattr *rta, int len)
 /* ------------------------------------------------------------------ dump ---- */
 
 /*
+ * Dump: the nsids the tree's net namespaces have for one another (a link's
+ * IFLA_LINK_NETNSID names its peer's namespace so), read by the main process before the
+ * namespaces are dumped, each from a child joined to one.
+ */
+struct nsid_map {
+	uint32_t ns_id;	     /* the namespace the nsid is of */
+	int32_t nsid;	     /* as it names ... */
+	uint32_t peer_ns_id; /* ... this one of the tree's */
+};
+#define NSID_MAPS_MAX 64
+static struct nsid_map nsid_maps[NSID_MAPS_MAX];
+static size_t nr_nsid_maps;
+
+/* The tree's namespace that nsid names in ns, or 0 (one outside the tree). */
+static uint32_t tree_ns_of_nsid(const struct ns_id *ns, int32_t nsid)
+{
+	for (size_t i = 0; i < nr_nsid_maps; i++)
+		if (nsid_maps[i].ns_id == ns->id && nsid_maps[i].nsid == nsid)
+			return nsid_maps[i].peer_ns_id;
+	return 0;
+}
+
+/* A macvlan link's mode and flags (IFLA_INFO_DATA), as CRIU keeps them. */
+static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
+{
+	struct rtattr *tb[IFLA_MACVLAN_MAX + 1];
+
+	if (!data)
+		return;
+	rta_parse(tb, IFLA_MACVLAN_MAX, RTA_DATA(data), RTA_PAYLOAD(data));
+	if (tb[IFLA_MACVLAN_MODE])
+		mv->mode = *(uint32_t *)RTA_DATA(tb[IFLA_MACVLAN_MODE]);
+	if (tb[IFLA_MACVLAN_FLAGS]) {
+		mv->has_flags = true;
+		mv->flags = *(uint16_t *)RTA_DATA(tb[IFLA_MACVLAN_FLAGS]);
+	}
+}
+
+/*
  * One link as its netdev entry. The loopback, the inner ends of veth pairs whose other
- * end is in another namespace and bridges are what restore can make again (a link may
- * have a bridge of the namespace as its master); anything else is refused with its name
- * and kind. A bridge comes back with its address, MTU and flags, and the kernel's defaults
- * for its own settings (STP, timers...), as CRIU restores one.
+ * end is in another namespace, macvlan links whose lower link is in another namespace and
+ * bridges are what restore can make again (a link may have a bridge of the namespace as
+ * its master); anything else is refused with its name and kind. A bridge comes back with
+ * its address, MTU and flags, and the kernel's defaults for its own settings (STP,
+ * timers...), as CRIU restores one.
  */
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
-		      NetDeviceEntry *nde)
+		      NetDeviceEntry *nde, MacvlanLinkEntry *mv)
 {
 	struct rtattr *info[IFLA_INFO_MAX + 1] = {};
 	const char *kind = "";
@@ -405,9 +448,17 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->type = ND_TYPE__BRIDGE;
 	} else if (!strcmp(kind, "veth") && tb[IFLA_LINK_NETNSID]) {
 		nde->type = ND_TYPE__VETH;
+		/* A peer in another of the tree's namespaces: which one (CRIU's peer_nsid). */
+		nde->peer_nsid = tree_ns_of_nsid(ns, *(int32_t *)RTA_DATA(tb[IFLA_LINK_NETNSID]));
+		nde->has_peer_nsid = nde->peer_nsid != 0;
+	} else if (!strcmp(kind, "macvlan") && tb[IFLA_LINK_NETNSID]) {
+		nde->type = ND_TYPE__MACVLAN;
+		macvlan_entry(info[IFLA_INFO_DATA], mv);
+		nde->macvlan = mv;
 	} else {
-		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges "
-		       "and veth links whose peer is outside are supported\n",
+		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges, "
+		       "and veth and macvlan links whose peer or lower link is outside are "
+		       "supported\n",
 		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind);
 		return -ENOTSUP;
 	}
@@ -429,18 +480,45 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 
 static const char *link_kind_name(NdType type)
 {
-	return type == ND_TYPE__LOOPBACK ? "loopback" : type == ND_TYPE__BRIDGE ? "bridge" : "veth";
+	switch (type) {
+	case ND_TYPE__LOOPBACK:
+		return "loopback";
+	case ND_TYPE__BRIDGE:
+		return "bridge";
+	case ND_TYPE__MACVLAN:
+		return "macvlan";
+	default:
+		return "veth";
+	}
+}
+
+/*
+ * A nested namespace is made again by the root task alone: a link of it whose peer or
+ * lower link is outside it (in another of the tree's, or criu's) cannot be.
+ */
+static int check_nested_link(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	const struct ns_id *root = ns_root_own(NS_NET);
+
+	if (ns == root || nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+	    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid && nde->peer_nsid == root->id))
+		return 0;
+	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and veth "
+	       "links whose peer is in the root's net namespace are supported in a nested one\n",
+	       ns->id, nde->name, link_kind_name(nde->type));
+	return -ENOTSUP;
 }
 
 static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr *h)
 {
 	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
+	MacvlanLinkEntry mv = MACVLAN_LINK_ENTRY__INIT;
 	struct ifinfomsg *ifi = NLMSG_DATA(h);
 	struct rtattr *tb[IFLA_MAX + 1];
 	int ret;
 
 	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
-	ret = link_entry(ns, ifi, tb, &nde);
+	ret = link_entry(ns, ifi, tb, &nde, &mv) ?: check_nested_link(ns, &nde);
 	if (ret)
 		return ret;
 	nde.n_conf4 = NR(conf4_names);
@@ -572,6 +650,13 @@ static int run_tool(const char *const argv[], int in_fd, int out_fd)
 	if (pid == 0) {
 		int null_fd = open("/dev/null", O_RDWR);
 
+		/*
+		 * The root task filling a nested namespace runs criu's ids, which its user
+		 * namespace may not map: execve() keeps the capabilities of the namespace's own
+		 * root only (uid 0 there), which the child becomes.
+		 */
+		if (getuid() != 0 && (setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+			_exit(126);
 		dup2(in_fd >= 0 ? in_fd : null_fd, STDIN_FILENO);
 		dup2(out_fd >= 0 ? out_fd : (log_fd >= 0 ? log_fd : null_fd), STDOUT_FILENO);
 		dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
@@ -815,6 +900,97 @@ static int dump_netns_entry(const struct ns_id *ns)
 	return ret;
 }
 
+/*
+ * The nsid the namespace of socket rtnl has for the one of target_fd (RTM_GETNSID):
+ * NETNSA_NSID_NOT_ASSIGNED where it has none. 0 or -errno.
+ */
+static int get_nsid(int rtnl, int target_fd, int32_t *nsid)
+{
+	struct {
+		struct nlmsghdr h;
+		struct rtgenmsg g;
+		char pad[3];
+		struct rtattr fd_attr;
+		uint32_t fd;
+	} req = {.h = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNSID,
+		       .nlmsg_flags = NLM_F_REQUEST},
+		 .g = {.rtgen_family = AF_UNSPEC},
+		 .fd_attr = {.rta_len = RTA_LENGTH(sizeof(uint32_t)), .rta_type = NETNSA_FD},
+		 .fd = target_fd};
+	char buf[512];
+	struct nlmsghdr *h = (struct nlmsghdr *)buf;
+	struct rtattr *rta;
+	ssize_t n;
+	int len;
+
+	if (send(rtnl, &req, sizeof(req), 0) < 0 || (n = recv(rtnl, buf, sizeof(buf), 0)) < 0) {
+		pr_perror("RTM_GETNSID");
+		return -errno;
+	}
+	if (!NLMSG_OK(h, (size_t)n) || h->nlmsg_type != RTM_NEWNSID) {
+		pr_err("RTM_GETNSID: %s\n", h->nlmsg_type == NLMSG_ERROR ?
+			strerror(-((struct nlmsgerr *)NLMSG_DATA(h))->error) : "no answer");
+		return -EIO;
+	}
+	*nsid = NETNSA_NSID_NOT_ASSIGNED;
+	len = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(struct rtgenmsg)));
+	for (rta = (struct rtattr *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct rtgenmsg)));
+	     RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+		if (rta->rta_type == NETNSA_NSID)
+			*nsid = *(int32_t *)RTA_DATA(rta);
+	return 0;
+}
+
+bool net_has_nsid(void)
+{
+	int rtnl = rtnl_open(), self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int32_t nsid;
+	bool has = rtnl >= 0 && self >= 0 && !get_nsid(rtnl, self, &nsid);
+
+	if (rtnl >= 0)
+		close(rtnl);
+	if (self >= 0)
+		close(self);
+	return has;
+}
+
+/* Main process: the nsids ns has for the tree's other net namespaces (nsid_maps). */
+static int net_dump_check(struct ns_id *ns)
+{
+	int rtnl = net_ns_socket(ns, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), ret = 0;
+
+	if (rtnl < 0)
+		return -EIO;
+	for (const struct ns_id *peer = ns_tree_next(NS_NET, NULL); peer && !ret;
+	     peer = ns_tree_next(NS_NET, peer)) {
+		int32_t nsid = NETNSA_NSID_NOT_ASSIGNED;
+		char path[64];
+		int fd;
+
+		if (peer == ns)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", peer->pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			pr_perror("net namespace %u: cannot open %s", peer->id, path);
+			ret = -errno;
+			break;
+		}
+		ret = get_nsid(rtnl, fd, &nsid);
+		close(fd);
+		if (ret || nsid == NETNSA_NSID_NOT_ASSIGNED)
+			continue;
+		if (nr_nsid_maps == NSID_MAPS_MAX) {
+			pr_err("net namespace %u: too many nsids among the tree's\n", ns->id);
+			ret = -E2BIG;
+			break;
+		}
+		nsid_maps[nr_nsid_maps++] = (struct nsid_map){ns->id, nsid, peer->id};
+	}
+	close(rtnl);
+	return ret;
+}
+
 /* In a child joined to the namespace (namespaces.c): its links, settings and tables. */
 static int net_dump(const struct ns_id *ns)
 {
@@ -847,7 +1023,18 @@ static int net_dump(const struct ns_id *ns)
 
 int net_tree_socket(int domain, int type, int protocol)
 {
-	const struct ns_id *ns = ns_root_own(NS_NET);
+	return net_ns_socket(ns_root_own(NS_NET), domain, type, protocol);
+}
+
+bool net_has_nested(void)
+{
+	const struct ns_id *root = ns_root_own(NS_NET);
+
+	return root && ns_tree_next(NS_NET, root);
+}
+
+int net_ns_socket(const struct ns_id *ns, int domain, int type, int protocol)
+{
 	char path[64];
 	int own, theirs, fd;
 
@@ -873,7 +1060,57 @@ int net_tree_socket(int domain, int type, int protocol)
 	return fd;
 }
 
+/*
+ * IFLA_NEW_IFINDEX (Linux 6.2) in a request that changes nothing: a kernel that knows it
+ * refuses the index -1 (its policy wants one from 1), an older one ignores the attribute
+ * and answers 0. Asked of the loopback of criu's namespace (CAP_NET_ADMIN).
+ */
+bool net_has_new_ifindex(void)
+{
+	int32_t bad_index = -1;
+	struct nl_msg m;
+	int fd = rtnl_open(), ret;
+
+	if (fd < 0)
+		return false;
+	nl_init(&m, RTM_NEWLINK, 0, 1);
+	nl_add(&m, IFLA_NEW_IFINDEX, &bad_index, sizeof(bad_index));
+	ret = rtnl_talk_quiet(fd, &m, "probing IFLA_NEW_IFINDEX", -ERANGE);
+	close(fd);
+	return ret == -ERANGE;
+}
+
 /* --------------------------------------------------------------- restore ---- */
+
+/* Restore: a veth whose peer is in another of the tree's net namespaces (peer_nsid). */
+static bool peer_in_tree(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	if (!nde->has_peer_nsid || nde->peer_nsid == ns->id)
+		return false;
+	for (const struct ns_id *t = ns_tree_next(NS_NET, NULL); t; t = ns_tree_next(NS_NET, t))
+		if (t->id == nde->peer_nsid)
+			return true;
+	return false;
+}
+
+static uint32_t max_ifindex(const struct net_state *st)
+{
+	uint32_t max = 0;
+
+	for (size_t i = 0; i < st->nr_links; i++)
+		if (st->links[i]->ifindex > max)
+			max = st->links[i]->ifindex;
+	return max;
+}
+
+/*
+ * The name the end of a veth between the root's namespace and a nested one has in the
+ * root's until the root task moves it into the nested one: by that one's id and index.
+ */
+static void tree_peer_name(char *buf, size_t size, uint32_t ns_id, uint32_t ifindex)
+{
+	snprintf(buf, size, "crv%u.%u", ns_id, ifindex);
+}
 
 static int collect_links(struct ns_id *ns, struct net_state *st)
 {
@@ -895,9 +1132,9 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		st->links = grown;
 		st->links[st->nr_links++] = nde;
 		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH &&
-		    nde->type != ND_TYPE__BRIDGE) {
-			pr_err("%s: link %s is of type %d: only the loopback, bridges and veth links "
-			       "are supported\n",
+		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN) {
+			pr_err("%s: link %s is of type %d: only the loopback, bridges, veth and "
+			       "macvlan links are supported\n",
 			       img->name, nde->name, nde->type);
 			ret = -ENOTSUP;
 			break;
@@ -909,9 +1146,20 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 			ret = -EINVAL;
 			break;
 		}
-		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name)) {
+		/* A peer in another namespace of the images: one of the tree's (create_veth()). */
+		if (nde->type == ND_TYPE__VETH && !opts_ext_veth(nde->name) &&
+		    !opts_ext_netdev(nde->name) &&
+		    !(nde->has_peer_nsid && nde->peer_nsid != ns->id)) {
 			pr_err("%s: veth link %s: its outer end must be named with --external "
-			       "veth[%s]:NAME\n",
+			       "veth[%s]:NAME (or the link itself with netdev[%s]:NAME)\n",
+			       img->name, nde->name, nde->name, nde->name);
+			ret = -EINVAL;
+			break;
+		}
+		if (nde->type == ND_TYPE__MACVLAN && !opts_ext_macvlan(nde->name) &&
+		    !opts_ext_netdev(nde->name)) {
+			pr_err("%s: macvlan link %s: its lower link must be named with --external "
+			       "macvlan[%s]:NAME\n",
 			       img->name, nde->name, nde->name);
 			ret = -EINVAL;
 			break;
@@ -937,6 +1185,30 @@ static int check_no_nftables(const struct ns_id *ns)
 	return -ENOTSUP;
 }
 
+/*
+ * A nested namespace is made by criu alone, in its own: its links may not reach outside
+ * (a veth's peer, a macvlan's lower link), which would be another of the tree's.
+ */
+static int check_nested_links(const struct ns_id *ns, const struct net_state *st)
+{
+	if (ns == ns_root_own(NS_NET))
+		return 0;
+	for (size_t i = 0; i < st->nr_links; i++) {
+		const NetDeviceEntry *nde = st->links[i];
+
+		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+		    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid &&
+		     nde->peer_nsid == ns_root_own(NS_NET)->id))
+			continue;
+		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and "
+		       "veth links whose peer is in the root's net namespace are restored in a "
+		       "nested one\n",
+		       ns->id, nde->name, link_kind_name(nde->type));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 static int net_collect(struct ns_id *ns)
 {
 	struct net_state *st = calloc(1, sizeof(*st));
@@ -949,6 +1221,11 @@ static int net_collect(struct ns_id *ns)
 	}
 	st->criu_ns = st->criu_rtnl = -1;
 	ns->priv = st;
+	if (ns != ns_root_own(NS_NET) && (opts.join_ns_net || opts.empty_ns_net)) {
+		pr_err("net namespace %u: nested net namespaces are not restored with %s\n",
+		       ns->id, opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+		return -ENOTSUP;
+	}
 	if (opts.join_ns_net || opts.empty_ns_net) {
 		pr_info("net namespace %u: %s, its images are not restored\n", ns->id,
 			opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
@@ -965,7 +1242,7 @@ static int net_collect(struct ns_id *ns)
 		ret = -ENOTSUP;
 	}
 	close_image(img);
-	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st);
+	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st) ?: check_nested_links(ns, st);
 }
 
 static int set_link(int rtnl, const NetDeviceEntry *nde)
@@ -987,14 +1264,22 @@ static int set_link(int rtnl, const NetDeviceEntry *nde)
 #define VETH_NAME_WAIT_US    50000
 
 /* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
-static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
+	const struct net_state *st = ns->priv;
 	const struct ext_veth *ext = opts_ext_veth(nde->name);
 	struct rtattr *linkinfo, *data, *peer;
 	struct ifinfomsg peer_ifi = {};
+	char what[64], peer_name[IFNAMSIZ];
+	bool in_tree = peer_in_tree(ns, nde);
 	struct nl_msg m;
-	char what[64];
 
+	if (!in_tree && !ext) {
+		pr_err("veth link %s: its peer is in net namespace %u, not one of the tree's: name "
+		       "its outer end with --external veth[%s]:NAME\n",
+		       nde->name, nde->peer_nsid, nde->name);
+		return -EINVAL;
+	}
 	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
 	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
 	/* Now, not with the flags: its net.ipv6.conf mtu, set before them, may not exceed it. */
@@ -1004,14 +1289,25 @@ static int create_veth(int rtnl, const struct net_state *st, const NetDeviceEntr
 	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
 	nl_add(&m, IFLA_INFO_KIND, "veth", 5);
 	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
+	/*
+	 * A peer in a nested namespace stays here until the root task makes that one, at an
+	 * index above every link of this one: one of theirs it would take fails them (EBUSY).
+	 */
+	if (in_tree)
+		peer_ifi.ifi_index = max_ifindex(st) + nde->ifindex;
 	peer = nl_add(&m, VETH_INFO_PEER, &peer_ifi, sizeof(peer_ifi));
-	nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
-	nl_add(&m, IFLA_NET_NS_FD, &st->criu_ns, sizeof(st->criu_ns));
+	if (in_tree) {
+		tree_peer_name(peer_name, sizeof(peer_name), nde->peer_nsid, nde->peer_ifindex);
+		nl_add(&m, IFLA_IFNAME, peer_name, strlen(peer_name) + 1);
+	} else {
+		nl_add(&m, IFLA_IFNAME, ext->outer, strlen(ext->outer) + 1);
+		nl_add(&m, IFLA_NET_NS_FD, &st->criu_ns, sizeof(st->criu_ns));
+	}
 	nl_nest_end(&m, peer);
 	nl_nest_end(&m, data);
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "veth %s (outer end %s): cannot create it", nde->name,
-		 ext->outer);
+		 in_tree ? peer_name : ext->outer);
 	/*
 	 * The outer name may still be taken by the dumped tree's own end: the kernel removes it
 	 * when it has torn the tree's network namespace down, some time after the tree died.
@@ -1042,6 +1338,116 @@ static int create_bridge(int rtnl, const NetDeviceEntry *nde)
 	nl_nest_end(&m, linkinfo);
 	snprintf(what, sizeof(what), "bridge %s: cannot create it", nde->name);
 	return rtnl_talk(rtnl, &m, what);
+}
+
+/*
+ * A macvlan link on the lower link --external macvlan[NAME]:OUTER names in criu's
+ * namespace: asked of criu's (where the lower link is found by its index) and made in
+ * this one, criu's current (IFLA_NET_NS_FD), with its index, name, MAC, mode and flags.
+ * Its index is looked up in criu's namespace first, as the kernel does with any request:
+ * one taken there fails the creation (EXCL) rather than change criu's link.
+ */
+static int create_macvlan(const struct net_state *st, const NetDeviceEntry *nde)
+{
+	const struct ext_link *ext = opts_ext_macvlan(nde->name);
+	struct rtattr *linkinfo, *data;
+	struct ifreq ifr = {};
+	uint32_t lower, mode = nde->macvlan ? nde->macvlan->mode : 0;
+	struct nl_msg m;
+	char what[96];
+	int target, ret;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ext->outer);
+	if (ioctl(st->criu_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("macvlan %s: no link %s in criu's net namespace", nde->name, ext->outer);
+		return -errno;
+	}
+	lower = ifr.ifr_ifindex;
+	target = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (target < 0) {
+		pr_perror("macvlan %s: cannot open the net namespace it goes into", nde->name);
+		return -errno;
+	}
+	nl_init(&m, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, nde->ifindex);
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	nl_add(&m, IFLA_LINK, &lower, sizeof(lower));
+	nl_add(&m, IFLA_NET_NS_FD, &target, sizeof(target));
+	linkinfo = nl_add(&m, IFLA_LINKINFO, NULL, 0);
+	nl_add(&m, IFLA_INFO_KIND, "macvlan", 8);
+	data = nl_add(&m, IFLA_INFO_DATA, NULL, 0);
+	nl_add(&m, IFLA_MACVLAN_MODE, &mode, sizeof(mode));
+	if (nde->macvlan && nde->macvlan->has_flags) {
+		uint16_t flags = nde->macvlan->flags;
+
+		nl_add(&m, IFLA_MACVLAN_FLAGS, &flags, sizeof(flags));
+	}
+	nl_nest_end(&m, data);
+	nl_nest_end(&m, linkinfo);
+	snprintf(what, sizeof(what), "macvlan %s (index %u) on %s: cannot create it", nde->name,
+		 nde->ifindex, ext->outer);
+	ret = rtnl_talk_quiet(st->criu_rtnl, &m, what, -EEXIST);
+	if (ret == -EEXIST)
+		pr_err("%s: criu's net namespace has a link of that index\n", what);
+	close(target);
+	return ret;
+}
+
+/*
+ * --external netdev[NAME]:OUTER: criu's link OUTER, made by the caller (a veth's end whose
+ * peer stays outside), goes into this namespace, criu's current, as the dumped link: with
+ * its index (IFLA_NEW_IFINDEX, Linux 6.2), name and MAC. Asked of criu's namespace, where
+ * it is found by its index.
+ */
+static int move_link(int from_rtnl, const char *from, const NetDeviceEntry *nde)
+{
+	struct ifreq ifr = {};
+	int32_t new_index = nde->ifindex;
+	struct nl_msg m;
+	char what[96];
+	int target, ret;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", from);
+	if (ioctl(from_rtnl, SIOCGIFINDEX, &ifr)) {
+		pr_perror("link %s: no link %s in criu's net namespace", nde->name, from);
+		return -errno;
+	}
+	target = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (target < 0) {
+		pr_perror("link %s: cannot open the net namespace it goes into", nde->name);
+		return -errno;
+	}
+	nl_init(&m, RTM_NEWLINK, 0, ifr.ifr_ifindex);
+	nl_add(&m, IFLA_NET_NS_FD, &target, sizeof(target));
+	nl_add(&m, IFLA_NEW_IFINDEX, &new_index, sizeof(new_index));
+	nl_add(&m, IFLA_IFNAME, nde->name, strlen(nde->name) + 1);
+	if (nde->has_address)
+		nl_add(&m, IFLA_ADDRESS, nde->address.data, nde->address.len);
+	snprintf(what, sizeof(what), "link %s (index %u): cannot move criu's %s in", nde->name,
+		 nde->ifindex, from);
+	ret = rtnl_talk(from_rtnl, &m, what);
+	close(target);
+	return ret;
+}
+
+static int move_netdev(const struct net_state *st, const NetDeviceEntry *nde)
+{
+	return move_link(st->criu_rtnl, opts_ext_netdev(nde->name)->outer, nde);
+}
+
+/*
+ * In a nested namespace (the root task, criu_rtnl then the root's namespace's): its end of
+ * a veth whose peer is in the root's, made there by criu (create_veth()).
+ */
+static int move_tree_peer(const struct ns_id *ns, const NetDeviceEntry *nde)
+{
+	const struct net_state *st = ns->priv;
+	char name[IFNAMSIZ];
+
+	tree_peer_name(name, sizeof(name), ns->id, nde->ifindex);
+	return move_link(st->criu_rtnl, name, nde);
 }
 
 /* Once every link exists: each port into its bridge (IFLA_MASTER). */
@@ -1110,16 +1516,24 @@ static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
 }
 
 /* A link made (or the loopback found) with its settings, still down. */
-static int make_link(int rtnl, const struct net_state *st, const NetDeviceEntry *nde)
+static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
+	const struct net_state *st = ns->priv;
 	int ret = 0;
 
-	if (nde->type == ND_TYPE__VETH) {
-		ret = create_veth(rtnl, st, nde);
-		if (!ret)
+	if (nde->type != ND_TYPE__LOOPBACK && opts_ext_netdev(nde->name)) {
+		ret = move_netdev(st, nde);
+	} else if (nde->type == ND_TYPE__VETH && ns != ns_root_own(NS_NET) &&
+		   peer_in_tree(ns, nde)) {
+		ret = move_tree_peer(ns, nde);
+	} else if (nde->type == ND_TYPE__VETH) {
+		ret = create_veth(rtnl, ns, nde);
+		if (!ret && !peer_in_tree(ns, nde))
 			ret = enslave_outer(st, opts_ext_veth(nde->name));
 	} else if (nde->type == ND_TYPE__BRIDGE) {
 		ret = create_bridge(rtnl, nde);
+	} else if (nde->type == ND_TYPE__MACVLAN) {
+		ret = create_macvlan(st, nde);
 	}
 	if (!ret)
 		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,
@@ -1146,9 +1560,13 @@ static int raise_link(int rtnl, const NetDeviceEntry *nde)
 #define CONF_OP(proto, dev, names, list, n)                                                        \
 	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
 
+/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
+static bool filled_by_tree;
+
 /*
  * net.ipv4.ping_group_range holds gids, which the kernel reads as the writer's user
- * namespace sees them: the image's, as the tree sees them, go in as criu sees them.
+ * namespace sees them: the image's, as the tree sees them, go in as criu sees them (as
+ * they are, written by the root task).
  */
 static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf, size_t size)
 {
@@ -1164,6 +1582,8 @@ static int ping_range_to_host(const SysctlEntry *e, SysctlEntry *host, char *buf
 		pr_err("netns image: %s \"%.32s\" is not two gids\n", what, e->sarg);
 		return -EINVAL;
 	}
+	if (filled_by_tree)
+		return 0;
 	ret = userns_host_gid(low, &host_low, what) ?: userns_host_gid(high, &host_high, what);
 	snprintf(buf, size, "%u\t%u", host_low, host_high);
 	host->sarg = buf;
@@ -1301,7 +1721,7 @@ static int fill_netns(const struct ns_id *ns)
 	 * has a carrier a moment, and IPv6 gives it a link-local address it did not have.
 	 */
 	for (size_t i = 0; i < st->nr_links && !ret; i++)
-		ret = make_link(rtnl, st, st->links[i]);
+		ret = make_link(rtnl, ns, st->links[i]);
 	if (!ret)
 		ret = set_masters(rtnl, st);
 	for (size_t i = 0; i < st->nr_links && !ret; i++)
@@ -1320,6 +1740,97 @@ static int keep_criu_ns(struct net_state *st)
 	}
 	st->criu_rtnl = rtnl_open();
 	return st->criu_rtnl < 0 ? st->criu_rtnl : 0;
+}
+
+/* The tree's net namespaces at the service fds (netns_enter()), by index; 0: none. */
+static uint32_t netns_sfd_ids[NETNS_SFD_NR];
+static uint32_t cur_netns_id;
+
+/* The root task: its current net namespace, id's, at the next service fd. */
+static int install_netns_fd(uint32_t id)
+{
+	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+
+	for (int i = 0; i < NETNS_SFD_NR; i++) {
+		if (netns_sfd_ids[i])
+			continue;
+		fd = install_service_fd(NETNS_SFD + i, fd);
+		if (fd < 0)
+			return fd;
+		netns_sfd_ids[i] = id;
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	pr_err("net namespace %u: more than %d net namespaces in the tree\n", id, NETNS_SFD_NR);
+	return -E2BIG;
+}
+
+/*
+ * The root task, born into its namespaces and before it forks anything: the nested ones,
+ * each a new namespace (owned by the root's user namespace, as the dumped ones were) filled
+ * from its images, then back into the root's. Every one is at a service fd the tasks it
+ * forks inherit, for those that live in them (netns_enter()).
+ */
+static int net_restore(const struct ns_id *root)
+{
+	const struct ns_id *ns = ns_tree_next(NS_NET, root);
+	int root_fd, root_rtnl, ret;
+
+	if (!ns)
+		return 0;
+	ret = install_netns_fd(root->id);
+	root_fd = ret ? -1 : get_service_fd(NETNS_SFD);
+	/* In the root's: the ends of veth links criu made there for the nested ones. */
+	root_rtnl = ret ? -1 : rtnl_open();
+	if (root_rtnl < 0)
+		ret = ret ?: root_rtnl;
+	for (; ns && !ret; ns = ns_tree_next(NS_NET, ns)) {
+		struct net_state *st = ns->priv;
+
+		st->criu_rtnl = root_rtnl;
+		if (unshare(CLONE_NEWNET)) {
+			pr_perror("nested net namespace %u: cannot create it", ns->id);
+			ret = -errno;
+			break;
+		}
+		filled_by_tree = true;
+		ret = fill_netns(ns) ?: install_netns_fd(ns->id);
+		filled_by_tree = false;
+		if (!ret)
+			pr_info("nested net namespace %u: restored\n", ns->id);
+	}
+	if (root_fd >= 0 && setns(root_fd, CLONE_NEWNET)) {
+		pr_perror("cannot go back to net namespace %u", root->id);
+		ret = ret ?: -errno;
+	}
+	if (root_rtnl >= 0)
+		close(root_rtnl);
+	cur_netns_id = root->id;
+	return ret;
+}
+
+int netns_enter(uint32_t id)
+{
+	if (!cur_netns_id || !id || id == cur_netns_id)
+		return 0;
+	for (int i = 0; i < NETNS_SFD_NR; i++) {
+		if (netns_sfd_ids[i] != id)
+			continue;
+		if (setns(get_service_fd(NETNS_SFD + i), CLONE_NEWNET)) {
+			pr_perror("cannot enter net namespace %u", id);
+			return -errno;
+		}
+		cur_netns_id = id;
+		return 0;
+	}
+	pr_err("net namespace %u is not one of the tree's\n", id);
+	return -ENOENT;
+}
+
+uint32_t netns_current(void)
+{
+	return cur_netns_id;
 }
 
 /*
@@ -1422,7 +1933,10 @@ static void net_fini(struct ns_id *ns)
 const struct ns_kind net_ns_kind = {
 	.name = "net",
 	.clone_flag = CLONE_NEWNET,
+	.nested = true,
+	.restore = net_restore,
 	.dump = net_dump,
+	.dump_check = net_dump_check,
 	.collect = net_collect,
 	.enter = net_enter,
 	.leave = net_leave,

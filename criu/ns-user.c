@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,6 +336,18 @@ static int from_host(UidGidExtent **ext, size_t n, uint32_t id, uint32_t *tree)
 	return -EOVERFLOW;
 }
 
+int userns_tree_uid_of_host(uint32_t host, uint32_t *uid, const char *what)
+{
+	if (!restored) {
+		*uid = host;
+		return 0;
+	}
+	if (!from_host(restored->uid_map, restored->n_uid_map, host, uid))
+		return 0;
+	pr_err("%s: uid %u is not mapped by the tree's user namespace\n", what, host);
+	return -EOVERFLOW;
+}
+
 /* One option of a mount's: "uid=N" and "gid=N" with N the tree's id, others as they are. */
 static int mount_opt_to_tree(const char *opt, char *out, size_t size, const char *what)
 {
@@ -468,12 +481,18 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
  * A request, with the file and the requester's reply socket (SCM_RIGHTS): give the file
  * an owner, queue keystrokes in the pty whose slave it is (TIOCSTI, on a terminal not the
  * caller's, takes CAP_SYS_ADMIN in the initial user namespace, which tasks of the tree
- * lack), or open a file handle on the file's filesystem (CAP_DAC_READ_SEARCH, likewise).
+ * lack), or open a file handle on the file's filesystem (CAP_DAC_READ_SEARCH, likewise);
+ * size a socket's buffer past the system's limit (SO_SNDBUFFORCE, SO_RCVBUFFORCE: CAP_NET_ADMIN
+ * in the initial user namespace), or make a ping socket in the tree's net namespace (the
+ * kernel lets only the gids of net.ipv4.ping_group_range make one, and the tasks still
+ * have criu's, which the tree's namespace does not map).
  */
 enum owner_op {
 	OWNER_CHOWN,
 	OWNER_QUEUE_INPUT,
 	OWNER_OPEN_HANDLE, /* the file is a mount's, a file_handle follows: the reply has the fd */
+	OWNER_SOCK_BUF, /* the file is a socket */
+	OWNER_PING_SOCKET, /* the file is a net namespace: the reply has the socket */
 };
 
 struct owner_request {
@@ -481,6 +500,8 @@ struct owner_request {
 	uint32_t uid, gid; /* OWNER_CHOWN: as criu sees them */
 	uint32_t len; /* OWNER_QUEUE_INPUT: this many keystrokes follow the request */
 	struct kernel_termios termios; /* OWNER_QUEUE_INPUT: the slave's */
+	int32_t opt, val; /* OWNER_SOCK_BUF: SO_SNDBUFFORCE or SO_RCVBUFFORCE, its value */
+	int32_t family; /* OWNER_PING_SOCKET: AF_INET or AF_INET6 */
 };
 
 static pid_t owner_service;
@@ -503,6 +524,47 @@ static int send_with_fds(int sk, const struct owner_request *req, const void *mo
 	return sendmsg(sk, &mh, MSG_NOSIGNAL) == (ssize_t)(sizeof(*req) + req->len) ? 0 : -errno;
 }
 
+/*
+ * A ping socket made in the net namespace netns_fd with a gid of its ping_group_range, which
+ * the kernel checks against the creator's effective gid (ping_init_sock()): the service's
+ * are criu's ids, which may be outside it. The service goes back to its own net namespace
+ * and gid afterwards. The socket, or -errno.
+ */
+static int ping_socket_in(int netns_fd, int family)
+{
+	int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), fd = -EBADF;
+	gid_t egid = getegid();
+	unsigned int low, high;
+	FILE *f = NULL;
+
+	if (own < 0)
+		return -errno;
+	if (setns(netns_fd, CLONE_NEWNET)) {
+		close(own);
+		return -errno;
+	}
+	/* /proc/sys/net is the opener's net namespace: now the tree's. */
+	f = fopen("/proc/sys/net/ipv4/ping_group_range", "re");
+	if (!f || fscanf(f, "%u %u", &low, &high) != 2 || low > high)
+		fd = -EACCES;
+	else if (setresgid(-1, low, -1))
+		fd = -errno;
+	else {
+		fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC,
+			    family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6);
+		if (fd < 0)
+			fd = -errno;
+		if (setresgid(-1, egid, -1))
+			_exit(1); /* the service must not go on with another gid */
+	}
+	if (f)
+		fclose(f);
+	if (setns(own, CLONE_NEWNET))
+		_exit(1); /* nor in another namespace */
+	close(own);
+	return fd;
+}
+
 /* 0 or -errno; *opened: the fd OWNER_OPEN_HANDLE opened, sent back with the answer. */
 static int serve_request(const struct owner_request *req, uint8_t *more, int fd, int *opened)
 {
@@ -517,6 +579,16 @@ static int serve_request(const struct owner_request *req, uint8_t *more, int fd,
 		if (req->len < sizeof(*fh) || fh->handle_bytes > req->len - sizeof(*fh))
 			return -EINVAL;
 		*opened = open_handle_in_mount(fd, fh, &why);
+		return *opened < 0 ? *opened : 0;
+	case OWNER_SOCK_BUF:
+		if (req->opt != SO_SNDBUFFORCE && req->opt != SO_RCVBUFFORCE)
+			return -EINVAL;
+		return setsockopt(fd, SOL_SOCKET, req->opt, &req->val, sizeof(req->val)) ? -errno :
+											    0;
+	case OWNER_PING_SOCKET:
+		if (req->family != AF_INET && req->family != AF_INET6)
+			return -EINVAL;
+		*opened = ping_socket_in(fd, req->family);
 		return *opened < 0 ? *opened : 0;
 	default:
 		return fchownat(fd, "", req->uid, req->gid, AT_EMPTY_PATH) ? -errno : 0;
@@ -729,6 +801,31 @@ int userns_open_handle(int mnt_fd, struct file_handle *fh, const char **why)
 		ret = -EPIPE;
 	if (ret)
 		*why = "open_by_handle_at (through the owner service)";
+	return ret ? ret : fd;
+}
+
+int userns_sock_buf(int fd, int opt, int val)
+{
+	struct owner_request req = { .op = OWNER_SOCK_BUF, .opt = opt, .val = val };
+	int sk = get_service_fd(USERNS_SFD);
+
+	return sk < 0 ? -EPERM : ask_service(sk, fd, &req, NULL, NULL);
+}
+
+int userns_ping_socket(int family)
+{
+	struct owner_request req = { .op = OWNER_PING_SOCKET, .family = family };
+	int sk = get_service_fd(USERNS_SFD), netns, fd = -1, ret;
+
+	if (sk < 0)
+		return -EACCES;
+	netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (netns < 0)
+		return -errno;
+	ret = ask_service(sk, netns, &req, NULL, &fd);
+	close(netns);
+	if (!ret && fd < 0)
+		ret = -EPIPE;
 	return ret ? ret : fd;
 }
 

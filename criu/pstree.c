@@ -222,6 +222,7 @@ int pstree_write(void)
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		ret = write_one_item(img, item);
 	close_image(img);
+	ret = ret ?: pidns_write_nested();
 	return ret;
 }
 
@@ -248,7 +249,7 @@ bool pstree_leader_is_dead(pid_t id)
 
 bool pstree_reaps_orphans(const struct pstree_item *item)
 {
-	if (item == root_item && pidns_own())
+	if ((item == root_item && pidns_own()) || pidns_nested_init(item))
 		return true;
 	return item->image && item->image->has_child_subreaper && item->image->child_subreaper;
 }
@@ -311,7 +312,7 @@ static pid_t max_pid(pid_t a, pid_t b)
 pid_t pstree_helper_pid(const struct pstree_item *orphan)
 {
 	struct pstree_item *item;
-	pid_t max = 0, index = 0, nr = 0;
+	pid_t max = pidns_max_pid(), index = 0, nr = 0;
 
 	for (item = root_item; item; item = pstree_next(item), nr++) {
 		for (unsigned int i = 0; i < item->nr_threads; i++)

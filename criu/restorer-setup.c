@@ -21,7 +21,9 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "loginuid.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "plugin.h"
 #include "regs-x86.h"
 #include "restorer-setup.h"
@@ -53,7 +55,7 @@ extern const char restorer_blob[], restorer_blob_end[];
 struct region_layout {
 	uint64_t code_len; /* the blob, page aligned: made executable */
 	uint64_t args, vmas, reads, iovs, shared_pending, timers;
-	uint64_t groups, auxv, close_fds, file_locks, aio_rings, seccomp;
+	uint64_t groups, auxv, close_fds, file_locks, aio_rings, guards, seccomp;
 	uint64_t anon_names; /* the VMAs' names, NUL-terminated, one after the other */
 	uint64_t threads; /* struct rst_thread[] */
 	uint64_t thread_data; /* where each thread's pieces start (take_thread_layout()) */
@@ -178,7 +180,7 @@ static int apply_libc_state(const struct task_image *ti)
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return loginuid_restore(ti);
 }
 
 /* ---- the address space: specials, VMAs, hole ---- */
@@ -606,6 +608,7 @@ static void plan_layout(struct rst_plan *plan, const struct task_image *ti)
 	l->seccomp = region_take(&pos, seccomp_region_size(ti), 64);
 	l->file_locks = region_take(&pos, plan->nr_file_locks * sizeof(struct rst_file_lock), 64);
 	l->aio_rings = region_take(&pos, ti->nr_aio_rings * sizeof(struct rst_aio_ring), 64);
+	l->guards = region_take(&pos, ti->nr_guards * sizeof(struct rst_guard), 64);
 	l->threads = region_take(&pos, ti->nr_threads * sizeof(struct rst_thread), 64);
 	l->thread_data = pos;
 	for (i = 0; i < ti->nr_threads; i++)
@@ -834,6 +837,9 @@ static void fill_thread(struct rst_thread *out, const struct thread_image *th, u
 		.rseq_sig = th->rseq_sig, .rseq_cs = th->rseq_cs, .has_sas = th->has_sas, .sas_sp = th->sas_sp,
 		.sas_size = th->sas_size, .sas_flags = th->sas_flags,
 	};
+	/* In a nested pid namespace the thread sees itself by its innermost tid. */
+	out->nr_set_tid = pidns_set_tid(th->tid, out->set_tid, RST_PID_LEVELS);
+	out->tid = out->set_tid[0];
 }
 
 /* Every thread's entry, pending signals and xstate, laid out as plan_layout() sized them. */
@@ -891,7 +897,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	unsigned int i, nr_reads, nr_iovs;
 
 	*args = (struct rst_args){
-		.magic = RST_ARGS_MAGIC, .pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
+		.magic = RST_ARGS_MAGIC, .pid = pidns_own_pid(ctx->pid), .log_pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
 		.sync_fd = ctx->sync_fd, .region_start = region,
 		.region_len = l->size, .task_size = RST_TASK_SIZE, .nr_vmas = plan->nr_vmas,
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,
@@ -902,6 +908,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.nr_file_fds = plan->nr_file_fds, .file_locks = region + l->file_locks,
 		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
 		.nr_aio_rings = ti->nr_aio_rings, .aio_rings = region + l->aio_rings,
+		.nr_guards = ti->nr_guards, .guards = region + l->guards,
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -920,6 +927,9 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 	if (ti->nr_aio_rings)
 		memcpy(REGION_PTR(region, l->aio_rings), ti->aio_rings,
 		       ti->nr_aio_rings * sizeof(struct rst_aio_ring));
+	if (ti->nr_guards)
+		memcpy(REGION_PTR(region, l->guards), ti->guards,
+		       ti->nr_guards * sizeof(struct rst_guard));
 	fill_threads(args, plan, ti, region);
 	/* After the threads and creds: it fills in its part of both. */
 	seccomp_fill_region(ti, REGION_PTR(region, l->seccomp), region + l->seccomp, args,

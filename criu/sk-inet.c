@@ -101,6 +101,27 @@ static void image_addr(const struct sockaddr_storage *ss, uint32_t *words, uint3
 	}
 }
 
+/*
+ * A link-local bind's scope is the index of a link of the socket's namespace, which the
+ * bind made the socket's bound device: CRIU's image keeps that link's name (ifname), the
+ * index it has again in the restored namespace is then the scope.
+ */
+static int dump_scope(int fd, struct inet_dump *d, const char *what)
+{
+	socklen_t len = IFNAMSIZ;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, d->ifname, &len)) {
+		pr_perror("%s: cannot read the link of its link-local address", what);
+		return -errno;
+	}
+	if (!len || !d->ifname[0]) {
+		pr_err("%s: bound to a link-local address of no link\n", what);
+		return -EINVAL;
+	}
+	d->ie.ifname = d->ifname;
+	return 0;
+}
+
 static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 {
 	struct sockaddr_storage ss;
@@ -111,9 +132,10 @@ static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 		return -errno;
 	}
 	if (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_scope_id) {
-		pr_err("%s: bound to a link-local address with a scope, which is not supported\n",
-		       what);
-		return -ENOTSUP;
+		int ret = dump_scope(fd, d, what);
+
+		if (ret)
+			return ret;
 	}
 	image_addr(&ss, d->src, &d->ie.src_port);
 	len = sizeof(ss);
@@ -123,6 +145,30 @@ static int dump_addresses(int fd, struct inet_dump *d, const char *what)
 			return -errno;
 		}
 		return 0;
+	}
+	d->connected = true;
+	image_addr(&ss, d->dst, &d->ie.dst_port);
+	return 0;
+}
+
+/*
+ * A connection closed both ways (or reset) that its task still holds: getpeername() answers
+ * ENOTCONN for a closed socket, SO_PEERNAME still gives the peer it had. With
+ * --tcp-established it is dumped with its stream (sk-tcp.c), as CRIU dumps it, so that it
+ * keeps its peer's name and what it had not read.
+ */
+static int dump_closed_peer(int fd, struct inet_dump *d, const char *what)
+{
+	struct sockaddr_storage ss = { .ss_family = d->ie.family };
+	/* The kernel refuses a length longer than the address's. */
+	socklen_t len = d->ie.family == AF_INET ? sizeof(struct sockaddr_in) :
+						  sizeof(struct sockaddr_in6);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERNAME, &ss, &len)) {
+		if (errno == ENOTCONN)
+			return 0;
+		pr_perror("%s: cannot read its peer's address (SO_PEERNAME)", what);
+		return -errno;
 	}
 	d->connected = true;
 	image_addr(&ss, d->dst, &d->ie.dst_port);
@@ -151,6 +197,8 @@ static int dump_state(int fd, struct inet_dump *d, const char *what)
 		d->ie.backlog = ti.tcpi_sacked;
 		d->pending = ti.tcpi_unacked;
 	}
+	if (ti.tcpi_state == SK_CLOSE && !d->connected && opts.tcp_established)
+		return dump_closed_peer(fd, d, what);
 	return 0;
 }
 
@@ -266,6 +314,34 @@ static int check_udp_cork(int fd, const struct inet_dump *d, const char *what)
 	return ret;
 }
 
+/*
+ * What the socket's packets carry: IP_TOS and IP_TTL (IPV6_TCLASS and IPV6_UNICAST_HOPS
+ * for IPv6, in the same fields), written where they differ from a new socket's. A TTL never
+ * set reads as the namespace's default (net.ipv4.ip_default_ttl, net.ipv6.conf.all.
+ * hop_limit), 64 unless changed: that one is taken as not set, and a new socket follows
+ * the default of its namespace again.
+ */
+#define DEFAULT_TTL 64
+
+static int dump_tos_ttl(int fd, struct inet_dump *d, const char *what)
+{
+	bool v6 = d->ie.family == AF_INET6;
+	int tos, ttl;
+	int ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_TCLASS, "IPV6_TCLASS", &tos, what) :
+		       get_opt(fd, SOL_IP, IP_TOS, "IP_TOS", &tos, what);
+
+	if (!ret)
+		ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_UNICAST_HOPS, "IPV6_UNICAST_HOPS", &ttl, what) :
+			   get_opt(fd, SOL_IP, IP_TTL, "IP_TTL", &ttl, what);
+	if (ret)
+		return ret;
+	d->ip_opts.has_tos = tos != 0;
+	d->ip_opts.tos = tos;
+	d->ip_opts.has_ttl = ttl != DEFAULT_TTL;
+	d->ip_opts.ttl = ttl;
+	return 0;
+}
+
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 {
 	int val, ret;
@@ -285,16 +361,12 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ie.ip_opts = &d->ip_opts;
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
-	/* Options CRIU's images have no field for (as Debian's CRIU reads them). */
-	ret = get_opt(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT", &val, what);
+	ret = dump_tos_ttl(fd, d, what);
+	/* An option CRIU's images have no field for. */
+	if (!ret)
+		ret = get_opt(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT", &val, what);
 	if (!ret && val) {
 		pr_err("%s: IP_TRANSPARENT is set, which is not supported\n", what);
-		ret = -ENOTSUP;
-	}
-	if (!ret && d->ie.family == AF_INET)
-		ret = get_opt(fd, SOL_IP, IP_TOS, "IP_TOS", &val, what);
-	if (!ret && d->ie.family == AF_INET && val) {
-		pr_err("%s: IP_TOS is %#x, which is not supported\n", what, val);
 		ret = -ENOTSUP;
 	}
 	return ret;
@@ -359,6 +431,14 @@ static void init_dump(struct inet_dump *d, const struct fd_parms *p, uint32_t id
 		 (unsigned long)p->st.st_ino);
 }
 
+/* A TCP connection, established, closing or closed, dumped with its stream. */
+static bool is_connection(const struct inet_dump *d)
+{
+	if (d->ie.proto != IPPROTO_TCP || d->ie.state == SK_LISTEN)
+		return false;
+	return d->ie.state != SK_CLOSE || d->connected;
+}
+
 /* Everything but the state's own part (the established connection's stream). */
 static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 {
@@ -378,7 +458,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)
 		ret = dump_ip_opts(fd, d, d->what) ?: check_udp_cork(fd, d, d->what);
-	if (!ret && d->ie.proto == IPPROTO_TCP && d->ie.state != SK_ESTABLISHED)
+	if (!ret && d->ie.proto == IPPROTO_TCP && !is_connection(d))
 		ret = dump_tcp_opts(fd, d, d->what);
 	if (!ret)
 		ret = dump_fown(p, &d->fown);
@@ -387,7 +467,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 
 static int check_state(const struct inet_dump *d)
 {
-	if (d->ie.proto != IPPROTO_TCP || d->ie.state == SK_CLOSE)
+	if (d->ie.proto != IPPROTO_TCP || (d->ie.state == SK_CLOSE && !d->connected))
 		return 0;
 	if (d->ie.state == SK_LISTEN) {
 		if (d->pending && !opts.tcp_skip_in_flight) {
@@ -422,8 +502,7 @@ static int inet_sk_dump(const struct fd_parms *p, uint32_t id)
 	fd = ret = grab_task_fd(p);
 	if (fd >= 0)
 		ret = dump_socket(fd, p, d) ?: check_state(d);
-	if (!ret && d->ie.proto == IPPROTO_TCP && d->ie.state != SK_CLOSE &&
-	    d->ie.state != SK_LISTEN)
+	if (!ret && is_connection(d))
 		ret = tcp_dump_stream(fd, d);
 	if (!ret) {
 		fe.type = FD_TYPES__INETSK;
@@ -560,7 +639,7 @@ static int inet_sk_collect(struct file_desc *d)
 						 sk_opts_check(ie->opts, sk->what);
 	if (!ret)
 		ret = check_ip_opts(ie, sk->what);
-	if (!ret && ie->state != SK_CLOSE && ie->state != SK_LISTEN && ie->type == SOCK_STREAM)
+	if (!ret && tcp_restores_stream(ie))
 		ret = tcp_collect_stream(sk);
 	if (!ret)
 		ret = collect_owner(d, ie->fown);
@@ -738,15 +817,31 @@ static int connect_datagram(int fd, const struct inet_sk *sk)
 	return 0;
 }
 
+/*
+ * A ping socket takes a gid of net.ipv4.ping_group_range, which a task of a tree with a
+ * user namespace of its own does not have yet (it has criu's until its creds are set):
+ * the owner service makes it there.
+ */
+static int new_socket(const InetSkEntry *ie, const char *what)
+{
+	int fd = socket(ie->family, ie->type | SOCK_CLOEXEC, ie->proto);
+
+	if (fd < 0 && errno == EACCES && is_icmp(ie->proto))
+		fd = userns_ping_socket(ie->family);
+	else if (fd < 0)
+		fd = -errno;
+	if (fd < 0)
+		pr_err("%s: cannot create it: %s\n", what, strerror(-fd));
+	return fd;
+}
+
 int inet_sk_new(const struct inet_sk *sk)
 {
 	const InetSkEntry *ie = sk->ie;
-	int fd = socket(ie->family, ie->type | SOCK_CLOEXEC, ie->proto), ret;
+	int fd = new_socket(ie, sk->what), ret;
 
-	if (fd < 0) {
-		pr_perror("%s: cannot create it", sk->what);
-		return -errno;
-	}
+	if (fd < 0)
+		return fd;
 	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
 	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
 	if (ret) {
@@ -763,6 +858,8 @@ int inet_sk_new(const struct inet_sk *sk)
 int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 {
 	const InetSkEntry *ie = sk->ie;
+	uint32_t how = ie->proto == IPPROTO_TCP ? tcp_task_shutdown(sk) :
+			ie->has_shutdown ? ie->shutdown : SK_SHUTDOWN__NONE;
 	int ret = restore_tcp_opts(fd, ie, sk->what);
 
 	/* Also after repair mode, whose end clears SO_REUSEADDR. */
@@ -778,8 +875,7 @@ int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 	 * sk_shutdown is SHUT_RD + 1, SHUT_WR + 1, SHUT_RDWR + 1. A socket not connected
 	 * answers ENOTCONN, but is shut down all the same.
 	 */
-	if (!ret && ie->has_shutdown && ie->shutdown != SK_SHUTDOWN__NONE &&
-	    shutdown(fd, ie->shutdown - 1) && errno != ENOTCONN) {
+	if (!ret && how != SK_SHUTDOWN__NONE && shutdown(fd, how - 1) && errno != ENOTCONN) {
 		ret = -errno;
 		pr_perror("%s: cannot shut it down (%u)", sk->what, ie->shutdown);
 	}
@@ -796,7 +892,7 @@ static int inet_sk_open(const struct file_desc *d)
 	const InetSkEntry *ie = sk->ie;
 	int fd, ret;
 
-	if (ie->type == SOCK_STREAM && ie->state != SK_CLOSE && ie->state != SK_LISTEN)
+	if (sk->stream || (tcp_restores_stream(ie) && ie->state != SK_CLOSE))
 		return tcp_open_stream(sk, d);
 	fd = inet_sk_new(sk);
 	if (fd < 0)

@@ -21,6 +21,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "namespaces.h"
 #include "sk-opts.h"
 
 /* Newer than some libc headers (asm-generic/socket.h numbers). */
@@ -403,25 +404,32 @@ int sk_opts_check_tcp(const SkOptsEntry *soe, const char *what)
 /*
  * getsockopt() reads twice what setsockopt() was given (the kernel's bookkeeping
  * overhead); the FORCE variants pass the system's maximum, which a size the task set
- * by hand within its own limits never needed, but criu's own widening does.
+ * by hand within its own limits never needed, but criu's own widening does. They take
+ * CAP_NET_ADMIN in the initial user namespace: a task of a tree with a user namespace
+ * of its own asks the owner service; with neither, the size is capped by the system's.
  */
 static int set_buf(int fd, int force_name, int name, const char *opt, uint32_t size,
 		   const char *what)
 {
-	int val = size / 2;
+	int val = size / 2, ret = 0;
 
-	if (!setsockopt(fd, SOL_SOCKET, force_name, &val, sizeof(val)))
-		return 0;
-	if (errno != EPERM) {
-		pr_perror("%s: cannot set %s to %u", what, opt, size);
-		return -errno;
-	}
-	return set_opt(fd, name, opt, &val, sizeof(val), what);
+	if (setsockopt(fd, SOL_SOCKET, force_name, &val, sizeof(val)))
+		ret = errno == EPERM ? userns_sock_buf(fd, force_name, val) : -errno;
+	if (ret == -EPERM)
+		return set_opt(fd, name, opt, &val, sizeof(val), what);
+	if (ret)
+		pr_err("%s: cannot set %s to %u: %s\n", what, opt, size, strerror(-ret));
+	return ret;
 }
 
 int sk_opts_widen_sndbuf(int fd, const char *what)
 {
 	return set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF", INT_MAX, what);
+}
+
+int sk_opts_widen_rcvbuf(int fd, const char *what)
+{
+	return set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, "SO_RCVBUF", INT_MAX, what);
 }
 
 static int restore_timeout(int fd, int name, const char *opt, uint64_t sec, uint64_t usec,

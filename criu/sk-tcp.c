@@ -1,10 +1,12 @@
 /*
- * Established TCP connections (--tcp-established), through the kernel's repair mode
- * (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
+ * Established and closing TCP connections (--tcp-established), through the kernel's repair
+ * mode (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
  * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
  * dumped task closes it without a word to the peer. Restore makes the socket in repair
  * mode, where bind() and connect() set the connection up without a packet, puts the
- * queues and options back; criu ends repair mode once the whole tree is restored.
+ * queues and options back; criu puts a closing one's FINs back and ends repair mode once
+ * the whole tree is restored. A connection whose peer is outside the tree is held by the
+ * network lock (iptables rules) from its dump to its restore.
  */
 #include <errno.h>
 #include <limits.h>
@@ -15,10 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/ip.h>
+#include <netinet/ip6.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -53,7 +60,45 @@ struct repair_window {
 #define OPTION_SACK_PERM 4
 #define OPTION_TIMESTAMP 8
 
-enum { SK_ESTABLISHED = 1 };
+/* The kernel's TCP states (include/net/tcp_states.h), as the images store them. */
+enum {
+	SK_ESTABLISHED = 1,
+	SK_FIN_WAIT1 = 4,
+	SK_FIN_WAIT2 = 5,
+	SK_CLOSE = 7,
+	SK_CLOSE_WAIT = 8,
+	SK_LAST_ACK = 9,
+	SK_LISTEN = 10,
+	SK_CLOSING = 11,
+};
+#define STATE(s) (1u << (s))
+
+/*
+ * How a connection closes, one FIN each way (each FIN takes one sequence number):
+ *
+ *   ESTABLISHED -shutdown-> FIN_WAIT1 -its ACK-> FIN_WAIT2 -peer's FIN-> (TIME_WAIT)
+ *   ESTABLISHED -peer's FIN-> CLOSE_WAIT -shutdown-> LAST_ACK -its ACK-> CLOSE
+ *   FIN_WAIT1 -peer's FIN-> CLOSING -its ACK-> (TIME_WAIT)
+ *
+ * A socket a task holds leaves TIME_WAIT to the kernel and is then CLOSE itself, with
+ * both FINs behind it. The images (as CRIU's) keep the queues' lengths without the FINs
+ * and their sequence numbers with them.
+ */
+/* Own FIN queued, before the peer's (or with none) and after it. */
+#define OWN_FIN_FIRST (STATE(SK_FIN_WAIT1) | STATE(SK_FIN_WAIT2) | STATE(SK_CLOSING))
+#define OWN_FIN_SECOND (STATE(SK_LAST_ACK) | STATE(SK_CLOSE))
+#define OWN_FIN (OWN_FIN_FIRST | OWN_FIN_SECOND)
+/* ... and the peer acknowledged it. */
+#define OWN_FIN_ACKED (STATE(SK_FIN_WAIT2) | STATE(SK_CLOSE))
+/* The peer's FIN received. */
+#define PEER_FIN (STATE(SK_CLOSE_WAIT) | STATE(SK_LAST_ACK) | STATE(SK_CLOSING) | STATE(SK_CLOSE))
+/* Every state a dumped connection may have. */
+#define STREAM_STATES (STATE(SK_ESTABLISHED) | OWN_FIN | PEER_FIN)
+
+static bool in_states(uint32_t state, uint32_t mask)
+{
+	return state < 32 && (STATE(state) & mask);
+}
 
 /* ---------------------------------------------------------------- dump ---- */
 
@@ -66,6 +111,8 @@ struct tcp_conn {
 	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
 	uint16_t src_port, dst_port;
 	bool closed; /* --tcp-close: dumped without its stream */
+	bool locked; /* its peer is outside the tree: the network lock holds its packets */
+	uint32_t state; /* as its inet entry has it */
 	uint32_t ino; /* names its tcp-stream image */
 	char what[96];
 };
@@ -96,8 +143,8 @@ static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
 
 int tcp_dump_check_state(const struct inet_dump *d)
 {
-	if (d->ie.state != SK_ESTABLISHED) {
-		pr_err("%s: TCP state %u (closing or connecting): only established connections "
+	if (!in_states(d->ie.state, STREAM_STATES)) {
+		pr_err("%s: TCP state %u (connecting): only established and closing connections "
 		       "are dumped\n",
 		       d->what, d->ie.state);
 		return -ENOTSUP;
@@ -132,6 +179,7 @@ static int add_conn(int fd, const struct inet_dump *d)
 	}
 	conns = grown;
 	c = &conns[nr_conns];
+	memset(c, 0, sizeof(*c));
 	c->fd = fd < 0 ? -1 : dup(fd);
 	if (fd >= 0 && c->fd < 0) {
 		pr_perror("%s: cannot keep a copy of it", d->what);
@@ -139,6 +187,7 @@ static int add_conn(int fd, const struct inet_dump *d)
 	}
 	nr_conns++;
 	c->closed = !opts.tcp_established;
+	c->state = d->ie.state;
 	conn_addr(d->ie.family, d->ie.src_addr, c->src);
 	conn_addr(d->ie.family, d->ie.dst_addr, c->dst);
 	c->src_port = d->ie.src_port;
@@ -174,15 +223,35 @@ static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
 	return n == (ssize_t)len ? 0 : -EAGAIN;
 }
 
-static int dump_queue_lengths(int fd, TcpStreamEntry *te, const char *what)
+/*
+ * The send queue's lengths (SIOCOUTQ, SIOCOUTQNSD) count a FIN queued in it, which is no
+ * byte: the image's do not (as CRIU's). A closed socket's send queue is nothing a task can
+ * read or have sent again (a reset may leave bytes in it): empty, as CRIU keeps it.
+ */
+static void drop_fin(uint32_t state, int *outq, int *unsent)
+{
+	if (state == SK_CLOSE) {
+		*outq = *unsent = 0;
+		return;
+	}
+	if (!in_states(state, OWN_FIN))
+		return;
+	if (*outq)
+		(*outq)--;
+	if (*unsent)
+		(*unsent)--;
+}
+
+static int dump_queue_lengths(const struct tcp_conn *c, TcpStreamEntry *te)
 {
 	int inq, outq, unsent;
 
-	if (ioctl(fd, SIOCINQ, &inq) || ioctl(fd, SIOCOUTQ, &outq) ||
-	    ioctl(fd, SIOCOUTQNSD, &unsent)) {
-		pr_perror("%s: cannot read its queues' lengths", what);
+	if (ioctl(c->fd, SIOCINQ, &inq) || ioctl(c->fd, SIOCOUTQ, &outq) ||
+	    ioctl(c->fd, SIOCOUTQNSD, &unsent)) {
+		pr_perror("%s: cannot read its queues' lengths", c->what);
 		return -errno;
 	}
+	drop_fin(c->state, &outq, &unsent);
 	te->inq_len = inq;
 	te->outq_len = outq;
 	te->has_unsq_len = true;
@@ -191,7 +260,7 @@ static int dump_queue_lengths(int fd, TcpStreamEntry *te, const char *what)
 }
 
 /* What the connection negotiated, its timestamp clock and window. */
-static int dump_conn_opts(int fd, TcpStreamEntry *te, const char *what)
+static int dump_conn_opts(int fd, uint32_t state, TcpStreamEntry *te, const char *what)
 {
 	struct repair_window win;
 	struct tcp_info ti;
@@ -202,6 +271,12 @@ static int dump_conn_opts(int fd, TcpStreamEntry *te, const char *what)
 	if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
 		pr_perror("%s: cannot read TCP_INFO", what);
 		return -errno;
+	}
+	/* Its inet entry, already written, has the state its fd was dumped in. */
+	if (ti.tcpi_state != state) {
+		pr_err("%s: went from TCP state %u to %u while the tree was dumped\n", what, state,
+		       ti.tcpi_state);
+		return -EBUSY;
 	}
 	te->opt_mask = ti.tcpi_options;
 	te->snd_wscale = ti.tcpi_snd_wscale;
@@ -287,7 +362,7 @@ static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
 	int ret;
 
 	tcp_stream_entry__init(te);
-	ret = dump_queue_lengths(c->fd, te, c->what);
+	ret = dump_queue_lengths(c, te);
 	if (!ret) {
 		r->inq = malloc(te->inq_len + 1);
 		r->outq = malloc(te->outq_len + 1);
@@ -305,7 +380,7 @@ static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
 		ret = set_int(c->fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
 			      c->what);
 	if (!ret)
-		ret = dump_conn_opts(c->fd, te, c->what);
+		ret = dump_conn_opts(c->fd, c->state, te, c->what);
 	return ret;
 }
 
@@ -393,6 +468,7 @@ static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
 
 	if (ret)
 		return ret;
+	drop_fin(c->state, &m.outq, &m.unsent);
 	return m.rcv_nxt == r->te.inq_seq && m.write_seq == r->te.outq_seq &&
 			       (uint32_t)m.inq == r->te.inq_len && (uint32_t)m.outq == r->te.outq_len &&
 			       (uint32_t)m.unsent == r->te.unsq_len ?
@@ -482,9 +558,103 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
 	       !memcmp(l->src, any4, 16);
 }
 
+/* ------------------------------------------------------ the network lock ---- */
+
 /*
- * Without a network lock the peer of a connection must be dumped too: a peer outside the
- * tree would go on sending, and the dumped socket, gone, would answer with a reset.
+ * --network-lock iptables (the default, as CRIU's): a connection whose peer is outside the
+ * tree is locked while it is dumped and until it is restored, by two rules of the filter
+ * table (CRIU's): DROP its segments both ways (INPUT from the peer, OUTPUT to it), unless
+ * they carry the mark NET_LOCK_MARK, which criu's forged segments do. The peer retransmits
+ * what the lock dropped once the connection is back. Only in criu's own net namespace: a
+ * tree with one of its own keeps its peers there (refused, as without a lock).
+ */
+#define NET_LOCK_MARK 0xC114
+
+enum lock_op { LOCK_ADD, LOCK_DEL };
+
+/* One rule: 0 done, 1 not (LOCK_DEL: no such rule), -errno. */
+static int lock_rule(bool v6, enum lock_op op, bool input, const char *self, uint16_t self_port,
+		     const char *peer, uint16_t peer_port)
+{
+	static const char *const ops[] = { "-I", "-D" };
+	char sport[8], dport[8];
+	const char *argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", ops[op],
+			       input ? "INPUT" : "OUTPUT", "--protocol", "tcp", "-m", "mark", "!",
+			       "--mark", "0xc114", "--source", input ? peer : self, "--sport", sport,
+			       "--destination", input ? self : peer, "--dport", dport, "-j", "DROP",
+			       NULL };
+	int status;
+	pid_t pid;
+
+	snprintf(sport, sizeof(sport), "%u", input ? peer_port : self_port);
+	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		/* A missing rule is no news: the tool's words are not criu's. */
+		if (null >= 0 && op == LOCK_DEL) {
+			dup2(null, STDOUT_FILENO);
+			dup2(null, STDERR_FILENO);
+		}
+		execvp(argv[0], (char **)argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return -ECHILD;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 1 ? 1 : -EIO;
+}
+
+/* Both rules of a connection between self and peer (16 bytes, IPv4 v4-mapped). */
+static int lock_conn_rules(enum lock_op op, const uint8_t *self, uint16_t self_port,
+			   const uint8_t *peer, uint16_t peer_port)
+{
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	bool v6 = memcmp(self, mapped, 12) != 0;
+	char s[INET6_ADDRSTRLEN], p[INET6_ADDRSTRLEN];
+	int ret;
+
+	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? self : self + 12, s, sizeof(s));
+	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? peer : peer + 12, p, sizeof(p));
+	ret = lock_rule(v6, op, true, s, self_port, p, peer_port);
+	if (ret >= 0)
+		ret = lock_rule(v6, op, false, s, self_port, p, peer_port) ?: ret;
+	return ret;
+}
+
+static int lock_conn(struct tcp_conn *c)
+{
+	int ret = lock_conn_rules(LOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
+
+	if (ret) {
+		pr_err("%s: its peer (port %u) is not in the dumped tree and iptables cannot lock "
+		       "the connection: dump with --network-lock skip to dump it unlocked\n",
+		       c->what, c->dst_port);
+		/* One of its rules may be in. */
+		lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
+		return -ENOTSUP;
+	}
+	c->locked = true;
+	pr_info("%s: locked (iptables): its peer (port %u) is outside the tree\n", c->what,
+		c->dst_port);
+	return 0;
+}
+
+static void unlock_conn(struct tcp_conn *c)
+{
+	if (c->locked && lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
+		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
+	c->locked = false;
+}
+
+/*
+ * A peer outside the tree would go on sending to the dumped socket, and, the socket gone,
+ * get a reset: its connection is locked, or, without a lock (or in a net namespace of the
+ * tree's own), refused unless --network-lock skip says to dump it anyway.
  */
 static int check_peers(void)
 {
@@ -493,17 +663,23 @@ static int check_peers(void)
 	for (size_t i = 0; i < nr_conns; i++) {
 		/* A connection restored closed does not care. */
 		bool found = conns[i].fd < 0 || conns[i].closed;
+		int ret;
 
 		for (size_t j = 0; j < nr_conns && !found; j++)
 			found = j != i && (is_peer(&conns[i], &conns[j]) ||
 					   peer_in_flight(&conns[i], &conns[j]));
-		if (!found) {
+		if (found)
+			continue;
+		if (ns_root_own(NS_NET)) {
 			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
-			       "does not lock the network: dump with --network-lock skip to "
-			       "dump it anyway\n",
+			       "does not lock a net namespace of the tree's own: dump with "
+			       "--network-lock skip to dump it anyway\n",
 			       conns[i].what, conns[i].dst_port);
 			return -ENOTSUP;
 		}
+		ret = lock_conn(&conns[i]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -518,6 +694,9 @@ void tcp_dump_release(bool killed)
 	for (size_t i = 0; i < nr_conns; i++) {
 		if (conns[i].fd < 0)
 			continue;
+		/* A killed tree's connections stay locked until they are restored. */
+		if (!killed)
+			unlock_conn(&conns[i]);
 		if (!killed)
 			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
 				TCP_REPAIR_OFF_NO_WP, conns[i].what);
@@ -528,11 +707,29 @@ void tcp_dump_release(bool killed)
 	nr_conns = 0;
 }
 
+/*
+ * A closing connection takes repair mode (CAP_NET_ADMIN), shutdown() in it, and raw
+ * sockets for its FINs (CAP_NET_RAW): what a new socket of criu's lets it do.
+ */
+bool tcp_has_half_closed(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP), on = TCP_REPAIR_ON;
+	int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	bool ok = fd >= 0 && raw >= 0 && !setsockopt(fd, SOL_TCP, TCP_REPAIR, &on, sizeof(on));
+
+	if (fd >= 0)
+		close(fd);
+	if (raw >= 0)
+		close(raw);
+	return ok;
+}
+
 /* ------------------------------------------------------------- restore ---- */
 
 /* An established connection as collected: its stream entry and queues. */
 struct tcp_stream {
 	TcpStreamEntry *te;
+	uint32_t state; /* its inet entry's */
 	char *inq, *outq;
 	size_t slot; /* its place in repaired[] */
 	struct tcp_stream *next;
@@ -558,7 +755,17 @@ static const struct inet_sk **slot_sks;
 
 bool tcp_state_restorable(uint32_t state)
 {
-	return state == SK_ESTABLISHED;
+	return in_states(state, STREAM_STATES);
+}
+
+bool tcp_restores_stream(const InetSkEntry *ie)
+{
+	if (ie->proto != IPPROTO_TCP || ie->type != SOCK_STREAM || ie->state == SK_LISTEN)
+		return false;
+	/* A closed socket with a peer, dumped with its stream (without: a plain closed one). */
+	if (ie->state == SK_CLOSE)
+		return ie->n_dst_addr && ie->dst_port && img_exists(CR_IMG_TCP_STREAM, ie->ino);
+	return true;
 }
 
 /* --tcp-close (or a dump with it): the connection comes back closed, no stream read. */
@@ -649,6 +856,7 @@ int tcp_collect_stream(struct inet_sk *sk)
 	}
 	st->next = streams;
 	streams = st;
+	st->state = sk->ie->state;
 	st->slot = nr_streams;
 	ret = add_slot(sk);
 	if (ret)
@@ -737,17 +945,30 @@ static int fill_queue(int fd, int queue, const char *buf, uint32_t len, const ch
 /*
  * The images have the sequence numbers that follow each queue (rcv_nxt, write_seq, as
  * TCP_QUEUE_SEQ reads them); a queue is refilled from its first byte's, which refilling
- * moves on by the queue's length.
+ * moves on by the queue's length. A closing connection is made established, its FINs
+ * come at the end of its restore (close_in_repair()): the numbers are those before them.
  */
-static int set_seqs(int fd, const TcpStreamEntry *te, const char *what)
+static uint32_t rcv_nxt_before_fin(const struct tcp_stream *st)
 {
+	return st->te->inq_seq - in_states(st->state, PEER_FIN);
+}
+
+static uint32_t write_seq_before_fin(const struct tcp_stream *st)
+{
+	return st->te->outq_seq - in_states(st->state, OWN_FIN);
+}
+
+static int set_seqs(int fd, const struct tcp_stream *st, const char *what)
+{
+	const TcpStreamEntry *te = st->te;
+
 	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_RECV_QUEUE, what) ?:
 		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
-			       te->inq_seq - te->inq_len, what) ?:
+			       rcv_nxt_before_fin(st) - te->inq_len, what) ?:
 		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
 			       what) ?:
 		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
-			       te->outq_seq - te->outq_len, what);
+			       write_seq_before_fin(st) - te->outq_len, what);
 }
 
 static int connect_repaired(int fd, const struct inet_sk *sk)
@@ -786,11 +1007,17 @@ static int set_conn_opts(int fd, const TcpStreamEntry *te, const char *what)
 	return ret;
 }
 
-/* After the queues, whose refilling moves the window on. */
-static int set_window(int fd, const TcpStreamEntry *te, const char *what)
+/*
+ * After the queues, whose refilling moves the window on. The peer's FIN is still to come:
+ * the window's left edge is one before it (the kernel refuses one past rcv_nxt), and one
+ * wider, so that it still takes the FIN where it was full.
+ */
+static int set_window(int fd, const struct tcp_stream *st, const char *what)
 {
-	struct repair_window win = { te->snd_wl1, te->snd_wnd, te->max_window, te->rcv_wnd,
-				     te->rcv_wup };
+	const TcpStreamEntry *te = st->te;
+	uint32_t fin = in_states(st->state, PEER_FIN);
+	struct repair_window win = { te->snd_wl1, te->snd_wnd, te->max_window, te->rcv_wnd + fin,
+				     te->rcv_wup - fin };
 
 	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, sizeof(win))) {
 		pr_perror("%s: cannot set its window (TCP_REPAIR_WINDOW)", what);
@@ -799,9 +1026,16 @@ static int set_window(int fd, const TcpStreamEntry *te, const char *what)
 	return 0;
 }
 
-static uint32_t unsent_len(const TcpStreamEntry *te)
+/*
+ * Where the connection's own FIN is not acknowledged yet, the whole send queue goes in as
+ * sent: the FIN must follow it, and is put in as sent in repair mode (close_in_repair()).
+ * The kernel retransmits what the peer never had.
+ */
+static uint32_t unsent_len(const struct tcp_stream *st)
 {
-	return te->has_unsq_len ? te->unsq_len : 0;
+	if (in_states(st->state, OWN_FIN & ~OWN_FIN_ACKED))
+		return 0;
+	return st->te->has_unsq_len ? st->te->unsq_len : 0;
 }
 
 /*
@@ -814,11 +1048,9 @@ static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
 {
 	const TcpStreamEntry *te = st->te;
 
-	return sk_opts_widen_sndbuf(fd, what) ?:
-		       set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, "SO_RCVBUFFORCE", INT_MAX / 2,
-			       what) ?:
+	return sk_opts_widen_sndbuf(fd, what) ?: sk_opts_widen_rcvbuf(fd, what) ?:
 		       fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
-		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(te),
+		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(st),
 				  what) ?:
 		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
 }
@@ -866,9 +1098,9 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 	if (fd < 0)
 		return fd;
 	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
-		      set_seqs(fd, st->te, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
+		      set_seqs(fd, st, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
 		      connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
-		      fill_queues(fd, st, sk->what) ?: set_window(fd, st->te, sk->what) ?:
+		      fill_queues(fd, st, sk->what) ?: set_window(fd, st, sk->what) ?:
 		      set_stream_opts(fd, st->te, sk->what) ?:
 		      /* The buffer sizes as dumped, fill_queues() widened them. */
 		      sk_opts_restore(fd, sk->ie->opts, sk->what);
@@ -890,6 +1122,244 @@ int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid)
 	return 0;
 }
 
+uint32_t tcp_task_shutdown(const struct inet_sk *sk)
+{
+	const InetSkEntry *ie = sk->ie;
+	uint32_t how = ie->has_shutdown ? ie->shutdown : SK_SHUTDOWN__NONE;
+
+	if (!sk->stream || !in_states(sk->stream->state, OWN_FIN | PEER_FIN))
+		return how;
+	/* The FINs shut the socket (close_in_repair()); only a receiving side shut by hand. */
+	if (in_states(sk->stream->state, PEER_FIN) ||
+	    (how != SK_SHUTDOWN__READ && how != SK_SHUTDOWN__BOTH))
+		return SK_SHUTDOWN__NONE;
+	return SK_SHUTDOWN__READ;
+}
+
+/* ------------------------------------------------- closing connections ---- */
+
+/*
+ * A closing connection is restored established; at the end of its restore, still in
+ * repair mode, it takes its FINs again: its own as shutdown() puts it in the send queue
+ * (with TCP_REPAIR_QUEUE on the send queue, it counts as sent and nothing leaves), the
+ * peer's, and the acknowledgement of its own, as segments from the peer's address forged
+ * on a raw socket of its net namespace (nothing else makes a FIN arrive). As CRIU does;
+ * the segments carry no options (the kernel takes them without a timestamp).
+ */
+#define TH_FIN 0x01
+#define TH_ACK 0x10
+
+/* The ones' complement sum of a buffer of network-order 16-bit words (even length). */
+static uint32_t csum_add(uint32_t sum, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i += 2) {
+		uint16_t word;
+
+		memcpy(&word, p + i, 2);
+		sum += word;
+	}
+	return sum;
+}
+
+static uint16_t csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static bool is_v4_mapped(const uint32_t *words)
+{
+	return !words[0] && !words[1] && words[2] == htonl(0xffff);
+}
+
+/* IPv4 for an AF_INET socket and an AF_INET6 one with v4-mapped addresses. */
+static bool speaks_v4(const InetSkEntry *ie)
+{
+	return ie->family == AF_INET || is_v4_mapped(ie->src_addr);
+}
+
+/* A raw socket (IP header included) in the net namespace of the task of pidfd. */
+static int raw_socket_in(int pidfd, int family, const char *what)
+{
+	int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), fd = -1;
+
+	if (own < 0 || setns(pidfd, CLONE_NEWNET)) {
+		pr_perror("%s: cannot enter its net namespace", what);
+		if (own >= 0)
+			close(own);
+		return -errno;
+	}
+	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (fd < 0)
+		pr_perror("%s: cannot make a raw socket to forge its FINs", what);
+	/* Through the network lock, which holds the connection's other segments. */
+	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &(int){ NET_LOCK_MARK }, sizeof(int))) {
+		pr_perror("%s: cannot mark its forged segments (SO_MARK)", what);
+		close(fd);
+		fd = -1;
+	}
+	if (setns(own, CLONE_NEWNET)) {
+		pr_perror("cannot go back to criu's own net namespace");
+		abort(); /* criu would go on in the tree's namespace */
+	}
+	close(own);
+	return fd < 0 ? -EPERM : fd;
+}
+
+/* The window the peer last advertised, as its segments carry it. */
+static uint16_t peer_window(const TcpStreamEntry *te)
+{
+	uint32_t win = te->snd_wnd >> (te->opt_mask & OPT_WSCALE ? te->snd_wscale : 0);
+
+	return htons(win > 0xffff ? 0xffff : win);
+}
+
+/* One segment from sk's peer to sk: flags, seq and ack in host order. */
+static int forge_segment(int raw, const struct inet_sk *sk, uint8_t flags, uint32_t seq,
+			 uint32_t ack)
+{
+	const InetSkEntry *ie = sk->ie;
+	bool v4 = speaks_v4(ie);
+	/* The peer's address is the segment's source, the socket's its destination. */
+	const uint8_t *from = (const uint8_t *)ie->dst_addr + (v4 && ie->family == AF_INET6 ? 12 : 0);
+	const uint8_t *to = (const uint8_t *)ie->src_addr + (v4 && ie->family == AF_INET6 ? 12 : 0);
+	size_t alen = v4 ? 4 : 16, hlen = v4 ? sizeof(struct iphdr) : sizeof(struct ip6_hdr);
+	uint8_t pkt[sizeof(struct ip6_hdr) + sizeof(struct tcphdr)] = { 0 };
+	struct tcphdr *th = (struct tcphdr *)(pkt + hlen);
+	struct sockaddr_storage dst = { 0 };
+	uint32_t sum;
+
+	th->source = htons(ie->dst_port);
+	th->dest = htons(ie->src_port);
+	th->seq = htonl(seq);
+	th->ack_seq = htonl(ack);
+	th->doff = sizeof(*th) / 4;
+	th->fin = !!(flags & TH_FIN);
+	th->ack = !!(flags & TH_ACK);
+	th->window = peer_window(sk->stream->te);
+	/* The pseudo-header: addresses, protocol, TCP length. */
+	sum = csum_add(0, from, alen);
+	sum = csum_add(sum, to, alen);
+	sum += htons(IPPROTO_TCP) + htons(sizeof(*th));
+	th->check = csum_fold(csum_add(sum, th, sizeof(*th)));
+	if (v4) {
+		struct iphdr *ip = (struct iphdr *)pkt;
+		struct sockaddr_in *sin = (struct sockaddr_in *)&dst;
+
+		/* The kernel fills in the length, id and header checksum. */
+		ip->version = 4;
+		ip->ihl = sizeof(*ip) / 4;
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_TCP;
+		memcpy(&ip->saddr, from, 4);
+		memcpy(&ip->daddr, to, 4);
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, to, 4);
+	} else {
+		struct ip6_hdr *ip6 = (struct ip6_hdr *)pkt;
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&dst;
+
+		ip6->ip6_flow = htonl(6u << 28);
+		ip6->ip6_plen = htons(sizeof(*th));
+		ip6->ip6_nxt = IPPROTO_TCP;
+		ip6->ip6_hops = 64;
+		memcpy(&ip6->ip6_src, from, 16);
+		memcpy(&ip6->ip6_dst, to, 16);
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, to, 16);
+	}
+	if (sendto(raw, pkt, hlen + sizeof(*th), 0, (struct sockaddr *)&dst,
+		   v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0) {
+		pr_perror("%s: cannot send it its peer's %s", sk->what, flags & TH_FIN ? "FIN" : "ACK");
+		return -errno;
+	}
+	return 0;
+}
+
+/* Its own FIN into its send queue as sent: shutdown() in repair mode, on the send queue. */
+static int shut_as_sent(int fd, const char *what)
+{
+	int ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE, what);
+
+	if (!ret && shutdown(fd, SHUT_WR)) {
+		pr_perror("%s: cannot shut it down (repair mode)", what);
+		ret = -errno;
+	}
+	return ret ?: set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
+}
+
+/*
+ * The forged segments go through the loopback, which hands them to the socket on its
+ * way out of sendto() (softirq): the state is read until it is the dumped one.
+ */
+#define CLOSE_WAIT_STEP_US 1000
+#define CLOSE_WAIT_STEPS 2000
+
+static int expect_state(int fd, uint32_t state, const char *what)
+{
+	struct tcp_info ti;
+
+	for (int step = 0; step < CLOSE_WAIT_STEPS; step++) {
+		socklen_t len = sizeof(ti);
+
+		if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
+			pr_perror("%s: cannot read TCP_INFO", what);
+			return -errno;
+		}
+		if (ti.tcpi_state == state)
+			return 0;
+		usleep(CLOSE_WAIT_STEP_US);
+	}
+	pr_err("%s: TCP state %u after its FINs, not %u as dumped\n", what, ti.tcpi_state, state);
+	return -EIO;
+}
+
+static int forge_fins(int fd, int raw, const struct inet_sk *sk)
+{
+	const struct tcp_stream *st = sk->stream;
+	uint32_t snd_una = write_seq_before_fin(st) - st->te->outq_len;
+	int ret = 0;
+
+	if (in_states(st->state, OWN_FIN_FIRST))
+		ret = shut_as_sent(fd, sk->what);
+	if (!ret && in_states(st->state, PEER_FIN))
+		ret = forge_segment(raw, sk, TH_FIN | TH_ACK, rcv_nxt_before_fin(st), snd_una);
+	if (!ret && in_states(st->state, OWN_FIN_SECOND))
+		ret = shut_as_sent(fd, sk->what);
+	if (!ret && in_states(st->state, OWN_FIN_ACKED))
+		ret = forge_segment(raw, sk, TH_ACK, st->te->inq_seq, st->te->outq_seq);
+	return ret;
+}
+
+/*
+ * fd, criu's copy of sk, in repair mode, once every socket of the tree is back (the
+ * socket acknowledges the peer's FIN). The receive buffer is as wide as it goes while the
+ * FIN comes (a full receive queue would drop it), then as dumped.
+ */
+static int close_in_repair(int fd, int pidfd, const struct inet_sk *sk)
+{
+	uint32_t state = sk->stream->state;
+	int raw = -1, ret = 0;
+
+	if (!in_states(state, OWN_FIN | PEER_FIN))
+		return 0;
+	if (in_states(state, PEER_FIN | OWN_FIN_ACKED)) {
+		raw = raw_socket_in(pidfd, speaks_v4(sk->ie) ? AF_INET : AF_INET6, sk->what);
+		if (raw < 0)
+			return raw;
+	}
+	ret = sk_opts_widen_rcvbuf(fd, sk->what) ?: forge_fins(fd, raw, sk) ?:
+		expect_state(fd, state, sk->what) ?: sk_opts_restore(fd, sk->ie->opts, sk->what);
+	if (raw >= 0)
+		close(raw);
+	if (!ret)
+		pr_info("%s: closing state %u restored\n", sk->what, state);
+	return ret;
+}
+
 /*
  * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
  * window: both ends agree on where the stream is again. The peer must exist by then, or
@@ -897,7 +1367,7 @@ int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid)
  * (pidfd_getfd), once every task is restored and before any of them runs. Criu's copy
  * of the socket (for send_unsent()), or -errno.
  */
-static int end_repair(const struct repaired_sk *r)
+static int end_repair(const struct repaired_sk *r, const struct inet_sk *sk)
 {
 	pid_t pid = pidns_host_pid(r->pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
@@ -910,7 +1380,8 @@ static int end_repair(const struct repaired_sk *r)
 		ret = -errno;
 	}
 	if (!ret)
-		ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
+		ret = close_in_repair(fd, pidfd, sk) ?:
+		      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
 			      set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
 				      r->what);
 	if (pidfd >= 0)
@@ -929,7 +1400,7 @@ static int end_repair(const struct repaired_sk *r)
 static int send_unsent(int fd, const struct inet_sk *sk)
 {
 	const TcpStreamEntry *te = sk->stream->te;
-	uint32_t unsent = unsent_len(te);
+	uint32_t unsent = unsent_len(sk->stream);
 
 	if (!unsent)
 		return 0;
@@ -939,14 +1410,39 @@ static int send_unsent(int fd, const struct inet_sk *sk)
 		       sk_opts_restore(fd, sk->ie->opts, sk->what);
 }
 
+/*
+ * The lock a dump left on a connection (whichever criu dumped it): its rules go, before it
+ * leaves repair mode, so that its window probe reaches the peer. Only in criu's own net
+ * namespace, where the dump locks; a connection without rules has nothing to remove.
+ */
+static void unlock_restored(const struct inet_sk *sk)
+{
+	uint8_t self[16], peer[16];
+
+	if (opts.network_lock_skip || ns_root_own(NS_NET))
+		return;
+	conn_addr(sk->ie->family, sk->ie->src_addr, self);
+	conn_addr(sk->ie->family, sk->ie->dst_addr, peer);
+	/* Each lock of the connection (a dump with -R locks it again each time). */
+	for (int i = 0; i < 4; i++) {
+		if (lock_conn_rules(LOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
+			return;
+		pr_info("%s: network lock removed\n", sk->what);
+	}
+}
+
 int tcp_restore_unlock(void)
 {
 	int *fds = calloc(nr_streams ? nr_streams : 1, sizeof(*fds)), ret = fds ? 0 : -ENOMEM;
 	size_t i;
 
+	for (i = 0; i < nr_streams; i++)
+		if (repaired[i].pid)
+			unlock_restored(slot_sks[i]);
+
 	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
 	for (i = 0; fds && i < nr_streams; i++) {
-		fds[i] = repaired[i].pid ? end_repair(&repaired[i]) : -1;
+		fds[i] = repaired[i].pid ? end_repair(&repaired[i], slot_sks[i]) : -1;
 		if (repaired[i].pid && fds[i] < 0 && !ret)
 			ret = fds[i];
 	}

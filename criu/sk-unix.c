@@ -71,6 +71,7 @@ struct usk_entry {
 /* One Unix socket of the system as sock_diag shows it, and where it was dumped. */
 struct usk_diag {
 	uint32_t ino;
+	uint32_t ns_id; /* its net namespace's image id (0: criu's) */
 	uint8_t type, state, shutdown;
 	uint32_t peer; /* 0: none (or a connection not accepted yet: its peer has no inode) */
 	uint32_t rqlen, wqlen;
@@ -157,7 +158,7 @@ static int diag_attr(struct usk_diag *sk, const struct rtattr *rta)
 	return 0;
 }
 
-static int add_diag_sk(const struct nlmsghdr *h, size_t *cap)
+static int add_diag_sk(const struct nlmsghdr *h, uint32_t ns_id, size_t *cap)
 {
 	const struct unix_diag_msg *m = NLMSG_DATA(h);
 	int len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
@@ -169,6 +170,7 @@ static int add_diag_sk(const struct nlmsghdr *h, size_t *cap)
 		return -EINVAL;
 	}
 	sk.ino = m->udiag_ino;
+	sk.ns_id = ns_id;
 	sk.type = m->udiag_type;
 	sk.state = m->udiag_state;
 	for (const struct rtattr *rta = (const void *)((const char *)m + NLMSG_ALIGN(sizeof(*m)));
@@ -195,7 +197,8 @@ static int add_diag_sk(const struct nlmsghdr *h, size_t *cap)
 }
 
 /* One recv() of the dump's answer; *done at its end. */
-static int read_diag_answer(int nl, char *buf, size_t size, size_t *cap, bool *done)
+static int read_diag_answer(int nl, uint32_t ns_id, char *buf, size_t size, size_t *cap,
+			    bool *done)
 {
 	ssize_t n = recv(nl, buf, size, 0), left = n;
 	int ret = 0;
@@ -214,7 +217,7 @@ static int read_diag_answer(int nl, char *buf, size_t size, size_t *cap, bool *d
 			pr_err("sock_diag: the unix socket table: %s\n", strerror(-e->error));
 			ret = e->error ? e->error : -EIO;
 		} else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-			ret = add_diag_sk(h, cap);
+			ret = add_diag_sk(h, ns_id, cap);
 		}
 	}
 	if (!ret && !*done && n == 0) {
@@ -246,31 +249,43 @@ static int send_diag_request(int nl)
 	return 0;
 }
 
+/* The Unix sockets of one net namespace of the tree (NULL: criu's, the tree's too). */
+static int read_diag_ns(const struct ns_id *ns, char *buf, size_t size, size_t *cap)
+{
+	bool done = false;
+	int nl, ret;
+
+	nl = net_ns_socket(ns, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0) {
+		pr_perror("sock_diag: cannot open a NETLINK_SOCK_DIAG socket");
+		return -errno;
+	}
+	ret = send_diag_request(nl);
+	while (!ret && !done)
+		ret = read_diag_answer(nl, ns ? ns->id : 0, buf, size, cap, &done);
+	close(nl);
+	return ret;
+}
+
 /*
- * Every Unix socket of the tree's network namespace, read once the tree is frozen: a socket's
- * peer may be in another task, dumped later, or outside the tree.
+ * Every Unix socket of the tree's network namespaces (sock_diag lists those of its
+ * socket's), read once the tree is frozen: a socket's peer may be in another task, dumped
+ * later, or outside the tree. Inodes are the system's: one table for all.
  */
 static int read_diag_table(void)
 {
 	size_t cap = 0, size = 64 << 10;
-	bool done = false;
+	const struct ns_id *ns = ns_tree_next(NS_NET, NULL);
 	char *buf = malloc(size);
-	int nl, ret;
+	int ret;
 
 	if (!buf) {
 		pr_err("sock_diag: out of memory\n");
 		return -ENOMEM;
 	}
-	nl = net_tree_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (nl < 0) {
-		pr_perror("sock_diag: cannot open a NETLINK_SOCK_DIAG socket");
-		free(buf);
-		return -errno;
-	}
-	ret = send_diag_request(nl);
-	while (!ret && !done)
-		ret = read_diag_answer(nl, buf, size, &cap, &done);
-	close(nl);
+	ret = read_diag_ns(ns, buf, size, &cap);
+	while (!ret && ns && (ns = ns_tree_next(NS_NET, ns)))
+		ret = read_diag_ns(ns, buf, size, &cap);
 	free(buf);
 	if (!ret && nr_diag_sks)
 		qsort(diag_sks, nr_diag_sks, sizeof(*diag_sks), cmp_diag_ino);
@@ -589,6 +604,9 @@ static void fill_unix_entry(const struct fd_parms *p, struct usk_diag *sk, uint3
 	ue->name.data = sk->name;
 	ue->shutdown = sk->shutdown;
 	ue->has_shutdown = sk->shutdown != SK_SHUTDOWN__NONE;
+	/* Where tasks live in nested net namespaces, a socket may be another's than its task's. */
+	ue->has_ns_id = net_has_nested();
+	ue->ns_id = sk->ns_id;
 }
 
 static struct usk_entry *new_entry(const char *what)
@@ -1504,22 +1522,48 @@ static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const
 	return ret;
 }
 
+/*
+ * A socket lives in the net namespace it was made in, which need not be its task's
+ * (ns_id, where the tree has nested ones): made there, the task back in its own after.
+ */
 static int new_socket(const struct unix_sk *sk)
 {
-	int fd = socket(AF_UNIX, sk->ue->type | SOCK_CLOEXEC, 0);
+	uint32_t own = netns_current();
+	int fd, ret = netns_enter(sk->ue->has_ns_id ? sk->ue->ns_id : 0);
 
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, sk->ue->type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		pr_perror("%s: cannot create it", sk->what);
-	return fd < 0 ? -errno : fd;
+	ret = fd < 0 ? -errno : fd;
+	if (netns_enter(own)) {
+		if (fd >= 0)
+			close(fd);
+		return -EIO;
+	}
+	return ret;
 }
 
 static int new_socketpair(const struct unix_sk *sk, int fds[2])
 {
+	uint32_t own = netns_current();
+	int ret = netns_enter(sk->ue->has_ns_id ? sk->ue->ns_id : 0);
+
+	if (ret)
+		return ret;
 	if (socketpair(AF_UNIX, sk->ue->type | SOCK_CLOEXEC, 0, fds)) {
 		pr_perror("%s: cannot create a socketpair", sk->what);
-		return -errno;
+		ret = -errno;
 	}
-	return 0;
+	if (netns_enter(own)) {
+		if (!ret) {
+			close(fds[0]);
+			close(fds[1]);
+		}
+		return -EIO;
+	}
+	return ret;
 }
 
 /* Options, shutdown and file flags: after the queues, which the shutdown would refuse. */

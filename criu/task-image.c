@@ -18,6 +18,7 @@
 #include "lsm.h"
 #include "mem.h"
 #include "memfd.h"
+#include "namespaces.h"
 #include "pstree.h"
 #include "regs-x86.h"
 #include "seccomp.h"
@@ -286,8 +287,10 @@ static int collect_timers(const TaskTimersEntry *t, struct task_image *ti)
 		ti->posix_timers[i] = (struct rst_posix_timer){
 			.id = pt->it_id, .clock_id = pt->clock_id, .signo = pt->si_signo,
 			.notify = pt->it_sigev_notify,
-			.notify_tid = pt->has_notify_thread_id ? (uint32_t)pt->notify_thread_id
-							       : (uint32_t)ti->item->pid,
+			/* As the task sees its thread: in a nested pid namespace, its own tid. */
+			.notify_tid = (uint32_t)pidns_own_pid(pt->has_notify_thread_id ?
+								      pt->notify_thread_id :
+								      ti->item->pid),
 			.sival = pt->sival_ptr, .interval_sec = pt->isec, .interval_nsec = pt->insec,
 			.value_sec = pt->vsec, .value_nsec = pt->vnsec,
 		};
@@ -385,6 +388,8 @@ static int collect_task_core(const TaskCoreEntry *tc, struct task_image *ti, con
 		tc->has_membarrier_registration_mask ? tc->membarrier_registration_mask : 0;
 	ti->has_oom_score_adj = tc->has_oom_score_adj;
 	ti->oom_score_adj = tc->oom_score_adj;
+	ti->has_loginuid = tc->has_loginuid;
+	ti->loginuid = tc->loginuid;
 	ti->has_child_subreaper = tc->has_child_subreaper;
 	ti->child_subreaper = tc->child_subreaper;
 	ret = check_no_old_seccomp(tc->has_old_seccomp_mode, tc->old_seccomp_mode, img) ?:
@@ -495,7 +500,6 @@ static const char *unsupported_vma_kind(uint32_t status)
 		const char *name;
 	} kinds[] = {
 		{ VMA_AREA_SHSTK, "a shadow stack (VMA_AREA_SHSTK)" },
-		{ VMA_AREA_GUARD, "a guard region (VMA_AREA_GUARD)" },
 		{ VMA_AREA_UPROBES, "the uprobes area (VMA_AREA_UPROBES)" },
 		{ VMA_UNSUPP, "a mapping its dump could not handle (VMA_UNSUPP)" },
 	};
@@ -627,6 +631,48 @@ static int collect_aio_rings(const MmEntry *mm, struct task_image *ti, const cha
 	return 0;
 }
 
+/*
+ * A guard region (MADV_GUARD_INSTALL), which CRIU lists among the VMAs with the status
+ * VMA_AREA_GUARD alone, after them: page-aligned ranges in address order, each covered by
+ * VMAs restore maps (checked once the VMAs are collected); PAGEMAP_SCAN joins the guards
+ * of adjacent VMAs into one range.
+ */
+static int collect_guard(const VmaEntry *ve, struct task_image *ti, const char *img)
+{
+	const struct rst_guard *prev = ti->nr_guards ? &ti->guards[ti->nr_guards - 1] : NULL;
+
+	if (ve->status != VMA_AREA_GUARD || ve->start >= ve->end || ve->start % PAGE_SIZE ||
+	    ve->end % PAGE_SIZE || (prev && ve->start < prev->end)) {
+		pr_err("%s: guard region %#llx-%#llx (status %#x): not a page-aligned range in "
+		       "address order with the status VMA_AREA_GUARD alone\n",
+		       img, (unsigned long long)ve->start, (unsigned long long)ve->end, ve->status);
+		return -EINVAL;
+	}
+	ti->guards[ti->nr_guards++] = (struct rst_guard){ .start = ve->start, .end = ve->end };
+	return 0;
+}
+
+static int check_guards_in_vmas(const struct task_image *ti, const char *img)
+{
+	for (unsigned int g = 0; g < ti->nr_guards; g++) {
+		const struct rst_guard *guard = &ti->guards[g];
+		uint64_t covered = guard->start;
+
+		for (unsigned int i = 0; i < ti->nr_vmas && covered < guard->end; i++)
+			if (vma_image_mapped(&ti->vmas[i]) && covered >= ti->vmas[i].start &&
+			    covered < ti->vmas[i].end)
+				covered = ti->vmas[i].end;
+		if (covered < guard->end) {
+			pr_err("%s: guard region %#llx-%#llx is not inside mapped VMAs (none at "
+			       "%#llx)\n",
+			       img, (unsigned long long)guard->start, (unsigned long long)guard->end,
+			       (unsigned long long)covered);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *img)
 {
 	unsigned int nr_aio_vmas = 0;
@@ -634,11 +680,19 @@ static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *im
 	int ret;
 
 	ti->vmas = alloc_array(mm->n_vmas, sizeof(*ti->vmas), "VMAs");
-	if (!ti->vmas)
+	ti->guards = alloc_array(mm->n_vmas, sizeof(*ti->guards), "guard regions");
+	if (!ti->vmas || !ti->guards)
 		return -ENOMEM;
 	for (i = 0; i < mm->n_vmas; i++) {
 		const VmaEntry *ve = mm->vmas[i];
-		struct vma_image *vma = &ti->vmas[i];
+		struct vma_image *vma = &ti->vmas[ti->nr_vmas];
+
+		if (ve->status & VMA_AREA_GUARD) {
+			ret = collect_guard(ve, ti, img);
+			if (ret)
+				return ret;
+			continue;
+		}
 
 		*vma = (struct vma_image){
 			.start = ve->start, .end = ve->end, .pgoff = ve->pgoff, .shmid = ve->shmid,
@@ -648,11 +702,14 @@ static int collect_vmas(const MmEntry *mm, struct task_image *ti, const char *im
 		nr_aio_vmas += !!(vma->status & VMA_AREA_AIORING);
 		ret = resolve_memfd_vma(vma, img) ?: resolve_aio_vma(vma, ti, img);
 		if (!ret)
-			ret = check_vma(vma, i ? &ti->vmas[i - 1] : NULL, img);
+			ret = check_vma(vma, ti->nr_vmas ? &ti->vmas[ti->nr_vmas - 1] : NULL, img);
 		if (ret)
 			return ret;
 		ti->nr_vmas++;
 	}
+	ret = check_guards_in_vmas(ti, img);
+	if (ret)
+		return ret;
 	if (nr_aio_vmas != ti->nr_aio_rings) {
 		pr_err("%s: %u AIO rings, %u VMAs of AIO rings\n", img, ti->nr_aio_rings, nr_aio_vmas);
 		return -EINVAL;
@@ -1161,6 +1218,7 @@ static void free_task_image(struct task_image *ti)
 	free(ti->threads);
 	free(ti->vmas);
 	free(ti->aio_rings);
+	free(ti->guards);
 	free(ti->auxv);
 	free(ti->groups);
 	free(ti->posix_timers);

@@ -7,6 +7,11 @@ libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
 # A tree with a net namespace of its own: its addresses, routes and rules are saved and
 # restored with iproute2's `ip ... save/restore` (criu/ns-net.c), as CRIU does.
 PKGS="$PKGS iproute2"
+# Upstream zdtm's netns_sub_veth (test/upstream-zdtm) links libnl-route.
+PKGS="$PKGS libnl-route-3-dev"
+# The network lock (--network-lock iptables, the default): iptables rules hold a TCP
+# connection whose peer is outside the dumped tree (criu/sk-tcp.c).
+PKGS="$PKGS iptables"
 # The fuzz smoke of make test (test/fuzz): clang, and its libFuzzer and sanitizer runtimes,
 # which clang only recommends.
 PKGS="$PKGS clang libclang-rt-dev"

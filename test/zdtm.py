@@ -48,7 +48,7 @@ UPSTREAM_CRIU = os.path.normpath(os.path.join(ROOT_DIR, '..', 'shared', 'upstrea
 # restore puts the root into criu's own session and group: the runner's, as dumped).
 # A tree with a net namespace of its own (ns_net): upstream locks its network with
 # iptables-restore and saves and restores its tables with iptables-save/-restore (or the
-# command CR_IPTABLES names), none of which these machines have: the lock is skipped, and
+# command CR_IPTABLES names): the lock is skipped, and
 # CR_IPTABLES is `true` (the tests' namespaces have no tables: empty iptables images).
 UPSTREAM_OPTS = ['--shell-job', '--network-lock', 'skip']
 UPSTREAM_ENV = {'CR_IPTABLES': 'true'}
@@ -73,7 +73,8 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'kcmp_epoll', 'memfd_hugetlb', 'timens', 'ns_pid', 'seccomp_suspend',
                         'seccomp_filters', 'userns', 'cgroupns', 'mnt_id', 'move_mount_set_group',
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
-                        'sk_unix_file'}
+                        'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
+                        'link_nsid', 'tcp_half_closed', 'sk_unix_file'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -94,6 +95,7 @@ PR_SET_VMA_ANON_NAME = 0
 VMA_EXT_PLUGIN = 1 << 27  # vma_entry.status: a mapping a plugin restores
 VMA_AREA_HEAP = 1 << 5
 VMA_AREA_SYSVIPC = 1 << 10
+VMA_AREA_GUARD = 1 << 16
 
 
 def corrupt_core_magic(img_dir, pid):
@@ -193,6 +195,12 @@ def umount_lazy(path):
     """A mount a test made in the runner's namespace, if it is still there."""
     if os.path.ismount(path):
         subprocess.run(['umount', '-l', path], check=True)
+
+
+def remove_macvlan_lower():
+    """The macvlan tests' bridge in the runner's namespace, where the tree cannot remove it
+    (ns_user_net_macvlan) or does not get to (a failed restore)."""
+    subprocess.call(['ip', 'link', 'del', 'zdtm_mvbr'], stderr=subprocess.DEVNULL)
 
 
 def remove_cgns_cgroups():
@@ -325,6 +333,13 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
+def tcp_state_connecting(img_dir, pid):
+    """A closing TCP connection made one in SYN_SENT, which restore does not make."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
+                                                 if e['type'] == 'INETSK' and
+                                                 e['isk']['state'] in (5, 8)][:1])
+
+
 def fd_names_missing_file(img_dir, pid):
     fdinfo, fd = first_fd_file(img_dir)
     edit_image(img_dir, fdinfo, lambda es: [e.update(id=999999) for e in es
@@ -402,6 +417,18 @@ def vma_becomes_sysv_shm(img_dir, pid):
     def edit(entries):
         heap = [v for v in entries[0]['vmas'] if v['status'] & VMA_AREA_HEAP][0]
         heap['status'] |= VMA_AREA_SYSVIPC
+    edit_image(img_dir, 'mm-%d.img' % pid, edit)
+
+
+def guard_region_outside(img_dir, pid):
+    """The last guard region (VMA_AREA_GUARD) moves to the top page of the user address
+    space, which no VMA holds."""
+    def edit(entries):
+        guard = [v for v in entries[0]['vmas'] if v['status'] == VMA_AREA_GUARD][-1]
+        top = 0x7ffffffff000
+        as_text = isinstance(guard['start'], str)
+        guard['start'], guard['end'] = ((hex(top - 4096), hex(top)) if as_text
+                                        else (top - 4096, top))
     edit_image(img_dir, 'mm-%d.img' % pid, edit)
 
 
@@ -602,6 +629,31 @@ def netns_ping_range(value):
     return corrupt
 
 
+def macvlan_index_taken(img_dir, pid):
+    """The tree's macvlan link had index 1, which criu's namespace's loopback has."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+
+    def edit(entries):
+        for link in entries:
+            if link['name'] == 'zdtm_nmv':
+                link['ifindex'] = 1
+    edit_image(img_dir, 'netdev-%d.img' % ns_id, edit)
+
+
+def nested_netns_ping_range(img_dir, pid):
+    """ns_net_nested's second net namespace (not the root's, ids-1.img) gets a
+    net.ipv4.ping_group_range that is not two gids."""
+    root_ns = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    for name in sorted(os.listdir(img_dir)):
+        if name.startswith('ids-'):
+            ns_id = own_crit_entries(os.path.join(img_dir, name))[0]['net_ns_id']
+            if ns_id != root_ns:
+                edit_image(img_dir, 'netns-%d.img' % ns_id,
+                           lambda es: es[0]['ipv4_sysctl'][0].update(sarg='100'))
+                return
+    raise TestFailure('no task in a nested net namespace')
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -629,10 +681,31 @@ def pidns_external(img_dir, pid):
         raise TestFailure('crit encode pidns: %s' % proc.stderr.decode().strip())
 
 
+def pidns_nested_pid_taken(img_dir, pid):
+    """The task two levels down that its init forks gets, there, the init's own pid (1)."""
+    def take(entries):
+        child = [e for e in entries
+                 if e['pid'] != e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
+        child['ns_pids'][1] = 1
+    edit_image(img_dir, 'pidns-nested.img', take)
+
+
+def pidns_nested_bad_init(img_dir, pid):
+    """The init of the two-level namespace is pid 3 there, not 1."""
+    def move(entries):
+        init = [e for e in entries
+                if e['pid'] == e['ns_init'] and len(e.get('ns_pids', [])) == 2][0]
+        init['ns_pids'][1] = 3
+    edit_image(img_dir, 'pidns-nested.img', move)
+
+
 # --empty-ns net: the restored tree's new net namespace gets its loopback up from the
 # setup-namespaces action script, as upstream zdtm's empty-netns-prep.sh does it.
 LO_UP_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != setup-namespaces ] || '
                 'nsenter -t "$CRTOOLS_INIT_PID" -n ip link set up dev lo')
+# --external netdev[]'s link, made in criu's namespace before the restore.
+NETDEV_PRE_SCRIPT = ('[ "$CRTOOLS_SCRIPT_ACTION" != pre-restore ] || '
+                     'ip link add zdtm_npre type veth peer name zdtm_npeer')
 # The mount test's options: --root is the directory its root mount was bound from.
 MNT_NS_TREE = {'launcher': True, 'pidns': True,
                'dump_args': ['--external', 'mnt[/usr]:usr', '--external', 'mnt[/out]:out',
@@ -728,6 +801,7 @@ TESTS = {
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
+    'lazy_mem_guard_regions': {'bin': 'mem_guard_regions', 'lazy': True},
     'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
     'lazy_fork': {'lazy': True, 'lazy_faults': True},
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
@@ -744,6 +818,7 @@ TESTS = {
     # fetches them): each test as the init of a pid namespace (ZDTM_PIDNS_ROOT), so that the
     # restore gets its pids while the dumped tree is still there
     'remote_lazy_mem_anon_private': dict(REMOTE_LAZY, bin='mem_anon_private'),
+    'remote_lazy_mem_guard_regions': dict(REMOTE_LAZY, bin='mem_guard_regions'),
     'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
     'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
@@ -870,6 +945,7 @@ TESTS = {
     'sig_blocked_mask': {},
     'sig_pending_std': {},
     'sig_queued_rt': {},
+    'sig_pending_trap': {},
     'sigaction_all': {},
     'sigaltstack': {},
     'rseq_registered': {},
@@ -906,6 +982,10 @@ TESTS = {
                                   'corrupt': seccomp_chain_loops, 'expect': 'form a loop'},
     'membarrier_registered': {},
     'mem_map_flags': {},
+    'mem_guard_regions': {},
+    'restore_fail_guard_region_outside': {'bin': 'mem_guard_regions', 'mode': 'restore_fails',
+                                          'corrupt': guard_region_outside,
+                                          'expect': 'is not inside mapped VMAs'},
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
     'file_deleted_open': {},
@@ -995,6 +1075,12 @@ TESTS = {
     'sk_inet_tcp_netns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
                           'dump_args': ['--tcp-established'],
                           'test_env': {'ZDTM_INET_NETNS': '1'}},
+    # ... and in a user namespace of its own, which owns the net one
+    'sk_inet_tcp_userns': {'bin': 'sk_inet_tcp_established', 'launcher': True, 'pidns': True,
+                           'dump_args': ['--tcp-established'],
+                           'test_env': {'ZDTM_INET_NETNS': '1', 'ZDTM_INET_USERNS': '1'}},
+    'sk_inet_dgram_userns': {'bin': 'sk_inet_dgram', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_INET_USERNS': '1'}},
     # restored with --tcp-close: the connections come back closed, the listener listens
     'sk_inet_tcp_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-established'],
                           'restore_args': ['--tcp-close'],
@@ -1012,6 +1098,18 @@ TESTS = {
                                       'dump_args': ['--tcp-established'],
                                       'corrupt': tcp_stream_short_queue,
                                       'expect': 'bytes after the entry, its queues have'},
+    # its peer outside the tree: the network lock (iptables) holds it from dump to restore
+    'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
+                                         'dump_args': ['--tcp-established']},
+    # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
+    'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
+                                      'expect': 'dump with --tcp-established'},
+    'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
+                                       'dump_args': ['--tcp-established'],
+                                       'corrupt': tcp_state_connecting,
+                                       'expect': 'state 2 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
                                  'corrupt': inet_family_unknown,
                                  'expect': 'is not a kind this criu restores'},
@@ -1201,6 +1299,30 @@ TESTS = {
                                           'corrupt_depth': 2},
     # namespaces: trees whose root has namespaces of its own, as a container runtime makes them
     'ns_pid_init': {'launcher': True, 'pidns': True},
+    # pid namespaces nested below the root's (two levels, a zombie, a thread, a task born
+    # into a namespace its parent is not in): pids at every level, inits that reap
+    'ns_pid_nested': {'launcher': True, 'pidns': True},
+    'ns_pid_nested_twice': {'bin': 'ns_pid_nested', 'mode': 'twice', 'launcher': True,
+                            'pidns': True},
+    'ns_pid_nested_leave_running': {'bin': 'ns_pid_nested', 'mode': 'leave_running',
+                                    'launcher': True, 'pidns': True},
+    # and an orphan in N1 whose session (and group) leader exited there
+    'ns_pid_nested_dead_leader': {'bin': 'ns_pid_nested', 'launcher': True, 'pidns': True,
+                                  'test_env': {'ZDTM_NESTED_DEAD_LEADER': '1'}},
+    'ns_pid_nested_dead_outer_leader': {'bin': 'ns_pid_nested', 'mode': 'dump_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'test_env': {'ZDTM_NESTED_DEAD_LEADER': 'outer'},
+                                        'expect': 'exited in another one above it'},
+    # two tasks of a nested namespace given one pid there: the second clone3() fails
+    'restore_fail_pidns_nested_taken': {'bin': 'ns_pid_nested', 'mode': 'restore_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'corrupt': pidns_nested_pid_taken,
+                                        'expect': 'cannot create child'},
+    # an init that is not pid 1 in its namespace
+    'restore_fail_pidns_nested_init': {'bin': 'ns_pid_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': pidns_nested_bad_init,
+                                       'expect': "its pid namespace's init"},
     # threads of a pid namespace's init, dumped and killed: its last thread to exit
     # waits for the traced zombies of the others, which criu must reap in any order
     'ns_pid_init_threads': {'bin': 'threads_exit_order', 'launcher': True, 'pidns': True,
@@ -1209,6 +1331,10 @@ TESTS = {
     'ns_time': {'launcher': True},
     'ns_container': {'launcher': True, 'pidns': True},
     'ns_user': {'launcher': True, 'pidns': True},
+    # the audit loginuid of a tree's tasks; in a user namespace of its own (ids its own)
+    'loginuid_tree': {},
+    'loginuid_tree_userns': {'bin': 'loginuid_tree', 'launcher': True, 'pidns': True,
+                             'test_env': {'ZDTM_LOGINUID_USERNS': '1'}},
     'ns_user_files': {'launcher': True, 'pidns': True, 'devpts': True,
                       'dump_args': ['--file-locks']},
     'restore_fail_userns_unmapped_owner': {'bin': 'ns_user_files', 'mode': 'restore_fails',
@@ -1229,6 +1355,67 @@ TESTS = {
     'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
                            'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    'ns_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                       'test_env': {'ZDTM_NET_MACVLAN': '1'},
+                       'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr']},
+    'ns_user_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_MACVLAN': '1'},
+                            'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+                            'cleanup': remove_macvlan_lower},
+    'restore_fail_netns_macvlan_unnamed': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'cleanup': remove_macvlan_lower,
+        'expect': 'macvlan link zdtm_nmv: its lower link must be named with --external'},
+    'restore_fail_netns_macvlan_no_lower': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_nolink'],
+        'cleanup': remove_macvlan_lower,
+        'expect': 'macvlan zdtm_nmv: no link zdtm_nolink in criu\'s net namespace'},
+    'ns_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                      'test_env': {'ZDTM_NET_VETH': '1'},
+                      'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                       '--action-script', NETDEV_PRE_SCRIPT]},
+    'ns_user_net_netdev': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1', 'ZDTM_NET_VETH': '1'},
+                           'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre',
+                                            '--action-script', NETDEV_PRE_SCRIPT]},
+    'restore_fail_netns_netdev_missing': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
+        'restore_args': ['--external', 'netdev[zdtm_nin]:zdtm_npre'],
+        'expect': 'link zdtm_nin: no link zdtm_npre in criu\'s net namespace'},
+    'restore_fail_netns_macvlan_index_taken': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_MACVLAN': '1'}, 'corrupt': macvlan_index_taken,
+        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr'],
+        'cleanup': remove_macvlan_lower,
+        'expect': "criu's net namespace has a link of that index"},
+    'ns_net_nested': {'launcher': True, 'pidns': True},
+    'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
+                           'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
+                                    'expect': 'link zdtm_nso is a veth: only the loopback, '
+                                              'bridges and veth links whose peer is in the '
+                                              'root\'s net namespace are supported'},
+    'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
+                                    'launcher': True, 'pidns': True,
+                                    'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},
+                                    'expect': ', a nested one, is not supported'},
+    'restore_fail_netns_nested_fill': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': nested_netns_ping_range,
+                                       'expect': 'net.ipv4.ping_group_range "100" is not two '
+                                                 'gids'},
+    'restore_fail_netns_nested_join': {'bin': 'ns_net_nested', 'mode': 'restore_fails',
+                                       'launcher': True, 'pidns': True,
+                                       'corrupt': lambda img_dir, pid: None,
+                                       'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
+                                       'expect': 'nested net namespaces are not restored with '
+                                                 '--join-ns net'},
     'ns_user_net': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                     'test_env': {'ZDTM_NET_USERNS': '1'}},
     'ns_user_net_veth': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
@@ -1321,6 +1508,15 @@ TESTS = {
                                                 expect="uid 70000 is not mapped by the tree's"),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # a pty's slave node bound at /dev/console; refused under a shared /dev
+    'mnt_ns_pty_console': dict(MNT_NS_TREE),
+    'restore_fail_mnt_pty_console_shared': dict(MNT_NS_TREE, bin='mnt_ns_pty_console',
+                                                mode='restore_fails',
+                                                corrupt=lambda img_dir, pid: None,
+                                                test_env={'ZDTM_PTY_CONSOLE_SHARED': '1'},
+                                                expect='it is shared, a slave or unbindable'),
+    # inotify watches on tmpfs inodes of the root's and of a child's mount namespace
+    'inotify_mntns_tmpfs': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs
     # and the child without /proc, which tasks read until the restorer runs
     'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
@@ -1335,6 +1531,11 @@ TESTS = {
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '
                                        'external'),
+    # an fd on a file of a mount that a bind of itself covers: restore would reopen it on
+    # the bind (CRIU refuses it too: zdtm/static/overmounted_file)
+    'dump_fail_mnt_overmounted_fd': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
+                                         test_env={'ZDTM_MNT_OVERMOUNTED_FD': '1'},
+                                         expect='/tmp/self/file is on mount '),
     'restore_fail_mnt_no_external': mnt_restore_fails(
         ['--root', '{work}/root', '--external', 'mnt[out]:{out}'],
         'is external (key usr): restore needs --external mnt[usr]:PATH'),
@@ -1359,9 +1560,15 @@ TESTS = {
                                    'expect': 'nested mnt namespaces need the root in one of '
                                              'its own'},
     'cli_unknown_option': {'mode': 'cli', 'args': ['dump', '--no-such-option']},
-    # --external: veth[A]:B and mnt[A]:B only, neither empty
+    # --external: veth[A]:B, macvlan[A]:B, netdev[A]:B and mnt[A]:B only, neither empty
     'cli_external_other_kind': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
-                                                        '{out}/img', '--external', 'macvlan[a]:b']},
+                                                        '{out}/img', '--external', 'tty[a]:b']},
+    'cli_external_macvlan_empty': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'macvlan[]:b'],
+        'stderr': "Error: bad value 'macvlan[]:b' for --external (macvlan[IN]:OUT)\n"},
+    'cli_external_netdev_no_outer': {
+        'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'netdev[a]:'],
+        'stderr': "Error: bad value 'netdev[a]:' for --external (netdev[IN]:OUT)\n"},
     # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
     'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
                                                               '{out}/img', '--external',
@@ -1616,7 +1823,9 @@ CROSS_TESTS = {
     'sched_policy_nice_oom': {},  # per-thread scheduling, oom_score_adj
     'seccomp_filters_threads': {},  # seccomp: shared and own filters, strict mode
     'membarrier_registered': {},
+    'loginuid_tree': {},  # the audit loginuid
     'mem_map_flags': {},  # MAP_NORESERVE, MAP_DROPPABLE
+    'mem_guard_regions': {},  # MADV_GUARD_INSTALL
     'inotify_watches': {},  # inotify watches: wd numbers, masks, flags
     'fanotify_marks': {},  # fanotify groups: flags, inode and mount marks
     'eventfd_counter_flags': {},  # anonymous-inode files
@@ -1644,6 +1853,8 @@ CROSS_TESTS = {
     'sk_inet_dgram': {},
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
+    'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],
+                            'restore_args': ['--tcp-established']},
     # a container: pid, UTS, IPC and time namespaces of its own (upstream criu dumps a pid
     # namespace whose init leads its session, as this one's does)
     'ns_container': {'launcher': True, 'pidns': True},
@@ -1731,6 +1942,8 @@ TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_D
 # socket.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
+# Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
+TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server
 # end comes back without the listening socket's name, which the test then accepts.
 TESTS['cross_us2up_unix_listen_accept']['test_env'] = {'ZDTM_UNIX_UPSTREAM_RESTORE': '1'}
@@ -1757,17 +1970,35 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         setsid=True,
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
+# Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
+TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_restore_upstream')
+TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
+                                          mode='cross_dump_upstream',
+                                          setsid=True)
+# A macvlan link on the runner's bridge (--external macvlan[]), both ways.
+TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_RESTORE': '1'})
+TESTS['cross_up2us_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_dump_upstream',
+                                           setsid=True,
+                                           test_env={'ZDTM_NET_MACVLAN': '1',
+                                                     'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Upstream criu leaves a tree with an external unix socket running after its dump: there is
 # no pid to restore into.
 del TESTS['cross_up2us_unix_ext_dgram']
 
 # Namespaces restore could not give back (ns_refused.c): the dump refuses them with one line.
-for _case, _expect in (('nested_pid', 'nested pid namespaces are not supported'),
+for _case, _expect in (
+        # a nested pid namespace below a root in criu's: restore makes nested ones below a
+        # namespace of the root's own only (ns_pid_nested)
+        ('nested_pid', 'nested pid namespaces need the root in one of its own'),
                        ('nested_uts', 'nested uts namespaces are not supported'),
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges and veth links whose peer is outside'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
+                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, and veth and macvlan links'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps
@@ -1986,8 +2217,12 @@ def ns_tree(tree):
 
 
 def tree_tids(tree):
-    """{pid: [tid]} of every process in tree, taken now."""
-    return {pid: sorted(int(t) for t in os.listdir('/proc/%d/task' % pid)) for pid in tree}
+    """{pid: [tid]} of every process in tree, taken now; zombies (already so) left out."""
+    def zombie(pid):
+        with open('/proc/%d/stat' % pid) as stat:
+            return stat.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    return {pid: sorted(int(t) for t in os.listdir('/proc/%d/task' % pid)) for pid in tree
+            if not zombie(pid)}
 
 
 def images_checksum(img_dir):
@@ -2018,7 +2253,7 @@ def images_checksum(img_dir):
 # test_unixsk: unixsk-*), and
 # this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
-OWN_IMAGES = ('mm-ext-', 'ipcns-mq-')
+OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
 # are raw images too, as CRIU keeps them.
@@ -2887,7 +3122,11 @@ class TestRun:
         finally:
             if self.lazy_daemon:
                 self.wait_lazy_daemon()
-        self.wait_lazy_source()
+        try:
+            self.wait_lazy_source()
+        except TestFailure:
+            self.adopt_restored()
+            raise
         status = self.wait_exit()
         if not os.WIFSIGNALED(status):
             raise TestFailure('the dumped tree was not killed after the transfer: '
@@ -2998,6 +3237,12 @@ class TestRun:
             if lazy and self.lazy_daemon:
                 self.wait_lazy_daemon()
         self.expect_restored_pid(pid)
+
+    def adopt_restored(self):
+        """The restored root (the pidfile's) dies with the test's leftovers: a test that
+        fails while both trees live must not leave the restored one running."""
+        with open(self.pidfile) as pidfile:
+            self.tree[int(pidfile.read().split()[0])] = 0
 
     def expect_restored_pid(self, pid):
         with open(self.pidfile) as pidfile:

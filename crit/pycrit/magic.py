@@ -82,6 +82,7 @@ IMAGES = {
     # This criu's own images (images/ext.proto), unknown to CRIU's tools.
     "MM_EXT": (0x43524d01, "cr_mm_ext_entry"),
     "IPCNS_MQ": (0x43524d02, "cr_posix_mq_entry"),
+    "PIDNS_NESTED": (0x43524d03, "cr_nested_pid_entry"),
 }
 
 BY_MAGIC = {magic: name for name, (magic, _) in IMAGES.items()}

@@ -39,6 +39,16 @@ struct ext_veth {
 	char *bridge; /* NULL, or the bridge of criu's the outer end joins */
 };
 
+/*
+ * --external macvlan[INNER]:OUTER (restore: the tree's macvlan link INNER on criu's link
+ * OUTER) and netdev[INNER]:OUTER (restore: criu's link OUTER moved into the tree's
+ * namespace as its link INNER).
+ */
+struct ext_link {
+	char *inner; /* the link in the tree's net namespace, by its dumped name */
+	char *outer; /* a link of criu's namespace */
+};
+
 /* --external mnt[A]:B (or -M A:B): dump, MOUNTPOINT and KEY; restore, KEY and PATH. */
 struct ext_mount {
 	char *key;
@@ -99,6 +109,10 @@ struct cr_options {
 	char *freeze_cgroup; /* dump freezes the tree through this freezer cgroup */
 	struct ext_veth *ext_veths;
 	unsigned int nr_ext_veths;
+	struct ext_link *ext_macvlans;
+	unsigned int nr_ext_macvlans;
+	struct ext_link *ext_netdevs;
+	unsigned int nr_ext_netdevs;
 	bool empty_ns_net; /* --empty-ns net: the tree's net namespace is neither dumped nor filled */
 	char *join_ns_net; /* --join-ns net:PATH: the tree is restored into that net namespace */
 	char *root;	   /* -r, real path; NULL: not given */
@@ -122,6 +136,9 @@ extern struct cr_options opts;
 int parse_options(int argc, char **argv);
 /* The --external veth[] given for the link inner, or NULL. */
 const struct ext_veth *opts_ext_veth(const char *inner);
+/* The --external macvlan[] (netdev[]) given for the link inner, or NULL. */
+const struct ext_link *opts_ext_macvlan(const char *inner);
+const struct ext_link *opts_ext_netdev(const char *inner);
 /* The error line parse_options() printed last ("" when none), for the log file. */
 const char *parse_error_line(void);
 /* The usage text of criu --help, options from the table. */

@@ -47,6 +47,7 @@ enum cr_img_type {
 	CR_IMG_IPCNS_MQ, /* ipcns-mq-NSID: our own, POSIX message queues (ext.proto) */
 	CR_IMG_TIMENS, /* timens-NSID */
 	CR_IMG_PIDNS, /* pidns-NSID */
+	CR_IMG_PIDNS_NESTED, /* pidns-nested: our own, pids below the root's pid namespace */
 	CR_IMG_USERNS, /* userns-NSID */
 	CR_IMG_CGROUP,
 	CR_IMG_NETNS, /* netns-NSID */

@@ -41,5 +41,6 @@
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u
 #define IPCNS_MQ_MAGIC 0x43524d02u
+#define PIDNS_NESTED_MAGIC 0x43524d03u
 
 #endif

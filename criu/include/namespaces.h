@@ -7,7 +7,7 @@
  * As CRIU does it: a tree whose root lives in namespaces of its own (not criu's) has them
  * dumped, and restore creates them for the root, which the rest of the tree inherits.
  * Every other task must live in its root's namespaces (nested ones are refused), but for
- * the kinds that say otherwise (ns_kind.nested: mounts).
+ * the kinds that say otherwise (ns_kind.nested: mounts, net, pids).
  */
 #ifndef CR_NAMESPACES_H
 #define CR_NAMESPACES_H
@@ -46,7 +46,8 @@ struct ns_kind {
 	/*
 	 * Tasks of the tree may live in namespaces of this kind other than the root's, below
 	 * a namespace of the root's own: each is dump_check()ed, dumped and collect()ed as the
-	 * root's is (the root's first), and the kind's restore() makes them all.
+	 * root's is (the root's first), and the kind's restore() makes them all (pid: the
+	 * clone3() of each nested init, ns-pid.c).
 	 */
 	bool nested;
 	/*
@@ -130,11 +131,39 @@ int ns_dump_images(void);
 /* Both sides, once collected: the root's namespace of kind k of its own, or NULL. */
 const struct ns_id *ns_root_own(enum ns_kind_nr k);
 /*
+ * Both sides, once collected: the tree's namespaces of kind k, the root's own first (NULL
+ * where it has none), then the nested ones; prev NULL starts, NULL ends.
+ */
+const struct ns_id *ns_tree_next(enum ns_kind_nr k, const struct ns_id *prev);
+/*
  * Dump, main process: a socket made in the tree's network namespace (ns-net.c), criu's
  * own where the tree shares it: sock_diag lists the sockets of its socket's namespace.
  * The fd or -1, after one line.
  */
 int net_tree_socket(int domain, int type, int protocol);
+/* The same in net namespace ns of the tree (NULL: criu's). */
+int net_ns_socket(const struct ns_id *ns, int domain, int type, int protocol);
+/* Both sides, once collected: whether tasks of the tree live in nested net namespaces. */
+bool net_has_nested(void);
+/*
+ * Restore, in a task (or criu forking one), where the tree has nested net namespaces
+ * (else nothing to do, 0): into the tree's net namespace id (its image id; 0: stay), by
+ * the service fds the main process installed before it forked the root; what the task
+ * creates meanwhile (its children, sockets) is made there. 0 or -errno, after one line.
+ */
+int netns_enter(uint32_t id);
+/* The net namespace netns_enter() left the task in (0: no nested ones). */
+uint32_t netns_current(void);
+/*
+ * Whether the kernel moves a link into another net namespace with the index asked
+ * (IFLA_NEW_IFINDEX): --external netdev[] (check --feature newifindex).
+ */
+bool net_has_new_ifindex(void);
+/*
+ * Whether the kernel tells net namespaces' ids for one another (RTM_GETNSID), by which
+ * the dump finds a veth's peer in another of the tree's (check --feature nsid, link_nsid).
+ */
+bool net_has_nsid(void);
 /*
  * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
  * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the
@@ -225,6 +254,19 @@ int userns_open_handle(int mnt_fd, struct file_handle *fh, const char **why);
 int userns_queue_pty_input(int slave_fd, const struct kernel_termios *termios,
 			   const uint8_t *keys, size_t len, const char *what);
 /*
+ * Restore, in a task: SO_SNDBUFFORCE or SO_RCVBUFFORCE (opt) to val on socket fd through the
+ * service (they take CAP_NET_ADMIN in the initial user namespace). 0 or -errno; -EPERM where
+ * no service runs.
+ */
+int userns_sock_buf(int fd, int opt, int val);
+/*
+ * Restore, in a task: a new ping socket (SOCK_DGRAM, IPPROTO_ICMP or IPPROTO_ICMPV6) of
+ * family in the task's net namespace, made by the service with a gid of the namespace's
+ * net.ipv4.ping_group_range (the tasks still have criu's gids). The fd or -errno; -EACCES
+ * where no service runs.
+ */
+int userns_ping_socket(int family);
+/*
  * Restore: a mount's options, made inside the tree's user namespace: "uid=N" and "gid=N"
  * name criu's ids (mountinfo shows them so whoever reads it), the kernel reads them as the
  * tree's. *tree_opts, allocated, is opts with those ids as the tree sees them. 0, or
@@ -239,6 +281,8 @@ int userns_mount_opts(const char *opts, char **tree_opts, const char *what);
 int userns_host_uid(uint32_t uid, uint32_t *host, const char *what);
 /* The same for a gid (net.ipv4.ping_group_range, which the kernel reads as criu's). */
 int userns_host_gid(uint32_t gid, uint32_t *host, const char *what);
+/* Restore: host, as criu sees it, as the tree sees it (itself where the tree has no userns). */
+int userns_tree_uid_of_host(uint32_t host, uint32_t *uid, const char *what);
 
 /*
  * Pids (ns-pid.c). Images name a task by its pid in the root's pid namespace; criu sees it
@@ -265,6 +309,51 @@ int pidns_note_root(pid_t img_pid, pid_t host);
 int pidns_find_child(pid_t parent_host, pid_t img_pid, pid_t *host);
 /* Restore: threads img_tids[nr] of the process host, as criu sees them, into host_tids. */
 int pidns_find_threads(pid_t host, const pid_t *img_tids, unsigned int nr, pid_t *host_tids);
+/*
+ * Pid namespaces nested below the root's (pidns-nested.img, ours). Dump, main process, from
+ * pstree_write(): the image, where a thread lives in one. 0 or -errno.
+ */
+int pidns_write_nested(void);
+/*
+ * Dump, main process, from ns_dump_collect(): whether item's pid_for_children (inode
+ * ns_inode) is the namespace of a child it forked there, which then is nested and its
+ * init pid 1 there (restore sets it back: pidns_restore_for_children()).
+ */
+bool pidns_for_children_init(const struct pstree_item *item, uint64_t ns_inode);
+/*
+ * Restore, in task item once it forked its children: its pid_for_children back into the
+ * nested namespace it had unshared. 0 or -1 after one line.
+ */
+int pidns_restore_for_children(const struct pstree_item *item);
+/*
+ * Restore, once collected (criu and the tasks): clone3()'s set_tid for the thread img_pid
+ * (as pstree.img names it), its tid in its own pid namespace first, the root's last, at
+ * most max; the number of them.
+ */
+unsigned int pidns_set_tid(pid_t img_pid, int32_t *set_tid, unsigned int max);
+/* Restore: the pid the thread img_pid sees itself as (gettid()). */
+pid_t pidns_own_pid(pid_t img_pid);
+/*
+ * Restore, in task item: the task, session or group id (as pstree.img names it) as item
+ * sees it: 0 for a leader above its pid namespace.
+ */
+pid_t pidns_seen_by(const struct pstree_item *item, pid_t id);
+/*
+ * Restore, in the task forker (or a helper of its): clone3() the task img_pid (or a helper
+ * for the exited leader img_pid) with its pids in every pid namespace, in its own
+ * (CLONE_NEWPID for a nested namespace's init); 0 in the child, its pid in the forker, or
+ * -1 with errno (after one line where it is not clone3's).
+ */
+pid_t pidns_clone_child(const struct pstree_item *forker, pid_t img_pid, unsigned long flags);
+/*
+ * Restore, in the task forker: a helper with pid pid at every level from forker's pid
+ * namespace to the root's (pid is above every pid of the images: pstree_helper_pid()).
+ */
+pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid);
+/* Both sides, once collected: whether item is the init of a nested pid namespace. */
+bool pidns_nested_init(const struct pstree_item *item);
+/* Restore: the largest pid in the nested pid namespaces, 0 without any. */
+pid_t pidns_max_pid(void);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc
@@ -279,6 +368,11 @@ pid_t mntns_dump_pid(unsigned int i);
  * -1 (not written) for a tree in criu's mount namespace. 0 or -errno.
  */
 int mntns_file_mnt_id(const char *src, int32_t *mnt_id);
+/*
+ * Whether mnt_id is a mount of one of the tree's mount namespaces: at dump as read, at
+ * restore as the images name them.
+ */
+bool mntns_has_mount(int32_t mnt_id);
 /*
  * Restore, once collected: whether the root gets a mount namespace of its own, in which
  * its tasks find the paths the images name (by the mounts' ids: mnt_id fields).
@@ -305,6 +399,12 @@ int64_t mntns_enter_mount(int32_t mnt_id);
  * fd, or -errno after one line.
  */
 int mntns_uncovered_dir(int32_t mnt_id, const char *dir, const char *name);
+/*
+ * Restore, main process, every task restored (its ptys made) and none released: the
+ * binds of pty slave nodes (a container's /dev/console), which need the ptys. 0 or
+ * -errno, after one line.
+ */
+int mntns_bind_ptys(void);
 /*
  * Restore, main process, the tree running: path, of the namespace of the image's mount
  * mnt_id, where criu reaches it (through /proc/PID/root of a task there), in buf.

@@ -83,6 +83,12 @@ struct rst_aio_ring {
 	uint32_t pad;
 };
 
+/* A guard region (MADV_GUARD_INSTALL) inside a VMA: its pages fault with SIGSEGV. */
+struct rst_guard {
+	uint64_t start;
+	uint64_t end;
+};
+
 /* The kernel's limit on an anonymous VMA name (ANON_VMA_NAME_MAX_LEN), NUL included. */
 #define RST_ANON_NAME_MAX 80
 
@@ -162,8 +168,14 @@ struct rst_mm_map {
 };
 
 /* One thread's own state: threads[0] of the args is the main thread (the task itself). */
+/* Pid namespaces a thread may be in, the tree's own and those nested below it. */
+#define RST_PID_LEVELS 8
+
 struct rst_thread {
-	int32_t tid;
+	int32_t tid; /* as the task sees it: set_tid[0] */
+	/* clone3()'s set_tid: the tid in its own pid namespace first, the tree's last. */
+	int32_t set_tid[RST_PID_LEVELS];
+	uint32_t nr_set_tid;
 	uint32_t has_rseq;
 	uint64_t rseq_ptr;
 	uint32_t rseq_len;
@@ -231,10 +243,11 @@ struct rst_file_lock {
 
 struct rst_args {
 	uint32_t magic;
-	int32_t pid;
+	int32_t pid; /* as the task sees itself: in a nested pid namespace, its innermost pid */
 	int32_t log_fd; /* -1: no log */
 	int32_t loglevel;
 	int32_t sync_fd;
+	int32_t log_pid; /* as the images name it, for the log's prefix */
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;
@@ -308,6 +321,10 @@ struct rst_args {
 	/* AIO rings: mapped as anonymous memory with their pages, made rings again. */
 	uint32_t nr_aio_rings;
 	uint64_t aio_rings; /* struct rst_aio_ring[] */
+
+	/* Installed once the pages are in: installing one zaps what the range holds. */
+	uint32_t nr_guards;
+	uint64_t guards; /* struct rst_guard[] */
 
 	/*
 	 * struct rst_seccomp_filter[], the threads' chains one after another. The first

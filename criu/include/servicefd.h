@@ -17,9 +17,12 @@ enum sfd_type {
 	USERNS_SFD,  /* the socket that reaches the owner service of a user namespace */
 	/* The tree's mount namespaces (ns-mnt.c), MNTNS_SFD_NR numbers from here on. */
 	MNTNS_SFD,
-	SERVICE_FD_MAX = MNTNS_SFD + 8,
+	/* The tree's net namespaces, where it has nested ones (ns-net.c): NETNS_SFD_NR. */
+	NETNS_SFD = MNTNS_SFD + 8,
+	SERVICE_FD_MAX = NETNS_SFD + 8,
 };
-#define MNTNS_SFD_NR (SERVICE_FD_MAX - MNTNS_SFD)
+#define MNTNS_SFD_NR (NETNS_SFD - MNTNS_SFD)
+#define NETNS_SFD_NR (SERVICE_FD_MAX - NETNS_SFD)
 
 /*
  * Move fd to the number reserved for type (close-on-exec) and close fd. Returns the new

@@ -5,6 +5,7 @@
 #ifndef CR_SK_INET_H
 #define CR_SK_INET_H
 
+#include <net/if.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@ struct inet_dump {
 	TcpOptsEntry tcp_opts;
 	FownEntry fown;
 	uint32_t src[4], dst[4];
+	char ifname[IFNAMSIZ + 1]; /* ie.ifname: a link-local bind's interface */
 	bool connected;
 	uint32_t pending; /* listening: connections not accepted yet */
 	char what[96];
@@ -72,6 +74,18 @@ int tcp_dump_check(void);
 void tcp_dump_release(bool killed);
 /* Restore, collect: whether state is a TCP state restore gives back. */
 bool tcp_state_restorable(uint32_t state);
+/*
+ * Restore, collect: whether ie is a connection restored from its stream image: established
+ * or closing, or closed with a peer where the images have its stream.
+ */
+bool tcp_restores_stream(const InetSkEntry *ie);
+/*
+ * Restore, open(): the shutdown (SK_SHUTDOWN__*) the task sets on sk itself; a closing
+ * connection's FINs are put back by criu once the tree is restored.
+ */
+uint32_t tcp_task_shutdown(const struct inet_sk *sk);
+/* check --feature tcp_half_closed: TCP repair mode, which closing connections need. */
+bool tcp_has_half_closed(void);
 /* Restore, collect: read and check sk's tcp-stream image. 0 or -errno. */
 int tcp_collect_stream(struct inet_sk *sk);
 /* Restore, main process, before forking: the table the tasks fill in. 0 or -errno. */

@@ -51,5 +51,7 @@ int sk_opts_restore(int fd, const SkOptsEntry *soe, const char *what);
  * its peer (each queued packet counts against its sender's buffer until it is read).
  */
 int sk_opts_widen_sndbuf(int fd, const char *what);
+/* The same for the receive buffer, for a receive queue written in repair mode. */
+int sk_opts_widen_rcvbuf(int fd, const char *what);
 
 #endif

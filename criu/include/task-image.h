@@ -116,6 +116,8 @@ struct task_image {
 	uint32_t membarrier_registrations;
 	bool has_oom_score_adj;
 	int32_t oom_score_adj;
+	bool has_loginuid;
+	uint32_t loginuid; /* as criu sees it */
 	bool has_pdeath_sig, has_child_subreaper;
 	uint32_t pdeath_sig, child_subreaper;
 	bool has_creds;
@@ -133,6 +135,8 @@ struct task_image {
 	unsigned int nr_vmas;
 	struct rst_aio_ring *aio_rings; /* mm's aios: their VMAs are private anonymous memory */
 	unsigned int nr_aio_rings;
+	struct rst_guard *guards; /* mm's VMA_AREA_GUARD entries, in address order */
+	unsigned int nr_guards;
 	struct page_map pages; /* pagemap-PID.img */
 
 	struct thread_image *threads; /* as pstree.img lists them: threads[0] is the main one */

@@ -42,7 +42,7 @@
 #define UC_SIGCONTEXT_SS 0x2
 #define UC_STRICT_RESTORE_SS 0x4
 
-#define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->pid, level, fmt, ##__VA_ARGS__)
+#define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->log_pid, level, fmt, ##__VA_ARGS__)
 #define pr_err(a, fmt, ...) pr_log(a, RST_LOG_ERROR, fmt, ##__VA_ARGS__)
 #define pr_warn(a, fmt, ...) pr_log(a, RST_LOG_WARN, fmt, ##__VA_ARGS__)
 #define pr_info(a, fmt, ...) pr_log(a, RST_LOG_INFO, fmt, ##__VA_ARGS__)
@@ -513,6 +513,28 @@ static long read_pages(struct rst_args *a)
 }
 
 /* ---- 5. final protections, mlock ---- */
+
+#define MADV_GUARD_INSTALL 102
+
+/*
+ * Guard regions, once the pages are in (installing one zaps what its range holds) and
+ * before mlock (the kernel refuses to install one in a locked VMA).
+ */
+static long install_guards(struct rst_args *a)
+{
+	const struct rst_guard *guards = (const struct rst_guard *)a->guards;
+	long ret;
+
+	for (uint32_t i = 0; i < a->nr_guards; i++) {
+		ret = sys_madvise(guards[i].start, guards[i].end - guards[i].start, MADV_GUARD_INSTALL);
+		if (ret) {
+			pr_err(a, "guard region %lx-%lx (MADV_GUARD_INSTALL): %ld", guards[i].start,
+			       guards[i].end, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
 
 static long finish_vmas(struct rst_args *a)
 {
@@ -1350,18 +1372,17 @@ static __attribute__((noreturn, used)) void thread_main(struct rst_args *a, stru
 }
 
 /*
- * clone3() a thread with the tid it had, running thread_main(a, th) on th's stack.
+ * clone3() a thread with the tids it had (one per pid namespace), running thread_main(a, th) on th's stack.
  * The child starts with the parent's registers but rax = 0 and rsp = the stack top.
  */
 static long clone_thread(struct rst_args *a, struct rst_thread *th)
 {
-	uint64_t tid = th->tid;
 	struct clone_args args = {
 		.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM,
 		.stack = th->stack_top - RST_THREAD_STACK_SIZE,
 		.stack_size = RST_THREAD_STACK_SIZE,
-		.set_tid = (uint64_t)&tid,
-		.set_tid_size = 1,
+		.set_tid = (uint64_t)th->set_tid,
+		.set_tid_size = th->nr_set_tid,
 	};
 	register ulong r12 asm("r12") = (ulong)thread_main;
 	register ulong r13 asm("r13") = (ulong)a;
@@ -1453,6 +1474,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, map_vmas(a));
 	STEP(a, start_lazy_pages(a));
 	STEP(a, read_pages(a));
+	STEP(a, install_guards(a));
 	STEP(a, finish_vmas(a));
 	STEP(a, restore_aio_rings(a));
 	STEP(a, restore_mm(a));

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/file.h>
@@ -288,6 +290,27 @@ void test_launch_root(unsigned long flags)
 	}
 	publish_pidfile(root);
 	_exit(0);
+}
+
+void test_launch_netns_root(bool userns)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd;
+
+	test_launch_root(CLONE_NEWPID | CLONE_NEWNET |
+			 (userns ? CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC : 0));
+	/* root inside, with every capability of the namespace */
+	if (userns && (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+		test_fail_errno("become root in the user namespace");
+	if (setsid() != 1)
+		test_fail_errno("setsid");
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr))
+		test_fail_errno("SIOCGIFFLAGS lo");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr))
+		test_fail_errno("SIOCSIFFLAGS lo");
+	close(fd);
 }
 
 /* "NSpid:" of the calling thread: how many entries, and the last one. */

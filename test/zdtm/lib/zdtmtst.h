@@ -39,6 +39,12 @@ void test_wait_sigterm(void);
 void test_unshare_time(long monotonic_sec, long boottime_sec);
 void test_launch_root(unsigned long flags);
 /*
+ * test_launch_root() into pid and net namespaces of the root's own (with user, UTS and IPC
+ * ones too where userns, the root then root in it), the root a session leader (as a container's init: upstream criu
+ * dumps no session led from outside) with its loopback up.
+ */
+void test_launch_netns_root(bool userns);
+/*
  * With CLONE_NEWUSER in its flags, test_launch_root() maps ids 0..TEST_USERNS_IDS-1 of the
  * new user namespace to TEST_USERNS_HOST_ID on (uids and gids alike); the launcher keeps
  * its ids (unmapped there) and all capabilities in it.

@@ -4,7 +4,6 @@
  * socket itself (the kernel's answer queued in it, unread) are intact.
  */
 #include <signal.h>
-#include <string.h>
 #include <sys/mman.h>
 
 #include "zdtmtst.h"
@@ -31,9 +30,12 @@ int main(int argc, char **argv)
 	test_wait_sigterm();
 
 	pattern_expect(area, AREA_SIZE, 140, "memory after the failed dump");
-	if (sigprocmask(SIG_BLOCK, NULL, &mask_after) ||
-	    memcmp(&mask_before, &mask_after, sizeof(mask_before)))
-		test_fail("the blocked mask changed");
+	if (sigprocmask(SIG_BLOCK, NULL, &mask_after))
+		test_fail_errno("sigprocmask");
+	/* Signal by signal: glibc leaves the sigset_t's bytes past the kernel's as they were. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&mask_before, sig) != sigismember(&mask_after, sig))
+			test_fail("the blocked mask changed: signal %d", sig);
 	test_unsupported_socket_check(&us, "the process");
 	test_pass();
 }

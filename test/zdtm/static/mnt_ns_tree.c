@@ -29,6 +29,9 @@
  * source and the socket's file again as ids it maps). No sysfs and no /dev/null node
  * there (the namespace may make neither), and /proc is mounted before the pivot (a proc
  * mount needs one fully visible in the namespace).
+ * With $ZDTM_MNT_OVERMOUNTED_FD, an fd on a file of the tmpfs's directory /tmp/self, which
+ * a bind of itself then covers: at its path the same file, on another mount; criu refuses
+ * to dump it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -273,6 +276,14 @@ static void build_mounts(void)
 	/* A filesystem criu does not restore: its dump must fail, naming it. */
 	if (getenv("ZDTM_MNT_RAMFS"))
 		must(mount("ramfs", "/ramfs", "ramfs", 0, NULL), "ramfs");
+	/* An fd restore could not reopen on its mount: its dump must fail, naming it. */
+	if (getenv("ZDTM_MNT_OVERMOUNTED_FD")) {
+		must(mkdir("/tmp/self", 0755), "mkdir /tmp/self");
+		write_pattern("/tmp/self/file", DATA_SEED + 5, 100);
+		if (open("/tmp/self/file", O_RDONLY) < 0)
+			test_fail_errno("open /tmp/self/file");
+		test_bind_mount("/tmp/self", "/tmp/self", 0);
+	}
 }
 
 /* A datagram socket bound in the tmpfs: its name is a path of the restored tree. */

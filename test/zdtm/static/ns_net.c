@@ -6,8 +6,12 @@
  * ping_group_range), and, with ZDTM_NET_VETH, a veth link whose other end is in the
  * runner's namespace (restore makes that one with --external veth[zdtm_nin]:zdtm_nout),
  * with its MAC, MTU and address; with ZDTM_NET_BRIDGE too, restore puts the outer end into
- * the runner's bridge zdtm_nbr. A bridge of the namespace's own, with its MAC and an
- * address (not with ZDTM_NET_UPSTREAM_DUMP or ZDTM_NET_UPSTREAM_RESTORE). With ZDTM_NET_EMPTY only the loopback is up: dumped with
+ * the runner's bridge zdtm_nbr. With ZDTM_NET_MACVLAN, a macvlan link made on the
+ * runner's bridge zdtm_mvbr and moved in, with its MAC, MTU, mode and address (restore
+ * makes it again with --external macvlan[zdtm_nmv]:zdtm_mvbr). A bridge of the
+ * namespace's own, with its MAC and an address, and a UDP socket bound to a link-local
+ * IPv6 address of lo (its scope lo's index), not with ZDTM_NET_UPSTREAM_DUMP or
+ * ZDTM_NET_UPSTREAM_RESTORE. With ZDTM_NET_EMPTY only the loopback is up: dumped with
  * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
  * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns. With
  * ZDTM_NET_USERNS the namespace is made with a user namespace of the tree's own (with UTS
@@ -34,6 +38,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <linux/sockios.h>
 
 #include "zdtmtst.h"
@@ -43,6 +50,9 @@
 #define SNAPSHOT_MAX (256 << 10)
 #define ABSTRACT     "zdtm-ns-net-abstract"
 #define BRIDGE	     "zdtm_nbr"
+#define MACVLAN	     "zdtm_nmv"
+#define MV_LOWER     "zdtm_mvbr"
+#define LINK_LOCAL   "fe80:4577::1"
 
 static const char *const setup[] = {
 	"ip link set lo up",
@@ -75,7 +85,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth, empty, bridge, joined, userns;
+static bool with_veth, empty, bridge, joined, userns, macvlan;
 
 static void run(const char *cmd)
 {
@@ -118,25 +128,32 @@ static void expect_sysctl(const char *name, const char *value)
  * its state is UNKNOWN. The veth's outer end is down before the dump and after restore
  * (ip_snapshot() on LOWERLAYERDOWN).
  */
-static void wait_no_carrier(const char *link)
+static void wait_state(const char *link, bool up)
 {
 	for (int i = 0; i < 100; i++) {
 		char cmd[64], line[512] = "";
 		FILE *out;
-		bool settled;
+		bool settled, got, down;
 
 		snprintf(cmd, sizeof(cmd), "ip -o link show %s", link);
 		out = popen(cmd, "r");
 		if (!out)
 			test_fail_errno("popen ip");
-		settled = fgets(line, sizeof(line), out) && strstr(line, "NO-CARRIER") &&
-			  (strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN"));
+		got = fgets(line, sizeof(line), out) != NULL;
+		down = strstr(line, "state DOWN") || strstr(line, "state LOWERLAYERDOWN");
+		settled = got && (up ? strstr(line, "state UP") != NULL
+				     : strstr(line, "NO-CARRIER") && down);
 		pclose(out);
 		if (settled)
 			return;
 		usleep(50000);
 	}
-	test_fail("%s did not lose its carrier in 5 s", link);
+	test_fail("%s did not %s in 5 s", link, up ? "come up" : "lose its carrier");
+}
+
+static void wait_no_carrier(const char *link)
+{
+	wait_state(link, false);
 }
 
 static bool inner_bridge;
@@ -148,6 +165,9 @@ static void wait_settled(void)
 		wait_no_carrier(INNER);
 	if (inner_bridge)
 		wait_no_carrier("zdtm_brin");
+	/* A macvlan has a carrier on a lower link without one (the runner's empty bridge). */
+	if (macvlan)
+		wait_state(MACVLAN, true);
 }
 
 /*
@@ -207,7 +227,8 @@ static void conf_dir(char *buf, size_t *len, const char *proto, const char *dev)
 
 static char *conf_snapshot(void)
 {
-	const char *devs[] = {"all", "default", "lo", with_veth ? INNER : NULL};
+	const char *devs[] = {"all", "default", "lo", with_veth ? INNER : "lo",
+			      macvlan ? MACVLAN : NULL};
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	size_t len = 0;
 
@@ -318,6 +339,11 @@ static int outer_in_bridge(void)
 	return system("ip link del " BRIDGE) || in ? 1 : 0;
 }
 
+static int remove_lower(void)
+{
+	return system("ip link del " MV_LOWER) ? 1 : 0;
+}
+
 static void expect_outer_in_bridge(void)
 {
 	if (outside(outer_in_bridge))
@@ -373,6 +399,64 @@ static void expect_not_administered(void)
 		test_fail("the tree could add an address in the joined namespace");
 }
 
+#define MACVLAN_ADD                                                                                \
+	"ip link add " MACVLAN " link " MV_LOWER " address 02:11:22:33:44:77 mtu 1300 type "   \
+	"macvlan mode private"
+
+/* In the runner's namespace (host_ns), a macvlan on its bridge, moved into this one. */
+static void macvlan_from_runner(int host_ns)
+{
+	int own = open("/proc/self/ns/net", O_RDONLY);
+	char cmd[256];
+
+	if (own < 0 || setns(host_ns, CLONE_NEWNET))
+		test_fail_errno("join the runner's net namespace");
+	snprintf(cmd, sizeof(cmd), MACVLAN_ADD " && ip link set " MACVLAN " netns /proc/self/fd/%d",
+		 own);
+	run(cmd);
+	if (setns(own, CLONE_NEWNET))
+		test_fail_errno("back into the tree's net namespace");
+	close(own);
+}
+
+/*
+ * A UDP socket bound to a link-local address of the loopback (a link with a carrier, whose
+ * routes do not depend on when the address came): its scope is lo's index, which the bind
+ * makes its bound device too.
+ */
+static int bind_link_local(void)
+{
+	struct sockaddr_in6 addr = {.sin6_family = AF_INET6, .sin6_port = htons(7788)};
+	int sk = socket(AF_INET6, SOCK_DGRAM, 0);
+
+	if (sk < 0 || inet_pton(AF_INET6, LINK_LOCAL, &addr.sin6_addr) != 1)
+		test_fail_errno("a link-local socket");
+	addr.sin6_scope_id = if_nametoindex("lo");
+	if (!addr.sin6_scope_id || bind(sk, (struct sockaddr *)&addr, sizeof(addr)))
+		test_fail_errno("bind to " LINK_LOCAL "%%lo");
+	return sk;
+}
+
+/* Its address, scope (lo's index) and bound device as the bind left them. */
+static void expect_link_local(int sk)
+{
+	struct sockaddr_in6 addr;
+	socklen_t len = sizeof(addr);
+	char dev[IFNAMSIZ + 1] = "", text[64] = "";
+	socklen_t dev_len = IFNAMSIZ;
+	unsigned int index = if_nametoindex("lo");
+
+	if (getsockname(sk, (struct sockaddr *)&addr, &len) ||
+	    getsockopt(sk, SOL_SOCKET, SO_BINDTODEVICE, dev, &dev_len))
+		test_fail_errno("the link-local socket's address or device");
+	inet_ntop(AF_INET6, &addr.sin6_addr, text, sizeof(text));
+	if (strcmp(text, LINK_LOCAL) || ntohs(addr.sin6_port) != 7788 ||
+	    addr.sin6_scope_id != index || strcmp(dev, "lo"))
+		test_fail("the link-local socket is bound to %s%%%u port %u on \"%s\", not "
+			  LINK_LOCAL "%%%u port 7788 on lo",
+			  text, addr.sin6_scope_id, ntohs(addr.sin6_port), dev, index);
+}
+
 /*
  * A task in a user namespace of its own cannot put a link's end into the runner's
  * namespace: a helper left outside (reparented at once, so nothing waits for it) makes
@@ -395,10 +479,14 @@ static void veth_helper(int *go, int *done)
 			_exit(0);
 		if (read(to_helper[0], &byte, 1) != 1)
 			_exit(1);
-		snprintf(cmd, sizeof(cmd),
-			 "ip link add " INNER " type veth peer name " OUTER " && ip link set " INNER
-			 " netns %d",
-			 launcher);
+		if (macvlan)
+			snprintf(cmd, sizeof(cmd),
+				 MACVLAN_ADD " && ip link set " MACVLAN " netns %d", launcher);
+		else
+			snprintf(cmd, sizeof(cmd),
+				 "ip link add " INNER " type veth peer name " OUTER
+				 " && ip link set " INNER " netns %d",
+				 launcher);
 		byte = system(cmd) ? 'F' : 'D';
 		_exit(write(from_helper[1], &byte, 1) == 1 ? 0 : 1);
 	}
@@ -424,7 +512,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_un addr;
 	socklen_t len;
-	int listener, pair[2], host_ns = -1, helper_go = -1, helper_done = -1;
+	int listener, pair[2], host_ns = -1, helper_go = -1, helper_done = -1, link_local = -1;
 	struct stat runner_ns;
 	char msg[8] = "";
 	char cmd[160];
@@ -435,15 +523,19 @@ int main(int argc, char **argv)
 	empty = joined || getenv("ZDTM_NET_EMPTY");
 	bridge = getenv("ZDTM_NET_BRIDGE");
 	userns = getenv("ZDTM_NET_USERNS");
+	macvlan = getenv("ZDTM_NET_MACVLAN");
+	/* The runner's bridge the macvlan is made on: removed at the end. */
+	if (macvlan)
+		run("ip link del " MV_LOWER " 2>/dev/null; ip link add " MV_LOWER " type bridge");
 	/* The runner's bridge restore puts the outer end into: removed at the end. */
 	if (bridge)
 		run("ip link del " BRIDGE " 2>/dev/null; ip link add " BRIDGE " type bridge");
 	runner = getppid();
 	if (stat("/proc/self/ns/net", &runner_ns))
 		test_fail_errno("stat /proc/self/ns/net");
-	if (with_veth && userns)
+	if ((with_veth || macvlan) && userns)
 		veth_helper(&helper_go, &helper_done);
-	else if (with_veth) {
+	else if (with_veth || macvlan) {
 		host_ns = open("/proc/self/ns/net", O_RDONLY);
 		if (host_ns < 0)
 			test_fail_errno("open /proc/self/ns/net");
@@ -464,8 +556,11 @@ int main(int argc, char **argv)
 		run("ip route add 10.79.1.0/24 dev lo table 100");
 		run("ip -6 rule add to fd78::/64 table 100 prio 1001");
 	}
-	if (with_veth && userns) {
+	if ((with_veth || macvlan) && userns) {
 		veth_from_helper(helper_go, helper_done);
+	} else if (macvlan) {
+		macvlan_from_runner(host_ns);
+		close(host_ns);
 	} else if (with_veth) {
 		/* /proc is the runner's: self is this task there too. */
 		snprintf(cmd, sizeof(cmd),
@@ -479,15 +574,24 @@ int main(int argc, char **argv)
 		for (size_t i = 0; setup_veth[i]; i++)
 			run(setup_veth[i]);
 	}
+	if (macvlan) {
+		run("ip addr add 10.83.0.1/24 dev " MACVLAN);
+		run("ip link set " MACVLAN " up");
+	}
 	inner_bridge = !empty && !getenv("ZDTM_NET_UPSTREAM_DUMP") &&
 		       !getenv("ZDTM_NET_UPSTREAM_RESTORE");
 	if (inner_bridge) {
 		run("ip link add zdtm_brin address 02:11:22:33:44:66 type bridge");
 		run("ip addr add 10.82.0.1/24 dev zdtm_brin");
 		run("ip link set zdtm_brin up");
+
 	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		set_sysctl(sysctls[i][0], sysctls[i][1]);
+	if (inner_bridge) {
+		run("ip -6 addr add " LINK_LOCAL "/64 dev lo nodad");
+		link_local = bind_link_local();
+	}
 	listener = socket(AF_UNIX, SOCK_STREAM, 0);
 	len = abstract_addr(&addr);
 	if (listener < 0 || bind(listener, (struct sockaddr *)&addr, len) || listen(listener, 4))
@@ -522,8 +626,13 @@ int main(int argc, char **argv)
 	if (read(pair[1], msg, sizeof(msg)) != 7 || strcmp(msg, "queued"))
 		test_fail("the socketpair's queued message: \"%s\" (%s)", msg, strerror(errno));
 	expect_reachable(listener, "after the restore");
+	if (link_local >= 0)
+		expect_link_local(link_local);
 	if (bridge)
 		expect_outer_in_bridge();
+	/* The runner's namespace is out of reach of a task in a user namespace of its own. */
+	if (macvlan && !userns && outside(remove_lower))
+		test_fail(MV_LOWER " could not be removed from the runner's namespace");
 	if (!joined && !userns)
 		expect_unreachable_outside("after the restore");
 	if (userns && !joined)

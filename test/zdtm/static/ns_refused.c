@@ -8,6 +8,7 @@
  *   user  the root has a user namespace of its own without maps: its ids are unmapped
  *   cgroup  the root has one of its own, dumped with --manage-cgroups=ignore (no cgroup.img)
  *   net_veth_in the root has a net namespace of its own with a veth pair wholly in it
+ *   net_macvlan_in  ... a macvlan link on a bridge of that namespace (its lower link inside)
  * The tree then checks it still works as it did.
  */
 #include <errno.h>
@@ -38,6 +39,8 @@ static const struct {
 	const char *name, *cmd;
 } net_cases[] = {
 	{ "net_veth_in", "ip link add zdtm_va type veth peer name zdtm_vb" },
+	{ "net_macvlan_in", "ip link add zdtm_vbr type bridge && "
+			    "ip link add zdtm_vmv link zdtm_vbr type macvlan" },
 };
 
 static void nested_main(void)

@@ -6,8 +6,10 @@
  * $ZDTM_INET_UPSTREAM (dumped or restored by upstream criu, which keeps only the peers
  * with a port and, restoring, does not give a ping socket its address back): the IPv4
  * ping socket is neither bound nor connected.
- * Each comes back with its addresses, peer, options and shutdown state, and works; the
- * filter still filters. Queued datagrams are not restored (as CRIU): none is queued at dump.
+ * $ZDTM_INET_USERNS: in pid, net and user namespaces of its own, the ping sockets made for
+ * a gid of the namespace's ping_group_range.
+ * Each comes back with its addresses, peer, options (TTLs and TOS too) and shutdown state,
+ * and works; the filter still filters. Queued datagrams are not restored (as CRIU): none is queued at dump.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -133,6 +135,54 @@ static void expect_ping(void)
 		test_fail("no echo reply to the restored ping socket");
 }
 
+/*
+ * What the packets carry, set on some sockets: IP_TTL and IP_TOS on IPv4, their IPv6 ones
+ * (upstream criu keeps only the IPv4 ones); an unset TTL reads as the default, 64.
+ */
+static const struct packet_opt {
+	int fd, level, name, val;
+	bool v6;
+	const char *what;
+} packet_opts[] = {
+	{ SERVER, SOL_IP, IP_TTL, 17, false, "IP_TTL" },
+	{ CLIENT, SOL_IP, IP_TOS, 0x10, false, "IP_TOS" },
+	{ CLIENT, SOL_IP, IP_TTL, 64, false, "IP_TTL (unset)" },
+	{ LITE, SOL_IPV6, IPV6_UNICAST_HOPS, 9, true, "IPV6_UNICAST_HOPS" },
+	{ LITE, SOL_IPV6, IPV6_TCLASS, 0x20, true, "IPV6_TCLASS" },
+};
+
+static bool packet_opt_used(const struct packet_opt *o)
+{
+	return !o->v6 || !getenv("ZDTM_INET_UPSTREAM");
+}
+
+static void set_packet_opts(void)
+{
+	for (size_t i = 0; i < sizeof(packet_opts) / sizeof(packet_opts[0]); i++) {
+		const struct packet_opt *o = &packet_opts[i];
+
+		if (packet_opt_used(o) && o->val != 64 &&
+		    setsockopt(o->fd, o->level, o->name, &o->val, sizeof(o->val)))
+			test_fail_errno(o->what);
+	}
+}
+
+static void expect_packet_opts(void)
+{
+	for (size_t i = 0; i < sizeof(packet_opts) / sizeof(packet_opts[0]); i++) {
+		const struct packet_opt *o = &packet_opts[i];
+		int val;
+		socklen_t len = sizeof(val);
+
+		if (!packet_opt_used(o))
+			continue;
+		if (getsockopt(o->fd, o->level, o->name, &val, &len))
+			test_fail_errno(o->what);
+		if (val != o->val)
+			test_fail("fd %d: %s is %d, not %d", o->fd, o->what, val, o->val);
+	}
+}
+
 static void check(const struct names *before)
 {
 	struct names after;
@@ -148,6 +198,7 @@ static void check(const struct names *before)
 		test_fail("SO_BROADCAST is off");
 	if (send(LITE, "x", 1, MSG_DONTWAIT) != -1 || errno != EPIPE)
 		test_fail("the UDP-Lite socket sends: it was shut down for writing");
+	expect_packet_opts();
 
 	if (send(CLIENT, "Bad", 3, 0) != 3 || send(CLIENT, "All", 3, 0) != 3)
 		test_fail_errno("send");
@@ -162,7 +213,10 @@ int main(int argc, char **argv)
 	struct names before;
 
 	test_init(argc, argv);
+	if (getenv("ZDTM_INET_USERNS"))
+		test_launch_netns_root(true);
 	setup();
+	set_packet_opts();
 	save_names(&before);
 
 	test_ready();

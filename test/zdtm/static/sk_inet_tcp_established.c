@@ -10,7 +10,8 @@
  * $ZDTM_TCP_CLOSED: restored with --tcp-close (or dumped with it): every connection comes
  * back closed (reads give end of file, writes EPIPE), the listener accepts new ones.
  * $ZDTM_INET_NETNS: the tree lives in pid and net namespaces of its own (its loopback up),
- * where restore makes the sockets again.
+ * where restore makes the sockets again; $ZDTM_INET_USERNS: and in a user namespace of its
+ * own, which owns the net one (the queues are refilled past the sizes the tasks may set).
  */
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -174,25 +175,6 @@ static pid_t setup_v6(void)
 	return pid;
 }
 
-/* A new net namespace has its loopback down. */
-static void enter_netns(void)
-{
-	struct ifreq ifr = { .ifr_name = "lo" };
-	int fd;
-
-	test_launch_root(CLONE_NEWPID | CLONE_NEWNET);
-	/* As a container's init: upstream criu dumps no session led from outside. */
-	if (setsid() != 1)
-		test_fail_errno("setsid");
-	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr))
-		test_fail_errno("SIOCGIFFLAGS lo");
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr))
-		test_fail_errno("SIOCSIFFLAGS lo");
-	close(fd);
-}
-
 int main(int argc, char **argv)
 {
 	bool pending = getenv("ZDTM_TCP_PENDING") != NULL;
@@ -202,7 +184,7 @@ int main(int argc, char **argv)
 
 	test_init(argc, argv);
 	if (getenv("ZDTM_INET_NETNS"))
-		enter_netns();
+		test_launch_netns_root(getenv("ZDTM_INET_USERNS") != NULL);
 	closed = getenv("ZDTM_TCP_CLOSED") != NULL;
 	tcp_at(AF_INET, LISTENER);
 	listen_on(LISTENER, AF_INET);

@@ -560,6 +560,12 @@ int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t
 		args.set_tid_size = 1;
 	}
 	child = syscall(SYS_clone3, &args, sizeof(args));
+	/* Above pid_max (EINVAL) or taken (EEXIST): any pid, as a helper outside one gets. */
+	if (child < 0 && want && (errno == EINVAL || errno == EEXIST)) {
+		args.set_tid = 0;
+		args.set_tid_size = 0;
+		child = syscall(SYS_clone3, &args, sizeof(args));
+	}
 	if (child == 0)
 		tree_owner_child(make, arg, uid, gid, answer[1]);
 	if (child < 0) {

@@ -7,6 +7,7 @@
 #include <linux/sched.h>
 #include <linux/kcmp.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +329,30 @@ static bool has_unix_file(void)
 	return ret < 0 && errno == ENOENT;
 }
 
+/* Whether a new socket of this family takes option opt at level (set to 1). */
+static bool socket_takes_opt(int family, int level, int opt)
+{
+	int sk = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, ret;
+
+	if (sk < 0)
+		return false;
+	ret = setsockopt(sk, level, opt, &one, sizeof(one));
+	close(sk);
+	return ret == 0;
+}
+
+/* SO_BUF_LOCK (5.14), which sk-opts.c dumps and sets again. */
+static bool has_sockopt_buf_lock(void)
+{
+	return socket_takes_opt(AF_INET, SOL_SOCKET, 72 /* SO_BUF_LOCK */);
+}
+
+/* IPV6_FREEBIND (4.15), which sk-inet.c dumps and sets again for IPv6 sockets. */
+static bool has_ipv6_freebind(void)
+{
+	return socket_takes_opt(AF_INET6, SOL_IPV6, 78 /* IPV6_FREEBIND */);
+}
+
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }
 
 /* Upstream CRIU's feature names first (CRIU 4.2), then this criu's own. */
@@ -368,13 +393,13 @@ static const struct feature features[] = {
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
 	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
-	NOT_IMPLEMENTED("sockopt_buf_lock", "sockets are not dumped"),
+	{ "sockopt_buf_lock", FEAT_EXTRA, has_sockopt_buf_lock, "SO_BUF_LOCK of sockets" },
 	{ "memfd_hugetlb", FEAT_EXTRA, has_memfd_hugetlb, "hugetlb memfds" },
 	{ "move_mount_set_group", FEAT_EXTRA, has_move_mount_set_group,
 	  "mount namespaces (shared and slave mounts)" },
 	NOT_IMPLEMENTED("openat2", "files are reopened without openat2()"),
 	{ "get_rseq_conf", FEAT_EXTRA, has_ptrace_rseq, "rseq registration dump" },
-	NOT_IMPLEMENTED("ipv6_freebind", "sockets are not dumped"),
+	{ "ipv6_freebind", FEAT_EXTRA, has_ipv6_freebind, "IPV6_FREEBIND of IPv6 sockets" },
 	{ "pagemap_scan", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
 	{ "timer_cr_ids", FEAT_EXTRA, has_timer_cr_ids, "POSIX timers restored with their ids" },
 	NOT_IMPLEMENTED("overlayfs_maps", "mounts are not restored"),

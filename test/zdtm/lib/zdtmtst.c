@@ -1072,6 +1072,29 @@ void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const
 	test_reexec("/bin/test", (char *[]){ argv[0], pidfile, (char *)stage2, NULL });
 }
 
+void test_mnt_ns_start(int argc, char **argv, const char *dirs, const char *stage2)
+{
+	char out_dir[PATH_MAX];
+	int fd;
+
+	if (argc < 3 || strcmp(argv[2], stage2)) {
+		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
+		*strrchr(out_dir, '/') = '\0';
+		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
+		test_mnt_new_root(out_dir, dirs, argv, stage2);
+	}
+	if (getsid(0) != 1 && setsid() != 1)
+		test_fail_errno("setsid");
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+		test_fail_errno("mount /proc");
+	fd = open("/out/output", O_WRONLY | O_APPEND);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || close(fd))
+		test_fail_errno("stdout to /out/output");
+	fd = open("/out/output", O_RDONLY);
+	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
+		test_fail_errno("stdin from /out/output");
+}
+
 #define MNT_TABLE_MAX 32
 
 /* One mount, as the tables show it: ids left out, peer groups renamed by first use. */

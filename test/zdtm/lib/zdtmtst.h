@@ -255,6 +255,12 @@ void test_bind_mount(const char *from, const char *to, unsigned long flags);
 void test_mnt_new_root(const char *out_dir, const char *dirs, char **argv, const char *stage2)
 	__attribute__((noreturn));
 /*
+ * How the simple mount namespace tests start: in stage 1 (argv[2] is not stage2) the root is
+ * launched in new pid and mount namespaces with test_mnt_new_root(dirs) beside the pidfile;
+ * in stage 2 it leads a session, mounts /proc and has stdin and stdout/stderr on /out/output.
+ */
+void test_mnt_ns_start(int argc, char **argv, const char *dirs, const char *stage2);
+/*
  * The mounts of mountinfo files, as a test compares them before the dump and after the
  * restore: each file's mounts as "POINT ROOT OPTS PROPAGATION FSTYPE SOURCE SUPER in
  * PARENT_POINT" by mount point, ids left out and peer groups numbered as they first appear

@@ -168,26 +168,10 @@ static void __attribute__((noreturn)) child_main(void)
 int main(int argc, char **argv)
 {
 	static char root_before[16384], root_after[16384];
-	char out_dir[4096];
 	pid_t child;
-	int fd;
 
 	test_init(argc, argv);
-	if (argc < 3 || strcmp(argv[2], STAGE2)) {
-		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
-		*strrchr(out_dir, '/') = '\0';
-		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
-		test_mnt_new_root(out_dir, "usr\0out\0bin\0proc\0shared\0priv\0mine\0", argv, STAGE2);
-	}
-	if (getsid(0) != 1 && setsid() != 1)
-		test_fail_errno("setsid");
-	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
-	fd = open("/out/output", O_WRONLY | O_APPEND);
-	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || close(fd))
-		test_fail_errno("stdout to /out/output");
-	fd = open("/out/output", O_RDONLY);
-	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
-		test_fail_errno("stdin from /out/output");
+	test_mnt_ns_start(argc, argv, "usr\0out\0bin\0proc\0shared\0priv\0mine\0", STAGE2);
 
 	must(mount("shared", "/shared", "tmpfs", 0, "size=64k"), "tmpfs /shared");
 	must(mount(NULL, "/shared", NULL, MS_SHARED, NULL), "make /shared shared");

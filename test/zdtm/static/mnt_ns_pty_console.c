@@ -45,27 +45,13 @@ static void expect_passes(int from, int to, const char *line, const char *what)
 int main(int argc, char **argv)
 {
 	static char before[8192], after[8192];
-	char out_dir[4096], slave[32];
+	char slave[32];
 	int fd, master, console;
 	unsigned int index, index_after;
 	struct termios tio;
 
 	test_init(argc, argv);
-	if (argc < 3 || strcmp(argv[2], STAGE2)) {
-		snprintf(out_dir, sizeof(out_dir), "%s", argv[1]);
-		*strrchr(out_dir, '/') = '\0';
-		test_launch_root(CLONE_NEWPID | CLONE_NEWNS);
-		test_mnt_new_root(out_dir, "usr\0out\0bin\0proc\0dev\0", argv, STAGE2);
-	}
-	if (getsid(0) != 1 && setsid() != 1)
-		test_fail_errno("setsid");
-	must(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "proc");
-	fd = open("/out/output", O_WRONLY | O_APPEND);
-	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || close(fd))
-		test_fail_errno("stdout to /out/output");
-	fd = open("/out/output", O_RDONLY);
-	if (fd < 0 || dup2(fd, 0) < 0 || close(fd))
-		test_fail_errno("stdin from /out/output");
+	test_mnt_ns_start(argc, argv, "usr\0out\0bin\0proc\0dev\0", STAGE2);
 
 	must(mount("devs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=64k"), "tmpfs /dev");
 	if (getenv("ZDTM_PTY_CONSOLE_SHARED"))

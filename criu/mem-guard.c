@@ -13,42 +13,30 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pagemap-scan.h"
 #include "mem-guard.h"
 #include "vma.h"
 
-/* <linux/fs.h>'s PAGEMAP_SCAN, spelt out: the build's headers may predate it. */
-#define GUARD_PAGE_IS_GUARD (1ULL << 8)
-
-struct guard_page_region {
-	uint64_t start, end, categories;
-};
-
-struct guard_pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-
-#define GUARD_PAGEMAP_SCAN _IOWR('f', 16, struct guard_pm_scan_arg)
 #define GUARD_SCAN_BATCH   512 /* regions per PAGEMAP_SCAN */
 
 bool kerndat_has_guard_scan(void)
 {
-	struct guard_page_region region;
-	struct guard_pm_scan_arg arg = {
+	struct cr_page_region region;
+	struct cr_pm_scan_arg arg = {
 		.size = sizeof(arg),
 		.start = 0,
 		.end = 0x1000,
 		.vec = (uint64_t)(uintptr_t)&region,
 		.vec_len = 1,
-		.category_mask = GUARD_PAGE_IS_GUARD,
-		.return_mask = GUARD_PAGE_IS_GUARD,
+		.category_mask = CR_PAGE_IS_GUARD,
+		.return_mask = CR_PAGE_IS_GUARD,
 	};
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	bool ok;
 
 	if (fd < 0)
 		return false;
-	ok = ioctl(fd, GUARD_PAGEMAP_SCAN, &arg) >= 0;
+	ok = ioctl(fd, CR_PAGEMAP_SCAN, &arg) >= 0;
 	close(fd);
 	return ok;
 }
@@ -77,21 +65,21 @@ static int add_guard(VmaEntry **guards, size_t *nr, uint64_t start, uint64_t end
 /* The guard regions of one VMA [start, end) into *guards. */
 static int scan_vma(int fd, pid_t pid, uint64_t start, uint64_t end, VmaEntry **guards, size_t *nr)
 {
-	struct guard_page_region regions[GUARD_SCAN_BATCH];
+	struct cr_page_region regions[GUARD_SCAN_BATCH];
 	uint64_t from = start;
 	int ret = 0;
 
 	while (!ret && from < end) {
-		struct guard_pm_scan_arg arg = {
+		struct cr_pm_scan_arg arg = {
 			.size = sizeof(arg),
 			.start = from,
 			.end = end,
 			.vec = (uint64_t)(uintptr_t)regions,
 			.vec_len = GUARD_SCAN_BATCH,
-			.category_mask = GUARD_PAGE_IS_GUARD,
-			.return_mask = GUARD_PAGE_IS_GUARD,
+			.category_mask = CR_PAGE_IS_GUARD,
+			.return_mask = CR_PAGE_IS_GUARD,
 		};
-		int got = ioctl(fd, GUARD_PAGEMAP_SCAN, &arg);
+		int got = ioctl(fd, CR_PAGEMAP_SCAN, &arg);
 
 		if (got < 0) {
 			pr_perror("task %d: PAGEMAP_SCAN for guard regions from %#llx", pid,

@@ -28,6 +28,7 @@
 
 #include "compel.h"
 #include "log.h"
+#include "pagemap-scan.h"
 #include "mem-track.h"
 
 /* Linux 6.7 uapi (linux/fs.h, linux/userfaultfd.h), newer than the build's headers. */
@@ -40,20 +41,6 @@
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
-
-#define TRACK_PAGE_IS_WRITTEN (1ULL << 1)
-#define TRACK_PM_SCAN_WP_MATCHING (1ULL << 0)
-
-struct track_page_region {
-	uint64_t start, end, categories;
-};
-
-struct track_pm_scan_arg {
-	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-
-#define TRACK_PAGEMAP_SCAN _IOWR('f', 16, struct track_pm_scan_arg)
 
 /*
  * WP_UNPOPULATED: anonymous memory needs it for PAGEMAP_SCAN to protect at all (pages
@@ -272,12 +259,12 @@ static int add_written(struct mem_written *w, uint64_t start, uint64_t end)
  */
 static int protect_range(int pagemap_fd, uint64_t start, uint64_t end)
 {
-	struct track_pm_scan_arg arg = {
-		.size = sizeof(arg), .flags = TRACK_PM_SCAN_WP_MATCHING, .start = start, .end = end,
-		.category_mask = TRACK_PAGE_IS_WRITTEN, .return_mask = TRACK_PAGE_IS_WRITTEN,
+	struct cr_pm_scan_arg arg = {
+		.size = sizeof(arg), .flags = CR_PM_SCAN_WP_MATCHING, .start = start, .end = end,
+		.category_mask = CR_PAGE_IS_WRITTEN, .return_mask = CR_PAGE_IS_WRITTEN,
 	};
 
-	if (ioctl(pagemap_fd, TRACK_PAGEMAP_SCAN, &arg) < 0) {
+	if (ioctl(pagemap_fd, CR_PAGEMAP_SCAN, &arg) < 0) {
 		int err = errno;
 
 		pr_perror("PAGEMAP_SCAN protecting %" PRIx64 "-%" PRIx64, start, end);
@@ -290,16 +277,16 @@ int mem_track_scan(int pagemap_fd, uint64_t start, uint64_t end, bool protect,
 		   struct mem_written *w)
 {
 	uint64_t start_all = start, end_all = end;
-	static struct track_page_region regions[TRACK_SCAN_BATCH];
+	static struct cr_page_region regions[TRACK_SCAN_BATCH];
 	int ret = 0;
 
 	while (start < end && !ret) {
-		struct track_pm_scan_arg arg = {
+		struct cr_pm_scan_arg arg = {
 			.size = sizeof(arg), .start = start, .end = end, .vec = (uintptr_t)regions,
-				.vec_len = TRACK_SCAN_BATCH, .category_mask = TRACK_PAGE_IS_WRITTEN,
-			.return_mask = TRACK_PAGE_IS_WRITTEN,
+				.vec_len = TRACK_SCAN_BATCH, .category_mask = CR_PAGE_IS_WRITTEN,
+			.return_mask = CR_PAGE_IS_WRITTEN,
 		};
-		int nr = ioctl(pagemap_fd, TRACK_PAGEMAP_SCAN, &arg);
+		int nr = ioctl(pagemap_fd, CR_PAGEMAP_SCAN, &arg);
 
 		if (nr < 0) {
 			ret = -errno;

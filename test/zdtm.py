@@ -1949,9 +1949,11 @@ TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_D
 # socket.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
-# Upstream criu keeps neither IP_NODEFRAG nor IPV6_HDRINCL: the test sets none.
-for _way in ('up2us', 'us2up'):
-    TESTS['cross_%s_sk_inet_raw' % _way]['test_env'] = {'ZDTM_RAW_UPSTREAM': '1'}
+# Upstream criu keeps neither IP_NODEFRAG nor IPV6_HDRINCL: the test sets none. Its
+# restore binds no raw socket to its address again.
+TESTS['cross_up2us_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1'}
+TESTS['cross_us2up_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1',
+                                                'ZDTM_RAW_UPSTREAM_RESTORE': '1'}
 # Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
 TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server

@@ -7,8 +7,8 @@
  * (read back with getsockopt, filters word for word), and works: an echo request sent on
  * loopback through the IPv4 ICMP socket comes back to it as its reply (the request itself
  * is filtered out), a packet of protocol 253 sent to ::1 arrives at the IPv6 one.
- * $ZDTM_RAW_UPSTREAM (dumped or restored by upstream criu, which keeps IP_NODEFRAG and
- * IPV6_HDRINCL only as it does): neither is set.
+ * $ZDTM_RAW_UPSTREAM (dumped or restored by upstream criu, which keeps neither IP_NODEFRAG
+ * nor IPV6_HDRINCL): neither is set.
  * $ZDTM_RAW_UPSTREAM_RESTORE (restored by upstream criu, which binds no raw socket again):
  * the addresses are not compared.
  * $ZDTM_RAW_CHECKSUM: the IPv6 one has IPV6_CHECKSUM at offset 2, which the image has no
@@ -253,8 +253,9 @@ int main(int argc, char **argv)
 
 	save_names(&after);
 	for (int i = 0; i < NR_FDS; i++)
-		if (!getenv("ZDTM_RAW_UPSTREAM_RESTORE") && (memcmp(&before.addr[i], &after.addr[i], sizeof(after.addr[i])) ||
-		    memcmp(&before.peer[i], &after.peer[i], sizeof(after.peer[i]))))
+		if (!getenv("ZDTM_RAW_UPSTREAM_RESTORE") &&
+		    (memcmp(&before.addr[i], &after.addr[i], sizeof(after.addr[i])) ||
+		     memcmp(&before.peer[i], &after.peer[i], sizeof(after.peer[i]))))
 			test_fail("fd %d: its address or peer changed (address %s, was %s)", ICMP4 + i,
 				  show(&after.addr[i]), show(&before.addr[i]));
 	expect_opts();

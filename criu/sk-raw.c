@@ -5,9 +5,13 @@
  * is dumped and restored by sk-inet.c like a datagram socket's.
  */
 #include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "sk-raw.h"
@@ -173,4 +177,35 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what)
 		pr_perror("%s: cannot set its ICMP filter", what);
 	}
 	return ret;
+}
+
+/*
+ * sock_diag of raw sockets (4.17): a request for IPPROTO_RAW names the raw protocol in an
+ * INET_DIAG_REQ_PROTOCOL attribute; a kernel without it refuses the request.
+ */
+bool raw_sk_has_diag(void)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+		struct nlattr attr;
+		uint32_t proto;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.r = { .sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_RAW, .idiag_states = ~0u },
+		.attr = { .nla_len = NLA_HDRLEN + sizeof(uint32_t),
+			  .nla_type = INET_DIAG_REQ_PROTOCOL },
+		.proto = IPPROTO_ICMP,
+	};
+	struct nlmsghdr answer[64];
+	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	ssize_t n = -1;
+
+	if (nl < 0)
+		return false;
+	if (send(nl, &req, sizeof(req), 0) == sizeof(req))
+		n = recv(nl, answer, sizeof(answer), 0);
+	close(nl);
+	return n >= (ssize_t)sizeof(struct nlmsghdr) && answer[0].nlmsg_type != NLMSG_ERROR;
 }

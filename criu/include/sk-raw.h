@@ -18,5 +18,7 @@ int raw_sk_dump(int fd, struct inet_dump *d, const char *what);
 int raw_sk_check(const InetSkEntry *ie, const char *what);
 /* Restore: set ie's raw options on the new socket fd. 0 or -errno. */
 int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what);
+/* check --feature net_diag_raw: sock_diag lists raw sockets. */
+bool raw_sk_has_diag(void);
 
 #endif

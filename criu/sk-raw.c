@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -179,33 +180,70 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what)
 	return ret;
 }
 
+/* The sock_diag request for the raw sockets of this family and protocol. */
+struct raw_diag_req {
+	struct nlmsghdr nlh;
+	struct inet_diag_req_v2 r;
+	struct nlattr attr;
+	uint32_t proto;
+};
+
+static void init_diag_req(struct raw_diag_req *req, uint8_t family, uint32_t proto)
+{
+	memset(req, 0, sizeof(*req));
+	req->nlh.nlmsg_len = sizeof(*req);
+	req->nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req->nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req->nlh.nlmsg_seq = 1;
+	req->r.sdiag_family = family;
+	req->r.sdiag_protocol = IPPROTO_RAW;
+	req->r.idiag_states = ~0u;
+	req->attr.nla_len = NLA_HDRLEN + sizeof(uint32_t);
+	req->attr.nla_type = INET_DIAG_REQ_PROTOCOL;
+	req->proto = proto;
+}
+
+/* Whether the answers to a raw sock_diag request list the socket of inode ino. */
+static bool diag_lists(int nl, ino_t ino)
+{
+	static char buf[32 << 10];
+
+	for (;;) {
+		ssize_t n = recv(nl, buf, sizeof(buf), 0);
+		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+
+		if (n <= 0)
+			return false;
+		for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			const struct inet_diag_msg *m = NLMSG_DATA(h);
+
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+				return false;
+			if (m->idiag_inode == ino)
+				return true;
+		}
+	}
+}
+
 /*
- * sock_diag of raw sockets (4.17): a request for IPPROTO_RAW names the raw protocol in an
- * INET_DIAG_REQ_PROTOCOL attribute; a kernel without it refuses the request.
+ * sock_diag of raw sockets (4.17, CONFIG_INET_RAW_DIAG): a request for IPPROTO_RAW names
+ * the raw protocol in an INET_DIAG_REQ_PROTOCOL attribute. A kernel without it may answer
+ * with an empty list: the probe asks for a raw socket of its own.
  */
 bool raw_sk_has_diag(void)
 {
-	struct {
-		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 r;
-		struct nlattr attr;
-		uint32_t proto;
-	} req = {
-		.nlh = { .nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.r = { .sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_RAW, .idiag_states = ~0u },
-		.attr = { .nla_len = NLA_HDRLEN + sizeof(uint32_t),
-			  .nla_type = INET_DIAG_REQ_PROTOCOL },
-		.proto = IPPROTO_ICMP,
-	};
-	struct nlmsghdr answer[64];
+	struct raw_diag_req req;
+	int sk = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
 	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	ssize_t n = -1;
+	struct stat st;
+	bool listed = false;
 
-	if (nl < 0)
-		return false;
-	if (send(nl, &req, sizeof(req), 0) == sizeof(req))
-		n = recv(nl, answer, sizeof(answer), 0);
-	close(nl);
-	return n >= (ssize_t)sizeof(struct nlmsghdr) && answer[0].nlmsg_type != NLMSG_ERROR;
+	init_diag_req(&req, AF_INET, IPPROTO_ICMP);
+	if (sk >= 0 && nl >= 0 && !fstat(sk, &st) && send(nl, &req, sizeof(req), 0) == sizeof(req))
+		listed = diag_lists(nl, st.st_ino);
+	if (nl >= 0)
+		close(nl);
+	if (sk >= 0)
+		close(sk);
+	return listed;
 }

@@ -35,9 +35,13 @@
 #define ICMP_FILTER_WORDS 1
 #define ICMPV6_FILTER_WORDS 8
 
+/*
+ * Any protocol socket() took (up to the kernel's IPPROTO_MAX, which grows: IPPROTO_MPTCP
+ * is 262): restore makes the socket again with the same number.
+ */
 bool raw_sk_kind(uint32_t proto)
 {
-	return proto <= 0xff;
+	return proto <= 0xffff;
 }
 
 /* The filter a raw socket of this family and protocol has: its words, or 0 for none. */

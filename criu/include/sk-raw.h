@@ -10,7 +10,7 @@
 
 #include "sk-inet.h"
 
-/* Whether a raw socket of this protocol is one criu dumps (any IP protocol number). */
+/* Whether a raw socket of this protocol is one criu dumps (any protocol number). */
 bool raw_sk_kind(uint32_t proto);
 /* Dump: d's raw options (IP_HDRINCL, IP_NODEFRAG, the ICMP filters). 0 or -errno. */
 int raw_sk_dump(int fd, struct inet_dump *d, const char *what);

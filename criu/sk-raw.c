@@ -2,7 +2,9 @@
  * Raw INET sockets' own options, in the image's ip_opts.raw: IP_HDRINCL (IPV6_HDRINCL),
  * IP_NODEFRAG, and the ICMP type filters (ICMP_FILTER: one word, ICMPV6_FILTER: eight).
  * Everything else of a raw socket (addresses, connection, SOL_SOCKET and SOL_IP options)
- * is dumped and restored by sk-inet.c like a datagram socket's.
+ * is dumped and restored by sk-inet.c like a datagram socket's. A connected raw socket has
+ * no peer name (getpeername() answers ENOTCONN): it comes back bound to the address its
+ * connect() gave it but not connected, as with CRIU.
  */
 #include <errno.h>
 #include <linux/inet_diag.h>

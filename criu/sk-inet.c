@@ -1,5 +1,6 @@
 /*
- * INET and INET6 sockets (file_entry.isk): TCP, UDP, UDP-Lite and ICMP ping sockets.
+ * INET and INET6 sockets (file_entry.isk): TCP, UDP, UDP-Lite, ICMP ping and raw sockets
+ * (their own options: sk-raw.c).
  * Dump reads each socket through criu's copy of the fd: its kind (SO_DOMAIN, SO_TYPE,
  * SO_PROTOCOL), its addresses (getsockname, getpeername), its state (TCP_INFO for TCP,
  * being connected for the others) and options. Only the shutdown state has no socket
@@ -411,7 +412,7 @@ static int dump_kind(int fd, struct inet_dump *d, const char *what)
 		return ret;
 	if (!known_kind(family, type, proto)) {
 		pr_err("%s: a socket of type %d, protocol %d is not supported (TCP, UDP, "
-		       "UDP-Lite and ICMP ping sockets are)\n",
+		       "UDP-Lite, ICMP ping and raw sockets are)\n",
 		       what, type, proto);
 		return -ENOTSUP;
 	}

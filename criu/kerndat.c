@@ -34,6 +34,7 @@
 #include "namespaces.h"
 #include "uffd.h"
 #include "sk-inet.h"
+#include "sk-raw.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -379,7 +380,8 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("sk_ns", "sockets are not dumped"),
 	{ "sk_unix_file", FEAT_EXTRA, has_unix_file,
 	  "Unix sockets bound in other mount namespaces (their files)" },
-	NOT_IMPLEMENTED("net_diag_raw", "sockets are not dumped"),
+	{ "net_diag_raw", FEAT_EXTRA, raw_sk_has_diag,
+	  "sock_diag of raw sockets (raw sockets are dumped without it)" },
 	{ "nsid", FEAT_EXTRA, net_has_nsid, "nested net namespaces (veth peers among them)" },
 	{ "link_nsid", FEAT_EXTRA, net_has_nsid, "veth links between the tree's net namespaces" },
 	{ "kcmp_epoll", FEAT_EXTRA, has_kcmp_epoll, "epoll watches on closed-and-dup'ed fds" },

@@ -1,5 +1,6 @@
 /*
- * INET and INET6 sockets (file_entry.isk): TCP, UDP, UDP-Lite and ICMP ping sockets.
+ * INET and INET6 sockets (file_entry.isk): TCP, UDP, UDP-Lite, ICMP ping and raw sockets
+ * (their own options: sk-raw.c).
  * Dump reads each socket through criu's copy of the fd: its kind (SO_DOMAIN, SO_TYPE,
  * SO_PROTOCOL), its addresses (getsockname, getpeername), its state (TCP_INFO for TCP,
  * being connected for the others) and options. Only the shutdown state has no socket
@@ -32,6 +33,7 @@
 #include "pstree.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
+#include "sk-raw.h"
 
 #include "sk-inet.pb-c.h"
 
@@ -56,6 +58,8 @@ static bool known_kind(uint32_t family, uint32_t type, uint32_t proto)
 		return false;
 	if (type == SOCK_STREAM)
 		return proto == IPPROTO_TCP;
+	if (type == SOCK_RAW)
+		return raw_sk_kind(proto);
 	if (type != SOCK_DGRAM)
 		return false;
 	return proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE ||
@@ -184,7 +188,7 @@ static int dump_state(int fd, struct inet_dump *d, const char *what)
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
-	if (d->ie.proto != IPPROTO_TCP) {
+	if (d->ie.type != SOCK_STREAM) {
 		d->ie.state = d->connected ? SK_ESTABLISHED : SK_CLOSE;
 		return 0;
 	}
@@ -250,7 +254,7 @@ static int poll_shutdown(int fd, const struct inet_dump *d, int *shut, const cha
 		pr_perror("%s: cannot poll it", what);
 		return -errno;
 	}
-	if (d->ie.proto == IPPROTO_TCP)
+	if (d->ie.type == SOCK_STREAM)
 		*shut = pfd.revents & POLLRDHUP ? 3 : 0;
 	else
 		*shut = pfd.revents & POLLHUP ? 3 : pfd.revents & POLLRDHUP ? 1 : 0;
@@ -274,7 +278,7 @@ static int dump_shutdown(int fd, struct inet_dump *d, const char *what)
 	};
 	int shut = -1, nl, ret = 0;
 
-	if (!is_icmp(d->ie.proto)) {
+	if (d->ie.type != SOCK_RAW && !is_icmp(d->ie.proto)) {
 		nl = net_tree_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 		if (nl < 0) {
 			pr_perror("%s: cannot open a NETLINK_SOCK_DIAG socket", what);
@@ -302,7 +306,8 @@ static int check_udp_cork(int fd, const struct inet_dump *d, const char *what)
 {
 	int val, ret;
 
-	if (d->ie.proto != IPPROTO_UDP && d->ie.proto != IPPROTO_UDPLITE)
+	if (d->ie.type != SOCK_DGRAM ||
+	    (d->ie.proto != IPPROTO_UDP && d->ie.proto != IPPROTO_UDPLITE))
 		return 0;
 	ret = get_opt(fd, SOL_UDP, UDP_CORK, "UDP_CORK", &val, what);
 	if (!ret && val) {
@@ -362,8 +367,12 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
 	ret = dump_tos_ttl(fd, d, what);
-	/* An option CRIU's images have no field for. */
-	if (!ret)
+	if (!ret && d->ie.type == SOCK_RAW)
+		ret = raw_sk_dump(fd, d, what);
+	/* An option CRIU's images have no field for (an IPv6 raw socket has no SOL_IP). */
+	if (!ret && d->ie.family == AF_INET6 && d->ie.type == SOCK_RAW)
+		ret = get_opt(fd, SOL_IPV6, IPV6_TRANSPARENT, "IPV6_TRANSPARENT", &val, what);
+	else if (!ret)
 		ret = get_opt(fd, SOL_IP, IP_TRANSPARENT, "IP_TRANSPARENT", &val, what);
 	if (!ret && val) {
 		pr_err("%s: IP_TRANSPARENT is set, which is not supported\n", what);
@@ -403,7 +412,7 @@ static int dump_kind(int fd, struct inet_dump *d, const char *what)
 		return ret;
 	if (!known_kind(family, type, proto)) {
 		pr_err("%s: a socket of type %d, protocol %d is not supported (TCP, UDP, "
-		       "UDP-Lite and ICMP ping sockets are)\n",
+		       "UDP-Lite, ICMP ping and raw sockets are)\n",
 		       what, type, proto);
 		return -ENOTSUP;
 	}
@@ -434,7 +443,7 @@ static void init_dump(struct inet_dump *d, const struct fd_parms *p, uint32_t id
 /* A TCP connection, established, closing or closed, dumped with its stream. */
 static bool is_connection(const struct inet_dump *d)
 {
-	if (d->ie.proto != IPPROTO_TCP || d->ie.state == SK_LISTEN)
+	if (d->ie.type != SOCK_STREAM || d->ie.state == SK_LISTEN)
 		return false;
 	return d->ie.state != SK_CLOSE || d->connected;
 }
@@ -454,11 +463,11 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 		ret = dump_shutdown(fd, d, d->what);
 	if (!ret)
 		ret = sk_opts_dump(fd, &d->opts, d->what);
-	if (!ret && d->ie.proto == IPPROTO_TCP)
+	if (!ret && d->ie.type == SOCK_STREAM)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)
 		ret = dump_ip_opts(fd, d, d->what) ?: check_udp_cork(fd, d, d->what);
-	if (!ret && d->ie.proto == IPPROTO_TCP && !is_connection(d))
+	if (!ret && d->ie.type == SOCK_STREAM && !is_connection(d))
 		ret = dump_tcp_opts(fd, d, d->what);
 	if (!ret)
 		ret = dump_fown(p, &d->fown);
@@ -467,7 +476,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 
 static int check_state(const struct inet_dump *d)
 {
-	if (d->ie.proto != IPPROTO_TCP || (d->ie.state == SK_CLOSE && !d->connected))
+	if (d->ie.type != SOCK_STREAM || (d->ie.state == SK_CLOSE && !d->connected))
 		return 0;
 	if (d->ie.state == SK_LISTEN) {
 		if (d->pending && !opts.tcp_skip_in_flight) {
@@ -550,7 +559,7 @@ static int check_inet_state(const InetSkEntry *ie, const char *what)
 {
 	bool ok;
 
-	if (ie->type == SOCK_DGRAM)
+	if (ie->type != SOCK_STREAM)
 		ok = ie->state == SK_CLOSE || (ie->state == SK_ESTABLISHED && ie->n_dst_addr);
 	else
 		ok = ie->state == SK_CLOSE || ie->state == SK_LISTEN ||
@@ -576,10 +585,12 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 {
 	const IpOptsEntry *io = ie->ip_opts;
 
-	if (io && (io->raw || (io->has_pktinfo && io->pktinfo))) {
-		pr_err("%s: raw socket or IP_PKTINFO options are not supported\n", what);
+	if (io && io->has_pktinfo && io->pktinfo) {
+		pr_err("%s: IP_PKTINFO is not supported\n", what);
 		return -ENOTSUP;
 	}
+	if (raw_sk_check(ie, what))
+		return -EINVAL;
 	if (io && ((io->has_tos && io->tos > 0xff) || (io->has_ttl && io->ttl > 0xff))) {
 		pr_err("%s: IP_TOS %u or IP_TTL %u out of range\n", what, io->tos, io->ttl);
 		return -EINVAL;
@@ -635,7 +646,7 @@ static int inet_sk_collect(struct file_desc *d)
 	}
 	ret = check_addresses(ie, sk->what) ?: check_inet_state(ie, sk->what);
 	if (!ret)
-		ret = ie->proto == IPPROTO_TCP ? sk_opts_check_tcp(ie->opts, sk->what) :
+		ret = ie->type == SOCK_STREAM ? sk_opts_check_tcp(ie->opts, sk->what) :
 						 sk_opts_check(ie->opts, sk->what);
 	if (!ret)
 		ret = check_ip_opts(ie, sk->what);
@@ -656,7 +667,7 @@ static void inet_sk_collect_fini(void)
 
 static bool is_listener_of(const InetSkEntry *l, const InetSkEntry *ie)
 {
-	return l->proto == IPPROTO_TCP && l->state == SK_LISTEN && l->src_port == ie->src_port;
+	return l->type == SOCK_STREAM && l->state == SK_LISTEN && l->src_port == ie->src_port;
 }
 
 /*
@@ -670,7 +681,7 @@ static size_t inet_sk_deps(const struct file_desc *d, uint32_t *ids, size_t max)
 	const struct inet_sk *sk = d->kind;
 	size_t nr = 0;
 
-	if (sk->ie->proto != IPPROTO_TCP || sk->ie->state == SK_LISTEN || !sk->ie->src_port)
+	if (sk->ie->type != SOCK_STREAM || sk->ie->state == SK_LISTEN || !sk->ie->src_port)
 		return 0;
 	for (size_t i = 0; i < nr_isks; i++) {
 		if (!is_listener_of(isks[i]->ie, sk->ie))
@@ -729,7 +740,8 @@ static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 	bool v6 = ie->family == AF_INET6;
 	int ret = 0;
 
-	if (v6 && ie->has_v6only)
+	/* A raw socket has its number from socket(): its IPV6_V6ONLY cannot change. */
+	if (v6 && ie->has_v6only && ie->type != SOCK_RAW)
 		ret = set_opt(fd, SOL_IPV6, IPV6_V6ONLY, "IPV6_V6ONLY", ie->v6only, what);
 	/* On while binding: the address was bound with it, and may be gone since. */
 	if (!ret)
@@ -785,7 +797,7 @@ int inet_sk_bind(int fd, const struct inet_sk *sk, bool repair)
 	struct sockaddr_storage ss;
 	socklen_t len = inet_sk_addr(sk->ie, false, &ss);
 	/* A closed TCP socket may share its port with its own TIME_WAIT left at dump. */
-	bool repair_bind = !repair && sk->ie->proto == IPPROTO_TCP && sk->ie->state == SK_CLOSE;
+	bool repair_bind = !repair && sk->ie->type == SOCK_STREAM && sk->ie->state == SK_CLOSE;
 	int ret = 0;
 
 	if (!is_bound(sk->ie))
@@ -826,7 +838,7 @@ static int new_socket(const InetSkEntry *ie, const char *what)
 {
 	int fd = socket(ie->family, ie->type | SOCK_CLOEXEC, ie->proto);
 
-	if (fd < 0 && errno == EACCES && is_icmp(ie->proto))
+	if (fd < 0 && errno == EACCES && ie->type == SOCK_DGRAM && is_icmp(ie->proto))
 		fd = userns_ping_socket(ie->family);
 	else if (fd < 0)
 		fd = -errno;
@@ -844,6 +856,8 @@ int inet_sk_new(const struct inet_sk *sk)
 		return fd;
 	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
 	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
+	if (!ret && ie->type == SOCK_RAW)
+		ret = raw_sk_restore(fd, ie, sk->what);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -858,7 +872,7 @@ int inet_sk_new(const struct inet_sk *sk)
 int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d)
 {
 	const InetSkEntry *ie = sk->ie;
-	uint32_t how = ie->proto == IPPROTO_TCP ? tcp_task_shutdown(sk) :
+	uint32_t how = ie->type == SOCK_STREAM ? tcp_task_shutdown(sk) :
 			ie->has_shutdown ? ie->shutdown : SK_SHUTDOWN__NONE;
 	int ret = restore_tcp_opts(fd, ie, sk->what);
 
@@ -902,7 +916,7 @@ static int inet_sk_open(const struct file_desc *d)
 		ret = -errno;
 		pr_perror("%s: cannot listen (backlog %u)", sk->what, ie->backlog);
 	}
-	if (!ret && ie->type == SOCK_DGRAM && ie->state == SK_ESTABLISHED)
+	if (!ret && ie->type != SOCK_STREAM && ie->state == SK_ESTABLISHED)
 		ret = connect_datagram(fd, sk);
 	if (ret) {
 		close(fd);

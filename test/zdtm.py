@@ -75,7 +75,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind'}
+                        'ipv6_freebind', 'net_diag_raw'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -1062,6 +1062,11 @@ TESTS = {
     'sk_inet_tcp_established_leave_running': {'bin': 'sk_inet_tcp_established',
                                               'mode': 'leave_running',
                                               'dump_args': ['--tcp-established']},
+    'sk_inet_raw': {},
+    # An IPv6 raw socket with an IPV6_CHECKSUM offset, which the image has no field for.
+    'sk_inet_raw_checksum_dump_fails': {'bin': 'sk_inet_raw', 'mode': 'dump_fails',
+                                        'test_env': {'ZDTM_RAW_CHECKSUM': '1'},
+                                        'expect': 'IPV6_CHECKSUM at offset 2'},
     'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
                               'expect': 'dump with --tcp-established'},
     'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
@@ -1852,6 +1857,7 @@ CROSS_TESTS = {
     # INET sockets: listening with options, datagrams, established TCP in repair mode
     'sk_inet_listen': {},
     'sk_inet_dgram': {},
+    'sk_inet_raw': {},  # raw sockets: IPv4 and IPv6, filters, IP_HDRINCL
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],
@@ -1943,6 +1949,11 @@ TESTS['cross_up2us_unix_socketpair_queues']['test_env'] = {'ZDTM_UNIX_UPSTREAM_D
 # socket.
 for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_sk_inet_dgram' % _way]['test_env'] = {'ZDTM_INET_UPSTREAM': '1'}
+# Upstream criu keeps neither IP_NODEFRAG nor IPV6_HDRINCL: the test sets none. Its
+# restore binds no raw socket to its address again.
+TESTS['cross_up2us_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1'}
+TESTS['cross_us2up_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1',
+                                                'ZDTM_RAW_UPSTREAM_RESTORE': '1'}
 # Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
 TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server

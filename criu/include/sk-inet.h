@@ -21,6 +21,8 @@ struct inet_dump {
 	SkOptsEntry opts;
 	IpOptsEntry ip_opts;
 	TcpOptsEntry tcp_opts;
+	IpOptsRawEntry raw;	      /* ip_opts.raw of a raw socket */
+	uint32_t icmp_filter[8]; /* raw.icmpv_filter: ICMP_FILTER, ICMPV6_FILTER */
 	FownEntry fown;
 	uint32_t src[4], dst[4];
 	char ifname[IFNAMSIZ + 1]; /* ie.ifname: a link-local bind's interface */

@@ -1245,6 +1245,13 @@ static int net_collect(struct ns_id *ns)
 	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st) ?: check_nested_links(ns, st);
 }
 
+/*
+ * How long a link's name or MAC may stay taken by a link of a namespace going away (the
+ * dumped tree's): 5 s.
+ */
+#define DYING_NS_WAIT_TRIES 100
+#define DYING_NS_WAIT_US    50000
+
 static int set_link(int rtnl, const NetDeviceEntry *nde)
 {
 	struct nl_msg m;
@@ -1256,12 +1263,20 @@ static int set_link(int rtnl, const NetDeviceEntry *nde)
 	m.i.ifi_change = IFF_UP | IFF_NOARP | IFF_MULTICAST | IFF_ALLMULTI | IFF_PROMISC;
 	nl_add(&m, IFLA_MTU, &nde->mtu, sizeof(nde->mtu));
 	snprintf(what, sizeof(what), "link %s: setting its MTU and flags", nde->name);
+	/*
+	 * A macvlan goes up only while no other macvlan of its lower link has its MAC: the
+	 * dumped tree's own may still have it until the kernel has torn that tree's network
+	 * namespace down, some time after the tree died.
+	 */
+	for (int tries = 0; tries < DYING_NS_WAIT_TRIES; tries++) {
+		int ret = rtnl_talk_quiet(rtnl, &m, what, -EADDRINUSE);
+
+		if (ret != -EADDRINUSE)
+			return ret;
+		usleep(DYING_NS_WAIT_US);
+	}
 	return rtnl_talk(rtnl, &m, what);
 }
-
-/* How long a veth's outer name may stay taken by the end of a namespace going away: 5 s. */
-#define VETH_NAME_WAIT_TRIES 100
-#define VETH_NAME_WAIT_US    50000
 
 /* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
 static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
@@ -1312,12 +1327,12 @@ static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *n
 	 * The outer name may still be taken by the dumped tree's own end: the kernel removes it
 	 * when it has torn the tree's network namespace down, some time after the tree died.
 	 */
-	for (int tries = 0; tries < VETH_NAME_WAIT_TRIES; tries++) {
+	for (int tries = 0; tries < DYING_NS_WAIT_TRIES; tries++) {
 		int ret = rtnl_talk_quiet(rtnl, &m, what, -EEXIST);
 
 		if (ret != -EEXIST)
 			return ret;
-		usleep(VETH_NAME_WAIT_US);
+		usleep(DYING_NS_WAIT_US);
 	}
 	return rtnl_talk(rtnl, &m, what);
 }

@@ -1252,6 +1252,19 @@ static int net_collect(struct ns_id *ns)
 #define DYING_NS_WAIT_TRIES 100
 #define DYING_NS_WAIT_US    50000
 
+/* A request the kernel may refuse with busy_err while a dying namespace holds a link. */
+static int rtnl_talk_dying_ns(int rtnl, struct nl_msg *m, const char *what, int busy_err)
+{
+	for (int tries = 0; tries < DYING_NS_WAIT_TRIES; tries++) {
+		int ret = rtnl_talk_quiet(rtnl, m, what, busy_err);
+
+		if (ret != busy_err)
+			return ret;
+		usleep(DYING_NS_WAIT_US);
+	}
+	return rtnl_talk(rtnl, m, what);
+}
+
 static int set_link(int rtnl, const NetDeviceEntry *nde)
 {
 	struct nl_msg m;
@@ -1268,14 +1281,7 @@ static int set_link(int rtnl, const NetDeviceEntry *nde)
 	 * dumped tree's own may still have it until the kernel has torn that tree's network
 	 * namespace down, some time after the tree died.
 	 */
-	for (int tries = 0; tries < DYING_NS_WAIT_TRIES; tries++) {
-		int ret = rtnl_talk_quiet(rtnl, &m, what, -EADDRINUSE);
-
-		if (ret != -EADDRINUSE)
-			return ret;
-		usleep(DYING_NS_WAIT_US);
-	}
-	return rtnl_talk(rtnl, &m, what);
+	return rtnl_talk_dying_ns(rtnl, &m, what, -EADDRINUSE);
 }
 
 /* The pair: the inner end here with its index, name and MAC, the outer in criu's. */
@@ -1327,14 +1333,7 @@ static int create_veth(int rtnl, const struct ns_id *ns, const NetDeviceEntry *n
 	 * The outer name may still be taken by the dumped tree's own end: the kernel removes it
 	 * when it has torn the tree's network namespace down, some time after the tree died.
 	 */
-	for (int tries = 0; tries < DYING_NS_WAIT_TRIES; tries++) {
-		int ret = rtnl_talk_quiet(rtnl, &m, what, -EEXIST);
-
-		if (ret != -EEXIST)
-			return ret;
-		usleep(DYING_NS_WAIT_US);
-	}
-	return rtnl_talk(rtnl, &m, what);
+	return rtnl_talk_dying_ns(rtnl, &m, what, -EEXIST);
 }
 
 /* A bridge of the namespace, with its index, name and address; its ports join it later. */

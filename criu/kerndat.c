@@ -32,6 +32,7 @@
 #include "mem-guard.h"
 #include "mem-track.h"
 #include "namespaces.h"
+#include "net-nft.h"
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
@@ -389,7 +390,7 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
-	NOT_IMPLEMENTED("nftables", "the network is not locked"),
+	{ "nftables", FEAT_EXTRA, nft_usable, "nftables of net namespaces (the nft tool)" },
 	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },

@@ -75,7 +75,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw'}
+                        'ipv6_freebind', 'net_diag_raw', 'nftables'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -612,12 +612,12 @@ def root_gets_own_ns(img_dir, pid, field):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
 
 
-def netns_nftables(img_dir, pid):
-    """The tree's net namespace had nftables rules, as upstream criu saves them (the tree's
-    root is the init of its own pid namespace: ids-1.img)."""
+def netns_nftables_unloadable(img_dir, pid):
+    """The tree's nftables image gets a chain nft cannot load after its tables (the tree's
+    root is the init of its own pid namespace: ids-1.img): none of it must be loaded."""
     ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
-    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'w') as img:
-        img.write('table inet zdtm {\n}\n')
+    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'a') as img:
+        img.write('table inet zdtm_bad {\n\tchain c {\n\t\tno such statement\n\t}\n}\n')
 
 
 def netns_ping_range(value):
@@ -1460,9 +1460,14 @@ TESTS = {
                                      'corrupt': lambda img_dir, pid: None,
                                      'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
                                      'expect': 'has no net namespace of its own'},
-    'restore_fail_netns_nftables': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
-                                    'pidns': True, 'corrupt': netns_nftables,
-                                    'expect': 'nftables rules are not restored'},
+    # nftables tables of several families in the tree's namespace (net-nft.c)
+    'ns_net_nft': {'launcher': True, 'pidns': True},
+    'ns_user_net_nft': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
+                        'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'restore_fail_ns_net_nft': {'bin': 'ns_net_nft', 'mode': 'restore_fails',
+                                'launcher': True, 'pidns': True,
+                                'corrupt': netns_nftables_unloadable,
+                                'expect': '`nft -f - ` failed (exit status 1)'},
     'restore_fail_netns_veth_unnamed': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
@@ -2267,9 +2272,10 @@ def images_checksum(img_dir):
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
-# A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
-# are raw images too, as CRIU keeps them.
-NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-')
+# A network namespace's addresses, routes, rules (`ip ... save`), iptables (iptables-save)
+# and nftables (nft list ruleset) are raw images too, as CRIU keeps them.
+NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-',
+                  'nftables-')
 CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-', 'tmpfs-dev-') + NET_RAW_IMAGES + \
     OWN_IMAGES
 

@@ -310,14 +310,16 @@ int nft_dump_ruleset(const struct ns_id *ns)
 			 list.tables[i].iptables_nft ? "iptables-nft's" : "saved");
 		nr_saved += !list.tables[i].iptables_nft;
 	}
-	img = ret ? NULL : open_image(CR_IMG_NFTABLES, O_WRONLY, ns->id);
-	if (!ret && !img)
-		ret = -EIO;
-	/* None to save: an empty image, as CRIU's when nft prints nothing. */
-	if (!ret && nr_saved)
-		ret = write_ruleset(&list, img->fd, img->name);
-	if (img)
-		close_image(img);
+	/*
+	 * None to save: no image, as CRIU's where nft is not there to ask (a CRIU built
+	 * without libnftables refuses to restore any nftables image, even an empty one).
+	 */
+	if (!ret && nr_saved) {
+		img = open_image(CR_IMG_NFTABLES, O_WRONLY, ns->id);
+		ret = img ? write_ruleset(&list, img->fd, img->name) : -EIO;
+		if (img)
+			close_image(img);
+	}
 	free(list.tables);
 	return ret;
 }

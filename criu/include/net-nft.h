@@ -12,7 +12,7 @@ struct ns_id;
 
 /*
  * Dump, in a child joined to net namespace ns: its nftables tables into nftables-NSID.img
- * (empty where it has none to save; nft is needed only where it has). 0 or -errno, after
+ * (none where it has none to save; nft is needed only where it has). 0 or -errno, after
  * one line.
  */
 int nft_dump_ruleset(const struct ns_id *ns);

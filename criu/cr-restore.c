@@ -38,6 +38,7 @@
 #include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "netlock-nft.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -128,6 +129,9 @@ static int read_inventory(void)
 	/* Dumped with --tcp-close: the established connections have no streams to restore. */
 	if (inventory->has_tcp_close && inventory->tcp_close)
 		opts.tcp_close = true;
+	/* The lock the dump took is the one restore removes, whatever the command line says. */
+	if (inventory->has_network_lock_method)
+		opts.network_lock_nft = inventory->network_lock_method == NETWORK_LOCK_NFTABLES;
 	return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "mem-track.h"
 #include "namespaces.h"
 #include "net-nft.h"
+#include "netlock-nft.h"
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
@@ -395,7 +396,8 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
-	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
+	{ "network_lock_nftables", FEAT_EXTRA, netlock_nft_usable,
+	  "--network-lock nftables (the nft tool)" },
 	{ "sockopt_buf_lock", FEAT_EXTRA, has_sockopt_buf_lock, "SO_BUF_LOCK of sockets" },
 	{ "memfd_hugetlb", FEAT_EXTRA, has_memfd_hugetlb, "hugetlb memfds" },
 	{ "move_mount_set_group", FEAT_EXTRA, has_move_mount_set_group,

@@ -163,8 +163,7 @@ static int list_kernel_tables(struct nft_tables *list)
 	return ret;
 }
 
-/* A tool's whole stdout, NUL-terminated (free it), or NULL after one line. */
-static char *tool_output(const char *const argv[], size_t *len)
+char *run_tool_output(const char *const argv[], size_t *len)
 {
 	int fd = memfd_create("tool-output", MFD_CLOEXEC);
 	char *out = NULL;
@@ -221,7 +220,7 @@ static int mark_iptables_nft(struct nft_tables *list, uint8_t family, const char
 			list->tables[i].family == family && xtables_name(list->tables[i].name);
 	if (!candidates || !tool_installed(save_tool))
 		return 0;
-	out = tool_output(argv, &len);
+	out = run_tool_output(argv, &len);
 	if (!out)
 		return -EIO;
 	for (line = out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
@@ -272,7 +271,7 @@ static int write_ruleset(const struct nft_tables *list, int img_fd, const char *
 	size_t len;
 	int ret = 0;
 
-	out = tool_output(argv, &len);
+	out = run_tool_output(argv, &len);
 	if (!out)
 		return -EIO;
 	for (line = out; line < out + len && !ret; line = end + 1) {
@@ -404,7 +403,7 @@ static bool nft_probe_in_scratch_ns(void)
 	if (fd < 0 || unshare(CLONE_NEWNET) || write(fd, table, sizeof(table) - 1) < 0 ||
 	    lseek(fd, 0, SEEK_SET) || run_tool(load, fd, -1))
 		return false;
-	listed = tool_output(list, &len);
+	listed = run_tool_output(list, &len);
 	ok = listed && len == sizeof(table) - 1 && !memcmp(listed, table, len);
 	free(listed);
 	return ok;

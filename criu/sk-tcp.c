@@ -32,6 +32,7 @@
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "netlock-nft.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
 
@@ -567,6 +568,8 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
  * they carry the mark NET_LOCK_MARK, which criu's forged segments do. The peer retransmits
  * what the lock dropped once the connection is back. Only in criu's own net namespace: a
  * tree with one of its own keeps its peers there (refused, as without a lock).
+ * --network-lock nftables locks the same connections with CRIU's nftables table instead
+ * (netlock-nft.c), each connection added and taken out as here.
  */
 #define NET_LOCK_MARK 0xC114
 
@@ -618,6 +621,8 @@ static int lock_conn_rules(enum lock_op op, const uint8_t *self, uint16_t self_p
 	char s[INET6_ADDRSTRLEN], p[INET6_ADDRSTRLEN];
 	int ret;
 
+	if (opts.network_lock_nft)
+		return netlock_nft_conn(op == LOCK_ADD, self, self_port, peer, peer_port);
 	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? self : self + 12, s, sizeof(s));
 	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? peer : peer + 12, p, sizeof(p));
 	ret = lock_rule(v6, op, true, s, self_port, p, peer_port);
@@ -631,16 +636,16 @@ static int lock_conn(struct tcp_conn *c)
 	int ret = lock_conn_rules(LOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
 
 	if (ret) {
-		pr_err("%s: its peer (port %u) is not in the dumped tree and iptables cannot lock "
+		pr_err("%s: its peer (port %u) is not in the dumped tree and %s cannot lock "
 		       "the connection: dump with --network-lock skip to dump it unlocked\n",
-		       c->what, c->dst_port);
+		       c->what, c->dst_port, opts.network_lock_nft ? "nftables" : "iptables");
 		/* One of its rules may be in. */
 		lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
 		return -ENOTSUP;
 	}
 	c->locked = true;
-	pr_info("%s: locked (iptables): its peer (port %u) is outside the tree\n", c->what,
-		c->dst_port);
+	pr_info("%s: locked (%s): its peer (port %u) is outside the tree\n", c->what,
+		opts.network_lock_nft ? "nftables" : "iptables", c->dst_port);
 	return 0;
 }
 

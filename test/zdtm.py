@@ -75,7 +75,8 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw', 'nftables'}
+                        'ipv6_freebind', 'net_diag_raw', 'nftables',
+                        'network_lock_nftables'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -1108,6 +1109,14 @@ TESTS = {
     'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
                                          'dump_args': ['--tcp-established']},
+    # the same under --network-lock nftables (netlock-nft.c); restore reads the method from
+    # inventory.img
+    'sk_inet_tcp_locked_nft': {'bin': 'sk_inet_tcp_locked',
+                               'dump_args': ['--tcp-established', '--network-lock', 'nftables']},
+    'sk_inet_tcp_locked_nft_leave_running': {'bin': 'sk_inet_tcp_locked',
+                                             'mode': 'leave_running',
+                                             'dump_args': ['--tcp-established', '--network-lock',
+                                                           'nftables']},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',

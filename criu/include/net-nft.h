@@ -7,6 +7,7 @@
 #define CR_NET_NFT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct ns_id;
 
@@ -26,5 +27,7 @@ int nft_restore_ruleset(const struct ns_id *ns);
 bool nft_usable(void);
 /* Whether PATH has an executable named name (a tool criu may run). */
 bool tool_installed(const char *name);
+/* run_tool()'s, with the tool's whole stdout (NUL-terminated, free it) or NULL after one line. */
+char *run_tool_output(const char *const argv[], size_t *len);
 
 #endif

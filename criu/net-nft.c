@@ -24,12 +24,17 @@
 #include "log.h"
 #include "namespaces.h"
 #include "net-nft.h"
+#include "netlock-nft.h"
 
 /* One table of the namespace, as the kernel names it. */
 struct nft_table {
 	uint8_t family; /* NFPROTO_* */
 	char name[NFT_TABLE_MAXNAMELEN];
-	bool iptables_nft; /* listed by iptables-nft-save: saved with the iptables images */
+	/*
+	 * Why the image leaves it out (NULL: saved): iptables-nft-save lists it (the iptables
+	 * images hold it), or it is the network lock's (netlock-nft.c), saved nowhere.
+	 */
+	const char *left_out;
 };
 
 struct nft_tables {
@@ -233,7 +238,7 @@ static int mark_iptables_nft(struct nft_tables *list, uint8_t family, const char
 
 			if (t->family == family && strlen(t->name) == name_len &&
 			    !strncmp(t->name, line + 1, name_len))
-				t->iptables_nft = true;
+				t->left_out = "iptables-nft's";
 		}
 	}
 	free(out);
@@ -249,7 +254,7 @@ static bool opens_left_out_table(const struct nft_tables *list, const char *line
 		const struct nft_table *t = &list->tables[i];
 		int n;
 
-		if (!t->iptables_nft)
+		if (!t->left_out)
 			continue;
 		n = snprintf(header, sizeof(header), "table %s %s {", family_name(t->family),
 			     t->name);
@@ -304,10 +309,13 @@ int nft_dump_ruleset(const struct ns_id *ns)
 	if (!ret)
 		ret = mark_iptables_nft(&list, NFPROTO_IPV6, "ip6tables-nft-save");
 	for (size_t i = 0; i < list.nr; i++) {
+		struct nft_table *t = &list.tables[i];
+
+		if (netlock_nft_is_lock_table(family_name(t->family), t->name))
+			t->left_out = "the network lock's";
 		pr_debug("net namespace %u: nftables table %s %s: %s\n", ns->id,
-			 family_name(list.tables[i].family), list.tables[i].name,
-			 list.tables[i].iptables_nft ? "iptables-nft's" : "saved");
-		nr_saved += !list.tables[i].iptables_nft;
+			 family_name(t->family), t->name, t->left_out ?: "saved");
+		nr_saved += !t->left_out;
 	}
 	/*
 	 * None to save: no image, as CRIU's where nft is not there to ask (a CRIU built

@@ -24,6 +24,8 @@
 
 /* What criu's own segments carry (SO_MARK) to pass the lock, as CRIU's. */
 #define NETLOCK_NFT_MARK "0xc114"
+/* A table name's length, as nf_tables bounds it (NFT_TABLE_MAXNAMELEN). */
+#define NFT_NAME_MAX 256
 
 /*
  * The table's definition: %1$s its name. A segment out from self matches the element as
@@ -58,20 +60,20 @@ static void lock_table_name(char *name, size_t size)
 	snprintf(name, size, "inet CRIU-%d", pidns_own() ? 1 : root_item->pid);
 }
 
-/* nft -f with script as its input, its words in the log (or, quiet, nowhere): its exit status. */
-static int nft_script(const char *script, bool quiet)
+/*
+ * nft -f with script as its input, in net namespace ns_fd (-1: criu's own), its words in
+ * the log (quiet: nowhere). Its exit status (127: not installed), or -errno; not quiet, a
+ * failure is logged.
+ */
+static int nft_script(const char *script, int ns_fd, bool quiet)
 {
 	static const char *const argv[] = {"nft", "-f", "-", NULL};
-	int fd = memfd_create("nft-lock", MFD_CLOEXEC), status = -EIO;
+	int fd = memfd_create("nft-lock", MFD_CLOEXEC), log_fd = log_get_fd(), status = -EIO;
 	size_t len = strlen(script);
 	pid_t pid;
 
 	if (fd < 0 || write(fd, script, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET)) {
 		pr_perror("cannot pass nft its script");
-		goto out;
-	}
-	if (!quiet) {
-		status = run_tool(argv, fd, -1) ? 1 : 0;
 		goto out;
 	}
 	pid = fork();
@@ -81,10 +83,13 @@ static int nft_script(const char *script, bool quiet)
 	}
 	if (pid == 0) {
 		int null_fd = open("/dev/null", O_WRONLY);
+		int out_fd = quiet || log_fd < 0 ? null_fd : log_fd;
 
+		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET))
+			_exit(126);
 		dup2(fd, STDIN_FILENO);
-		dup2(null_fd, STDOUT_FILENO);
-		dup2(null_fd, STDERR_FILENO);
+		dup2(out_fd, STDOUT_FILENO);
+		dup2(out_fd, STDERR_FILENO);
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -92,6 +97,9 @@ static int nft_script(const char *script, bool quiet)
 		status = -ECHILD;
 	else
 		status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (status && !quiet)
+		pr_err("nft could not %.*s (exit status %d)%s\n", (int)strcspn(script, "{\n"),
+		       script, status, status == 127 ? ": is it installed?" : "");
 out:
 	if (fd >= 0)
 		close(fd);
@@ -120,10 +128,10 @@ static int make_lock_table(const char *table)
 	char check[128];
 
 	snprintf(check, sizeof(check), "list table %s\n", table);
-	if (nft_script(check, true) == 0)
+	if (nft_script(check, -1, true) == 0)
 		return 0;
 	snprintf(script, sizeof(script), lock_table_fmt, table);
-	return nft_script(script, false) ? -EIO : 0;
+	return nft_script(script, -1, false) ? -EIO : 0;
 }
 
 /* The table goes once no connection is in it. */
@@ -139,7 +147,7 @@ static void drop_lock_table_if_empty(const char *table)
 		return;
 	if (!strstr(listed, "elements = ")) {
 		snprintf(script, sizeof(script), "delete table %s\n", table);
-		if (nft_script(script, false))
+		if (nft_script(script, -1, false))
 			pr_warn("%s: the network lock's table could not be removed\n", table);
 	}
 	free(listed);
@@ -156,14 +164,59 @@ int netlock_nft_conn(bool lock, const uint8_t *self, uint16_t self_port, const u
 	if (lock) {
 		ret = make_lock_table(table);
 		snprintf(script, sizeof(script), "add element %s %s\n", table, element);
-		return ret ?: nft_script(script, false) ? -EIO : 0;
+		return ret ?: nft_script(script, -1, false) ? -EIO : 0;
 	}
 	/* No table, or not in it: not locked (by this method). */
 	snprintf(script, sizeof(script), "delete element %s %s\n", table, element);
-	if (nft_script(script, true))
+	if (nft_script(script, -1, true))
 		return 1;
 	drop_lock_table_if_empty(table);
 	return 0;
+}
+
+/*
+ * CRIU's lock of a whole net namespace: the same table, its chains dropping every packet
+ * but the marked ones.
+ */
+static const char ns_lock_table_fmt[] = "table %1$s {\n"
+					"\tchain output {\n"
+					"\t\ttype filter hook output priority 0; policy drop;\n"
+					"\t\tmeta mark " NETLOCK_NFT_MARK " accept\n"
+					"\t}\n"
+					"\tchain input {\n"
+					"\t\ttype filter hook input priority 0; policy drop;\n"
+					"\t\tmeta mark " NETLOCK_NFT_MARK " accept\n"
+					"\t}\n"
+					"}\n";
+
+int netlock_nft_ns_lock(int ns_fd)
+{
+	char table[64], script[512];
+
+	lock_table_name(table, sizeof(table));
+	snprintf(script, sizeof(script), ns_lock_table_fmt, table);
+	return nft_script(script, ns_fd, false) ? -EIO : 0;
+}
+
+int netlock_nft_ns_unlock(int ns_fd)
+{
+	char table[64], script[128];
+
+	lock_table_name(table, sizeof(table));
+	snprintf(script, sizeof(script), "list table %s\n", table);
+	if (nft_script(script, ns_fd, true))
+		return 0; /* not locked */
+	snprintf(script, sizeof(script), "delete table %s\n", table);
+	return nft_script(script, ns_fd, false) ? -EIO : 0;
+}
+
+bool netlock_nft_is_lock_table(const char *family, const char *name)
+{
+	char table[64], other[NFT_NAME_MAX + 16];
+
+	lock_table_name(table, sizeof(table));
+	snprintf(other, sizeof(other), "%s %s", family, name);
+	return !strcmp(table, other);
 }
 
 /* In a child, in a scratch net namespace: the lock table made with a connection in it. */
@@ -174,10 +227,10 @@ static bool lock_in_scratch_ns(void)
 	if (unshare(CLONE_NEWNET))
 		return false;
 	snprintf(script, sizeof(script), lock_table_fmt, "inet CRIU-probe");
-	return !nft_script(script, true) &&
+	return !nft_script(script, -1, true) &&
 	       !nft_script("add element inet CRIU-probe conns4 { 127.0.0.1 . 1 . 127.0.0.1 . 2 }\n"
 			   "add element inet CRIU-probe conns6 { ::1 . 1 . ::1 . 2 }\n",
-			   true);
+			   -1, true);
 }
 
 bool netlock_nft_usable(void)

@@ -26,6 +26,20 @@ enum network_lock_method {
 int netlock_nft_conn(bool lock, const uint8_t *self, uint16_t self_port, const uint8_t *peer,
 		     uint16_t peer_port);
 
+/*
+ * A tree's own net namespace, whole, in net namespace ns_fd (-1: the caller's): the table
+ * with chains that drop every packet not marked. Lock: 0 or -errno after one line. Unlock:
+ * removes the table where it is (none: nothing to do), 0 or -errno after one line. The
+ * same contract as the iptables lock's, which dispatches here by --network-lock.
+ */
+int netlock_nft_ns_lock(int ns_fd);
+int netlock_nft_ns_unlock(int ns_fd);
+/*
+ * Dump: whether a table of the tree's namespace (family as nft names it) is the lock's,
+ * which no image keeps (net-nft.c saves the tables while the namespace is locked).
+ */
+bool netlock_nft_is_lock_table(const char *family, const char *name);
+
 /* check --feature network_lock_nftables: the lock table made in a scratch net namespace. */
 bool netlock_nft_usable(void);
 

@@ -62,8 +62,8 @@ static void lock_table_name(char *name, size_t size)
 
 /*
  * nft -f with script as its input, in net namespace ns_fd (-1: criu's own), its words in
- * the log (quiet: nowhere). Its exit status (127: not installed), or -errno; not quiet, a
- * failure is logged.
+ * the log (quiet: nowhere). Its exit status (127: not installed), or -errno; the caller
+ * says what failed.
  */
 static int nft_script(const char *script, int ns_fd, bool quiet)
 {
@@ -97,9 +97,9 @@ static int nft_script(const char *script, int ns_fd, bool quiet)
 		status = -ECHILD;
 	else
 		status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	if (status && !quiet)
-		pr_err("nft could not %.*s (exit status %d)%s\n", (int)strcspn(script, "{\n"),
-		       script, status, status == 127 ? ": is it installed?" : "");
+	if (status)
+		pr_debug("nft -f failed on \"%.*s\" (exit status %d)\n",
+			 (int)strcspn(script, "{\n"), script, status);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -195,7 +195,10 @@ int netlock_nft_ns_lock(int ns_fd)
 
 	lock_table_name(table, sizeof(table));
 	snprintf(script, sizeof(script), ns_lock_table_fmt, table);
-	return nft_script(script, ns_fd, false) ? -EIO : 0;
+	if (!nft_script(script, ns_fd, false))
+		return 0;
+	pr_err("cannot lock the network of a net namespace with nftables (table %s)\n", table);
+	return -EIO;
 }
 
 int netlock_nft_ns_unlock(int ns_fd)
@@ -207,7 +210,11 @@ int netlock_nft_ns_unlock(int ns_fd)
 	if (nft_script(script, ns_fd, true))
 		return 0; /* not locked */
 	snprintf(script, sizeof(script), "delete table %s\n", table);
-	return nft_script(script, ns_fd, false) ? -EIO : 0;
+	if (!nft_script(script, ns_fd, false))
+		return 0;
+	pr_err("the nftables network lock of a net namespace could not be removed (table %s)\n",
+	       table);
+	return -EIO;
 }
 
 bool netlock_nft_is_lock_table(const char *family, const char *name)

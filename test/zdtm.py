@@ -613,6 +613,22 @@ def root_gets_own_ns(img_dir, pid, field):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
 
 
+NFT_LOCK_TAKEN = {}
+
+
+def nft_lock_table_taken(out, pid):
+    """A setup(): a table of the nftables lock's name (inet CRIU-PID) that is not the lock
+    (no sets) is in the runner's namespace already, which the dump must not take for its
+    own; nft_lock_table_remove() removes it after the test."""
+    NFT_LOCK_TAKEN['table'] = 'CRIU-%d' % pid
+    subprocess.run(['nft', 'add', 'table', 'inet', NFT_LOCK_TAKEN['table']], check=True)
+
+
+def nft_lock_table_remove():
+    if 'table' in NFT_LOCK_TAKEN:
+        subprocess.run(['nft', 'delete', 'table', 'inet', NFT_LOCK_TAKEN.pop('table')])
+
+
 def netns_nftables_unloadable(img_dir, pid):
     """The tree's nftables image gets a chain nft cannot load after its tables (the tree's
     root is the init of its own pid namespace: ids-1.img): none of it must be loaded."""
@@ -1113,6 +1129,11 @@ TESTS = {
     # inventory.img
     'sk_inet_tcp_locked_nft': {'bin': 'sk_inet_tcp_locked',
                                'dump_args': ['--tcp-established', '--network-lock', 'nftables']},
+    'dump_fail_tcp_locked_nft': {'bin': 'sk_inet_tcp_locked', 'mode': 'dump_fails',
+                                 'dump_args': ['--tcp-established', '--network-lock',
+                                               'nftables'],
+                                 'setup': nft_lock_table_taken, 'cleanup': nft_lock_table_remove,
+                                 'expect': 'nftables cannot lock the connection'},
     'sk_inet_tcp_locked_nft_leave_running': {'bin': 'sk_inet_tcp_locked',
                                              'mode': 'leave_running',
                                              'dump_args': ['--tcp-established', '--network-lock',

@@ -40,19 +40,19 @@ static void peer_run(int ready_fd, void *arg)
 }
 
 /*
- * Whether the filter table has a rule with the lock's mark, or nftables the lock's table
- * (--network-lock nftables: "table inet CRIU-PID").
+ * Whether the filter table has a rule with the lock's mark, or nftables one (the lock's
+ * table, --network-lock nftables, accepts the marked packets).
  */
 static bool lock_rules_left(void)
 {
-	FILE *f = popen("{ iptables -w -S; ip6tables -w -S; nft list tables; } 2>/dev/null", "r");
+	FILE *f = popen("{ iptables -w -S; ip6tables -w -S; nft list ruleset; } 2>/dev/null", "r");
 	char line[512];
 	bool found = false;
 
 	if (!f)
 		test_fail_errno("popen iptables");
 	while (fgets(line, sizeof(line), f))
-		found |= strstr(line, "0xc114") != NULL || strstr(line, "table inet CRIU-") != NULL;
+		found |= strstr(line, "0xc114") != NULL || strstr(line, "0x0000c114") != NULL;
 	pclose(f);
 	return found;
 }

@@ -629,6 +629,27 @@ def nft_lock_table_remove():
         subprocess.run(['nft', 'delete', 'table', 'inet', NFT_LOCK_TAKEN.pop('table')])
 
 
+def nft_images_as_criu_writes(img_dir, pid):
+    """An image_check(): the tree's nftables image leaves out iptables-nft's table ip
+    filter (the iptables images' part); then both images become what CRIU writes for that
+    table, iptables-save's text in iptables-NSID.img and nft's listing of it again in
+    nftables-NSID.img, which restore must load once (the tree's root is the init of its own
+    pid namespace: ids-1.img)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    nft_img = os.path.join(img_dir, 'nftables-%d.img' % ns_id)
+    with open(nft_img) as img:
+        if 'table ip filter' in img.read():
+            raise TestFailure('%s has iptables-nft\'s table ip filter' % nft_img, 'dump.log')
+    made = subprocess.run(['unshare', '-n', 'sh', '-c', 'iptables -A INPUT -p icmp -j DROP && '
+                           'iptables-save && echo "#nft" && nft list table ip filter'],
+                          capture_output=True, text=True, check=True).stdout
+    ipt_text, nft_text = made.split('#nft\n')
+    with open(os.path.join(img_dir, 'iptables-%d.img' % ns_id), 'w') as img:
+        img.write(ipt_text)
+    with open(nft_img, 'a') as img:
+        img.write(nft_text)
+
+
 def netns_nftables_unloadable(img_dir, pid):
     """The tree's nftables image gets a chain nft cannot load after its tables (the tree's
     root is the init of its own pid namespace: ids-1.img): none of it must be loaded."""
@@ -1492,6 +1513,9 @@ TESTS = {
                                      'expect': 'has no net namespace of its own'},
     # nftables tables of several families in the tree's namespace (net-nft.c)
     'ns_net_nft': {'launcher': True, 'pidns': True},
+    'ns_net_nft_criu_images': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
+                               'test_env': {'ZDTM_NET_NFT_IPT': '1'},
+                               'image_check': nft_images_as_criu_writes},
     'ns_user_net_nft': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
                         'test_env': {'ZDTM_NET_USERNS': '1'}},
     'restore_fail_ns_net_nft': {'bin': 'ns_net_nft', 'mode': 'restore_fails',

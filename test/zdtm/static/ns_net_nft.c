@@ -4,8 +4,9 @@
  * the input hook, a regular chain it jumps to, named sets (an interval one, a
  * concatenation), an anonymous set, a verdict map, a named counter and rules with counter
  * values; an ip6 one with a set of addresses; a bridge and an arp one with base chains.
- * After restore: `nft list ruleset` prints the same bytes, and the rules act in the
- * restored namespace: a connection to a listener on lo is reset by the reject rule.
+ * With ZDTM_NET_NFT_IPT, an iptables-nft rule too (its table ip filter). After restore:
+ * `nft list ruleset` prints the same bytes, and the rules act in the restored namespace: a
+ * connection to a listener on lo is reset by the reject rule.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -110,6 +111,9 @@ int main(int argc, char **argv)
 	    pclose(nft))
 		test_fail("nft -f could not load the test's ruleset");
 	run("nft list table inet zdtm_filter >/dev/null");
+	/* A table of iptables-nft's: the iptables images' (its image check says so). */
+	if (getenv("ZDTM_NET_NFT_IPT"))
+		run("iptables -A INPUT -p icmp -j DROP");
 	expect_rejected("before the dump");
 	before = ruleset_snapshot();
 	test_ready();

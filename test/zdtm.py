@@ -655,6 +655,14 @@ def nested_netns_ping_range(img_dir, pid):
     raise TestFailure('no task in a nested net namespace')
 
 
+def tun_link_removed(img_dir, pid):
+    """ns_net_tun's zdtm_tun0 leaves the net namespace's links (a file still names it)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-%d.img' % pid))[0]['net_ns_id']
+    edit_image(img_dir, 'netdev-%d.img' % ns_id,
+               lambda es: es.__setitem__(slice(None), [e for e in es
+                                                       if e['name'] != 'zdtm_tun0']))
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -1399,14 +1407,29 @@ TESTS = {
         'cleanup': remove_macvlan_lower,
         'expect': "criu's net namespace has a link of that index"},
     'ns_net_nested': {'launcher': True, 'pidns': True},
+    # tun/tap devices and their files (attached, a detached queue, never attached), a
+    # persistent device without one; in the root's net namespace, then a nested one
+    'ns_net_tun': {'launcher': True, 'pidns': True},
+    'ns_net_tun_nested': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                          'test_env': {'ZDTM_TUN_NESTED': '1'}},
+    'dump_fail_ns_net_tun_no_netns': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'test_env': {'ZDTM_TUN_NO_NETNS': '1'},
+                                      'expect': 'a tun file is dumped only where the tree has '
+                                                'a net namespace of its own'},
+    'restore_fail_ns_net_tun_missing': {'bin': 'ns_net_tun', 'mode': 'restore_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'corrupt': tun_link_removed,
+                                        'expect': 'its device zdtm_tun0 is no tun link of the '
+                                                  'restored net namespace'},
     'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_USERNS': '1'}},
     'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
                                     'expect': 'link zdtm_nso is a veth: only the loopback, '
-                                              'bridges and veth links whose peer is in the '
-                                              'root\'s net namespace are supported'},
+                                              'bridges, tun/tap and veth links whose peer is '
+                                              'in the root\'s net namespace are supported'},
     'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},

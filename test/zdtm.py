@@ -657,7 +657,7 @@ def nested_netns_ping_range(img_dir, pid):
 
 def tun_link_removed(img_dir, pid):
     """ns_net_tun's zdtm_tun0 leaves the net namespace's links (a file still names it)."""
-    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-%d.img' % pid))[0]['net_ns_id']
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
     edit_image(img_dir, 'netdev-%d.img' % ns_id,
                lambda es: es.__setitem__(slice(None), [e for e in es
                                                        if e['name'] != 'zdtm_tun0']))

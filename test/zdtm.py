@@ -2011,6 +2011,14 @@ TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_ne
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_dump_upstream',
                                           setsid=True)
+# tun/tap devices and their files, both ways (in the root's net namespace and a nested one).
+for _name in ('ns_net_tun', 'ns_net_tun_nested'):
+    TESTS['cross_us2up_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_restore_upstream',
+                                         test_env=dict(TESTS[_name].get('test_env', {}),
+                                                       ZDTM_TUN_UPSTREAM_RESTORE='1'))
+    TESTS['cross_up2us_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_dump_upstream', setsid=True)
 # A macvlan link on the runner's bridge (--external macvlan[]), both ways.
 TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
                                            test_env={'ZDTM_NET_MACVLAN': '1',

@@ -117,7 +117,8 @@ static int file_netns_id(int fd, const struct fd_parms *p, uint32_t *ns_id)
 		return -errno;
 	}
 	close(ns_fd);
-	for (const struct ns_id *ns = ns_tree_next(NS_NET, NULL); ns; ns = ns_tree_next(NS_NET, ns)) {
+	for (const struct ns_id *ns = ns_tree_next(NS_NET, NULL); ns;
+	     ns = ns_tree_next(NS_NET, ns)) {
 		if (ns->kid == st.st_ino) {
 			*ns_id = ns->id;
 			return 0;
@@ -266,7 +267,8 @@ int tun_link_dump(const struct ns_id *ns, struct rtattr *info_data, const char *
 	tle->flags = tun_netlink_flags(tb);
 	tle->owner = (int32_t)tun_attr(tb, IFLA_TUN_OWNER, (uint32_t)-1);
 	tle->group = (int32_t)tun_attr(tb, IFLA_TUN_GROUP, (uint32_t)-1);
-	queues = tun_attr(tb, IFLA_TUN_NUM_QUEUES, 0) + tun_attr(tb, IFLA_TUN_NUM_DISABLED_QUEUES, 0);
+	queues = tun_attr(tb, IFLA_TUN_NUM_QUEUES, 0) +
+		 tun_attr(tb, IFLA_TUN_NUM_DISABLED_QUEUES, 0);
 	dev = find_dev_seen(ns->id, name);
 	if (!dev && (queues || !(tle->flags & IFF_PERSIST))) {
 		pr_err("net namespace %u: tun link %s has queues held by processes outside the "
@@ -325,7 +327,8 @@ static int tun_collect(struct file_desc *d)
 			return -EINVAL;
 		}
 		if (tfe->detached && !(tf->link->tun->flags & IFF_MULTI_QUEUE)) {
-			pr_err("files.img: tun file %u: a detached queue of %s, which has one queue\n",
+			pr_err("files.img: tun file %u: a detached queue of %s, which has one "
+			       "queue\n",
 			       d->id, tfe->netdev);
 			return -EINVAL;
 		}
@@ -425,8 +428,8 @@ static int set_dev_settings(int fd, const NetDeviceEntry *nde, bool tree_ids)
 	struct ifreq ifr = {};
 	int ret;
 
-	ret = tun_id(tle->owner, tree_ids, false, &owner, nde->name) ?:
-	      tun_id(tle->group, tree_ids, true, &group, nde->name);
+	ret = tun_id(tle->owner, tree_ids, false, &owner, nde->name)
+		      ?: tun_id(tle->group, tree_ids, true, &group, nde->name);
 	if (ret)
 		return ret;
 	if ((tle->owner != -1 && ioctl(fd, TUNSETOWNER, (unsigned long)owner)) ||
@@ -444,8 +447,8 @@ static int set_dev_settings(int fd, const NetDeviceEntry *nde, bool tree_ids)
 		return 0;
 	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
 	memcpy(ifr.ifr_hwaddr.sa_data, nde->address.data,
-	       nde->address.len < sizeof(ifr.ifr_hwaddr.sa_data) ? nde->address.len :
-								   sizeof(ifr.ifr_hwaddr.sa_data));
+	       nde->address.len < sizeof(ifr.ifr_hwaddr.sa_data) ? nde->address.len
+								 : sizeof(ifr.ifr_hwaddr.sa_data));
 	if (ioctl(fd, SIOCSIFHWADDR, &ifr)) {
 		pr_perror("tun link %s: cannot set its MAC", nde->name);
 		return -errno;

@@ -7,11 +7,11 @@
  * After restore: `ip -d link` lists the same links with the same settings (queues, persist,
  * owner, group); TUNGETIFF names each file's device with its flags and the detached queue
  * as detached; the queues attach and detach again; the persistent device keeps its vnethdr
- * size, zdtm_tun0's file its sndbuf (not when upstream criu restores); the tap's MAC is read through its file; a UDP packet to a peer of
- * zdtm_tun0 is read from its file, and one written into the file reaches a socket bound to
- * the device's address, byte for byte. The never-attached file attaches to a new device.
- * With ZDTM_TUN_NO_NETNS the tree shares criu's net namespace (and A makes no device): the
- * dump refuses the file.
+ * size, zdtm_tun0's file its sndbuf (not when upstream criu restores); the tap's MAC is read
+ * through its file; a UDP packet to a peer of zdtm_tun0 is read from its file, and one written into
+ * the file reaches a socket bound to the device's address, byte for byte. The never-attached file
+ * attaches to a new device. With ZDTM_TUN_NO_NETNS the tree shares criu's net namespace (and A
+ * makes no device): the dump refuses the file.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -100,12 +100,12 @@ static void expect_iff(int fd, const char *name, int flags, const char *what)
  */
 static char *ip_snapshot(void)
 {
-	const char *cmd = getenv("ZDTM_TUN_UPSTREAM_RESTORE") ?
-				  "{ ip -d link show; ip addr show; ip route show table all; } | "
-				  "sed 's/ state UP / state UNKNOWN /; "
-				  "s/ addrgenmode random / addrgenmode eui64 /'" :
-				  "{ ip -d link show; ip addr show; ip route show table all; } | "
-				  "sed 's/ state UP / state UNKNOWN /'";
+	const char *cmd = getenv("ZDTM_TUN_UPSTREAM_RESTORE")
+				  ? "{ ip -d link show; ip addr show; ip route show table all; } | "
+				    "sed 's/ state UP / state UNKNOWN /; "
+				    "s/ addrgenmode random / addrgenmode eui64 /'"
+				  : "{ ip -d link show; ip addr show; ip route show table all; } | "
+				    "sed 's/ state UP / state UNKNOWN /'";
 	char *buf = calloc(1, SNAPSHOT_MAX);
 	FILE *out = popen(cmd, "r");
 	size_t n;
@@ -220,8 +220,7 @@ static void check_persistent_tun(void)
 {
 	int fd = tun_open(NULL, 0), vnethdr = 0;
 
-	if (tun_attach(fd, "zdtm_tunp", IFF_TUN | IFF_NO_PI | IFF_TUN_EXCL) == 0 ||
-	    errno != EBUSY)
+	if (tun_attach(fd, "zdtm_tunp", IFF_TUN | IFF_NO_PI | IFF_TUN_EXCL) == 0 || errno != EBUSY)
 		test_fail("zdtm_tunp is gone (TUNSETIFF with IFF_TUN_EXCL: %s)", strerror(errno));
 	if (tun_attach(fd, "zdtm_tunp", IFF_TUN | IFF_NO_PI))
 		test_fail_errno("attach to zdtm_tunp");

@@ -1412,6 +1412,10 @@ TESTS = {
     'ns_net_tun': {'launcher': True, 'pidns': True},
     'ns_net_tun_nested': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
                           'test_env': {'ZDTM_TUN_NESTED': '1'}},
+    # in a user namespace of the tree's own, which owns the net namespace (the devices'
+    # owner and group as the tree sees them)
+    'ns_user_net_tun': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                        'test_env': {'ZDTM_TUN_USERNS': '1'}},
     'dump_fail_ns_net_tun_no_netns': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
                                       'launcher': True, 'pidns': True,
                                       'test_env': {'ZDTM_TUN_NO_NETNS': '1'},

@@ -27,7 +27,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <grp.h>
 #include <linux/if_tun.h>
 
 #include "zdtmtst.h"
@@ -206,19 +208,104 @@ static void expect_packet_in(int tun_fd)
 	close(sk);
 }
 
-static void make_persistent_tun(void)
-{
-	int fd = tun_open("zdtm_tunp", IFF_TUN | IFF_NO_PI), vnethdr = 12;
+/* A's files: made by A, or, in a user namespace, by the helper outside (make_files()). */
+struct tun_files {
+	int unattached; /* never attached: attached after restore */
+	int spare;	/* never attached: attached to zdtm_tunp after restore */
+	int tun0;
+	int mq[2]; /* zdtm_mq0's queues, the second detached */
+	int tap;
+};
+#define NR_TUN_FILES (sizeof(struct tun_files) / sizeof(int))
 
-	if (ioctl(fd, TUNSETOWNER, 1000) || ioctl(fd, TUNSETGROUP, 1001) ||
-	    ioctl(fd, TUNSETVNETHDRSZ, &vnethdr) || ioctl(fd, TUNSETPERSIST, 1))
+/* The devices and their files; owner and group as the caller's user namespace names them. */
+static void make_files(struct tun_files *f, uint32_t owner, uint32_t group)
+{
+	struct ifreq ifr = {};
+	int fd, vnethdr = 12;
+
+	f->unattached = tun_open(NULL, 0);
+	f->spare = tun_open(NULL, 0);
+	f->tun0 = tun_open("zdtm_tun0", IFF_TUN | IFF_NO_PI);
+	if (ioctl(f->tun0, TUNSETSNDBUF, &(int){65536}))
+		test_fail_errno("set zdtm_tun0's sndbuf");
+	f->mq[0] = tun_open("zdtm_mq0", IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE);
+	f->mq[1] = tun_open("zdtm_mq0", IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE);
+	set_queue(f->mq[1], IFF_DETACH_QUEUE, "zdtm_mq0's second queue");
+	f->tap = tun_open("zdtm_tap0", IFF_TAP);
+	ifr.ifr_hwaddr.sa_family = 1; /* ARPHRD_ETHER */
+	memcpy(ifr.ifr_hwaddr.sa_data, tap_mac, sizeof(tap_mac));
+	if (ioctl(f->tap, SIOCSIFHWADDR, &ifr))
+		test_fail_errno("set zdtm_tap0's MAC");
+	fd = tun_open("zdtm_tunp", IFF_TUN | IFF_NO_PI);
+	if (ioctl(fd, TUNSETOWNER, (unsigned long)owner) ||
+	    ioctl(fd, TUNSETGROUP, (unsigned long)group) || ioctl(fd, TUNSETVNETHDRSZ, &vnethdr) ||
+	    ioctl(fd, TUNSETPERSIST, 1))
 		test_fail_errno("set up zdtm_tunp");
 	close(fd);
 }
 
-static void check_persistent_tun(void)
+/*
+ * In a user namespace of the tree's own the tasks cannot open /dev/net/tun (root's, 0600):
+ * a helper left outside joins the namespace's network when told, makes the files, with
+ * zdtm_tunp's owner 1000 and group 1001 as the tree sees them, and sends them through sk.
+ */
+static void files_helper(int sk)
 {
-	int fd = tun_open(NULL, 0), vnethdr = 0;
+	pid_t launcher = getpid(), child = fork();
+	struct tun_files f;
+	char path[64], byte;
+	struct iovec iov = {.iov_base = "F", .iov_len = 1};
+	char control[CMSG_SPACE(sizeof(f))] = {};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = control,
+			     .msg_controllen = sizeof(control)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	int ns;
+
+	if (child < 0)
+		test_fail_errno("fork the files helper");
+	if (child) {
+		if (waitpid(child, NULL, 0) != child)
+			test_fail_errno("wait for the files helper's parent");
+		return;
+	}
+	if (fork())
+		_exit(0);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", launcher);
+	if (read(sk, &byte, 1) != 1 || (ns = open(path, O_RDONLY)) < 0 || setns(ns, CLONE_NEWNET))
+		_exit(1);
+	make_files(&f, TEST_USERNS_HOST_ID + 1000, TEST_USERNS_HOST_ID + 1001);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(f));
+	memcpy(CMSG_DATA(c), &f, sizeof(f));
+	_exit(sendmsg(sk, &msg, 0) == 1 ? 0 : 2);
+}
+
+static void files_from_helper(int sk, struct tun_files *f)
+{
+	char control[CMSG_SPACE(sizeof(*f))], byte = 'G';
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = control,
+			     .msg_controllen = sizeof(control)};
+	struct cmsghdr *c;
+
+	if (write(sk, &byte, 1) != 1 || recvmsg(sk, &msg, 0) != 1)
+		test_fail("the files helper sent no files");
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(*f)))
+		test_fail("the files helper sent no %zu files", NR_TUN_FILES);
+	memcpy(f, CMSG_DATA(c), sizeof(*f));
+	close(sk);
+}
+
+static void check_persistent_tun(int fd)
+{
+	int vnethdr = 0;
 
 	if (tun_attach(fd, "zdtm_tunp", IFF_TUN | IFF_NO_PI | IFF_TUN_EXCL) == 0 || errno != EBUSY)
 		test_fail("zdtm_tunp is gone (TUNSETIFF with IFF_TUN_EXCL: %s)", strerror(errno));
@@ -228,62 +315,54 @@ static void check_persistent_tun(void)
 		test_fail_errno("read zdtm_tunp's vnethdr size");
 	if (vnethdr != 12)
 		test_fail("zdtm_tunp: vnethdr size %d, not 12", vnethdr);
-	close(fd);
 }
+
+/* The files: the helper's (in a user namespace), made here (else). */
+static struct tun_files files;
 
 static void a_main(void)
 {
-	int unattached, tun0, mq[2], tap, sndbuf = 0;
 	struct ifreq ifr = {};
+	int sndbuf = 0;
 	char *before;
 
 	if (getenv("ZDTM_TUN_NESTED") && unshare(CLONE_NEWNET))
 		test_fail_errno("A: unshare(CLONE_NEWNET)");
-	unattached = tun_open(NULL, 0);
 	if (getenv("ZDTM_TUN_NO_NETNS")) {
+		files.unattached = tun_open(NULL, 0);
 		test_barrier_done();
 		test_wait_sigterm();
 		exit(0);
 	}
 	run("ip link set lo up");
-	tun0 = tun_open("zdtm_tun0", IFF_TUN | IFF_NO_PI);
+	if (!getenv("ZDTM_TUN_USERNS"))
+		make_files(&files, 1000, 1001);
 	run("echo 1 > /proc/sys/net/ipv6/conf/zdtm_tun0/disable_ipv6");
 	run("ip addr add " TUN_ADDR "/24 dev zdtm_tun0");
 	run("ip link set zdtm_tun0 up");
-	if (ioctl(tun0, TUNSETSNDBUF, &(int){65536}))
-		test_fail_errno("set zdtm_tun0's sndbuf");
-	mq[0] = tun_open("zdtm_mq0", IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE);
-	mq[1] = tun_open("zdtm_mq0", IFF_TUN | IFF_NO_PI | IFF_MULTI_QUEUE);
-	set_queue(mq[1], IFF_DETACH_QUEUE, "zdtm_mq0's second queue");
-	tap = tun_open("zdtm_tap0", IFF_TAP);
-	ifr.ifr_hwaddr.sa_family = 1; /* ARPHRD_ETHER */
-	memcpy(ifr.ifr_hwaddr.sa_data, tap_mac, sizeof(tap_mac));
-	if (ioctl(tap, SIOCSIFHWADDR, &ifr))
-		test_fail_errno("set zdtm_tap0's MAC");
 	run("ip link set zdtm_tap0 mtu 1400");
-	make_persistent_tun();
 	before = ip_snapshot();
 	test_barrier_done();
 	test_wait_sigterm();
 
 	expect_same(before, ip_snapshot());
-	expect_iff(tun0, "zdtm_tun0", IFF_TUN, "zdtm_tun0's file");
-	expect_iff(mq[0], "zdtm_mq0", IFF_TUN | IFF_MULTI_QUEUE, "zdtm_mq0's first queue");
-	expect_iff(mq[1], "zdtm_mq0", IFF_TUN | IFF_MULTI_QUEUE | IFF_DETACH_QUEUE,
+	expect_iff(files.tun0, "zdtm_tun0", IFF_TUN, "zdtm_tun0's file");
+	expect_iff(files.mq[0], "zdtm_mq0", IFF_TUN | IFF_MULTI_QUEUE, "zdtm_mq0's first queue");
+	expect_iff(files.mq[1], "zdtm_mq0", IFF_TUN | IFF_MULTI_QUEUE | IFF_DETACH_QUEUE,
 		   "zdtm_mq0's second queue");
-	expect_iff(tap, "zdtm_tap0", IFF_TAP, "zdtm_tap0's file");
-	if (ioctl(tap, SIOCGIFHWADDR, &ifr) || memcmp(ifr.ifr_hwaddr.sa_data, tap_mac, 6))
+	expect_iff(files.tap, "zdtm_tap0", IFF_TAP, "zdtm_tap0's file");
+	if (ioctl(files.tap, SIOCGIFHWADDR, &ifr) || memcmp(ifr.ifr_hwaddr.sa_data, tap_mac, 6))
 		test_fail("zdtm_tap0's MAC is not 02:aa:bb:cc:dd:ee");
-	set_queue(mq[1], IFF_ATTACH_QUEUE, "zdtm_mq0's second queue");
-	set_queue(mq[0], IFF_DETACH_QUEUE, "zdtm_mq0's first queue");
-	check_persistent_tun();
+	set_queue(files.mq[1], IFF_ATTACH_QUEUE, "zdtm_mq0's second queue");
+	set_queue(files.mq[0], IFF_DETACH_QUEUE, "zdtm_mq0's first queue");
+	check_persistent_tun(files.spare);
 	/* Upstream criu sets it on the device before the file attaches, which takes the default. */
 	if (!getenv("ZDTM_TUN_UPSTREAM_RESTORE") &&
-	    (ioctl(tun0, TUNGETSNDBUF, &sndbuf) || sndbuf != 65536))
+	    (ioctl(files.tun0, TUNGETSNDBUF, &sndbuf) || sndbuf != 65536))
 		test_fail("zdtm_tun0's file: sndbuf %d, not 65536", sndbuf);
-	expect_packet_out(tun0);
-	expect_packet_in(tun0);
-	if (tun_attach(unattached, "zdtm_tun9", IFF_TUN))
+	expect_packet_out(files.tun0);
+	expect_packet_in(files.tun0);
+	if (tun_attach(files.unattached, "zdtm_tun9", IFF_TUN))
 		test_fail("the never-attached file: TUNSETIFF zdtm_tun9: %s", strerror(errno));
 	exit(0);
 }
@@ -292,10 +371,25 @@ int main(int argc, char **argv)
 {
 	pid_t a;
 
+	bool userns;
+	int helper[2];
+
 	test_init(argc, argv);
-	test_launch_root(CLONE_NEWPID | (getenv("ZDTM_TUN_NO_NETNS") ? 0 : CLONE_NEWNET));
+	userns = getenv("ZDTM_TUN_USERNS");
+	if (userns) {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, helper))
+			test_fail_errno("socketpair for the files helper");
+		files_helper(helper[1]);
+		close(helper[1]);
+	}
+	test_launch_root(CLONE_NEWPID | (getenv("ZDTM_TUN_NO_NETNS") ? 0 : CLONE_NEWNET) |
+			 (userns ? CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC : 0));
+	if (userns && (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0)))
+		test_fail_errno("become root in the user namespace");
 	if (setsid() != 1)
 		test_fail_errno("setsid");
+	if (userns)
+		files_from_helper(helper[0], &files);
 	test_barrier_init();
 	a = test_fork(a_main);
 	test_barrier_wait();

@@ -2015,7 +2015,8 @@ TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_ne
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_dump_upstream',
                                           setsid=True)
-# tun/tap devices and their files, both ways (in the root's net namespace and a nested one).
+# tun/tap devices and their files, both ways (in the root's net namespace and a nested one;
+# not in a user namespace of the tree's, which upstream criu does not dump or restore here).
 for _name in ('ns_net_tun', 'ns_net_tun_nested'):
     TESTS['cross_us2up_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
                                          mode='cross_restore_upstream',

@@ -1421,6 +1421,11 @@ TESTS = {
                                       'test_env': {'ZDTM_TUN_NO_NETNS': '1'},
                                       'expect': 'a tun file is dumped only where the tree has '
                                                 'a net namespace of its own'},
+    'dump_fail_ns_net_tun_outside': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                     'launcher': True, 'pidns': True,
+                                     'test_env': {'ZDTM_TUN_OUTSIDE': '1'},
+                                     'expect': 'tun link zdtm_tunx has queues held by '
+                                               'processes outside the dumped tree'},
     'restore_fail_ns_net_tun_missing': {'bin': 'ns_net_tun', 'mode': 'restore_fails',
                                         'launcher': True, 'pidns': True,
                                         'corrupt': tun_link_removed,

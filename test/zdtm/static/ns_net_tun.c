@@ -303,6 +303,39 @@ static void files_from_helper(int sk, struct tun_files *f)
 	close(sk);
 }
 
+/*
+ * ZDTM_TUN_OUTSIDE: a helper left outside the tree holds the only queue of zdtm_tunx, a
+ * device of the tree's net namespace, which the dump refuses. Told through go (a pipe the
+ * root keeps open until it exits), it joins the launcher's namespace, makes the device and
+ * says so through done; it exits when go reads EOF.
+ */
+static void outside_holder(int go_rd, int done_wr)
+{
+	pid_t launcher = getpid(), child = fork();
+	char path[64], byte;
+	int ns;
+
+	if (child < 0)
+		test_fail_errno("fork the outside holder");
+	if (child) {
+		if (waitpid(child, NULL, 0) != child)
+			test_fail_errno("wait for the outside holder's parent");
+		return;
+	}
+	if (fork())
+		_exit(0);
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", launcher);
+	if (read(go_rd, &byte, 1) != 1 || (ns = open(path, O_RDONLY)) < 0 ||
+	    setns(ns, CLONE_NEWNET))
+		_exit(1);
+	tun_open("zdtm_tunx", IFF_TUN);
+	if (write(done_wr, "H", 1) != 1)
+		_exit(2);
+	while (read(go_rd, &byte, 1) > 0)
+		;
+	_exit(0);
+}
+
 static void check_persistent_tun(int fd)
 {
 	int vnethdr = 0;
@@ -371,8 +404,8 @@ int main(int argc, char **argv)
 {
 	pid_t a;
 
-	bool userns;
-	int helper[2];
+	int helper[2], go[2], done[2];
+	bool userns, outside;
 
 	test_init(argc, argv);
 	userns = getenv("ZDTM_TUN_USERNS");
@@ -382,6 +415,14 @@ int main(int argc, char **argv)
 		files_helper(helper[1]);
 		close(helper[1]);
 	}
+	outside = getenv("ZDTM_TUN_OUTSIDE");
+	if (outside) {
+		if (pipe(go) || pipe(done))
+			test_fail_errno("pipes for the outside holder");
+		outside_holder(go[0], done[1]);
+		close(go[0]);
+		close(done[1]);
+	}
 	test_launch_root(CLONE_NEWPID | (getenv("ZDTM_TUN_NO_NETNS") ? 0 : CLONE_NEWNET) |
 			 (userns ? CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWIPC : 0));
 	if (userns && (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0)))
@@ -390,6 +431,8 @@ int main(int argc, char **argv)
 		test_fail_errno("setsid");
 	if (userns)
 		files_from_helper(helper[0], &files);
+	if (outside && (write(go[1], "G", 1) != 1 || read(done[0], &(char){0}, 1) != 1))
+		test_fail("the outside holder made no zdtm_tunx");
 	test_barrier_init();
 	a = test_fork(a_main);
 	test_barrier_wait();

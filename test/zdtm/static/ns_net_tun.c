@@ -309,7 +309,7 @@ static void files_from_helper(int sk, struct tun_files *f)
  * root keeps open until it exits), it joins the launcher's namespace, makes the device and
  * says so through done; it exits when go reads EOF.
  */
-static void outside_holder(int go_rd, int done_wr)
+static void outside_holder(int go_rd, int go_wr, int done_wr)
 {
 	pid_t launcher = getpid(), child = fork();
 	char path[64], byte;
@@ -324,6 +324,7 @@ static void outside_holder(int go_rd, int done_wr)
 	}
 	if (fork())
 		_exit(0);
+	close(go_wr); /* the root's alone: EOF once it exits */
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", launcher);
 	if (read(go_rd, &byte, 1) != 1 || (ns = open(path, O_RDONLY)) < 0 ||
 	    setns(ns, CLONE_NEWNET))
@@ -419,7 +420,7 @@ int main(int argc, char **argv)
 	if (outside) {
 		if (pipe(go) || pipe(done))
 			test_fail_errno("pipes for the outside holder");
-		outside_holder(go[0], done[1]);
+		outside_holder(go[0], go[1], done[1]);
 		close(go[0]);
 		close(done[1]);
 	}

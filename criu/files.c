@@ -752,7 +752,6 @@ static void pair_reg_twins(void)
 
 static int check_unique_ids(void)
 {
-	pair_reg_twins();
 	for (size_t i = 1; i < nr_file_descs; i++) {
 		if (file_descs[i].id == file_descs[i - 1].id) {
 			pr_err("files.img: file id %u appears twice\n", file_descs[i].id);
@@ -806,6 +805,7 @@ int files_collect(void)
 	/* An empty files.img leaves file_descs NULL, which qsort() must not be given. */
 	if (nr_file_descs)
 		qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id_type);
+	pair_reg_twins();
 	ret = check_unique_ids();
 	if (!ret)
 		ret = collect_kinds();

@@ -276,15 +276,15 @@ def first_fd_file(img_dir):
     return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
 
 
-def file_becomes_tun(img_dir, pid):
-    """The description behind the lowest fd claims to be a tun device (a kind we lack)."""
+def file_becomes_bpfmap(img_dir, pid):
+    """The description behind the lowest fd claims to be a BPF map (a kind we lack)."""
     fdinfo, fd = first_fd_file(img_dir)
     def edit(entries):
         for e in entries:
             if e['id'] == fd['id']:
-                e['type'] = 'TUNF'
+                e['type'] = 'BPFMAP'
     edit_image(img_dir, 'files.img', edit)
-    edit_image(img_dir, fdinfo, lambda es: [e.update(type='TUNF') for e in es
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='BPFMAP') for e in es
                                             if e['id'] == fd['id']])
 
 
@@ -1202,8 +1202,8 @@ TESTS = {
                                   'corrupt': truncate_mm_image},
     # images a restore must refuse with one line that names what is wrong ('expect')
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                      'corrupt': file_becomes_tun,
-                                      'expect': 'is TUNF, not supported'},
+                                      'corrupt': file_becomes_bpfmap,
+                                      'expect': 'is BPFMAP, not supported'},
     'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
                                        'mode': 'restore_fails',
                                        'corrupt': unix_peer_goes_missing,

@@ -2050,8 +2050,10 @@ for _case, _expect in (
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
-                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, and veth and macvlan links'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, tun/tap links, and veth and '
+                        'macvlan links whose'),
+                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, tun/tap links, and '
+                        'veth and macvlan links'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps

@@ -103,30 +103,58 @@ static int remember_dev(int fd, uint32_t ns_id, const struct ifreq *ifr)
 	return 0;
 }
 
-/* The tree's net namespace the file fd was opened in (SIOCGSKNS), by its id. */
-static int file_netns_id(int fd, const struct fd_parms *p, uint32_t *ns_id)
+/* The inode of the net namespace behind nsfs fd ns_fd (closed), or 0 after one line. */
+static uint64_t netns_inode(int ns_fd, const struct fd_parms *p, const char *what)
 {
-	int ns_fd = ioctl(fd, SIOCGSKNS);
 	struct stat st;
 
 	if (ns_fd < 0 || fstat(ns_fd, &st)) {
-		pr_perror("fd %d of task %d: cannot find the net namespace of its tun file", p->fd,
-			  p->pid);
+		pr_perror("fd %d of task %d: cannot find the net namespace of its %s", p->fd,
+			  p->pid, what);
 		if (ns_fd >= 0)
 			close(ns_fd);
-		return -errno;
+		return 0;
 	}
 	close(ns_fd);
+	return st.st_ino;
+}
+
+/*
+ * The device of an attached file lives where the file was opened unless it was moved
+ * since (`ip link set ... netns`), which restore could not do again: TUNGETDEVNETNS says.
+ */
+static int check_dev_netns(int fd, const struct fd_parms *p, const char *name)
+{
+	uint64_t file_ns = netns_inode(ioctl(fd, SIOCGSKNS), p, "tun file"),
+		 dev_ns = netns_inode(ioctl(fd, TUNGETDEVNETNS), p, "tun device");
+
+	if (!file_ns || !dev_ns)
+		return -EIO;
+	if (file_ns == dev_ns)
+		return 0;
+	pr_err("fd %d of task %d: tun device %s was moved out of the net namespace its file "
+	       "was opened in\n",
+	       p->fd, p->pid, name);
+	return -ENOTSUP;
+}
+
+/* The tree's net namespace the file fd was opened in (SIOCGSKNS), by its id. */
+static int file_netns_id(int fd, const struct fd_parms *p, uint32_t *ns_id)
+{
+	uint64_t kid = netns_inode(ioctl(fd, SIOCGSKNS), p, "tun file");
+
+	if (!kid)
+		return -EIO;
 	for (const struct ns_id *ns = ns_tree_next(NS_NET, NULL); ns;
 	     ns = ns_tree_next(NS_NET, ns)) {
-		if (ns->kid == st.st_ino) {
+		if (ns->kid == kid) {
 			*ns_id = ns->id;
 			return 0;
 		}
 	}
 	pr_err("fd %d of task %d: its tun file was opened in a net namespace (inode %llu) no task "
 	       "of the tree lives in\n",
-	       p->fd, p->pid, (unsigned long long)st.st_ino);
+	       p->fd, p->pid, (unsigned long long)kid);
 	return -ENOTSUP;
 }
 
@@ -148,6 +176,9 @@ static int read_tun_file(int fd, const struct fd_parms *p, TunfileEntry *tfe, st
 		return -errno;
 	}
 	ifr->ifr_name[IFNAMSIZ - 1] = '\0';
+	ret = check_dev_netns(fd, p, ifr->ifr_name);
+	if (ret)
+		return ret;
 	tfe->netdev = ifr->ifr_name;
 	if (ifr->ifr_flags & IFF_DETACH_QUEUE) {
 		tfe->has_detached = true;

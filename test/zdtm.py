@@ -1426,6 +1426,11 @@ TESTS = {
                                      'test_env': {'ZDTM_TUN_OUTSIDE': '1'},
                                      'expect': 'tun link zdtm_tunx has queues held by '
                                                'processes outside the dumped tree'},
+    'dump_fail_ns_net_tun_moved': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                   'launcher': True, 'pidns': True,
+                                   'test_env': {'ZDTM_TUN_MOVED': '1'},
+                                   'expect': 'tun device zdtm_tunm was moved out of the net '
+                                             'namespace its file was opened in'},
     'restore_fail_ns_net_tun_missing': {'bin': 'ns_net_tun', 'mode': 'restore_fails',
                                         'launcher': True, 'pidns': True,
                                         'corrupt': tun_link_removed,

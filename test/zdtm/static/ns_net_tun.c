@@ -353,6 +353,33 @@ static void check_persistent_tun(int fd)
 
 /* The files: the helper's (in a user namespace), made here (else). */
 static struct tun_files files;
+static int moved_ready[2];
+
+/* ZDTM_TUN_MOVED: B, in a net namespace of its own, where A moves zdtm_tunm. */
+static void b_moved_main(void)
+{
+	if (unshare(CLONE_NEWNET) || write(moved_ready[1], "U", 1) != 1)
+		test_fail_errno("B: unshare(CLONE_NEWNET)");
+	test_barrier_done();
+	test_wait_sigterm();
+	exit(0);
+}
+
+/* zdtm_tunm, made here with its file kept, moved into B's namespace: the dump refuses it. */
+static void move_tun_out(void)
+{
+	char cmd[96], byte;
+	pid_t b;
+
+	tun_open("zdtm_tunm", IFF_TUN);
+	if (pipe(moved_ready))
+		test_fail_errno("pipe for B");
+	b = test_fork(b_moved_main);
+	if (read(moved_ready[0], &byte, 1) != 1)
+		test_fail("B did not unshare its net namespace");
+	snprintf(cmd, sizeof(cmd), "ip link set zdtm_tunm netns %d", b);
+	run(cmd);
+}
 
 static void a_main(void)
 {
@@ -371,6 +398,8 @@ static void a_main(void)
 	run("ip link set lo up");
 	if (!getenv("ZDTM_TUN_USERNS"))
 		make_files(&files, 1000, 1001);
+	if (getenv("ZDTM_TUN_MOVED"))
+		move_tun_out();
 	run("echo 1 > /proc/sys/net/ipv6/conf/zdtm_tun0/disable_ipv6");
 	run("ip addr add " TUN_ADDR "/24 dev zdtm_tun0");
 	run("ip link set zdtm_tun0 up");

@@ -75,7 +75,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw'}
+                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -276,15 +276,15 @@ def first_fd_file(img_dir):
     return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
 
 
-def file_becomes_tun(img_dir, pid):
-    """The description behind the lowest fd claims to be a tun device (a kind we lack)."""
+def file_becomes_bpfmap(img_dir, pid):
+    """The description behind the lowest fd claims to be a BPF map (a kind we lack)."""
     fdinfo, fd = first_fd_file(img_dir)
     def edit(entries):
         for e in entries:
             if e['id'] == fd['id']:
-                e['type'] = 'TUNF'
+                e['type'] = 'BPFMAP'
     edit_image(img_dir, 'files.img', edit)
-    edit_image(img_dir, fdinfo, lambda es: [e.update(type='TUNF') for e in es
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='BPFMAP') for e in es
                                             if e['id'] == fd['id']])
 
 
@@ -653,6 +653,14 @@ def nested_netns_ping_range(img_dir, pid):
                            lambda es: es[0]['ipv4_sysctl'][0].update(sarg='100'))
                 return
     raise TestFailure('no task in a nested net namespace')
+
+
+def tun_link_removed(img_dir, pid):
+    """ns_net_tun's zdtm_tun0 leaves the net namespace's links (a file still names it)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    edit_image(img_dir, 'netdev-%d.img' % ns_id,
+               lambda es: es.__setitem__(slice(None), [e for e in es
+                                                       if e['name'] != 'zdtm_tun0']))
 
 
 def child_gets_own_uts_ns(img_dir, pid):
@@ -1194,8 +1202,8 @@ TESTS = {
                                   'corrupt': truncate_mm_image},
     # images a restore must refuse with one line that names what is wrong ('expect')
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                      'corrupt': file_becomes_tun,
-                                      'expect': 'is TUNF, not supported'},
+                                      'corrupt': file_becomes_bpfmap,
+                                      'expect': 'is BPFMAP, not supported'},
     'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
                                        'mode': 'restore_fails',
                                        'corrupt': unix_peer_goes_missing,
@@ -1399,14 +1407,43 @@ TESTS = {
         'cleanup': remove_macvlan_lower,
         'expect': "criu's net namespace has a link of that index"},
     'ns_net_nested': {'launcher': True, 'pidns': True},
+    # tun/tap devices and their files (attached, a detached queue, never attached), a
+    # persistent device without one; in the root's net namespace, then a nested one
+    'ns_net_tun': {'launcher': True, 'pidns': True},
+    'ns_net_tun_nested': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                          'test_env': {'ZDTM_TUN_NESTED': '1'}},
+    # in a user namespace of the tree's own, which owns the net namespace (the devices'
+    # owner and group as the tree sees them)
+    'ns_user_net_tun': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                        'test_env': {'ZDTM_TUN_USERNS': '1'}},
+    'dump_fail_ns_net_tun_no_netns': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'test_env': {'ZDTM_TUN_NO_NETNS': '1'},
+                                      'expect': 'a tun file is dumped only where the tree has '
+                                                'a net namespace of its own'},
+    'dump_fail_ns_net_tun_outside': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                     'launcher': True, 'pidns': True,
+                                     'test_env': {'ZDTM_TUN_OUTSIDE': '1'},
+                                     'expect': 'tun link zdtm_tunx has queues held by '
+                                               'processes outside the dumped tree'},
+    'dump_fail_ns_net_tun_moved': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                   'launcher': True, 'pidns': True,
+                                   'test_env': {'ZDTM_TUN_MOVED': '1'},
+                                   'expect': 'tun device zdtm_tunm was moved out of the net '
+                                             'namespace its file was opened in'},
+    'restore_fail_ns_net_tun_missing': {'bin': 'ns_net_tun', 'mode': 'restore_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'corrupt': tun_link_removed,
+                                        'expect': 'its device zdtm_tun0 is no tun link of the '
+                                                  'restored net namespace'},
     'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_USERNS': '1'}},
     'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
                                     'expect': 'link zdtm_nso is a veth: only the loopback, '
-                                              'bridges and veth links whose peer is in the '
-                                              'root\'s net namespace are supported'},
+                                              'bridges, tun/tap and veth links whose peer is '
+                                              'in the root\'s net namespace are supported'},
     'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},
@@ -1988,6 +2025,15 @@ TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_ne
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_dump_upstream',
                                           setsid=True)
+# tun/tap devices and their files, both ways (in the root's net namespace and a nested one;
+# not in a user namespace of the tree's, which upstream criu does not dump or restore here).
+for _name in ('ns_net_tun', 'ns_net_tun_nested'):
+    TESTS['cross_us2up_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_restore_upstream',
+                                         test_env=dict(TESTS[_name].get('test_env', {}),
+                                                       ZDTM_TUN_UPSTREAM_RESTORE='1'))
+    TESTS['cross_up2us_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_dump_upstream', setsid=True)
 # A macvlan link on the runner's bridge (--external macvlan[]), both ways.
 TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
                                            test_env={'ZDTM_NET_MACVLAN': '1',
@@ -2009,8 +2055,10 @@ for _case, _expect in (
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
-                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, and veth and macvlan links'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, tun/tap links, and veth and '
+                        'macvlan links whose'),
+                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, tun/tap links, and '
+                        'veth and macvlan links'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps

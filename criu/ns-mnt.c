@@ -402,24 +402,6 @@ static bool group_in_pool(struct mount_ns *mns, uint32_t id)
 }
 
 /*
- * Tasks restored in a namespace read /proc/self (their fds, maps) until the restorer runs:
- * it must have a proc (or an external mount) at /proc.
- */
-static int check_proc(const struct mount_ns *mns)
-{
-	for (size_t i = 0; i < mns->nr; i++) {
-		const MntEntry *e = mns->mounts[i].e;
-
-		if (!strcmp(e->mountpoint, "/proc") && (e->fstype == FSTYPE__PROC || e->ext_key))
-			return 0;
-	}
-	pr_err("mount namespace %u has no proc mounted at /proc, which the tasks restored in it "
-	       "read: not supported\n",
-	       mns->id);
-	return -ENOTSUP;
-}
-
-/*
  * The root mount (the one whose parent is outside the namespace), then each mount's class
  * and the peer group it receives from: it must be one of the pool's.
  */
@@ -469,7 +451,7 @@ static int classify_mounts(struct mount_ns *mns)
 			return -ENOTSUP;
 		}
 	}
-	return ret ?: check_proc(mns);
+	return ret;
 }
 
 static void free_mount_ns(struct mount_ns *mns)
@@ -1951,6 +1933,29 @@ static int build_nested(struct mount_ns *mns)
 	return ret;
 }
 
+/*
+ * The root task, before its pivot_root: a proc of the tree's pid namespace, detached (no
+ * namespace shows it), at PROC_SFD for every task (proc_open()): a namespace of the tree
+ * may have no proc at /proc, and the tasks read theirs (fds, maps) until the restorer has
+ * run. Made in the copy of criu's namespace, whose proc lets one be mounted in a user
+ * namespace (the kernel wants a proc fully visible in the caller's).
+ */
+static int install_proc(void)
+{
+	int fs = fsopen("proc", FSOPEN_CLOEXEC), mnt = -1;
+
+	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) ||
+	    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+							MOUNT_ATTR_NOEXEC)) < 0) {
+		pr_perror("cannot make a proc for the tasks");
+		if (fs >= 0)
+			close(fs);
+		return -errno;
+	}
+	close(fs);
+	return install_service_fd(PROC_SFD, mnt) < 0 ? -EIO : 0;
+}
+
 /* Each namespace at its service fd, which tasks inherit (mntns_enter()). */
 static int install_mntns_fds(void)
 {
@@ -1982,6 +1987,7 @@ static int mnt_restore(const struct ns_id *ns)
 		return -errno;
 	}
 	ret = open_own_mntns(mns);
+	ret = ret ?: install_proc();
 	ret = ret ?: build_mounts(mns);
 	for (size_t i = 1; i < nr_mntns && !ret; i++)
 		ret = build_nested(all_mntns[i]);

@@ -227,7 +227,7 @@ static int read_own_maps(struct rst_plan *plan, struct range_vec *busy)
 	int idx, ret = 0;
 	FILE *maps;
 
-	maps = fopen("/proc/self/maps", "re");
+	maps = proc_fopen("self/maps", "re");
 	if (!maps) {
 		pr_perror("cannot open /proc/self/maps");
 		return -errno;

@@ -180,11 +180,32 @@ DIR *proc_opendir(const char *path)
 	return dir;
 }
 
-ssize_t proc_readlink(const char *path, char *buf, size_t size)
+int proc_path_call(const char *path, int (*fn)(const char *path, void *arg), void *arg)
 {
+	int proc = get_service_fd(PROC_SFD), cwd, ret, err;
 	char full[PATH_MAX];
-	const char *rel;
-	int dir = proc_dir(path, full, sizeof(full), &rel);
 
-	return readlinkat(dir, rel, buf, size);
+	if (proc < 0) {
+		snprintf(full, sizeof(full), "/proc/%s", path);
+		return fn(full, arg);
+	}
+	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd < 0 || fchdir(proc)) {
+		err = errno;
+		pr_perror("cannot go into the proc of the tasks");
+		if (cwd >= 0)
+			close(cwd);
+		errno = err;
+		return -1;
+	}
+	ret = fn(path, arg);
+	err = errno;
+	if (fchdir(cwd)) {
+		pr_perror("cannot go back to the cwd after reading proc");
+		ret = -1;
+		err = errno;
+	}
+	close(cwd);
+	errno = err;
+	return ret;
 }

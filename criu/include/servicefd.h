@@ -62,6 +62,12 @@ int service_fd_enter_slot(unsigned int slot);
 int proc_open(const char *path, int flags);
 FILE *proc_fopen(const char *path, const char *mode);
 DIR *proc_opendir(const char *path);
-ssize_t proc_readlink(const char *path, char *buf, size_t size);
+/*
+ * For calls that take a path and no directory fd (inotify_add_watch(), fanotify_mark() of a
+ * magic link): fn(name, arg), name a path to proc's file path. Through PROC_SFD it is
+ * relative, and the cwd is PROC_SFD for the while (a task's cwd is restored last). fn's
+ * return value, errno as fn left it; -1 after one line where the cwd cannot be changed.
+ */
+int proc_path_call(const char *path, int (*fn)(const char *path, void *arg), void *arg);
 
 #endif

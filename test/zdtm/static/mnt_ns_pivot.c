@@ -4,9 +4,11 @@
  * namespace, mounts a tmpfs, fills it (a file of known contents, a directory, a tmpfs
  * mounted on that directory with a file of its own) and pivot_root()s into it, letting the
  * old root go: nothing of the root's namespace is left there, /proc neither. It holds an fd
- * on each file at an offset and has its cwd in the inner tmpfs. Restore reads nothing of
+ * on each file at an offset, an inotify watch on the inner directory, and has its cwd
+ * there. Restore reads nothing of
  * that namespace by /proc paths. After restore, the child checks its root (a tmpfs with
- * the files), cwd, both fds (offsets and bytes), and its mount list: before the dump it
+ * the files), cwd, both fds (offsets and bytes), that a file made in the watched
+ * directory is reported by the watch, and its mount list: before the dump it
  * mounted proc, read mountinfo and unmounted it again; after the restore it does the same
  * and both lists must match.
  * With $ZDTM_MNT_PIVOT_RO, the child's root superblock is made read-only before the dump:
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #define SEED	     53
 #define TOP_FD	     40
 #define INNER_FD     41
+#define WATCH_FD     42
 #define TOP_OFFSET   1234
 #define INNER_OFFSET 77
 #define TMPFS_MAGIC  0x01021994
@@ -84,6 +88,26 @@ static void expect_file(const char *path, uint64_t seed)
 	close(fd);
 }
 
+/* The watch on the cwd reports a file made there, by its name. */
+static void expect_watch(int wd)
+{
+	char buf[sizeof(struct inotify_event) + 64];
+	struct inotify_event *ev = (struct inotify_event *)buf;
+	ssize_t len;
+	int fd = open("made", O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	if (fd < 0 || close(fd))
+		test_fail_errno("child: make inner/dir/made");
+	len = read(WATCH_FD, buf, sizeof(buf));
+	if (len < (ssize_t)sizeof(*ev) || ev->wd != wd || !(ev->mask & IN_CREATE) ||
+	    strcmp(ev->name, "made"))
+		test_fail("child: the watch on /inner/dir reports %zd bytes, wd %d (not %d), "
+			  "mask %#x, name \"%s\"",
+			  len, len >= (ssize_t)sizeof(*ev) ? ev->wd : -1, wd,
+			  len >= (ssize_t)sizeof(*ev) ? ev->mask : 0,
+			  len > (ssize_t)sizeof(*ev) ? ev->name : "");
+}
+
 /* The mount list, read through a proc mounted for the while at /proc. */
 static void mount_list(char *out, size_t size)
 {
@@ -118,12 +142,18 @@ static void __attribute__((noreturn)) child_main(void)
 	static char before[8192], after[8192];
 	struct statfs sfs;
 	char cwd[64];
-	int fd;
+	int fd, wd;
 
 	pivot_into_tmpfs();
 	/* Read-write where the root stays so: a remount read-only fails while a writer holds a file. */
 	open_fd_at("/top", getenv("ZDTM_MNT_PIVOT_RO") ? O_RDONLY : O_RDWR, TOP_FD);
 	open_fd_at("file", O_RDONLY, INNER_FD);
+	fd = inotify_init1(IN_NONBLOCK);
+	if (fd < 0 || dup2(fd, WATCH_FD) != WATCH_FD || close(fd))
+		test_fail_errno("inotify_init1");
+	wd = inotify_add_watch(WATCH_FD, "/inner/dir", IN_CREATE);
+	if (wd < 0)
+		test_fail_errno("inotify_add_watch /inner/dir");
 	if (lseek(TOP_FD, TOP_OFFSET, SEEK_SET) != TOP_OFFSET ||
 	    lseek(INNER_FD, INNER_OFFSET, SEEK_SET) != INNER_OFFSET)
 		test_fail_errno("lseek");
@@ -149,6 +179,7 @@ static void __attribute__((noreturn)) child_main(void)
 	expect_file("/inner/dir/file", SEED + 1);
 	expect_fd(TOP_FD, TOP_OFFSET, SEED, "child: its fd on /top");
 	expect_fd(INNER_FD, INNER_OFFSET, SEED + 1, "child: its fd on /inner/dir/file");
+	expect_watch(wd);
 	if (access("/usr", F_OK) == 0 || access("/newroot", F_OK) == 0)
 		test_fail("child: the root's namespace shows through its root");
 	fd = open("/top", O_WRONLY);

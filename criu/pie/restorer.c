@@ -789,7 +789,8 @@ static long take_breaking_lease(struct rst_args *a, const struct rst_file_lock *
 	if (ret)
 		return ret;
 	self_fd_path(path, lk->fd, a->proc_fd);
-	ret = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD, path, (target == F_RDLCK ? O_RDONLY : O_WRONLY) | O_NONBLOCK, 0);
+	ret = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD, path,
+			 (target == F_RDLCK ? O_RDONLY : O_WRONLY) | O_NONBLOCK, 0);
 	if (ret >= 0) {
 		sys_close(ret);
 		pr_err(a, "fd %d: opening its file again did not break its lease", lk->fd);

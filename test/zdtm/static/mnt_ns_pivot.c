@@ -160,7 +160,7 @@ static void __attribute__((noreturn)) child_main(void)
 	int fd, wd;
 
 	pivot_into_tmpfs();
-	/* Read-write where the root stays so: a remount read-only fails while a writer holds a file. */
+	/* Read-write but for a read-only root: remounting it fails while a writer holds a file. */
 	open_fd_at("/top", getenv("ZDTM_MNT_PIVOT_RO") ? O_RDONLY : O_RDWR, TOP_FD);
 	open_fd_at("file", O_RDONLY, INNER_FD);
 	wd = getenv("ZDTM_MNT_PIVOT_NO_WATCH") ? -1 : add_watch();

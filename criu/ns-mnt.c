@@ -2027,15 +2027,16 @@ static int build_nested(struct mount_ns *mns)
  */
 static int install_proc(void)
 {
-	int fs = fsopen("proc", FSOPEN_CLOEXEC), mnt = -1;
+	int fs = fsopen("proc", FSOPEN_CLOEXEC), mnt = -1, err;
 
 	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) ||
 	    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 							MOUNT_ATTR_NOEXEC)) < 0) {
+		err = errno;
 		pr_perror("cannot make a proc for the tasks");
 		if (fs >= 0)
 			close(fs);
-		return -errno;
+		return -err;
 	}
 	close(fs);
 	return install_service_fd(PROC_SFD, mnt) < 0 ? -EIO : 0;

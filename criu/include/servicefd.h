@@ -56,8 +56,8 @@ int service_fd_enter_slot(unsigned int slot);
 /*
  * Files of proc, path relative to its root ("self/maps", "42/fd"): through PROC_SFD where
  * restore installed it (the tree has a mount namespace of its own, whose tasks may find no
- * proc at /proc once they are in it), else through /proc. As open(), fopen(), opendir()
- * and readlink() do: errno is left set on failure, nothing is logged.
+ * proc at /proc once they are in it), else through /proc. As open(), fopen() and opendir()
+ * do (close-on-exec): errno is left set on failure, nothing is logged.
  */
 int proc_open(const char *path, int flags);
 FILE *proc_fopen(const char *path, const char *mode);

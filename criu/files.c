@@ -520,7 +520,7 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The fd numbers listed in a /proc fd directory, sorted. */
+/* The fd numbers listed in a /proc fd directory ("/proc/..."), sorted. */
 int list_fds(const char *path, int **fds_out, size_t *nr_out)
 {
 	struct dirent *de;
@@ -528,7 +528,8 @@ int list_fds(const char *path, int **fds_out, size_t *nr_out)
 	size_t nr = 0;
 	DIR *dir;
 
-	dir = opendir(path);
+	/* A restored task may be in a mount namespace without /proc: proc_opendir() knows. */
+	dir = proc_opendir(path + strlen("/proc/"));
 	if (!dir) {
 		pr_perror("cannot open %s", path);
 		return -errno;

@@ -11,8 +11,11 @@
  * directory is reported by the watch, and its mount list: before the dump it
  * mounted proc, read mountinfo and unmounted it again; after the restore it does the same
  * and both lists must match.
- * With $ZDTM_MNT_PIVOT_NO_WATCH, no inotify watch (upstream criu's restore of one by its
- * path fails in a namespace without /proc).
+ * The child also holds a datagram socket bound at /inner/sock and one connected to it
+ * through that file (restore connects it by the file's proc link); after the restore a
+ * datagram sent on the connected one arrives, byte for byte, from its address.
+ * With $ZDTM_MNT_PIVOT_BASIC, no inotify watch and no sockets (upstream criu's restore of
+ * a watch by its path fails in a namespace without /proc).
  * With $ZDTM_MNT_PIVOT_RO, the child's root superblock is made read-only before the dump:
  * it is read-only after the restore (a write open fails with EROFS).
  * With $ZDTM_MNT_PIVOT_ROOT_NO_PROC, the root unmounts its /proc too (it mounts it again
@@ -28,6 +31,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -40,6 +45,8 @@
 #define TOP_FD	     40
 #define INNER_FD     41
 #define WATCH_FD     42
+#define SERVER_FD    43
+#define CLIENT_FD    44
 #define TOP_OFFSET   1234
 #define INNER_OFFSET 77
 #define TMPFS_MAGIC  0x01021994
@@ -152,9 +159,43 @@ static void pivot_into_tmpfs(void)
 	must(chdir("/inner/dir"), "chdir /inner/dir");
 }
 
+static const struct sockaddr_un sock_addr = { AF_UNIX, "/inner/sock" };
+
+static void make_sockets(void)
+{
+	int srv = socket(AF_UNIX, SOCK_DGRAM, 0), cli = socket(AF_UNIX, SOCK_DGRAM, 0);
+
+	must(srv < 0 || cli < 0, "socket");
+	must(bind(srv, (const struct sockaddr *)&sock_addr, sizeof(sock_addr)), "bind /inner/sock");
+	must(connect(cli, (const struct sockaddr *)&sock_addr, sizeof(sock_addr)),
+	     "connect to /inner/sock");
+	must(dup2(srv, SERVER_FD) < 0 || dup2(cli, CLIENT_FD) < 0, "dup2 the sockets");
+	close(srv);
+	close(cli);
+}
+
+static void expect_sockets(void)
+{
+	static const char msg[] = "through the socket's file";
+	struct sockaddr_un peer;
+	socklen_t len = sizeof(peer);
+	char buf[64];
+	ssize_t n;
+
+	if (send(CLIENT_FD, msg, sizeof(msg), 0) != sizeof(msg))
+		test_fail_errno("child: send on the connected socket");
+	if (getpeername(CLIENT_FD, (struct sockaddr *)&peer, &len) ||
+	    strcmp(peer.sun_path, sock_addr.sun_path))
+		test_fail("child: the client's peer is not %s", sock_addr.sun_path);
+	n = recv(SERVER_FD, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n != sizeof(msg) || memcmp(buf, msg, sizeof(msg)))
+		test_fail("child: the bound socket read %zd bytes, not the datagram sent", n);
+}
+
 static void __attribute__((noreturn)) child_main(void)
 {
 	static char before[8192], after[8192];
+	bool basic = getenv("ZDTM_MNT_PIVOT_BASIC");
 	struct statfs sfs;
 	char cwd[64];
 	int fd, wd;
@@ -163,7 +204,9 @@ static void __attribute__((noreturn)) child_main(void)
 	/* Read-write but for a read-only root: remounting it fails while a writer holds a file. */
 	open_fd_at("/top", getenv("ZDTM_MNT_PIVOT_RO") ? O_RDONLY : O_RDWR, TOP_FD);
 	open_fd_at("file", O_RDONLY, INNER_FD);
-	wd = getenv("ZDTM_MNT_PIVOT_NO_WATCH") ? -1 : add_watch();
+	wd = basic ? -1 : add_watch();
+	if (!basic)
+		make_sockets();
 	if (lseek(TOP_FD, TOP_OFFSET, SEEK_SET) != TOP_OFFSET ||
 	    lseek(INNER_FD, INNER_OFFSET, SEEK_SET) != INNER_OFFSET)
 		test_fail_errno("lseek");
@@ -189,8 +232,10 @@ static void __attribute__((noreturn)) child_main(void)
 	expect_file("/inner/dir/file", SEED + 1);
 	expect_fd(TOP_FD, TOP_OFFSET, SEED, "child: its fd on /top");
 	expect_fd(INNER_FD, INNER_OFFSET, SEED + 1, "child: its fd on /inner/dir/file");
-	if (wd >= 0)
+	if (!basic) {
 		expect_watch(wd);
+		expect_sockets();
+	}
 	if (access("/usr", F_OK) == 0 || access("/newroot", F_OK) == 0)
 		test_fail("child: the root's namespace shows through its root");
 	fd = open("/top", O_WRONLY);

@@ -6,7 +6,7 @@
  * mode, where bind() and connect() set the connection up without a packet, puts the
  * queues and options back; criu puts a closing one's FINs back and ends repair mode once
  * the whole tree is restored. A connection whose peer is outside the tree is held by the
- * network lock (iptables rules) from its dump to its restore.
+ * network lock (iptables rules, net-lock.c) from its dump to its restore.
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,6 +32,7 @@
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
 
@@ -561,81 +562,22 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
 /* ------------------------------------------------------ the network lock ---- */
 
 /*
- * --network-lock iptables (the default, as CRIU's): a connection whose peer is outside the
- * tree is locked while it is dumped and until it is restored, by two rules of the filter
- * table (CRIU's): DROP its segments both ways (INPUT from the peer, OUTPUT to it), unless
- * they carry the mark NET_LOCK_MARK, which criu's forged segments do. The peer retransmits
- * what the lock dropped once the connection is back. Only in criu's own net namespace: a
- * tree with one of its own keeps its peers there (refused, as without a lock).
+ * --network-lock iptables (the default, as CRIU's; net-lock.c): a connection whose peer is
+ * outside the tree is locked while it is dumped and until it is restored. In criu's own
+ * net namespace by its own rules (netlock_conn()); in a tree's own one the whole namespace
+ * is locked already (netlock_dump_tree(), before any socket was read). The peer
+ * retransmits what the lock dropped once the connection is back.
  */
-#define NET_LOCK_MARK 0xC114
-
-enum lock_op { LOCK_ADD, LOCK_DEL };
-
-/* One rule: 0 done, 1 not (LOCK_DEL: no such rule), -errno. */
-static int lock_rule(bool v6, enum lock_op op, bool input, const char *self, uint16_t self_port,
-		     const char *peer, uint16_t peer_port)
-{
-	static const char *const ops[] = { "-I", "-D" };
-	char sport[8], dport[8];
-	const char *argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", ops[op],
-			       input ? "INPUT" : "OUTPUT", "--protocol", "tcp", "-m", "mark", "!",
-			       "--mark", "0xc114", "--source", input ? peer : self, "--sport", sport,
-			       "--destination", input ? self : peer, "--dport", dport, "-j", "DROP",
-			       NULL };
-	int status;
-	pid_t pid;
-
-	snprintf(sport, sizeof(sport), "%u", input ? peer_port : self_port);
-	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		/* A missing rule is no news: the tool's words are not criu's. */
-		if (null >= 0 && op == LOCK_DEL) {
-			dup2(null, STDOUT_FILENO);
-			dup2(null, STDERR_FILENO);
-		}
-		execvp(argv[0], (char **)argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) != pid)
-		return -ECHILD;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 1 ? 1 : -EIO;
-}
-
-/* Both rules of a connection between self and peer (16 bytes, IPv4 v4-mapped). */
-static int lock_conn_rules(enum lock_op op, const uint8_t *self, uint16_t self_port,
-			   const uint8_t *peer, uint16_t peer_port)
-{
-	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-	bool v6 = memcmp(self, mapped, 12) != 0;
-	char s[INET6_ADDRSTRLEN], p[INET6_ADDRSTRLEN];
-	int ret;
-
-	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? self : self + 12, s, sizeof(s));
-	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? peer : peer + 12, p, sizeof(p));
-	ret = lock_rule(v6, op, true, s, self_port, p, peer_port);
-	if (ret >= 0)
-		ret = lock_rule(v6, op, false, s, self_port, p, peer_port) ?: ret;
-	return ret;
-}
-
 static int lock_conn(struct tcp_conn *c)
 {
-	int ret = lock_conn_rules(LOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
+	int ret = netlock_conn(NETLOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
 
 	if (ret) {
 		pr_err("%s: its peer (port %u) is not in the dumped tree and iptables cannot lock "
 		       "the connection: dump with --network-lock skip to dump it unlocked\n",
 		       c->what, c->dst_port);
 		/* One of its rules may be in. */
-		lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
+		netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
 		return -ENOTSUP;
 	}
 	c->locked = true;
@@ -646,15 +588,16 @@ static int lock_conn(struct tcp_conn *c)
 
 static void unlock_conn(struct tcp_conn *c)
 {
-	if (c->locked && lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
+	if (c->locked && netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
 		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
 	c->locked = false;
 }
 
 /*
  * A peer outside the tree would go on sending to the dumped socket, and, the socket gone,
- * get a reset: its connection is locked, or, without a lock (or in a net namespace of the
- * tree's own), refused unless --network-lock skip says to dump it anyway.
+ * get a reset: its connection is locked (in a net namespace of the tree's own, it is
+ * already), or, where iptables cannot, refused unless --network-lock skip says to dump it
+ * anyway.
  */
 static int check_peers(void)
 {
@@ -671,11 +614,9 @@ static int check_peers(void)
 		if (found)
 			continue;
 		if (ns_root_own(NS_NET)) {
-			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
-			       "does not lock a net namespace of the tree's own: dump with "
-			       "--network-lock skip to dump it anyway\n",
-			       conns[i].what, conns[i].dst_port);
-			return -ENOTSUP;
+			pr_info("%s: its peer (port %u) is outside the tree: the tree's net "
+				"namespace is locked\n", conns[i].what, conns[i].dst_port);
+			continue;
 		}
 		ret = lock_conn(&conns[i]);
 		if (ret)
@@ -1425,7 +1366,7 @@ static void unlock_restored(const struct inet_sk *sk)
 	conn_addr(sk->ie->family, sk->ie->dst_addr, peer);
 	/* Each lock of the connection (a dump with -R locks it again each time). */
 	for (int i = 0; i < 4; i++) {
-		if (lock_conn_rules(LOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
+		if (netlock_conn(NETLOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
 			return;
 		pr_info("%s: network lock removed\n", sk->what);
 	}

@@ -1,0 +1,62 @@
+/*
+ * The network lock, --network-lock iptables (CRIU's, the default): iptables rules that keep
+ * a dumped connection's packets off the wire from its dump to its restore (net-lock.c).
+ */
+#ifndef CR_NET_LOCK_H
+#define CR_NET_LOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* What criu's own packets carry (SO_MARK) to pass either lock: forged segments, probes. */
+#define NET_LOCK_MARK 0xC114
+
+enum netlock_op { NETLOCK_ADD, NETLOCK_DEL };
+
+/*
+ * One connection in criu's own net namespace, between self and peer (16 bytes each, IPv4
+ * as v4-mapped IPv6): two rules of the filter table, DROP its segments in INPUT and in
+ * OUTPUT unless marked. 0 done; 1 NETLOCK_DEL found no rule (not logged); -errno.
+ */
+int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
+		 const uint8_t *peer, uint16_t peer_port);
+
+/*
+ * A tree's own net namespace, whole (CRIU's chain "CRIU" of the filter table, jumped to
+ * from INPUT and OUTPUT: marked packets accepted, the others dropped), for IPv4 and IPv6.
+ * ns_fd: the namespace (-1: the caller's own). Lock: 0 or -errno after one line; a lock
+ * half made is undone. Unlock: removes the chain where it is (none: nothing to do), 0 or
+ * -errno after one line.
+ */
+int netlock_ns_lock(int ns_fd);
+int netlock_ns_unlock(int ns_fd);
+
+/*
+ * Dump, main process. Once the tree is seized and its namespaces collected, before any
+ * socket is read: the tree's own net namespace locked (nothing where it has none, or with
+ * --network-lock skip). Release, at the dump's end: unlocked unless the dump killed the
+ * tree (its namespace's lock then waits for the restore). 0 or -errno after one line.
+ */
+int netlock_dump_tree(void);
+void netlock_dump_release(bool killed);
+
+/*
+ * Restore, main process: lock the tree's new net namespace once criu filled it (the
+ * caller is in it), and unlock it, in root_host's net namespace, once every task is
+ * restored and before their connections leave repair mode (--join-ns too: the dump's lock
+ * is there). 0 or -errno after one line.
+ */
+int netlock_restore_lock(void);
+int netlock_restore_unlock(pid_t root_host);
+
+/*
+ * iptables-save output: whether a line is the namespace lock's own (its chain, its jumps),
+ * which no image keeps (a dump saves the tables while they are locked).
+ */
+bool netlock_is_lock_rule(const char *line, size_t len);
+
+/* check --feature has_ipt_legacy: the tools the lock and the tables' dump use, in a scratch namespace. */
+bool netlock_has_ipt_legacy(void);
+
+#endif

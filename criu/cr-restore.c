@@ -1648,7 +1648,7 @@ int cr_restore_tasks(void)
 	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
 	 * unlocked, then its connections out of repair mode (their window probes get through).
 	 */
-	if (netlock_restore_unlock(root_pid) || tcp_restore_unlock())
+	if (tcp_restore_fins() || netlock_restore_unlock(root_pid) || tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

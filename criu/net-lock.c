@@ -286,6 +286,20 @@ int netlock_restore_unlock(pid_t root_host)
 	return ret;
 }
 
+void netlock_restore_failed(void)
+{
+	int fd;
+
+	if (!opts.join_ns_net || opts.network_lock_skip)
+		return;
+	fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!netlock_ns_unlock(fd))
+		pr_info("--join-ns net:%s: unlocked after the failed restore\n", opts.join_ns_net);
+	close(fd);
+}
+
 /* ---------------------------------------------------------------- check ---- */
 
 /*

@@ -334,11 +334,30 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
-def tcp_state_connecting(img_dir, pid):
-    """A closing TCP connection made one in SYN_SENT, which restore does not make."""
-    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
+def tcp_state_half_open(img_dir, pid):
+    """A closing TCP connection made one in SYN_RECV, which restore does not make."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=3) for e in es
                                                  if e['type'] == 'INETSK' and
                                                  e['isk']['state'] in (5, 8)][:1])
+
+
+NETLOCK_NETNS = 'zdtm_nlock'
+
+
+def remove_netns_nlock():
+    """ns_net_lock's net namespace, which outlives its tree."""
+    subprocess.call(['ip', 'netns', 'delete', NETLOCK_NETNS], stderr=subprocess.DEVNULL)
+
+
+def netns_nlock_unlocked():
+    """After a failed restore into ns_net_lock's namespace: no table of either family and
+    backend there has the network lock's chain."""
+    out = subprocess.run(['ip', 'netns', 'exec', NETLOCK_NETNS, 'sh', '-c',
+                          'iptables-nft-save; ip6tables-nft-save; iptables-legacy-save; '
+                          'ip6tables-legacy-save'], capture_output=True, text=True).stdout
+    if 'CRIU' in out:
+        raise TestFailure('the network lock\'s chain CRIU is left after the failed restore',
+                          'restore.log')
 
 
 def fd_names_missing_file(img_dir, pid):
@@ -739,7 +758,8 @@ def mnt_restore_fails(restore_args, expect):
 #                  text written to {out}/script.sh, 'expect': what the error line says,
 #                  'action': pre-dump instead of dump, 'setup': f(out, pid) run first)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
-#                  need: what it returns is closed after), restore ('restore_args') must fail
+#                  need: what it returns is closed after), restore ('restore_args') must fail;
+#                  'verify': f() raising TestFailure, what must hold after it failed
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
 #                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
@@ -1108,14 +1128,29 @@ TESTS = {
     'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
                                          'dump_args': ['--tcp-established']},
+    # in a net namespace of its own (restore joins it), its peer outside the tree writing
+    # through the dump: the whole namespace locked (CRIU's chain), then unlocked
+    'ns_net_lock': {'dump_args': ['--tcp-established'],
+                    'restore_args': ['--join-ns', 'net:/run/netns/' + NETLOCK_NETNS],
+                    'cleanup': remove_netns_nlock},
+    'ns_net_lock_dump_fails': {'bin': 'ns_net_lock', 'mode': 'dump_fails',
+                               'dump_args': ['--tcp-established'],
+                               'test_env': {'ZDTM_NETLOCK_DUMP_FAILS': '1'},
+                               'cleanup': remove_netns_nlock},
+    'restore_fail_ns_net_lock': {'bin': 'ns_net_lock', 'mode': 'restore_fails',
+                                 'dump_args': ['--tcp-established'],
+                                 'restore_args': ['--join-ns', 'net:/run/netns/' + NETLOCK_NETNS],
+                                 'corrupt': tcp_stream_short_queue,
+                                 'expect': 'bytes after the entry, its queues have',
+                                 'verify': netns_nlock_unlocked, 'cleanup': remove_netns_nlock},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
                                       'expect': 'dump with --tcp-established'},
     'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
                                        'dump_args': ['--tcp-established'],
-                                       'corrupt': tcp_state_connecting,
-                                       'expect': 'state 2 is not one this criu restores'},
+                                       'corrupt': tcp_state_half_open,
+                                       'expect': 'state 3 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
                                  'corrupt': inet_family_unknown,
                                  'expect': 'is not a kind this criu restores'},
@@ -3961,6 +3996,8 @@ class TestRun:
                 self.expect_no_process(int(line.split(service)[1]), 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
+        if 'verify' in self.desc:
+            self.desc['verify']()
 
     def expect_lazy_restore_fails(self, pid):
         """A restore --lazy-pages, its daemon running, fails as expect_restore_fails()

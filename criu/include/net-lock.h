@@ -49,6 +49,11 @@ void netlock_dump_release(bool killed);
  */
 int netlock_restore_lock(void);
 int netlock_restore_unlock(pid_t root_host);
+/*
+ * Restore failed: a namespace the tree was to join (--join-ns net) outlives it, and the
+ * dump's lock there goes (a new namespace went with the tasks killed).
+ */
+void netlock_restore_failed(void);
 
 /*
  * iptables-save output: whether a line is the namespace lock's own (its chain, its jumps),

@@ -341,6 +341,18 @@ def tcp_state_half_open(img_dir, pid):
                                                  e['isk']['state'] in (5, 8)][:1])
 
 
+def iptables_rule_unknown_chain(img_dir, pid):
+    """The iptables image's nft part gets a rule for a chain no table has."""
+    path = [os.path.join(img_dir, n) for n in os.listdir(img_dir)
+            if n.startswith('iptables-') and n.endswith('.img')][0]
+    with open(path) as f:
+        text = f.read()
+    nft = text.index('(nf_tables)')
+    at = text.index('COMMIT', nft)
+    with open(path, 'w') as f:
+        f.write(text[:at] + '-A ZDTM_NO_SUCH_CHAIN -j DROP\n' + text[at:])
+
+
 NETLOCK_NETNS = 'zdtm_nlock'
 
 
@@ -1143,6 +1155,14 @@ TESTS = {
                                  'corrupt': tcp_stream_short_queue,
                                  'expect': 'bytes after the entry, its queues have',
                                  'verify': netns_nlock_unlocked, 'cleanup': remove_netns_nlock},
+    # iptables of both backends (legacy, nft) and families in the tree's namespace
+    'ns_net_lock_iptables': {'launcher': True, 'pidns': True},
+    'ns_net_lock_iptables_userns': {'bin': 'ns_net_lock_iptables', 'launcher': True,
+                                    'pidns': True, 'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'restore_fail_ns_net_lock_iptables': {'bin': 'ns_net_lock_iptables', 'mode': 'restore_fails',
+                                          'launcher': True, 'pidns': True,
+                                          'corrupt': iptables_rule_unknown_chain,
+                                          'expect': 'iptables-nft-restore -w'},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',

@@ -823,6 +823,7 @@ def mnt_restore_fails(restore_args, expect):
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
 # cleanup: f(), run once the test's processes are gone, whatever its verdict (its cgroups).
+# upstream_env: environment of upstream criu's commands over UPSTREAM_ENV (None: unset).
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -1155,6 +1156,13 @@ TESTS = {
                                  'corrupt': tcp_stream_short_queue,
                                  'expect': 'bytes after the entry, its queues have',
                                  'verify': netns_nlock_unlocked, 'cleanup': remove_netns_nlock},
+    # connecting (SYN_SENT) sockets of both families, their SYNs dropped by a rule
+    'tcp_syn_sent': {'launcher': True, 'pidns': True, 'dump_args': ['--tcp-established']},
+    'tcp_syn_sent_userns': {'bin': 'tcp_syn_sent', 'launcher': True, 'pidns': True,
+                            'dump_args': ['--tcp-established'],
+                            'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'tcp_syn_sent_no_option': {'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True,
+                               'pidns': True, 'expect': 'dump with --tcp-established'},
     # iptables of both backends (legacy, nft) and families in the tree's namespace
     'ns_net_lock_iptables': {'launcher': True, 'pidns': True},
     'ns_net_lock_iptables_userns': {'bin': 'ns_net_lock_iptables', 'launcher': True,
@@ -2038,6 +2046,15 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
+# iptables of a tree's namespace, both ways: upstream criu saves and restores them with
+# iptables-save/-restore (iptables-nft here), so the legacy ones are left out; its command
+# is not replaced by `true` (UPSTREAM_ENV) for these.
+TESTS['cross_us2up_ns_net_lock_iptables'] = dict(
+    TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_restore_upstream',
+    test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None})
+TESTS['cross_up2us_ns_net_lock_iptables'] = dict(
+    TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_dump_upstream',
+    setsid=True, test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None})
 TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_restore_upstream')
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
@@ -2987,6 +3004,12 @@ class TestRun:
         env = {k: v for k, v in dict(os.environ, **self.criu_env).items() if v is not None}
         if binary != CRIU:
             env.update(UPSTREAM_ENV)
+            # a test's own for upstream criu; None: unset
+            for name, value in self.desc.get('upstream_env', {}).items():
+                if value is None:
+                    env.pop(name, None)
+                else:
+                    env[name] = value
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,

@@ -230,7 +230,7 @@ int netlock_dump_tree(void)
 	char path[64];
 	int fd, ret;
 
-	if (!ns || opts.network_lock_skip || opts.empty_ns_net)
+	if (!ns || opts.network_lock_skip)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", ns->pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);

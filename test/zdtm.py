@@ -2055,6 +2055,15 @@ TESTS['cross_us2up_ns_net_lock_iptables'] = dict(
 TESTS['cross_up2us_ns_net_lock_iptables'] = dict(
     TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_dump_upstream',
     setsid=True, test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None})
+# Connecting TCP sockets, both ways: the rule that drops their SYNs is in the tree
+# namespace's iptables, which upstream criu must save and restore.
+TESTS['cross_us2up_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
+                                         mode='cross_restore_upstream',
+                                         restore_args=['--tcp-established'],
+                                         upstream_env={'CR_IPTABLES': None})
+TESTS['cross_up2us_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
+                                         mode='cross_dump_upstream', setsid=True,
+                                         upstream_env={'CR_IPTABLES': None})
 TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_restore_upstream')
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',

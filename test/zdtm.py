@@ -353,6 +353,16 @@ def iptables_rule_unknown_chain(img_dir, pid):
         f.write(text[:at] + '-A ZDTM_NO_SUCH_CHAIN -j DROP\n' + text[at:])
 
 
+def remove_syn_sent_rules():
+    """tcp_syn_sent_hostns's rules in the runner's iptables, where a failed test leaves them."""
+    for tool in ('iptables-nft', 'ip6tables-nft'):
+        rules = subprocess.run([tool, '-w', '-S', 'INPUT'], capture_output=True,
+                               text=True).stdout.splitlines()
+        for rule in rules:
+            if 'zdtm_syn_sent' in rule and rule.startswith('-A '):
+                subprocess.call([tool, '-w', '-D'] + rule.split()[1:])
+
+
 NETLOCK_NETNS = 'zdtm_nlock'
 
 
@@ -1161,6 +1171,10 @@ TESTS = {
     'tcp_syn_sent_userns': {'bin': 'tcp_syn_sent', 'launcher': True, 'pidns': True,
                             'dump_args': ['--tcp-established'],
                             'test_env': {'ZDTM_NET_USERNS': '1'}},
+    # ... in criu's own net namespace: each connection locked by its own rules
+    'tcp_syn_sent_hostns': {'bin': 'tcp_syn_sent', 'dump_args': ['--tcp-established'],
+                            'test_env': {'ZDTM_SYN_SENT_HOSTNS': '1'},
+                            'cleanup': remove_syn_sent_rules},
     'tcp_syn_sent_no_option': {'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True,
                                'pidns': True, 'expect': 'dump with --tcp-established'},
     # iptables of both backends (legacy, nft) and families in the tree's namespace

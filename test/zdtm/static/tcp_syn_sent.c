@@ -1,7 +1,8 @@
 /*
  * Connecting TCP sockets (SYN_SENT) in pid and net namespaces of the tree's own (with
- * ZDTM_NET_USERNS, a user namespace too), one per family, to a listener of the tree whose
- * port an iptables rule of the namespace closes (DROP), so that their SYNs go unanswered:
+ * ZDTM_NET_USERNS, a user namespace too; with ZDTM_SYN_SENT_HOSTNS, in the runner's, where
+ * criu locks each connection by its own rules), one per family, to a listener of the tree
+ * whose port an iptables rule (comment "zdtm_syn_sent") closes, so that their SYNs go unanswered:
  * the IPv4 one non-blocking, the IPv6 one made blocking again after its connect(). After
  * restore each is still connecting, with its address and file flags as dumped; then the
  * rule goes, the listener accepts each (the kernel sends the SYN again), from the
@@ -21,13 +22,14 @@
 
 #include "zdtmtst.h"
 
-#define PORT 8890
 #define SYN_SENT 2
+#define RULE	 "INPUT -p tcp --dport %u --tcp-flags SYN,ACK SYN -m comment --comment zdtm_syn_sent -j DROP"
 
 struct conn {
 	int family;
 	const char *loopback;
 	int listener, client;
+	uint16_t port; /* the listener's */
 	int flags; /* the client's, as dumped */
 	struct sockaddr_storage self;
 	socklen_t self_len;
@@ -54,17 +56,30 @@ static void fill_addr(int family, const char *text, uint16_t port, struct sockad
 	}
 }
 
+/* The rule that drops the SYNs to c's listener: -A (add) or -D. */
+static void port_rule(const struct conn *c, const char *op)
+{
+	char cmd[256], rule[160];
+
+	snprintf(rule, sizeof(rule), RULE, c->port);
+	snprintf(cmd, sizeof(cmd), "%s -w %s %s", c->family == AF_INET ? "iptables-nft" :
+					"ip6tables-nft", op, rule);
+	if (system(cmd))
+		test_fail("`%s` failed", cmd);
+}
+
 static void start_connect(struct conn *c, bool blocking_after)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	fill_addr(c->family, c->loopback, PORT, &ss, &len);
+	fill_addr(c->family, c->loopback, 0, &ss, &len);
 	c->listener = socket(c->family, SOCK_STREAM, 0);
-	if (c->listener < 0 || setsockopt(c->listener, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 },
-					  sizeof(int)) ||
-	    bind(c->listener, (struct sockaddr *)&ss, len) || listen(c->listener, 4))
+	if (c->listener < 0 || bind(c->listener, (struct sockaddr *)&ss, len) ||
+	    listen(c->listener, 4) || getsockname(c->listener, (struct sockaddr *)&ss, &len))
 		test_fail_errno("listen");
+	c->port = ntohs(((struct sockaddr_in *)&ss)->sin_port); /* sin6_port is there too */
+	port_rule(c, "-A");
 	c->client = socket(c->family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (c->client < 0)
 		test_fail_errno("socket");
@@ -138,10 +153,8 @@ int main(int argc, char **argv)
 				{ .family = AF_INET6, .loopback = "::1" } };
 
 	test_init(argc, argv);
-	test_launch_netns_root(getenv("ZDTM_NET_USERNS") != NULL);
-	if (system("iptables-nft -w -A INPUT -p tcp --dport 8890 --tcp-flags SYN,ACK SYN -j DROP") ||
-	    system("ip6tables-nft -w -A INPUT -p tcp --dport 8890 --tcp-flags SYN,ACK SYN -j DROP"))
-		test_fail("cannot close port %d", PORT);
+	if (!getenv("ZDTM_SYN_SENT_HOSTNS"))
+		test_launch_netns_root(getenv("ZDTM_NET_USERNS") != NULL);
 	start_connect(&conns[0], false);
 	start_connect(&conns[1], true);
 
@@ -150,9 +163,8 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < 2; i++)
 		expect_connecting(&conns[i]);
-	if (system("iptables-nft -w -D INPUT -p tcp --dport 8890 --tcp-flags SYN,ACK SYN -j DROP") ||
-	    system("ip6tables-nft -w -D INPUT -p tcp --dport 8890 --tcp-flags SYN,ACK SYN -j DROP"))
-		test_fail("cannot open port %d", PORT);
+	for (int i = 0; i < 2; i++)
+		port_rule(&conns[i], "-D");
 	for (int i = 0; i < 2; i++)
 		expect_connected(&conns[i]);
 	test_pass();

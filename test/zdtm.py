@@ -1175,6 +1175,18 @@ TESTS = {
     'tcp_syn_sent_hostns': {'bin': 'tcp_syn_sent', 'dump_args': ['--tcp-established'],
                             'test_env': {'ZDTM_SYN_SENT_HOSTNS': '1'},
                             'cleanup': remove_syn_sent_rules},
+    # a dump that fails once they are locked (post-dump): the lock goes, in either namespace
+    'tcp_syn_sent_dump_fails': {
+        'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True, 'pidns': True,
+        'script': '[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ]',
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    'tcp_syn_sent_hostns_dump_fails': {
+        'bin': 'tcp_syn_sent', 'mode': 'dump_fails',
+        'script': '[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ]',
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'test_env': {'ZDTM_SYN_SENT_HOSTNS': '1'}, 'cleanup': remove_syn_sent_rules,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
     'tcp_syn_sent_no_option': {'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True,
                                'pidns': True, 'expect': 'dump with --tcp-established'},
     # iptables of both backends (legacy, nft) and families in the tree's namespace

@@ -4,9 +4,11 @@
  * criu locks each connection by its own rules), one per family, to a listener of the tree
  * whose port an iptables rule (comment "zdtm_syn_sent") closes, so that their SYNs go unanswered:
  * the IPv4 one non-blocking, the IPv6 one made blocking again after its connect(). After
- * restore each is still connecting, with its address and file flags as dumped; then the
- * rule goes, the listener accepts each (the kernel sends the SYN again), from the
- * connecting socket's own port, and bytes go both ways.
+ * restore (or after a dump that failed once they were locked, as the post-dump action
+ * script makes it fail) each is still connecting, with its address and file flags as
+ * dumped, and no lock is left (no chain CRIU, no rule of the lock's mark for its port);
+ * then the rule goes, the listener accepts each (the kernel sends the SYN again), from
+ * the connecting socket's own port, and bytes go both ways.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -119,6 +121,27 @@ static void expect_connecting(const struct conn *c)
 		test_fail("family %d: its address changed", c->family);
 }
 
+/* Whether any table of either family and backend has the lock's chain or a rule of c's. */
+static bool lock_left(const struct conn *c)
+{
+	FILE *f = popen("{ iptables-nft-save; ip6tables-nft-save; iptables-legacy-save; "
+			"ip6tables-legacy-save; } 2>/dev/null",
+			"r");
+	char line[512], sport[32], dport[32];
+	uint16_t port = ntohs(((struct sockaddr_in *)&c->self)->sin_port);
+	bool found = false;
+
+	if (!f)
+		test_fail_errno("popen iptables-save");
+	snprintf(sport, sizeof(sport), "--sport %u ", port);
+	snprintf(dport, sizeof(dport), "--dport %u ", port);
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, "CRIU") ||
+			 (strstr(line, "0xc114") && (strstr(line, sport) || strstr(line, dport)));
+	pclose(f);
+	return found;
+}
+
 static void expect_connected(const struct conn *c)
 {
 	struct sockaddr_storage peer;
@@ -161,8 +184,11 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
 		expect_connecting(&conns[i]);
+		if (lock_left(&conns[i]))
+			test_fail("family %d: the network lock is left", conns[i].family);
+	}
 	for (int i = 0; i < 2; i++)
 		port_rule(&conns[i], "-D");
 	for (int i = 0; i < 2; i++)

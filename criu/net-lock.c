@@ -93,13 +93,13 @@ static int conn_rule(bool v6, enum netlock_op op, bool input, const char *self,
 	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
 	/* A missing rule is no news: the tool's words are not criu's. */
 	ret = run_ipt(argv, -1, NULL, op == NETLOCK_DEL);
-	if (ret < 0 || ret == 0)
+	if (ret <= 0)
 		return ret;
 	return ret == 1 ? 1 : -EIO;
 }
 
-int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
-		 const uint8_t *peer, uint16_t peer_port)
+static int ipt_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
+		    const uint8_t *peer, uint16_t peer_port)
 {
 	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
 	bool v6 = memcmp(self, mapped, 12) != 0;
@@ -179,14 +179,14 @@ static int unlock_family(bool v6, int ns_fd)
 	return 0;
 }
 
-int netlock_ns_unlock(int ns_fd)
+static int ipt_ns_unlock(int ns_fd)
 {
 	int ret = unlock_family(false, ns_fd);
 
 	return unlock_family(true, ns_fd) ?: ret;
 }
 
-int netlock_ns_lock(int ns_fd)
+static int ipt_ns_lock(int ns_fd)
 {
 	for (int v6 = 0; v6 <= 1; v6++) {
 		int ret = apply_script(v6, ns_fd, ns_lock_script, false);
@@ -202,6 +202,25 @@ int netlock_ns_lock(int ns_fd)
 		return -EIO;
 	}
 	return 0;
+}
+
+static const struct netlock_ops iptables_lock = {
+	.name = "iptables",
+	.conn = ipt_conn,
+	.ns_lock = ipt_ns_lock,
+	.ns_unlock = ipt_ns_unlock,
+};
+
+/* The method --network-lock names (iptables, the default, is the one this criu has). */
+static const struct netlock_ops *method(void)
+{
+	return &iptables_lock;
+}
+
+int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
+		 const uint8_t *peer, uint16_t peer_port)
+{
+	return method()->conn(op, self, self_port, peer, peer_port);
 }
 
 bool netlock_is_lock_rule(const char *line, size_t len)
@@ -238,13 +257,13 @@ int netlock_dump_tree(void)
 		pr_perror("net namespace %u: cannot open %s", ns->id, path);
 		return -errno;
 	}
-	ret = netlock_ns_lock(fd);
+	ret = method()->ns_lock(fd);
 	if (ret) {
 		close(fd);
 		return ret;
 	}
 	locked_ns_fd = fd;
-	pr_info("net namespace %u: locked (iptables chain " LOCK_CHAIN ")\n", ns->id);
+	pr_info("net namespace %u: locked (%s)\n", ns->id, method()->name);
 	return 0;
 }
 
@@ -253,7 +272,7 @@ void netlock_dump_release(bool killed)
 	if (locked_ns_fd < 0)
 		return;
 	/* A killed tree's namespace stays locked until its restore. */
-	if (!killed && !netlock_ns_unlock(locked_ns_fd))
+	if (!killed && !method()->ns_unlock(locked_ns_fd))
 		pr_info("the tree's net namespace: unlocked\n");
 	close(locked_ns_fd);
 	locked_ns_fd = -1;
@@ -263,7 +282,7 @@ int netlock_restore_lock(void)
 {
 	if (opts.network_lock_skip)
 		return 0;
-	return netlock_ns_lock(-1);
+	return method()->ns_lock(-1);
 }
 
 int netlock_restore_unlock(pid_t root_host)
@@ -279,7 +298,7 @@ int netlock_restore_unlock(pid_t root_host)
 		pr_perror("cannot open %s to unlock the tree's network", path);
 		return -errno;
 	}
-	ret = netlock_ns_unlock(fd);
+	ret = method()->ns_unlock(fd);
 	close(fd);
 	if (!ret)
 		pr_info("the tree's net namespace: unlocked\n");
@@ -295,7 +314,7 @@ void netlock_restore_failed(void)
 	fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (!netlock_ns_unlock(fd))
+	if (!method()->ns_unlock(fd))
 		pr_info("--join-ns net:%s: unlocked after the failed restore\n", opts.join_ns_net);
 	close(fd);
 }

@@ -15,22 +15,33 @@
 enum netlock_op { NETLOCK_ADD, NETLOCK_DEL };
 
 /*
- * One connection in criu's own net namespace, between self and peer (16 bytes each, IPv4
- * as v4-mapped IPv6): two rules of the filter table, DROP its segments in INPUT and in
- * OUTPUT unless marked. 0 done; 1 NETLOCK_DEL found no rule (not logged); -errno.
+ * A way to lock (--network-lock's value): what the pipelines below call, in criu's main
+ * process (or its child that checks the feature).
  */
+struct netlock_ops {
+	const char *name; /* as --network-lock spells it, and in messages */
+	/*
+	 * One connection in criu's own net namespace, between self and peer (16 bytes each,
+	 * IPv4 as v4-mapped IPv6), its segments both ways dropped unless marked (iptables: two
+	 * rules of the filter table, INPUT and OUTPUT). 0 done; 1 NETLOCK_DEL found nothing;
+	 * -errno. Not logged: the caller names the connection.
+	 */
+	int (*conn)(enum netlock_op op, const uint8_t *self, uint16_t self_port,
+		    const uint8_t *peer, uint16_t peer_port);
+	/*
+	 * A tree's own net namespace, whole, both families: every packet dropped but the
+	 * marked ones (iptables: CRIU's chain "CRIU" of the filter table, jumped to first
+	 * from INPUT and OUTPUT). ns_fd: the namespace (-1: the caller's own). Lock: 0 or
+	 * -errno after one line, a lock half made undone. Unlock: removes it where it is
+	 * (none: nothing to do, 0), or -errno after one line.
+	 */
+	int (*ns_lock)(int ns_fd);
+	int (*ns_unlock)(int ns_fd);
+};
+
+/* The connection lock of the method --network-lock names (netlock_ops.conn). */
 int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
 		 const uint8_t *peer, uint16_t peer_port);
-
-/*
- * A tree's own net namespace, whole (CRIU's chain "CRIU" of the filter table, jumped to
- * from INPUT and OUTPUT: marked packets accepted, the others dropped), for IPv4 and IPv6.
- * ns_fd: the namespace (-1: the caller's own). Lock: 0 or -errno after one line; a lock
- * half made is undone. Unlock: removes the chain where it is (none: nothing to do), 0 or
- * -errno after one line.
- */
-int netlock_ns_lock(int ns_fd);
-int netlock_ns_unlock(int ns_fd);
 
 /*
  * Dump, main process. Once the tree is seized and its namespaces collected, before any

@@ -877,7 +877,8 @@ static int save_tool_output(struct cr_img *img, const char *const argv[])
  */
 static int dump_iptables(const struct ns_id *ns, enum cr_img_type type, bool v6)
 {
-	const char *const legacy[] = { v6 ? "ip6tables-legacy-save" : "iptables-legacy-save", NULL };
+	const char *const legacy[] = { v6 ? "ip6tables-legacy-save" : "iptables-legacy-save",
+				       NULL };
 	const char *const nft[] = { v6 ? "ip6tables-nft-save" : "iptables-nft-save", NULL };
 	struct cr_img *img;
 	bool has_legacy;
@@ -1730,8 +1731,8 @@ static int write_ipt_lines(int fd, const char *from, const char *to)
 static int restore_iptables_part(const char *part, size_t size, bool v6)
 {
 	const char *nl = memchr(part, '\n', size);
-	const char *const argv[] = { iptables_restore_tool(part, nl ? (size_t)(nl - part) : size, v6),
-				     "-w", NULL };
+	size_t header_len = nl ? (size_t)(nl - part) : size;
+	const char *const argv[] = { iptables_restore_tool(part, header_len, v6), "-w", NULL };
 	int fd = memfd_create("iptables", MFD_CLOEXEC), ret = 0;
 
 	if (fd < 0) {

@@ -72,7 +72,10 @@ void netlock_restore_failed(void);
  */
 bool netlock_is_lock_rule(const char *line, size_t len);
 
-/* check --feature has_ipt_legacy: the tools the lock and the tables' dump use, in a scratch namespace. */
+/*
+ * check --feature has_ipt_legacy: the tools the lock and the tables' dump and restore use
+ * work, in a scratch net namespace.
+ */
 bool netlock_has_ipt_legacy(void);
 
 #endif

@@ -25,7 +25,9 @@
 #include "zdtmtst.h"
 
 #define SYN_SENT 2
-#define RULE	 "INPUT -p tcp --dport %u --tcp-flags SYN,ACK SYN -m comment --comment zdtm_syn_sent -j DROP"
+#define RULE                                                                               \
+	"INPUT -p tcp --dport %u --tcp-flags SYN,ACK SYN -m comment --comment zdtm_syn_sent " \
+	"-j DROP"
 
 struct conn {
 	int family;

@@ -353,6 +353,16 @@ def iptables_rule_unknown_chain(img_dir, pid):
         f.write(text[:at] + '-A ZDTM_NO_SUCH_CHAIN -j DROP\n' + text[at:])
 
 
+def upstream_saved_lock(img_dir, pid):
+    """Upstream criu's dump of a locked namespace has the lock's chain in its iptables image
+    (which our restore must leave out)."""
+    path = [os.path.join(img_dir, n) for n in os.listdir(img_dir)
+            if n.startswith('iptables-') and n.endswith('.img')][0]
+    with open(path) as f:
+        if ':CRIU - ' not in f.read():
+            raise TestFailure('upstream\'s iptables image has no lock chain', 'dump.log')
+
+
 def remove_syn_sent_rules():
     """tcp_syn_sent_hostns's rules in the runner's iptables, where a failed test leaves them."""
     for tool in ('iptables-nft', 'ip6tables-nft'):
@@ -833,7 +843,8 @@ def mnt_restore_fails(restore_args, expect):
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
 # cleanup: f(), run once the test's processes are gone, whatever its verdict (its cgroups).
-# upstream_env: environment of upstream criu's commands over UPSTREAM_ENV (None: unset).
+# upstream_env: environment of upstream criu's commands over UPSTREAM_ENV (None: unset);
+# upstream_opts: its options instead of UPSTREAM_OPTS.
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -2074,13 +2085,16 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
 # Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
 # iptables of a tree's namespace, both ways: upstream criu saves and restores them with
 # iptables-save/-restore (iptables-nft here), so the legacy ones are left out; its command
-# is not replaced by `true` (UPSTREAM_ENV) for these.
+# is not replaced by `true` (UPSTREAM_ENV) for these, and it locks the namespace (its dump
+# saves the lock's chain, which our restore leaves out; its restore removes ours).
 TESTS['cross_us2up_ns_net_lock_iptables'] = dict(
     TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_restore_upstream',
-    test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None})
+    test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None},
+    upstream_opts=['--shell-job'])
 TESTS['cross_up2us_ns_net_lock_iptables'] = dict(
     TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_dump_upstream',
-    setsid=True, test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None})
+    setsid=True, test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None},
+    upstream_opts=['--shell-job'], image_check=upstream_saved_lock)
 # Connecting TCP sockets, both ways: the rule that drops their SYNs is in the tree
 # namespace's iptables, which upstream criu must save and restore.
 TESTS['cross_us2up_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
@@ -3031,7 +3045,7 @@ class TestRun:
         cmd = [binary, action] + [a.replace('{out}', self.out).replace('{work}', self.work)
                                   for a in args]
         if binary != CRIU:
-            cmd += [o for o in UPSTREAM_OPTS if o not in args]
+            cmd += [o for o in self.desc.get('upstream_opts', UPSTREAM_OPTS) if o not in args]
         if log:
             cmd += ['-v4', '-o', log]
         base = os.path.join(self.out, 'criu-' + action)

@@ -38,6 +38,7 @@
 #include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -1644,8 +1645,11 @@ int cr_restore_tasks(void)
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
 		goto out;
-	/* Once every connection's peer is back, before the tasks run: out of repair mode. */
-	if (tcp_restore_unlock())
+	/*
+	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
+	 * unlocked, then its connections out of repair mode (their window probes get through).
+	 */
+	if (tcp_restore_fins() || netlock_restore_unlock(root_pid) || tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

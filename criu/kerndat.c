@@ -32,6 +32,7 @@
 #include "mem-guard.h"
 #include "mem-track.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
@@ -391,7 +392,8 @@ static const struct feature features[] = {
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	NOT_IMPLEMENTED("nftables", "the network is not locked"),
-	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
+	{ "has_ipt_legacy", FEAT_EXTRA, netlock_has_ipt_legacy,
+	  "the network lock and iptables of net namespaces (legacy and nft)" },
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),

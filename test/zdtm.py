@@ -75,7 +75,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns'}
+                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns', 'has_ipt_legacy'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -350,11 +350,62 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
-def tcp_state_connecting(img_dir, pid):
-    """A closing TCP connection made one in SYN_SENT, which restore does not make."""
-    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
+def tcp_state_half_open(img_dir, pid):
+    """A closing TCP connection made one in SYN_RECV, which restore does not make."""
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=3) for e in es
                                                  if e['type'] == 'INETSK' and
                                                  e['isk']['state'] in (5, 8)][:1])
+
+
+def iptables_rule_unknown_chain(img_dir, pid):
+    """The iptables image's nft part gets a rule for a chain no table has."""
+    path = [os.path.join(img_dir, n) for n in os.listdir(img_dir)
+            if n.startswith('iptables-') and n.endswith('.img')][0]
+    with open(path) as f:
+        text = f.read()
+    nft = text.index('(nf_tables)')
+    at = text.index('COMMIT', nft)
+    with open(path, 'w') as f:
+        f.write(text[:at] + '-A ZDTM_NO_SUCH_CHAIN -j DROP\n' + text[at:])
+
+
+def upstream_saved_lock(img_dir, pid):
+    """Upstream criu's dump of a locked namespace has the lock's chain in its iptables image
+    (which our restore must leave out)."""
+    path = [os.path.join(img_dir, n) for n in os.listdir(img_dir)
+            if n.startswith('iptables-') and n.endswith('.img')][0]
+    with open(path) as f:
+        if ':CRIU - ' not in f.read():
+            raise TestFailure('upstream\'s iptables image has no lock chain', 'dump.log')
+
+
+def remove_syn_sent_rules():
+    """tcp_syn_sent_hostns's rules in the runner's iptables, where a failed test leaves them."""
+    for tool in ('iptables-nft', 'ip6tables-nft'):
+        rules = subprocess.run([tool, '-w', '-S', 'INPUT'], capture_output=True,
+                               text=True).stdout.splitlines()
+        for rule in rules:
+            if 'zdtm_syn_sent' in rule and rule.startswith('-A '):
+                subprocess.call([tool, '-w', '-D'] + rule.split()[1:])
+
+
+NETLOCK_NETNS = 'zdtm_nlock'
+
+
+def remove_netns_nlock():
+    """ns_net_lock's net namespace, which outlives its tree."""
+    subprocess.call(['ip', 'netns', 'delete', NETLOCK_NETNS], stderr=subprocess.DEVNULL)
+
+
+def netns_nlock_unlocked():
+    """After a failed restore into ns_net_lock's namespace: no table of either family and
+    backend there has the network lock's chain."""
+    out = subprocess.run(['ip', 'netns', 'exec', NETLOCK_NETNS, 'sh', '-c',
+                          'iptables-nft-save; ip6tables-nft-save; iptables-legacy-save; '
+                          'ip6tables-legacy-save'], capture_output=True, text=True).stdout
+    if 'CRIU' in out:
+        raise TestFailure('the network lock\'s chain CRIU is left after the failed restore',
+                          'restore.log')
 
 
 def fd_names_missing_file(img_dir, pid):
@@ -764,7 +815,8 @@ def mnt_restore_fails(restore_args, expect):
 #                  text written to {out}/script.sh, 'expect': what the error line says,
 #                  'action': pre-dump instead of dump, 'setup': f(out, pid) run first)
 #   restore_fails  dump ('dump_args'), damage the images with 'corrupt' (or hold what they
-#                  need: what it returns is closed after), restore ('restore_args') must fail
+#                  need: what it returns is closed after), restore ('restore_args') must fail;
+#                  'verify': f() raising TestFailure, what must hold after it failed
 #   pid_in_use     dump -R, restore while the original still runs: must fail
 #   cli            criu with 'args' must fail with one line on stderr; or, with 'rc', exit
 #                  with rc and print exactly 'stdout' and 'stderr' (default: nothing).
@@ -816,6 +868,8 @@ def mnt_restore_fails(restore_args, expect):
 # Every mode that dumps also has each dump's images decoded by Debian's crit (CritHelper).
 # image_check: f(img_dir, pid), run after each dump, raises TestFailure on what it finds.
 # cleanup: f(), run once the test's processes are gone, whatever its verdict (its cgroups).
+# upstream_env: environment of upstream criu's commands over UPSTREAM_ENV (None: unset);
+# upstream_opts: its options instead of UPSTREAM_OPTS.
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
@@ -1133,14 +1187,63 @@ TESTS = {
     'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
                                          'dump_args': ['--tcp-established']},
+    # in a net namespace of its own (restore joins it), its peer outside the tree writing
+    # through the dump: the whole namespace locked (CRIU's chain), then unlocked
+    'ns_net_lock': {'dump_args': ['--tcp-established'],
+                    'restore_args': ['--join-ns', 'net:/run/netns/' + NETLOCK_NETNS],
+                    'cleanup': remove_netns_nlock},
+    'ns_net_lock_leave_running': {'bin': 'ns_net_lock', 'mode': 'leave_running',
+                                  'dump_args': ['--tcp-established'],
+                                  'cleanup': remove_netns_nlock},
+    'ns_net_lock_dump_fails': {'bin': 'ns_net_lock', 'mode': 'dump_fails',
+                               'dump_args': ['--tcp-established'],
+                               'test_env': {'ZDTM_NETLOCK_DUMP_FAILS': '1'},
+                               'cleanup': remove_netns_nlock},
+    'restore_fail_ns_net_lock': {'bin': 'ns_net_lock', 'mode': 'restore_fails',
+                                 'dump_args': ['--tcp-established'],
+                                 'restore_args': ['--join-ns', 'net:/run/netns/' + NETLOCK_NETNS],
+                                 'corrupt': tcp_stream_short_queue,
+                                 'expect': 'bytes after the entry, its queues have',
+                                 'verify': netns_nlock_unlocked, 'cleanup': remove_netns_nlock},
+    # connecting (SYN_SENT) sockets of both families, their SYNs dropped by a rule
+    'tcp_syn_sent': {'launcher': True, 'pidns': True, 'dump_args': ['--tcp-established']},
+    'tcp_syn_sent_userns': {'bin': 'tcp_syn_sent', 'launcher': True, 'pidns': True,
+                            'dump_args': ['--tcp-established'],
+                            'test_env': {'ZDTM_NET_USERNS': '1'}},
+    # ... in criu's own net namespace: each connection locked by its own rules
+    'tcp_syn_sent_hostns': {'bin': 'tcp_syn_sent', 'dump_args': ['--tcp-established'],
+                            'test_env': {'ZDTM_SYN_SENT_HOSTNS': '1'},
+                            'cleanup': remove_syn_sent_rules},
+    # a dump that fails once they are locked (post-dump): the lock goes, in either namespace
+    'tcp_syn_sent_dump_fails': {
+        'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True, 'pidns': True,
+        'script': '[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ]',
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    'tcp_syn_sent_hostns_dump_fails': {
+        'bin': 'tcp_syn_sent', 'mode': 'dump_fails',
+        'script': '[ "$CRTOOLS_SCRIPT_ACTION" != post-dump ]',
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'test_env': {'ZDTM_SYN_SENT_HOSTNS': '1'}, 'cleanup': remove_syn_sent_rules,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    'tcp_syn_sent_no_option': {'bin': 'tcp_syn_sent', 'mode': 'dump_fails', 'launcher': True,
+                               'pidns': True, 'expect': 'dump with --tcp-established'},
+    # iptables of both backends (legacy, nft) and families in the tree's namespace
+    'ns_net_lock_iptables': {'launcher': True, 'pidns': True},
+    'ns_net_lock_iptables_userns': {'bin': 'ns_net_lock_iptables', 'launcher': True,
+                                    'pidns': True, 'test_env': {'ZDTM_NET_USERNS': '1'}},
+    'restore_fail_ns_net_lock_iptables': {'bin': 'ns_net_lock_iptables', 'mode': 'restore_fails',
+                                          'launcher': True, 'pidns': True,
+                                          'corrupt': iptables_rule_unknown_chain,
+                                          'expect': 'iptables-nft-restore -w'},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
                                       'expect': 'dump with --tcp-established'},
     'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
                                        'dump_args': ['--tcp-established'],
-                                       'corrupt': tcp_state_connecting,
-                                       'expect': 'state 2 is not one this criu restores'},
+                                       'corrupt': tcp_state_half_open,
+                                       'expect': 'state 3 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
                                  'corrupt': inet_family_unknown,
                                  'expect': 'is not a kind this criu restores'},
@@ -2051,6 +2154,27 @@ TESTS['cross_up2us_ns_net_veth'] = dict(TESTS['ns_net_veth'], mode='cross_dump_u
                                         test_env={'ZDTM_NET_VETH': '1',
                                                   'ZDTM_NET_UPSTREAM_DUMP': '1'})
 # Nested net namespaces, their sockets in each (unix_sk_entry.ns_id), both ways.
+# iptables of a tree's namespace, both ways: upstream criu saves and restores them with
+# iptables-save/-restore (iptables-nft here), so the legacy ones are left out; its command
+# is not replaced by `true` (UPSTREAM_ENV) for these, and it locks the namespace (its dump
+# saves the lock's chain, which our restore leaves out; its restore removes ours).
+TESTS['cross_us2up_ns_net_lock_iptables'] = dict(
+    TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_restore_upstream',
+    test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None},
+    upstream_opts=['--shell-job'])
+TESTS['cross_up2us_ns_net_lock_iptables'] = dict(
+    TESTS['ns_net_lock_iptables'], bin='ns_net_lock_iptables', mode='cross_dump_upstream',
+    setsid=True, test_env={'ZDTM_IPT_NFT_ONLY': '1'}, upstream_env={'CR_IPTABLES': None},
+    upstream_opts=['--shell-job'], image_check=upstream_saved_lock)
+# Connecting TCP sockets, both ways: the rule that drops their SYNs is in the tree
+# namespace's iptables, which upstream criu must save and restore.
+TESTS['cross_us2up_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
+                                         mode='cross_restore_upstream',
+                                         restore_args=['--tcp-established'],
+                                         upstream_env={'CR_IPTABLES': None})
+TESTS['cross_up2us_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
+                                         mode='cross_dump_upstream', setsid=True,
+                                         upstream_env={'CR_IPTABLES': None})
 TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_restore_upstream')
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
@@ -3003,7 +3127,7 @@ class TestRun:
         cmd = [binary, action] + [a.replace('{out}', self.out).replace('{work}', self.work)
                                   for a in args]
         if binary != CRIU:
-            cmd += [o for o in UPSTREAM_OPTS if o not in args]
+            cmd += [o for o in self.desc.get('upstream_opts', UPSTREAM_OPTS) if o not in args]
         if log:
             cmd += ['-v4', '-o', log]
         base = os.path.join(self.out, 'criu-' + action)
@@ -3011,6 +3135,12 @@ class TestRun:
         env = {k: v for k, v in dict(os.environ, **self.criu_env).items() if v is not None}
         if binary != CRIU:
             env.update(UPSTREAM_ENV)
+            # a test's own for upstream criu; None: unset
+            for name, value in self.desc.get('upstream_env', {}).items():
+                if value is None:
+                    env.pop(name, None)
+                else:
+                    env[name] = value
         with open(base + '.out', 'ab') as out, open(base + '.err', 'w+b') as err:
             try:
                 proc = subprocess.run(cmd, stdin=stdin or subprocess.DEVNULL, stdout=out,
@@ -4042,6 +4172,8 @@ class TestRun:
                 self.expect_no_process(int(line.split(service)[1]), 'restore.log')
         if images_checksum(self.img) != checksum:
             raise TestFailure('the failed restore changed the images', 'restore.log')
+        if 'verify' in self.desc:
+            self.desc['verify']()
 
     def expect_lazy_restore_fails(self, pid):
         """A restore --lazy-pages, its daemon running, fails as expect_restore_fails()

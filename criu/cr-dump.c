@@ -34,6 +34,7 @@
 #include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "page-server.h"
 #include "plugin.h"
 #include "proc_parse.h"
@@ -1695,6 +1696,9 @@ int cr_dump_tasks(pid_t pid)
 	/* criu's own cgroups first: CRIU numbers its set 1, the tasks' sets after it. */
 	if (!ret)
 		ret = cg_dump_init();
+	/* A net namespace of the tree's own, before its sockets are read (net-lock.h). */
+	if (!ret)
+		ret = netlock_dump_tree();
 	if (ret)
 		goto out;
 
@@ -1771,7 +1775,11 @@ out:
 		reg_dump_undo();
 	/* Before the tree runs again: on failure plugins resume the devices they paused. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__DUMP, ret);
-	/* Before the tree runs again: its TCP connections leave repair mode. */
+	/*
+	 * Before the tree runs again: its net namespace unlocked, then its TCP connections
+	 * leave repair mode (their window probes must get through).
+	 */
+	netlock_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
 	tcp_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
 	release_tree(ret == 0);
 	if (!ret)

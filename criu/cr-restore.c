@@ -38,6 +38,7 @@
 #include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "netlock-nft.h"
 #include "plugin.h"
 #include "pstree.h"
@@ -878,7 +879,8 @@ static pid_t fork_with_ns_last_pid(pid_t pid)
 	int fd, len;
 	pid_t child;
 
-	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	/* In a task, whose namespace may have no /proc: proc_open() knows. */
+	fd = proc_open("sys/kernel/ns_last_pid", O_WRONLY);
 	if (fd < 0)
 		return -1;
 	len = snprintf(buf, sizeof(buf), "%d", pid - 1);
@@ -1647,8 +1649,11 @@ int cr_restore_tasks(void)
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
 		goto out;
-	/* Once every connection's peer is back, before the tasks run: out of repair mode. */
-	if (tcp_restore_unlock())
+	/*
+	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
+	 * unlocked, then its connections out of repair mode (their window probes get through).
+	 */
+	if (tcp_restore_fins() || netlock_restore_unlock(root_pid) || tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

@@ -18,6 +18,7 @@
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "net-lock.h"
 #include "page-server.h"
 #include "uffd.h"
 
@@ -227,8 +228,10 @@ static int run_restore(char **args)
 		return 1;
 	ret = cr_restore_tasks();
 	/* Without -d, ret is the restored root's exit status, as with CRIU. */
-	if (ret < 0)
+	if (ret < 0) {
+		netlock_restore_failed();
 		pr_info("Restoring FAILED.\n");
+	}
 	log_fini();
 	return ret < 0 ? 1 : ret;
 }

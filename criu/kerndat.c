@@ -32,11 +32,13 @@
 #include "mem-guard.h"
 #include "mem-track.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "net-nft.h"
 #include "netlock-nft.h"
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
+#include "tun.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -364,8 +366,8 @@ static const struct feature features[] = {
 	{ "mem_dirty_track", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
 	{ "aio_remap", FEAT_EXTRA, has_aio_remap, "AIO rings (io_setup contexts)" },
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
-	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
-	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
+	{ "tun", FEAT_EXTRA, tun_has_dev, "tun/tap devices and their files" },
+	{ "tun_ns", FEAT_EXTRA, tun_has_netns, "tun/tap devices of the tree's net namespaces" },
 	{ "userns", FEAT_EXTRA, has_userns, "user namespaces" },
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },
@@ -392,7 +394,8 @@ static const struct feature features[] = {
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
 	{ "nftables", FEAT_EXTRA, nft_usable, "nftables of net namespaces (the nft tool)" },
-	NOT_IMPLEMENTED("has_ipt_legacy", "the network lock runs iptables, not iptables-legacy"),
+	{ "has_ipt_legacy", FEAT_EXTRA, netlock_has_ipt_legacy,
+	  "the network lock and iptables of net namespaces (legacy and nft)" },
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),

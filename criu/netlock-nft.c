@@ -2,8 +2,9 @@
  * --network-lock nftables, as CRIU locks with it: a table "inet CRIU-PID" in criu's net
  * namespace whose input and output chains drop the TCP segments of the connections in its
  * sets (one element per connection, its 4-tuple as seen from the tree's side) unless they
- * carry NET_LOCK_MARK, which criu's own segments do. The peer retransmits what the lock
- * dropped once the connection is back.
+ * carry NET_LOCK_MARK, which criu's own segments do; in a tree's own net namespace, the
+ * same table dropping every packet not marked. The peer retransmits what the lock dropped
+ * once the connection is back. net-lock.c calls it through struct netlock_ops.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,7 +23,7 @@
 #include "netlock-nft.h"
 #include "pstree.h"
 
-/* What criu's own segments carry (SO_MARK) to pass the lock, as CRIU's. */
+/* NET_LOCK_MARK, as nft reads it: what criu's own segments carry to pass the lock. */
 #define NETLOCK_NFT_MARK "0xc114"
 /* A table name's length, as nf_tables bounds it (NFT_TABLE_MAXNAMELEN). */
 #define NFT_NAME_MAX 256
@@ -153,15 +154,15 @@ static void drop_lock_table_if_empty(const char *table)
 	free(listed);
 }
 
-int netlock_nft_conn(bool lock, const uint8_t *self, uint16_t self_port, const uint8_t *peer,
-		     uint16_t peer_port)
+static int nft_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
+		    const uint8_t *peer, uint16_t peer_port)
 {
 	char table[64], element[160], script[256];
 	int ret;
 
 	lock_table_name(table, sizeof(table));
 	conn_element(self, self_port, peer, peer_port, element, sizeof(element));
-	if (lock) {
+	if (op == NETLOCK_ADD) {
 		ret = make_lock_table(table);
 		snprintf(script, sizeof(script), "add element %s %s\n", table, element);
 		return ret ?: nft_script(script, -1, false) ? -EIO : 0;
@@ -189,7 +190,7 @@ static const char ns_lock_table_fmt[] = "table %1$s {\n"
 					"\t}\n"
 					"}\n";
 
-int netlock_nft_ns_lock(int ns_fd)
+static int nft_ns_lock(int ns_fd)
 {
 	char table[64], script[512];
 
@@ -201,7 +202,7 @@ int netlock_nft_ns_lock(int ns_fd)
 	return -EIO;
 }
 
-int netlock_nft_ns_unlock(int ns_fd)
+static int nft_ns_unlock(int ns_fd)
 {
 	char table[64], script[128];
 
@@ -216,6 +217,13 @@ int netlock_nft_ns_unlock(int ns_fd)
 	       table);
 	return -EIO;
 }
+
+const struct netlock_ops nftables_lock = {
+	.name = "nftables",
+	.conn = nft_conn,
+	.ns_lock = nft_ns_lock,
+	.ns_unlock = nft_ns_unlock,
+};
 
 bool netlock_nft_is_lock_table(const char *family, const char *name)
 {

@@ -35,8 +35,10 @@
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
+#include "net-lock.h"
 #include "net-nft.h"
 #include "servicefd.h"
+#include "tun.h"
 
 #include "macvlan.pb-c.h"
 #include "netdev.pb-c.h"
@@ -419,7 +421,7 @@ static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
  * timers...), as CRIU restores one.
  */
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
-		      NetDeviceEntry *nde, MacvlanLinkEntry *mv)
+		      NetDeviceEntry *nde, MacvlanLinkEntry *mv, TunLinkEntry *tun)
 {
 	struct rtattr *info[IFLA_INFO_MAX + 1] = {};
 	const char *kind = "";
@@ -456,10 +458,17 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->type = ND_TYPE__MACVLAN;
 		macvlan_entry(info[IFLA_INFO_DATA], mv);
 		nde->macvlan = mv;
+	} else if (!strcmp(kind, "tun")) {
+		int ret = tun_link_dump(ns, info[IFLA_INFO_DATA], nde->name, tun);
+
+		if (ret)
+			return ret;
+		nde->type = ND_TYPE__TUN;
+		nde->tun = tun;
 	} else {
 		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges, "
-		       "and veth and macvlan links whose peer or lower link is outside are "
-		       "supported\n",
+		       "tun/tap links, and veth and macvlan links whose peer or lower link is "
+		       "outside are supported\n",
 		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind);
 		return -ENOTSUP;
 	}
@@ -488,6 +497,8 @@ static const char *link_kind_name(NdType type)
 		return "bridge";
 	case ND_TYPE__MACVLAN:
 		return "macvlan";
+	case ND_TYPE__TUN:
+		return "tun";
 	default:
 		return "veth";
 	}
@@ -502,10 +513,12 @@ static int check_nested_link(const struct ns_id *ns, const NetDeviceEntry *nde)
 	const struct ns_id *root = ns_root_own(NS_NET);
 
 	if (ns == root || nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+	    nde->type == ND_TYPE__TUN ||
 	    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid && nde->peer_nsid == root->id))
 		return 0;
-	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and veth "
-	       "links whose peer is in the root's net namespace are supported in a nested one\n",
+	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges, tun/tap "
+	       "and veth links whose peer is in the root's net namespace are supported in a "
+	       "nested one\n",
 	       ns->id, nde->name, link_kind_name(nde->type));
 	return -ENOTSUP;
 }
@@ -514,12 +527,13 @@ static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr
 {
 	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
 	MacvlanLinkEntry mv = MACVLAN_LINK_ENTRY__INIT;
+	TunLinkEntry tun = TUN_LINK_ENTRY__INIT;
 	struct ifinfomsg *ifi = NLMSG_DATA(h);
 	struct rtattr *tb[IFLA_MAX + 1];
 	int ret;
 
 	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
-	ret = link_entry(ns, ifi, tb, &nde, &mv) ?: check_nested_link(ns, &nde);
+	ret = link_entry(ns, ifi, tb, &nde, &mv, &tun) ?: check_nested_link(ns, &nde);
 	if (ret)
 		return ret;
 	nde.n_conf4 = NR(conf4_names);
@@ -831,26 +845,71 @@ static int has_tables(const char *names, bool *has)
 }
 
 /*
- * iptables as iptables-save writes it. A namespace in which no table was ever made
- * (/proc/net/ip_tables_names empty) has none to save: its image is left empty, which is
- * what CRIU writes when iptables-save prints nothing, so that no iptables need be there.
+ * A tool's output, as it printed it, into img: its lines but the network lock's own (the
+ * dump saves the tables while the namespace is locked, net-lock.c), through a memfd.
  */
-static int dump_iptables(const struct ns_id *ns, enum cr_img_type type, const char *names,
-			 const char *tool)
+static int save_tool_output(struct cr_img *img, const char *const argv[])
 {
-	const char *const argv[] = {tool, NULL};
+	int fd = memfd_create(argv[0], MFD_CLOEXEC), ret;
+	char *buf = NULL;
+	off_t size;
+
+	if (fd < 0) {
+		pr_perror("%s: cannot make a memfd for its output", argv[0]);
+		return -errno;
+	}
+	ret = run_tool(argv, -1, fd);
+	size = ret ? 0 : lseek(fd, 0, SEEK_END);
+	if (size > 0) {
+		buf = malloc(size);
+		if (!buf || pread(fd, buf, size, 0) != size) {
+			pr_perror("%s: cannot read its output back", argv[0]);
+			ret = -EIO;
+		}
+	}
+	for (off_t at = 0; !ret && buf && at < size;) {
+		char *nl = memchr(buf + at, '\n', size - at);
+		size_t len = nl ? (size_t)(nl - (buf + at)) : (size_t)(size - at);
+
+		if (!netlock_is_lock_rule(buf + at, len))
+			ret = img_write_raw(img, buf + at, len + (nl ? 1 : 0));
+		at += len + 1;
+	}
+	free(buf);
+	close(fd);
+	return ret;
+}
+
+/*
+ * iptables, whichever backend holds them, one after the other in CRIU's raw image as the
+ * tools print them: the legacy tables (iptables-legacy-save, only where the kernel has
+ * some: /proc/net/ip_tables_names, so that a namespace without needs no legacy tool), then
+ * those made through iptables-nft (iptables-nft-save prints nothing where there are none).
+ * Each part starts with its tool's "# Generated by" line, by which restore_iptables()
+ * picks the tool that loads it. nftables tables that iptables-nft-save does not print are
+ * not iptables' and not saved here.
+ */
+static int dump_iptables(const struct ns_id *ns, enum cr_img_type type, bool v6)
+{
+	const char *const legacy[] = { v6 ? "ip6tables-legacy-save" : "iptables-legacy-save",
+				       NULL };
+	const char *const nft[] = { v6 ? "ip6tables-nft-save" : "iptables-nft-save", NULL };
 	struct cr_img *img;
-	bool has;
+	bool has_legacy;
 	int ret;
 
-	ret = has_tables(names, &has);
-	if (ret || has)
-		return ret ?: dump_tool_output(type, ns, argv);
+	ret = has_tables(v6 ? "ip6_tables_names" : "ip_tables_names", &has_legacy);
+	if (ret)
+		return ret;
 	img = open_image(type, O_WRONLY, ns->id);
 	if (!img)
 		return -EIO;
+	if (has_legacy)
+		ret = save_tool_output(img, legacy);
+	if (!ret)
+		ret = save_tool_output(img, nft);
 	close_image(img);
-	return 0;
+	return ret;
 }
 
 static int dump_netns_entry(const struct ns_id *ns)
@@ -1016,9 +1075,9 @@ static int net_dump(const struct ns_id *ns)
 	if (!ret)
 		ret = dump_rules(ns);
 	if (!ret)
-		ret = dump_iptables(ns, CR_IMG_IPTABLES, "ip_tables_names", "iptables-save");
+		ret = dump_iptables(ns, CR_IMG_IPTABLES, false);
 	if (!ret)
-		ret = dump_iptables(ns, CR_IMG_IP6TABLES, "ip6_tables_names", "ip6tables-save");
+		ret = dump_iptables(ns, CR_IMG_IP6TABLES, true);
 	if (!ret)
 		ret = nft_dump_ruleset(ns);
 	return ret;
@@ -1135,11 +1194,17 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		st->links = grown;
 		st->links[st->nr_links++] = nde;
 		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH &&
-		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN) {
-			pr_err("%s: link %s is of type %d: only the loopback, bridges, veth and "
-			       "macvlan links are supported\n",
+		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN &&
+		    nde->type != ND_TYPE__TUN) {
+			pr_err("%s: link %s is of type %d: only the loopback, bridges, tun/tap, veth "
+			       "and macvlan links are supported\n",
 			       img->name, nde->name, nde->type);
 			ret = -ENOTSUP;
+			break;
+		}
+		if (nde->type == ND_TYPE__TUN && !nde->tun) {
+			pr_err("%s: tun link %.32s has no tun entry\n", img->name, nde->name);
+			ret = -EINVAL;
 			break;
 		}
 		/* What goes into a request as it is (nl_msg's room): as the kernel bounds it. */
@@ -1184,12 +1249,13 @@ static int check_nested_links(const struct ns_id *ns, const struct net_state *st
 		const NetDeviceEntry *nde = st->links[i];
 
 		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+		    nde->type == ND_TYPE__TUN ||
 		    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid &&
 		     nde->peer_nsid == ns_root_own(NS_NET)->id))
 			continue;
-		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and "
-		       "veth links whose peer is in the root's net namespace are restored in a "
-		       "nested one\n",
+		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges, "
+		       "tun/tap and veth links whose peer is in the root's net namespace are "
+		       "restored in a nested one\n",
 		       ns->id, nde->name, link_kind_name(nde->type));
 		return -ENOTSUP;
 	}
@@ -1516,6 +1582,9 @@ static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
 	       sysctl_write(path, nde->conf6[i]);
 }
 
+/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
+static bool filled_by_tree;
+
 /* A link made (or the loopback found) with its settings, still down. */
 static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
@@ -1535,6 +1604,9 @@ static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde
 		ret = create_bridge(rtnl, nde);
 	} else if (nde->type == ND_TYPE__MACVLAN) {
 		ret = create_macvlan(st, nde);
+	} else if (nde->type == ND_TYPE__TUN) {
+		/* The tasks' files attach to it later, by name (files-tun.c). */
+		ret = tun_link_create(nde, filled_by_tree || !ns_root_own(NS_USER));
 	}
 	if (!ret)
 		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,
@@ -1560,9 +1632,6 @@ static int raise_link(int rtnl, const NetDeviceEntry *nde)
 /* A list of the image's, no longer than the names this criu knows. */
 #define CONF_OP(proto, dev, names, list, n)                                                        \
 	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
-
-/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
-static bool filled_by_tree;
 
 /*
  * net.ipv4.ping_group_range holds gids, which the kernel reads as the writer's user
@@ -1637,6 +1706,131 @@ static int restore_tool_input(enum cr_img_type type, const struct ns_id *ns, boo
 }
 
 /*
+ * The restore tool of the part of an iptables image that header starts ("# Generated by
+ * TOOL vX.Y (BACKEND) on DATE", as iptables-*-save print it): iptables-nft's names
+ * nf_tables, iptables-legacy-save calls itself iptables-save; a part without one (an image
+ * made by hand) goes to the system's iptables-restore.
+ */
+static const char *iptables_restore_tool(const char *header, size_t len, bool v6)
+{
+	static const char generated[] = "# Generated by ";
+
+	if (len < sizeof(generated) - 1 || memcmp(header, generated, sizeof(generated) - 1))
+		return v6 ? "ip6tables-restore" : "iptables-restore";
+	if (memmem(header, len, "nf_tables", 9) || memmem(header, len, "-nft-", 5))
+		return v6 ? "ip6tables-nft-restore" : "iptables-nft-restore";
+	return v6 ? "ip6tables-legacy-restore" : "iptables-legacy-restore";
+}
+
+/* Lines [from, to) of an iptables image's part into fd, but the network lock's. */
+static int write_ipt_lines(int fd, const char *from, const char *to)
+{
+	while (from < to) {
+		const char *end = memchr(from, '\n', to - from);
+		size_t len = end ? (size_t)(end - from) + 1 : (size_t)(to - from);
+
+		if (!netlock_is_lock_rule(from, end ? len - 1 : len) &&
+		    write(fd, from, len) != (ssize_t)len)
+			return -errno;
+		from += len;
+	}
+	return 0;
+}
+
+/* One part of an iptables image, without the network lock's lines, fed to its tool. */
+static int restore_iptables_part(const char *part, size_t size, bool v6)
+{
+	const char *nl = memchr(part, '\n', size);
+	size_t header_len = nl ? (size_t)(nl - part) : size;
+	const char *const argv[] = { iptables_restore_tool(part, header_len, v6), "-w", NULL };
+	int fd = memfd_create("iptables", MFD_CLOEXEC), ret = 0;
+
+	if (fd < 0) {
+		pr_perror("%s: cannot make a memfd for its input", argv[0]);
+		return -errno;
+	}
+	if (write_ipt_lines(fd, part, part + size)) {
+		pr_perror("%s: cannot pass its input", argv[0]);
+		ret = -EIO;
+	}
+	if (!ret && lseek(fd, 0, SEEK_SET)) {
+		pr_perror("%s: cannot pass its input", argv[0]);
+		ret = -EIO;
+	}
+	ret = ret ?: run_tool(argv, fd, -1);
+	close(fd);
+	return ret;
+}
+
+/*
+ * The next part of an iptables image from at (iptables-*-save print a "# Generated by"
+ * line before each table), as [*part, return).
+ */
+static size_t next_ipt_part(const char *buf, size_t size, size_t at)
+{
+	static const char generated[] = "\n# Generated by ";
+	const char *next = memmem(buf + at, size - at, generated, sizeof(generated) - 1);
+
+	return next ? (size_t)(next - buf) + 1 : size;
+}
+
+static bool is_legacy_part(const char *part, size_t size, bool v6)
+{
+	const char *nl = memchr(part, '\n', size);
+
+	return strstr(iptables_restore_tool(part, nl ? (size_t)(nl - part) : size, v6), "-legacy-");
+}
+
+/*
+ * An iptables image (dump_iptables()), each part by its own restore tool: each loads (and
+ * flushes first) its own backend's table only. The legacy ones in the reverse of their
+ * order: the kernel lists a namespace's legacy tables (and iptables-legacy-save prints
+ * them) newest first, so made in this order they are listed as dumped. The network lock's
+ * lines an image of CRIU's may have (it saves the tables while they are locked) are left
+ * out: the restore locks the namespace itself (net-lock.c).
+ */
+static int restore_iptables(enum cr_img_type type, const struct ns_id *ns, bool v6)
+{
+	size_t starts[64], nr = 0, size;
+	struct cr_img *img;
+	char *buf = NULL;
+	int ret;
+
+	if (!img_exists(type, ns->id))
+		return 0;
+	img = open_image(type, O_RDONLY, ns->id);
+	if (!img)
+		return -EIO;
+	size = img->size;
+	buf = malloc(size + 1);
+	ret = buf ? img_read_raw(img, buf, size) : -ENOMEM;
+	if (ret)
+		pr_err("%s: cannot read it: %s\n", img->name, strerror(-ret));
+	for (size_t at = 0; !ret && at < size; at = next_ipt_part(buf, size, at)) {
+		if (nr == sizeof(starts) / sizeof(starts[0])) {
+			pr_err("%s: more than %zu tables\n", img->name, nr);
+			ret = -E2BIG;
+		}
+		starts[nr++] = at;
+	}
+	for (size_t i = 0; !ret && i < nr; i++) {
+		size_t len = next_ipt_part(buf, size, starts[i]) - starts[i];
+
+		if (!is_legacy_part(buf + starts[i], len, v6))
+			ret = restore_iptables_part(buf + starts[i], len, v6);
+	}
+	for (size_t i = nr; !ret && i-- > 0;) {
+		size_t len = next_ipt_part(buf, size, starts[i]) - starts[i];
+
+		if (is_legacy_part(buf + starts[i], len, v6))
+			ret = restore_iptables_part(buf + starts[i], len, v6);
+	}
+	free(buf);
+	close_image(img);
+	return ret;
+}
+
+/*
  * A routes image fed to `ip route restore` made restorable first (CRIU's own dumps keep
  * what the kernel makes and a link without carrier's flags), through a memfd.
  */
@@ -1681,8 +1875,6 @@ static int restore_tables(const struct ns_id *ns)
 	static const char *const rule_flush[] = {"ip", "rule", "flush", NULL};
 	static const char *const rule_local[] = {"ip", "rule", "delete", "table", "local", NULL};
 	static const char *const rule[] = {"ip", "rule", "restore", NULL};
-	static const char *const ipt[] = {"iptables-restore", "-w", NULL};
-	static const char *const ip6t[] = {"ip6tables-restore", "-w", NULL};
 	int ret;
 
 	ret = restore_tool_input(CR_IMG_IFADDR, ns, false, addr);
@@ -1696,9 +1888,9 @@ static int restore_tables(const struct ns_id *ns)
 	if (!ret)
 		ret = restore_tool_input(CR_IMG_RULE, ns, true, rule);
 	if (!ret)
-		ret = restore_tool_input(CR_IMG_IPTABLES, ns, true, ipt);
+		ret = restore_iptables(CR_IMG_IPTABLES, ns, false);
 	if (!ret)
-		ret = restore_tool_input(CR_IMG_IP6TABLES, ns, true, ip6t);
+		ret = restore_iptables(CR_IMG_IP6TABLES, ns, true);
 	/* After the iptables: an image of CRIU's may have their tables again (net-nft.c). */
 	if (!ret)
 		ret = nft_restore_ruleset(ns);
@@ -1837,6 +2029,20 @@ uint32_t netns_current(void)
 	return cur_netns_id;
 }
 
+const NetDeviceEntry *net_find_link(uint32_t ns_id, const char *name)
+{
+	for (const struct ns_id *ns = ns_tree_next(NS_NET, NULL); ns; ns = ns_tree_next(NS_NET, ns)) {
+		const struct net_state *st = ns->priv;
+
+		if (!st || (ns_id ? ns->id != ns_id : ns != ns_root_own(NS_NET)))
+			continue;
+		for (size_t i = 0; i < st->nr_links; i++)
+			if (!strcmp(st->links[i]->name, name))
+				return st->links[i];
+	}
+	return NULL;
+}
+
 /*
  * Main process, right before it forks the root: criu moves into the namespace the root
  * is to be born in (a new one, filled from the images; a new empty one; or the one
@@ -1865,7 +2071,7 @@ static int net_enter(struct ns_id *ns)
 		return -errno;
 	}
 	if (st->netns)
-		ret = fill_netns(ns);
+		ret = fill_netns(ns) ?: netlock_restore_lock();
 	if (!ret)
 		pr_info("net namespace %u: %s\n", ns->id, st->netns ? "restored" : "new and empty");
 	return ret;
@@ -1882,6 +2088,12 @@ static bool net_cloned(const struct ns_id *ns)
 	return ns_root_own(NS_USER) && !opts.join_ns_net;
 }
 
+/* Locked until the tasks are restored (netlock_restore_unlock()), after its tables. */
+static int fill_and_lock(const struct ns_id *ns)
+{
+	return fill_netns(ns) ?: netlock_restore_lock();
+}
+
 /*
  * Main process, the root cloned into the namespace with its user namespace (net_cloned())
  * and still waiting for GO, so nothing of the tree has used the network yet: criu, root
@@ -1895,7 +2107,7 @@ static int net_born(const struct ns_id *ns, pid_t root_host)
 	if (!net_cloned(ns))
 		return 0;
 	if (st->netns)
-		ret = keep_criu_ns(st) ?: ns_run_in_root(root_host, ns, fill_netns);
+		ret = keep_criu_ns(st) ?: ns_run_in_root(root_host, ns, fill_and_lock);
 	if (!ret)
 		pr_info("net namespace %u: %s, owned by the tree's user namespace\n", ns->id,
 			st->netns ? "restored" : "new and empty");

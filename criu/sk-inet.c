@@ -47,6 +47,7 @@
 /* The kernel's TCP states (include/net/tcp_states.h), as the images store them. */
 enum {
 	SK_ESTABLISHED = 1,
+	SK_SYN_SENT = 2,
 	SK_CLOSE = 7,
 	SK_LISTEN = 10,
 };
@@ -201,7 +202,9 @@ static int dump_state(int fd, struct inet_dump *d, const char *what)
 		d->ie.backlog = ti.tcpi_sacked;
 		d->pending = ti.tcpi_unacked;
 	}
-	if (ti.tcpi_state == SK_CLOSE && !d->connected && opts.tcp_established)
+	/* A connecting socket's peer too: getpeername() answers ENOTCONN until it is connected. */
+	if ((ti.tcpi_state == SK_CLOSE || ti.tcpi_state == SK_SYN_SENT) && !d->connected &&
+	    opts.tcp_established)
 		return dump_closed_peer(fd, d, what);
 	return 0;
 }

@@ -6,7 +6,7 @@
  * mode, where bind() and connect() set the connection up without a packet, puts the
  * queues and options back; criu puts a closing one's FINs back and ends repair mode once
  * the whole tree is restored. A connection whose peer is outside the tree is held by the
- * network lock (iptables rules) from its dump to its restore.
+ * network lock (iptables rules, net-lock.c) from its dump to its restore.
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,7 +32,7 @@
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
-#include "netlock-nft.h"
+#include "net-lock.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
 
@@ -64,6 +64,7 @@ struct repair_window {
 /* The kernel's TCP states (include/net/tcp_states.h), as the images store them. */
 enum {
 	SK_ESTABLISHED = 1,
+	SK_SYN_SENT = 2,
 	SK_FIN_WAIT1 = 4,
 	SK_FIN_WAIT2 = 5,
 	SK_CLOSE = 7,
@@ -93,8 +94,11 @@ enum {
 #define OWN_FIN_ACKED (STATE(SK_FIN_WAIT2) | STATE(SK_CLOSE))
 /* The peer's FIN received. */
 #define PEER_FIN (STATE(SK_CLOSE_WAIT) | STATE(SK_LAST_ACK) | STATE(SK_CLOSING) | STATE(SK_CLOSE))
-/* Every state a dumped connection may have. */
-#define STREAM_STATES (STATE(SK_ESTABLISHED) | OWN_FIN | PEER_FIN)
+/*
+ * Every state a dumped connection may have: connecting (its SYN sent, no answer yet: the
+ * network lock keeps the answer away while it is dumped), established, closing.
+ */
+#define STREAM_STATES (STATE(SK_SYN_SENT) | STATE(SK_ESTABLISHED) | OWN_FIN | PEER_FIN)
 
 static bool in_states(uint32_t state, uint32_t mask)
 {
@@ -145,8 +149,8 @@ static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
 int tcp_dump_check_state(const struct inet_dump *d)
 {
 	if (!in_states(d->ie.state, STREAM_STATES)) {
-		pr_err("%s: TCP state %u (connecting): only established and closing connections "
-		       "are dumped\n",
+		pr_err("%s: TCP state %u (a connection half made): only connecting (SYN_SENT), "
+		       "established and closing connections are dumped\n",
 		       d->what, d->ie.state);
 		return -ENOTSUP;
 	}
@@ -231,7 +235,8 @@ static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
  */
 static void drop_fin(uint32_t state, int *outq, int *unsent)
 {
-	if (state == SK_CLOSE) {
+	/* A connecting socket's send queue holds its SYN alone (one sequence number). */
+	if (state == SK_CLOSE || state == SK_SYN_SENT) {
 		*outq = *unsent = 0;
 		return;
 	}
@@ -562,85 +567,23 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
 /* ------------------------------------------------------ the network lock ---- */
 
 /*
- * --network-lock iptables (the default, as CRIU's): a connection whose peer is outside the
- * tree is locked while it is dumped and until it is restored, by two rules of the filter
- * table (CRIU's): DROP its segments both ways (INPUT from the peer, OUTPUT to it), unless
- * they carry the mark NET_LOCK_MARK, which criu's forged segments do. The peer retransmits
- * what the lock dropped once the connection is back. Only in criu's own net namespace: a
- * tree with one of its own keeps its peers there (refused, as without a lock).
- * --network-lock nftables locks the same connections with CRIU's nftables table instead
- * (netlock-nft.c), each connection added and taken out as here.
+ * --network-lock iptables (the default, as CRIU's; net-lock.c): a connection whose peer is
+ * outside the tree is locked while it is dumped and until it is restored. In criu's own
+ * net namespace by its own rules (netlock_conn()); in a tree's own one the whole namespace
+ * is locked already (netlock_dump_tree(), before any socket was read). The peer
+ * retransmits what the lock dropped once the connection is back. --network-lock nftables
+ * locks them with CRIU's nftables table instead (netlock-nft.c).
  */
-#define NET_LOCK_MARK 0xC114
-
-enum lock_op { LOCK_ADD, LOCK_DEL };
-
-/* One rule: 0 done, 1 not (LOCK_DEL: no such rule), -errno. */
-static int lock_rule(bool v6, enum lock_op op, bool input, const char *self, uint16_t self_port,
-		     const char *peer, uint16_t peer_port)
-{
-	static const char *const ops[] = { "-I", "-D" };
-	char sport[8], dport[8];
-	const char *argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", ops[op],
-			       input ? "INPUT" : "OUTPUT", "--protocol", "tcp", "-m", "mark", "!",
-			       "--mark", "0xc114", "--source", input ? peer : self, "--sport", sport,
-			       "--destination", input ? self : peer, "--dport", dport, "-j", "DROP",
-			       NULL };
-	int status;
-	pid_t pid;
-
-	snprintf(sport, sizeof(sport), "%u", input ? peer_port : self_port);
-	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		/* A missing rule is no news: the tool's words are not criu's. */
-		if (null >= 0 && op == LOCK_DEL) {
-			dup2(null, STDOUT_FILENO);
-			dup2(null, STDERR_FILENO);
-		}
-		execvp(argv[0], (char **)argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) != pid)
-		return -ECHILD;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 1 ? 1 : -EIO;
-}
-
-/* Both rules of a connection between self and peer (16 bytes, IPv4 v4-mapped). */
-static int lock_conn_rules(enum lock_op op, const uint8_t *self, uint16_t self_port,
-			   const uint8_t *peer, uint16_t peer_port)
-{
-	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
-	bool v6 = memcmp(self, mapped, 12) != 0;
-	char s[INET6_ADDRSTRLEN], p[INET6_ADDRSTRLEN];
-	int ret;
-
-	if (opts.network_lock_nft)
-		return netlock_nft_conn(op == LOCK_ADD, self, self_port, peer, peer_port);
-	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? self : self + 12, s, sizeof(s));
-	inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? peer : peer + 12, p, sizeof(p));
-	ret = lock_rule(v6, op, true, s, self_port, p, peer_port);
-	if (ret >= 0)
-		ret = lock_rule(v6, op, false, s, self_port, p, peer_port) ?: ret;
-	return ret;
-}
-
 static int lock_conn(struct tcp_conn *c)
 {
-	int ret = lock_conn_rules(LOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
+	int ret = netlock_conn(NETLOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
 
 	if (ret) {
 		pr_err("%s: its peer (port %u) is not in the dumped tree and %s cannot lock "
 		       "the connection: dump with --network-lock skip to dump it unlocked\n",
 		       c->what, c->dst_port, opts.network_lock_nft ? "nftables" : "iptables");
 		/* One of its rules may be in. */
-		lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
+		netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
 		return -ENOTSUP;
 	}
 	c->locked = true;
@@ -651,15 +594,16 @@ static int lock_conn(struct tcp_conn *c)
 
 static void unlock_conn(struct tcp_conn *c)
 {
-	if (c->locked && lock_conn_rules(LOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
+	if (c->locked && netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
 		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
 	c->locked = false;
 }
 
 /*
  * A peer outside the tree would go on sending to the dumped socket, and, the socket gone,
- * get a reset: its connection is locked, or, without a lock (or in a net namespace of the
- * tree's own), refused unless --network-lock skip says to dump it anyway.
+ * get a reset: its connection is locked (in a net namespace of the tree's own, it is
+ * already), or, where iptables cannot, refused unless --network-lock skip says to dump it
+ * anyway.
  */
 static int check_peers(void)
 {
@@ -676,11 +620,9 @@ static int check_peers(void)
 		if (found)
 			continue;
 		if (ns_root_own(NS_NET)) {
-			pr_err("%s: its peer (port %u) is not in the dumped tree, and this criu "
-			       "does not lock a net namespace of the tree's own: dump with "
-			       "--network-lock skip to dump it anyway\n",
-			       conns[i].what, conns[i].dst_port);
-			return -ENOTSUP;
+			pr_info("%s: its peer (port %u) is outside the tree: the tree's net "
+				"namespace is locked\n", conns[i].what, conns[i].dst_port);
+			continue;
 		}
 		ret = lock_conn(&conns[i]);
 		if (ret)
@@ -755,6 +697,7 @@ struct repaired_sk {
 };
 
 static struct repaired_sk *repaired;
+static void release_taken(void);
 /* Main process: the connection of each slot. */
 static const struct inet_sk **slot_sks;
 
@@ -892,6 +835,7 @@ int tcp_collect_done(void)
 
 void tcp_collect_fini(void)
 {
+	release_taken();
 	if (repaired)
 		munmap(repaired, nr_streams * sizeof(*repaired));
 	repaired = NULL;
@@ -1091,10 +1035,53 @@ static int open_closed(const struct inet_sk *sk, const struct file_desc *d)
 	return restore_status_flags(fd, sk->ie->flags, d);
 }
 
+/*
+ * A connecting socket (SYN_SENT) has nothing negotiated yet: as CRIU restores it, its
+ * initial sequence number (one before the dumped one, which its SYN took) in repair mode,
+ * then connect() out of it sends that SYN again (the network lock drops it until the
+ * restore's end, then the kernel retransmits it as the dumped socket would have), and back
+ * into repair mode. Non-blocking whatever the task's flags (set after, restore_status_flags()):
+ * connect() must not wait for an answer.
+ */
+static int connect_again(int fd, const struct inet_sk *sk)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = inet_sk_addr(sk->ie, true, &ss);
+	int flags = fcntl(fd, F_GETFL), ret;
+
+	ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
+		      sk->what) ?:
+	      set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ", sk->stream->te->outq_seq - 1,
+		      sk->what) ?:
+	      inet_sk_bind(fd, sk, true) ?:
+	      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, sk->what);
+	if (ret)
+		return ret;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) ||
+	    (connect(fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) ||
+	    fcntl(fd, F_SETFL, flags)) {
+		pr_perror("%s: cannot connect it again to port %u", sk->what, sk->ie->dst_port);
+		return -errno;
+	}
+	return set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
+	       set_stream_opts(fd, sk->stream->te, sk->what);
+}
+
+static int open_stream(int fd, const struct inet_sk *sk)
+{
+	const struct tcp_stream *st = sk->stream;
+
+	return set_seqs(fd, st, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
+	       connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
+	       fill_queues(fd, st, sk->what) ?: set_window(fd, st, sk->what) ?:
+	       set_stream_opts(fd, st->te, sk->what) ?:
+	       /* The buffer sizes as dumped, fill_queues() widened them. */
+	       sk_opts_restore(fd, sk->ie->opts, sk->what);
+}
+
 /* The socket stays in repair mode until tcp_restore_unlock(). */
 int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 {
-	const struct tcp_stream *st = sk->stream;
 	int fd, ret;
 
 	if (restore_closed())
@@ -1102,13 +1089,10 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 	fd = inet_sk_new(sk);
 	if (fd < 0)
 		return fd;
-	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
-		      set_seqs(fd, st, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
-		      connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
-		      fill_queues(fd, st, sk->what) ?: set_window(fd, st, sk->what) ?:
-		      set_stream_opts(fd, st->te, sk->what) ?:
-		      /* The buffer sizes as dumped, fill_queues() widened them. */
-		      sk_opts_restore(fd, sk->ie->opts, sk->what);
+	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what);
+	if (!ret)
+		ret = sk->stream->state == SK_SYN_SENT ? connect_again(fd, sk) :
+							 open_stream(fd, sk);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -1366,13 +1350,10 @@ static int close_in_repair(int fd, int pidfd, const struct inet_sk *sk)
 }
 
 /*
- * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
- * window: both ends agree on where the stream is again. The peer must exist by then, or
- * it would answer with a reset: criu does it through its own copy of each socket
- * (pidfd_getfd), once every task is restored and before any of them runs. Criu's copy
- * of the socket (for send_unsent()), or -errno.
+ * Criu's own copy of a restored connection (pidfd_getfd), once every task is restored and
+ * before any of them runs, with its FINs given back (close_in_repair()). The fd, or -errno.
  */
-static int end_repair(const struct repaired_sk *r, const struct inet_sk *sk)
+static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk)
 {
 	pid_t pid = pidns_host_pid(r->pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
@@ -1385,15 +1366,23 @@ static int end_repair(const struct repaired_sk *r, const struct inet_sk *sk)
 		ret = -errno;
 	}
 	if (!ret)
-		ret = close_in_repair(fd, pidfd, sk) ?:
-		      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
-			      set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
-				      r->what);
+		ret = close_in_repair(fd, pidfd, sk);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (ret && fd >= 0)
 		close(fd);
 	return ret ? ret : fd;
+}
+
+/*
+ * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
+ * window: both ends agree on where the stream is again. The peer must exist by then, or
+ * it would answer with a reset, and no lock may hold the probe back.
+ */
+static int end_repair(int fd, const struct repaired_sk *r)
+{
+	return set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
+	       set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr, r->what);
 }
 
 /*
@@ -1430,34 +1419,65 @@ static void unlock_restored(const struct inet_sk *sk)
 	conn_addr(sk->ie->family, sk->ie->dst_addr, peer);
 	/* Each lock of the connection (a dump with -R locks it again each time). */
 	for (int i = 0; i < 4; i++) {
-		if (lock_conn_rules(LOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
+		if (netlock_conn(NETLOCK_DEL, self, sk->ie->src_port, peer, sk->ie->dst_port))
 			return;
 		pr_info("%s: network lock removed\n", sk->what);
 	}
 }
 
+/* Criu's copies of the restored connections, by slot, from tcp_restore_fins() on; -1: none. */
+static int *taken_fds;
+
+static void release_taken(void)
+{
+	for (size_t i = 0; taken_fds && i < nr_streams; i++)
+		if (taken_fds[i] >= 0)
+			close(taken_fds[i]);
+	free(taken_fds);
+	taken_fds = NULL;
+}
+
+/*
+ * First, under the network lock: the forged FINs are marked to pass the lock, and the
+ * lock's ACCEPT of them, first in INPUT, passes them by the namespace's own rules too.
+ */
+int tcp_restore_fins(void)
+{
+	int ret = 0;
+
+	taken_fds = malloc((nr_streams ? nr_streams : 1) * sizeof(*taken_fds));
+	if (!taken_fds)
+		return -ENOMEM;
+	for (size_t i = 0; i < nr_streams; i++)
+		taken_fds[i] = -1;
+	for (size_t i = 0; i < nr_streams && !ret; i++) {
+		if (!repaired[i].pid)
+			continue;
+		taken_fds[i] = take_restored(&repaired[i], slot_sks[i]);
+		ret = taken_fds[i] < 0 ? taken_fds[i] : 0;
+	}
+	if (ret)
+		release_taken();
+	return ret;
+}
+
+/* Then, the namespace unlocked (netlock_restore_unlock()): out of repair mode. */
 int tcp_restore_unlock(void)
 {
-	int *fds = calloc(nr_streams ? nr_streams : 1, sizeof(*fds)), ret = fds ? 0 : -ENOMEM;
+	int ret = 0;
 	size_t i;
 
 	for (i = 0; i < nr_streams; i++)
 		if (repaired[i].pid)
 			unlock_restored(slot_sks[i]);
-
 	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
-	for (i = 0; fds && i < nr_streams; i++) {
-		fds[i] = repaired[i].pid ? end_repair(&repaired[i], slot_sks[i]) : -1;
-		if (repaired[i].pid && fds[i] < 0 && !ret)
-			ret = fds[i];
-	}
-	for (i = 0; i < nr_streams && !ret; i++)
-		if (fds[i] >= 0)
-			ret = send_unsent(fds[i], slot_sks[i]);
-	for (i = 0; fds && i < nr_streams; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	free(fds);
+	for (i = 0; taken_fds && i < nr_streams && !ret; i++)
+		if (taken_fds[i] >= 0)
+			ret = end_repair(taken_fds[i], &repaired[i]);
+	for (i = 0; taken_fds && i < nr_streams && !ret; i++)
+		if (taken_fds[i] >= 0)
+			ret = send_unsent(taken_fds[i], slot_sks[i]);
+	release_taken();
 	if (!ret && nr_streams)
 		pr_info("%zu TCP connections out of repair mode\n", nr_streams);
 	return ret;

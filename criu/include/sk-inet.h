@@ -98,9 +98,12 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d);
 /* Restore, in the task that holds sk first, its fds placed: where sk is (pid: the images'). */
 int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid);
 /*
- * Restore, main process, once every task is restored and before any runs: every restored
- * connection leaves repair mode. 0 or -errno (the restore fails).
+ * Restore, main process, once every task is restored and before any runs, in two steps
+ * around the unlock of the tree's net namespace (netlock_restore_unlock()): every restored
+ * connection taken by criu and its FINs given back (still locked), then every one out of
+ * repair mode (unlocked). 0 or -errno (the restore fails).
  */
+int tcp_restore_fins(void);
 int tcp_restore_unlock(void);
 
 #endif

@@ -347,6 +347,35 @@ static int dump_tos_ttl(int fd, struct inet_dump *d, const char *what)
 	return 0;
 }
 
+/*
+ * IP_PKTINFO (IPv4) and IPV6_RECVPKTINFO (IPv6): each datagram read with recvmsg() comes
+ * with the address it was sent to and the link it came in on. Both are the image's pktinfo,
+ * as CRIU keeps them. An IPv6 socket's IP_PKTINFO (the same for its IPv4-mapped datagrams)
+ * has no field: it is refused. An IPv6 raw socket has no SOL_IP options.
+ */
+static int dump_pktinfo(int fd, struct inet_dump *d, const char *what)
+{
+	bool v6 = d->ie.family == AF_INET6;
+	int val, ret;
+
+	ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", &val, what) :
+		   get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
+	if (ret)
+		return ret;
+	d->ip_opts.has_pktinfo = val != 0;
+	d->ip_opts.pktinfo = val != 0;
+	if (!v6 || d->ie.type == SOCK_RAW)
+		return 0;
+	ret = get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
+	if (!ret && val) {
+		pr_err("%s: IP_PKTINFO is set on an IPv6 socket, which the image has no field "
+		       "for (IPV6_RECVPKTINFO has one)\n",
+		       what);
+		ret = -ENOTSUP;
+	}
+	return ret;
+}
+
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 {
 	int val, ret;
@@ -366,7 +395,7 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ie.ip_opts = &d->ip_opts;
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
-	ret = dump_tos_ttl(fd, d, what);
+	ret = dump_tos_ttl(fd, d, what) ?: dump_pktinfo(fd, d, what);
 	if (!ret && d->ie.type == SOCK_RAW)
 		ret = raw_sk_dump(fd, d, what);
 	/* An option CRIU's images have no field for (an IPv6 raw socket has no SOL_IP). */
@@ -585,10 +614,6 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 {
 	const IpOptsEntry *io = ie->ip_opts;
 
-	if (io && io->has_pktinfo && io->pktinfo) {
-		pr_err("%s: IP_PKTINFO is not supported\n", what);
-		return -ENOTSUP;
-	}
 	if (raw_sk_check(ie, what))
 		return -EINVAL;
 	if (io && ((io->has_tos && io->tos > 0xff) || (io->has_ttl && io->ttl > 0xff))) {
@@ -733,7 +758,10 @@ static int set_freebind(int fd, const InetSkEntry *ie, bool on, const char *what
 	return set_opt(fd, SOL_IP, IP_FREEBIND, "IP_FREEBIND", on, what);
 }
 
-/* What must be in place before bind(): the address family's options. */
+/*
+ * The address family's options, set before bind(): IP_FREEBIND and v6only decide which
+ * addresses it may take.
+ */
 static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 {
 	const IpOptsEntry *io = ie->ip_opts;
@@ -753,6 +781,9 @@ static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_UNICAST_HOPS, "IPV6_UNICAST_HOPS", io->ttl,
 				   what) :
 			   set_opt(fd, SOL_IP, IP_TTL, "IP_TTL", io->ttl, what);
+	if (!ret && io && io->has_pktinfo && io->pktinfo)
+		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", 1, what) :
+			   set_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", 1, what);
 	return ret;
 }
 

@@ -486,6 +486,8 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 		d->ie.n_src_addr = d->ie.n_dst_addr = addr_words(d->ie.family);
 		ret = dump_addresses(fd, d, d->what);
 	}
+	if (!ret && d->ie.type == SOCK_RAW && !d->connected)
+		ret = raw_sk_dump_peer(fd, d, d->what);
 	if (!ret)
 		ret = dump_state(fd, d, d->what);
 	if (!ret)

@@ -2,18 +2,20 @@
  * Raw INET sockets' own options, in the image's ip_opts.raw: IP_HDRINCL (IPV6_HDRINCL),
  * IP_NODEFRAG, and the ICMP type filters (ICMP_FILTER: one word, ICMPV6_FILTER: eight).
  * Everything else of a raw socket (addresses, connection, SOL_SOCKET and SOL_IP options)
- * is dumped and restored by sk-inet.c like a datagram socket's. A connected raw socket has
- * no peer name (getpeername() answers ENOTCONN): it comes back bound to the address its
- * connect() gave it but not connected, as with CRIU.
+ * is dumped and restored by sk-inet.c like a datagram socket's. A raw socket connected
+ * without a port has no peer name (getpeername() answers ENOTCONN): its peer is read from
+ * the kernel's table of raw sockets (raw_sk_dump_peer()), and restore connects it again.
  */
 #include <errno.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -36,6 +38,8 @@
 #define ICMPV6_FILTER 1
 #define ICMP_FILTER_WORDS 1
 #define ICMPV6_FILTER_WORDS 8
+/* TCP_ESTABLISHED: the state of a raw socket connect() gave a peer. */
+#define RAW_CONNECTED 1
 
 /*
  * Any protocol socket() took (up to the kernel's IPPROTO_MAX, which grows: IPPROTO_MPTCP
@@ -71,8 +75,22 @@ static int get_flag(int fd, int level, int name, const char *opt, protobuf_c_boo
 }
 
 /*
- * IPV6_CHECKSUM's offset has no field (the image's checksum is a bool): a socket that set
- * one is refused. ICMPv6 sockets always have the kernel's own, which needs nothing.
+ * The IPV6_CHECKSUM offset a new raw socket of this protocol has (the kernel's
+ * rawv6_init_sk()): ICMPv6's checksum at 2, Mobility Header's at 4, none (-1) for the others.
+ */
+static int default_v6_checksum(uint32_t proto)
+{
+	if (proto == IPPROTO_ICMPV6)
+		return 2;
+	if (proto == IPPROTO_MH)
+		return 4;
+	return -1;
+}
+
+/*
+ * IPV6_CHECKSUM's offset has no field (the image's checksum is a bool): a socket whose
+ * offset is not the one a new socket of its protocol has is refused. An ICMPv6 socket's
+ * cannot change.
  */
 static int check_v6_checksum(int fd, const struct inet_dump *d, const char *what)
 {
@@ -85,7 +103,7 @@ static int check_v6_checksum(int fd, const struct inet_dump *d, const char *what
 		pr_perror("%s: cannot read IPV6_CHECKSUM", what);
 		return -errno;
 	}
-	if (offset != -1) {
+	if (offset != default_v6_checksum(d->ie.proto)) {
 		pr_err("%s: IPV6_CHECKSUM at offset %d, which the image cannot hold\n", what,
 		       offset);
 		return -ENOTSUP;
@@ -186,70 +204,88 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what)
 	return ret;
 }
 
-/* The sock_diag request for the raw sockets of this family and protocol. */
-struct raw_diag_req {
-	struct nlmsghdr nlh;
-	struct inet_diag_req_v2 r;
-	struct nlattr attr;
-	uint32_t proto;
-};
-
-static void init_diag_req(struct raw_diag_req *req, uint8_t family, uint32_t proto)
+/*
+ * The kernel's table of raw sockets of the net namespace whose /proc it is read through:
+ * /proc/net/raw, raw6 for IPv6. One line a socket: its slot, local and remote address
+ * (each the kernel's 32-bit words printed as %08X, so that reading them back as integers
+ * gives the words' bytes again) with a port (the protocol, and 0), the state, queues,
+ * timers, uid, timeout and inode.
+ */
+static FILE *open_raw_table(int fd, bool v6, const char *what)
 {
-	memset(req, 0, sizeof(*req));
-	req->nlh.nlmsg_len = sizeof(*req);
-	req->nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req->nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req->nlh.nlmsg_seq = 1;
-	req->r.sdiag_family = family;
-	req->r.sdiag_protocol = IPPROTO_RAW;
-	req->r.idiag_states = ~0u;
-	req->attr.nla_len = NLA_HDRLEN + sizeof(uint32_t);
-	req->attr.nla_type = INET_DIAG_REQ_PROTOCOL;
-	req->proto = proto;
-}
+	const char *path = v6 ? "/proc/thread-self/net/raw6" : "/proc/thread-self/net/raw";
+	int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int theirs = ioctl(fd, SIOCGSKNS);
+	FILE *table = NULL;
 
-/* Whether the answers to a raw sock_diag request list the socket of inode ino. */
-static bool diag_lists(int nl, ino_t ino)
-{
-	static char buf[32 << 10];
-
-	for (;;) {
-		ssize_t n = recv(nl, buf, sizeof(buf), 0);
-		struct nlmsghdr *h = (struct nlmsghdr *)buf;
-
-		if (n <= 0)
-			return false;
-		for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			const struct inet_diag_msg *m = NLMSG_DATA(h);
-
-			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
-				return false;
-			if (m->idiag_inode == ino)
-				return true;
+	if (own < 0 || theirs < 0 || setns(theirs, CLONE_NEWNET)) {
+		pr_perror("%s: cannot enter its net namespace", what);
+	} else {
+		/* The table stays the namespace's once open. */
+		table = fopen(path, "re");
+		if (!table)
+			pr_perror("%s: cannot open %s in its net namespace", what, path);
+		if (setns(own, CLONE_NEWNET)) {
+			pr_perror("cannot go back to criu's own net namespace");
+			abort(); /* criu would go on in the socket's namespace */
 		}
 	}
+	if (own >= 0)
+		close(own);
+	if (theirs >= 0)
+		close(theirs);
+	return table;
+}
+
+/* One line of the table: the socket's inode, state and remote address; false if not one. */
+static bool parse_raw_line(const char *line, bool v6, unsigned long *ino, unsigned int *state,
+			   uint32_t *remote)
+{
+	if (v6)
+		return sscanf(line,
+			      " %*u: %*32[0-9A-Fa-f]:%*x %8x%8x%8x%8x:%*x %x %*x:%*x %*x:%*x %*x "
+			      "%*u %*d %lu",
+			      &remote[0], &remote[1], &remote[2], &remote[3], state, ino) == 6;
+	return sscanf(line, " %*u: %*x:%*x %x:%*x %x %*x:%*x %*x:%*x %*x %*u %*d %lu", &remote[0],
+		      state, ino) == 3;
+}
+
+int raw_sk_dump_peer(int fd, struct inet_dump *d, const char *what)
+{
+	bool v6 = d->ie.family == AF_INET6;
+	FILE *table = open_raw_table(fd, v6, what);
+	char line[512];
+	bool found = false;
+
+	if (!table)
+		return -EIO;
+	while (!found && fgets(line, sizeof(line), table)) {
+		uint32_t remote[4];
+		unsigned long ino;
+		unsigned int state;
+
+		if (!parse_raw_line(line, v6, &ino, &state, remote) || ino != d->ie.ino)
+			continue;
+		found = true;
+		if (state != RAW_CONNECTED)
+			continue;
+		d->connected = true;
+		memcpy(d->dst, remote, (v6 ? 4 : 1) * sizeof(uint32_t));
+	}
+	fclose(table);
+	if (!found) {
+		pr_err("%s: not in its net namespace's table of raw sockets\n", what);
+		return -ENOENT;
+	}
+	return 0;
 }
 
 /*
- * sock_diag of raw sockets (4.17, CONFIG_INET_RAW_DIAG): a request for IPPROTO_RAW names
- * the raw protocol in an INET_DIAG_REQ_PROTOCOL attribute. A kernel without it may answer
- * with an empty list: the probe asks for a raw socket of its own.
+ * CRIU's net_diag_raw says whether raw sockets are collected for its dump (CRIU answers yes
+ * also where sock_diag has no raw sockets, as here: it dumps them from the socket itself).
+ * This criu reads them from the socket too, their peers from the table of raw sockets.
  */
-bool raw_sk_has_diag(void)
+bool raw_sk_dumpable(void)
 {
-	struct raw_diag_req req;
-	int sk = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
-	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	struct stat st;
-	bool listed = false;
-
-	init_diag_req(&req, AF_INET, IPPROTO_ICMP);
-	if (sk >= 0 && nl >= 0 && !fstat(sk, &st) && send(nl, &req, sizeof(req), 0) == sizeof(req))
-		listed = diag_lists(nl, st.st_ino);
-	if (nl >= 0)
-		close(nl);
-	if (sk >= 0)
-		close(sk);
-	return listed;
+	return access("/proc/self/net/raw", R_OK) == 0;
 }

@@ -1067,6 +1067,12 @@ TESTS = {
     'sk_inet_raw_checksum_dump_fails': {'bin': 'sk_inet_raw', 'mode': 'dump_fails',
                                         'test_env': {'ZDTM_RAW_CHECKSUM': '1'},
                                         'expect': 'IPV6_CHECKSUM at offset 2'},
+    'sk_inet_raw_connected': {},
+    'sk_inet_pktinfo': {},
+    # IP_PKTINFO on an IPv6 socket, which the image has no field for.
+    'sk_inet_pktinfo_v6_ip_dump_fails': {'bin': 'sk_inet_pktinfo', 'mode': 'dump_fails',
+                                         'test_env': {'ZDTM_PKTINFO_V6_IP': '1'},
+                                         'expect': 'IP_PKTINFO is set on an IPv6 socket'},
     'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
                               'expect': 'dump with --tcp-established'},
     'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
@@ -1858,6 +1864,7 @@ CROSS_TESTS = {
     'sk_inet_listen': {},
     'sk_inet_dgram': {},
     'sk_inet_raw': {},  # raw sockets: IPv4 and IPv6, filters, IP_HDRINCL
+    'sk_inet_pktinfo': {},  # IP_PKTINFO, IPV6_RECVPKTINFO: recvmsg()'s packet info
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],

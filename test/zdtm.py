@@ -1068,6 +1068,8 @@ TESTS = {
                                         'test_env': {'ZDTM_RAW_CHECKSUM': '1'},
                                         'expect': 'IPV6_CHECKSUM at offset 2'},
     'sk_inet_raw_connected': {},
+    'sk_inet_raw_connected_userns': {'bin': 'sk_inet_raw_connected', 'launcher': True,
+                                     'pidns': True, 'test_env': {'ZDTM_RAW_USERNS': '1'}},
     'sk_inet_pktinfo': {},
     # IP_PKTINFO on an IPv6 socket, which the image has no field for.
     'sk_inet_pktinfo_v6_ip_dump_fails': {'bin': 'sk_inet_pktinfo', 'mode': 'dump_fails',

@@ -7,6 +7,8 @@
  * /proc/net/raw (raw6) it had, and behaves as connected: send() without an address reaches
  * a socket bound to its peer's address, and the first IPv4 one receives what its peer
  * sends it but not what another address does.
+ * $ZDTM_RAW_USERNS: in pid, net and user namespaces of its own (the table read at dump is
+ * that of the socket's namespace).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <netinet/ip.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -207,6 +210,8 @@ int main(int argc, char **argv)
 	struct state before[NR_FDS];
 
 	test_init(argc, argv);
+	if (getenv("ZDTM_RAW_USERNS"))
+		test_launch_netns_root(true);
 	setup();
 	save_state(before);
 

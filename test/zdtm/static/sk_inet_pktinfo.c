@@ -87,7 +87,8 @@ static void send_to(int family, int type, int proto, const char *addr, int port,
 		    const char *payload)
 {
 	struct sockaddr_storage ss = { .ss_family = family };
-	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in) :
+					    sizeof(struct sockaddr_in6);
 	int fd = socket(family, type, proto);
 
 	if (family == AF_INET) {

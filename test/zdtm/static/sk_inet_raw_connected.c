@@ -120,16 +120,18 @@ static void expect_state(const struct state *before)
 				  CONN4 + i, before[i].peer_errno, after[i].peer_errno,
 				  after[i].peer_errno ? "no" : "another");
 		if (strcmp(before[i].table, after[i].table))
-			test_fail("fd %d: its remote address and state in the table were %s, now %s",
+			test_fail("fd %d: its remote address and state in the table were %s, "
+				  "now %s",
 				  CONN4 + i, before[i].table, after[i].table);
 	}
 	/* What the test expects the table to show, so that the comparison is not of nothing. */
-	if (strcmp(before[0].table, "0200007F:0000 01") || strcmp(before[3].table, "00000000:0000 07"))
+	if (strcmp(before[0].table, "0200007F:0000 01") ||
+	    strcmp(before[3].table, "00000000:0000 07"))
 		test_fail("the table shows CONN4 as %s and BOUND4 as %s", before[0].table,
 			  before[3].table);
 	if (before[0].peer_errno != ENOTCONN || before[1].peer_errno)
-		test_fail("getpeername() of CONN4 and PORT4 gave errors %d, %d", before[0].peer_errno,
-			  before[1].peer_errno);
+		test_fail("getpeername() of CONN4 and PORT4 gave errors %d, %d",
+			  before[0].peer_errno, before[1].peer_errno);
 }
 
 static int raw_bound(int family, const char *addr)

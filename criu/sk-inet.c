@@ -972,6 +972,7 @@ const struct fdtype_ops inet_sk_fdtype_ops = {
 	.owns = inet_sk_owns,
 	.dump = inet_sk_dump,
 	.dump_check = tcp_dump_check,
+	.dump_fini = raw_sk_dump_fini,
 	.collect = inet_sk_collect,
 	.collect_done = tcp_collect_done,
 	.collect_fini = inet_sk_collect_fini,

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -205,25 +206,76 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what)
 }
 
 /*
- * The kernel's table of raw sockets of the net namespace whose /proc it is read through:
- * /proc/net/raw, raw6 for IPv6. One line a socket: its slot, local and remote address
- * (each the kernel's 32-bit words printed as %08X, so that reading them back as integers
- * gives the words' bytes again) with a port (the protocol, and 0), the state, queues,
- * timers, uid, timeout and inode.
+ * The kernel's table of raw sockets of one net namespace and family: /proc/net/raw, raw6
+ * for IPv6. One line a socket: its slot, local and remote address (each the kernel's 32-bit
+ * words printed as %08X, so that reading them back as integers gives the words' bytes
+ * again) with a port (the protocol, and 0), the state, queues, timers, uid, timeout and
+ * inode. Read once per namespace and family for the whole dump (the tree is frozen).
  */
-static FILE *open_raw_table(int fd, bool v6, const char *what)
+struct raw_line {
+	unsigned long ino;
+	unsigned int state;
+	uint32_t remote[4];
+};
+
+struct raw_table {
+	ino_t net_ns; /* the namespace's inode */
+	bool v6;
+	size_t nr_lines;
+	struct raw_line *lines;
+	struct raw_table *next;
+};
+
+static struct raw_table *raw_tables;
+
+/* One line of the table; false if it is not one (the header). */
+static bool parse_raw_line(const char *text, bool v6, struct raw_line *line)
+{
+	uint32_t *r = line->remote;
+
+	if (v6)
+		return sscanf(text,
+			      " %*u: %*32[0-9A-Fa-f]:%*x %8x%8x%8x%8x:%*x %x %*x:%*x %*x:%*x %*x "
+			      "%*u %*d %lu",
+			      &r[0], &r[1], &r[2], &r[3], &line->state, &line->ino) == 6;
+	return sscanf(text, " %*u: %*x:%*x %x:%*x %x %*x:%*x %*x:%*x %*x %*u %*d %lu", &r[0],
+		      &line->state, &line->ino) == 3;
+}
+
+static int read_raw_table(FILE *f, struct raw_table *t, const char *what)
+{
+	char text[512];
+	struct raw_line line;
+
+	while (fgets(text, sizeof(text), f)) {
+		struct raw_line *grown;
+
+		memset(&line, 0, sizeof(line));
+		if (!parse_raw_line(text, t->v6, &line))
+			continue;
+		grown = realloc(t->lines, (t->nr_lines + 1) * sizeof(*grown));
+		if (!grown) {
+			pr_err("%s: out of memory reading the table of raw sockets\n", what);
+			return -ENOMEM;
+		}
+		t->lines = grown;
+		t->lines[t->nr_lines++] = line;
+	}
+	return 0;
+}
+
+/* The table of net namespace ns_fd, opened in it (it stays the namespace's once open). */
+static FILE *open_raw_table(int ns_fd, bool v6, const char *what)
 {
 	const char *path = v6 ? "/proc/thread-self/net/raw6" : "/proc/thread-self/net/raw";
 	int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	int theirs = ioctl(fd, SIOCGSKNS);
-	FILE *table = NULL;
+	FILE *f = NULL;
 
-	if (own < 0 || theirs < 0 || setns(theirs, CLONE_NEWNET)) {
+	if (own < 0 || setns(ns_fd, CLONE_NEWNET)) {
 		pr_perror("%s: cannot enter its net namespace", what);
 	} else {
-		/* The table stays the namespace's once open. */
-		table = fopen(path, "re");
-		if (!table)
+		f = fopen(path, "re");
+		if (!f)
 			pr_perror("%s: cannot open %s in its net namespace", what, path);
 		if (setns(own, CLONE_NEWNET)) {
 			pr_perror("cannot go back to criu's own net namespace");
@@ -232,52 +284,89 @@ static FILE *open_raw_table(int fd, bool v6, const char *what)
 	}
 	if (own >= 0)
 		close(own);
-	if (theirs >= 0)
-		close(theirs);
-	return table;
+	return f;
 }
 
-/* One line of the table: the socket's inode, state and remote address; false if not one. */
-static bool parse_raw_line(const char *line, bool v6, unsigned long *ino, unsigned int *state,
-			   uint32_t *remote)
+static struct raw_table *find_raw_table(ino_t net_ns, bool v6)
 {
-	if (v6)
-		return sscanf(line,
-			      " %*u: %*32[0-9A-Fa-f]:%*x %8x%8x%8x%8x:%*x %x %*x:%*x %*x:%*x %*x "
-			      "%*u %*d %lu",
-			      &remote[0], &remote[1], &remote[2], &remote[3], state, ino) == 6;
-	return sscanf(line, " %*u: %*x:%*x %x:%*x %x %*x:%*x %*x:%*x %*x %*u %*d %lu", &remote[0],
-		      state, ino) == 3;
+	for (struct raw_table *t = raw_tables; t; t = t->next)
+		if (t->net_ns == net_ns && t->v6 == v6)
+			return t;
+	return NULL;
+}
+
+static struct raw_table *load_raw_table(int ns_fd, ino_t net_ns, bool v6, const char *what)
+{
+	struct raw_table *t = calloc(1, sizeof(*t));
+	FILE *f = t ? open_raw_table(ns_fd, v6, what) : NULL;
+	int ret = f ? 0 : -EIO;
+
+	if (!t)
+		pr_err("%s: out of memory\n", what);
+	if (f) {
+		t->v6 = v6;
+		ret = read_raw_table(f, t, what);
+		fclose(f);
+	}
+	if (ret) {
+		if (t)
+			free(t->lines);
+		free(t);
+		return NULL;
+	}
+	t->net_ns = net_ns;
+	t->next = raw_tables;
+	raw_tables = t;
+	return t;
+}
+
+/* The table of fd's net namespace (SIOCGSKNS) for its family, read at its first use. */
+static const struct raw_table *raw_table_of(int fd, bool v6, const char *what)
+{
+	int ns_fd = ioctl(fd, SIOCGSKNS);
+	struct raw_table *t = NULL;
+	struct stat st;
+
+	if (ns_fd < 0 || fstat(ns_fd, &st))
+		pr_perror("%s: cannot get its net namespace", what);
+	else
+		t = find_raw_table(st.st_ino, v6) ?: load_raw_table(ns_fd, st.st_ino, v6, what);
+	if (ns_fd >= 0)
+		close(ns_fd);
+	return t;
 }
 
 int raw_sk_dump_peer(int fd, struct inet_dump *d, const char *what)
 {
 	bool v6 = d->ie.family == AF_INET6;
-	FILE *table = open_raw_table(fd, v6, what);
-	char line[512];
-	bool found = false;
+	const struct raw_table *t = raw_table_of(fd, v6, what);
 
-	if (!table)
+	if (!t)
 		return -EIO;
-	while (!found && fgets(line, sizeof(line), table)) {
-		uint32_t remote[4];
-		unsigned long ino;
-		unsigned int state;
+	for (size_t i = 0; i < t->nr_lines; i++) {
+		const struct raw_line *line = &t->lines[i];
 
-		if (!parse_raw_line(line, v6, &ino, &state, remote) || ino != d->ie.ino)
+		if (line->ino != d->ie.ino)
 			continue;
-		found = true;
-		if (state != RAW_CONNECTED)
-			continue;
-		d->connected = true;
-		memcpy(d->dst, remote, (v6 ? 4 : 1) * sizeof(uint32_t));
+		if (line->state == RAW_CONNECTED) {
+			d->connected = true;
+			memcpy(d->dst, line->remote, (v6 ? 4 : 1) * sizeof(uint32_t));
+		}
+		return 0;
 	}
-	fclose(table);
-	if (!found) {
-		pr_err("%s: not in its net namespace's table of raw sockets\n", what);
-		return -ENOENT;
+	pr_err("%s: not in its net namespace's table of raw sockets\n", what);
+	return -ENOENT;
+}
+
+void raw_sk_dump_fini(void)
+{
+	while (raw_tables) {
+		struct raw_table *t = raw_tables;
+
+		raw_tables = t->next;
+		free(t->lines);
+		free(t);
 	}
-	return 0;
 }
 
 /*

@@ -24,6 +24,8 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what);
  * unconnected if it has none. 0 or -errno.
  */
 int raw_sk_dump_peer(int fd, struct inet_dump *d, const char *what);
+/* Dump, at its end (fdtype_ops.dump_fini): forget the tables of raw sockets read. */
+void raw_sk_dump_fini(void);
 /* check --feature net_diag_raw: raw sockets are dumped, peers too (their table is there). */
 bool raw_sk_dumpable(void);
 

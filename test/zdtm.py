@@ -334,6 +334,17 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
+def raw_peer_unreachable(img_dir, pid):
+    """A connected IPv6 raw socket's peer made an address its namespace has no route to."""
+    # the image's words: the address's bytes as host-order u32s
+    unroutable = list(struct.unpack('=4I', socket.inet_pton(socket.AF_INET6, '2001:db8::1')))
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(dst_addr=unroutable)
+                                                 for e in es if e['type'] == 'INETSK' and
+                                                 e['isk']['family'] == socket.AF_INET6 and
+                                                 e['isk']['type'] == socket.SOCK_RAW and
+                                                 e['isk']['state'] == 1][:1])
+
+
 def tcp_state_connecting(img_dir, pid):
     """A closing TCP connection made one in SYN_SENT, which restore does not make."""
     edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=2) for e in es
@@ -1070,6 +1081,12 @@ TESTS = {
     'sk_inet_raw_connected': {},
     'sk_inet_raw_connected_userns': {'bin': 'sk_inet_raw_connected', 'launcher': True,
                                      'pidns': True, 'test_env': {'ZDTM_RAW_USERNS': '1'}},
+    # its IPv6 peer made one its net namespace (loopback only) has no route to
+    'restore_fail_raw_peer_unreachable': {'bin': 'sk_inet_raw_connected', 'launcher': True,
+                                          'pidns': True, 'mode': 'restore_fails',
+                                          'test_env': {'ZDTM_RAW_USERNS': '1'},
+                                          'corrupt': raw_peer_unreachable,
+                                          'expect': 'cannot connect it'},
     'sk_inet_pktinfo': {},
     # IP_PKTINFO on an IPv6 socket, which the image has no field for.
     'sk_inet_pktinfo_v6_ip_dump_fails': {'bin': 'sk_inet_pktinfo', 'mode': 'dump_fails',

@@ -350,30 +350,97 @@ static int dump_tos_ttl(int fd, struct inet_dump *d, const char *what)
 /*
  * IP_PKTINFO (IPv4) and IPV6_RECVPKTINFO (IPv6): each datagram read with recvmsg() comes
  * with the address it was sent to and the link it came in on. Both are the image's pktinfo,
- * as CRIU keeps them. An IPv6 socket's IP_PKTINFO (the same for its IPv4-mapped datagrams)
- * has no field: it is refused. An IPv6 raw socket has no SOL_IP options.
+ * as CRIU keeps them.
  */
 static int dump_pktinfo(int fd, struct inet_dump *d, const char *what)
 {
-	bool v6 = d->ie.family == AF_INET6;
 	int val, ret;
 
-	ret = v6 ? get_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", &val, what) :
-		   get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
+	if (d->ie.family == AF_INET6)
+		ret = get_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", &val, what);
+	else
+		ret = get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
 	if (ret)
 		return ret;
 	d->ip_opts.has_pktinfo = val != 0;
 	d->ip_opts.pktinfo = val != 0;
-	if (!v6 || d->ie.type == SOCK_RAW)
-		return 0;
-	ret = get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
-	if (!ret && val) {
-		pr_err("%s: IP_PKTINFO is set on an IPv6 socket, which the image has no field "
-		       "for (IPV6_RECVPKTINFO has one)\n",
-		       what);
-		ret = -ENOTSUP;
+	return 0;
+}
+
+/* An option that gives recvmsg() ancillary data. */
+struct cmsg_opt {
+	int level, name;
+	const char *opt;
+	int kept_family; /* the family whose sockets keep it (pktinfo), or 0 */
+};
+
+#define CMSG_OPT(level, name, kept) { level, name, #name, kept }
+
+/*
+ * Those of them CRIU's images have no field for: a program would miss their data after
+ * restore, so that a socket with one on is refused at dump. An IPv6 socket has the IPv4
+ * ones too (for its IPv4-mapped datagrams), but for a raw one.
+ */
+static const struct cmsg_opt cmsg_opts[] = {
+	CMSG_OPT(SOL_IP, IP_PKTINFO, AF_INET),
+	CMSG_OPT(SOL_IP, IP_RECVOPTS, 0),
+	CMSG_OPT(SOL_IP, IP_RETOPTS, 0),
+	CMSG_OPT(SOL_IP, IP_RECVTOS, 0),
+	CMSG_OPT(SOL_IP, IP_RECVTTL, 0),
+	CMSG_OPT(SOL_IP, IP_RECVERR, 0),
+	CMSG_OPT(SOL_IP, IP_RECVERR_RFC4884, 0),
+	CMSG_OPT(SOL_IP, IP_RECVORIGDSTADDR, 0),
+	CMSG_OPT(SOL_IP, IP_CHECKSUM, 0),
+	CMSG_OPT(SOL_IP, IP_RECVFRAGSIZE, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVPKTINFO, AF_INET6),
+	CMSG_OPT(SOL_IPV6, IPV6_2292PKTINFO, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVHOPLIMIT, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292HOPLIMIT, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVHOPOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292HOPOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVDSTOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292DSTOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVRTHDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292RTHDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVTCLASS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVPATHMTU, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVERR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVERR_RFC4884, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVORIGDSTADDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVFRAGSIZE, 0),
+};
+
+static bool has_cmsg_opt(const struct inet_dump *d, const struct cmsg_opt *o)
+{
+	if (o->kept_family == (int)d->ie.family)
+		return false;
+	if (o->level == SOL_IPV6)
+		return d->ie.family == AF_INET6;
+	return d->ie.family == AF_INET || d->ie.type != SOCK_RAW;
+}
+
+static int check_cmsg_opts(int fd, const struct inet_dump *d, const char *what)
+{
+	for (size_t i = 0; i < sizeof(cmsg_opts) / sizeof(cmsg_opts[0]); i++) {
+		const struct cmsg_opt *o = &cmsg_opts[i];
+		socklen_t len = sizeof(int);
+		int val = 0;
+
+		if (!has_cmsg_opt(d, o))
+			continue;
+		/* An option the kernel does not know cannot be on. */
+		if (getsockopt(fd, o->level, o->name, &val, &len) && errno != ENOPROTOOPT) {
+			pr_perror("%s: cannot read %s", what, o->opt);
+			return -errno;
+		}
+		if (val) {
+			pr_err("%s: %s is set (ancillary data for recvmsg()), which the image has "
+			       "no field for\n",
+			       what, o->opt);
+			return -ENOTSUP;
+		}
 	}
-	return ret;
+	return 0;
 }
 
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
@@ -395,7 +462,8 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ie.ip_opts = &d->ip_opts;
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
-	ret = dump_tos_ttl(fd, d, what) ?: dump_pktinfo(fd, d, what);
+	ret = dump_tos_ttl(fd, d, what) ?: dump_pktinfo(fd, d, what) ?:
+		      check_cmsg_opts(fd, d, what);
 	if (!ret && d->ie.type == SOCK_RAW)
 		ret = raw_sk_dump(fd, d, what);
 	/* An option CRIU's images have no field for (an IPv6 raw socket has no SOL_IP). */

@@ -1088,10 +1088,13 @@ TESTS = {
                                           'corrupt': raw_peer_unreachable,
                                           'expect': 'cannot connect it'},
     'sk_inet_pktinfo': {},
-    # IP_PKTINFO on an IPv6 socket, which the image has no field for.
+    # IP_PKTINFO on an IPv6 socket, IP_RECVTTL: ancillary data the image has no field for
     'sk_inet_pktinfo_v6_ip_dump_fails': {'bin': 'sk_inet_pktinfo', 'mode': 'dump_fails',
                                          'test_env': {'ZDTM_PKTINFO_V6_IP': '1'},
-                                         'expect': 'IP_PKTINFO is set on an IPv6 socket'},
+                                         'expect': 'IP_PKTINFO is set'},
+    'sk_inet_pktinfo_recvttl_dump_fails': {'bin': 'sk_inet_pktinfo', 'mode': 'dump_fails',
+                                           'test_env': {'ZDTM_PKTINFO_RECVTTL': '1'},
+                                           'expect': 'IP_RECVTTL is set'},
     'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
                               'expect': 'dump with --tcp-established'},
     'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',

@@ -371,7 +371,7 @@ static int dump_pktinfo(int fd, struct inet_dump *d, const char *what)
 struct cmsg_opt {
 	int level, name;
 	const char *opt;
-	int kept_family; /* the family whose sockets keep it (pktinfo), or 0 */
+	int kept_family; /* the family whose sockets keep it in pktinfo, or 0 */
 };
 
 #define CMSG_OPT(level, name, kept) { level, name, #name, kept }
@@ -392,7 +392,6 @@ static const struct cmsg_opt cmsg_opts[] = {
 	CMSG_OPT(SOL_IP, IP_RECVORIGDSTADDR, 0),
 	CMSG_OPT(SOL_IP, IP_CHECKSUM, 0),
 	CMSG_OPT(SOL_IP, IP_RECVFRAGSIZE, 0),
-	CMSG_OPT(SOL_IPV6, IPV6_RECVPKTINFO, AF_INET6),
 	CMSG_OPT(SOL_IPV6, IPV6_2292PKTINFO, 0),
 	CMSG_OPT(SOL_IPV6, IPV6_RECVHOPLIMIT, 0),
 	CMSG_OPT(SOL_IPV6, IPV6_2292HOPLIMIT, 0),

@@ -28,6 +28,7 @@
 
 #include "cr_options.h"
 #include "files.h"
+#include "image.h"
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
@@ -377,9 +378,9 @@ struct cmsg_opt {
 #define CMSG_OPT(level, name, kept) { level, name, #name, kept }
 
 /*
- * Those of them CRIU's images have no field for: a program would miss their data after
- * restore, so that a socket with one on is refused at dump. An IPv6 socket has the IPv4
- * ones too (for its IPv4-mapped datagrams), but for a raw one.
+ * Those of them CRIU's images have no field for: kept in inetsk-ext.img, this criu's own
+ * (CRIU's tools skip it; a restore by CRIU loses only these options). An IPv6 socket has
+ * the IPv4 ones too (for its IPv4-mapped datagrams), but for a raw one.
  */
 static const struct cmsg_opt cmsg_opts[] = {
 	CMSG_OPT(SOL_IP, IP_PKTINFO, AF_INET),
@@ -409,37 +410,61 @@ static const struct cmsg_opt cmsg_opts[] = {
 	CMSG_OPT(SOL_IPV6, IPV6_RECVFRAGSIZE, 0),
 };
 
-static bool has_cmsg_opt(const struct inet_dump *d, const struct cmsg_opt *o)
+_Static_assert(sizeof(cmsg_opts) / sizeof(cmsg_opts[0]) == INET_NR_CMSG_OPTS,
+	       "inet_dump.cmsg_vals has one value per cmsg_opts[] row");
+
+/* Whether a socket of family and type has o, and keeps it in inetsk-ext.img. */
+static bool has_cmsg_opt(uint32_t family, uint32_t type, const struct cmsg_opt *o)
 {
-	if (o->kept_family == (int)d->ie.family)
+	if (o->kept_family == (int)family)
 		return false;
 	if (o->level == SOL_IPV6)
-		return d->ie.family == AF_INET6;
-	return d->ie.family == AF_INET || d->ie.type != SOCK_RAW;
+		return family == AF_INET6;
+	return family == AF_INET || type != SOCK_RAW;
 }
 
-static int check_cmsg_opts(int fd, const struct inet_dump *d, const char *what)
+static int dump_cmsg_opts(int fd, struct inet_dump *d, const char *what)
 {
-	for (size_t i = 0; i < sizeof(cmsg_opts) / sizeof(cmsg_opts[0]); i++) {
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++) {
 		const struct cmsg_opt *o = &cmsg_opts[i];
 		socklen_t len = sizeof(int);
 		int val = 0;
 
-		if (!has_cmsg_opt(d, o))
+		if (!has_cmsg_opt(d->ie.family, d->ie.type, o))
 			continue;
 		/* An option the kernel does not know cannot be on. */
 		if (getsockopt(fd, o->level, o->name, &val, &len) && errno != ENOPROTOOPT) {
 			pr_perror("%s: cannot read %s", what, o->opt);
 			return -errno;
 		}
-		if (val) {
-			pr_err("%s: %s is set (ancillary data for recvmsg()), which the image has "
-			       "no field for\n",
-			       what, o->opt);
-			return -ENOTSUP;
-		}
+		d->cmsg_vals[i] = val;
 	}
 	return 0;
+}
+
+/* d's options of cmsg_opts[] that are on, as its inetsk-ext.img entry (if it has one). */
+static int write_cmsg_opts(const struct inet_dump *d)
+{
+	CrSkIntOpt opts[INET_NR_CMSG_OPTS], *ptrs[INET_NR_CMSG_OPTS];
+	CrInetSkExtEntry ext = CR_INET_SK_EXT_ENTRY__INIT;
+	struct cr_img *img;
+
+	ext.id = d->ie.id;
+	ext.opts = ptrs;
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++) {
+		if (!d->cmsg_vals[i])
+			continue;
+		cr_sk_int_opt__init(&opts[ext.n_opts]);
+		opts[ext.n_opts].level = cmsg_opts[i].level;
+		opts[ext.n_opts].name = cmsg_opts[i].name;
+		opts[ext.n_opts].value = d->cmsg_vals[i];
+		ptrs[ext.n_opts] = &opts[ext.n_opts];
+		ext.n_opts++;
+	}
+	if (!ext.n_opts)
+		return 0;
+	img = files_side_image(CR_IMG_INETSK_EXT);
+	return img ? pb_write_one(img, &ext) : -EIO;
 }
 
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
@@ -462,7 +487,7 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
 	ret = dump_tos_ttl(fd, d, what) ?: dump_pktinfo(fd, d, what) ?:
-		      check_cmsg_opts(fd, d, what);
+		      dump_cmsg_opts(fd, d, what);
 	if (!ret && d->ie.type == SOCK_RAW)
 		ret = raw_sk_dump(fd, d, what);
 	/* An option CRIU's images have no field for (an IPv6 raw socket has no SOL_IP). */
@@ -615,7 +640,7 @@ static int inet_sk_dump(const struct fd_parms *p, uint32_t id)
 		fe.type = FD_TYPES__INETSK;
 		fe.id = id;
 		fe.isk = &d->ie;
-		ret = write_file_entry(&fe);
+		ret = write_file_entry(&fe) ?: write_cmsg_opts(d);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -696,6 +721,87 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 	return 0;
 }
 
+/* inetsk-ext.img's entries, read before the sockets are collected. */
+static CrInetSkExtEntry **exts;
+static size_t nr_exts;
+/* Which of them a collected socket took: one left over names no inet socket. */
+static bool *ext_taken;
+
+static int add_ext(void *msg, void *arg)
+{
+	CrInetSkExtEntry *ext = msg, **grown_exts;
+	bool *grown_taken;
+
+	(void)arg;
+	for (size_t i = 0; i < nr_exts; i++)
+		if (exts[i]->id == ext->id) {
+			pr_err("inetsk-ext.img: two entries for file %u\n", ext->id);
+			return -EINVAL;
+		}
+	grown_exts = realloc(exts, (nr_exts + 1) * sizeof(*grown_exts));
+	if (grown_exts)
+		exts = grown_exts;
+	grown_taken = realloc(ext_taken, (nr_exts + 1) * sizeof(*grown_taken));
+	if (grown_taken)
+		ext_taken = grown_taken;
+	if (!grown_exts || !grown_taken) {
+		pr_err("inetsk-ext.img: out of memory\n");
+		return -ENOMEM;
+	}
+	ext_taken[nr_exts] = false;
+	exts[nr_exts++] = ext;
+	return 1;
+}
+
+static int inet_sk_collect_images(void)
+{
+	return pb_collect_optional_image(CR_IMG_INETSK_EXT, add_ext, NULL);
+}
+
+static const struct cmsg_opt *find_cmsg_opt(const InetSkEntry *ie, const CrSkIntOpt *opt)
+{
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++)
+		if ((uint32_t)cmsg_opts[i].level == opt->level &&
+		    (uint32_t)cmsg_opts[i].name == opt->name)
+			return has_cmsg_opt(ie->family, ie->type, &cmsg_opts[i]) ? &cmsg_opts[i] :
+										      NULL;
+	return NULL;
+}
+
+/* sk's inetsk-ext.img entry, if any: each option one that such a socket keeps there. */
+static int collect_ext(struct inet_sk *sk)
+{
+	for (size_t i = 0; i < nr_exts; i++) {
+		if (exts[i]->id != sk->id)
+			continue;
+		for (size_t k = 0; k < exts[i]->n_opts; k++) {
+			const CrSkIntOpt *opt = exts[i]->opts[k];
+
+			if (!find_cmsg_opt(sk->ie, opt)) {
+				pr_err("%s: inetsk-ext.img has option %u of level %u, not one "
+				       "this criu sets on such a socket from there\n",
+				       sk->what, opt->name, opt->level);
+				return -EINVAL;
+			}
+		}
+		sk->ext = exts[i];
+		ext_taken[i] = true;
+		break;
+	}
+	return 0;
+}
+
+static int inet_sk_collect_done(void)
+{
+	for (size_t i = 0; i < nr_exts; i++)
+		if (!ext_taken[i]) {
+			pr_err("inetsk-ext.img: an entry for file %u, which is no inet socket\n",
+			       exts[i]->id);
+			return -EINVAL;
+		}
+	return tcp_collect_done();
+}
+
 /* The collected sockets, for deps(). */
 static struct inet_sk **isks;
 static size_t nr_isks;
@@ -743,7 +849,7 @@ static int inet_sk_collect(struct file_desc *d)
 		ret = ie->type == SOCK_STREAM ? sk_opts_check_tcp(ie->opts, sk->what) :
 						 sk_opts_check(ie->opts, sk->what);
 	if (!ret)
-		ret = check_ip_opts(ie, sk->what);
+		ret = check_ip_opts(ie, sk->what) ?: collect_ext(sk);
 	if (!ret && tcp_restores_stream(ie))
 		ret = tcp_collect_stream(sk);
 	if (!ret)
@@ -756,6 +862,13 @@ static void inet_sk_collect_fini(void)
 	free(isks);
 	isks = NULL;
 	nr_isks = 0;
+	for (size_t i = 0; i < nr_exts; i++)
+		cr_inet_sk_ext_entry__free_unpacked(exts[i], NULL);
+	free(exts);
+	exts = NULL;
+	free(ext_taken);
+	ext_taken = NULL;
+	nr_exts = 0;
 	tcp_collect_fini();
 }
 
@@ -831,8 +944,10 @@ static int set_freebind(int fd, const InetSkEntry *ie, bool on, const char *what
  * The address family's options, set before bind(): IP_FREEBIND and v6only decide which
  * addresses it may take.
  */
-static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
+static int restore_ip_opts(int fd, const struct inet_sk *sk)
 {
+	const InetSkEntry *ie = sk->ie;
+	const char *what = sk->what;
 	const IpOptsEntry *io = ie->ip_opts;
 	bool v6 = ie->family == AF_INET6;
 	int ret = 0;
@@ -853,6 +968,12 @@ static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 	if (!ret && io && io->has_pktinfo && io->pktinfo)
 		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", 1, what) :
 			   set_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", 1, what);
+	for (size_t i = 0; !ret && sk->ext && i < sk->ext->n_opts; i++) {
+		const CrSkIntOpt *opt = sk->ext->opts[i];
+
+		ret = set_opt(fd, opt->level, opt->name, find_cmsg_opt(ie, opt)->opt, opt->value,
+			      what);
+	}
 	return ret;
 }
 
@@ -955,7 +1076,7 @@ int inet_sk_new(const struct inet_sk *sk)
 	if (fd < 0)
 		return fd;
 	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
-	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
+	ret = restore_ip_opts(fd, sk) ?: sk_opts_restore(fd, ie->opts, sk->what);
 	if (!ret && ie->type == SOCK_RAW)
 		ret = raw_sk_restore(fd, ie, sk->what);
 	if (ret) {
@@ -1040,8 +1161,9 @@ const struct fdtype_ops inet_sk_fdtype_ops = {
 	.dump = inet_sk_dump,
 	.dump_check = tcp_dump_check,
 	.dump_fini = raw_sk_dump_fini,
+	.collect_images = inet_sk_collect_images,
 	.collect = inet_sk_collect,
-	.collect_done = tcp_collect_done,
+	.collect_done = inet_sk_collect_done,
 	.collect_fini = inet_sk_collect_fini,
 	.open = inet_sk_open,
 	.inheritable = true,

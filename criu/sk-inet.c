@@ -408,6 +408,15 @@ static const struct cmsg_opt cmsg_opts[] = {
 	CMSG_OPT(SOL_IPV6, IPV6_RECVERR_RFC4884, 0),
 	CMSG_OPT(SOL_IPV6, IPV6_RECVORIGDSTADDR, 0),
 	CMSG_OPT(SOL_IPV6, IPV6_RECVFRAGSIZE, 0),
+	/*
+	 * The socket's own: each of the four timestamps reads as on only while it is the one
+	 * recvmsg() gives (the last one set), so that setting that one again gives it back.
+	 */
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMP_OLD, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMPNS_OLD, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMP_NEW, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMPNS_NEW, 0),
+	CMSG_OPT(SOL_SOCKET, SO_RXQ_OVFL, 0),
 };
 
 _Static_assert(sizeof(cmsg_opts) / sizeof(cmsg_opts[0]) == INET_NR_CMSG_OPTS,
@@ -418,6 +427,8 @@ static bool has_cmsg_opt(uint32_t family, uint32_t type, const struct cmsg_opt *
 {
 	if (o->kept_family == (int)family)
 		return false;
+	if (o->level == SOL_SOCKET)
+		return true;
 	if (o->level == SOL_IPV6)
 		return family == AF_INET6;
 	return family == AF_INET || type != SOCK_RAW;
@@ -585,7 +596,7 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 	if (!ret)
 		ret = dump_shutdown(fd, d, d->what);
 	if (!ret)
-		ret = sk_opts_dump(fd, &d->opts, d->what);
+		ret = sk_opts_dump_inet(fd, &d->opts, d->what);
 	if (!ret && d->ie.type == SOCK_STREAM)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)

@@ -17,7 +17,7 @@
 #include "tcp-stream.pb-c.h"
 
 /* How many options sk-inet.c's cmsg_opts[] lists. */
-#define INET_NR_CMSG_OPTS 25
+#define INET_NR_CMSG_OPTS 30
 
 /* Dump: one socket's entry as it is filled. */
 struct inet_dump {

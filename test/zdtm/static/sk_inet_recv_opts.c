@@ -4,9 +4,10 @@
  * IP_RECVTOS, IP_RECVORIGDSTADDR, IP_RECVERR, IP_RECVOPTS, IP_RECVFRAGSIZE, and a
  * dual-stack UDP one on [::] with IPV6_RECVHOPLIMIT, IPV6_RECVTCLASS, IPV6_RECVORIGDSTADDR,
  * IPV6_RECVERR, IPV6_RECVPATHMTU, and the IPv4 IP_PKTINFO and IP_RECVTTL (for its
- * IPv4-mapped datagrams). After restore each reads back as set, and recvmsg() gives each
- * datagram its TTL, TOS and destination (hop limit, traffic class and destination; packet
- * info and TTL of an IPv4 one), and a datagram sent to a closed port queues the ICMP error
+ * IPv4-mapped datagrams); the socket's own SO_TIMESTAMPNS on the first, SO_TIMESTAMP_NEW
+ * and SO_RXQ_OVFL on the second. After restore each reads back as set, and recvmsg() gives
+ * each datagram its TTL, TOS, destination and timestamp (hop limit, traffic class,
+ * destination and timestamp; packet info and TTL of an IPv4 one), and a datagram sent to a closed port queues the ICMP error
  * (port unreachable) that recvmsg(MSG_ERRQUEUE) reads with its IP_RECVERR (IPV6_RECVERR).
  * $ZDTM_RECV_OPTS_LOST: restored (or dumped) by CRIU, which loses them: each reads back as
  * off, the datagrams still arrive, without those control messages.
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "zdtmtst.h"
@@ -41,6 +43,7 @@ static const struct opt {
 	{ UDP4, SOL_IP, IP_RECVERR, "IP_RECVERR of UDP4" },
 	{ UDP4, SOL_IP, IP_RECVOPTS, "IP_RECVOPTS of UDP4" },
 	{ UDP4, SOL_IP, IP_RECVFRAGSIZE, "IP_RECVFRAGSIZE of UDP4" },
+	{ UDP4, SOL_SOCKET, SO_TIMESTAMPNS_OLD, "SO_TIMESTAMPNS of UDP4" },
 	{ UDP6, SOL_IPV6, IPV6_RECVHOPLIMIT, "IPV6_RECVHOPLIMIT of UDP6" },
 	{ UDP6, SOL_IPV6, IPV6_RECVTCLASS, "IPV6_RECVTCLASS of UDP6" },
 	{ UDP6, SOL_IPV6, IPV6_RECVORIGDSTADDR, "IPV6_RECVORIGDSTADDR of UDP6" },
@@ -48,6 +51,8 @@ static const struct opt {
 	{ UDP6, SOL_IPV6, IPV6_RECVPATHMTU, "IPV6_RECVPATHMTU of UDP6" },
 	{ UDP6, SOL_IP, IP_PKTINFO, "IP_PKTINFO of UDP6" },
 	{ UDP6, SOL_IP, IP_RECVTTL, "IP_RECVTTL of UDP6" },
+	{ UDP6, SOL_SOCKET, SO_TIMESTAMP_NEW, "SO_TIMESTAMP_NEW of UDP6" },
+	{ UDP6, SOL_SOCKET, SO_RXQ_OVFL, "SO_RXQ_OVFL of UDP6" },
 };
 #define NR_OPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -235,6 +240,8 @@ static void check_udp4(void)
 		   expect_cmsg(SOL_IP, IP_ORIGDSTADDR, sizeof(struct sockaddr_in),
 			       "UDP4's IP_ORIGDSTADDR"),
 		   "UDP4's IP_ORIGDSTADDR");
+	expect_cmsg(SOL_SOCKET, SO_TIMESTAMPNS_OLD, sizeof(struct timespec),
+		    "UDP4's SO_TIMESTAMPNS");
 }
 
 static void check_udp6(void)
@@ -252,6 +259,8 @@ static void check_udp6(void)
 			   expect_cmsg(SOL_IPV6, IPV6_ORIGDSTADDR, sizeof(struct sockaddr_in6),
 				       "UDP6's IPV6_ORIGDSTADDR"),
 			   "UDP6's IPV6_ORIGDSTADDR");
+		/* struct __kernel_sock_timeval: two 64-bit words. */
+		expect_cmsg(SOL_SOCKET, SO_TIMESTAMP_NEW, 16, "UDP6's SO_TIMESTAMP_NEW");
 	} else if (mh.msg_controllen) {
 		test_fail("UDP6: %zu bytes of cmsg", (size_t)mh.msg_controllen);
 	}

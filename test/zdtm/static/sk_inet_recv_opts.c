@@ -7,8 +7,9 @@
  * IPv4-mapped datagrams); the socket's own SO_TIMESTAMPNS on the first, SO_TIMESTAMP_NEW
  * and SO_RXQ_OVFL on the second. After restore each reads back as set, and recvmsg() gives
  * each datagram its TTL, TOS, destination and timestamp (hop limit, traffic class,
- * destination and timestamp; packet info and TTL of an IPv4 one), and a datagram sent to a closed port queues the ICMP error
- * (port unreachable) that recvmsg(MSG_ERRQUEUE) reads with its IP_RECVERR (IPV6_RECVERR).
+ * destination and timestamp; packet info and TTL of an IPv4 one), and a datagram sent to a
+ * closed port queues the ICMP error (port unreachable) that recvmsg(MSG_ERRQUEUE) reads with
+ * its IP_RECVERR (IPV6_RECVERR).
  * $ZDTM_RECV_OPTS_LOST: restored (or dumped) by CRIU, which loses them: each reads back as
  * off, the datagrams still arrive, without those control messages.
  */

@@ -5,7 +5,8 @@
  * dual-stack UDP one on [::] with IPV6_RECVHOPLIMIT, IPV6_RECVTCLASS, IPV6_RECVORIGDSTADDR,
  * IPV6_RECVERR, IPV6_RECVPATHMTU, and the IPv4 IP_PKTINFO and IP_RECVTTL (for its
  * IPv4-mapped datagrams); the socket's own SO_TIMESTAMPNS on the first, SO_TIMESTAMP_NEW
- * and SO_RXQ_OVFL on the second. After restore each reads back as set, and recvmsg() gives
+ * and SO_RXQ_OVFL on the second; and a listening TCP socket with IP_RECVERR and SO_TIMESTAMP
+ * (set on the restored socket before it listens again). After restore each reads back as set, and recvmsg() gives
  * each datagram its TTL, TOS, destination and timestamp (hop limit, traffic class,
  * destination and timestamp; packet info and TTL of an IPv4 one), and a datagram sent to a
  * closed port queues the ICMP error (port unreachable) that recvmsg(MSG_ERRQUEUE) reads with
@@ -29,6 +30,7 @@
 
 #define UDP4 80 /* UDP, 127.0.0.1:P */
 #define UDP6 81 /* UDP, [::]:P, dual-stack */
+#define TCP4 82 /* TCP, 127.0.0.1:P, listening */
 
 /* What the senders set, for the receivers' control messages to carry. */
 #define SENT_TTL 33
@@ -54,6 +56,8 @@ static const struct opt {
 	{ UDP6, SOL_IP, IP_RECVTTL, "IP_RECVTTL of UDP6" },
 	{ UDP6, SOL_SOCKET, SO_TIMESTAMP_NEW, "SO_TIMESTAMP_NEW of UDP6" },
 	{ UDP6, SOL_SOCKET, SO_RXQ_OVFL, "SO_RXQ_OVFL of UDP6" },
+	{ TCP4, SOL_IP, IP_RECVERR, "IP_RECVERR of TCP4" },
+	{ TCP4, SOL_SOCKET, SO_TIMESTAMP_OLD, "SO_TIMESTAMP of TCP4" },
 };
 #define NR_OPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -72,6 +76,10 @@ static void setup(void)
 	socket_at(AF_INET6, SOCK_DGRAM, IPPROTO_UDP, UDP6);
 	set_int(UDP6, SOL_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY");
 	bind_inet(UDP6, AF_INET6, "::");
+	socket_at(AF_INET, SOCK_STREAM, IPPROTO_TCP, TCP4);
+	bind_inet(TCP4, AF_INET, "127.0.0.1");
+	if (listen(TCP4, 1))
+		test_fail_errno("listen");
 	for (size_t i = 0; i < NR_OPTS; i++)
 		set_int(opts[i].fd, opts[i].level, opts[i].name, 1, opts[i].what);
 }

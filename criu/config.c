@@ -138,7 +138,7 @@ static const struct cr_option options[] = {
 	     "bridge BR); macvlan[IN]:OUT, restore: the tree's macvlan link IN on link OUT "
 	     "here; netdev[IN]:OUT, restore: link OUT here becomes the tree's IN; mnt[]: an "
 	     "external mount, dump mnt[MOUNTPOINT]:KEY, restore "
-	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m): those criu's mounts show"),
+	     "mnt[KEY]:PATH; dump mnt[] (or mnt[]:m, mnt[]:s): those criu's mounts show"),
 	CALL("ext-mount-map", 'M', required_argument, add_ext_mount_map, "KEY:VAL",
 	     "the same as --external mnt[KEY]:VAL"),
 	CALL("veth-pair", 0, required_argument, set_veth_pair, "IN=OUT[@BR]",
@@ -635,15 +635,14 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 		return add_ext_link(o, arg, "macvlan", &opts.ext_macvlans, &opts.nr_ext_macvlans);
 	if (!strncmp(arg, "netdev[", 7))
 		return add_ext_link(o, arg, "netdev", &opts.ext_netdevs, &opts.nr_ext_netdevs);
-	/* mnt[] and mnt[]:m: found at dump (m, receiving from outside, is restored anyway). */
-	if (!strcmp(arg, "mnt[]") || !strcmp(arg, "mnt[]:m")) {
+	/*
+	 * mnt[] and mnt[]:FLAGS: found at dump. m (mounts receiving from outside) and s (mounts
+	 * sharing a peer group with criu's) change nothing: both are restored so anyway.
+	 */
+	if (!strcmp(arg, "mnt[]") ||
+	    (!strncmp(arg, "mnt[]:", 6) && arg[6] && strspn(arg + 6, "sm") == strlen(arg + 6))) {
 		opts.ext_mount_auto = true;
 		return 0;
-	}
-	if (!strncmp(arg, "mnt[]:", 6) && arg[6] && strspn(arg + 6, "sm") == strlen(arg + 6)) {
-		opt_error("--%s %s: s (mounts sharing a peer group with criu's) is not supported",
-			  o->name, arg);
-		return -1;
 	}
 	if (!strncmp(arg, "mnt[", 4) && close)
 		return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);

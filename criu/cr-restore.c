@@ -874,7 +874,8 @@ static pid_t fork_with_ns_last_pid(pid_t pid)
 	int fd, len;
 	pid_t child;
 
-	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	/* In a task, whose namespace may have no /proc: proc_open() knows. */
+	fd = proc_open("sys/kernel/ns_last_pid", O_WRONLY);
 	if (fd < 0)
 		return -1;
 	len = snprintf(buf, sizeof(buf), "%d", pid - 1);

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
+#include "servicefd.h"
 
 #include "fsnotify.pb-c.h"
 
@@ -868,6 +869,23 @@ static int inotify_collect(struct file_desc *d)
  * The inode is named by its magic link /proc/self/fd/N, not by a path: a path may not lead
  * there from here, and a watched symlink would be followed to its target.
  */
+struct watch_call {
+	int ifd, last_wd, wd;
+	uint32_t mask;
+};
+
+/* proc_path_call(): the watch through link, up to its wd (watch_call.wd). The wd got. */
+static int add_watch_through(const char *link, void *arg)
+{
+	struct watch_call *c = arg;
+	int wd;
+
+	while ((wd = inotify_add_watch(c->ifd, link, c->mask)) > c->last_wd && wd < c->wd)
+		if (inotify_rm_watch(c->ifd, wd))
+			break;
+	return wd;
+}
+
 static int add_watch_at_wd(int ifd, const struct inotify_desc *in, size_t idx, uint32_t id)
 {
 	const struct inotify_watch *w = &in->watches[idx];
@@ -881,10 +899,10 @@ static int add_watch_at_wd(int ifd, const struct inotify_desc *in, size_t idx, u
 				 : open_watched_inode(&w->inode, &st, what, NULL);
 	if (inode_fd < 0)
 		return inode_fd;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", inode_fd);
-	while ((wd = inotify_add_watch(ifd, path, w->mask)) > last_wd && wd < w->wd)
-		if (inotify_rm_watch(ifd, wd))
-			break;
+	snprintf(path, sizeof(path), "self/fd/%d", inode_fd);
+	wd = proc_path_call(path, add_watch_through,
+			    &(struct watch_call){ .ifd = ifd, .last_wd = last_wd, .wd = w->wd,
+						  .mask = w->mask });
 	err = errno;
 	if (!w->ghost_file)
 		close(inode_fd);
@@ -1350,6 +1368,27 @@ static int fanotify_collect(struct file_desc *d)
  * the mark was given it by (FAN_MARK_IGNORE or the older FAN_MARK_IGNORED_MASK) and
  * whether it survives modification; an evictable mark is so from its first call.
  */
+struct mark_call {
+	int fafd;
+	unsigned int add, ignore;
+	const struct fanotify_mark *m;
+};
+
+/* proc_path_call(): the mark's masks through link. 0 or -1 (errno). */
+static int add_mark_through(const char *link, void *arg)
+{
+	const struct mark_call *c = arg;
+	const struct fanotify_mark *m = c->m;
+
+	if (m->mask && fanotify_mark(c->fafd, c->add, m->mask, AT_FDCWD, link))
+		return -1;
+	if (m->ignored_mask &&
+	    fanotify_mark(c->fafd, c->add | c->ignore | (m->mflags & FAN_MARK_IGNORED_SURV_MODIFY),
+			  m->ignored_mask, AT_FDCWD, link))
+		return -1;
+	return 0;
+}
+
 static int add_mark(int fafd, const struct fanotify_mark *m, uint32_t id)
 {
 	unsigned int type = m->type == MARK_TYPE__MOUNT ? FAN_MARK_MOUNT : FAN_MARK_INODE;
@@ -1362,12 +1401,9 @@ static int add_mark(int fafd, const struct fanotify_mark *m, uint32_t id)
 	target = open_mark_target(m, what);
 	if (target < 0)
 		return target;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
-	if (m->mask && fanotify_mark(fafd, add, m->mask, AT_FDCWD, path))
-		ret = -errno;
-	if (!ret && m->ignored_mask &&
-	    fanotify_mark(fafd, add | ignore | (m->mflags & FAN_MARK_IGNORED_SURV_MODIFY),
-			  m->ignored_mask, AT_FDCWD, path))
+	snprintf(path, sizeof(path), "self/fd/%d", target);
+	if (proc_path_call(path, add_mark_through,
+			   &(struct mark_call){ .fafd = fafd, .add = add, .ignore = ignore, .m = m }))
 		ret = -errno;
 	close(target);
 	if (ret)

@@ -27,6 +27,7 @@
 #include "namespaces.h"
 #include "mem.h"
 #include "memfd.h"
+#include "servicefd.h"
 #include "shmem.h"
 
 #include "memfd.pb-c.h"
@@ -526,8 +527,8 @@ static int reopen_memfd(const struct memfd_inode *inode, uint32_t flags, uint32_
 	obj = original_memfd(inode);
 	if (obj < 0)
 		return obj;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", obj);
-	fd = open(path, flags & ~REOPEN_DROP_FLAGS);
+	snprintf(path, sizeof(path), "self/fd/%d", obj);
+	fd = proc_open(path, flags & ~REOPEN_DROP_FLAGS);
 	if (fd < 0) {
 		fd = -errno;
 		pr_perror("memfd file %u: cannot reopen \"%s\" with flags %#o", file_id,

@@ -14,6 +14,7 @@
 #include "files.h"
 #include "log.h"
 #include "namespaces.h"
+#include "servicefd.h"
 
 #include "ns-file.pb-c.h"
 
@@ -97,9 +98,9 @@ static int nsfs_open(const struct file_desc *d)
 	char path[64];
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/self/ns/%s",
+	snprintf(path, sizeof(path), "self/ns/%s",
 		 ns_restore_file_name(nfe->ns_id, nfe->ns_cflag, d->id));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = proc_open(path, O_RDONLY);
 	if (fd < 0) {
 		pr_perror("namespace file %u: cannot open %s", d->id, path);
 		return -errno;

@@ -1423,7 +1423,7 @@ const struct reg_file *find_reg_file(uint32_t id, const char *user)
 /* Any fd of ours on the given inode, or -ENOENT. */
 static int find_fd_on_inode(dev_t dev, ino_t ino)
 {
-	DIR *dir = opendir("/proc/self/fd");
+	DIR *dir = proc_opendir("self/fd");
 	struct dirent *de;
 	int found = -ENOENT;
 
@@ -1746,8 +1746,8 @@ static int reopen_inode(int fd, int flags, mode_t mode)
 		ret = fcntl(fd, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
 		return ret < 0 ? -errno : ret;
 	}
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ret = open(link, flags);
+	snprintf(link, sizeof(link), "self/fd/%d", fd);
+	ret = proc_open(link, flags);
 	return ret < 0 ? -errno : ret;
 }
 

@@ -31,6 +31,7 @@
 static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&memfd_fdtype_ops, /* before reg: a memfd is a regular file too */
 	&nsfs_fdtype_ops, /* before reg: an nsfs file is a regular file too */
+	&tun_fdtype_ops, /* before reg: /dev/net/tun is a device file */
 	&reg_fdtype_ops,
 	&tty_fdtype_ops,
 	&pipe_fdtype_ops,
@@ -519,7 +520,7 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The fd numbers listed in a /proc fd directory, sorted. */
+/* The fd numbers listed in a /proc fd directory ("/proc/..."), sorted. */
 int list_fds(const char *path, int **fds_out, size_t *nr_out)
 {
 	struct dirent *de;
@@ -527,7 +528,8 @@ int list_fds(const char *path, int **fds_out, size_t *nr_out)
 	size_t nr = 0;
 	DIR *dir;
 
-	dir = opendir(path);
+	/* A restored task may be in a mount namespace without /proc: proc_opendir() knows. */
+	dir = proc_opendir(path + strlen("/proc/"));
 	if (!dir) {
 		pr_perror("cannot open %s", path);
 		return -errno;
@@ -611,6 +613,14 @@ static int cmp_desc_id(const void *a, const void *b)
 	uint32_t x = ((const struct file_desc *)a)->id, y = ((const struct file_desc *)b)->id;
 
 	return (x > y) - (x < y);
+}
+
+/* Reading files.img: by id, then type (a REG twin before its kind's entry). */
+static int cmp_desc_id_type(const void *a, const void *b)
+{
+	const struct file_desc *x = a, *y = b;
+
+	return cmp_desc_id(a, b) ?: (x->fe->type > y->fe->type) - (x->fe->type < y->fe->type);
 }
 
 const struct file_desc *find_file_desc(uint32_t id)
@@ -719,6 +729,28 @@ static int read_files_img(struct cr_img *img)
 	return ret;
 }
 
+/*
+ * A kind with a REG twin (fdtype_ops.reg_twin): its entry takes the REG entry of the same
+ * id, which leaves the table. The table is sorted by id, then type, so the REG comes first.
+ */
+static void pair_reg_twins(void)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < nr_file_descs; i++) {
+		struct file_desc *d = &file_descs[i];
+
+		if (i + 1 < nr_file_descs && file_descs[i + 1].id == d->id &&
+		    d->fe->type == FD_TYPES__REG && file_descs[i + 1].ops->reg_twin &&
+		    !file_descs[i + 1].reg_twin) {
+			file_descs[i + 1].reg_twin = d->fe;
+			continue;
+		}
+		file_descs[kept++] = *d;
+	}
+	nr_file_descs = kept;
+}
+
 static int check_unique_ids(void)
 {
 	for (size_t i = 1; i < nr_file_descs; i++) {
@@ -773,7 +805,8 @@ int files_collect(void)
 		return ret;
 	/* An empty files.img leaves file_descs NULL, which qsort() must not be given. */
 	if (nr_file_descs)
-		qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id);
+		qsort(file_descs, nr_file_descs, sizeof(*file_descs), cmp_desc_id_type);
+	pair_reg_twins();
 	ret = check_unique_ids();
 	if (!ret)
 		ret = collect_kinds();
@@ -1513,6 +1546,8 @@ void files_collect_fini(void)
 			close(file_sharing[i].given_fd);
 		free(file_descs[i].kind);
 		file_entry__free_unpacked((FileEntry *)file_descs[i].fe, NULL);
+		if (file_descs[i].reg_twin)
+			file_entry__free_unpacked((FileEntry *)file_descs[i].reg_twin, NULL);
 	}
 	free(file_sharing);
 	file_sharing = NULL;

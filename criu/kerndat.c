@@ -35,6 +35,7 @@
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
+#include "tun.h"
 
 #ifndef PR_TIMER_CREATE_RESTORE_IDS
 #define PR_TIMER_CREATE_RESTORE_IDS 77
@@ -362,8 +363,8 @@ static const struct feature features[] = {
 	{ "mem_dirty_track", FEAT_EXTRA, mem_track_supported, "pre-dump (write tracking)" },
 	{ "aio_remap", FEAT_EXTRA, has_aio_remap, "AIO rings (io_setup contexts)" },
 	{ "timerfd", FEAT_EXTRA, has_timerfd_set_ticks, "timerfd restore with unread expirations" },
-	NOT_IMPLEMENTED("tun", "tun devices are not dumped"),
-	NOT_IMPLEMENTED("tun_ns", "tun devices are not dumped"),
+	{ "tun", FEAT_EXTRA, tun_has_dev, "tun/tap devices and their files" },
+	{ "tun_ns", FEAT_EXTRA, tun_has_netns, "tun/tap devices of the tree's net namespaces" },
 	{ "userns", FEAT_EXTRA, has_userns, "user namespaces" },
 	{ "fdinfo_lock", FEAT_EXTRA, has_fdinfo_lock, "--file-locks" },
 	{ "seccomp_suspend", FEAT_EXTRA, has_seccomp_suspend, "seccomp (strict mode and filters)" },

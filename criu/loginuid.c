@@ -18,6 +18,7 @@
 #include "loginuid.h"
 #include "namespaces.h"
 #include "pstree.h"
+#include "servicefd.h"
 
 /* What /proc/PID/loginuid says of a task whose loginuid was never set (AUDIT_UID_UNSET). */
 #define LOGINUID_UNSET 4294967295u
@@ -28,7 +29,7 @@ static bool loginuid_restoring;
 static int write_own_loginuid(uint32_t value)
 {
 	char text[16];
-	int fd = open("/proc/self/loginuid", O_WRONLY | O_CLOEXEC), len, ret = 0;
+	int fd = proc_open("self/loginuid", O_WRONLY), len, ret = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -43,7 +44,7 @@ static int write_own_loginuid(uint32_t value)
 static int read_own_loginuid(uint32_t *value)
 {
 	char text[16];
-	int fd = open("/proc/self/loginuid", O_RDONLY | O_CLOEXEC);
+	int fd = proc_open("self/loginuid", O_RDONLY);
 	ssize_t len;
 
 	if (fd < 0)

@@ -80,10 +80,12 @@ struct mount {
 	int fd;		      /* restore: O_PATH on the mount, once mounted; -1 before */
 	/*
 	 * Restore: what it is made from, opened beforehand: nested and bound from the root's
-	 * namespace, its source; external with ext_master, a clone of criu's mount at ext_path.
+	 * namespace, its source; external with ext_master or ext_peer, a clone of criu's mount
+	 * at ext_path.
 	 */
 	int src_fd;
 	bool ext_master; /* external, a slave of a peer group outside the tree's namespaces */
+	bool ext_peer;	 /* external, in the peer group of criu's mount it is bound from */
 	struct mount_ns *mns; /* the namespace it is in */
 	bool done;
 };
@@ -402,24 +404,6 @@ static bool group_in_pool(struct mount_ns *mns, uint32_t id)
 }
 
 /*
- * Tasks restored in a namespace read /proc/self (their fds, maps) until the restorer runs:
- * it must have a proc (or an external mount) at /proc.
- */
-static int check_proc(const struct mount_ns *mns)
-{
-	for (size_t i = 0; i < mns->nr; i++) {
-		const MntEntry *e = mns->mounts[i].e;
-
-		if (!strcmp(e->mountpoint, "/proc") && (e->fstype == FSTYPE__PROC || e->ext_key))
-			return 0;
-	}
-	pr_err("mount namespace %u has no proc mounted at /proc, which the tasks restored in it "
-	       "read: not supported\n",
-	       mns->id);
-	return -ENOTSUP;
-}
-
-/*
  * The root mount (the one whose parent is outside the namespace), then each mount's class
  * and the peer group it receives from: it must be one of the pool's.
  */
@@ -469,7 +453,7 @@ static int classify_mounts(struct mount_ns *mns)
 			return -ENOTSUP;
 		}
 	}
-	return ret ?: check_proc(mns);
+	return ret;
 }
 
 static void free_mount_ns(struct mount_ns *mns)
@@ -1113,6 +1097,67 @@ static int clone_ext_master(struct mount *m)
 	return 0;
 }
 
+/* The peer group of criu's mount mnt_id (shared:N in its mountinfo); 0: none, or no line. */
+static uint32_t criu_peer_group(uint64_t mnt_id)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *tag;
+	uint32_t group = 0;
+	size_t size = 0;
+	uint64_t id;
+
+	while (f && getline(&line, &size, f) > 0) {
+		if (sscanf(line, "%" SCNu64, &id) != 1 || id != mnt_id)
+			continue;
+		/* The optional fields come after the six fixed ones, up to "-". */
+		tag = strstr(line, " shared:");
+		if (tag && tag < strstr(line, " - "))
+			sscanf(tag, " shared:%u", &group);
+		break;
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return group;
+}
+
+/*
+ * Main process: an external mount that was a peer of criu's mount at its path (in the
+ * peer group criu's mount still is in: --external mnt[]:s found it so at dump, or it was
+ * given) joins that group again (restore_propagation()), from a clone of criu's mount (a
+ * peer too, OPEN_TREE_CLONE keeps the group). Bound and private until then: nothing
+ * mounted under it while the tree is built reaches criu's. Where criu's mount is in
+ * another group now (another boot), the mount is shared in a group of its own.
+ */
+static int find_ext_peer(struct mount *m)
+{
+	struct statx stx;
+	uint32_t group;
+
+	if (!m->e->shared_id ||
+	    statx(AT_FDCWD, m->ext_path, 0, STATX_MNT_ID, &stx) || !(stx.stx_mask & STATX_MNT_ID))
+		return 0; /* the bind says what is wrong with the path */
+	group = criu_peer_group(stx.stx_mnt_id);
+	if (group != m->e->shared_id) {
+		pr_info("mount %u at %s: criu's mount at %s is not in its peer group %u: shared "
+			"in a group of its own\n",
+			m->e->mnt_id, m->e->mountpoint, m->ext_path, m->e->shared_id);
+		return 0;
+	}
+	m->src_fd = syscall(SYS_open_tree, AT_FDCWD, m->ext_path, OPEN_TREE_CLONE | O_CLOEXEC);
+	if (m->src_fd < 0) {
+		pr_perror("mount %u at %s: cannot clone %s (open_tree), whose peer group it joins",
+			  m->e->mnt_id, m->e->mountpoint, m->ext_path);
+		return -errno;
+	}
+	/* Its master, where it has one, is criu's mount's too: the join gives it. */
+	m->ext_peer = true;
+	m->ext_master = false;
+	pr_info("mount %u at %s: a peer of criu's mount at %s (group %u)\n", m->e->mnt_id,
+		m->e->mountpoint, m->ext_path, group);
+	return 0;
+}
+
 /*
  * A bind of a pty's slave node (/dev/pts/N at /dev/console, as a container runtime gives
  * its console): the node exists only while the pty does, and the tree's ptys are made by
@@ -1192,6 +1237,8 @@ static int check_restorable(const struct ns_id *ns, struct mount_ns *mns)
 				return -ENOENT;
 			}
 		}
+		if (m->how == MOUNT_EXTERNAL && find_ext_peer(m))
+			return -EIO;
 		if (m->ext_master && clone_ext_master(m))
 			return -EIO;
 		if (is_pty_bind(m) && check_pty_bind(m))
@@ -1668,6 +1715,18 @@ static int join_group(const struct mount *from, const struct mount *to)
 	return 0;
 }
 
+/* m joins the peer group of criu's mount it is bound from (find_ext_peer()). */
+static int join_criu_group(const struct mount *m)
+{
+	if (syscall(SYS_move_mount, m->src_fd, "", m->fd, "",
+		    MOVE_MOUNT_SET_GROUP | MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)) {
+		pr_perror("mount %u at %s: cannot join the peer group of criu's mount at %s",
+			  m->e->mnt_id, m->path, m->ext_path);
+		return -errno;
+	}
+	return 0;
+}
+
 /*
  * A mount of peer group id, in any of the namespaces (groups span them), already given its
  * propagation, whose root holds m's; or NULL.
@@ -1753,6 +1812,14 @@ static int restore_propagation(void)
 	for (size_t i = 0; (m = nth_mount(i)); i++) {
 		m->done = !m->e->shared_id && (m == all_mntns[0]->root || !m->e->master_id);
 		left += !m->done;
+	}
+	/* Peers of criu's mounts first: the tree's other mounts of their groups join them. */
+	for (size_t i = 0; (m = nth_mount(i)) && !ret; i++) {
+		if (!m->ext_peer)
+			continue;
+		ret = join_criu_group(m);
+		m->done = true;
+		left--;
 	}
 	do {
 		before = left;
@@ -1951,6 +2018,30 @@ static int build_nested(struct mount_ns *mns)
 	return ret;
 }
 
+/*
+ * The root task, before its pivot_root: a proc of the tree's pid namespace, detached (no
+ * namespace shows it), at PROC_SFD for every task (proc_open()): a namespace of the tree
+ * may have no proc at /proc, and the tasks read theirs (fds, maps) until the restorer has
+ * run. Made in the copy of criu's namespace, whose proc lets one be mounted in a user
+ * namespace (the kernel wants a proc fully visible in the caller's).
+ */
+static int install_proc(void)
+{
+	int fs = fsopen("proc", FSOPEN_CLOEXEC), mnt = -1, err;
+
+	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) ||
+	    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+							MOUNT_ATTR_NOEXEC)) < 0) {
+		err = errno;
+		pr_perror("cannot make a proc for the tasks");
+		if (fs >= 0)
+			close(fs);
+		return -err;
+	}
+	close(fs);
+	return install_service_fd(PROC_SFD, mnt) < 0 ? -EIO : 0;
+}
+
 /* Each namespace at its service fd, which tasks inherit (mntns_enter()). */
 static int install_mntns_fds(void)
 {
@@ -1982,6 +2073,7 @@ static int mnt_restore(const struct ns_id *ns)
 		return -errno;
 	}
 	ret = open_own_mntns(mns);
+	ret = ret ?: install_proc();
 	ret = ret ?: build_mounts(mns);
 	for (size_t i = 1; i < nr_mntns && !ret; i++)
 		ret = build_nested(all_mntns[i]);

@@ -36,6 +36,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "servicefd.h"
+#include "tun.h"
 
 #include "macvlan.pb-c.h"
 #include "netdev.pb-c.h"
@@ -418,7 +419,7 @@ static void macvlan_entry(struct rtattr *data, MacvlanLinkEntry *mv)
  * timers...), as CRIU restores one.
  */
 static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtattr **tb,
-		      NetDeviceEntry *nde, MacvlanLinkEntry *mv)
+		      NetDeviceEntry *nde, MacvlanLinkEntry *mv, TunLinkEntry *tun)
 {
 	struct rtattr *info[IFLA_INFO_MAX + 1] = {};
 	const char *kind = "";
@@ -455,10 +456,17 @@ static int link_entry(const struct ns_id *ns, struct ifinfomsg *ifi, struct rtat
 		nde->type = ND_TYPE__MACVLAN;
 		macvlan_entry(info[IFLA_INFO_DATA], mv);
 		nde->macvlan = mv;
+	} else if (!strcmp(kind, "tun")) {
+		int ret = tun_link_dump(ns, info[IFLA_INFO_DATA], nde->name, tun);
+
+		if (ret)
+			return ret;
+		nde->type = ND_TYPE__TUN;
+		nde->tun = tun;
 	} else {
 		pr_err("net namespace %u: link %s (index %d) is %s%s: only the loopback, bridges, "
-		       "and veth and macvlan links whose peer or lower link is outside are "
-		       "supported\n",
+		       "tun/tap links, and veth and macvlan links whose peer or lower link is "
+		       "outside are supported\n",
 		       ns->id, nde->name, ifi->ifi_index, *kind ? "a " : "of no kind", kind);
 		return -ENOTSUP;
 	}
@@ -487,6 +495,8 @@ static const char *link_kind_name(NdType type)
 		return "bridge";
 	case ND_TYPE__MACVLAN:
 		return "macvlan";
+	case ND_TYPE__TUN:
+		return "tun";
 	default:
 		return "veth";
 	}
@@ -501,10 +511,12 @@ static int check_nested_link(const struct ns_id *ns, const NetDeviceEntry *nde)
 	const struct ns_id *root = ns_root_own(NS_NET);
 
 	if (ns == root || nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+	    nde->type == ND_TYPE__TUN ||
 	    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid && nde->peer_nsid == root->id))
 		return 0;
-	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and veth "
-	       "links whose peer is in the root's net namespace are supported in a nested one\n",
+	pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges, tun/tap "
+	       "and veth links whose peer is in the root's net namespace are supported in a "
+	       "nested one\n",
 	       ns->id, nde->name, link_kind_name(nde->type));
 	return -ENOTSUP;
 }
@@ -513,12 +525,13 @@ static int dump_link(const struct ns_id *ns, struct cr_img *img, struct nlmsghdr
 {
 	NetDeviceEntry nde = NET_DEVICE_ENTRY__INIT;
 	MacvlanLinkEntry mv = MACVLAN_LINK_ENTRY__INIT;
+	TunLinkEntry tun = TUN_LINK_ENTRY__INIT;
 	struct ifinfomsg *ifi = NLMSG_DATA(h);
 	struct rtattr *tb[IFLA_MAX + 1];
 	int ret;
 
 	rta_parse(tb, IFLA_MAX, IFLA_RTA(ifi), IFLA_PAYLOAD(h));
-	ret = link_entry(ns, ifi, tb, &nde, &mv) ?: check_nested_link(ns, &nde);
+	ret = link_entry(ns, ifi, tb, &nde, &mv, &tun) ?: check_nested_link(ns, &nde);
 	if (ret)
 		return ret;
 	nde.n_conf4 = NR(conf4_names);
@@ -1132,11 +1145,17 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 		st->links = grown;
 		st->links[st->nr_links++] = nde;
 		if (nde->type != ND_TYPE__LOOPBACK && nde->type != ND_TYPE__VETH &&
-		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN) {
-			pr_err("%s: link %s is of type %d: only the loopback, bridges, veth and "
-			       "macvlan links are supported\n",
+		    nde->type != ND_TYPE__BRIDGE && nde->type != ND_TYPE__MACVLAN &&
+		    nde->type != ND_TYPE__TUN) {
+			pr_err("%s: link %s is of type %d: only the loopback, bridges, tun/tap, veth "
+			       "and macvlan links are supported\n",
 			       img->name, nde->name, nde->type);
 			ret = -ENOTSUP;
+			break;
+		}
+		if (nde->type == ND_TYPE__TUN && !nde->tun) {
+			pr_err("%s: tun link %.32s has no tun entry\n", img->name, nde->name);
+			ret = -EINVAL;
 			break;
 		}
 		/* What goes into a request as it is (nl_msg's room): as the kernel bounds it. */
@@ -1197,12 +1216,13 @@ static int check_nested_links(const struct ns_id *ns, const struct net_state *st
 		const NetDeviceEntry *nde = st->links[i];
 
 		if (nde->type == ND_TYPE__LOOPBACK || nde->type == ND_TYPE__BRIDGE ||
+		    nde->type == ND_TYPE__TUN ||
 		    (nde->type == ND_TYPE__VETH && nde->has_peer_nsid &&
 		     nde->peer_nsid == ns_root_own(NS_NET)->id))
 			continue;
-		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges and "
-		       "veth links whose peer is in the root's net namespace are restored in a "
-		       "nested one\n",
+		pr_err("nested net namespace %u: link %s is a %s: only the loopback, bridges, "
+		       "tun/tap and veth links whose peer is in the root's net namespace are "
+		       "restored in a nested one\n",
 		       ns->id, nde->name, link_kind_name(nde->type));
 		return -ENOTSUP;
 	}
@@ -1529,6 +1549,9 @@ static int rewrite_ipv6_mtu(const NetDeviceEntry *nde)
 	       sysctl_write(path, nde->conf6[i]);
 }
 
+/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
+static bool filled_by_tree;
+
 /* A link made (or the loopback found) with its settings, still down. */
 static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde)
 {
@@ -1548,6 +1571,9 @@ static int make_link(int rtnl, const struct ns_id *ns, const NetDeviceEntry *nde
 		ret = create_bridge(rtnl, nde);
 	} else if (nde->type == ND_TYPE__MACVLAN) {
 		ret = create_macvlan(st, nde);
+	} else if (nde->type == ND_TYPE__TUN) {
+		/* The tasks' files attach to it later, by name (files-tun.c). */
+		ret = tun_link_create(nde, filled_by_tree || !ns_root_own(NS_USER));
 	}
 	if (!ret)
 		ret = sysctls_op(true, "ipv4", nde->name, conf4_names, nde->conf4,
@@ -1573,9 +1599,6 @@ static int raise_link(int rtnl, const NetDeviceEntry *nde)
 /* A list of the image's, no longer than the names this criu knows. */
 #define CONF_OP(proto, dev, names, list, n)                                                        \
 	sysctls_op(true, proto, dev, names, list, (n) < NR(names) ? (n) : NR(names))
-
-/* Set while the root task fills the nested namespaces: it writes as the tree sees ids. */
-static bool filled_by_tree;
 
 /*
  * net.ipv4.ping_group_range holds gids, which the kernel reads as the writer's user
@@ -1845,6 +1868,20 @@ int netns_enter(uint32_t id)
 uint32_t netns_current(void)
 {
 	return cur_netns_id;
+}
+
+const NetDeviceEntry *net_find_link(uint32_t ns_id, const char *name)
+{
+	for (const struct ns_id *ns = ns_tree_next(NS_NET, NULL); ns; ns = ns_tree_next(NS_NET, ns)) {
+		const struct net_state *st = ns->priv;
+
+		if (!st || (ns_id ? ns->id != ns_id : ns != ns_root_own(NS_NET)))
+			continue;
+		for (size_t i = 0; i < st->nr_links; i++)
+			if (!strcmp(st->links[i]->name, name))
+				return st->links[i];
+	}
+	return NULL;
 }
 
 /*

@@ -17,6 +17,7 @@
 #include "files.h"
 #include "image.h"
 #include "log.h"
+#include "servicefd.h"
 
 #include "pipe.pb-c.h"
 
@@ -540,16 +541,16 @@ static int open_end_via(int pin_fd, uint32_t flags, const char *what)
 	int accmode = flags & O_ACCMODE, rdwr_fd, fd;
 	char path[64];
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", pin_fd);
-	rdwr_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	snprintf(path, sizeof(path), "self/fd/%d", pin_fd);
+	rdwr_fd = proc_open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (rdwr_fd < 0) {
 		pr_perror("%s: cannot open %s read-write", what, path);
 		return -errno;
 	}
 	if (accmode == O_RDWR)
 		return rdwr_fd;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", rdwr_fd);
-	fd = open(path, accmode | O_NONBLOCK | O_CLOEXEC);
+	snprintf(path, sizeof(path), "self/fd/%d", rdwr_fd);
+	fd = proc_open(path, accmode | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		pr_perror("%s: cannot open %s with access mode %#o", what, path, accmode);
 		fd = -errno;
@@ -632,7 +633,7 @@ static int find_held_end(const struct pipe_obj *obj, const char *what)
 	DIR *dir;
 
 	snprintf(want, sizeof(want), PIPE_LINK_PREFIX "%lu]", (unsigned long)obj->restored_ino);
-	dir = opendir("/proc/self/fd");
+	dir = proc_opendir("self/fd");
 	if (!dir) {
 		pr_perror("%s: cannot open /proc/self/fd", what);
 		return -errno;

@@ -227,7 +227,7 @@ static int read_own_maps(struct rst_plan *plan, struct range_vec *busy)
 	int idx, ret = 0;
 	FILE *maps;
 
-	maps = fopen("/proc/self/maps", "re");
+	maps = proc_fopen("self/maps", "re");
 	if (!maps) {
 		pr_perror("cannot open /proc/self/maps");
 		return -errno;
@@ -898,7 +898,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 
 	*args = (struct rst_args){
 		.magic = RST_ARGS_MAGIC, .pid = pidns_own_pid(ctx->pid), .log_pid = ctx->pid, .log_fd = ctx->log_fd, .loglevel = ctx->loglevel,
-		.sync_fd = ctx->sync_fd, .region_start = region,
+		.sync_fd = ctx->sync_fd, .proc_fd = get_service_fd(PROC_SFD), .region_start = region,
 		.region_len = l->size, .task_size = RST_TASK_SIZE, .nr_vmas = plan->nr_vmas,
 		.vmas = region + l->vmas, .page_reads = region + l->reads, .iovs = region + l->iovs,
 		.nr_page_reads = plan->nr_reads, .total_page_bytes = plan->pages->total_bytes,

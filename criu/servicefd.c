@@ -2,7 +2,11 @@
  * Service fds: criu's own descriptors parked at fixed numbers just below the soft
  * RLIMIT_NOFILE, where a restored task's fds are least likely to be.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -123,4 +127,85 @@ void close_service_fd(enum sfd_type type)
 		return;
 	close(sfd_number(type));
 	service_fd_installed[type] = false;
+}
+
+/* PROC_SFD, or /proc's own fd for what is opened relative to it (AT_FDCWD with "/proc/"). */
+static int proc_dir(const char *path, char *buf, size_t size, const char **rel)
+{
+	int fd = get_service_fd(PROC_SFD);
+
+	if (fd >= 0) {
+		*rel = path;
+		return fd;
+	}
+	snprintf(buf, size, "/proc/%s", path);
+	*rel = buf;
+	return AT_FDCWD;
+}
+
+int proc_open(const char *path, int flags)
+{
+	char buf[PATH_MAX];
+	const char *rel;
+	int dir = proc_dir(path, buf, sizeof(buf), &rel);
+
+	return openat(dir, rel, flags | O_CLOEXEC);
+}
+
+FILE *proc_fopen(const char *path, const char *mode)
+{
+	int fd = proc_open(path, mode[0] == 'r' && !strchr(mode, '+') ? O_RDONLY : O_WRONLY);
+	FILE *f = fd >= 0 ? fdopen(fd, mode) : NULL;
+
+	if (!f && fd >= 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return f;
+}
+
+DIR *proc_opendir(const char *path)
+{
+	int fd = proc_open(path, O_RDONLY | O_DIRECTORY);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!dir && fd >= 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+	}
+	return dir;
+}
+
+int proc_path_call(const char *path, int (*fn)(const char *path, void *arg), void *arg)
+{
+	int proc = get_service_fd(PROC_SFD), cwd, ret, err;
+	char full[PATH_MAX];
+
+	if (proc < 0) {
+		snprintf(full, sizeof(full), "/proc/%s", path);
+		return fn(full, arg);
+	}
+	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd < 0 || fchdir(proc)) {
+		err = errno;
+		pr_perror("cannot go into the proc of the tasks");
+		if (cwd >= 0)
+			close(cwd);
+		errno = err;
+		return -1;
+	}
+	ret = fn(path, arg);
+	err = errno;
+	if (fchdir(cwd)) {
+		pr_perror("cannot go back to the cwd after reading proc");
+		ret = -1;
+		err = errno;
+	}
+	close(cwd);
+	errno = err;
+	return ret;
 }

@@ -27,6 +27,7 @@
 #include "cr_options.h"
 #include "files.h"
 #include "log.h"
+#include "servicefd.h"
 #include "namespaces.h"
 #include "plugin.h"
 #include "pstree.h"
@@ -1490,16 +1491,34 @@ static int bind_sk(int fd, const struct unix_sk *sk)
 	return leave_name_dir(sk, saved_cwd) ?: ret;
 }
 
+struct connect_to {
+	int fd;
+	struct sockaddr_un *addr;
+};
+
+/* connect() to a path of proc: relative where the tasks' proc is a service fd (cwd). */
+static int connect_proc_path(const char *path, void *arg)
+{
+	struct connect_to *to = arg;
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 +
+			snprintf(to->addr->sun_path, sizeof(to->addr->sun_path), "%s", path);
+
+	return connect(to->fd, (struct sockaddr *)to->addr, len);
+}
+
 /*
  * Connect fd (of socket who) to target, bound and open at target_fd: by its abstract name,
- * or through its file, which reaches it wherever that file is now, even removed. A socket
- * outside the tree, not opened, is reached by its name.
+ * or through its file, which reaches it wherever that file is now, even removed (by its
+ * fd's proc link: the task's mount namespace need have no /proc, so through PROC_SFD). A
+ * socket outside the tree, not opened, is reached by its name.
  */
 static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const char *who)
 {
 	struct sockaddr_un addr;
 	socklen_t len = sk_address(target, &addr);
-	int file_fd = -1, ret = 0;
+	struct connect_to to = { fd, &addr };
+	char path[32];
+	int file_fd = -1, ret = 0, err;
 
 	if (target_fd < 0 && !is_extern(target))
 		return target_fd;
@@ -1510,10 +1529,12 @@ static int connect_sk(int fd, const struct unix_sk *target, int target_fd, const
 				  target->what);
 			return -errno;
 		}
-		len = offsetof(struct sockaddr_un, sun_path) + 1 +
-		      snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d", file_fd);
+		snprintf(path, sizeof(path), "self/fd/%d", file_fd);
+		err = proc_path_call(path, connect_proc_path, &to);
+	} else {
+		err = connect(fd, (struct sockaddr *)&addr, len);
 	}
-	if (connect(fd, (struct sockaddr *)&addr, len)) {
+	if (err) {
 		ret = -errno;
 		pr_perror("%s: cannot connect to %s", who, target->what);
 	}

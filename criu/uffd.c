@@ -331,11 +331,24 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
 
 /* ---- the daemon: tasks and what is left of their pages ---- */
 
-/* --page-server: the connection to the dump's source and the buffer its answers land in. */
+/* A PS_IOV_GET asked of the dump's source, or its answer: nr pages of task pid at at. */
+struct remote_get {
+	bool valid;
+	pid_t pid;
+	uint64_t at, nr;
+};
+
+/*
+ * --page-server: the connection to the dump's source. One background chunk is asked for
+ * ahead (ahead), so that the source reads and sends it while the last one is copied; an
+ * answer that came for something else first waits in stash until its task's turn.
+ */
 struct lazy_remote {
 	int sk; /* -1: no --page-server */
-	uint8_t *buf; /* BACKGROUND_CHUNK bytes */
-	uint64_t requests, bytes;
+	uint8_t *buf; /* BACKGROUND_CHUNK bytes: the answer fetch() hands out */
+	uint8_t *stash_buf; /* BACKGROUND_CHUNK bytes: stash's pages */
+	struct remote_get ahead, stash;
+	uint64_t requests, bytes, ahead_used;
 };
 
 /*
@@ -689,17 +702,118 @@ static int image_fetch(const struct lazy_src *src, const struct page_run *r, uin
 	return 0;
 }
 
+static int remote_ask(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr,
+		      struct remote_get *asked)
+{
+	struct ps_iov pi = { PS_IOV_GET, nr, at, pid };
+	int ret = ps_send(rm->sk, &pi, sizeof(pi));
+
+	if (ret) {
+		pr_err("the dump's source %s: cannot ask for the pages at %#llx of task %d: %s\n",
+		       page_server_name(), (unsigned long long)at, pid,
+		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
+		return ret;
+	}
+	*asked = (struct remote_get){ true, pid, at, nr };
+	return 0;
+}
+
 /*
- * PS_IOV_GET of the task's pages at their address in the source; the answer is CRIU's:
- * PS_IOV_ADD_F with PE_PRESENT naming the same task and address, nr_pages at most those
- * asked for, then the pages. Synchronous: the source answers in order anyway.
+ * The answer to asked, into buf; CRIU's: PS_IOV_ADD_F with PE_PRESENT naming the same
+ * task and address, nr_pages at most those asked for, then the pages. got: what came.
+ */
+static int remote_answer(struct lazy_remote *rm, const struct remote_get *asked, uint8_t *buf,
+			 struct remote_get *got)
+{
+	struct ps_iov ans;
+	int ret = ps_recv(rm->sk, &ans, sizeof(ans));
+
+	if (!ret && ((ans.cmd & PS_CMD_MASK) != PS_IOV_ADD_F ||
+		     !((ans.cmd >> PS_CMD_BITS) & PE_PRESENT) || ans.vaddr != asked->at ||
+		     ans.dst_id != (uint64_t)asked->pid || !ans.nr_pages || ans.nr_pages > asked->nr)) {
+		pr_err("the dump's source %s answered %#x (%llu pages at %#llx of %lld) to a "
+		       "request for %llu pages at %#llx of task %d\n",
+		       page_server_name(), ans.cmd, (unsigned long long)ans.nr_pages,
+		       (unsigned long long)ans.vaddr, (long long)ans.dst_id,
+		       (unsigned long long)asked->nr, (unsigned long long)asked->at, asked->pid);
+		return -EPROTO;
+	}
+	if (!ret)
+		ret = ps_recv(rm->sk, buf, ans.nr_pages * PAGE_SIZE);
+	if (ret) {
+		pr_err("the dump's source %s: cannot get the pages at %#llx of task %d: %s\n",
+		       page_server_name(), (unsigned long long)asked->at, asked->pid,
+		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
+		return ret;
+	}
+	rm->requests++;
+	rm->bytes += ans.nr_pages * PAGE_SIZE;
+	*got = (struct remote_get){ true, asked->pid, asked->at, ans.nr_pages };
+	return 0;
+}
+
+static bool get_starts_at(const struct remote_get *g, pid_t pid, uint64_t at)
+{
+	return g->valid && g->pid == pid && g->at == at;
+}
+
+/* The chunk ahead's answer, if it is not the one wanted now: it waits in the stash. */
+static int remote_stash_ahead(struct lazy_remote *rm)
+{
+	uint8_t *buf = rm->stash_buf;
+	int ret;
+
+	if (!rm->ahead.valid)
+		return 0;
+	ret = remote_answer(rm, &rm->ahead, buf, &rm->stash);
+	rm->ahead.valid = false;
+	return ret;
+}
+
+/*
+ * Up to nr pages at at of task pid into *data (rm->buf or the stash's): from the answer
+ * to the chunk asked ahead, the stash, or a request of its own. *got: what came.
+ */
+static int remote_get_pages(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr,
+			    struct remote_get *got, const void **data)
+{
+	struct remote_get asked;
+	uint8_t *swap;
+	int ret;
+
+	if (get_starts_at(&rm->ahead, pid, at)) {
+		asked = rm->ahead;
+		rm->ahead.valid = false;
+		rm->ahead_used++;
+	} else if (get_starts_at(&rm->stash, pid, at)) {
+		*got = rm->stash;
+		rm->stash.valid = false;
+		/* The stash's buffer is handed out: rm->buf takes the next stash. */
+		swap = rm->buf;
+		rm->buf = rm->stash_buf;
+		rm->stash_buf = swap;
+		*data = rm->buf;
+		return 0;
+	} else {
+		ret = remote_stash_ahead(rm) ?: remote_ask(rm, pid, at, nr, &asked);
+		if (ret)
+			return ret;
+	}
+	*data = rm->buf;
+	return remote_answer(rm, &asked, rm->buf, got);
+}
+
+/*
+ * PS_IOV_GET of the task's pages at their address in the source. A background chunk
+ * (BACKGROUND_CHUNK asked for) asks for the next one of its run right away: the source
+ * reads and sends it while this one is copied into the task.
  */
 static int remote_fetch(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
 			uint64_t *len, const void **data)
 {
 	struct lazy_remote *rm = src->remote;
-	uint64_t at = r->file_off + (addr - r->vaddr);
-	struct ps_iov pi = { PS_IOV_GET, *len / PAGE_SIZE, at, src->pid }, ans;
+	uint64_t at = r->file_off + (addr - r->vaddr), left;
+	struct remote_get got;
 	int ret;
 
 	if (!rm) {
@@ -708,32 +822,16 @@ static int remote_fetch(const struct lazy_src *src, const struct page_run *r, ui
 		       src->pid, (unsigned long long)at);
 		return -ENOTSUP;
 	}
-	ret = ps_send(rm->sk, &pi, sizeof(pi));
-	if (!ret)
-		ret = ps_recv(rm->sk, &ans, sizeof(ans));
-	if (!ret && ((ans.cmd & PS_CMD_MASK) != PS_IOV_ADD_F ||
-		     !((ans.cmd >> PS_CMD_BITS) & PE_PRESENT) || ans.vaddr != at ||
-		     ans.dst_id != pi.dst_id || !ans.nr_pages || ans.nr_pages > pi.nr_pages)) {
-		pr_err("the dump's source %s answered %#x (%llu pages at %#llx of %lld) to a "
-		       "request for %llu pages at %#llx of task %d\n",
-		       page_server_name(), ans.cmd, (unsigned long long)ans.nr_pages,
-		       (unsigned long long)ans.vaddr, (long long)ans.dst_id,
-		       (unsigned long long)pi.nr_pages, (unsigned long long)at, src->pid);
-		return -EPROTO;
-	}
-	if (!ret)
-		ret = ps_recv(rm->sk, rm->buf, ans.nr_pages * PAGE_SIZE);
-	if (ret) {
-		pr_err("the dump's source %s: cannot get the pages at %#llx of task %d: %s\n",
-		       page_server_name(), (unsigned long long)at, src->pid,
-		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
+	ret = remote_get_pages(rm, src->pid, at, *len / PAGE_SIZE, &got, data);
+	if (ret)
 		return ret;
-	}
-	rm->requests++;
-	rm->bytes += ans.nr_pages * PAGE_SIZE;
-	*len = ans.nr_pages * PAGE_SIZE;
-	*data = rm->buf;
-	return 0;
+	*len = (got.nr < *len / PAGE_SIZE ? got.nr : *len / PAGE_SIZE) * PAGE_SIZE;
+	left = r->len - (addr - r->vaddr) - *len;
+	if (*len == BACKGROUND_CHUNK && left && !rm->ahead.valid)
+		ret = remote_ask(rm, src->pid, at + *len,
+				 (left < BACKGROUND_CHUNK ? left : BACKGROUND_CHUNK) / PAGE_SIZE,
+				 &rm->ahead);
+	return ret;
 }
 
 static const struct lazy_src_ops image_src_ops = { .fetch = image_fetch };
@@ -1404,7 +1502,8 @@ static int connect_remote(struct lazy_remote *rm)
 	if (!opts.use_page_server)
 		return 0;
 	rm->buf = malloc(BACKGROUND_CHUNK);
-	if (!rm->buf) {
+	rm->stash_buf = malloc(BACKGROUND_CHUNK);
+	if (!rm->buf || !rm->stash_buf) {
 		pr_err("lazy pages: no memory for the pages from the dump's source\n");
 		return -1;
 	}
@@ -1429,20 +1528,23 @@ static int disconnect_remote(struct lazy_remote *rm, bool done)
 
 	if (rm->sk >= 0 && done) {
 		status = -1;
-		ret = ps_send(rm->sk, &pi, sizeof(pi));
+		/* A chunk asked ahead of pages that came otherwise since: its answer first. */
+		ret = remote_stash_ahead(rm) ?: ps_send(rm->sk, &pi, sizeof(pi));
 		if (!ret)
 			ret = ps_recv(rm->sk, &status, sizeof(status));
 		if (ret || status)
 			pr_err("the dump's source %s did not confirm the end: %s\n",
 			       page_server_name(), ret ? strerror(-ret) : "bad status");
 		else
-			pr_info("the dump's source %s served %llu requests, %llu bytes\n",
+			pr_info("the dump's source %s served %llu requests (%llu asked ahead), "
+				"%llu bytes\n",
 				page_server_name(), (unsigned long long)rm->requests,
-				(unsigned long long)rm->bytes);
+				(unsigned long long)rm->ahead_used, (unsigned long long)rm->bytes);
 	}
 	if (rm->sk >= 0)
 		close(rm->sk);
 	free(rm->buf);
+	free(rm->stash_buf);
 	return ret || status ? -1 : 0;
 }
 

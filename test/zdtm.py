@@ -75,7 +75,7 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw'}
+                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -192,6 +192,22 @@ def remove_test_cgroups(name):
                     time.sleep(0.05)
 
 
+def mount_ext_late(extsrc):
+    """In the runner's namespace, after the restore: a tmpfs at EXTSRC/late holding a file
+    "late", which a peer of EXTSRC in the tree receives."""
+    late = os.path.join(extsrc, 'late')
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64k', 'late', late], check=True)
+    with open(os.path.join(late, 'x'), 'w') as f:
+        f.write('late\n')
+
+
+def remove_tmpfs_images(img_dir, pid):
+    """The files of every tmpfs of the tree (tmpfs-dev-*.tar.gz.img) are gone."""
+    for name in os.listdir(img_dir):
+        if name.startswith('tmpfs-dev-'):
+            os.unlink(os.path.join(img_dir, name))
+
+
 def umount_lazy(path):
     """A mount a test made in the runner's namespace, if it is still there."""
     if os.path.ismount(path):
@@ -276,15 +292,15 @@ def first_fd_file(img_dir):
     return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
 
 
-def file_becomes_tun(img_dir, pid):
-    """The description behind the lowest fd claims to be a tun device (a kind we lack)."""
+def file_becomes_bpfmap(img_dir, pid):
+    """The description behind the lowest fd claims to be a BPF map (a kind we lack)."""
     fdinfo, fd = first_fd_file(img_dir)
     def edit(entries):
         for e in entries:
             if e['id'] == fd['id']:
-                e['type'] = 'TUNF'
+                e['type'] = 'BPFMAP'
     edit_image(img_dir, 'files.img', edit)
-    edit_image(img_dir, fdinfo, lambda es: [e.update(type='TUNF') for e in es
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='BPFMAP') for e in es
                                             if e['id'] == fd['id']])
 
 
@@ -681,6 +697,14 @@ def nested_netns_ping_range(img_dir, pid):
     raise TestFailure('no task in a nested net namespace')
 
 
+def tun_link_removed(img_dir, pid):
+    """ns_net_tun's zdtm_tun0 leaves the net namespace's links (a file still names it)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    edit_image(img_dir, 'netdev-%d.img' % ns_id,
+               lambda es: es.__setitem__(slice(None), [e for e in es
+                                                       if e['name'] != 'zdtm_tun0']))
+
+
 def child_gets_own_uts_ns(img_dir, pid):
     """A child of the root (pid is one here) is in another UTS namespace than the root."""
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update(uts_ns_id=999))
@@ -750,7 +774,8 @@ def mnt_restore_fails(restore_args, expect):
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
-#                  options, here and in the cross modes)
+#                  options, here and in the cross modes; 'after_restore': f(out) run
+#                  between the restore and the SIGTERM)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
 #   no_detach      restore without -d: criu stays the parent until the task exits
@@ -1239,8 +1264,8 @@ TESTS = {
                                   'corrupt': truncate_mm_image},
     # images a restore must refuse with one line that names what is wrong ('expect')
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                      'corrupt': file_becomes_tun,
-                                      'expect': 'is TUNF, not supported'},
+                                      'corrupt': file_becomes_bpfmap,
+                                      'expect': 'is BPFMAP, not supported'},
     'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
                                        'mode': 'restore_fails',
                                        'corrupt': unix_peer_goes_missing,
@@ -1444,14 +1469,43 @@ TESTS = {
         'cleanup': remove_macvlan_lower,
         'expect': "criu's net namespace has a link of that index"},
     'ns_net_nested': {'launcher': True, 'pidns': True},
+    # tun/tap devices and their files (attached, a detached queue, never attached), a
+    # persistent device without one; in the root's net namespace, then a nested one
+    'ns_net_tun': {'launcher': True, 'pidns': True},
+    'ns_net_tun_nested': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                          'test_env': {'ZDTM_TUN_NESTED': '1'}},
+    # in a user namespace of the tree's own, which owns the net namespace (the devices'
+    # owner and group as the tree sees them)
+    'ns_user_net_tun': {'bin': 'ns_net_tun', 'launcher': True, 'pidns': True,
+                        'test_env': {'ZDTM_TUN_USERNS': '1'}},
+    'dump_fail_ns_net_tun_no_netns': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                      'launcher': True, 'pidns': True,
+                                      'test_env': {'ZDTM_TUN_NO_NETNS': '1'},
+                                      'expect': 'a tun file is dumped only where the tree has '
+                                                'a net namespace of its own'},
+    'dump_fail_ns_net_tun_outside': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                     'launcher': True, 'pidns': True,
+                                     'test_env': {'ZDTM_TUN_OUTSIDE': '1'},
+                                     'expect': 'tun link zdtm_tunx has queues held by '
+                                               'processes outside the dumped tree'},
+    'dump_fail_ns_net_tun_moved': {'bin': 'ns_net_tun', 'mode': 'dump_fails',
+                                   'launcher': True, 'pidns': True,
+                                   'test_env': {'ZDTM_TUN_MOVED': '1'},
+                                   'expect': 'tun device zdtm_tunm was moved out of the net '
+                                             'namespace its file was opened in'},
+    'restore_fail_ns_net_tun_missing': {'bin': 'ns_net_tun', 'mode': 'restore_fails',
+                                        'launcher': True, 'pidns': True,
+                                        'corrupt': tun_link_removed,
+                                        'expect': 'its device zdtm_tun0 is no tun link of the '
+                                                  'restored net namespace'},
     'ns_user_net_nested': {'bin': 'ns_net_nested', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_USERNS': '1'}},
     'dump_fail_netns_nested_veth': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_VETH': '1'},
                                     'expect': 'link zdtm_nso is a veth: only the loopback, '
-                                              'bridges and veth links whose peer is in the '
-                                              'root\'s net namespace are supported'},
+                                              'bridges, tun/tap and veth links whose peer is '
+                                              'in the root\'s net namespace are supported'},
     'dump_fail_netns_nested_nsfd': {'bin': 'ns_net_nested', 'mode': 'dump_fails',
                                     'launcher': True, 'pidns': True,
                                     'test_env': {'ZDTM_NET_NESTED_NSFD': '1'},
@@ -1542,6 +1596,16 @@ TESTS = {
                               cleanup=lambda: umount_lazy(os.path.join(OUT_DIR,
                                                                        'mnt_ns_ext_master',
                                                                        'extsrc'))),
+    # an external mount in the peer group of a shared tmpfs of the runner's, found at dump
+    # (--external mnt[]:s): after restore in that group again, and a mount the runner makes
+    # there then shows in the tree's
+    'mnt_ext_auto_shared': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                test_env={'ZDTM_MNT_EXT_MASTER': '1', 'ZDTM_MNT_EXT_PEER': '1'},
+                                dump_args=MNT_NS_TREE['dump_args'] + ['--external', 'mnt[]:s'],
+                                after_restore=lambda out: mount_ext_late(
+                                    os.path.join(out, 'extsrc')),
+                                cleanup=lambda: umount_lazy(os.path.join(
+                                    OUT_DIR, 'mnt_ext_auto_shared', 'extsrc'))),
     # the same, found at dump (--external mnt[]): restore binds what criu's mounts show of it
     'mnt_ns_ext_auto': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                             test_env={'ZDTM_MNT_EXT_MASTER': '1'},
@@ -1559,6 +1623,15 @@ TESTS = {
                                                 expect="uid 70000 is not mapped by the tree's"),
     # a child in a mount namespace of its own below the root's, a peer group across both
     'mnt_ns_nested': dict(MNT_NS_TREE),
+    # a child pivot_root()ed into a tmpfs of a namespace of its own: no /proc there; its
+    # root read-only; the root task without /proc too; its root's files image gone
+    'mnt_ns_pivot': dict(MNT_NS_TREE),
+    'mnt_ns_pivot_ro': dict(MNT_NS_TREE, bin='mnt_ns_pivot', test_env={'ZDTM_MNT_PIVOT_RO': '1'}),
+    'mnt_ns_pivot_root_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_pivot',
+                                      test_env={'ZDTM_MNT_PIVOT_ROOT_NO_PROC': '1'}),
+    'restore_fail_mnt_ns_pivot_no_tmpfs': dict(MNT_NS_TREE, bin='mnt_ns_pivot',
+                                               mode='restore_fails', corrupt=remove_tmpfs_images,
+                                               expect='.tar.gz.img is missing'),
     # a pty's slave node bound at /dev/console; refused under a shared /dev
     'mnt_ns_pty_console': dict(MNT_NS_TREE),
     'restore_fail_mnt_pty_console_shared': dict(MNT_NS_TREE, bin='mnt_ns_pty_console',
@@ -1569,11 +1642,6 @@ TESTS = {
     # inotify watches on tmpfs inodes of the root's and of a child's mount namespace
     'inotify_mntns_tmpfs': dict(MNT_NS_TREE),
     # and a grandchild in one below the child's, which shares the child's tmpfs
-    # and the child without /proc, which tasks read until the restorer runs
-    'dump_fail_mnt_nested_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
-                                         test_env={'ZDTM_MNT_CHILD_NO_PROC': '1'},
-                                         expect='mount namespace 11 has no proc mounted at '
-                                                '/proc'),
     'dump_fail_mnt_nested_shared_fs': dict(MNT_NS_TREE, bin='mnt_ns_nested', mode='dump_fails',
                                            test_env={'ZDTM_MNT_GRANDCHILD': '1'},
                                            expect="is in mount namespaces 11 and 12 but not "
@@ -1620,10 +1688,6 @@ TESTS = {
     'cli_external_netdev_no_outer': {
         'mode': 'cli', 'rc': 1, 'args': ['restore', '-D', '{out}/img', '--external', 'netdev[a]:'],
         'stderr': "Error: bad value 'netdev[a]:' for --external (netdev[IN]:OUT)\n"},
-    # mnt[]:s, mounts sharing a peer group with criu's, which restore does not give back
-    'cli_external_mnt_auto_sharing': {'mode': 'cli', 'args': ['dump', '-t', '{free_pid}', '-D',
-                                                              '{out}/img', '--external',
-                                                              'mnt[]:s']},
     'cli_external_mnt_empty': {'mode': 'cli', 'args': ['restore', '-D', '{out}/img',
                                                        '--external', 'mnt[]:/x']},
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
@@ -1924,6 +1988,7 @@ CROSS_TESTS = {
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # an overlay root
                                 overlay_root=True, test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
+    'mnt_ns_pivot': dict(MNT_NS_TREE),  # a child's namespace pivoted into a tmpfs, no /proc
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -1937,6 +2002,9 @@ for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_mnt_ns_overlay_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_ns_pid_dead_leaders' % _way]['bin'] = 'tree_dead_leaders'
+# Upstream's restore of an inotify watch by its path fails in a namespace without /proc
+# ("Can't read link of fd"): the cross test restored by upstream has no watch.
+TESTS['cross_us2up_mnt_ns_pivot']['test_env'] = {'ZDTM_MNT_PIVOT_BASIC': '1'}
 # Upstream's dump restored lazily by ours: the images are the same as for a plain restore.
 TESTS['cross_up2us_lazy_big_buffer'] = {'bin': 'lazy_big_buffer', 'mode': 'cross_dump_upstream',
                                         'setsid': True, 'lazy': True, 'lazy_faults': True}
@@ -2039,6 +2107,15 @@ TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_ne
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_dump_upstream',
                                           setsid=True)
+# tun/tap devices and their files, both ways (in the root's net namespace and a nested one;
+# not in a user namespace of the tree's, which upstream criu does not dump or restore here).
+for _name in ('ns_net_tun', 'ns_net_tun_nested'):
+    TESTS['cross_us2up_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_restore_upstream',
+                                         test_env=dict(TESTS[_name].get('test_env', {}),
+                                                       ZDTM_TUN_UPSTREAM_RESTORE='1'))
+    TESTS['cross_up2us_' + _name] = dict(TESTS[_name], bin='ns_net_tun',
+                                         mode='cross_dump_upstream', setsid=True)
 # A macvlan link on the runner's bridge (--external macvlan[]), both ways.
 TESTS['cross_us2up_ns_net_macvlan'] = dict(TESTS['ns_net_macvlan'], mode='cross_restore_upstream',
                                            test_env={'ZDTM_NET_MACVLAN': '1',
@@ -2060,8 +2137,10 @@ for _case, _expect in (
                        ('nested_mnt', 'nested mnt namespaces need the root in one of its own'),
                        ('pid_for_children', 'has unshared a pid namespace that its children'),
                        ('time_for_children', 'has unshared a time namespace that its children'),
-                       ('net_veth_in', 'is a veth: only the loopback, bridges, and veth and macvlan links whose'),
-                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, and veth and macvlan links'),
+                       ('net_veth_in', 'is a veth: only the loopback, bridges, tun/tap links, and veth and '
+                        'macvlan links whose'),
+                       ('net_macvlan_in', 'is a macvlan: only the loopback, bridges, tun/tap links, and '
+                        'veth and macvlan links'),
                        # a mount namespace: its first mount of a kind not restored
                        ('mnt', 'is neither external (--external mnt[])'),
                        # a user namespace is dumped, but not one without maps
@@ -3397,6 +3476,8 @@ class TestRun:
         pid = self.pid
         self.dump(self.desc.get('dump_args', []))
         self.restore(pid, extra=self.desc.get('restore_args', ()))
+        if 'after_restore' in self.desc:
+            self.desc['after_restore'](self.out)
         self.finish_and_judge()
 
     run_tty = run_default

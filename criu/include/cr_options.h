@@ -118,7 +118,7 @@ struct cr_options {
 	char *root;	   /* -r, real path; NULL: not given */
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;
-	bool ext_mount_auto; /* --external mnt[] (or mnt[]:m): external mounts found at dump */
+	bool ext_mount_auto; /* --external mnt[] (mnt[]:m, mnt[]:s): external mounts found at dump */
 };
 
 extern struct cr_options opts;

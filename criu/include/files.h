@@ -46,6 +46,8 @@ struct file_desc {
 	void *kind;
 	uint32_t owner_signum; /* F_SETSIG from the fown_entry; 0: none */
 	const FownEntry *owner; /* the fown_entry when it names an owner (F_SETOWN_EX), or NULL */
+	/* With fdtype_ops.reg_twin: the REG entry of the same id (its flags, position, owner). */
+	const FileEntry *reg_twin;
 };
 
 /* One kind of file. The pipelines call these and never look at the kind themselves. */
@@ -98,6 +100,12 @@ struct fdtype_ops {
 	 * that opens it; a description shared by tasks then comes back as copies.
 	 */
 	bool inheritable;
+	/*
+	 * CRIU writes a REG entry of the same id beside each entry of this kind (the path it
+	 * was opened by, with its flags, position and owner): collect finds it in d->reg_twin
+	 * and the id is not taken as used twice. Dump writes it too (dump_reg_file()).
+	 */
+	bool reg_twin;
 	/*
 	 * open() takes the one description criu made for d in tree_forked() (from the
 	 * fdstore): the tasks that shared it share it again, and none opens it for its
@@ -246,6 +254,8 @@ extern const struct fdtype_ops unix_sk_fdtype_ops;
 extern const struct fdtype_ops inet_sk_fdtype_ops;
 /* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */
 extern const struct fdtype_ops pidfd_fdtype_ops;
+/* Files opened on /dev/net/tun, attached to their tun/tap devices (files-tun.c). */
+extern const struct fdtype_ops tun_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */
 extern const struct fdtype_ops ext_fdtype_ops;
 

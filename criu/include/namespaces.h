@@ -155,6 +155,13 @@ int netns_enter(uint32_t id);
 /* The net namespace netns_enter() left the task in (0: no nested ones). */
 uint32_t netns_current(void);
 /*
+ * Restore, once collected (tasks too): the link name of the tree's net namespace ns_id (0:
+ * the root's) as its images hold it; NULL when there is none, or the namespace's images
+ * are not restored (--join-ns net, --empty-ns net).
+ */
+struct NetDeviceEntry;
+const struct NetDeviceEntry *net_find_link(uint32_t ns_id, const char *name);
+/*
  * Whether the kernel moves a link into another net namespace with the index asked
  * (IFLA_NEW_IFINDEX): --external netdev[] (check --feature newifindex).
  */

@@ -248,6 +248,7 @@ struct rst_args {
 	int32_t loglevel;
 	int32_t sync_fd;
 	int32_t log_pid; /* as the images name it, for the log's prefix */
+	int32_t proc_fd; /* proc's root (PROC_SFD) where the task's /proc may be missing; -1 */
 
 	uint64_t region_start; /* the restorer region: blob, this block, arrays, stacks */
 	uint64_t region_len;

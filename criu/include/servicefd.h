@@ -6,7 +6,10 @@
 #ifndef CR_SERVICEFD_H
 #define CR_SERVICEFD_H
 
+#include <dirent.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 /* Each kind gets one number: base - kind. Add new kinds before SERVICE_FD_MAX. */
 enum sfd_type {
@@ -15,6 +18,7 @@ enum sfd_type {
 	SYNC_SFD,    /* the task's report/release socket to the main process */
 	FDSTORE_SFD, /* the socket that reaches the main process's fdstore */
 	USERNS_SFD,  /* the socket that reaches the owner service of a user namespace */
+	PROC_SFD,    /* the proc the tasks read (proc_open()), where /proc may be missing */
 	/* The tree's mount namespaces (ns-mnt.c), MNTNS_SFD_NR numbers from here on. */
 	MNTNS_SFD,
 	/* The tree's net namespaces, where it has nested ones (ns-net.c): NETNS_SFD_NR. */
@@ -48,5 +52,22 @@ void service_fd_range(int *lowest, int *highest);
  */
 void service_fd_reserve_slots(unsigned int nr);
 int service_fd_enter_slot(unsigned int slot);
+
+/*
+ * Files of proc, path relative to its root ("self/maps", "42/fd"): through PROC_SFD where
+ * restore installed it (the tree has a mount namespace of its own, whose tasks may find no
+ * proc at /proc once they are in it), else through /proc. As open(), fopen() and opendir()
+ * do (close-on-exec): errno is left set on failure, nothing is logged.
+ */
+int proc_open(const char *path, int flags);
+FILE *proc_fopen(const char *path, const char *mode);
+DIR *proc_opendir(const char *path);
+/*
+ * For calls that take a path and no directory fd (inotify_add_watch(), fanotify_mark() of a
+ * magic link): fn(name, arg), name a path to proc's file path. Through PROC_SFD it is
+ * relative, and the cwd is PROC_SFD for the while (a task's cwd is restored last). fn's
+ * return value, errno as fn left it; -1 after one line where the cwd cannot be changed.
+ */
+int proc_path_call(const char *path, int (*fn)(const char *path, void *arg), void *arg);
 
 #endif

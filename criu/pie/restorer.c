@@ -725,15 +725,19 @@ struct rst_flock {
 	int32_t pid;
 };
 
-/* "/proc/self/fd/N" into buf (32 bytes). */
-static void self_fd_path(char *buf, int fd)
+/*
+ * "/proc/self/fd/N" into buf (32 bytes); through proc_fd where there is one (the task's
+ * namespace may have no /proc), "self/fd/N", relative to it.
+ */
+static void self_fd_path(char *buf, int fd, int proc_fd)
 {
 	static const char prefix[] = "/proc/self/fd/";
+	const char *from = proc_fd >= 0 ? prefix + 6 : prefix;
 	char digits[12];
 	int n = 0;
 
-	memcpy(buf, prefix, sizeof(prefix) - 1);
-	buf += sizeof(prefix) - 1;
+	memcpy(buf, from, sizeof(prefix) - 1 - (from - prefix));
+	buf += sizeof(prefix) - 1 - (from - prefix);
 	do {
 		digits[n++] = '0' + fd % 10;
 		fd /= 10;
@@ -784,8 +788,9 @@ static long take_breaking_lease(struct rst_args *a, const struct rst_file_lock *
 	ret = set_lease(a, lk->fd, (flags & O_ACCMODE) == O_RDONLY ? F_RDLCK : F_WRLCK);
 	if (ret)
 		return ret;
-	self_fd_path(path, lk->fd);
-	ret = sys_openat(AT_FDCWD, path, (target == F_RDLCK ? O_RDONLY : O_WRONLY) | O_NONBLOCK, 0);
+	self_fd_path(path, lk->fd, a->proc_fd);
+	ret = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD, path,
+			 (target == F_RDLCK ? O_RDONLY : O_WRONLY) | O_NONBLOCK, 0);
 	if (ret >= 0) {
 		sys_close(ret);
 		pr_err(a, "fd %d: opening its file again did not break its lease", lk->fd);

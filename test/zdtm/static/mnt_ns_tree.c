@@ -20,6 +20,9 @@
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
  * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
  * (OUT/extsrc, which the runner unmounts after): after restore, of the same peer group.
+ * With $ZDTM_MNT_EXT_PEER too, /ext stays a peer of the runner's tmpfs: after restore in
+ * its peer group again, and the tmpfs the runner mounts at OUT/extsrc/late after the
+ * restore (with a file "x" holding "late") shows at /ext/late.
  * With $ZDTM_MNT_OVERLAY_ROOT, the root is an overlay (as a container runtime makes it)
  * of a lower directory holding a file and an upper one the tree writes to, which the
  * runner mounts again for the restore.
@@ -116,36 +119,64 @@ static void ext_master_source(const char *out_dir)
 	tree = syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE);
 	if (tree < 0)
 		test_fail_errno("open_tree extsrc");
+	snprintf(path, sizeof(path), "%s/extsrc/late", out_dir);
+	must(mkdir(path, 0755), "mkdir extsrc/late");
 	snprintf(fd_text, sizeof(fd_text), "%d", tree);
 	setenv("ZDTM_EXT_TREE_FD", fd_text, 1);
 }
 
-/* The clone at /ext, made a slave of the runner's tmpfs. */
+/* The clone at /ext, made a slave of the runner's tmpfs ($ZDTM_MNT_EXT_PEER: left a peer). */
 static void mount_ext_master(void)
 {
 	int tree = atoi(getenv("ZDTM_EXT_TREE_FD"));
 
 	must(syscall(SYS_move_mount, tree, "", AT_FDCWD, "/ext", MOVE_MOUNT_F_EMPTY_PATH),
 	     "move_mount /ext");
-	must(mount(NULL, "/ext", NULL, MS_SLAVE, NULL), "make /ext a slave");
+	if (!getenv("ZDTM_MNT_EXT_PEER"))
+		must(mount(NULL, "/ext", NULL, MS_SLAVE, NULL), "make /ext a slave");
 	close(tree);
 }
 
-/* The peer group /ext receives from (ids are the kernel's, the same in every namespace). */
-static int ext_master_id(void)
+/*
+ * The peer group /ext receives from, or with $ZDTM_MNT_EXT_PEER the one it is in (ids are
+ * the kernel's, the same in every namespace).
+ */
+static int ext_group_id(void)
 {
+	const char *kind = getenv("ZDTM_MNT_EXT_PEER") ? " shared:%d" : " master:%d";
 	static char buf[16384];
 	char *save;
 	int id;
 
 	read_file("/proc/self/mountinfo", buf, sizeof(buf));
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *tag = strstr(line, " master:");
+		char *tag = strstr(line, kind[1] == 's' ? " shared:" : " master:");
 
-		if (strstr(line, " /ext ") && tag && sscanf(tag, " master:%d", &id) == 1)
+		if (strstr(line, " /ext ") && tag && sscanf(tag, kind, &id) == 1)
 			return id;
 	}
-	test_fail("/ext is no slave");
+	test_fail("/ext is neither the slave nor the peer it should be");
+}
+
+/*
+ * The runner's mount at OUT/extsrc/late, made after the restore, propagated to /ext/late;
+ * the tree's mount table is then compared without it.
+ */
+static void expect_late_mount(void)
+{
+	int fd = open("/ext/late/x", O_RDONLY);
+	char buf[16];
+	ssize_t len;
+
+	if (fd < 0)
+		test_fail("the runner's mount at extsrc/late does not show at /ext/late: %s",
+			  strerror(errno));
+	len = read(fd, buf, sizeof(buf) - 1);
+	buf[len > 0 ? len : 0] = '\0';
+	if (strcmp(buf, "late\n"))
+		test_fail("/ext/late/x holds \"%s\", not \"late\"", buf);
+	close(fd);
+	must(umount("/ext/late"), "umount /ext/late");
 }
 
 /*
@@ -485,12 +516,15 @@ int main(int argc, char **argv)
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		write_pattern("/to_upper", DATA_SEED + 6, 700);
 	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
-	ext_group = getenv("ZDTM_MNT_EXT_MASTER") ? ext_master_id() : 0;
+	ext_group = getenv("ZDTM_MNT_EXT_MASTER") ? ext_group_id() : 0;
 	test_ready();
 	test_wait_sigterm();
 
-	if (ext_group && ext_master_id() != ext_group)
-		test_fail("/ext receives from peer group %d, not %d", ext_master_id(), ext_group);
+	if (ext_group && ext_group_id() != ext_group)
+		test_fail("/ext's peer group (or its master's) is %d, not %d", ext_group_id(),
+			  ext_group);
+	if (getenv("ZDTM_MNT_EXT_PEER"))
+		expect_late_mount();
 
 	test_mount_table("/proc/self/mountinfo", after, sizeof(after));
 	if (strcmp(before, after))

@@ -79,6 +79,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 				     file_lock_entry__descriptor),
 	[CR_IMG_SK_QUEUES] = PB_IMG("SK_QUEUES", "sk-queues.img", SK_QUEUES_MAGIC,
 				    sk_packet_entry__descriptor),
+	[CR_IMG_INETSK_EXT] = PB_IMG("INETSK_EXT", "inetsk-ext.img", INETSK_EXT_MAGIC,
+				     cr_inet_sk_ext_entry__descriptor),
 	[CR_IMG_SECCOMP] = PB_IMG("SECCOMP", "seccomp.img", SECCOMP_MAGIC, seccomp_entry__descriptor),
 	[CR_IMG_UTSNS] = PB_IMG("UTSNS", "utsns-%lu.img", UTSNS_MAGIC, utsns_entry__descriptor),
 	[CR_IMG_IPC_VAR] = PB_IMG("IPC_VAR", "ipcns-var-%lu.img", IPC_VAR_MAGIC,

@@ -28,6 +28,7 @@
 
 #include "cr_options.h"
 #include "files.h"
+#include "image.h"
 #include "log.h"
 #include "namespaces.h"
 #include "pstree.h"
@@ -350,6 +351,136 @@ static int dump_tos_ttl(int fd, struct inet_dump *d, const char *what)
 	return 0;
 }
 
+/*
+ * IP_PKTINFO (IPv4) and IPV6_RECVPKTINFO (IPv6): each datagram read with recvmsg() comes
+ * with the address it was sent to and the link it came in on. Both are the image's pktinfo,
+ * as CRIU keeps them.
+ */
+static int dump_pktinfo(int fd, struct inet_dump *d, const char *what)
+{
+	int val, ret;
+
+	if (d->ie.family == AF_INET6)
+		ret = get_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", &val, what);
+	else
+		ret = get_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", &val, what);
+	if (ret)
+		return ret;
+	d->ip_opts.has_pktinfo = val != 0;
+	d->ip_opts.pktinfo = val != 0;
+	return 0;
+}
+
+/* An option that gives recvmsg() ancillary data. */
+struct cmsg_opt {
+	int level, name;
+	const char *opt;
+	int kept_family; /* the family whose sockets keep it in pktinfo, or 0 */
+};
+
+#define CMSG_OPT(level, name, kept) { level, name, #name, kept }
+
+/*
+ * Those of them CRIU's images have no field for: kept in inetsk-ext.img, this criu's own
+ * (CRIU's tools skip it; a restore by CRIU loses only these options). An IPv6 socket has
+ * the IPv4 ones too (for its IPv4-mapped datagrams), but for a raw one.
+ */
+static const struct cmsg_opt cmsg_opts[] = {
+	CMSG_OPT(SOL_IP, IP_PKTINFO, AF_INET),
+	CMSG_OPT(SOL_IP, IP_RECVOPTS, 0),
+	CMSG_OPT(SOL_IP, IP_RETOPTS, 0),
+	CMSG_OPT(SOL_IP, IP_RECVTOS, 0),
+	CMSG_OPT(SOL_IP, IP_RECVTTL, 0),
+	CMSG_OPT(SOL_IP, IP_RECVERR, 0),
+	CMSG_OPT(SOL_IP, IP_RECVERR_RFC4884, 0),
+	CMSG_OPT(SOL_IP, IP_RECVORIGDSTADDR, 0),
+	CMSG_OPT(SOL_IP, IP_CHECKSUM, 0),
+	CMSG_OPT(SOL_IP, IP_RECVFRAGSIZE, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292PKTINFO, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVHOPLIMIT, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292HOPLIMIT, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVHOPOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292HOPOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVDSTOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292DSTOPTS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVRTHDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_2292RTHDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVTCLASS, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVPATHMTU, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVERR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVERR_RFC4884, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVORIGDSTADDR, 0),
+	CMSG_OPT(SOL_IPV6, IPV6_RECVFRAGSIZE, 0),
+	/*
+	 * The socket's own: each of the four timestamps reads as on only while it is the one
+	 * recvmsg() gives (the last one set), so that setting that one again gives it back.
+	 */
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMP_OLD, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMPNS_OLD, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMP_NEW, 0),
+	CMSG_OPT(SOL_SOCKET, SO_TIMESTAMPNS_NEW, 0),
+	CMSG_OPT(SOL_SOCKET, SO_RXQ_OVFL, 0),
+};
+
+_Static_assert(sizeof(cmsg_opts) / sizeof(cmsg_opts[0]) == INET_NR_CMSG_OPTS,
+	       "inet_dump.cmsg_vals has one value per cmsg_opts[] row");
+
+/* Whether a socket of family and type has o, and keeps it in inetsk-ext.img. */
+static bool has_cmsg_opt(uint32_t family, uint32_t type, const struct cmsg_opt *o)
+{
+	if (o->kept_family == (int)family)
+		return false;
+	if (o->level == SOL_SOCKET)
+		return true;
+	if (o->level == SOL_IPV6)
+		return family == AF_INET6;
+	return family == AF_INET || type != SOCK_RAW;
+}
+
+static int dump_cmsg_opts(int fd, struct inet_dump *d, const char *what)
+{
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++) {
+		const struct cmsg_opt *o = &cmsg_opts[i];
+		socklen_t len = sizeof(int);
+		int val = 0;
+
+		if (!has_cmsg_opt(d->ie.family, d->ie.type, o))
+			continue;
+		/* An option the kernel does not know cannot be on. */
+		if (getsockopt(fd, o->level, o->name, &val, &len) && errno != ENOPROTOOPT) {
+			pr_perror("%s: cannot read %s", what, o->opt);
+			return -errno;
+		}
+		d->cmsg_vals[i] = val;
+	}
+	return 0;
+}
+
+/* d's options of cmsg_opts[] that are on, as its inetsk-ext.img entry (if it has one). */
+static int write_cmsg_opts(const struct inet_dump *d)
+{
+	CrSkIntOpt opts[INET_NR_CMSG_OPTS], *ptrs[INET_NR_CMSG_OPTS];
+	CrInetSkExtEntry ext = CR_INET_SK_EXT_ENTRY__INIT;
+	struct cr_img *img;
+
+	ext.id = d->ie.id;
+	ext.opts = ptrs;
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++) {
+		if (!d->cmsg_vals[i])
+			continue;
+		cr_sk_int_opt__init(&opts[ext.n_opts]);
+		opts[ext.n_opts].level = cmsg_opts[i].level;
+		opts[ext.n_opts].name = cmsg_opts[i].name;
+		opts[ext.n_opts].value = d->cmsg_vals[i];
+		ptrs[ext.n_opts] = &opts[ext.n_opts];
+		ext.n_opts++;
+	}
+	if (!ext.n_opts)
+		return 0;
+	img = files_side_image(CR_IMG_INETSK_EXT);
+	return img ? pb_write_one(img, &ext) : -EIO;
+}
+
 static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 {
 	int val, ret;
@@ -369,7 +500,8 @@ static int dump_ip_opts(int fd, struct inet_dump *d, const char *what)
 	d->ie.ip_opts = &d->ip_opts;
 	d->ip_opts.has_freebind = true;
 	d->ip_opts.freebind = val;
-	ret = dump_tos_ttl(fd, d, what);
+	ret = dump_tos_ttl(fd, d, what) ?: dump_pktinfo(fd, d, what) ?:
+		      dump_cmsg_opts(fd, d, what);
 	if (!ret && d->ie.type == SOCK_RAW)
 		ret = raw_sk_dump(fd, d, what);
 	/* An option CRIU's images have no field for (an IPv6 raw socket has no SOL_IP). */
@@ -460,12 +592,14 @@ static int dump_socket(int fd, const struct fd_parms *p, struct inet_dump *d)
 		d->ie.n_src_addr = d->ie.n_dst_addr = addr_words(d->ie.family);
 		ret = dump_addresses(fd, d, d->what);
 	}
+	if (!ret && d->ie.type == SOCK_RAW && !d->connected)
+		ret = raw_sk_dump_peer(fd, d, d->what);
 	if (!ret)
 		ret = dump_state(fd, d, d->what);
 	if (!ret)
 		ret = dump_shutdown(fd, d, d->what);
 	if (!ret)
-		ret = sk_opts_dump(fd, &d->opts, d->what);
+		ret = sk_opts_dump_inet(fd, &d->opts, d->what);
 	if (!ret && d->ie.type == SOCK_STREAM)
 		ret = sk_opts_dump_tcp(fd, &d->opts, d->what);
 	if (!ret)
@@ -520,7 +654,7 @@ static int inet_sk_dump(const struct fd_parms *p, uint32_t id)
 		fe.type = FD_TYPES__INETSK;
 		fe.id = id;
 		fe.isk = &d->ie;
-		ret = write_file_entry(&fe);
+		ret = write_file_entry(&fe) ?: write_cmsg_opts(d);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -588,10 +722,6 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 {
 	const IpOptsEntry *io = ie->ip_opts;
 
-	if (io && io->has_pktinfo && io->pktinfo) {
-		pr_err("%s: IP_PKTINFO is not supported\n", what);
-		return -ENOTSUP;
-	}
 	if (raw_sk_check(ie, what))
 		return -EINVAL;
 	if (io && ((io->has_tos && io->tos > 0xff) || (io->has_ttl && io->ttl > 0xff))) {
@@ -603,6 +733,87 @@ static int check_ip_opts(const InetSkEntry *ie, const char *what)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* inetsk-ext.img's entries, read before the sockets are collected. */
+static CrInetSkExtEntry **exts;
+static size_t nr_exts;
+/* Which of them a collected socket took: one left over names no inet socket. */
+static bool *ext_taken;
+
+static int add_ext(void *msg, void *arg)
+{
+	CrInetSkExtEntry *ext = msg, **grown_exts;
+	bool *grown_taken;
+
+	(void)arg;
+	for (size_t i = 0; i < nr_exts; i++)
+		if (exts[i]->id == ext->id) {
+			pr_err("inetsk-ext.img: two entries for file %u\n", ext->id);
+			return -EINVAL;
+		}
+	grown_exts = realloc(exts, (nr_exts + 1) * sizeof(*grown_exts));
+	if (grown_exts)
+		exts = grown_exts;
+	grown_taken = realloc(ext_taken, (nr_exts + 1) * sizeof(*grown_taken));
+	if (grown_taken)
+		ext_taken = grown_taken;
+	if (!grown_exts || !grown_taken) {
+		pr_err("inetsk-ext.img: out of memory\n");
+		return -ENOMEM;
+	}
+	ext_taken[nr_exts] = false;
+	exts[nr_exts++] = ext;
+	return 1;
+}
+
+static int inet_sk_collect_images(void)
+{
+	return pb_collect_optional_image(CR_IMG_INETSK_EXT, add_ext, NULL);
+}
+
+static const struct cmsg_opt *find_cmsg_opt(const InetSkEntry *ie, const CrSkIntOpt *opt)
+{
+	for (size_t i = 0; i < INET_NR_CMSG_OPTS; i++)
+		if ((uint32_t)cmsg_opts[i].level == opt->level &&
+		    (uint32_t)cmsg_opts[i].name == opt->name)
+			return has_cmsg_opt(ie->family, ie->type, &cmsg_opts[i]) ? &cmsg_opts[i] :
+										      NULL;
+	return NULL;
+}
+
+/* sk's inetsk-ext.img entry, if any: each option one that such a socket keeps there. */
+static int collect_ext(struct inet_sk *sk)
+{
+	for (size_t i = 0; i < nr_exts; i++) {
+		if (exts[i]->id != sk->id)
+			continue;
+		for (size_t k = 0; k < exts[i]->n_opts; k++) {
+			const CrSkIntOpt *opt = exts[i]->opts[k];
+
+			if (!find_cmsg_opt(sk->ie, opt)) {
+				pr_err("%s: inetsk-ext.img has option %u of level %u, not one "
+				       "this criu sets on such a socket from there\n",
+				       sk->what, opt->name, opt->level);
+				return -EINVAL;
+			}
+		}
+		sk->ext = exts[i];
+		ext_taken[i] = true;
+		break;
+	}
+	return 0;
+}
+
+static int inet_sk_collect_done(void)
+{
+	for (size_t i = 0; i < nr_exts; i++)
+		if (!ext_taken[i]) {
+			pr_err("inetsk-ext.img: an entry for file %u, which is no inet socket\n",
+			       exts[i]->id);
+			return -EINVAL;
+		}
+	return tcp_collect_done();
 }
 
 /* The collected sockets, for deps(). */
@@ -652,7 +863,7 @@ static int inet_sk_collect(struct file_desc *d)
 		ret = ie->type == SOCK_STREAM ? sk_opts_check_tcp(ie->opts, sk->what) :
 						 sk_opts_check(ie->opts, sk->what);
 	if (!ret)
-		ret = check_ip_opts(ie, sk->what);
+		ret = check_ip_opts(ie, sk->what) ?: collect_ext(sk);
 	if (!ret && tcp_restores_stream(ie))
 		ret = tcp_collect_stream(sk);
 	if (!ret)
@@ -665,6 +876,13 @@ static void inet_sk_collect_fini(void)
 	free(isks);
 	isks = NULL;
 	nr_isks = 0;
+	for (size_t i = 0; i < nr_exts; i++)
+		cr_inet_sk_ext_entry__free_unpacked(exts[i], NULL);
+	free(exts);
+	exts = NULL;
+	free(ext_taken);
+	ext_taken = NULL;
+	nr_exts = 0;
 	tcp_collect_fini();
 }
 
@@ -736,9 +954,14 @@ static int set_freebind(int fd, const InetSkEntry *ie, bool on, const char *what
 	return set_opt(fd, SOL_IP, IP_FREEBIND, "IP_FREEBIND", on, what);
 }
 
-/* What must be in place before bind(): the address family's options. */
-static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
+/*
+ * The address family's options, set before bind(): IP_FREEBIND and v6only decide which
+ * addresses it may take.
+ */
+static int restore_ip_opts(int fd, const struct inet_sk *sk)
 {
+	const InetSkEntry *ie = sk->ie;
+	const char *what = sk->what;
 	const IpOptsEntry *io = ie->ip_opts;
 	bool v6 = ie->family == AF_INET6;
 	int ret = 0;
@@ -756,6 +979,15 @@ static int restore_ip_opts(int fd, const InetSkEntry *ie, const char *what)
 		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_UNICAST_HOPS, "IPV6_UNICAST_HOPS", io->ttl,
 				   what) :
 			   set_opt(fd, SOL_IP, IP_TTL, "IP_TTL", io->ttl, what);
+	if (!ret && io && io->has_pktinfo && io->pktinfo)
+		ret = v6 ? set_opt(fd, SOL_IPV6, IPV6_RECVPKTINFO, "IPV6_RECVPKTINFO", 1, what) :
+			   set_opt(fd, SOL_IP, IP_PKTINFO, "IP_PKTINFO", 1, what);
+	for (size_t i = 0; !ret && sk->ext && i < sk->ext->n_opts; i++) {
+		const CrSkIntOpt *opt = sk->ext->opts[i];
+
+		ret = set_opt(fd, opt->level, opt->name, find_cmsg_opt(ie, opt)->opt, opt->value,
+			      what);
+	}
 	return ret;
 }
 
@@ -858,7 +1090,7 @@ int inet_sk_new(const struct inet_sk *sk)
 	if (fd < 0)
 		return fd;
 	/* Before bind(): SO_REUSEPORT, SO_BINDTODEVICE decide which ports it may take. */
-	ret = restore_ip_opts(fd, ie, sk->what) ?: sk_opts_restore(fd, ie->opts, sk->what);
+	ret = restore_ip_opts(fd, sk) ?: sk_opts_restore(fd, ie->opts, sk->what);
 	if (!ret && ie->type == SOCK_RAW)
 		ret = raw_sk_restore(fd, ie, sk->what);
 	if (ret) {
@@ -942,8 +1174,10 @@ const struct fdtype_ops inet_sk_fdtype_ops = {
 	.owns = inet_sk_owns,
 	.dump = inet_sk_dump,
 	.dump_check = tcp_dump_check,
+	.dump_fini = raw_sk_dump_fini,
+	.collect_images = inet_sk_collect_images,
 	.collect = inet_sk_collect,
-	.collect_done = tcp_collect_done,
+	.collect_done = inet_sk_collect_done,
 	.collect_fini = inet_sk_collect_fini,
 	.open = inet_sk_open,
 	.inheritable = true,

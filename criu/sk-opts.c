@@ -65,26 +65,31 @@ static int set_int_opt(int fd, int name, const char *opt, int val, const char *w
  * Options no field of the image holds, and the value they must have: each changes what
  * the owner reads (extra ancillary data, or its absence). An option the kernel does not
  * know (ENOPROTOOPT), or not for this kind of socket, has its default by definition.
+ * inet_kept: an inet socket's kind keeps it in an image of its own (sk-inet.c).
  */
 static const struct {
 	int name;
 	const char *opt;
 	int def;
+	bool inet_kept;
 } fixed_opts[] = {
-	{ SO_PASSPIDFD, "SO_PASSPIDFD", 0 },
-	{ SO_PASSRIGHTS, "SO_PASSRIGHTS", 1 },
-	{ SO_TIMESTAMP, "SO_TIMESTAMP", 0 },
-	{ SO_TIMESTAMPNS, "SO_TIMESTAMPNS", 0 },
-	{ SO_RXQ_OVFL, "SO_RXQ_OVFL", 0 },
+	{ SO_PASSPIDFD, "SO_PASSPIDFD", 0, false },
+	{ SO_PASSRIGHTS, "SO_PASSRIGHTS", 1, false },
+	{ SO_TIMESTAMP, "SO_TIMESTAMP", 0, true },
+	{ SO_TIMESTAMPNS, "SO_TIMESTAMPNS", 0, true },
+	{ SO_RXQ_OVFL, "SO_RXQ_OVFL", 0, true },
 	/* A locked filter would need the lock restored: refused. */
-	{ SO_LOCK_FILTER, "SO_LOCK_FILTER", 0 },
+	{ SO_LOCK_FILTER, "SO_LOCK_FILTER", 0, false },
 };
 
-static int check_fixed_opts(int fd, const char *what)
+static int check_fixed_opts(int fd, bool inet, const char *what)
 {
 	for (size_t i = 0; i < sizeof(fixed_opts) / sizeof(fixed_opts[0]); i++) {
 		socklen_t len = sizeof(int);
 		int val;
+
+		if (inet && fixed_opts[i].inet_kept)
+			continue;
 
 		if (getsockopt(fd, SOL_SOCKET, fixed_opts[i].name, &val, &len)) {
 			/* EOPNOTSUPP: an option of another family's (SO_PASSPIDFD: unix). */
@@ -301,9 +306,9 @@ int sk_opts_check_off(int fd, int level, const struct sk_opt_name *opts, size_t 
 	return 0;
 }
 
-int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
+static int dump_opts(int fd, SkOptsEntry *soe, bool inet, const char *what)
 {
-	int val, ret = check_fixed_opts(fd, what);
+	int val, ret = check_fixed_opts(fd, inet, what);
 
 	if (!ret)
 		ret = get_int_opt(fd, SO_SNDBUF, "SO_SNDBUF", &val, what);
@@ -336,6 +341,16 @@ int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
 	if (ret)
 		sk_opts_free(soe);
 	return ret;
+}
+
+int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what)
+{
+	return dump_opts(fd, soe, false, what);
+}
+
+int sk_opts_dump_inet(int fd, SkOptsEntry *soe, const char *what)
+{
+	return dump_opts(fd, soe, true, what);
 }
 
 /* As CRIU keeps them: the keepalive timings only while keepalive is on. */

@@ -2,16 +2,19 @@
  * Raw INET sockets' own options, in the image's ip_opts.raw: IP_HDRINCL (IPV6_HDRINCL),
  * IP_NODEFRAG, and the ICMP type filters (ICMP_FILTER: one word, ICMPV6_FILTER: eight).
  * Everything else of a raw socket (addresses, connection, SOL_SOCKET and SOL_IP options)
- * is dumped and restored by sk-inet.c like a datagram socket's. A connected raw socket has
- * no peer name (getpeername() answers ENOTCONN): it comes back bound to the address its
- * connect() gave it but not connected, as with CRIU.
+ * is dumped and restored by sk-inet.c like a datagram socket's. A raw socket connected
+ * without a port has no peer name (getpeername() answers ENOTCONN): its peer is read from
+ * the kernel's table of raw sockets (raw_sk_dump_peer()), and restore connects it again.
  */
 #include <errno.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +39,8 @@
 #define ICMPV6_FILTER 1
 #define ICMP_FILTER_WORDS 1
 #define ICMPV6_FILTER_WORDS 8
+/* TCP_ESTABLISHED: the state of a raw socket connect() gave a peer. */
+#define RAW_CONNECTED 1
 
 /*
  * Any protocol socket() took (up to the kernel's IPPROTO_MAX, which grows: IPPROTO_MPTCP
@@ -71,8 +76,22 @@ static int get_flag(int fd, int level, int name, const char *opt, protobuf_c_boo
 }
 
 /*
- * IPV6_CHECKSUM's offset has no field (the image's checksum is a bool): a socket that set
- * one is refused. ICMPv6 sockets always have the kernel's own, which needs nothing.
+ * The IPV6_CHECKSUM offset a new raw socket of this protocol has (the kernel's
+ * rawv6_init_sk()): ICMPv6's checksum at 2, Mobility Header's at 4, none (-1) for the others.
+ */
+static int default_v6_checksum(uint32_t proto)
+{
+	if (proto == IPPROTO_ICMPV6)
+		return 2;
+	if (proto == IPPROTO_MH)
+		return 4;
+	return -1;
+}
+
+/*
+ * IPV6_CHECKSUM's offset has no field (the image's checksum is a bool): a socket whose
+ * offset is not the one a new socket of its protocol has is refused. An ICMPv6 socket's
+ * cannot change.
  */
 static int check_v6_checksum(int fd, const struct inet_dump *d, const char *what)
 {
@@ -85,7 +104,7 @@ static int check_v6_checksum(int fd, const struct inet_dump *d, const char *what
 		pr_perror("%s: cannot read IPV6_CHECKSUM", what);
 		return -errno;
 	}
-	if (offset != -1) {
+	if (offset != default_v6_checksum(d->ie.proto)) {
 		pr_err("%s: IPV6_CHECKSUM at offset %d, which the image cannot hold\n", what,
 		       offset);
 		return -ENOTSUP;
@@ -186,70 +205,176 @@ int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what)
 	return ret;
 }
 
-/* The sock_diag request for the raw sockets of this family and protocol. */
-struct raw_diag_req {
-	struct nlmsghdr nlh;
-	struct inet_diag_req_v2 r;
-	struct nlattr attr;
-	uint32_t proto;
+/*
+ * The kernel's table of raw sockets of one net namespace and family: /proc/net/raw, raw6
+ * for IPv6. One line a socket: its slot, local and remote address (each the kernel's 32-bit
+ * words printed as %08X, so that reading them back as integers gives the words' bytes
+ * again) with a port (the protocol, and 0), the state, queues, timers, uid, timeout and
+ * inode. Read once per namespace and family for the whole dump (the tree is frozen).
+ */
+struct raw_line {
+	unsigned long ino;
+	unsigned int state;
+	uint32_t remote[4];
 };
 
-static void init_diag_req(struct raw_diag_req *req, uint8_t family, uint32_t proto)
+struct raw_table {
+	ino_t net_ns; /* the namespace's inode */
+	bool v6;
+	size_t nr_lines;
+	struct raw_line *lines;
+	struct raw_table *next;
+};
+
+static struct raw_table *raw_tables;
+
+/* One line of the table; false if it is not one (the header). */
+static bool parse_raw_line(const char *text, bool v6, struct raw_line *line)
 {
-	memset(req, 0, sizeof(*req));
-	req->nlh.nlmsg_len = sizeof(*req);
-	req->nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req->nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req->nlh.nlmsg_seq = 1;
-	req->r.sdiag_family = family;
-	req->r.sdiag_protocol = IPPROTO_RAW;
-	req->r.idiag_states = ~0u;
-	req->attr.nla_len = NLA_HDRLEN + sizeof(uint32_t);
-	req->attr.nla_type = INET_DIAG_REQ_PROTOCOL;
-	req->proto = proto;
+	uint32_t *r = line->remote;
+
+	if (v6)
+		return sscanf(text,
+			      " %*u: %*32[0-9A-Fa-f]:%*x %8x%8x%8x%8x:%*x %x %*x:%*x %*x:%*x %*x "
+			      "%*u %*d %lu",
+			      &r[0], &r[1], &r[2], &r[3], &line->state, &line->ino) == 6;
+	return sscanf(text, " %*u: %*x:%*x %x:%*x %x %*x:%*x %*x:%*x %*x %*u %*d %lu", &r[0],
+		      &line->state, &line->ino) == 3;
 }
 
-/* Whether the answers to a raw sock_diag request list the socket of inode ino. */
-static bool diag_lists(int nl, ino_t ino)
+static int read_raw_table(FILE *f, struct raw_table *t, const char *what)
 {
-	static char buf[32 << 10];
+	char text[512];
+	struct raw_line line;
 
-	for (;;) {
-		ssize_t n = recv(nl, buf, sizeof(buf), 0);
-		struct nlmsghdr *h = (struct nlmsghdr *)buf;
+	while (fgets(text, sizeof(text), f)) {
+		struct raw_line *grown;
 
-		if (n <= 0)
-			return false;
-		for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			const struct inet_diag_msg *m = NLMSG_DATA(h);
-
-			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
-				return false;
-			if (m->idiag_inode == ino)
-				return true;
+		memset(&line, 0, sizeof(line));
+		if (!parse_raw_line(text, t->v6, &line))
+			continue;
+		grown = realloc(t->lines, (t->nr_lines + 1) * sizeof(*grown));
+		if (!grown) {
+			pr_err("%s: out of memory reading the table of raw sockets\n", what);
+			return -ENOMEM;
 		}
+		t->lines = grown;
+		t->lines[t->nr_lines++] = line;
+	}
+	return 0;
+}
+
+/* The table of net namespace ns_fd, opened in it (it stays the namespace's once open). */
+static FILE *open_raw_table(int ns_fd, bool v6, const char *what)
+{
+	const char *path = v6 ? "/proc/thread-self/net/raw6" : "/proc/thread-self/net/raw";
+	int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	FILE *f = NULL;
+
+	if (own < 0 || setns(ns_fd, CLONE_NEWNET)) {
+		pr_perror("%s: cannot enter its net namespace", what);
+	} else {
+		f = fopen(path, "re");
+		if (!f)
+			pr_perror("%s: cannot open %s in its net namespace", what, path);
+		if (setns(own, CLONE_NEWNET)) {
+			pr_perror("cannot go back to criu's own net namespace");
+			abort(); /* criu would go on in the socket's namespace */
+		}
+	}
+	if (own >= 0)
+		close(own);
+	return f;
+}
+
+static struct raw_table *find_raw_table(ino_t net_ns, bool v6)
+{
+	for (struct raw_table *t = raw_tables; t; t = t->next)
+		if (t->net_ns == net_ns && t->v6 == v6)
+			return t;
+	return NULL;
+}
+
+static struct raw_table *load_raw_table(int ns_fd, ino_t net_ns, bool v6, const char *what)
+{
+	struct raw_table *t = calloc(1, sizeof(*t));
+	FILE *f = t ? open_raw_table(ns_fd, v6, what) : NULL;
+	int ret = f ? 0 : -EIO;
+
+	if (!t)
+		pr_err("%s: out of memory\n", what);
+	if (f) {
+		t->v6 = v6;
+		ret = read_raw_table(f, t, what);
+		fclose(f);
+	}
+	if (ret) {
+		if (t)
+			free(t->lines);
+		free(t);
+		return NULL;
+	}
+	t->net_ns = net_ns;
+	t->next = raw_tables;
+	raw_tables = t;
+	return t;
+}
+
+/* The table of fd's net namespace (SIOCGSKNS) for its family, read at its first use. */
+static const struct raw_table *raw_table_of(int fd, bool v6, const char *what)
+{
+	int ns_fd = ioctl(fd, SIOCGSKNS);
+	struct raw_table *t = NULL;
+	struct stat st;
+
+	if (ns_fd < 0 || fstat(ns_fd, &st))
+		pr_perror("%s: cannot get its net namespace", what);
+	else
+		t = find_raw_table(st.st_ino, v6) ?: load_raw_table(ns_fd, st.st_ino, v6, what);
+	if (ns_fd >= 0)
+		close(ns_fd);
+	return t;
+}
+
+int raw_sk_dump_peer(int fd, struct inet_dump *d, const char *what)
+{
+	bool v6 = d->ie.family == AF_INET6;
+	const struct raw_table *t = raw_table_of(fd, v6, what);
+
+	if (!t)
+		return -EIO;
+	for (size_t i = 0; i < t->nr_lines; i++) {
+		const struct raw_line *line = &t->lines[i];
+
+		if (line->ino != d->ie.ino)
+			continue;
+		if (line->state == RAW_CONNECTED) {
+			d->connected = true;
+			memcpy(d->dst, line->remote, (v6 ? 4 : 1) * sizeof(uint32_t));
+		}
+		return 0;
+	}
+	pr_err("%s: not in its net namespace's table of raw sockets\n", what);
+	return -ENOENT;
+}
+
+void raw_sk_dump_fini(void)
+{
+	while (raw_tables) {
+		struct raw_table *t = raw_tables;
+
+		raw_tables = t->next;
+		free(t->lines);
+		free(t);
 	}
 }
 
 /*
- * sock_diag of raw sockets (4.17, CONFIG_INET_RAW_DIAG): a request for IPPROTO_RAW names
- * the raw protocol in an INET_DIAG_REQ_PROTOCOL attribute. A kernel without it may answer
- * with an empty list: the probe asks for a raw socket of its own.
+ * CRIU's net_diag_raw says whether raw sockets are collected for its dump (CRIU answers yes
+ * also where sock_diag has no raw sockets, as here: it dumps them from the socket itself).
+ * This criu reads them from the socket too, their peers from the table of raw sockets.
  */
-bool raw_sk_has_diag(void)
+bool raw_sk_dumpable(void)
 {
-	struct raw_diag_req req;
-	int sk = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
-	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	struct stat st;
-	bool listed = false;
-
-	init_diag_req(&req, AF_INET, IPPROTO_ICMP);
-	if (sk >= 0 && nl >= 0 && !fstat(sk, &st) && send(nl, &req, sizeof(req), 0) == sizeof(req))
-		listed = diag_lists(nl, st.st_ino);
-	if (nl >= 0)
-		close(nl);
-	if (sk >= 0)
-		close(sk);
-	return listed;
+	return access("/proc/self/net/raw", R_OK) == 0;
 }

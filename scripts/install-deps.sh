@@ -24,7 +24,7 @@ PKGS="$PKGS criu"
 # make realapps (test/realapps/): real programs dumped and restored. The tests start their
 # own redis-server on a Unix socket; the one the package starts as a service (where systemd
 # runs) is never used.
-PKGS="$PKGS redis-server tmux"
+PKGS="$PKGS redis-server tmux iputils-ping"
 # make install renders the man pages with asciidoctor; make deb and test/pkg build the
 # Debian packages (debhelper) and check them with lintian.
 PKGS="$PKGS asciidoctor debhelper lintian"

@@ -351,6 +351,32 @@ def inet_family_unknown(img_dir, pid):
                                                  if e['type'] == 'INETSK'][:1])
 
 
+def raw_peer_unreachable(img_dir, pid):
+    """A connected IPv6 raw socket's peer made an address its namespace has no route to."""
+    # the image's words: the address's bytes as host-order u32s
+    unroutable = list(struct.unpack('=4I', socket.inet_pton(socket.AF_INET6, '2001:db8::1')))
+    edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(dst_addr=unroutable)
+                                                 for e in es if e['type'] == 'INETSK' and
+                                                 e['isk']['family'] == socket.AF_INET6 and
+                                                 e['isk']['type'] == socket.SOCK_RAW and
+                                                 e['isk']['state'] == 1][:1])
+
+
+def inetsk_ext_add_opt(img_dir, level, name, value):
+    edit_image(img_dir, 'inetsk-ext.img',
+               lambda es: es[0]['opts'].append({'level': level, 'name': name, 'value': value}))
+
+
+def inetsk_ext_ttl_opt(img_dir, pid):
+    """A socket's inetsk-ext.img entry gets IP_TTL, which inet_sk_entry keeps."""
+    inetsk_ext_add_opt(img_dir, socket.SOL_IP, socket.IP_TTL, 5)
+
+
+def inetsk_ext_rfc4884_2(img_dir, pid):
+    """A socket's inetsk-ext.img entry gets IP_RECVERR_RFC4884 2 (0 or 1 only)."""
+    inetsk_ext_add_opt(img_dir, socket.SOL_IP, 26, 2)
+
+
 def tcp_state_half_open(img_dir, pid):
     """A closing TCP connection made one in SYN_RECV, which restore does not make."""
     edit_image(img_dir, 'files.img', lambda es: [e['isk'].update(state=3) for e in es
@@ -1187,6 +1213,25 @@ TESTS = {
     'sk_inet_raw_checksum_dump_fails': {'bin': 'sk_inet_raw', 'mode': 'dump_fails',
                                         'test_env': {'ZDTM_RAW_CHECKSUM': '1'},
                                         'expect': 'IPV6_CHECKSUM at offset 2'},
+    'sk_inet_raw_connected': {},
+    'sk_inet_raw_connected_userns': {'bin': 'sk_inet_raw_connected', 'launcher': True,
+                                     'pidns': True, 'test_env': {'ZDTM_RAW_USERNS': '1'}},
+    # its IPv6 peer made one its net namespace (loopback only) has no route to
+    'restore_fail_raw_peer_unreachable': {'bin': 'sk_inet_raw_connected', 'launcher': True,
+                                          'pidns': True, 'mode': 'restore_fails',
+                                          'test_env': {'ZDTM_RAW_USERNS': '1'},
+                                          'corrupt': raw_peer_unreachable,
+                                          'expect': 'cannot connect it'},
+    'sk_inet_pktinfo': {},
+    # IP_RECVTTL, IP_RECVERR, IPV6_RECVHOPLIMIT, ...: ancillary data, in inetsk-ext.img
+    'sk_inet_recv_opts': {},
+    'restore_fail_inetsk_ext_opt': {'bin': 'sk_inet_recv_opts', 'mode': 'restore_fails',
+                                    'corrupt': inetsk_ext_ttl_opt,
+                                    'expect': 'not one this criu sets'},
+    # the kernel refuses the value when the task sets it, after the tree was forked
+    'restore_fail_inetsk_ext_value': {'bin': 'sk_inet_recv_opts', 'mode': 'restore_fails',
+                                      'corrupt': inetsk_ext_rfc4884_2,
+                                      'expect': 'cannot set IP_RECVERR_RFC4884 to 2'},
     'sk_inet_tcp_no_option': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
                               'expect': 'dump with --tcp-established'},
     'sk_inet_tcp_in_flight': {'bin': 'sk_inet_tcp_established', 'mode': 'dump_fails',
@@ -2108,6 +2153,8 @@ CROSS_TESTS = {
     'sk_inet_listen': {},
     'sk_inet_dgram': {},
     'sk_inet_raw': {},  # raw sockets: IPv4 and IPv6, filters, IP_HDRINCL
+    'sk_inet_pktinfo': {},  # IP_PKTINFO, IPV6_RECVPKTINFO: recvmsg()'s packet info
+    'sk_inet_recv_opts': {},  # IP_RECVERR, IP_RECVTTL, ...: lost by upstream criu
     'sk_inet_tcp_established': {'dump_args': ['--tcp-established'],
                                 'restore_args': ['--tcp-established']},
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established'],
@@ -2208,6 +2255,10 @@ for _way in ('up2us', 'us2up'):
 TESTS['cross_up2us_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1'}
 TESTS['cross_us2up_sk_inet_raw']['test_env'] = {'ZDTM_RAW_UPSTREAM': '1',
                                                 'ZDTM_RAW_UPSTREAM_RESTORE': '1'}
+# Upstream criu neither dumps nor reads inetsk-ext.img: the options are lost, the sockets
+# restored.
+for _way in ('up2us', 'us2up'):
+    TESTS['cross_%s_sk_inet_recv_opts' % _way]['test_env'] = {'ZDTM_RECV_OPTS_LOST': '1'}
 # Upstream criu's restore fails on a FIN_WAIT1 connection whose queue was never sent.
 TESTS['cross_us2up_sk_inet_tcp_closing']['test_env'] = {'ZDTM_TCP_UPSTREAM_RESTORE': '1'}
 # Upstream criu restores both ends of an accepted connection as a socketpair: the server
@@ -2549,9 +2600,9 @@ def images_checksum(img_dir):
 # Not images: raw page contents, logs, and what plugins write in formats of their own
 # (plugins/amdgpu: amdgpu-kfd-*, amdgpu-pages-*; test/plugins' testdev: testdev-*, and
 # test_unixsk: unixsk-*), and
-# this criu's own images for state CRIU's format has no field for (mm-ext-*): CRIU's crit
+# this criu's own images for state CRIU's format has no field for (mm-ext-*, ...): CRIU's crit
 # does not know them, ours must decode them and encode them back (own_image_errors()).
-OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested')
+OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested', 'inetsk-ext')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # A network namespace's addresses, routes, rules (`ip ... save`), iptables (iptables-save)
 # and nftables (nft list ruleset) are raw images too, as CRIU keeps them.

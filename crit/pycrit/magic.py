@@ -83,6 +83,7 @@ IMAGES = {
     "MM_EXT": (0x43524d01, "cr_mm_ext_entry"),
     "IPCNS_MQ": (0x43524d02, "cr_posix_mq_entry"),
     "PIDNS_NESTED": (0x43524d03, "cr_nested_pid_entry"),
+    "INETSK_EXT": (0x43524d04, "cr_inet_sk_ext_entry"),
 }
 
 BY_MAGIC = {magic: name for name, (magic, _) in IMAGES.items()}

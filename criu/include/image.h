@@ -38,6 +38,7 @@ enum cr_img_type {
 	CR_IMG_MEMFD_INODE,
 	CR_IMG_FILE_LOCKS,
 	CR_IMG_SK_QUEUES,
+	CR_IMG_INETSK_EXT, /* inetsk-ext: our own, inet sockets' ancillary-data options */
 	CR_IMG_SECCOMP,
 	CR_IMG_UTSNS, /* utsns-NSID: namespace images are named by namespace id */
 	CR_IMG_IPC_VAR, /* ipcns-var-NSID */

@@ -12,8 +12,12 @@
 #include <sys/types.h>
 
 #include "files.h"
+#include "ext.pb-c.h"
 #include "sk-inet.pb-c.h"
 #include "tcp-stream.pb-c.h"
+
+/* How many options sk-inet.c's cmsg_opts[] lists. */
+#define INET_NR_CMSG_OPTS 30
 
 /* Dump: one socket's entry as it is filled. */
 struct inet_dump {
@@ -28,6 +32,8 @@ struct inet_dump {
 	char ifname[IFNAMSIZ + 1]; /* ie.ifname: a link-local bind's interface */
 	bool connected;
 	uint32_t pending; /* listening: connections not accepted yet */
+	/* The values of sk-inet.c's cmsg_opts[] (for inetsk-ext.img), 0 where off. */
+	int cmsg_vals[INET_NR_CMSG_OPTS];
 	char what[96];
 };
 
@@ -36,6 +42,7 @@ struct inet_sk {
 	uint32_t id;
 	const InetSkEntry *ie;
 	struct tcp_stream *stream; /* an established connection's, or NULL */
+	const CrInetSkExtEntry *ext; /* its inetsk-ext.img entry, or NULL */
 	char what[64];
 };
 

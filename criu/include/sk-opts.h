@@ -26,6 +26,11 @@ int sk_family(const struct fd_parms *p);
  */
 int sk_opts_dump(int fd, SkOptsEntry *soe, const char *what);
 /*
+ * The same for an inet socket, whose kind keeps SO_TIMESTAMP, SO_TIMESTAMPNS and
+ * SO_RXQ_OVFL itself (inetsk-ext.img): not refused here.
+ */
+int sk_opts_dump_inet(int fd, SkOptsEntry *soe, const char *what);
+/*
  * Dump: options of a family's own level (SOL_NETLINK, SOL_PACKET) the image has no field
  * for, which must each be off, as a new socket has them: one that is on is refused with a
  * line naming it. An option the kernel does not know is off. 0 or -ENOTSUP.

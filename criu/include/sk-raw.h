@@ -18,7 +18,15 @@ int raw_sk_dump(int fd, struct inet_dump *d, const char *what);
 int raw_sk_check(const InetSkEntry *ie, const char *what);
 /* Restore: set ie's raw options on the new socket fd. 0 or -errno. */
 int raw_sk_restore(int fd, const InetSkEntry *ie, const char *what);
-/* check --feature net_diag_raw: sock_diag lists raw sockets. */
-bool raw_sk_has_diag(void);
+/*
+ * Dump: the peer of d, a raw socket getpeername() gave none (connected without a port),
+ * from the kernel's table of raw sockets of the socket's net namespace; d stays
+ * unconnected if it has none. 0 or -errno.
+ */
+int raw_sk_dump_peer(int fd, struct inet_dump *d, const char *what);
+/* Dump, at its end (fdtype_ops.dump_fini): forget the tables of raw sockets read. */
+void raw_sk_dump_fini(void);
+/* check --feature net_diag_raw: raw sockets are dumped, peers too (their table is there). */
+bool raw_sk_dumpable(void);
 
 #endif

@@ -147,9 +147,9 @@ static const struct cr_option options[] = {
 	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
 	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
 	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
-	CALL("network-lock", 0, required_argument, set_network_lock, "iptables|skip",
-	     "iptables (default): TCP connections to peers outside the tree are locked until "
-	     "restored; skip: they are dumped unlocked"),
+	CALL("network-lock", 0, required_argument, set_network_lock, "iptables|nftables|skip",
+	     "iptables (default) or nftables: TCP connections to peers outside the tree are "
+	     "locked until restored; skip: they are dumped unlocked"),
 	/* sockets */
 	FLAG("tcp-established", 0, tcp_established,
 	     "dump established TCP connections (in repair mode, with their queues)"),
@@ -749,8 +749,8 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 }
 
 /*
- * iptables (the default) locks the TCP connections whose peer is outside the tree
- * (sk-tcp.c); skip dumps them unlocked; nftables is not supported.
+ * iptables (the default) or nftables (netlock-nft.c) locks the TCP connections whose peer
+ * is outside the tree (sk-tcp.c); skip dumps them unlocked.
  */
 static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 {
@@ -759,9 +759,8 @@ static int set_network_lock(const struct cr_option *o, const char *arg, bool on)
 		opt_error("bad value '%s' for --%s (iptables, nftables or skip)", arg, o->name);
 		return -1;
 	}
-	if (!strcmp(arg, "nftables"))
-		return refuse(o, arg);
 	opts.network_lock_skip = !strcmp(arg, "skip");
+	opts.network_lock_nft = !strcmp(arg, "nftables");
 	return 0;
 }
 
@@ -1219,7 +1218,7 @@ void print_usage(void)
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
 	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[],\n"
 	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
-	       "--empty-ns but net, --join-ns but net:PATH, --network-lock nftables.\n"
+	       "--empty-ns but net, --join-ns but net:PATH.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

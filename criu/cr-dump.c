@@ -43,6 +43,7 @@
 #include "regs-x86.h"
 #include "task-sched.h"
 #include "stats.h"
+#include "netlock-nft.h"
 #include "sk-inet.h"
 #include "core.pb-c.h"
 #include "inventory.pb-c.h"
@@ -1264,6 +1265,11 @@ static int write_inventory(void)
 	/* Established connections dumped without their streams: restore closes them. */
 	inv.has_tcp_close = opts.tcp_close && !opts.tcp_established;
 	inv.tcp_close = inv.has_tcp_close;
+	/* As CRIU's: restore unlocks with the method the dump locked with. */
+	inv.has_network_lock_method = true;
+	inv.network_lock_method = opts.network_lock_skip ? NETWORK_LOCK_SKIP :
+				  opts.network_lock_nft	 ? NETWORK_LOCK_NFTABLES :
+							   NETWORK_LOCK_IPTABLES;
 	/* Restore refuses these images without the plugins that took objects here. */
 	ret = cr_plugins_to_inventory(&plugins);
 	if (ret)

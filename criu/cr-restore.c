@@ -39,6 +39,7 @@
 #include "memfd.h"
 #include "namespaces.h"
 #include "net-lock.h"
+#include "netlock-nft.h"
 #include "plugin.h"
 #include "pstree.h"
 #include "task-sched.h"
@@ -129,6 +130,9 @@ static int read_inventory(void)
 	/* Dumped with --tcp-close: the established connections have no streams to restore. */
 	if (inventory->has_tcp_close && inventory->tcp_close)
 		opts.tcp_close = true;
+	/* The lock the dump took is the one restore removes, whatever the command line says. */
+	if (inventory->has_network_lock_method)
+		opts.network_lock_nft = inventory->network_lock_method == NETWORK_LOCK_NFTABLES;
 	return 0;
 }
 

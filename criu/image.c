@@ -107,6 +107,7 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_RULE] = { "RULE", "rule-%lu.img", 0, 0, NULL },
 	[CR_IMG_IPTABLES] = { "IPTABLES", "iptables-%lu.img", 0, 0, NULL },
 	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
+	[CR_IMG_NFTABLES] = { "NFTABLES", "nftables-%lu.img", 0, 0, NULL },
 	[CR_IMG_MNTS] = PB_IMG("MNTS", "mountpoints-%lu.img", MNTS_MAGIC, mnt_entry__descriptor),
 	[CR_IMG_TMPFS_DEV] = { "TMPFS_DEV", "tmpfs-dev-%lu.tar.gz.img", 0, 0, NULL },
 	[CR_IMG_TCP_STREAM] = PB_IMG("TCP_STREAM", "tcp-stream-%lx.img", TCP_STREAM_MAGIC,

@@ -33,6 +33,8 @@
 #include "mem-track.h"
 #include "namespaces.h"
 #include "net-lock.h"
+#include "net-nft.h"
+#include "netlock-nft.h"
 #include "uffd.h"
 #include "sk-inet.h"
 #include "sk-raw.h"
@@ -391,13 +393,14 @@ static const struct feature features[] = {
 	NOT_IMPLEMENTED("external_net_ns", "--external net[] is not supported"),
 	{ "clone3_set_tid", FEAT_REQUIRED, kerndat_has_clone3_set_tid, "restore with original pids" },
 	{ "newifindex", FEAT_EXTRA, net_has_new_ifindex, "--external netdev[]" },
-	NOT_IMPLEMENTED("nftables", "the network is not locked"),
+	{ "nftables", FEAT_EXTRA, nft_usable, "nftables of net namespaces (the nft tool)" },
 	{ "has_ipt_legacy", FEAT_EXTRA, netlock_has_ipt_legacy,
 	  "the network lock and iptables of net namespaces (legacy and nft)" },
 	NOT_IMPLEMENTED("pidfd_store", "there is no RPC service to keep pidfds for"),
 	{ "ns_pid", FEAT_EXTRA, has_nspid, "pid namespaces" },
 	NOT_IMPLEMENTED("apparmor_stacking", "LSM profiles are not restored"),
-	NOT_IMPLEMENTED("network_lock_nftables", "the network is not locked"),
+	{ "network_lock_nftables", FEAT_EXTRA, netlock_nft_usable,
+	  "--network-lock nftables (the nft tool)" },
 	{ "sockopt_buf_lock", FEAT_EXTRA, has_sockopt_buf_lock, "SO_BUF_LOCK of sockets" },
 	{ "memfd_hugetlb", FEAT_EXTRA, has_memfd_hugetlb, "hugetlb memfds" },
 	{ "move_mount_set_group", FEAT_EXTRA, has_move_mount_set_group,

@@ -1,5 +1,6 @@
 /*
- * The network lock, --network-lock iptables (CRIU's, the default). A connection whose peer
+ * The network lock, --network-lock iptables (CRIU's, the default; nftables is the other
+ * method of struct netlock_ops, netlock-nft.c). A connection whose peer
  * is outside the tree must neither move nor get a reset between its dump and its restore:
  * in criu's own net namespace each such connection gets two rules (netlock_conn()); a tree
  * with a net namespace of its own gets the whole namespace locked by CRIU's chain. Both
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "net-lock.h"
+#include "netlock-nft.h"
 
 /*
  * Runs an iptables tool (looked up in PATH): in net namespace ns_fd (-1: criu's own), with
@@ -211,10 +213,10 @@ static const struct netlock_ops iptables_lock = {
 	.ns_unlock = ipt_ns_unlock,
 };
 
-/* The method --network-lock names (iptables, the default, is the one this criu has). */
+/* The method --network-lock names (iptables, the default, or nftables: netlock-nft.c). */
 static const struct netlock_ops *method(void)
 {
-	return &iptables_lock;
+	return opts.network_lock_nft ? &nftables_lock : &iptables_lock;
 }
 
 int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,

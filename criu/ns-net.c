@@ -1,13 +1,13 @@
 /*
  * Network namespaces: the links (netdev-ID.img), the sysctls under net/ (netns-ID.img),
  * and, as CRIU keeps them, the addresses, routes and rules as `ip ... save` writes them and
- * iptables as iptables-save writes it (raw images). Restore builds the namespace in criu
- * itself right before it forks the root, which is born into it (enter), and goes back to
- * its own after (leave): the outer end of a veth link is made in criu's namespace. A root
- * with a user namespace of its own is cloned into a new net namespace with it instead,
- * which the kernel makes the new user namespace's (its root administers it, as in a
- * rootless container): criu fills it from outside, before the root takes its first step
- * (born).
+ * iptables as iptables-save writes it (raw images; nftables in net-nft.c). Restore builds the
+ * namespace in criu itself right before it forks the root, which is born into it (enter),
+ * and goes back to its own after (leave): the outer end of a veth link is made in criu's
+ * namespace. A root with a user namespace of its own is cloned into a new net namespace
+ * with it instead, which the kernel makes the new user namespace's (its root administers
+ * it, as in a rootless container): criu fills it from outside, before the root takes its
+ * first step (born).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +36,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "net-lock.h"
+#include "net-nft.h"
 #include "servicefd.h"
 #include "tun.h"
 
@@ -651,7 +652,7 @@ static bool rule_is_default(struct nlmsghdr *h)
  * Runs argv[0] (looked up in PATH) with stdin from in_fd, stdout to out_fd (-1: /dev/null
  * and the log), stderr to the log, and waits for it. 0, or -EIO after one line.
  */
-static int run_tool(const char *const argv[], int in_fd, int out_fd)
+int run_tool(const char *const argv[], int in_fd, int out_fd)
 {
 	int status, log_fd = log_get_fd();
 	pid_t pid;
@@ -1077,6 +1078,8 @@ static int net_dump(const struct ns_id *ns)
 		ret = dump_iptables(ns, CR_IMG_IPTABLES, false);
 	if (!ret)
 		ret = dump_iptables(ns, CR_IMG_IP6TABLES, true);
+	if (!ret)
+		ret = nft_dump_ruleset(ns);
 	return ret;
 }
 
@@ -1235,22 +1238,6 @@ static int collect_links(struct ns_id *ns, struct net_state *st)
 }
 
 /*
- * CRIU saves nftables (`nft list ruleset`) where nft is installed: this criu restores none,
- * so a dump that has rules in nftables-ID.img is refused rather than restored without them.
- */
-static int check_no_nftables(const struct ns_id *ns)
-{
-	char name[64];
-	struct stat st;
-
-	snprintf(name, sizeof(name), "nftables-%u.img", ns->id);
-	if (fstatat(images_dir_fd, name, &st, 0) || !st.st_size)
-		return 0;
-	pr_err("%s: nftables rules are not restored\n", name);
-	return -ENOTSUP;
-}
-
-/*
  * A nested namespace is made by criu alone, in its own: its links may not reach outside
  * (a veth's peer, a macvlan's lower link), which would be another of the tree's.
  */
@@ -1308,7 +1295,7 @@ static int net_collect(struct ns_id *ns)
 		ret = -ENOTSUP;
 	}
 	close_image(img);
-	return ret ?: check_no_nftables(ns) ?: collect_links(ns, st) ?: check_nested_links(ns, st);
+	return ret ?: collect_links(ns, st) ?: check_nested_links(ns, st);
 }
 
 /*
@@ -1880,7 +1867,7 @@ static int restore_routes(enum cr_img_type type, const struct ns_id *ns, bool op
 	return ret;
 }
 
-/* In the new namespace: addresses, routes, rules and iptables, as CRIU restores them. */
+/* In the new namespace: addresses, routes, rules, iptables and nftables, as CRIU does. */
 static int restore_tables(const struct ns_id *ns)
 {
 	static const char *const addr[] = {"ip", "addr", "restore", NULL};
@@ -1904,6 +1891,9 @@ static int restore_tables(const struct ns_id *ns)
 		ret = restore_iptables(CR_IMG_IPTABLES, ns, false);
 	if (!ret)
 		ret = restore_iptables(CR_IMG_IP6TABLES, ns, true);
+	/* After the iptables: an image of CRIU's may have their tables again (net-nft.c). */
+	if (!ret)
+		ret = nft_restore_ruleset(ns);
 	return ret;
 }
 

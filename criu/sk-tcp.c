@@ -571,23 +571,24 @@ static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
  * outside the tree is locked while it is dumped and until it is restored. In criu's own
  * net namespace by its own rules (netlock_conn()); in a tree's own one the whole namespace
  * is locked already (netlock_dump_tree(), before any socket was read). The peer
- * retransmits what the lock dropped once the connection is back.
+ * retransmits what the lock dropped once the connection is back. --network-lock nftables
+ * locks them with CRIU's nftables table instead (netlock-nft.c).
  */
 static int lock_conn(struct tcp_conn *c)
 {
 	int ret = netlock_conn(NETLOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
 
 	if (ret) {
-		pr_err("%s: its peer (port %u) is not in the dumped tree and iptables cannot lock "
+		pr_err("%s: its peer (port %u) is not in the dumped tree and %s cannot lock "
 		       "the connection: dump with --network-lock skip to dump it unlocked\n",
-		       c->what, c->dst_port);
+		       c->what, c->dst_port, opts.network_lock_nft ? "nftables" : "iptables");
 		/* One of its rules may be in. */
 		netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
 		return -ENOTSUP;
 	}
 	c->locked = true;
-	pr_info("%s: locked (iptables): its peer (port %u) is outside the tree\n", c->what,
-		c->dst_port);
+	pr_info("%s: locked (%s): its peer (port %u) is outside the tree\n", c->what,
+		opts.network_lock_nft ? "nftables" : "iptables", c->dst_port);
 	return 0;
 }
 

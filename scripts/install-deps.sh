@@ -12,6 +12,9 @@ PKGS="$PKGS libnl-route-3-dev"
 # The network lock (--network-lock iptables, the default): iptables rules hold a TCP
 # connection whose peer is outside the dumped tree (criu/sk-tcp.c).
 PKGS="$PKGS iptables"
+# nftables of a tree's net namespace (criu/net-nft.c) and --network-lock nftables
+# (criu/netlock-nft.c) run nft, as the tables' and routes' tools are run.
+PKGS="$PKGS nftables"
 # The fuzz smoke of make test (test/fuzz): clang, and its libFuzzer and sanitizer runtimes,
 # which clang only recommends.
 PKGS="$PKGS clang libclang-rt-dev"

@@ -75,7 +75,8 @@ IMPLEMENTED_FEATURES = {'clone3_set_tid', 'get_rseq_conf', 'timer_cr_ids', 'fdin
                         'mem_dirty_track', 'pagemap_scan', 'uffd', 'uffd-noncoop', 'aio_remap',
                         'loginuid', 'pagemap_scan_guard_pages', 'newifindex', 'nsid',
                         'link_nsid', 'tcp_half_closed', 'sk_unix_file', 'sockopt_buf_lock',
-                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns', 'has_ipt_legacy'}
+                        'ipv6_freebind', 'net_diag_raw', 'tun', 'tun_ns', 'has_ipt_legacy',
+                        'nftables', 'network_lock_nftables'}
 # Modes that start no test program: criu alone.
 NO_PROCESS_MODES = ('cli', 'check_features')
 # The --action-script of mode action_scripts: one line per stage it is run at.
@@ -425,10 +426,11 @@ def remove_netns_nlock():
 
 def netns_nlock_unlocked():
     """After a failed restore into ns_net_lock's namespace: no table of either family and
-    backend there has the network lock's chain."""
+    backend there has the network lock's chain, and there is no nftables lock table."""
     out = subprocess.run(['ip', 'netns', 'exec', NETLOCK_NETNS, 'sh', '-c',
                           'iptables-nft-save; ip6tables-nft-save; iptables-legacy-save; '
-                          'ip6tables-legacy-save'], capture_output=True, text=True).stdout
+                          'ip6tables-legacy-save; nft list tables'],
+                         capture_output=True, text=True).stdout
     if 'CRIU' in out:
         raise TestFailure('the network lock\'s chain CRIU is left after the failed restore',
                           'restore.log')
@@ -705,12 +707,51 @@ def root_gets_own_ns(img_dir, pid, field):
     edit_image(img_dir, 'ids-%d.img' % pid, lambda es: es[0].update({field: 999}))
 
 
-def netns_nftables(img_dir, pid):
-    """The tree's net namespace had nftables rules, as upstream criu saves them (the tree's
-    root is the init of its own pid namespace: ids-1.img)."""
+# The nftables network lock (netlock-nft.c).
+NFT_LOCK_ARGS = ['--network-lock', 'nftables']
+NFT_LOCK_TAKEN = {}
+
+
+def nft_lock_table_taken(out, pid):
+    """A setup(): a table of the nftables lock's name (inet CRIU-PID) that is not the lock
+    (no sets) is in the runner's namespace already, which the dump must not take for its
+    own; nft_lock_table_remove() removes it after the test."""
+    NFT_LOCK_TAKEN['table'] = 'CRIU-%d' % pid
+    subprocess.run(['nft', 'add', 'table', 'inet', NFT_LOCK_TAKEN['table']], check=True)
+
+
+def nft_lock_table_remove():
+    if 'table' in NFT_LOCK_TAKEN:
+        subprocess.run(['nft', 'delete', 'table', 'inet', NFT_LOCK_TAKEN.pop('table')])
+
+
+def nft_images_as_criu_writes(img_dir, pid):
+    """An image_check(): the tree's nftables image leaves out iptables-nft's table ip
+    filter (the iptables images' part); then both images become what CRIU writes for that
+    table, iptables-save's text in iptables-NSID.img and nft's listing of it again in
+    nftables-NSID.img, which restore must load once (the tree's root is the init of its own
+    pid namespace: ids-1.img)."""
     ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
-    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'w') as img:
-        img.write('table inet zdtm {\n}\n')
+    nft_img = os.path.join(img_dir, 'nftables-%d.img' % ns_id)
+    with open(nft_img) as img:
+        if 'table ip filter' in img.read():
+            raise TestFailure('%s has iptables-nft\'s table ip filter' % nft_img, 'dump.log')
+    made = subprocess.run(['unshare', '-n', 'sh', '-c', 'iptables -A INPUT -p icmp -j DROP && '
+                           'iptables-save && echo "#nft" && nft list table ip filter'],
+                          capture_output=True, text=True, check=True).stdout
+    ipt_text, nft_text = made.split('#nft\n')
+    with open(os.path.join(img_dir, 'iptables-%d.img' % ns_id), 'w') as img:
+        img.write(ipt_text)
+    with open(nft_img, 'a') as img:
+        img.write(nft_text)
+
+
+def netns_nftables_unloadable(img_dir, pid):
+    """The tree's nftables image gets a chain nft cannot load after its tables (the tree's
+    root is the init of its own pid namespace: ids-1.img): none of it must be loaded."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+    with open(os.path.join(img_dir, 'nftables-%d.img' % ns_id), 'a') as img:
+        img.write('table inet zdtm_bad {\n\tchain c {\n\t\tno such statement\n\t}\n}\n')
 
 
 def netns_ping_range(value):
@@ -1232,6 +1273,19 @@ TESTS = {
     'sk_inet_tcp_locked': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_locked_leave_running': {'bin': 'sk_inet_tcp_locked', 'mode': 'leave_running',
                                          'dump_args': ['--tcp-established']},
+    # the same under --network-lock nftables (netlock-nft.c); restore reads the method from
+    # inventory.img
+    'sk_inet_tcp_locked_nft': {'bin': 'sk_inet_tcp_locked',
+                               'dump_args': ['--tcp-established', '--network-lock', 'nftables']},
+    'dump_fail_tcp_locked_nft': {'bin': 'sk_inet_tcp_locked', 'mode': 'dump_fails',
+                                 'dump_args': ['--tcp-established', '--network-lock',
+                                               'nftables'],
+                                 'setup': nft_lock_table_taken, 'cleanup': nft_lock_table_remove,
+                                 'expect': 'nftables cannot lock the connection'},
+    'sk_inet_tcp_locked_nft_leave_running': {'bin': 'sk_inet_tcp_locked',
+                                             'mode': 'leave_running',
+                                             'dump_args': ['--tcp-established', '--network-lock',
+                                                           'nftables']},
     # in a net namespace of its own (restore joins it), its peer outside the tree writing
     # through the dump: the whole namespace locked (CRIU's chain), then unlocked
     'ns_net_lock': {'dump_args': ['--tcp-established'],
@@ -1240,6 +1294,24 @@ TESTS = {
     'ns_net_lock_leave_running': {'bin': 'ns_net_lock', 'mode': 'leave_running',
                                   'dump_args': ['--tcp-established'],
                                   'cleanup': remove_netns_nlock},
+    # the same under --network-lock nftables (netlock-nft.c: CRIU's table inet CRIU-PID)
+    'ns_net_lock_nft': {'bin': 'ns_net_lock',
+                        'dump_args': ['--tcp-established', '--network-lock', 'nftables'],
+                        'restore_args': ['--join-ns', 'net:/run/netns/' + NETLOCK_NETNS],
+                        'cleanup': remove_netns_nlock},
+    'ns_net_lock_nft_leave_running': {'bin': 'ns_net_lock', 'mode': 'leave_running',
+                                      'dump_args': ['--tcp-established', '--network-lock',
+                                                    'nftables'],
+                                      'cleanup': remove_netns_nlock},
+    'restore_fail_ns_net_lock_nft': {'bin': 'ns_net_lock', 'mode': 'restore_fails',
+                                     'dump_args': ['--tcp-established', '--network-lock',
+                                                   'nftables'],
+                                     'restore_args': ['--join-ns',
+                                                      'net:/run/netns/' + NETLOCK_NETNS],
+                                     'corrupt': tcp_stream_short_queue,
+                                     'expect': 'bytes after the entry, its queues have',
+                                     'verify': netns_nlock_unlocked,
+                                     'cleanup': remove_netns_nlock},
     'ns_net_lock_dump_fails': {'bin': 'ns_net_lock', 'mode': 'dump_fails',
                                'dump_args': ['--tcp-established'],
                                'test_env': {'ZDTM_NETLOCK_DUMP_FAILS': '1'},
@@ -1662,9 +1734,20 @@ TESTS = {
                                      'corrupt': lambda img_dir, pid: None,
                                      'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
                                      'expect': 'has no net namespace of its own'},
-    'restore_fail_netns_nftables': {'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True,
-                                    'pidns': True, 'corrupt': netns_nftables,
-                                    'expect': 'nftables rules are not restored'},
+    # nftables tables of several families in the tree's namespace (net-nft.c), locked with
+    # nftables (the iptables lock, made with iptables-nft, leaves empty ip and ip6 filter
+    # tables behind in the restored namespace, which the byte-for-byte ruleset would show)
+    'ns_net_nft': {'launcher': True, 'pidns': True, 'dump_args': NFT_LOCK_ARGS},
+    'ns_net_nft_criu_images': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
+                               'test_env': {'ZDTM_NET_NFT_IPT': '1'},
+                               'dump_args': NFT_LOCK_ARGS,
+                               'image_check': nft_images_as_criu_writes},
+    'ns_user_net_nft': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
+                        'test_env': {'ZDTM_NET_USERNS': '1'}, 'dump_args': NFT_LOCK_ARGS},
+    'restore_fail_ns_net_nft': {'bin': 'ns_net_nft', 'mode': 'restore_fails',
+                                'launcher': True, 'pidns': True, 'dump_args': NFT_LOCK_ARGS,
+                                'corrupt': netns_nftables_unloadable,
+                                'expect': '`nft -f - ` failed (exit status 1)'},
     'restore_fail_netns_veth_unnamed': {
         'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
         'test_env': {'ZDTM_NET_VETH': '1'}, 'corrupt': lambda img_dir, pid: None,
@@ -2521,9 +2604,10 @@ def images_checksum(img_dir):
 # does not know them, ours must decode them and encode them back (own_image_errors()).
 OWN_IMAGES = ('mm-ext-', 'ipcns-mq-', 'pidns-nested', 'inetsk-ext')
 CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
-# A network namespace's addresses, routes, rules (`ip ... save`) and iptables (iptables-save)
-# are raw images too, as CRIU keeps them.
-NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-')
+# A network namespace's addresses, routes, rules (`ip ... save`), iptables (iptables-save)
+# and nftables (nft list ruleset) are raw images too, as CRIU keeps them.
+NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-',
+                  'nftables-')
 CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-', 'tmpfs-dev-') + NET_RAW_IMAGES + \
     OWN_IMAGES
 

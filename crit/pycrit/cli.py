@@ -33,7 +33,7 @@ def _write_output(path, data):
 
 def _read_image(path):
     if path is not None and os.path.basename(path).startswith(magic.NET_RAW_PREFIXES):
-        raise CritError("raw data of ip or iptables-save with no magic; "
+        raise CritError("raw data of ip, iptables-save or nft with no magic; "
                         "crit decodes only protobuf images")
     if path is not None and os.path.basename(path).startswith("pages-"):
         raise CritError("pages images hold raw page data with no magic; "

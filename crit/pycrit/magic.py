@@ -89,8 +89,9 @@ IMAGES = {
 BY_MAGIC = {magic: name for name, (magic, _) in IMAGES.items()}
 
 # A net namespace's images that hold what tools wrote, with no magic: `ip ... save`'s binary
-# dumps and iptables-save's text, as CRIU keeps them.
-NET_RAW_PREFIXES = ("ifaddr-", "route-", "route6-", "rule-", "iptables-", "ip6tables-")
+# dumps, iptables-save's and nft's text, as CRIU keeps them.
+NET_RAW_PREFIXES = ("ifaddr-", "route-", "route6-", "rule-", "iptables-", "ip6tables-",
+                    "nftables-")
 
 
 def first_word(name):

@@ -82,6 +82,7 @@ struct cr_options {
 	bool tcp_close;	      /* restore: established TCP connections come back closed */
 	bool tcp_skip_in_flight; /* dump: connections not accepted yet are dropped */
 	bool network_lock_skip; /* --network-lock skip: TCP peers outside the tree allowed */
+	bool network_lock_nft;	/* --network-lock nftables (netlock-nft.c), else iptables */
 	bool ext_unix_sk; /* -x: unix sockets may have peers outside the tree (sk-unix.c) */
 	bool force_irmap; /* every watched inode gets a path in the images (irmap.h) */
 	char **irmap_scan_paths; /* --irmap-scan-path, where irmap looks first */

@@ -59,6 +59,7 @@ enum cr_img_type {
 	CR_IMG_RULE, /* rule-NSID, raw: `ip rule save` */
 	CR_IMG_IPTABLES, /* iptables-NSID, raw: iptables-save */
 	CR_IMG_IP6TABLES, /* ip6tables-NSID, raw: ip6tables-save */
+	CR_IMG_NFTABLES, /* nftables-NSID, raw: nft list ruleset (net-nft.c) */
 	CR_IMG_MNTS, /* mountpoints-NSID */
 	CR_IMG_TMPFS_DEV, /* tmpfs-dev-SDEV.tar.gz, raw: a tmpfs's files (tar --gzip) */
 	CR_IMG_TCP_STREAM, /* tcp-stream-INODE (hex) */

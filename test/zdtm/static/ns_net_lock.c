@@ -1,7 +1,8 @@
 /*
  * A tree in a net namespace of its own (NETNS, which outlives it: restore joins it with
  * --join-ns) with an established TCP connection whose peer is a process outside the tree
- * in that namespace, dumped with the default network lock (iptables). The peer writes
+ * in that namespace, dumped with the default network lock (iptables; nftables where the
+ * test says so: the same checks, and no nftables table of the lock's either). The peer writes
  * PEER_BYTES, more than both ends' buffers hold, so it is still writing when the dump
  * starts and through the dump and restore (its segments dropped by the lock and sent
  * again); the tree reads nothing before the dump. After the restore the tree reads exactly
@@ -54,11 +55,14 @@ static void peer_run(int ready_fd, void *arg)
 	_exit(0);
 }
 
-/* Whether any table of either family and backend has the lock's chain. */
+/*
+ * Whether any table of either family and backend has the lock's chain, or nftables the
+ * lock's table (--network-lock nftables: "table inet CRIU-PID").
+ */
 static bool lock_chain_left(void)
 {
 	FILE *f = popen("{ iptables-nft-save; ip6tables-nft-save; iptables-legacy-save; "
-			"ip6tables-legacy-save; } 2>/dev/null",
+			"ip6tables-legacy-save; nft list tables; } 2>/dev/null",
 			"r");
 	char line[512];
 	bool found = false;

@@ -1,10 +1,11 @@
 /*
  * An established TCP connection whose peer is a process outside the dumped tree, dumped
- * with --tcp-established under the network lock (iptables, the default): the peer sent
+ * with --tcp-established under the network lock (iptables, the default, or nftables with
+ * --network-lock nftables): the peer sent
  * PEER_BYTES the tree has not read, and reads what the tree sends, half of it before the
  * dump, half after the restore (or after a dump with -R). After it each end has exactly
  * the other's bytes, in order; and no rule of the lock (mark 0xc114) is left in the filter
- * table.
+ * table, nor the nftables lock's table.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,17 +39,20 @@ static void peer_run(int ready_fd, void *arg)
 	_exit(0);
 }
 
-/* Whether the filter table has a rule with the lock's mark. */
+/*
+ * Whether the filter table has a rule with the lock's mark, or nftables one (the lock's
+ * table, --network-lock nftables, accepts the marked packets).
+ */
 static bool lock_rules_left(void)
 {
-	FILE *f = popen("{ iptables -w -S; ip6tables -w -S; } 2>/dev/null", "r");
+	FILE *f = popen("{ iptables -w -S; ip6tables -w -S; nft list ruleset; } 2>/dev/null", "r");
 	char line[512];
 	bool found = false;
 
 	if (!f)
 		test_fail_errno("popen iptables");
 	while (fgets(line, sizeof(line), f))
-		found |= strstr(line, "0xc114") != NULL;
+		found |= strstr(line, "0xc114") != NULL || strstr(line, "0x0000c114") != NULL;
 	pclose(f);
 	return found;
 }

@@ -1,0 +1,33 @@
+/*
+ * nftables of a tree's net namespaces (net-nft.c): CRIU's nftables-NSID.img, the text
+ * `nft list ruleset` prints, less the tables iptables-nft's tools save (ns-net.c's
+ * iptables images).
+ */
+#ifndef CR_NET_NFT_H
+#define CR_NET_NFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct ns_id;
+
+/*
+ * Dump, in a child joined to net namespace ns: its nftables tables into nftables-NSID.img
+ * (none where it has none to save; nft is needed only where it has). 0 or -errno, after
+ * one line.
+ */
+int nft_dump_ruleset(const struct ns_id *ns);
+/*
+ * Restore, criu in the new net namespace ns, after its iptables: the image loaded with
+ * `nft -f` in one transaction (a missing or empty image loads nothing). 0 or -errno, after
+ * one line; a ruleset that does not load leaves none of it.
+ */
+int nft_restore_ruleset(const struct ns_id *ns);
+/* check --feature nftables: nft lists and loads a ruleset in a scratch net namespace. */
+bool nft_usable(void);
+/* Whether PATH has an executable named name (a tool criu may run). */
+bool tool_installed(const char *name);
+/* run_tool()'s, with the tool's whole stdout (NUL-terminated, free it) or NULL after one line. */
+char *run_tool_output(const char *const argv[], size_t *len);
+
+#endif

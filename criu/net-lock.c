@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <linux/netfilter.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "log.h"
 #include "namespaces.h"
 #include "net-lock.h"
+#include "net-nft.h"
 #include "netlock-nft.h"
 
 /*
@@ -125,6 +127,7 @@ static int ipt_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
  * unlocks what the other locked.
  */
 #define LOCK_CHAIN "CRIU"
+#define LOCK_TABLE_MADE "criu-made-this-table"
 static const char ns_lock_script[] = "*filter\n"
 				     ":" LOCK_CHAIN " - [0:0]\n"
 				     "-I INPUT -j " LOCK_CHAIN "\n"
@@ -132,6 +135,16 @@ static const char ns_lock_script[] = "*filter\n"
 				     "-A " LOCK_CHAIN " -m mark --mark 0xc114 -j ACCEPT\n"
 				     "-A " LOCK_CHAIN " -j DROP\n"
 				     "COMMIT\n";
+/*
+ * Where the namespace had no filter table in nftables, iptables-nft makes one for the
+ * lock, which would stay (empty) after it: the chain then carries this rule, which tells
+ * whichever criu unlocks the namespace (at restore another process than the one that
+ * locked it) to remove the table with the chain. CRIU's unlock flushes it with the chain.
+ */
+static const char ns_lock_table_made_rule[] = "*filter\n"
+					      "-A " LOCK_CHAIN " -m comment --comment "
+					      LOCK_TABLE_MADE " -j RETURN\n"
+					      "COMMIT\n";
 static const char ns_unlock_script[] = "*filter\n"
 				       ":" LOCK_CHAIN " - [0:0]\n"
 				       "-D INPUT -j " LOCK_CHAIN "\n"
@@ -166,18 +179,41 @@ static int has_lock_chain(bool v6, int ns_fd)
 	return ret < 0 ? ret : ret == 0;
 }
 
+/* Whether the lock's chain says the lock made the filter table (ns_lock_table_made_rule). */
+static bool lock_made_table(bool v6, int ns_fd)
+{
+	const char *const argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", "-C",
+				     LOCK_CHAIN, "-m", "comment", "--comment", LOCK_TABLE_MADE,
+				     "-j", "RETURN", NULL };
+
+	return run_ipt(argv, ns_fd, NULL, true) == 0;
+}
+
+bool netlock_made_filter_table(bool v6)
+{
+	return lock_made_table(v6, -1);
+}
+
 static int unlock_family(bool v6, int ns_fd)
 {
+	const char *const drop_table[] = { "nft", "delete", "table", v6 ? "ip6" : "ip", "filter",
+					   NULL };
 	int ret = has_lock_chain(v6, ns_fd);
+	bool made_table;
 
 	if (ret <= 0)
 		return ret;
+	made_table = lock_made_table(v6, ns_fd);
 	ret = apply_script(v6, ns_fd, ns_unlock_script, false);
 	if (ret) {
 		pr_err("the %s network lock of a net namespace could not be removed (%s %d)\n",
 		       family_name(v6), ret < 0 ? "error" : "exit status", ret);
 		return -EIO;
 	}
+	/* Left empty by the chain's removal; nft alone deletes a table. */
+	if (made_table && run_ipt(drop_table, ns_fd, NULL, false))
+		pr_warn("the %s filter table the network lock made could not be removed\n",
+			family_name(v6));
 	return 0;
 }
 
@@ -188,10 +224,22 @@ static int ipt_ns_unlock(int ns_fd)
 	return unlock_family(true, ns_fd) ?: ret;
 }
 
+static int lock_family(bool v6, int ns_fd)
+{
+	uint8_t family = v6 ? NFPROTO_IPV6 : NFPROTO_IPV4;
+	int had_table = nft_has_table(ns_fd, family, "filter");
+	int ret = had_table < 0 ? had_table : apply_script(v6, ns_fd, ns_lock_script, false);
+
+	/* Marked only where iptables-nft made the table: a legacy one is never made so. */
+	if (!ret && !had_table && nft_has_table(ns_fd, family, "filter") == 1)
+		ret = apply_script(v6, ns_fd, ns_lock_table_made_rule, false);
+	return ret;
+}
+
 static int ipt_ns_lock(int ns_fd)
 {
 	for (int v6 = 0; v6 <= 1; v6++) {
-		int ret = apply_script(v6, ns_fd, ns_lock_script, false);
+		int ret = lock_family(v6, ns_fd);
 
 		if (!ret)
 			continue;

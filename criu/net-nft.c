@@ -168,6 +168,38 @@ static int list_kernel_tables(struct nft_tables *list)
 	return ret;
 }
 
+int nft_has_table(int ns_fd, uint8_t family, const char *name)
+{
+	struct nft_tables list = {};
+	int status, ret;
+	pid_t pid;
+
+	/* In a child: the question is asked in ns_fd's namespace (-1: the caller's). */
+	pid = fork();
+	if (pid == 0) {
+		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET))
+			_exit(2);
+		if (list_kernel_tables(&list))
+			_exit(2);
+		for (size_t i = 0; i < list.nr; i++)
+			if (list.tables[i].family == family && !strcmp(list.tables[i].name, name))
+				_exit(0);
+		_exit(1);
+	}
+	if (pid < 0) {
+		pr_perror("cannot fork to list the nftables tables");
+		return -errno;
+	}
+	while ((ret = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+		;
+	if (ret < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+		pr_err("cannot tell whether nftables table %s %s exists\n", family_name(family),
+		       name);
+		return -EIO;
+	}
+	return WEXITSTATUS(status) == 0;
+}
+
 char *run_tool_output(const char *const argv[], size_t *len)
 {
 	int fd = memfd_create("tool-output", MFD_CLOEXEC);

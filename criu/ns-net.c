@@ -846,11 +846,13 @@ static int has_tables(const char *names, bool *has)
 
 /*
  * A tool's output, as it printed it, into img: its lines but the network lock's own (the
- * dump saves the tables while the namespace is locked, net-lock.c), through a memfd.
+ * dump saves the tables while the namespace is locked, net-lock.c), and with skip_filter
+ * not its filter table (the lock made it: net-lock.c), through a memfd.
  */
-static int save_tool_output(struct cr_img *img, const char *const argv[])
+static int save_tool_output(struct cr_img *img, const char *const argv[], bool skip_filter)
 {
 	int fd = memfd_create(argv[0], MFD_CLOEXEC), ret;
+	bool in_filter = false;
 	char *buf = NULL;
 	off_t size;
 
@@ -870,8 +872,13 @@ static int save_tool_output(struct cr_img *img, const char *const argv[])
 	for (off_t at = 0; !ret && buf && at < size;) {
 		char *nl = memchr(buf + at, '\n', size - at);
 		size_t len = nl ? (size_t)(nl - (buf + at)) : (size_t)(size - at);
+		bool skip = in_filter;
 
-		if (!netlock_is_lock_rule(buf + at, len))
+		if (skip_filter && len == 7 && !memcmp(buf + at, "*filter", 7))
+			skip = in_filter = true;
+		else if (in_filter && len == 6 && !memcmp(buf + at, "COMMIT", 6))
+			in_filter = false;
+		if (!skip && !netlock_is_lock_rule(buf + at, len))
 			ret = img_write_raw(img, buf + at, len + (nl ? 1 : 0));
 		at += len + 1;
 	}
@@ -905,9 +912,9 @@ static int dump_iptables(const struct ns_id *ns, enum cr_img_type type, bool v6)
 	if (!img)
 		return -EIO;
 	if (has_legacy)
-		ret = save_tool_output(img, legacy);
+		ret = save_tool_output(img, legacy, false);
 	if (!ret)
-		ret = save_tool_output(img, nft);
+		ret = save_tool_output(img, nft, netlock_made_filter_table(v6));
 	close_image(img);
 	return ret;
 }

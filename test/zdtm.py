@@ -1738,6 +1738,8 @@ TESTS = {
     # nftables (the iptables lock, made with iptables-nft, leaves empty ip and ip6 filter
     # tables behind in the restored namespace, which the byte-for-byte ruleset would show)
     'ns_net_nft': {'launcher': True, 'pidns': True, 'dump_args': NFT_LOCK_ARGS},
+    # the default lock (iptables): the filter tables it makes are gone again after restore
+    'ns_net_nft_ipt_lock': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True},
     'ns_net_nft_criu_images': {'bin': 'ns_net_nft', 'launcher': True, 'pidns': True,
                                'test_env': {'ZDTM_NET_NFT_IPT': '1'},
                                'dump_args': NFT_LOCK_ARGS,

@@ -67,6 +67,11 @@ int netlock_restore_unlock(pid_t root_host);
 void netlock_restore_failed(void);
 
 /*
+ * Whether the caller's net namespace's filter table of that family was made by the lock
+ * (it had none in nftables before): the dump then saves none, as there was none.
+ */
+bool netlock_made_filter_table(bool v6);
+/*
  * iptables-save output: whether a line is the namespace lock's own (its chain, its jumps),
  * which no image keeps (a dump saves the tables while they are locked).
  */

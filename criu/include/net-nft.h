@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct ns_id;
 
@@ -23,6 +24,11 @@ int nft_dump_ruleset(const struct ns_id *ns);
  * one line; a ruleset that does not load leaves none of it.
  */
 int nft_restore_ruleset(const struct ns_id *ns);
+/*
+ * Whether net namespace ns_fd (-1: the caller's) has nftables table name of family
+ * (NFPROTO_*), as the kernel lists them: 1 yes, 0 no, -errno after one line.
+ */
+int nft_has_table(int ns_fd, uint8_t family, const char *name);
 /* check --feature nftables: nft lists and loads a ruleset in a scratch net namespace. */
 bool nft_usable(void);
 /* Whether PATH has an executable named name (a tool criu may run). */

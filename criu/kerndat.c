@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <linux/sched.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <linux/kcmp.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -356,6 +358,21 @@ static bool has_sockopt_buf_lock(void)
 static bool has_ipv6_freebind(void)
 {
 	return socket_takes_opt(AF_INET6, SOL_IPV6, 78 /* IPV6_FREEBIND */);
+}
+
+bool probe_in_scratch_netns(bool (*probe)(void))
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return false;
+	if (pid == 0)
+		_exit(!unshare(CLONE_NEWNET) && probe() ? 0 : 1);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 #define NOT_IMPLEMENTED(n, why) { n, FEAT_ONLY_BY_NAME, NULL, why }

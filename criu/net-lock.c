@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "kerndat.h"
 #include "log.h"
 #include "namespaces.h"
 #include "net-lock.h"
@@ -376,7 +377,7 @@ void netlock_restore_failed(void)
  * saved and loaded (ns-net.c: legacy tables by iptables-legacy-*, the others by
  * iptables-nft-*), for both families. The child's exit status says.
  */
-static int probe_tools(void)
+static bool tools_work(void)
 {
 	static const char *const tools[][2] = {
 		{ "iptables-legacy-save", "iptables-legacy-restore" },
@@ -385,33 +386,22 @@ static int probe_tools(void)
 		{ "ip6tables-nft-save", "ip6tables-nft-restore" },
 	};
 
-	if (unshare(CLONE_NEWNET))
-		return 1;
 	for (int v6 = 0; v6 <= 1; v6++)
 		if (apply_script(v6, -1, ns_lock_script, true) || has_lock_chain(v6, -1) != 1 ||
 		    apply_script(v6, -1, ns_unlock_script, true) || has_lock_chain(v6, -1) != 0)
-			return 1;
+			return false;
 	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
 		const char *const save[] = { tools[i][0], NULL };
 		const char *const restore[] = { tools[i][1], "-w", NULL };
 
 		if (run_ipt(save, -1, NULL, true) ||
 		    run_ipt(restore, -1, "*filter\nCOMMIT\n", true))
-			return 1;
+			return false;
 	}
-	return 0;
+	return true;
 }
 
 bool netlock_has_ipt_legacy(void)
 {
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(probe_tools());
-	if (waitpid(pid, &status, 0) != pid)
-		return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	return probe_in_scratch_netns(tools_work);
 }

@@ -21,6 +21,7 @@
 #include <linux/netlink.h>
 
 #include "image.h"
+#include "kerndat.h"
 #include "log.h"
 #include "namespaces.h"
 #include "net-nft.h"
@@ -425,8 +426,8 @@ int nft_restore_ruleset(const struct ns_id *ns)
 	return ret;
 }
 
-/* In a child, in a scratch net namespace: nft loads a table and lists it back. */
-static bool nft_probe_in_scratch_ns(void)
+/* In a scratch net namespace: nft loads a table and lists it back. */
+static bool nft_loads_and_lists(void)
 {
 	static const char table[] = "table inet criu_probe {\n"
 				    "\tchain output {\n"
@@ -440,7 +441,7 @@ static bool nft_probe_in_scratch_ns(void)
 	size_t len;
 	bool ok;
 
-	if (fd < 0 || unshare(CLONE_NEWNET) || write(fd, table, sizeof(table) - 1) < 0 ||
+	if (fd < 0 || write(fd, table, sizeof(table) - 1) < 0 ||
 	    lseek(fd, 0, SEEK_SET) || run_tool(load, fd, -1))
 		return false;
 	listed = run_tool_output(list, &len);
@@ -451,18 +452,5 @@ static bool nft_probe_in_scratch_ns(void)
 
 bool nft_usable(void)
 {
-	int status;
-	pid_t pid;
-
-	if (!tool_installed("nft"))
-		return false;
-	pid = fork();
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(nft_probe_in_scratch_ns() ? 0 : 1);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	return tool_installed("nft") && probe_in_scratch_netns(nft_loads_and_lists);
 }

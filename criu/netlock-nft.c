@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kerndat.h"
 #include "log.h"
 #include "namespaces.h"
 #include "net-nft.h"
@@ -234,13 +235,11 @@ bool netlock_nft_is_lock_table(const char *family, const char *name)
 	return !strcmp(table, other);
 }
 
-/* In a child, in a scratch net namespace: the lock table made with a connection in it. */
+/* In a scratch net namespace: the lock table made with a connection in it. */
 static bool lock_in_scratch_ns(void)
 {
 	char script[1024];
 
-	if (unshare(CLONE_NEWNET))
-		return false;
 	snprintf(script, sizeof(script), lock_table_fmt, "inet CRIU-probe");
 	return !nft_script(script, -1, true) &&
 	       !nft_script("add element inet CRIU-probe conns4 { 127.0.0.1 . 1 . 127.0.0.1 . 2 }\n"
@@ -250,18 +249,5 @@ static bool lock_in_scratch_ns(void)
 
 bool netlock_nft_usable(void)
 {
-	int status;
-	pid_t pid;
-
-	if (!tool_installed("nft"))
-		return false;
-	pid = fork();
-	if (pid < 0)
-		return false;
-	if (pid == 0)
-		_exit(lock_in_scratch_ns() ? 0 : 1);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	return tool_installed("nft") && probe_in_scratch_netns(lock_in_scratch_ns);
 }

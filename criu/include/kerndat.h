@@ -22,4 +22,11 @@ bool check_feature_known(const char *name);
 /* Every feature name, NULL-terminated. */
 const char *const *check_feature_names(void);
 
+/*
+ * A feature probe that changes a net namespace: probe() runs in a child, in a scratch net
+ * namespace of its own, so that neither criu nor its namespace keeps anything of it.
+ * Whether the child ran and probe() said yes.
+ */
+bool probe_in_scratch_netns(bool (*probe)(void));
+
 #endif

@@ -95,6 +95,23 @@ static void run(const char *cmd)
 		test_fail("`%s`: wait status %#x", cmd, status);
 }
 
+/*
+ * Making the veth pair: the previous test's namespace may still hold a link of the same
+ * name in the runner's while the kernel tears it down (asynchronously), so "File exists"
+ * is retried for up to 5 s before it fails the test.
+ */
+static void run_make_link(const char *cmd)
+{
+	int status = system(cmd);
+
+	for (int i = 0; i < 50 && status; i++) {
+		usleep(100 * 1000);
+		status = system(cmd);
+	}
+	if (status)
+		test_fail("`%s`: wait status %#x", cmd, status);
+}
+
 static void set_sysctl(const char *name, const char *value)
 {
 	char path[128];
@@ -567,7 +584,7 @@ int main(int argc, char **argv)
 			 "ip link add " INNER " type veth peer name " OUTER
 			 " netns /proc/self/fd/%d",
 			 host_ns);
-		run(cmd);
+		run_make_link(cmd);
 		close(host_ns);
 	}
 	if (with_veth) {

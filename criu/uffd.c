@@ -27,6 +27,7 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "image.h"
+#include "lazy-copy.h"
 #include "log.h"
 #include "mem.h"
 #include "page-server.h"
@@ -331,24 +332,17 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
 
 /* ---- the daemon: tasks and what is left of their pages ---- */
 
-/* A PS_IOV_GET asked of the dump's source, or its answer: nr pages of task pid at at. */
-struct remote_get {
-	bool valid;
-	pid_t pid;
-	uint64_t at, nr;
-};
-
 /*
- * --page-server: the connection to the dump's source. One background chunk is asked for
- * ahead (ahead), so that the source reads and sends it while the last one is copied; an
- * answer that came for something else first waits in stash until its task's turn.
+ * --page-server: the connection to the dump's source. Background chunks are asked for
+ * ahead, one per copy job (asked, oldest first); the source answers in order, each answer
+ * read straight into its job's buffer and handed to the copiers. A fault's request queues
+ * behind them: its answer is the one after theirs.
  */
 struct lazy_remote {
 	int sk; /* -1: no --page-server */
-	uint8_t *buf; /* BACKGROUND_CHUNK bytes: the answer fetch() hands out */
-	uint8_t *stash_buf; /* BACKGROUND_CHUNK bytes: stash's pages */
-	struct remote_get ahead, stash;
-	uint64_t requests, bytes, ahead_used;
+	uint8_t *buf; /* BACKGROUND_CHUNK bytes: a fault's pages */
+	struct lazy_copy_job *asked, **asked_tail;
+	uint64_t requests, bytes;
 };
 
 /*
@@ -364,25 +358,36 @@ struct lazy_src {
 	struct lazy_remote *remote;
 };
 
+struct lazy_daemon;
+struct lazy_task;
+
 /*
- * One kind of run's pages: fetch() makes the data of [addr, addr + *len) of run r
- * readable at *data, *len possibly cut short (never to 0). 0 or -errno (logged).
+ * One kind of run's pages. fetch(): the data of [addr, addr + *len) of run r, readable
+ * now at *data, *len possibly cut short (never to 0), for a fault. queue(): the job's
+ * chunk of run r on its way to the copiers, at once or once its pages came. 0 or -errno
+ * (logged).
  */
 struct lazy_src_ops {
-	int (*fetch)(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
-		     uint64_t *len, const void **data);
+	int (*fetch)(struct lazy_daemon *d, struct lazy_task *t, const struct page_run *r,
+		     uint64_t addr, uint64_t *len, const void **data);
+	int (*queue)(struct lazy_daemon *d, struct lazy_copy_job *job, const struct page_run *r);
 };
 
-/* What epoll reports: the listening socket, a task's connection, or its uffd. */
-enum lazy_watch_kind { WATCH_LISTEN, WATCH_SOCK, WATCH_UFFD };
-
-struct lazy_task;
+/* What epoll reports: the listening socket, a task's connection or its uffd, the copiers. */
+enum lazy_watch_kind { WATCH_LISTEN, WATCH_SOCK, WATCH_UFFD, WATCH_COPIERS, WATCH_REMOTE };
 
 struct lazy_watch {
 	enum lazy_watch_kind kind;
 	struct lazy_task *task;
 };
 
+/*
+ * Background chunks are taken in address order from bg_from on; a chunk stays in runs
+ * until its copy is done, so a fault on it is served (again) at once and an event of the
+ * task moves or cuts it with the rest. Its uffd is read only while none of its chunks is
+ * being copied (the copier would write where the event's change just left something
+ * else); a chunk asked of the source before an event (gen) is dropped when it comes.
+ */
 struct lazy_task {
 	struct lazy_task *next;
 	pid_t pid; /* in the images; 0: forked while its pages came in */
@@ -397,17 +402,23 @@ struct lazy_task {
 	unsigned int nr_runs, cap_runs;
 	uint64_t *retry; /* faults that met a changing address space (EAGAIN) */
 	unsigned int nr_retry, cap_retry;
+	uint64_t bg_from; /* the next background chunk starts at or after it */
+	uint32_t gen; /* counts the task's events that moved or cut its runs */
+	bool blocked; /* a chunk met no mapping: none is taken until an event or a pause */
+	unsigned int asked, copying; /* its chunks asked of the source, in the copiers */
+	bool gone; /* a copier found it gone */
+	int job_err; /* a copier's error, for the loop to report */
 	uint64_t faults, copied;
 };
 
 struct lazy_daemon {
 	int ep;
-	struct lazy_watch listen_watch;
+	struct lazy_watch listen_watch, copiers_watch, remote_watch;
 	struct lazy_task *tasks;
-	struct lazy_task *bg_next; /* round robin of the background copy */
 	bool restore_done; /* criu restore said no task comes any more */
 	unsigned int nr_served;
 	struct lazy_remote remote;
+	struct lazy_copiers copiers;
 	int guardian_sock; /* to the guardian (its messages below) */
 	pid_t guardian_pid;
 	uint64_t next_id;
@@ -694,148 +705,165 @@ static int src_open(struct lazy_daemon *d, pid_t pid, uint32_t pages_id, struct 
 	return 0;
 }
 
-static int image_fetch(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
-		       uint64_t *len, const void **data)
+static const void *image_data(const struct lazy_src *src, const struct page_run *r,
+			      uint64_t addr)
 {
-	(void)len;
-	*data = src->addr + r->file_off + (addr - r->vaddr);
+	return src->addr + r->file_off + (addr - r->vaddr);
+}
+
+static int image_fetch(struct lazy_daemon *d, struct lazy_task *t, const struct page_run *r,
+		       uint64_t addr, uint64_t *len, const void **data)
+{
+	(void)d, (void)len;
+	*data = image_data(t->src, r, addr);
 	return 0;
 }
 
-static int remote_ask(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr,
-		      struct remote_get *asked)
+static int image_queue(struct lazy_daemon *d, struct lazy_copy_job *job,
+		       const struct page_run *r)
+{
+	struct lazy_task *t = job->owner;
+
+	job->data = image_data(t->src, r, job->addr);
+	t->copying++;
+	lazy_copy_submit(&d->copiers, job);
+	return 0;
+}
+
+static int remote_ask(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr)
 {
 	struct ps_iov pi = { PS_IOV_GET, nr, at, pid };
 	int ret = ps_send(rm->sk, &pi, sizeof(pi));
 
-	if (ret) {
+	if (ret)
 		pr_err("the dump's source %s: cannot ask for the pages at %#llx of task %d: %s\n",
 		       page_server_name(), (unsigned long long)at, pid,
 		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
-		return ret;
-	}
-	*asked = (struct remote_get){ true, pid, at, nr };
-	return 0;
+	return ret;
 }
 
 /*
- * The answer to asked, into buf; CRIU's: PS_IOV_ADD_F with PE_PRESENT naming the same
- * task and address, nr_pages at most those asked for, then the pages. got: what came.
+ * The answer to a request for nr pages at at of task pid, into buf; CRIU's: PS_IOV_ADD_F
+ * with PE_PRESENT naming the same task and address, nr_pages at most those asked for,
+ * then the pages. *got: how many came.
  */
-static int remote_answer(struct lazy_remote *rm, const struct remote_get *asked, uint8_t *buf,
-			 struct remote_get *got)
+static int remote_answer(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr,
+			 uint8_t *buf, uint64_t *got)
 {
 	struct ps_iov ans;
 	int ret = ps_recv(rm->sk, &ans, sizeof(ans));
 
 	if (!ret && ((ans.cmd & PS_CMD_MASK) != PS_IOV_ADD_F ||
-		     !((ans.cmd >> PS_CMD_BITS) & PE_PRESENT) || ans.vaddr != asked->at ||
-		     ans.dst_id != (uint64_t)asked->pid || !ans.nr_pages || ans.nr_pages > asked->nr)) {
+		     !((ans.cmd >> PS_CMD_BITS) & PE_PRESENT) || ans.vaddr != at ||
+		     ans.dst_id != (uint64_t)pid || !ans.nr_pages || ans.nr_pages > nr)) {
 		pr_err("the dump's source %s answered %#x (%llu pages at %#llx of %lld) to a "
 		       "request for %llu pages at %#llx of task %d\n",
 		       page_server_name(), ans.cmd, (unsigned long long)ans.nr_pages,
 		       (unsigned long long)ans.vaddr, (long long)ans.dst_id,
-		       (unsigned long long)asked->nr, (unsigned long long)asked->at, asked->pid);
+		       (unsigned long long)nr, (unsigned long long)at, pid);
 		return -EPROTO;
 	}
 	if (!ret)
 		ret = ps_recv(rm->sk, buf, ans.nr_pages * PAGE_SIZE);
 	if (ret) {
 		pr_err("the dump's source %s: cannot get the pages at %#llx of task %d: %s\n",
-		       page_server_name(), (unsigned long long)asked->at, asked->pid,
+		       page_server_name(), (unsigned long long)at, pid,
 		       ret == -EPIPE ? "it closed the connection" : strerror(-ret));
 		return ret;
 	}
 	rm->requests++;
 	rm->bytes += ans.nr_pages * PAGE_SIZE;
-	*got = (struct remote_get){ true, asked->pid, asked->at, ans.nr_pages };
+	*got = ans.nr_pages;
 	return 0;
 }
 
-static bool get_starts_at(const struct remote_get *g, pid_t pid, uint64_t at)
+static int no_remote(const struct lazy_src *src, const struct page_run *r, uint64_t addr)
 {
-	return g->valid && g->pid == pid && g->at == at;
-}
-
-/* The chunk ahead's answer, if it is not the one wanted now: it waits in the stash. */
-static int remote_stash_ahead(struct lazy_remote *rm)
-{
-	uint8_t *buf = rm->stash_buf;
-	int ret;
-
-	if (!rm->ahead.valid)
-		return 0;
-	ret = remote_answer(rm, &rm->ahead, buf, &rm->stash);
-	rm->ahead.valid = false;
-	return ret;
+	pr_err("task %d: its pages at %#llx are left on the dump's source: start criu "
+	       "lazy-pages with --page-server --address --port\n",
+	       src->pid, (unsigned long long)(r->file_off + (addr - r->vaddr)));
+	return -ENOTSUP;
 }
 
 /*
- * Up to nr pages at at of task pid into *data (rm->buf or the stash's): from the answer
- * to the chunk asked ahead, the stash, or a request of its own. *got: what came.
+ * The oldest chunk asked for: its pages into its job, which goes to the copiers unless
+ * its task went away or changed its address space meanwhile.
  */
-static int remote_get_pages(struct lazy_remote *rm, pid_t pid, uint64_t at, uint64_t nr,
-			    struct remote_get *got, const void **data)
+static int remote_recv_asked(struct lazy_daemon *d)
 {
-	struct remote_get asked;
-	uint8_t *swap;
+	struct lazy_remote *rm = &d->remote;
+	struct lazy_copy_job *job = rm->asked;
+	struct lazy_task *t = job->owner;
+	uint64_t got;
 	int ret;
 
-	if (get_starts_at(&rm->ahead, pid, at)) {
-		asked = rm->ahead;
-		rm->ahead.valid = false;
-		rm->ahead_used++;
-	} else if (get_starts_at(&rm->stash, pid, at)) {
-		*got = rm->stash;
-		rm->stash.valid = false;
-		/* The stash's buffer is handed out: rm->buf takes the next stash. */
-		swap = rm->buf;
-		rm->buf = rm->stash_buf;
-		rm->stash_buf = swap;
-		*data = rm->buf;
-		return 0;
-	} else {
-		ret = remote_stash_ahead(rm) ?: remote_ask(rm, pid, at, nr, &asked);
-		if (ret)
-			return ret;
+	rm->asked = job->next;
+	if (!rm->asked)
+		rm->asked_tail = &rm->asked;
+	ret = remote_answer(rm, job->src_pid, job->src_at, job->len / PAGE_SIZE, job->buf, &got);
+	if (t)
+		t->asked--;
+	if (ret || !t || t->gen != job->gen) {
+		lazy_copy_job_put(&d->copiers, job);
+		return ret;
 	}
-	*data = rm->buf;
-	return remote_answer(rm, &asked, rm->buf, got);
+	job->len = got * PAGE_SIZE;
+	job->data = job->buf;
+	t->copying++;
+	lazy_copy_submit(&d->copiers, job);
+	return 0;
 }
 
-/*
- * PS_IOV_GET of the task's pages at their address in the source. A background chunk
- * (BACKGROUND_CHUNK asked for) asks for the next one of its run right away: the source
- * reads and sends it while this one is copied into the task.
- */
-static int remote_fetch(const struct lazy_src *src, const struct page_run *r, uint64_t addr,
-			uint64_t *len, const void **data)
+/* A fault's pages: asked for now, their answer read after those of the chunks before. */
+static int remote_fetch(struct lazy_daemon *d, struct lazy_task *t, const struct page_run *r,
+			uint64_t addr, uint64_t *len, const void **data)
 {
-	struct lazy_remote *rm = src->remote;
-	uint64_t at = r->file_off + (addr - r->vaddr), left;
-	struct remote_get got;
+	struct lazy_remote *rm = t->src->remote;
+	uint64_t at = r->file_off + (addr - r->vaddr), nr = *len / PAGE_SIZE, got;
+	int ret;
+
+	if (!rm)
+		return no_remote(t->src, r, addr);
+	ret = remote_ask(rm, t->src->pid, at, nr);
+	while (!ret && rm->asked)
+		ret = remote_recv_asked(d);
+	if (!ret)
+		ret = remote_answer(rm, t->src->pid, at, nr, rm->buf, &got);
+	if (ret)
+		return ret;
+	*len = got * PAGE_SIZE;
+	*data = rm->buf;
+	return 0;
+}
+
+static int remote_queue(struct lazy_daemon *d, struct lazy_copy_job *job,
+			const struct page_run *r)
+{
+	struct lazy_task *t = job->owner;
+	struct lazy_remote *rm = t->src->remote;
 	int ret;
 
 	if (!rm) {
-		pr_err("task %d: its pages at %#llx are left on the dump's source: start criu "
-		       "lazy-pages with --page-server --address --port\n",
-		       src->pid, (unsigned long long)at);
-		return -ENOTSUP;
+		lazy_copy_job_put(&d->copiers, job);
+		return no_remote(t->src, r, job->addr);
 	}
-	ret = remote_get_pages(rm, src->pid, at, *len / PAGE_SIZE, &got, data);
-	if (ret)
+	job->src_pid = t->src->pid;
+	job->src_at = r->file_off + (job->addr - r->vaddr);
+	ret = remote_ask(rm, job->src_pid, job->src_at, job->len / PAGE_SIZE);
+	if (ret) {
+		lazy_copy_job_put(&d->copiers, job);
 		return ret;
-	*len = (got.nr < *len / PAGE_SIZE ? got.nr : *len / PAGE_SIZE) * PAGE_SIZE;
-	left = r->len - (addr - r->vaddr) - *len;
-	if (*len == BACKGROUND_CHUNK && left && !rm->ahead.valid)
-		ret = remote_ask(rm, src->pid, at + *len,
-				 (left < BACKGROUND_CHUNK ? left : BACKGROUND_CHUNK) / PAGE_SIZE,
-				 &rm->ahead);
-	return ret;
+	}
+	job->next = NULL;
+	*rm->asked_tail = job;
+	rm->asked_tail = &job->next;
+	t->asked++;
+	return 0;
 }
 
-static const struct lazy_src_ops image_src_ops = { .fetch = image_fetch };
-static const struct lazy_src_ops remote_src_ops = { .fetch = remote_fetch };
+static const struct lazy_src_ops image_src_ops = { .fetch = image_fetch, .queue = image_queue };
+static const struct lazy_src_ops remote_src_ops = { .fetch = remote_fetch,
+						    .queue = remote_queue };
 
 static const struct lazy_src_ops *run_src_ops(const struct page_run *r)
 {
@@ -858,15 +886,20 @@ static struct lazy_task *task_new(struct lazy_daemon *d)
 	return t;
 }
 
+static void wait_copies(struct lazy_daemon *d, struct lazy_task *t);
+
 static void task_free(struct lazy_daemon *d, struct lazy_task *t)
 {
 	struct lazy_task **p;
 
+	wait_copies(d, t);
+	/* Its chunks still to come from the source are dropped when they come. */
+	for (struct lazy_copy_job *job = d->remote.asked; job; job = job->next)
+		if (job->owner == t)
+			job->owner = NULL;
 	for (p = &d->tasks; *p != t; p = &(*p)->next)
 		;
 	*p = t->next;
-	if (d->bg_next == t)
-		d->bg_next = t->next;
 	if (t->id && d->guardian_sock >= 0) {
 		struct guard_msg done = { .kind = GUARD_DONE, .id = t->id };
 
@@ -1017,62 +1050,18 @@ static int move_range(struct lazy_task *t, uint64_t from, uint64_t to, uint64_t 
 
 /* ---- copying pages in ---- */
 
-static void wake_page(struct lazy_task *t, uint64_t addr)
-{
-	struct uffdio_range range = { addr, PAGE_SIZE };
-
-	ioctl(t->uffd, UFFDIO_WAKE, &range);
-}
-
-/*
- * Copies len bytes of data to addr; *done: bytes dealt with (copied, or found there
- * already). 0, -EAGAIN (the address space is changing: read the events first), -ESRCH
- * (the task is gone) or another -errno.
- */
-static int copy_pages(struct lazy_task *t, uint64_t addr, uint64_t len, const void *data,
-		      uint64_t *done)
-{
-	struct uffdio_copy uc;
-
-	*done = 0;
-	while (*done < len) {
-		uc = (struct uffdio_copy){ .dst = addr + *done,
-					   .src = (uintptr_t)data + *done,
-					   .len = len - *done };
-		if (!ioctl(t->uffd, UFFDIO_COPY, &uc)) {
-			*done = len;
-			break;
-		}
-		if (uc.copy > 0) {
-			*done += uc.copy;
-			continue;
-		}
-		if (errno == EEXIST) {
-			/* Served by a fault meanwhile, or a fault raced the copy: wake it all the same. */
-			wake_page(t, addr + *done);
-			*done += PAGE_SIZE;
-			continue;
-		}
-		if (errno == ENOENT) {
-			/* Not registered any more: the task's own mapping replaced it. */
-			*done = len;
-			break;
-		}
-		return -errno;
-	}
-	t->copied += *done;
-	return 0;
-}
-
-/* Up to len bytes of run r from addr on, from where the run's pages are. */
-static int copy_run(struct lazy_task *t, const struct page_run *r, uint64_t addr, uint64_t len,
-		    uint64_t *done)
+/* Up to len bytes of run r from addr on, now, from where the run's pages are. */
+static int copy_run(struct lazy_daemon *d, struct lazy_task *t, const struct page_run *r,
+		    uint64_t addr, uint64_t len, uint64_t *done)
 {
 	const void *data;
-	int ret = run_src_ops(r)->fetch(t->src, r, addr, &len, &data);
+	int ret = run_src_ops(r)->fetch(d, t, r, addr, &len, &data);
 
 	*done = 0;
-	return ret ? ret : copy_pages(t, addr, len, data, done);
+	if (!ret)
+		ret = uffd_copy(t->uffd, addr, len, data, done);
+	t->copied += *done;
+	return ret;
 }
 
 /* A fault outside the stored pages: the page was never written (a hole) or discarded. */
@@ -1083,13 +1072,13 @@ static int zero_page(struct lazy_task *t, uint64_t addr)
 	if (!ioctl(t->uffd, UFFDIO_ZEROPAGE, &zp))
 		return 0;
 	if (errno == EEXIST) {
-		wake_page(t, addr);
+		uffd_wake(t->uffd, addr);
 		return 0;
 	}
 	return errno == ENOENT ? 0 : -errno;
 }
 
-static int serve_fault(struct lazy_task *t, uint64_t addr)
+static int serve_fault(struct lazy_daemon *d, struct lazy_task *t, uint64_t addr)
 {
 	unsigned int i = run_after(t, addr);
 	uint64_t off, len, done = 0;
@@ -1101,10 +1090,11 @@ static int serve_fault(struct lazy_task *t, uint64_t addr)
 	r = &t->runs[i];
 	off = addr - r->vaddr;
 	len = r->len - off < FAULT_CHUNK ? r->len - off : FAULT_CHUNK;
-	ret = copy_run(t, r, addr, len, &done);
+	ret = copy_run(d, t, r, addr, len, &done);
 	if (done && remove_range(t, addr, addr + done))
 		return -ENOMEM;
-	return done ? 0 : ret;
+	/* Moved or unmapped under the fault: the runs follow when its event is read. */
+	return done || ret == -ENOENT ? 0 : ret;
 }
 
 static int add_retry(struct lazy_task *t, uint64_t addr)
@@ -1125,39 +1115,99 @@ static int add_retry(struct lazy_task *t, uint64_t addr)
 }
 
 /* A fault that found the address space changing is served again after the events. */
-static int fault(struct lazy_task *t, uint64_t addr)
+static int fault(struct lazy_daemon *d, struct lazy_task *t, uint64_t addr)
 {
-	int ret = serve_fault(t, addr);
+	int ret = serve_fault(d, t, addr);
 
 	t->faults++;
 	return ret == -EAGAIN ? add_retry(t, addr) : ret;
 }
 
-static int retry_faults(struct lazy_task *t)
+static int retry_faults(struct lazy_daemon *d, struct lazy_task *t)
 {
 	unsigned int i, n = t->nr_retry;
 	int ret = 0;
 
 	t->nr_retry = 0;
 	for (i = 0; i < n && !ret; i++) {
-		ret = serve_fault(t, t->retry[i]);
+		ret = serve_fault(d, t, t->retry[i]);
 		if (ret == -EAGAIN)
 			ret = add_retry(t, t->retry[i]);
 	}
 	return ret;
 }
 
-/* The lowest run left: copied in order, one chunk per turn. */
-static int background_copy(struct lazy_task *t)
-{
-	struct page_run *r = &t->runs[0];
-	uint64_t len = r->len < BACKGROUND_CHUNK ? r->len : BACKGROUND_CHUNK, done = 0;
-	uint64_t addr = r->vaddr;
-	int ret = copy_run(t, r, addr, len, &done);
+/* ---- the background copy ---- */
 
-	if (done && remove_range(t, addr, addr + done))
-		return -ENOMEM;
-	return ret == -EAGAIN ? 0 : ret;
+/*
+ * The run holding the task's next background chunk, or -1. Past the last run with runs
+ * left and nothing of its own in flight (chunks cut short put bg_from back; this is the
+ * net under that), it starts from the lowest run again.
+ */
+static int next_chunk_run(struct lazy_task *t)
+{
+	unsigned int i = run_after(t, t->bg_from);
+
+	if (i < t->nr_runs)
+		return i;
+	if (!t->nr_runs || t->asked || t->copying)
+		return -1;
+	t->bg_from = 0;
+	return 0;
+}
+
+static bool has_chunk(struct lazy_task *t)
+{
+	return t->uffd >= 0 && !t->gone && !t->job_err && !t->blocked && next_chunk_run(t) >= 0;
+}
+
+/* One chunk of the task to the copiers (through its source); 0, or -errno (logged). */
+static int queue_chunk(struct lazy_daemon *d, struct lazy_task *t, struct lazy_copy_job *job)
+{
+	const struct page_run *r = &t->runs[next_chunk_run(t)];
+	uint64_t addr = r->vaddr > t->bg_from ? r->vaddr : t->bg_from;
+	uint64_t left = r->vaddr + r->len - addr;
+
+	job->owner = t;
+	job->uffd = t->uffd;
+	job->addr = addr;
+	job->len = left < BACKGROUND_CHUNK ? left : BACKGROUND_CHUNK;
+	job->gen = t->gen;
+	t->bg_from = addr + job->len;
+	return run_src_ops(r)->queue(d, job, r);
+}
+
+/*
+ * A copier's job back: what it copied is forgotten, the rest taken again later. A chunk
+ * that met no mapping (ENOENT) keeps its runs: the task moved or unmapped it and the event
+ * saying where to is not read yet; the task's chunks wait for it (blocked).
+ */
+static void job_finish(struct lazy_daemon *d, struct lazy_copy_job *job)
+{
+	struct lazy_task *t = job->owner;
+
+	t->copying--;
+	t->copied += job->done;
+	if (job->done && remove_range(t, job->addr, job->addr + job->done))
+		t->job_err = -ENOMEM;
+	if (job->done < job->len && job->addr + job->done < t->bg_from)
+		t->bg_from = job->addr + job->done;
+	if (job->err == -ESRCH)
+		t->gone = true;
+	else if (job->err == -ENOENT)
+		t->blocked = true;
+	else if (job->err && job->err != -EAGAIN)
+		t->job_err = job->err;
+	lazy_copy_job_put(&d->copiers, job);
+}
+
+/* Until none of the task's chunks is being copied: its uffd may be read then. */
+static void wait_copies(struct lazy_daemon *d, struct lazy_task *t)
+{
+	struct lazy_copy_job *job;
+
+	while (t->copying && (job = lazy_copy_finished(&d->copiers, true)))
+		job_finish(d, job);
 }
 
 /* ---- events ---- */
@@ -1184,22 +1234,32 @@ static int on_fork(struct lazy_daemon *d, struct lazy_task *parent, int ufd)
 	return guard_task(d, child) ?: watch(d, ufd, &child->uffd_watch);
 }
 
+/* Chunks picked or asked for before are of another layout: dropped, taken again. */
+static void moved_or_cut(struct lazy_task *t)
+{
+	t->gen++;
+	t->bg_from = 0;
+	t->blocked = false;
+}
+
 static int on_uffd_msg(struct lazy_daemon *d, struct lazy_task *t, const struct uffd_msg *msg)
 {
 	char name[48];
 
 	switch (msg->event) {
 	case UFFD_EVENT_PAGEFAULT:
-		return fault(t, msg->arg.pagefault.address & ~(PAGE_SIZE - 1));
+		return fault(d, t, msg->arg.pagefault.address & ~(PAGE_SIZE - 1));
 	case UFFD_EVENT_FORK:
 		return on_fork(d, t, msg->arg.fork.ufd);
 	case UFFD_EVENT_REMAP:
+		moved_or_cut(t);
 		pr_debug("%s: mremap %#llx -> %#llx (%llu bytes)\n", task_name(t, name, sizeof(name)),
 			 (unsigned long long)msg->arg.remap.from, (unsigned long long)msg->arg.remap.to,
 			 (unsigned long long)msg->arg.remap.len);
 		return move_range(t, msg->arg.remap.from, msg->arg.remap.to, msg->arg.remap.len);
 	case UFFD_EVENT_REMOVE:
 	case UFFD_EVENT_UNMAP:
+		moved_or_cut(t);
 		pr_debug("%s: %s %#llx-%#llx\n", task_name(t, name, sizeof(name)),
 			 msg->event == UFFD_EVENT_UNMAP ? "munmap" : "madvise",
 			 (unsigned long long)msg->arg.remove.start,
@@ -1210,18 +1270,22 @@ static int on_uffd_msg(struct lazy_daemon *d, struct lazy_task *t, const struct 
 	return -EINVAL;
 }
 
+/*
+ * One message at a time, and none while a chunk of the task is being copied: an event is
+ * applied to the runs before anything is copied again (a copy into an address the event
+ * moved away would land in whatever the task put there next).
+ */
 static int on_uffd(struct lazy_daemon *d, struct lazy_task *t)
 {
-	struct uffd_msg msgs[64];
-	ssize_t n;
+	struct uffd_msg msg;
 	int ret = 0;
 
 	while (!ret) {
-		n = read(t->uffd, msgs, sizeof(msgs));
-		if (n < 0)
+		/* A fault's remote fetch may have handed the copiers chunks of this task. */
+		wait_copies(d, t);
+		if (read(t->uffd, &msg, sizeof(msg)) != sizeof(msg))
 			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]) && !ret; i++)
-			ret = on_uffd_msg(d, t, &msgs[i]);
+		ret = on_uffd_msg(d, t, &msg);
 	}
 	return ret;
 }
@@ -1395,7 +1459,7 @@ static int task_result(struct lazy_daemon *d, struct lazy_task *t, int ret)
 		pr_err("%s: %s\n", task_name(t, name, sizeof(name)), strerror(-ret));
 		return ret;
 	}
-	if (t->uffd >= 0 && !t->nr_runs && !t->nr_retry) {
+	if (t->uffd >= 0 && !t->nr_runs && !t->nr_retry && !t->asked && !t->copying) {
 		pr_info("%s: all pages in (%llu faults, %llu bytes copied)\n",
 			task_name(t, name, sizeof(name)), (unsigned long long)t->faults,
 			(unsigned long long)t->copied);
@@ -1403,6 +1467,48 @@ static int task_result(struct lazy_daemon *d, struct lazy_task *t, int ret)
 		task_free(d, t);
 	}
 	return 0;
+}
+
+/* Tasks a copier found gone or failing, or whose last chunk came in, are done with. */
+static int settle_tasks(struct lazy_daemon *d)
+{
+	struct lazy_task *t, *next;
+	int ret = 0;
+
+	for (t = d->tasks; t && !ret; t = next) {
+		next = t->next;
+		ret = task_result(d, t, t->gone ? -ESRCH : t->job_err);
+	}
+	return ret;
+}
+
+/* Only the records: the tasks are settled after the batch (other events name them). */
+static int on_copiers(struct lazy_daemon *d)
+{
+	struct lazy_copy_job *job;
+
+	while ((job = lazy_copy_finished(&d->copiers, false)))
+		job_finish(d, job);
+	return 0;
+}
+
+/*
+ * The source's answers. Readable with nothing asked: a fault's fetch that read the answers
+ * after epoll saw them (nothing there now), the source gone, or a protocol error.
+ */
+static int on_remote(struct lazy_daemon *d)
+{
+	char byte;
+	ssize_t n;
+
+	if (d->remote.asked)
+		return remote_recv_asked(d);
+	n = recv(d->remote.sk, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	pr_err("the dump's source %s %s\n", page_server_name(),
+	       n > 0 ? "sent what was not asked for" : "closed the connection");
+	return -EPROTO;
 }
 
 static int on_event(struct lazy_daemon *d, struct lazy_watch *w, int listen_fd)
@@ -1414,64 +1520,95 @@ static int on_event(struct lazy_daemon *d, struct lazy_watch *w, int listen_fd)
 		return task_result(d, w->task, on_sock(d, w->task));
 	case WATCH_UFFD:
 		return task_result(d, w->task, on_uffd(d, w->task));
+	case WATCH_COPIERS:
+		return on_copiers(d);
+	case WATCH_REMOTE:
+		return on_remote(d);
 	}
 	return -EINVAL;
 }
 
-static bool has_work(const struct lazy_daemon *d)
+static bool has_work(struct lazy_daemon *d)
 {
-	for (const struct lazy_task *t = d->tasks; t; t = t->next)
-		if (t->uffd >= 0 && (t->nr_retry || (t->nr_runs && d->restore_done)))
+	for (struct lazy_task *t = d->tasks; t; t = t->next)
+		if (t->uffd >= 0 && t->nr_retry)
+			return true;
+	if (!d->restore_done || !d->copiers.free_jobs)
+		return false;
+	for (struct lazy_task *t = d->tasks; t; t = t->next)
+		if (has_chunk(t))
 			return true;
 	return false;
 }
 
-/* Faults to serve again first, then one background chunk of the next task in turn. */
+/* Faults to serve again first, then a chunk of each task in turn while copy jobs are free. */
 static int copy_step(struct lazy_daemon *d)
 {
+	struct lazy_copy_job *job;
 	struct lazy_task *t, *next;
+	bool queued = true;
 	int ret = 0;
 
 	for (t = d->tasks; t && !ret; t = next) {
 		next = t->next;
 		if (t->uffd >= 0 && t->nr_retry)
-			ret = task_result(d, t, retry_faults(t));
+			ret = task_result(d, t, retry_faults(d, t));
 	}
 	/*
 	 * The background copy waits for the restore's end: until then it would only take
 	 * the CPUs from criu releasing the tree, which is what the time to run is made of.
 	 */
-	if (ret || !d->restore_done)
-		return ret;
-	for (unsigned int tries = 0; d->tasks && tries < 2; tries++) {
-		for (t = d->bg_next ?: d->tasks; t; t = t->next) {
-			if (t->uffd < 0 || !t->nr_runs)
+	while (!ret && d->restore_done && queued) {
+		queued = false;
+		for (t = d->tasks; t && !ret; t = t->next) {
+			if (!has_chunk(t))
 				continue;
-			d->bg_next = t->next;
-			return task_result(d, t, background_copy(t));
+			job = lazy_copy_job_get(&d->copiers);
+			if (!job)
+				return 0;
+			ret = queue_chunk(d, t, job);
+			queued = true;
 		}
-		d->bg_next = NULL;
 	}
-	return 0;
+	return ret;
+}
+
+/*
+ * A blocked task's chunks are tried again after this long without its event (which comes
+ * at once in every case known; the pause keeps a task that left no event from stalling).
+ */
+#define BLOCKED_PAUSE_MS 10
+
+static int wait_ms(struct lazy_daemon *d)
+{
+	if (has_work(d))
+		return 0;
+	for (struct lazy_task *t = d->tasks; t; t = t->next)
+		if (t->blocked)
+			return BLOCKED_PAUSE_MS;
+	return -1;
 }
 
 static int serve(struct lazy_daemon *d, int listen_fd)
 {
 	struct epoll_event evs[16];
-	int n, ret = 0;
+	int n, ret = 0, timeout;
 
 	while (!ret && !(d->restore_done && !d->tasks)) {
-		n = epoll_wait(d->ep, evs, 16, has_work(d) ? 0 : -1);
+		timeout = wait_ms(d);
+		n = epoll_wait(d->ep, evs, 16, timeout);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			pr_perror("lazy pages: epoll_wait");
 			return -errno;
 		}
+		for (struct lazy_task *t = d->tasks; t && !n && timeout > 0; t = t->next)
+			t->blocked = false;
 		for (int i = 0; i < n && !ret; i++)
 			ret = on_event(d, evs[i].data.ptr, listen_fd);
 		if (!ret)
-			ret = copy_step(d);
+			ret = settle_tasks(d) ?: copy_step(d);
 	}
 	return ret;
 }
@@ -1499,11 +1636,11 @@ static int connect_remote(struct lazy_remote *rm)
 {
 	int one = 1;
 
+	rm->asked_tail = &rm->asked;
 	if (!opts.use_page_server)
 		return 0;
 	rm->buf = malloc(BACKGROUND_CHUNK);
-	rm->stash_buf = malloc(BACKGROUND_CHUNK);
-	if (!rm->buf || !rm->stash_buf) {
+	if (!rm->buf) {
 		pr_err("lazy pages: no memory for the pages from the dump's source\n");
 		return -1;
 	}
@@ -1520,32 +1657,57 @@ static int connect_remote(struct lazy_remote *rm)
  * with a status). After a failure the connection just closes: the source then keeps its
  * tree, whose copy here is being killed.
  */
-static int disconnect_remote(struct lazy_remote *rm, bool done)
+static int disconnect_remote(struct lazy_daemon *d, bool done)
 {
+	struct lazy_remote *rm = &d->remote;
 	struct ps_iov pi = { .cmd = PS_IOV_FLUSH };
 	int32_t status = 0;
 	int ret = 0;
 
 	if (rm->sk >= 0 && done) {
 		status = -1;
-		/* A chunk asked ahead of pages that came otherwise since: its answer first. */
-		ret = remote_stash_ahead(rm) ?: ps_send(rm->sk, &pi, sizeof(pi));
+		/* Chunks of tasks that went away meanwhile: their answers first. */
+		while (!ret && rm->asked)
+			ret = remote_recv_asked(d);
+		ret = ret ?: ps_send(rm->sk, &pi, sizeof(pi));
 		if (!ret)
 			ret = ps_recv(rm->sk, &status, sizeof(status));
 		if (ret || status)
 			pr_err("the dump's source %s did not confirm the end: %s\n",
 			       page_server_name(), ret ? strerror(-ret) : "bad status");
 		else
-			pr_info("the dump's source %s served %llu requests (%llu asked ahead), "
-				"%llu bytes\n",
+			pr_info("the dump's source %s served %llu requests, %llu bytes\n",
 				page_server_name(), (unsigned long long)rm->requests,
-				(unsigned long long)rm->ahead_used, (unsigned long long)rm->bytes);
+				(unsigned long long)rm->bytes);
 	}
 	if (rm->sk >= 0)
 		close(rm->sk);
 	free(rm->buf);
-	free(rm->stash_buf);
 	return ret || status ? -1 : 0;
+}
+
+/* As many copiers as CPUs, up to 4 (the copy into new pages scales about so far). */
+static unsigned int nr_copiers(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return cpus < 1 ? 1 : cpus > 4 ? 4 : cpus;
+}
+
+/* The copiers, after every fork of the daemon (it daemonizes, starts its guardian). */
+static int start_copiers(struct lazy_daemon *d)
+{
+	unsigned int nr = nr_copiers();
+	/* Two chunks per copier, one copied while the other waits; one more each from afar. */
+	unsigned int nr_jobs = 2 * nr + (d->remote.sk >= 0 ? nr : 0);
+
+	if (lazy_copiers_start(&d->copiers, nr, nr_jobs, d->remote.sk >= 0 ? BACKGROUND_CHUNK : 0))
+		return -1;
+	d->copiers_watch = (struct lazy_watch){ WATCH_COPIERS, NULL };
+	d->remote_watch = (struct lazy_watch){ WATCH_REMOTE, NULL };
+	if (watch(d, d->copiers.event_fd, &d->copiers_watch))
+		return -1;
+	return d->remote.sk >= 0 ? watch(d, d->remote.sk, &d->remote_watch) : 0;
 }
 
 int cr_lazy_pages(void)
@@ -1553,7 +1715,8 @@ int cr_lazy_pages(void)
 	struct lazy_daemon d = { .ep = -1,
 				 .listen_watch = { WATCH_LISTEN, NULL },
 				 .guardian_sock = -1,
-				 .remote = { .sk = -1 } };
+				 .remote = { .sk = -1 },
+				 .copiers = { .event_fd = -1 } };
 	struct sockaddr_un addr;
 	int listen_fd = listen_socket(&addr), ret = -1;
 
@@ -1572,7 +1735,7 @@ int cr_lazy_pages(void)
 		pr_perror("lazy pages: epoll_create1");
 		goto out;
 	}
-	if (watch(&d, listen_fd, &d.listen_watch))
+	if (watch(&d, listen_fd, &d.listen_watch) || start_copiers(&d))
 		goto out;
 	ret = serve(&d, listen_fd);
 	if (!ret)
@@ -1589,10 +1752,11 @@ out:
 	}
 	while (d.tasks)
 		task_free(&d, d.tasks);
+	if (disconnect_remote(&d, !ret))
+		ret = -1;
+	lazy_copiers_stop(&d.copiers);
 	if (d.ep >= 0)
 		close(d.ep);
-	if (disconnect_remote(&d.remote, !ret))
-		ret = -1;
 	close(listen_fd);
 	unlink(addr.sun_path);
 	return ret ? -1 : 0;

@@ -952,6 +952,9 @@ TESTS = {
     'lazy_big_buffer': {'lazy': True, 'lazy_faults': True},
     'lazy_fork': {'lazy': True, 'lazy_faults': True},
     'lazy_mremap_munmap': {'lazy': True, 'lazy_faults': True},
+    # no lazy_faults: on a loaded machine the copy may be done before the task runs; the
+    # moves are checked all the same
+    'lazy_mremap_churn': {'lazy': True},
     'lazy_threads': {'lazy': True, 'lazy_faults': True},
     'lazy_tree': {'lazy': True},
     'lazy_daemon_killed': {'bin': 'lazy_big_buffer', 'mode': 'lazy_daemon_killed',
@@ -969,6 +972,7 @@ TESTS = {
     'remote_lazy_big_buffer': dict(REMOTE_LAZY, bin='lazy_big_buffer', lazy_faults=True),
     'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
+    'remote_lazy_mremap_churn': dict(REMOTE_LAZY, bin='lazy_mremap_churn'),
     'remote_lazy_threads': dict(REMOTE_LAZY, bin='lazy_threads', lazy_faults=True),
     'remote_lazy_tree': dict(REMOTE_LAZY, bin='lazy_tree'),
     'remote_lazy_source_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',

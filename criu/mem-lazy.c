@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -92,15 +93,41 @@ static uint64_t run_end(const struct mem_lazy_task *t, uint64_t vaddr)
 	return lo < t->nr_runs && t->runs[2 * lo] <= vaddr ? t->runs[2 * lo + 1] : 0;
 }
 
+/* Through /proc/PID/mem, which reads what process_vm_readv cannot (PROT_NONE). */
+static int read_mem_file(struct mem_lazy_task *t, uint64_t vaddr, uint64_t len, void *buf)
+{
+	char path[64];
+	ssize_t got;
+
+	if (t->mem_fd < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
+		t->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (t->mem_fd < 0) {
+			pr_perror("lazy source: task %d: cannot open its memory", t->pid);
+			return -errno;
+		}
+	}
+	got = pread(t->mem_fd, buf, len, vaddr);
+	if (got != (ssize_t)len) {
+		pr_err("lazy source: task %d: cannot read %llu bytes at %#llx: %s\n", t->pid,
+		       (unsigned long long)len, (unsigned long long)vaddr,
+		       got < 0 ? strerror(errno) : "short read");
+		return got < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
 /*
  * The lazy source's get(): the pages of one PE_LAZY run from vaddr on, as many as asked
- * and fit. Through /proc/PID/mem, which reads what process_vm_readv cannot (PROT_NONE).
+ * and fit. process_vm_readv() copies them once, straight from the task's pages (a read of
+ * /proc/PID/mem copies each page twice, through a kernel buffer); what it cannot read
+ * (PROT_NONE) comes through the file.
  */
 static int lazy_get(void *arg, uint64_t img_pid, uint64_t vaddr, uint64_t *nr_pages, void *buf)
 {
 	struct mem_lazy_task *t = find_task(arg, img_pid);
 	uint64_t end = t ? run_end(t, vaddr) : 0, len;
-	char path[64];
+	struct iovec local, remote;
 	ssize_t got;
 
 	if (!end || vaddr % PAGE_SIZE) {
@@ -110,23 +137,15 @@ static int lazy_get(void *arg, uint64_t img_pid, uint64_t vaddr, uint64_t *nr_pa
 	}
 	if (*nr_pages > (end - vaddr) / PAGE_SIZE)
 		*nr_pages = (end - vaddr) / PAGE_SIZE;
-	if (t->mem_fd < 0) {
-		snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
-		t->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (t->mem_fd < 0) {
-			pr_perror("lazy source: task %d: cannot open its memory", t->pid);
-			return -errno;
-		}
-	}
 	len = *nr_pages * PAGE_SIZE;
-	got = pread(t->mem_fd, buf, len, vaddr);
-	if (got != (ssize_t)len) {
-		pr_err("lazy source: task %d: cannot read %llu bytes at %#llx: %s\n", t->pid,
-		       (unsigned long long)len, (unsigned long long)vaddr,
-		       got < 0 ? strerror(errno) : "short read");
-		return got < 0 ? -errno : -EIO;
-	}
-	return 0;
+	local = (struct iovec){ buf, len };
+	remote = (struct iovec){ (void *)(uintptr_t)vaddr, len };
+	got = process_vm_readv(t->pid, &local, 1, &remote, 1, 0);
+	if (got < 0)
+		got = 0;
+	if ((uint64_t)got == len)
+		return 0;
+	return read_mem_file(t, vaddr + got, len - got, (uint8_t *)buf + got);
 }
 
 int mem_lazy_serve(struct mem_dump_ctx *ctx, int listen_sk)

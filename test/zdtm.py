@@ -973,6 +973,9 @@ TESTS = {
     'remote_lazy_fork': dict(REMOTE_LAZY, bin='lazy_fork', lazy_faults=True, tree_grows=True),
     'remote_lazy_mremap_munmap': dict(REMOTE_LAZY, bin='lazy_mremap_munmap', lazy_faults=True),
     'remote_lazy_mremap_churn': dict(REMOTE_LAZY, bin='lazy_mremap_churn'),
+    # pages process_vm_readv cannot read: the source takes them through /proc/PID/mem
+    'remote_lazy_mem_prot_none_data': dict(REMOTE_LAZY, bin='mem_prot_none_data'),
+    'lazy_mem_prot_none_data': {'bin': 'mem_prot_none_data', 'lazy': True},
     'remote_lazy_threads': dict(REMOTE_LAZY, bin='lazy_threads', lazy_faults=True),
     'remote_lazy_tree': dict(REMOTE_LAZY, bin='lazy_tree'),
     'remote_lazy_source_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
@@ -1010,6 +1013,7 @@ TESTS = {
     'sysv_shm_hugetlb': {},
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
+    'mem_prot_none_data': {},
     'maps_equal': {},
     'vdso_unmapped': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},

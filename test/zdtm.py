@@ -416,6 +416,40 @@ def remove_syn_sent_rules():
                 subprocess.call([tool, '-w', '-D'] + rule.split()[1:])
 
 
+def remove_in_tree_rule():
+    """tcp_in_tree_locked's own rule in the runner's ip6tables, where a failed test leaves it."""
+    rules = subprocess.run(['ip6tables', '-w', '-S', 'INPUT'], capture_output=True,
+                           text=True).stdout.splitlines()
+    for rule in rules:
+        if 'zdtm_tcp_in_tree' in rule and rule.startswith('-A '):
+            subprocess.call(['ip6tables', '-w', '-D'] + rule.split()[1:])
+
+
+def in_tree_lock_check(method):
+    """An image_check() of tcp_in_tree_locked (its ports in {out}/work/ports): right after
+    the dump, each end of its connections is locked by its own rules: with 'iptables' two
+    rules (INPUT, OUTPUT) marked 0xc114 per end, so that each port is named by four, the
+    end's and its peer's; with 'nftables' one element per end in the table inet CRIU-PID,
+    each port in two. With None (-R, -s, --network-lock skip) none is left."""
+    def check(img_dir, pid):
+        with open(os.path.join(os.path.dirname(img_dir), 'work', 'ports')) as f:
+            ports = f.read().split()
+        rules = [line for line in subprocess.run(['sh', '-c', 'iptables -w -S; ip6tables -w -S'],
+                                                 capture_output=True, text=True).stdout.splitlines()
+                 if '0xc114' in line]
+        table = subprocess.run(['nft', 'list', 'table', 'inet', 'CRIU-%d' % pid],
+                               capture_output=True, text=True)
+        for port in ports:
+            in_rules = sum(1 for line in rules if (' %s ' % port) in line)
+            in_table = sum(1 for word in table.stdout.split() if word.strip(',{}') == port)
+            want = {'iptables': (4, 0), 'nftables': (0, 2), None: (0, 0)}[method]
+            if (in_rules, in_table) != want:
+                raise TestFailure('after the dump port %s is in %d lock rules and %d elements '
+                                  'of the nftables lock, not %d and %d'
+                                  % ((port, in_rules, in_table) + want), 'dump.log')
+    return check
+
+
 NETLOCK_NETNS = 'zdtm_nlock'
 
 
@@ -940,6 +974,15 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+# tcp_in_tree_locked's action script: fails the dump at post-dump only where the lock
+# holds each end of its connections: each of its ports named by a lock rule of iptables
+# (mark 0xc114) or by an element of the nftables lock's table (inet CRIU-PID).
+IN_TREE_LOCKED_SCRIPT = '''[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0
+locks=$({ iptables -w -S; ip6tables -w -S; } | grep 0xc114; nft list table inet "CRIU-$CRTOOLS_INIT_PID")
+for port in $(cat "$CRTOOLS_IMAGE_DIR/../work/ports"); do
+	echo "$locks" | grep -qw "$port" || exit 0
+done
+exit 1'''
 REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
                'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {
@@ -1353,6 +1396,38 @@ TESTS = {
                                           'launcher': True, 'pidns': True,
                                           'corrupt': iptables_rule_unknown_chain,
                                           'expect': 'iptables-nft-restore -w'},
+    # both ends of each connection in the tree, in criu's own net namespace, bytes in
+    # flight between them: each end locked by its own rules from its dump to its restore
+    # (the streams read once), or until a dump with -R or a failed one lets the tree run on
+    'tcp_in_tree_locked': {'dump_args': ['--tcp-established'],
+                           'image_check': in_tree_lock_check('iptables'),
+                           'cleanup': remove_in_tree_rule},
+    'tcp_in_tree_locked_nft': {'bin': 'tcp_in_tree_locked',
+                               'dump_args': ['--tcp-established'] + NFT_LOCK_ARGS,
+                               'image_check': in_tree_lock_check('nftables'),
+                               'cleanup': remove_in_tree_rule},
+    'tcp_in_tree_locked_leave_running': {'bin': 'tcp_in_tree_locked', 'mode': 'leave_running',
+                                         'dump_args': ['--tcp-established'],
+                                         'image_check': in_tree_lock_check(None),
+                                         'cleanup': remove_in_tree_rule},
+    # unlocked: the dump waits for the connections to stand still, reads, checks again
+    'tcp_in_tree_skip_lock': {'bin': 'tcp_in_tree_locked',
+                              'dump_args': ['--tcp-established', '--network-lock', 'skip'],
+                              'image_check': in_tree_lock_check(None),
+                              'cleanup': remove_in_tree_rule},
+    # a dump that fails once they are locked (post-dump, which checks that each end's lock
+    # is in): the locks go, the tree runs on with its connections
+    'tcp_in_tree_locked_dump_fails': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails', 'script': IN_TREE_LOCKED_SCRIPT,
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'cleanup': remove_in_tree_rule,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    'tcp_in_tree_locked_nft_dump_fails': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails', 'script': IN_TREE_LOCKED_SCRIPT,
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'] +
+        NFT_LOCK_ARGS,
+        'cleanup': remove_in_tree_rule,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',

@@ -930,7 +930,7 @@ def mnt_restore_fails(restore_args, expect):
 #                  order, with CRIU's environment
 #   status_fd      dump, then restore without -d, each with --status-fd: \0 once done
 #   leave_stopped  dump --leave-stopped, then restore --leave-stopped: every thread
-#                  stopped each time, running on after SIGCONT
+#                  stopped each time, running on after SIGCONT ('dump_args', 'restore_args': more)
 #   log_pid        restore --log-pid: each task's log in restore.log.PID
 #   inherit_fd     the test's stdin is a pipe of the runner's, given back to the
 #                  restored task with --inherit-fd fd[N]:pipe:[INODE]
@@ -1410,6 +1410,13 @@ TESTS = {
                                          'dump_args': ['--tcp-established'],
                                          'image_check': in_tree_lock_check(None),
                                          'cleanup': remove_in_tree_rule},
+    # ... or -s (the tree killed after it; the parent's IPv6 bytes acknowledged, so that no
+    # end it leaves behind waits for an acknowledgement with the restored one's addresses)
+    'tcp_in_tree_locked_leave_stopped': {'bin': 'tcp_in_tree_locked', 'mode': 'leave_stopped',
+                                         'dump_args': ['--tcp-established'],
+                                         'restore_args': ['--tcp-established'],
+                                         'test_env': {'ZDTM_TCP_ACKED': '1'},
+                                         'image_check': in_tree_lock_check(None)},
     # unlocked: the dump waits for the connections to stand still, reads, checks again
     'tcp_in_tree_skip_lock': {'bin': 'tcp_in_tree_locked',
                               'dump_args': ['--tcp-established', '--network-lock', 'skip'],
@@ -4337,15 +4344,17 @@ class TestRun:
         hand (as CRIU's test driver does) and restored with --leave-stopped: stopped again
         until SIGCONT."""
         pid = self.pid
-        self.dump(['--leave-stopped'])
+        self.dump(['--leave-stopped'] + self.desc.get('dump_args', []))
         self.expect_tree_stopped('after dump --leave-stopped')
-        os.kill(pid, signal.SIGKILL)
+        for task in self.tree:
+            os.kill(task, signal.SIGKILL)
         self.wait_exit()
         self.wait_tree_gone('after SIGKILL')
-        self.restore(pid, extra=['--leave-stopped'])
+        self.restore(pid, extra=['--leave-stopped'] + self.desc.get('restore_args', []))
         self.wait_state(pid, 'T', 'after restore --leave-stopped')
         self.expect_tree_stopped('after restore --leave-stopped')
-        os.kill(pid, signal.SIGCONT)
+        for task in self.tree:
+            os.kill(task, signal.SIGCONT)
         self.finish_and_judge()
 
     def run_restore_fails(self):

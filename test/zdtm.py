@@ -2393,6 +2393,19 @@ TESTS['cross_us2up_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sen
 TESTS['cross_up2us_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
                                          mode='cross_dump_upstream', setsid=True,
                                          upstream_env={'CR_IPTABLES': None})
+# Connections with both ends in the tree, in criu's own net namespace, both ways, upstream
+# criu with its iptables lock (not skipped): it locks both ends of each as ours does, and
+# each criu's restore removes the other's rules (the image_check after the dump, the test
+# after the restore).
+TESTS['cross_us2up_tcp_in_tree_locked'] = dict(TESTS['tcp_in_tree_locked'],
+                                               bin='tcp_in_tree_locked',
+                                               mode='cross_restore_upstream',
+                                               restore_args=['--tcp-established'],
+                                               upstream_opts=['--shell-job'])
+TESTS['cross_up2us_tcp_in_tree_locked'] = dict(TESTS['tcp_in_tree_locked'],
+                                               bin='tcp_in_tree_locked',
+                                               mode='cross_dump_upstream', setsid=True,
+                                               upstream_opts=['--shell-job'])
 TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_restore_upstream')
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',

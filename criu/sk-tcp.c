@@ -386,11 +386,12 @@ static void unlock_conn(struct tcp_conn *c)
 }
 
 /*
- * Locked, then in repair mode (as CRIU does), even with --tcp-close, which restores it
- * closed: killed in repair mode, the socket leaves no orphan behind to hold its port. The
- * stream itself is read once every connection is locked and in repair mode
- * (tcp_dump_check()). On failure the connection stays listed: tcp_dump_release() unlocks
- * it and ends its repair mode with the others'.
+ * Locked first (where it needs its own lock), then in repair mode, as CRIU does: from the
+ * lock on, neither end of the connection hears from the other. Repair mode even with
+ * --tcp-close, which restores it closed: killed in repair mode, the socket leaves no
+ * orphan behind to hold its port. The stream itself is read once every connection is
+ * locked and in repair mode (tcp_dump_check()). On failure the connection stays listed:
+ * tcp_dump_release() unlocks it and ends its repair mode with the others'.
  */
 int tcp_dump_stream(int fd, struct inet_dump *d)
 {

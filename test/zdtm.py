@@ -1440,6 +1440,13 @@ TESTS = {
         NFT_LOCK_ARGS,
         'cleanup': remove_in_tree_rule,
         'expect': 'action script {out}/script.sh failed at post-dump'},
+    # the nftables lock's table name taken by a table that is not the lock: the dump fails
+    # at the first connection, the tree runs on with them
+    'tcp_in_tree_lock_refused_nft': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails',
+        'dump_args': ['--tcp-established'] + NFT_LOCK_ARGS, 'setup': nft_lock_table_taken,
+        'cleanup': lambda: (nft_lock_table_remove(), remove_in_tree_rule()),
+        'expect': 'nftables cannot lock the connection'},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',

@@ -138,28 +138,47 @@ static int queued(int fd, unsigned long request, const char *what)
 	return len;
 }
 
-/* Whether a rule of the network lock names a port of the test, or its nftables table is in. */
+/* Whether a word of line (blanks, commas and braces apart) is one of the test's ports. */
+static bool names_port(const char *line)
+{
+	char copy[512], *save = NULL;
+
+	snprintf(copy, sizeof(copy), "%s", line);
+	for (char *w = strtok_r(copy, " \t\n,{}", &save); w; w = strtok_r(NULL, " \t\n,{}", &save))
+		for (int i = 0; i < 4; i++)
+			if (strtoul(w, NULL, 10) == ports[i] && strspn(w, "0123456789") == strlen(w))
+				return true;
+	return false;
+}
+
+/*
+ * Whether the network lock holds a connection of the test still: a rule of iptables' (mark
+ * 0xc114) naming one of its ports, or in the nftables lock's table (inet CRIU-PID) an
+ * element naming one or a chain of the lock (a table of that name without either is not
+ * the lock's).
+ */
 static bool lock_left(void)
 {
-	FILE *f = popen("{ iptables -w -S; ip6tables -w -S; } 2>/dev/null", "r");
-	char line[512], cmd[64];
+	char cmd[128], line[512];
 	bool found = false;
+	FILE *f;
 
+	snprintf(cmd, sizeof(cmd),
+		 "{ iptables -w -S; ip6tables -w -S; nft list table inet CRIU-%d; } 2>/dev/null",
+		 getpid());
+	f = popen(cmd, "r");
 	if (!f)
 		test_fail_errno("popen iptables");
 	while (fgets(line, sizeof(line), f)) {
-		if (!strstr(line, "0xc114"))
-			continue;
-		for (int i = 0; i < 4; i++) {
-			char word[16];
+		bool marked = strstr(line, "c114") != NULL;
 
-			snprintf(word, sizeof(word), " %u ", ports[i]);
-			found |= strstr(line, word) != NULL;
-		}
+		if (!strncmp(line, "-A ", 3))
+			found |= marked && names_port(line);
+		else
+			found |= marked || names_port(line);
 	}
 	pclose(f);
-	snprintf(cmd, sizeof(cmd), "nft list table inet CRIU-%d >/dev/null 2>&1", getpid());
-	return found || system(cmd) == 0;
+	return found;
 }
 
 static void drop_rule_op(const char *op)

@@ -747,6 +747,16 @@ NFT_LOCK_ARGS = ['--network-lock', 'nftables']
 # whose restore fails: a failed restore leaves the dump's lock of each in place (the
 # images stay restorable), and no later restore of theirs would remove it.
 TCP_UNLOCKED = ['--tcp-established', '--network-lock', 'skip']
+# tcp_in_tree_locked's action script: fails the dump at post-dump only where the lock
+# holds each end of its connections: each of its ports named by a lock rule of iptables
+# (mark 0xc114) or by an element of the nftables lock's table (inet CRIU-PID).
+IN_TREE_LOCKED_SCRIPT = '''[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0
+locks=$({ iptables -w -S; ip6tables -w -S; } | grep 0xc114
+	nft list table inet "CRIU-$CRTOOLS_INIT_PID")
+for port in $(cat "$CRTOOLS_IMAGE_DIR/../work/ports"); do
+	echo "$locks" | grep -qw "$port" || exit 0
+done
+exit 1'''
 NFT_LOCK_TAKEN = {}
 
 
@@ -934,7 +944,8 @@ def mnt_restore_fails(restore_args, expect):
 #                  order, with CRIU's environment
 #   status_fd      dump, then restore without -d, each with --status-fd: \0 once done
 #   leave_stopped  dump --leave-stopped, then restore --leave-stopped: every thread
-#                  stopped each time, running on after SIGCONT ('dump_args', 'restore_args': more)
+#                  stopped each time, running on after SIGCONT ('dump_args',
+#                  'restore_args': more options)
 #   log_pid        restore --log-pid: each task's log in restore.log.PID
 #   inherit_fd     the test's stdin is a pipe of the runner's, given back to the
 #                  restored task with --inherit-fd fd[N]:pipe:[INODE]
@@ -978,15 +989,6 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
-# tcp_in_tree_locked's action script: fails the dump at post-dump only where the lock
-# holds each end of its connections: each of its ports named by a lock rule of iptables
-# (mark 0xc114) or by an element of the nftables lock's table (inet CRIU-PID).
-IN_TREE_LOCKED_SCRIPT = '''[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0
-locks=$({ iptables -w -S; ip6tables -w -S; } | grep 0xc114; nft list table inet "CRIU-$CRTOOLS_INIT_PID")
-for port in $(cat "$CRTOOLS_IMAGE_DIR/../work/ports"); do
-	echo "$locks" | grep -qw "$port" || exit 0
-done
-exit 1'''
 REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
                'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {

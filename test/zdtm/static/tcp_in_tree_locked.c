@@ -11,10 +11,10 @@
  *    parent retransmits them meanwhile).
  * The test writes its four ports into ./ports, for the runner's and the action script's
  * check of the lock while it holds. After the restore (or a failed dump, or -R, -s): no
- * rule of the lock (mark 0xc114) names a port of the test, no nftables lock table (inet
- * CRIU-PID) is left; the test removes its own rule; each end reads exactly the bytes sent
- * to it, in order; the parent's send queue empties once the child answers; both
- * connections carry bytes both ways.
+ * rule of the lock (mark 0xc114) names a port of the test, and the nftables lock's table
+ * (inet CRIU-PID) holds none of them; the test removes its own rule; each end reads
+ * exactly the bytes sent to it, in order; the parent's send queue empties once the child
+ * answers; both connections carry bytes both ways.
  * $ZDTM_TCP_ACKED: no rule of the test's own (the tree killed after dump -s must leave no
  * end behind that waits for its acknowledgements): the parent's IPv6 bytes are acknowledged.
  */

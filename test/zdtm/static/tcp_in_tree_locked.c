@@ -60,7 +60,8 @@ static uint16_t port_of(int fd)
 /* A connected pair of family on loopback: *a connects, *b is accepted. */
 static void make_pair(int family, int rcvbuf_b, int *a, int *b)
 {
-	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a4 = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
 	struct sockaddr *addr = family == AF_INET ? (struct sockaddr *)&a4 : (struct sockaddr *)&a6;
 	socklen_t len = family == AF_INET ? sizeof(a4) : sizeof(a6);
@@ -139,15 +140,22 @@ static int queued(int fd, unsigned long request, const char *what)
 }
 
 /* Whether a word of line (blanks, commas and braces apart) is one of the test's ports. */
+#define SEPARATORS " \t\n,{}"
 static bool names_port(const char *line)
 {
 	char copy[512], *save = NULL;
 
 	snprintf(copy, sizeof(copy), "%s", line);
-	for (char *w = strtok_r(copy, " \t\n,{}", &save); w; w = strtok_r(NULL, " \t\n,{}", &save))
-		for (int i = 0; i < 4; i++)
-			if (strtoul(w, NULL, 10) == ports[i] && strspn(w, "0123456789") == strlen(w))
+	for (char *w = strtok_r(copy, SEPARATORS, &save); w;
+	     w = strtok_r(NULL, SEPARATORS, &save)) {
+		for (int i = 0; i < 4; i++) {
+			char port[8];
+
+			snprintf(port, sizeof(port), "%u", ports[i]);
+			if (!strcmp(w, port))
 				return true;
+		}
+	}
 	return false;
 }
 

@@ -1413,6 +1413,14 @@ TESTS = {
                                'dump_args': ['--tcp-established'] + NFT_LOCK_ARGS,
                                'image_check': in_tree_lock_check('nftables'),
                                'cleanup': remove_in_tree_rule},
+    # restored closed (--tcp-close): the dump's locks go all the same
+    'tcp_in_tree_locked_restore_closed': {'bin': 'tcp_in_tree_locked',
+                                          'dump_args': ['--tcp-established'],
+                                          'restore_args': ['--tcp-close'],
+                                          'test_env': {'ZDTM_TCP_CLOSED': '1'},
+                                          'image_check': in_tree_lock_check('iptables'),
+                                          'cleanup': remove_in_tree_rule},
+    # released by a dump with -R
     'tcp_in_tree_locked_leave_running': {'bin': 'tcp_in_tree_locked', 'mode': 'leave_running',
                                          'dump_args': ['--tcp-established'],
                                          'image_check': in_tree_lock_check(None),

@@ -15,6 +15,8 @@
  * (inet CRIU-PID) holds none of them; the test removes its own rule; each end reads
  * exactly the bytes sent to it, in order; the parent's send queue empties once the child
  * answers; both connections carry bytes both ways.
+ * $ZDTM_TCP_CLOSED: restored with --tcp-close: the locks gone all the same, every end
+ * comes back closed (reads give end of file, writes EPIPE).
  * $ZDTM_TCP_ACKED: no rule of the test's own (the tree killed after dump -s must leave no
  * end behind that waits for its acknowledgements): the parent's IPv6 bytes are acknowledged.
  */
@@ -44,6 +46,7 @@
 static int child_end;
 static uint16_t ports[4]; /* client, server, parent's IPv6 end, child's */
 static bool acked; /* $ZDTM_TCP_ACKED */
+static bool closed; /* $ZDTM_TCP_CLOSED */
 static char drop_rule[256]; /* the test's own rule, after ip6tables' -I or -D */
 
 static uint16_t port_of(int fd)
@@ -130,6 +133,16 @@ static void expect_works(int a, int b, const char *what)
 		test_fail("%s: the connection no longer carries bytes", what);
 }
 
+static void expect_closed(int fd, const char *what)
+{
+	char byte;
+
+	if (recv(fd, &byte, 1, MSG_DONTWAIT) != 0)
+		test_fail("%s: a read does not give end of file", what);
+	if (send(fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != -1 || errno != EPIPE)
+		test_fail("%s: a write does not fail with EPIPE", what);
+}
+
 static int queued(int fd, unsigned long request, const char *what)
 {
 	int len;
@@ -206,6 +219,10 @@ static void __attribute__((noreturn)) child(void)
 	close(V6);
 	test_barrier_done();
 	test_wait_sigterm();
+	if (closed) {
+		expect_closed(child_end, "the child's IPv6 end");
+		exit(0);
+	}
 	expect_all(child_end, V6_BYTES, 3, "the child's IPv6 end");
 	if (send_what_fits(child_end, V6_REPLY, 4) != V6_REPLY)
 		test_fail("the child cannot answer on its IPv6 end");
@@ -263,6 +280,7 @@ int main(int argc, char **argv)
 
 	test_init(argc, argv);
 	acked = getenv("ZDTM_TCP_ACKED") != NULL;
+	closed = getenv("ZDTM_TCP_CLOSED") != NULL;
 	make_pair(AF_INET, TINY_RCVBUF, &client, &server);
 	move_to(client, CLIENT);
 	move_to(server, SERVER);
@@ -280,6 +298,13 @@ int main(int argc, char **argv)
 	if (lock_left())
 		test_fail("the network lock of the test's connections is left");
 	drop_rule_op("-D");
+	if (closed) {
+		expect_closed(CLIENT, "the client");
+		expect_closed(SERVER, "the server");
+		expect_closed(V6, "the parent's IPv6 end");
+		test_children_verdict(&pid, 1, "the IPv6 child");
+		test_pass();
+	}
 	expect_all(SERVER, to_server, 1, "the server's receive queue");
 	expect_works(CLIENT, SERVER, "IPv4");
 	test_children_verdict(&pid, 1, "the IPv6 child");

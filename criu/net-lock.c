@@ -1,10 +1,10 @@
 /*
  * The network lock, --network-lock iptables (CRIU's, the default; nftables is the other
- * method of struct netlock_ops, netlock-nft.c). A connection whose peer
- * is outside the tree must neither move nor get a reset between its dump and its restore:
- * in criu's own net namespace each such connection gets two rules (netlock_conn()); a tree
- * with a net namespace of its own gets the whole namespace locked by CRIU's chain. Both
- * let through what carries NET_LOCK_MARK: the segments criu forges at restore.
+ * method of struct netlock_ops, netlock-nft.c). A dumped connection must neither move nor
+ * get a reset between its dump and its restore, its peer in the tree or not: in criu's own
+ * net namespace each connection gets two rules (netlock_conn(), called by sk-tcp.c); a
+ * tree with a net namespace of its own gets the whole namespace locked by CRIU's chain.
+ * Both let through what carries NET_LOCK_MARK: the segments criu forges at restore.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -622,7 +622,7 @@ static int check_state(const struct inet_dump *d)
 			       d->what, d->pending);
 			return -ENOTSUP;
 		}
-		return tcp_dump_listener(d);
+		return 0;
 	}
 	return tcp_dump_check_state(d);
 }

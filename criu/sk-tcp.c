@@ -5,8 +5,9 @@
  * dumped task closes it without a word to the peer. Restore makes the socket in repair
  * mode, where bind() and connect() set the connection up without a packet, puts the
  * queues and options back; criu puts a closing one's FINs back and ends repair mode once
- * the whole tree is restored. A connection whose peer is outside the tree is held by the
- * network lock (iptables rules, net-lock.c) from its dump to its restore.
+ * the whole tree is restored. Every connection is held by the network lock (net-lock.c)
+ * from its dump to its restore, whether its peer is in the tree or not: its own rules in
+ * criu's net namespace, the whole namespace where the tree has one of its own.
  */
 #include <errno.h>
 #include <limits.h>
@@ -109,14 +110,14 @@ static bool in_states(uint32_t state, uint32_t mask)
 
 /*
  * A dumped connection: criu's copy of its socket, in repair mode until
- * tcp_dump_release(), and its addresses to find its peer among the others.
+ * tcp_dump_release(), and its addresses, which its lock names.
  */
 struct tcp_conn {
-	int fd; /* -1: a listener, kept for its address only */
-	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, for matching */
+	int fd;
+	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, as the lock takes them */
 	uint16_t src_port, dst_port;
 	bool closed; /* --tcp-close: dumped without its stream */
-	bool locked; /* its peer is outside the tree: the network lock holds its packets */
+	bool locked; /* its own lock rules hold its packets (criu's net namespace) */
 	uint32_t state; /* as its inet entry has it */
 	uint32_t ino; /* names its tcp-stream image */
 	char what[96];
@@ -185,8 +186,8 @@ static int add_conn(int fd, const struct inet_dump *d)
 	conns = grown;
 	c = &conns[nr_conns];
 	memset(c, 0, sizeof(*c));
-	c->fd = fd < 0 ? -1 : dup(fd);
-	if (fd >= 0 && c->fd < 0) {
+	c->fd = dup(fd);
+	if (c->fd < 0) {
 		pr_perror("%s: cannot keep a copy of it", d->what);
 		return -errno;
 	}
@@ -333,20 +334,73 @@ static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq,
 	return ret;
 }
 
+/* ------------------------------------------------------ the network lock ---- */
+
 /*
- * Repair mode even with --tcp-close, which restores it closed: killed in repair mode,
- * the socket leaves no orphan behind to hold its port. The stream itself is read once
- * every connection is in repair mode and they stand still (tcp_dump_check()).
+ * Every connection is locked from its dump to its restore, as CRIU locks them: a peer
+ * outside the tree would go on sending to the dumped socket and, the socket gone, get a
+ * reset; a peer inside would go on answering the kernel's retransmissions, acknowledging
+ * or resetting them (a closed end answers with a reset), so that its end and this one
+ * would never stand still at one point of their stream. In criu's own net namespace each
+ * connection gets its own rules (netlock_conn(): both ends of a pair in the tree get
+ * theirs); a tree's own namespace is locked whole already (netlock_dump_tree(), before
+ * any socket was read). Each peer retransmits what the lock dropped once it is back.
+ * --network-lock skip: nothing is locked (dump_streams() then waits for the connections
+ * to stand still); --tcp-close: a connection restored closed does not care.
+ */
+static bool needs_own_lock(const struct tcp_conn *c)
+{
+	return !opts.network_lock_skip && !c->closed && !ns_root_own(NS_NET);
+}
+
+static const char *lock_method(void)
+{
+	return opts.network_lock_nft ? "nftables" : "iptables";
+}
+
+static int lock_conn(struct tcp_conn *c)
+{
+	int ret;
+
+	if (!needs_own_lock(c))
+		return 0;
+	ret = netlock_conn(NETLOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
+	if (ret) {
+		pr_err("%s: %s cannot lock the connection: dump with --network-lock skip to dump "
+		       "it unlocked\n",
+		       c->what, lock_method());
+		/* One of its rules may be in. */
+		netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
+		return -ENOTSUP;
+	}
+	c->locked = true;
+	pr_info("%s: locked (%s)\n", c->what, lock_method());
+	return 0;
+}
+
+static void unlock_conn(struct tcp_conn *c)
+{
+	if (c->locked && netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
+		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
+	c->locked = false;
+}
+
+/*
+ * Locked first (where it needs its own lock), then in repair mode, as CRIU does: from the
+ * lock on, neither end of the connection hears from the other. Repair mode even with
+ * --tcp-close, which restores it closed: killed in repair mode, the socket leaves no
+ * orphan behind to hold its port. The stream itself is read once every connection is
+ * locked and in repair mode (tcp_dump_check()). On failure the connection stays listed:
+ * tcp_dump_release() unlocks it and ends its repair mode with the others'.
  */
 int tcp_dump_stream(int fd, struct inet_dump *d)
 {
-	int ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
+	int ret = add_conn(fd, d);
 
-	if (!ret)
-		ret = add_conn(fd, d);
 	if (ret)
-		set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, d->what);
-	return ret;
+		return ret;
+	return lock_conn(&conns[nr_conns - 1]) ?:
+	       set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
 }
 
 /* One connection's stream as read, kept until every stream is read at one point. */
@@ -392,7 +446,7 @@ static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
 
 static bool has_stream(const struct tcp_conn *c)
 {
-	return c->fd >= 0 && !c->closed;
+	return !c->closed;
 }
 
 /* What moves while a connection still carries bytes: its sequence numbers and queues. */
@@ -424,9 +478,9 @@ static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
 /*
  * The tasks are frozen, but the kernel goes on moving their bytes: a connection of the
  * tree sends what its window allows to its peer, which acknowledges it, until the windows
- * are full or the queues empty (repair mode stops none of it). Without a network lock
- * (see criu(8), --network-lock), the dump waits for every connection to stand still, so
- * both ends of one are read at the same point of its stream. 2 s at most.
+ * are full or the queues empty (repair mode stops none of it). Unlocked (--network-lock
+ * skip), the dump waits for every connection to stand still, so that both ends of one are
+ * read at the same point of its stream. 2 s at most.
  */
 #define SETTLE_STEP_US 5000
 #define SETTLE_STEPS 400
@@ -483,17 +537,24 @@ static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
 }
 
 /*
- * Every stream read, then every connection checked again: one that moved meanwhile (a
- * timer of the kernel's sent something) makes the whole pass start again. -EAGAIN: moved.
+ * Every stream read. Under the network lock no segment passes between a connection and
+ * its peer any more (what the kernel's timers send, the lock drops): each stream read once
+ * is at one point of it, and so are both ends of a pair in the tree. Unlocked
+ * (--network-lock skip) the kernel goes on carrying bytes between two such ends, and a
+ * retransmission may be answered (acknowledged, or reset by an end already closed): the
+ * dump waits for every connection to stand still first, and checks each again after the
+ * reads; one that moved meanwhile makes the whole pass start again. -EAGAIN: moved (or a
+ * queue changed while it was peeked).
  */
 static int read_streams(struct stream_read *reads)
 {
-	int ret = wait_conns_settled();
+	bool unlocked = opts.network_lock_skip;
+	int ret = unlocked ? wait_conns_settled() : 0;
 
 	for (size_t i = 0; i < nr_conns && !ret; i++)
 		if (has_stream(&conns[i]))
 			ret = read_one_stream(&conns[i], &reads[i]);
-	for (size_t i = 0; i < nr_conns && !ret; i++)
+	for (size_t i = 0; i < nr_conns && !ret && unlocked; i++)
 		if (has_stream(&conns[i]))
 			ret = still_as_read(&conns[i], &reads[i]);
 	return ret;
@@ -535,112 +596,14 @@ static int dump_streams(void)
 	return ret;
 }
 
-static bool is_peer(const struct tcp_conn *a, const struct tcp_conn *b)
-{
-	if (b->fd < 0)
-		return false;
-	return a->src_port == b->dst_port && a->dst_port == b->src_port &&
-	       !memcmp(a->src, b->dst, 16) && !memcmp(a->dst, b->src, 16);
-}
-
-int tcp_dump_listener(const struct inet_dump *d)
-{
-	return add_conn(-1, d);
-}
-
-/*
- * --skip-in-flight: a client whose connection the dumped listener had not accepted yet;
- * its peer is dropped with the listener's queue, and the client sees a reset after
- * restore, as it would after a listener's restart.
- */
-static bool peer_in_flight(const struct tcp_conn *c, const struct tcp_conn *l)
-{
-	static const uint8_t any[16];
-	static const uint8_t any4[16] = { [10] = 0xff, [11] = 0xff };
-
-	if (!opts.tcp_skip_in_flight || l->fd >= 0 || c->dst_port != l->src_port)
-		return false;
-	return !memcmp(c->dst, l->src, 16) || !memcmp(l->src, any, 16) ||
-	       !memcmp(l->src, any4, 16);
-}
-
-/* ------------------------------------------------------ the network lock ---- */
-
-/*
- * --network-lock iptables (the default, as CRIU's; net-lock.c): a connection whose peer is
- * outside the tree is locked while it is dumped and until it is restored. In criu's own
- * net namespace by its own rules (netlock_conn()); in a tree's own one the whole namespace
- * is locked already (netlock_dump_tree(), before any socket was read). The peer
- * retransmits what the lock dropped once the connection is back. --network-lock nftables
- * locks them with CRIU's nftables table instead (netlock-nft.c).
- */
-static int lock_conn(struct tcp_conn *c)
-{
-	int ret = netlock_conn(NETLOCK_ADD, c->src, c->src_port, c->dst, c->dst_port);
-
-	if (ret) {
-		pr_err("%s: its peer (port %u) is not in the dumped tree and %s cannot lock "
-		       "the connection: dump with --network-lock skip to dump it unlocked\n",
-		       c->what, c->dst_port, opts.network_lock_nft ? "nftables" : "iptables");
-		/* One of its rules may be in. */
-		netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port);
-		return -ENOTSUP;
-	}
-	c->locked = true;
-	pr_info("%s: locked (%s): its peer (port %u) is outside the tree\n", c->what,
-		opts.network_lock_nft ? "nftables" : "iptables", c->dst_port);
-	return 0;
-}
-
-static void unlock_conn(struct tcp_conn *c)
-{
-	if (c->locked && netlock_conn(NETLOCK_DEL, c->src, c->src_port, c->dst, c->dst_port))
-		pr_warn("%s: its network lock's rules could not be removed\n", c->what);
-	c->locked = false;
-}
-
-/*
- * A peer outside the tree would go on sending to the dumped socket, and, the socket gone,
- * get a reset: its connection is locked (in a net namespace of the tree's own, it is
- * already), or, where iptables cannot, refused unless --network-lock skip says to dump it
- * anyway.
- */
-static int check_peers(void)
-{
-	if (opts.network_lock_skip)
-		return 0;
-	for (size_t i = 0; i < nr_conns; i++) {
-		/* A connection restored closed does not care. */
-		bool found = conns[i].fd < 0 || conns[i].closed;
-		int ret;
-
-		for (size_t j = 0; j < nr_conns && !found; j++)
-			found = j != i && (is_peer(&conns[i], &conns[j]) ||
-					   peer_in_flight(&conns[i], &conns[j]));
-		if (found)
-			continue;
-		if (ns_root_own(NS_NET)) {
-			pr_info("%s: its peer (port %u) is outside the tree: the tree's net "
-				"namespace is locked\n", conns[i].what, conns[i].dst_port);
-			continue;
-		}
-		ret = lock_conn(&conns[i]);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 int tcp_dump_check(void)
 {
-	return check_peers() ?: dump_streams();
+	return dump_streams();
 }
 
 void tcp_dump_release(bool killed)
 {
 	for (size_t i = 0; i < nr_conns; i++) {
-		if (conns[i].fd < 0)
-			continue;
 		/* A killed tree's connections stay locked until they are restored. */
 		if (!killed)
 			unlock_conn(&conns[i]);
@@ -700,6 +663,12 @@ static struct repaired_sk *repaired;
 static void release_taken(void);
 /* Main process: the connection of each slot. */
 static const struct inet_sk **slot_sks;
+/*
+ * Main process: the connections restored closed (--tcp-close) that were dumped with their
+ * streams, locked from their dump on all the same (unlock_restored()).
+ */
+static const struct inet_sk **closed_sks;
+static size_t nr_closed;
 
 bool tcp_state_restorable(uint32_t state)
 {
@@ -779,14 +748,28 @@ static int add_slot(const struct inet_sk *sk)
 	return 0;
 }
 
+static int add_closed(const struct inet_sk *sk)
+{
+	const struct inet_sk **grown = realloc(closed_sks, (nr_closed + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("%s: out of memory\n", sk->what);
+		return -ENOMEM;
+	}
+	closed_sks = grown;
+	closed_sks[nr_closed++] = sk;
+	return 0;
+}
+
 int tcp_collect_stream(struct inet_sk *sk)
 {
 	struct tcp_stream *st;
 	struct cr_img *img;
 	int ret;
 
+	/* A dump with --tcp-close read no stream and locked nothing. */
 	if (restore_closed())
-		return 0;
+		return img_exists(CR_IMG_TCP_STREAM, sk->ie->ino) ? add_closed(sk) : 0;
 	if (!sk->ie->n_dst_addr) {
 		pr_err("%s: established without a peer address\n", sk->what);
 		return -EINVAL;
@@ -842,6 +825,9 @@ void tcp_collect_fini(void)
 	free(slot_sks);
 	slot_sks = NULL;
 	nr_streams = 0;
+	free(closed_sks);
+	closed_sks = NULL;
+	nr_closed = 0;
 	while (streams) {
 		struct tcp_stream *st = streams;
 
@@ -1405,9 +1391,10 @@ static int send_unsent(int fd, const struct inet_sk *sk)
 }
 
 /*
- * The lock a dump left on a connection (whichever criu dumped it): its rules go, before it
- * leaves repair mode, so that its window probe reaches the peer. Only in criu's own net
- * namespace, where the dump locks; a connection without rules has nothing to remove.
+ * The lock a dump left on a connection (whichever criu dumped it, whether its peer is in
+ * the tree or not): its rules go, before it leaves repair mode, so that its window probe
+ * reaches the peer. Only in criu's own net namespace, where the dump locks each
+ * connection; a connection without rules has nothing to remove.
  */
 static void unlock_restored(const struct inet_sk *sk)
 {
@@ -1470,6 +1457,8 @@ int tcp_restore_unlock(void)
 	for (i = 0; i < nr_streams; i++)
 		if (repaired[i].pid)
 			unlock_restored(slot_sks[i]);
+	for (i = 0; i < nr_closed; i++)
+		unlock_restored(closed_sks[i]);
 	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
 	for (i = 0; taken_fds && i < nr_streams && !ret; i++)
 		if (taken_fds[i] >= 0)

@@ -416,6 +416,40 @@ def remove_syn_sent_rules():
                 subprocess.call([tool, '-w', '-D'] + rule.split()[1:])
 
 
+def remove_in_tree_rule():
+    """tcp_in_tree_locked's own rule in the runner's ip6tables, where a failed test leaves it."""
+    rules = subprocess.run(['ip6tables', '-w', '-S', 'INPUT'], capture_output=True,
+                           text=True).stdout.splitlines()
+    for rule in rules:
+        if 'zdtm_tcp_in_tree' in rule and rule.startswith('-A '):
+            subprocess.call(['ip6tables', '-w', '-D'] + rule.split()[1:])
+
+
+def in_tree_lock_check(method):
+    """An image_check() of tcp_in_tree_locked (its ports in {out}/work/ports): right after
+    the dump, each end of its connections is locked by its own rules: with 'iptables' two
+    rules (INPUT, OUTPUT) marked 0xc114 per end, so that each port is named by four, the
+    end's and its peer's; with 'nftables' one element per end in the table inet CRIU-PID,
+    each port in two. With None (-R, -s, --network-lock skip) none is left."""
+    def check(img_dir, pid):
+        with open(os.path.join(os.path.dirname(img_dir), 'work', 'ports')) as f:
+            ports = f.read().split()
+        rules = [line for line in subprocess.run(['sh', '-c', 'iptables -w -S; ip6tables -w -S'],
+                                                 capture_output=True, text=True).stdout.splitlines()
+                 if '0xc114' in line]
+        table = subprocess.run(['nft', 'list', 'table', 'inet', 'CRIU-%d' % pid],
+                               capture_output=True, text=True)
+        for port in ports:
+            in_rules = sum(1 for line in rules if (' %s ' % port) in line)
+            in_table = sum(1 for word in table.stdout.split() if word.strip(',{}') == port)
+            want = {'iptables': (4, 0), 'nftables': (0, 2), None: (0, 0)}[method]
+            if (in_rules, in_table) != want:
+                raise TestFailure('after the dump port %s is in %d lock rules and %d elements '
+                                  'of the nftables lock, not %d and %d'
+                                  % ((port, in_rules, in_table) + want), 'dump.log')
+    return check
+
+
 NETLOCK_NETNS = 'zdtm_nlock'
 
 
@@ -709,6 +743,20 @@ def root_gets_own_ns(img_dir, pid, field):
 
 # The nftables network lock (netlock-nft.c).
 NFT_LOCK_ARGS = ['--network-lock', 'nftables']
+# Connections in criu's own net namespace dumped without the network lock, for the tests
+# whose restore fails: a failed restore leaves the dump's lock of each in place (the
+# images stay restorable), and no later restore of theirs would remove it.
+TCP_UNLOCKED = ['--tcp-established', '--network-lock', 'skip']
+# tcp_in_tree_locked's action script: fails the dump at post-dump only where the lock
+# holds each end of its connections: each of its ports named by a lock rule of iptables
+# (mark 0xc114) or by an element of the nftables lock's table (inet CRIU-PID).
+IN_TREE_LOCKED_SCRIPT = '''[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0
+locks=$({ iptables -w -S; ip6tables -w -S; } | grep 0xc114
+	nft list table inet "CRIU-$CRTOOLS_INIT_PID")
+for port in $(cat "$CRTOOLS_IMAGE_DIR/../work/ports"); do
+	echo "$locks" | grep -qw "$port" || exit 0
+done
+exit 1'''
 NFT_LOCK_TAKEN = {}
 
 
@@ -896,7 +944,8 @@ def mnt_restore_fails(restore_args, expect):
 #                  order, with CRIU's environment
 #   status_fd      dump, then restore without -d, each with --status-fd: \0 once done
 #   leave_stopped  dump --leave-stopped, then restore --leave-stopped: every thread
-#                  stopped each time, running on after SIGCONT
+#                  stopped each time, running on after SIGCONT ('dump_args',
+#                  'restore_args': more options)
 #   log_pid        restore --log-pid: each task's log in restore.log.PID
 #   inherit_fd     the test's stdin is a pipe of the runner's, given back to the
 #                  restored task with --inherit-fd fd[N]:pipe:[INODE]
@@ -1267,14 +1316,15 @@ TESTS = {
     # dumped with --tcp-close: no streams, and the images say to restore them closed
     'sk_inet_tcp_dump_close': {'bin': 'sk_inet_tcp_established', 'dump_args': ['--tcp-close'],
                                'test_env': {'ZDTM_TCP_CLOSED': '1'}},
+    # dumped unlocked (TCP_UNLOCKED)
     'restore_fail_tcp_stream_missing': {'bin': 'sk_inet_tcp_established',
                                         'mode': 'restore_fails',
-                                        'dump_args': ['--tcp-established'],
+                                        'dump_args': TCP_UNLOCKED,
                                         'corrupt': tcp_stream_goes_missing,
                                         'expect': 'restore with --tcp-close'},
     'restore_fail_tcp_stream_short': {'bin': 'sk_inet_tcp_established',
                                       'mode': 'restore_fails',
-                                      'dump_args': ['--tcp-established'],
+                                      'dump_args': TCP_UNLOCKED,
                                       'corrupt': tcp_stream_short_queue,
                                       'expect': 'bytes after the entry, its queues have'},
     # its peer outside the tree: the network lock (iptables) holds it from dump to restore
@@ -1361,12 +1411,66 @@ TESTS = {
                                           'launcher': True, 'pidns': True,
                                           'corrupt': iptables_rule_unknown_chain,
                                           'expect': 'iptables-nft-restore -w'},
+    # both ends of each connection in the tree, in criu's own net namespace, bytes in
+    # flight between them: each end locked by its own rules from its dump to its restore
+    # (the streams read once), or until a dump with -R or a failed one lets the tree run on
+    'tcp_in_tree_locked': {'dump_args': ['--tcp-established'],
+                           'image_check': in_tree_lock_check('iptables'),
+                           'cleanup': remove_in_tree_rule},
+    'tcp_in_tree_locked_nft': {'bin': 'tcp_in_tree_locked',
+                               'dump_args': ['--tcp-established'] + NFT_LOCK_ARGS,
+                               'image_check': in_tree_lock_check('nftables'),
+                               'cleanup': remove_in_tree_rule},
+    # restored closed (--tcp-close): the dump's locks go all the same
+    'tcp_in_tree_locked_restore_closed': {'bin': 'tcp_in_tree_locked',
+                                          'dump_args': ['--tcp-established'],
+                                          'restore_args': ['--tcp-close'],
+                                          'test_env': {'ZDTM_TCP_CLOSED': '1'},
+                                          'image_check': in_tree_lock_check('iptables'),
+                                          'cleanup': remove_in_tree_rule},
+    # released by a dump with -R
+    'tcp_in_tree_locked_leave_running': {'bin': 'tcp_in_tree_locked', 'mode': 'leave_running',
+                                         'dump_args': ['--tcp-established'],
+                                         'image_check': in_tree_lock_check(None),
+                                         'cleanup': remove_in_tree_rule},
+    # ... or -s (the tree killed after it; the parent's IPv6 bytes acknowledged, so that no
+    # end it leaves behind waits for an acknowledgement with the restored one's addresses)
+    'tcp_in_tree_locked_leave_stopped': {'bin': 'tcp_in_tree_locked', 'mode': 'leave_stopped',
+                                         'dump_args': ['--tcp-established'],
+                                         'restore_args': ['--tcp-established'],
+                                         'test_env': {'ZDTM_TCP_ACKED': '1'},
+                                         'image_check': in_tree_lock_check(None)},
+    # unlocked: the dump waits for the connections to stand still, reads, checks again
+    'tcp_in_tree_skip_lock': {'bin': 'tcp_in_tree_locked',
+                              'dump_args': ['--tcp-established', '--network-lock', 'skip'],
+                              'image_check': in_tree_lock_check(None),
+                              'cleanup': remove_in_tree_rule},
+    # a dump that fails once they are locked (post-dump, which checks that each end's lock
+    # is in): the locks go, the tree runs on with its connections
+    'tcp_in_tree_locked_dump_fails': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails', 'script': IN_TREE_LOCKED_SCRIPT,
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'],
+        'cleanup': remove_in_tree_rule,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    'tcp_in_tree_locked_nft_dump_fails': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails', 'script': IN_TREE_LOCKED_SCRIPT,
+        'dump_args': ['--tcp-established', '--action-script', '{out}/script.sh'] +
+        NFT_LOCK_ARGS,
+        'cleanup': remove_in_tree_rule,
+        'expect': 'action script {out}/script.sh failed at post-dump'},
+    # the nftables lock's table name taken by a table that is not the lock: the dump fails
+    # at the first connection, the tree runs on with them
+    'tcp_in_tree_lock_refused_nft': {
+        'bin': 'tcp_in_tree_locked', 'mode': 'dump_fails',
+        'dump_args': ['--tcp-established'] + NFT_LOCK_ARGS, 'setup': nft_lock_table_taken,
+        'cleanup': lambda: (nft_lock_table_remove(), remove_in_tree_rule()),
+        'expect': 'nftables cannot lock the connection'},
     # each closing state: FIN_WAIT1/2, CLOSE_WAIT, LAST_ACK, closed with a peer
     'sk_inet_tcp_closing': {'dump_args': ['--tcp-established']},
     'sk_inet_tcp_closing_no_option': {'bin': 'sk_inet_tcp_closing', 'mode': 'dump_fails',
                                       'expect': 'dump with --tcp-established'},
     'restore_fail_tcp_closing_state': {'bin': 'sk_inet_tcp_closing', 'mode': 'restore_fails',
-                                       'dump_args': ['--tcp-established'],
+                                       'dump_args': TCP_UNLOCKED,
                                        'corrupt': tcp_state_half_open,
                                        'expect': 'state 3 is not one this criu restores'},
     'restore_fail_inet_family': {'bin': 'sk_inet_listen', 'mode': 'restore_fails',
@@ -2319,6 +2423,19 @@ TESTS['cross_us2up_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sen
 TESTS['cross_up2us_tcp_syn_sent'] = dict(TESTS['tcp_syn_sent'], bin='tcp_syn_sent',
                                          mode='cross_dump_upstream', setsid=True,
                                          upstream_env={'CR_IPTABLES': None})
+# Connections with both ends in the tree, in criu's own net namespace, both ways, upstream
+# criu with its iptables lock (not skipped): it locks both ends of each as ours does, and
+# each criu's restore removes the other's rules (the image_check after the dump, the test
+# after the restore).
+TESTS['cross_us2up_tcp_in_tree_locked'] = dict(TESTS['tcp_in_tree_locked'],
+                                               bin='tcp_in_tree_locked',
+                                               mode='cross_restore_upstream',
+                                               restore_args=['--tcp-established'],
+                                               upstream_opts=['--shell-job'])
+TESTS['cross_up2us_tcp_in_tree_locked'] = dict(TESTS['tcp_in_tree_locked'],
+                                               bin='tcp_in_tree_locked',
+                                               mode='cross_dump_upstream', setsid=True,
+                                               upstream_opts=['--shell-job'])
 TESTS['cross_us2up_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
                                           mode='cross_restore_upstream')
 TESTS['cross_up2us_ns_net_nested'] = dict(TESTS['ns_net_nested'], bin='ns_net_nested',
@@ -4270,15 +4387,17 @@ class TestRun:
         hand (as CRIU's test driver does) and restored with --leave-stopped: stopped again
         until SIGCONT."""
         pid = self.pid
-        self.dump(['--leave-stopped'])
+        self.dump(['--leave-stopped'] + self.desc.get('dump_args', []))
         self.expect_tree_stopped('after dump --leave-stopped')
-        os.kill(pid, signal.SIGKILL)
+        for task in self.tree:
+            os.kill(task, signal.SIGKILL)
         self.wait_exit()
         self.wait_tree_gone('after SIGKILL')
-        self.restore(pid, extra=['--leave-stopped'])
+        self.restore(pid, extra=['--leave-stopped'] + self.desc.get('restore_args', []))
         self.wait_state(pid, 'T', 'after restore --leave-stopped')
         self.expect_tree_stopped('after restore --leave-stopped')
-        os.kill(pid, signal.SIGCONT)
+        for task in self.tree:
+            os.kill(task, signal.SIGCONT)
         self.finish_and_judge()
 
     def run_restore_fails(self):

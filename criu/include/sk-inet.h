@@ -66,14 +66,16 @@ int inet_sk_finish(int fd, const struct inet_sk *sk, const struct file_desc *d);
  */
 int tcp_dump_check_state(const struct inet_dump *d);
 /*
- * Dump: the established connection of d into tcp-stream-INODE.img, through fd, criu's
- * copy of the socket, which stays in repair mode (the connection stands still) until
- * tcp_dump_release(). With --tcp-close, d is made a closed socket instead. 0 or -errno.
+ * Dump: the established connection of d, through fd, criu's copy of the socket: locked
+ * (the network lock, unless the tree's net namespace is locked whole or --network-lock
+ * skip) and in repair mode until tcp_dump_release(). With --tcp-close, d is made a closed
+ * socket instead. 0 or -errno.
  */
 int tcp_dump_stream(int fd, struct inet_dump *d);
-/* Dump: d is a dumped listening TCP socket (its in-flight clients may be dropped). */
-int tcp_dump_listener(const struct inet_dump *d);
-/* fdtype_ops.dump_check: every peer of a dumped connection on this host is dumped too. */
+/*
+ * fdtype_ops.dump_check: once every fd is dumped, every stream read at one point and
+ * written into tcp-stream-INODE.img.
+ */
 int tcp_dump_check(void);
 /*
  * Dump, main process, once the dump's outcome is known and before the tree is released:

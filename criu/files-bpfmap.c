@@ -1,0 +1,710 @@
+/*
+ * BPF maps (anon_inode:bpf-map, file_entry.bpf): the map's attributes, from the fd's fdinfo
+ * and BPF_OBJ_GET_INFO_BY_FD, and its elements, read through criu's copy of the fd into
+ * bpfmap-data.img once per map. Restored as a new map with the same attributes and name,
+ * refilled, then frozen if it was. Hash and array maps only: the other types hold what an
+ * element copy cannot bring back (programs, other maps, per-CPU values, sockets, ...).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/bpf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "image.h"
+#include "log.h"
+#include "proc_parse.h"
+
+#include "bpfmap-data.pb-c.h"
+
+#define BPFMAP_LINK "anon_inode:bpf-map"
+
+static long sys_bpf(int cmd, union bpf_attr *attr)
+{
+	return syscall(SYS_bpf, cmd, attr, sizeof(*attr));
+}
+
+/* The kernel's names (BPF_MAP_TYPE_*), for messages. */
+#define MAP_TYPE_NAME(t) [BPF_MAP_TYPE_##t] = #t
+static const char *const map_type_names[] = {
+	MAP_TYPE_NAME(HASH),		  MAP_TYPE_NAME(ARRAY),
+	MAP_TYPE_NAME(PROG_ARRAY),	  MAP_TYPE_NAME(PERF_EVENT_ARRAY),
+	MAP_TYPE_NAME(PERCPU_HASH),	  MAP_TYPE_NAME(PERCPU_ARRAY),
+	MAP_TYPE_NAME(STACK_TRACE),	  MAP_TYPE_NAME(CGROUP_ARRAY),
+	MAP_TYPE_NAME(LRU_HASH),	  MAP_TYPE_NAME(LRU_PERCPU_HASH),
+	MAP_TYPE_NAME(LPM_TRIE),	  MAP_TYPE_NAME(ARRAY_OF_MAPS),
+	MAP_TYPE_NAME(HASH_OF_MAPS),	  MAP_TYPE_NAME(DEVMAP),
+	MAP_TYPE_NAME(SOCKMAP),		  MAP_TYPE_NAME(CPUMAP),
+	MAP_TYPE_NAME(XSKMAP),		  MAP_TYPE_NAME(SOCKHASH),
+	MAP_TYPE_NAME(CGROUP_STORAGE),	  MAP_TYPE_NAME(REUSEPORT_SOCKARRAY),
+	MAP_TYPE_NAME(PERCPU_CGROUP_STORAGE), MAP_TYPE_NAME(QUEUE),
+	MAP_TYPE_NAME(STACK),		  MAP_TYPE_NAME(SK_STORAGE),
+	MAP_TYPE_NAME(DEVMAP_HASH),	  MAP_TYPE_NAME(STRUCT_OPS),
+	MAP_TYPE_NAME(RINGBUF),		  MAP_TYPE_NAME(INODE_STORAGE),
+	MAP_TYPE_NAME(TASK_STORAGE),	  MAP_TYPE_NAME(BLOOM_FILTER),
+};
+
+static const char *map_type_name(uint32_t type, char *buf, size_t len)
+{
+	if (type < sizeof(map_type_names) / sizeof(map_type_names[0]) && map_type_names[type])
+		return map_type_names[type];
+	snprintf(buf, len, "of type %u", type);
+	return buf;
+}
+
+/*
+ * The types whose whole state is their elements as user space reads and writes them, one
+ * value of value_size per key, every key reached by BPF_MAP_GET_NEXT_KEY (an array's
+ * every index).
+ */
+static bool map_type_supported(uint32_t type)
+{
+	return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_ARRAY;
+}
+
+static bool bpfmap_owns(const struct fd_parms *p)
+{
+	return !strcmp(p->link, BPFMAP_LINK);
+}
+
+/* ---------------------------------------------------------------- dump ---- */
+
+/* The maps whose elements are in bpfmap-data.img: one record per map, not per fd. */
+static uint32_t *dumped_map_ids;
+static size_t nr_dumped_map_ids;
+
+static bool map_data_dumped(uint32_t map_id)
+{
+	for (size_t i = 0; i < nr_dumped_map_ids; i++)
+		if (dumped_map_ids[i] == map_id)
+			return true;
+	return false;
+}
+
+static int remember_map_data(uint32_t map_id)
+{
+	uint32_t *grown = realloc(dumped_map_ids, (nr_dumped_map_ids + 1) * sizeof(*grown));
+
+	if (!grown) {
+		pr_err("BPF map %u: out of memory\n", map_id);
+		return -ENOMEM;
+	}
+	dumped_map_ids = grown;
+	dumped_map_ids[nr_dumped_map_ids++] = map_id;
+	return 0;
+}
+
+static void bpfmap_dump_fini(void)
+{
+	free(dumped_map_ids);
+	dumped_map_ids = NULL;
+	nr_dumped_map_ids = 0;
+}
+
+/* What fdinfo shows of a map (kernel/bpf/syscall.c, bpf_map_show_fdinfo()). */
+static int read_map_fdinfo(const struct fd_parms *p, BpfmapFileEntry *bfe)
+{
+	struct proc_fdinfo fi;
+	int frozen = 0, ret;
+
+	ret = parse_fd_fdinfo(p->pid, p->fd, &fi);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "map_type:", 1, "%" SCNu32, &bfe->map_type);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "key_size:", 1, "%" SCNu32, &bfe->key_size);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "value_size:", 1, "%" SCNu32, &bfe->value_size);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "max_entries:", 1, "%" SCNu32, &bfe->max_entries);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "map_flags:", 1, "%" SCNx32, &bfe->map_flags);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "map_extra:", 1, "%" SCNx64, &bfe->map_extra);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "memlock:", 1, "%" SCNu64, &bfe->memlock);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "map_id:", 1, "%" SCNu32, &bfe->map_id);
+	if (!ret)
+		ret = fdinfo_scan(&fi, "frozen:", 1, "%d", &frozen);
+	bfe->has_map_extra = true;
+	bfe->frozen = frozen;
+	return ret;
+}
+
+/*
+ * What a new map cannot be given back: refused with the reason, before anything is
+ * written. BTF type information and an offload device are objects of their own, which
+ * the images have no room for; a map user space may not read (BPF_F_WRONLY) or write
+ * (BPF_F_RDONLY) cannot be copied out or refilled.
+ */
+static int check_map_dumpable(const struct fd_parms *p, const BpfmapFileEntry *bfe,
+			      const struct bpf_map_info *info)
+{
+	const char *why = NULL;
+	char buf[32];
+
+	if (!map_type_supported(bfe->map_type))
+		why = "its type is not one this criu dumps (hash and array maps only)";
+	else if (info->btf_id)
+		why = "it has BTF type information, which this criu does not restore";
+	else if (info->ifindex)
+		why = "it is offloaded to a device";
+	else if (bfe->map_flags & BPF_F_WRONLY)
+		why = "user space may not read it (BPF_F_WRONLY)";
+	else if (bfe->map_flags & BPF_F_RDONLY)
+		why = "user space may not refill it (BPF_F_RDONLY)";
+	if (!why)
+		return 0;
+	pr_err("fd %d of task %d: BPF map %u (%s, \"%s\") cannot be dumped: %s\n", p->fd, p->pid,
+	       bfe->map_id, map_type_name(bfe->map_type, buf, sizeof(buf)), info->name, why);
+	return -ENOTSUP;
+}
+
+static int read_map_info(const struct fd_parms *p, int map_fd, struct bpf_map_info *info)
+{
+	union bpf_attr attr;
+
+	memset(info, 0, sizeof(*info));
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = map_fd;
+	attr.info.info_len = sizeof(*info);
+	attr.info.info = (uintptr_t)info;
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr)) {
+		pr_perror("fd %d of task %d: BPF_OBJ_GET_INFO_BY_FD", p->fd, p->pid);
+		return -errno;
+	}
+	return 0;
+}
+
+/* A map's elements as bpfmap-data.img lays them out: all keys, then all values. */
+struct map_elements {
+	uint32_t count;
+	uint8_t *keys;
+	uint8_t *values;
+};
+
+/*
+ * Key after key (BPF_MAP_GET_NEXT_KEY from none, which visits an array's every index),
+ * with its value. The tree is frozen, but a process outside it may change the map
+ * meanwhile: more keys than max_entries means the walk restarted, and the dump fails.
+ */
+static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el)
+{
+	union bpf_attr attr;
+	uint8_t *key;
+
+	el->count = 0;
+	el->keys = calloc(bfe->max_entries ? bfe->max_entries : 1, bfe->key_size);
+	el->values = calloc(bfe->max_entries ? bfe->max_entries : 1, bfe->value_size);
+	if (!el->keys || !el->values) {
+		pr_err("BPF map %u: out of memory for %u elements\n", bfe->map_id, bfe->max_entries);
+		return -ENOMEM;
+	}
+	for (;;) {
+		key = el->keys + (size_t)el->count * bfe->key_size;
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = map_fd;
+		attr.key = el->count ? (uintptr_t)(key - bfe->key_size) : 0;
+		attr.next_key = (uintptr_t)key;
+		if (el->count == bfe->max_entries) {
+			if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) && errno == ENOENT)
+				return 0;
+			pr_err("BPF map %u: more than its %u elements: it changed while it was "
+			       "read\n",
+			       bfe->map_id, bfe->max_entries);
+			return -EAGAIN;
+		}
+		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr)) {
+			if (errno == ENOENT)
+				return 0;
+			pr_perror("BPF map %u: BPF_MAP_GET_NEXT_KEY", bfe->map_id);
+			return -errno;
+		}
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = map_fd;
+		attr.key = (uintptr_t)key;
+		attr.value = (uintptr_t)(el->values + (size_t)el->count * bfe->value_size);
+		if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr)) {
+			pr_perror("BPF map %u: BPF_MAP_LOOKUP_ELEM of element %u", bfe->map_id,
+				  el->count);
+			return -errno;
+		}
+		el->count++;
+	}
+}
+
+static int write_map_elements(const BpfmapFileEntry *bfe, const struct map_elements *el)
+{
+	BpfmapDataEntry bde = BPFMAP_DATA_ENTRY__INIT;
+	uint64_t keys_bytes = (uint64_t)el->count * bfe->key_size;
+	uint64_t values_bytes = (uint64_t)el->count * bfe->value_size;
+	struct cr_img *img;
+	int ret;
+
+	if (keys_bytes > UINT32_MAX || values_bytes > UINT32_MAX) {
+		pr_err("BPF map %u: %u elements of %u + %u bytes do not fit the image's sizes\n",
+		       bfe->map_id, el->count, bfe->key_size, bfe->value_size);
+		return -EFBIG;
+	}
+	img = files_side_image(CR_IMG_BPFMAP_DATA);
+	if (!img)
+		return -EIO;
+	bde.map_id = bfe->map_id;
+	bde.count = el->count;
+	bde.keys_bytes = keys_bytes;
+	bde.values_bytes = values_bytes;
+	ret = pb_write_one(img, &bde);
+	if (!ret)
+		ret = img_write_raw(img, el->keys, keys_bytes);
+	if (!ret)
+		ret = img_write_raw(img, el->values, values_bytes);
+	return ret;
+}
+
+/*
+ * Through a description that may read the map: the task's own unless it is write-only
+ * (then one more, read-only, by the map's id, which takes CAP_SYS_ADMIN as criu has).
+ */
+static int readable_map_fd(const struct fd_parms *p, int map_fd, uint32_t map_id)
+{
+	union bpf_attr attr;
+	int fd;
+
+	if ((p->flags & O_ACCMODE) != O_WRONLY)
+		return dup(map_fd);
+	memset(&attr, 0, sizeof(attr));
+	attr.map_id = map_id;
+	attr.open_flags = BPF_F_RDONLY;
+	fd = sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
+	if (fd < 0)
+		pr_perror("BPF map %u: cannot open it for reading by its id", map_id);
+	return fd < 0 ? -errno : fd;
+}
+
+static int dump_map_elements(const struct fd_parms *p, int map_fd, const BpfmapFileEntry *bfe)
+{
+	struct map_elements el = { 0 };
+	int read_fd, ret;
+
+	if (map_data_dumped(bfe->map_id))
+		return 0;
+	read_fd = readable_map_fd(p, map_fd, bfe->map_id);
+	if (read_fd < 0)
+		return read_fd;
+	ret = read_map_elements(read_fd, bfe, &el);
+	close(read_fd);
+	if (!ret)
+		ret = write_map_elements(bfe, &el);
+	if (!ret)
+		ret = remember_map_data(bfe->map_id);
+	if (!ret)
+		pr_debug("BPF map %u: %u elements dumped\n", bfe->map_id, el.count);
+	free(el.keys);
+	free(el.values);
+	return ret;
+}
+
+static int bpfmap_dump(const struct fd_parms *p, uint32_t id)
+{
+	BpfmapFileEntry bfe = BPFMAP_FILE_ENTRY__INIT;
+	FownEntry fown = FOWN_ENTRY__INIT;
+	FileEntry fe = FILE_ENTRY__INIT;
+	struct bpf_map_info info;
+	int map_fd, ret;
+
+	ret = read_map_fdinfo(p, &bfe);
+	if (ret)
+		return ret;
+	map_fd = grab_task_fd(p);
+	if (map_fd < 0)
+		return map_fd;
+	ret = read_map_info(p, map_fd, &info);
+	if (!ret)
+		ret = check_map_dumpable(p, &bfe, &info);
+	if (!ret)
+		ret = dump_fown(p, &fown);
+	if (!ret)
+		ret = dump_map_elements(p, map_fd, &bfe);
+	close(map_fd);
+	if (ret)
+		return ret;
+	bfe.id = id;
+	bfe.flags = p->flags;
+	bfe.pos = p->pos;
+	bfe.fown = &fown;
+	bfe.map_name = info.name;
+	bfe.ifindex = info.ifindex;
+	fe.type = FD_TYPES__BPFMAP;
+	fe.id = id;
+	fe.bpf = &bfe;
+	pr_debug("fd %d of task %d: BPF map %u \"%s\", type %u, %u/%u bytes, %u entries%s\n", p->fd,
+		 p->pid, bfe.map_id, bfe.map_name, bfe.map_type, bfe.key_size, bfe.value_size,
+		 bfe.max_entries, bfe.frozen ? ", frozen" : "");
+	return write_file_entry(&fe);
+}
+
+/* ------------------------------------------------------------- restore ---- */
+
+/*
+ * One map of the images, with its elements. Collected in the main process before forking,
+ * so each restored task has its own copy: restored_id is the map this task made.
+ */
+struct bpfmap_obj {
+	uint32_t map_id; /* at dump */
+	uint32_t count;
+	uint8_t *keys;
+	uint8_t *values;
+	uint32_t keys_bytes, values_bytes;
+	uint32_t restored_id; /* the new map's id, once made in this task; 0: not yet */
+};
+
+static struct bpfmap_obj *map_objs;
+static size_t nr_map_objs;
+
+static struct bpfmap_obj *find_map_obj(uint32_t map_id)
+{
+	for (size_t i = 0; i < nr_map_objs; i++)
+		if (map_objs[i].map_id == map_id)
+			return &map_objs[i];
+	return NULL;
+}
+
+static int check_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
+{
+	off_t left = img_bytes_left(img);
+
+	if (find_map_obj(bde->map_id)) {
+		pr_err("%s: BPF map %u appears twice\n", img->name, bde->map_id);
+		return -EINVAL;
+	}
+	if (left < 0 || (uint64_t)left < (uint64_t)bde->keys_bytes + bde->values_bytes) {
+		pr_err("%s: BPF map %u claims %u + %u bytes of elements, %lld are left in the "
+		       "image\n",
+		       img->name, bde->map_id, bde->keys_bytes, bde->values_bytes, (long long)left);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int read_one_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
+{
+	struct bpfmap_obj *grown, *obj;
+	int ret = check_map_data(img, bde);
+
+	if (ret)
+		return ret;
+	grown = realloc(map_objs, (nr_map_objs + 1) * sizeof(*grown));
+	if (!grown) {
+		pr_err("%s: out of memory\n", img->name);
+		return -ENOMEM;
+	}
+	map_objs = grown;
+	obj = &map_objs[nr_map_objs];
+	*obj = (struct bpfmap_obj){ .map_id = bde->map_id, .count = bde->count,
+				    .keys_bytes = bde->keys_bytes,
+				    .values_bytes = bde->values_bytes };
+	obj->keys = malloc(bde->keys_bytes ? bde->keys_bytes : 1);
+	obj->values = malloc(bde->values_bytes ? bde->values_bytes : 1);
+	if (!obj->keys || !obj->values) {
+		pr_err("%s: out of memory for BPF map %u\n", img->name, bde->map_id);
+		ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = img_read_raw(img, obj->keys, bde->keys_bytes);
+	if (!ret)
+		ret = img_read_raw(img, obj->values, bde->values_bytes);
+	if (ret) {
+		free(obj->keys);
+		free(obj->values);
+		return ret;
+	}
+	nr_map_objs++;
+	return 0;
+}
+
+/* The image exists only when some map was dumped. */
+static int bpfmap_collect_images(void)
+{
+	BpfmapDataEntry *bde;
+	struct cr_img *img;
+	int ret;
+
+	if (!img_exists(CR_IMG_BPFMAP_DATA, 0))
+		return 0;
+	img = open_image(CR_IMG_BPFMAP_DATA, O_RDONLY, 0);
+	if (!img)
+		return -EIO;
+	while ((ret = pb_read_one(img, (void **)&bde)) > 0) {
+		ret = read_one_map_data(img, bde);
+		pb_free(img, bde);
+		if (ret)
+			break;
+	}
+	close_image(img);
+	return ret;
+}
+
+static void bpfmap_collect_fini(void)
+{
+	for (size_t i = 0; i < nr_map_objs; i++) {
+		free(map_objs[i].keys);
+		free(map_objs[i].values);
+	}
+	free(map_objs);
+	map_objs = NULL;
+	nr_map_objs = 0;
+}
+
+/* What an entry decodes to: its map, by index in map_objs (fixed once collected). */
+struct bpfmap_file {
+	size_t obj;
+};
+
+/* The elements must be count whole keys and values of the map's sizes. */
+static int check_map_entry(const struct file_desc *d, const BpfmapFileEntry *bfe,
+			   const struct bpfmap_obj *obj)
+{
+	char buf[32];
+
+	if (!map_type_supported(bfe->map_type)) {
+		pr_err("files.img: BPF map file %u is %s, which this criu does not restore\n",
+		       d->id, map_type_name(bfe->map_type, buf, sizeof(buf)));
+		return -ENOTSUP;
+	}
+	if (!obj) {
+		pr_err("files.img: BPF map file %u: map %u has no elements in bpfmap-data.img\n",
+		       d->id, bfe->map_id);
+		return -EINVAL;
+	}
+	if ((uint64_t)obj->count * bfe->key_size != obj->keys_bytes ||
+	    (uint64_t)obj->count * bfe->value_size != obj->values_bytes ||
+	    obj->count > bfe->max_entries) {
+		pr_err("bpfmap-data.img: BPF map %u: %u elements in %u + %u bytes do not fit its "
+		       "%u-byte keys, %u-byte values and %u entries\n",
+		       bfe->map_id, obj->count, obj->keys_bytes, obj->values_bytes, bfe->key_size,
+		       bfe->value_size, bfe->max_entries);
+		return -EINVAL;
+	}
+	if (strlen(bfe->map_name) >= BPF_OBJ_NAME_LEN) {
+		pr_err("files.img: BPF map file %u: name \"%s\" is longer than %d characters\n",
+		       d->id, bfe->map_name, BPF_OBJ_NAME_LEN - 1);
+		return -EINVAL;
+	}
+	if (bfe->ifindex) {
+		pr_err("files.img: BPF map file %u: offloaded to device %u, which this criu does "
+		       "not restore\n",
+		       d->id, bfe->ifindex);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int bpfmap_collect(struct file_desc *d)
+{
+	const BpfmapFileEntry *bfe = d->fe->bpf;
+	struct bpfmap_file *file;
+	struct bpfmap_obj *obj;
+	int ret;
+
+	if (!bfe || bfe->id != d->id) {
+		pr_err("files.img: BPF map file %u has no BPF map entry of its own\n", d->id);
+		return -EINVAL;
+	}
+	obj = find_map_obj(bfe->map_id);
+	ret = check_map_entry(d, bfe, obj);
+	if (ret)
+		return ret;
+	file = malloc(sizeof(*file));
+	if (!file) {
+		pr_err("files.img: out of memory collecting file %u\n", d->id);
+		return -ENOMEM;
+	}
+	file->obj = obj - map_objs;
+	d->kind = file;
+	return collect_owner(d, bfe->fown);
+}
+
+static int create_map(const struct file_desc *d, const BpfmapFileEntry *bfe)
+{
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = bfe->map_type;
+	attr.key_size = bfe->key_size;
+	attr.value_size = bfe->value_size;
+	attr.max_entries = bfe->max_entries;
+	/* BPF_F_NUMA_NODE's node is nowhere to read at dump: node 0. */
+	attr.map_flags = bfe->map_flags;
+	attr.map_extra = bfe->map_extra;
+	strncpy(attr.map_name, bfe->map_name, sizeof(attr.map_name) - 1);
+	fd = sys_bpf(BPF_MAP_CREATE, &attr);
+	if (fd < 0) {
+		pr_perror("BPF map file %u: cannot create map \"%s\" (type %u, flags %#x)", d->id,
+			  bfe->map_name, bfe->map_type, bfe->map_flags);
+		return -errno;
+	}
+	return fd;
+}
+
+static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+		    const struct bpfmap_obj *obj)
+{
+	union bpf_attr attr;
+
+	for (uint32_t i = 0; i < obj->count; i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = fd;
+		attr.key = (uintptr_t)(obj->keys + (size_t)i * bfe->key_size);
+		attr.value = (uintptr_t)(obj->values + (size_t)i * bfe->value_size);
+		attr.flags = BPF_ANY;
+		if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr)) {
+			pr_perror("BPF map file %u: cannot restore element %u of %u", d->id, i,
+				  obj->count);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static int freeze_map(const struct file_desc *d, int fd)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = fd;
+	if (sys_bpf(BPF_MAP_FREEZE, &attr)) {
+		pr_perror("BPF map file %u: BPF_MAP_FREEZE", d->id);
+		return -errno;
+	}
+	return 0;
+}
+
+static int map_id_of(const struct file_desc *d, int fd, uint32_t *id)
+{
+	struct bpf_map_info info;
+	union bpf_attr attr;
+
+	memset(&info, 0, sizeof(info));
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = fd;
+	attr.info.info_len = sizeof(info);
+	attr.info.info = (uintptr_t)&info;
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr)) {
+		pr_perror("BPF map file %u: BPF_OBJ_GET_INFO_BY_FD", d->id);
+		return -errno;
+	}
+	*id = info.id;
+	return 0;
+}
+
+/* The map made, filled and frozen as it was; an fd on it (O_RDWR) or -errno. */
+static int make_map(const struct file_desc *d, const BpfmapFileEntry *bfe, struct bpfmap_obj *obj)
+{
+	int fd = create_map(d, bfe), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = fill_map(d, fd, bfe, obj);
+	if (!ret && bfe->frozen)
+		ret = freeze_map(d, fd);
+	if (!ret)
+		ret = map_id_of(d, fd, &obj->restored_id);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	pr_debug("BPF map %u: made again as map %u with %u elements\n", obj->map_id,
+		 obj->restored_id, obj->count);
+	return fd;
+}
+
+/* The BPF_F_RDONLY / BPF_F_WRONLY that gives a new description an access mode. */
+static uint32_t open_flags_of(uint32_t accmode)
+{
+	if (accmode == O_RDONLY)
+		return BPF_F_RDONLY;
+	if (accmode == O_WRONLY)
+		return BPF_F_WRONLY;
+	return 0;
+}
+
+/*
+ * A new description of the map this task made for obj, with the access mode of the entry
+ * (the one BPF_MAP_CREATE gives is O_RDWR): by the new map's id, which takes CAP_SYS_ADMIN,
+ * as the restored task still has.
+ */
+static int open_made_map(const struct file_desc *d, const struct bpfmap_obj *obj,
+			 uint32_t accmode)
+{
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_id = obj->restored_id;
+	attr.open_flags = open_flags_of(accmode);
+	fd = sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
+	if (fd < 0) {
+		pr_perror("BPF map file %u: cannot open map %u again", d->id, obj->restored_id);
+		return -errno;
+	}
+	return fd;
+}
+
+/*
+ * The first entry of a map this task opens makes it; the others (other descriptions of the
+ * same map: object_key has one task open them all) open it again by its new id.
+ */
+static int bpfmap_open(const struct file_desc *d)
+{
+	const BpfmapFileEntry *bfe = d->fe->bpf;
+	const struct bpfmap_file *file = d->kind;
+	struct bpfmap_obj *obj = &map_objs[file->obj];
+	uint32_t accmode = bfe->flags & O_ACCMODE;
+	int made_fd = -1, fd;
+
+	if (!obj->restored_id) {
+		made_fd = make_map(d, bfe, obj);
+		if (made_fd < 0)
+			return made_fd;
+	}
+	if (made_fd >= 0 && accmode == O_RDWR) {
+		fd = made_fd;
+	} else {
+		/* made_fd holds the new map until the description of the entry's mode does. */
+		fd = open_made_map(d, obj, accmode);
+		if (made_fd >= 0)
+			close(made_fd);
+		if (fd < 0)
+			return fd;
+	}
+	return restore_status_flags(fd, bfe->flags, d);
+}
+
+/* Every description of one map reaches one map: made once, by one task. */
+static uint64_t bpfmap_object_key(const struct file_desc *d)
+{
+	const struct bpfmap_file *file = d->kind;
+
+	return file->obj + 1;
+}
+
+const struct fdtype_ops bpfmap_fdtype_ops = {
+	.type = FD_TYPES__BPFMAP,
+	.name = "BPF map",
+	.owns = bpfmap_owns,
+	.dump = bpfmap_dump,
+	.dump_fini = bpfmap_dump_fini,
+	.collect_images = bpfmap_collect_images,
+	.collect = bpfmap_collect,
+	.collect_fini = bpfmap_collect_fini,
+	.open = bpfmap_open,
+	.inheritable = true,
+	.object_key = bpfmap_object_key,
+};

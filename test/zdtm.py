@@ -293,15 +293,15 @@ def first_fd_file(img_dir):
     return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
 
 
-def file_becomes_bpfmap(img_dir, pid):
-    """The description behind the lowest fd claims to be a BPF map (a kind we lack)."""
+def file_becomes_autofs_pipe(img_dir, pid):
+    """The description behind the lowest fd claims to be an autofs pipe (a kind we lack)."""
     fdinfo, fd = first_fd_file(img_dir)
     def edit(entries):
         for e in entries:
             if e['id'] == fd['id']:
-                e['type'] = 'BPFMAP'
+                e['type'] = 'AUTOFS_PIPE'
     edit_image(img_dir, 'files.img', edit)
-    edit_image(img_dir, fdinfo, lambda es: [e.update(type='BPFMAP') for e in es
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='AUTOFS_PIPE') for e in es
                                             if e['id'] == fd['id']])
 
 
@@ -1368,6 +1368,12 @@ TESTS = {
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'eventfd_counter_flags': {},
     'signalfd_mask_flags': {},
+    # BPF maps: attributes, elements, frozen, shared by fds, a child, a read-only opening
+    'bpf_map_hash': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'hash'}},
+    'bpf_map_array': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'array'}},
+    'dump_fail_bpf_map_percpu': {'bin': 'bpf_maps', 'mode': 'dump_fails',
+                                 'test_env': {'ZDTM_BPF_MAP': 'percpu'},
+                                 'expect': '(PERCPU_ARRAY, "zdtm_percpu") cannot be dumped'},
     'timerfd_interval_ticks': {},
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},
@@ -1439,8 +1445,8 @@ TESTS = {
                                   'corrupt': truncate_mm_image},
     # images a restore must refuse with one line that names what is wrong ('expect')
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                      'corrupt': file_becomes_bpfmap,
-                                      'expect': 'is BPFMAP, not supported'},
+                                      'corrupt': file_becomes_autofs_pipe,
+                                      'expect': 'is AUTOFS_PIPE, not supported'},
     'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
                                        'mode': 'restore_fails',
                                        'corrupt': unix_peer_goes_missing,
@@ -2910,10 +2916,11 @@ def crit_helper():
             encodable = json.loads(text)
             for entry in reversed(left_out):
                 del encodable['entries'][entry]
-            # CRIU 3.17's crit gives a SysV segment's contents to base64.decodebytes() as
-            # the JSON's text, which Python 3 refuses: its encode of any ipcns-shm JSON
-            # fails. The contents are handed to it as bytes, as its decode wrote them.
-            if encodable.get('magic') == 'IPCNS_SHM':
+            # CRIU 3.17's crit gives a SysV segment's contents and a BPF map's elements to
+            # base64.decodebytes() as the JSON's text, which Python 3 refuses: its encode of
+            # any ipcns-shm or bpfmap-data JSON fails. The contents are handed to it as
+            # bytes, as its decode wrote them.
+            if encodable.get('magic') in ('IPCNS_SHM', 'BPFMAP_DATA'):
                 for entry in encodable['entries']:
                     entry['extra'] = entry['extra'].encode()
             encoded = io.BytesIO()

@@ -185,58 +185,102 @@ static int read_map_info(const struct fd_parms *p, int map_fd, struct bpf_map_in
 /* A map's elements as bpfmap-data.img lays them out: all keys, then all values. */
 struct map_elements {
 	uint32_t count;
+	uint32_t room; /* elements keys and values have room for */
 	uint8_t *keys;
 	uint8_t *values;
 };
 
-/*
- * Key after key (BPF_MAP_GET_NEXT_KEY from none, which visits an array's every index),
- * with its value. The tree is frozen, but a process outside it may change the map
- * meanwhile: more keys than max_entries means the walk restarted, and the dump fails.
- */
-static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el)
+/* Room for one more element: doubled up to max_entries (a hash map is often sparse). */
+static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el)
 {
-	union bpf_attr attr;
-	uint8_t *key;
+	uint32_t room = el->room ? el->room : 64;
+	uint8_t *keys, *values;
 
-	el->count = 0;
-	el->keys = calloc(bfe->max_entries ? bfe->max_entries : 1, bfe->key_size);
-	el->values = calloc(bfe->max_entries ? bfe->max_entries : 1, bfe->value_size);
-	if (!el->keys || !el->values) {
-		pr_err("BPF map %u: out of memory for %u elements\n", bfe->map_id, bfe->max_entries);
+	if (el->count < el->room)
+		return 0;
+	while (room <= el->count)
+		room *= 2;
+	if (room > bfe->max_entries)
+		room = bfe->max_entries;
+	keys = realloc(el->keys, (size_t)room * bfe->key_size);
+	if (keys)
+		el->keys = keys;
+	values = keys ? realloc(el->values, (size_t)room * bfe->value_size) : NULL;
+	if (!values) {
+		pr_err("BPF map %u: out of memory for %u elements\n", bfe->map_id, room);
 		return -ENOMEM;
 	}
-	for (;;) {
-		key = el->keys + (size_t)el->count * bfe->key_size;
+	el->values = values;
+	el->room = room;
+	return 0;
+}
+
+static int map_next_key(int map_fd, const void *key, void *next_key)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = map_fd;
+	attr.key = (uintptr_t)key;
+	attr.next_key = (uintptr_t)next_key;
+	return sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) ? -errno : 0;
+}
+
+/*
+ * The key after prev (NULL: the first) into key: 1, or 0 past the last. A map that has
+ * more than max_entries keys changed while it was read (the walk restarted): the tree is
+ * frozen, but a process outside it may change the map meanwhile.
+ */
+static int next_map_key(int map_fd, const BpfmapFileEntry *bfe, const struct map_elements *el,
+			void *key)
+{
+	const void *prev = el->count ? el->keys + (size_t)(el->count - 1) * bfe->key_size : NULL;
+	int ret = map_next_key(map_fd, prev, key);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret) {
+		pr_err("BPF map %u: BPF_MAP_GET_NEXT_KEY: %s\n", bfe->map_id, strerror(-ret));
+		return ret;
+	}
+	if (el->count == bfe->max_entries) {
+		pr_err("BPF map %u: more than its %u elements: it changed while it was read\n",
+		       bfe->map_id, bfe->max_entries);
+		return -EAGAIN;
+	}
+	return 1;
+}
+
+/* Key after key from none (an array's every index), each with its value. */
+static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el)
+{
+	uint8_t *next_key = malloc(bfe->key_size ? bfe->key_size : 1);
+	union bpf_attr attr;
+	int ret;
+
+	if (!next_key) {
+		pr_err("BPF map %u: out of memory\n", bfe->map_id);
+		return -ENOMEM;
+	}
+	while ((ret = next_map_key(map_fd, bfe, el, next_key)) > 0) {
+		ret = grow_map_elements(bfe, el);
+		if (ret)
+			break;
+		memcpy(el->keys + (size_t)el->count * bfe->key_size, next_key, bfe->key_size);
 		memset(&attr, 0, sizeof(attr));
 		attr.map_fd = map_fd;
-		attr.key = el->count ? (uintptr_t)(key - bfe->key_size) : 0;
-		attr.next_key = (uintptr_t)key;
-		if (el->count == bfe->max_entries) {
-			if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) && errno == ENOENT)
-				return 0;
-			pr_err("BPF map %u: more than its %u elements: it changed while it was "
-			       "read\n",
-			       bfe->map_id, bfe->max_entries);
-			return -EAGAIN;
-		}
-		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr)) {
-			if (errno == ENOENT)
-				return 0;
-			pr_perror("BPF map %u: BPF_MAP_GET_NEXT_KEY", bfe->map_id);
-			return -errno;
-		}
-		memset(&attr, 0, sizeof(attr));
-		attr.map_fd = map_fd;
-		attr.key = (uintptr_t)key;
+		attr.key = (uintptr_t)next_key;
 		attr.value = (uintptr_t)(el->values + (size_t)el->count * bfe->value_size);
 		if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr)) {
+			ret = -errno;
 			pr_perror("BPF map %u: BPF_MAP_LOOKUP_ELEM of element %u", bfe->map_id,
 				  el->count);
-			return -errno;
+			break;
 		}
 		el->count++;
 	}
+	free(next_key);
+	return ret;
 }
 
 static int write_map_elements(const BpfmapFileEntry *bfe, const struct map_elements *el)

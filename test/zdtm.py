@@ -305,6 +305,19 @@ def file_becomes_autofs_pipe(img_dir, pid):
                                             if e['id'] == fd['id']])
 
 
+def bpf_map_one_element_more(img_dir, pid):
+    """The first BPF map's record claims one element more than its bytes hold."""
+    edit_image(img_dir, 'bpfmap-data.img', lambda es: es[0].update(count=es[0]['count'] + 1))
+
+
+def bpf_map_flags_refused(img_dir, pid):
+    """The first BPF map gets a map flag no kernel knows: BPF_MAP_CREATE refuses it, in the
+    restored task, once the tree exists."""
+    def edit(entries):
+        next(e for e in entries if 'bpf' in e)['bpf']['map_flags'] |= 0x40000000
+    edit_image(img_dir, 'files.img', edit)
+
+
 def epoll_watches_missing_fd(img_dir, pid):
     """The epoll's first watched fd becomes one the task does not have."""
     def edit(entries):
@@ -1374,6 +1387,14 @@ TESTS = {
     'dump_fail_bpf_map_percpu': {'bin': 'bpf_maps', 'mode': 'dump_fails',
                                  'test_env': {'ZDTM_BPF_MAP': 'percpu'},
                                  'expect': '(PERCPU_ARRAY, "zdtm_percpu") cannot be dumped'},
+    'restore_fail_bpf_map_elements': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                      'test_env': {'ZDTM_BPF_MAP': 'hash'},
+                                      'corrupt': bpf_map_one_element_more,
+                                      'expect': 'elements in 444 + 1480 bytes do not fit'},
+    'restore_fail_bpf_map_create': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                    'test_env': {'ZDTM_BPF_MAP': 'array'},
+                                    'corrupt': bpf_map_flags_refused,
+                                    'expect': 'cannot create map "zdtm_frozen"'},
     'timerfd_interval_ticks': {},
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},

@@ -423,10 +423,6 @@ static int check_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
 {
 	off_t left = img_bytes_left(img);
 
-	if (find_map_obj(bde->map_id)) {
-		pr_err("%s: BPF map %u appears twice\n", img->name, bde->map_id);
-		return -EINVAL;
-	}
 	if (left < 0 || (uint64_t)left < (uint64_t)bde->keys_bytes + bde->values_bytes) {
 		pr_err("%s: BPF map %u claims %u + %u bytes of elements, %lld are left in the "
 		       "image\n",
@@ -436,6 +432,10 @@ static int check_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
 	return 0;
 }
 
+/*
+ * A map's first record is its elements. A dumper may write one per description of the map
+ * (this criu writes one per map): a later record of the same map is skipped.
+ */
 static int read_one_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
 {
 	struct bpfmap_obj *grown, *obj;
@@ -443,6 +443,16 @@ static int read_one_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
 
 	if (ret)
 		return ret;
+	if (find_map_obj(bde->map_id)) {
+		pr_debug("%s: BPF map %u: another record of its elements, skipped\n", img->name,
+			 bde->map_id);
+		/* check_map_data() found them in the image. */
+		if (lseek(img->fd, (off_t)bde->keys_bytes + bde->values_bytes, SEEK_CUR) < 0) {
+			pr_perror("%s: cannot skip BPF map %u's record", img->name, bde->map_id);
+			return -errno;
+		}
+		return 0;
+	}
 	grown = realloc(map_objs, (nr_map_objs + 1) * sizeof(*grown));
 	if (!grown) {
 		pr_err("%s: out of memory\n", img->name);

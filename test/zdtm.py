@@ -6,6 +6,7 @@
 # restore with ours, or the other way round. The runner uses the Python 3 standard library
 # only; the crit check runs in a helper under crit's own interpreter (--crit-helper).
 import argparse
+import base64
 import ctypes
 import fcntl
 import hashlib
@@ -308,6 +309,16 @@ def file_becomes_autofs_pipe(img_dir, pid):
 def bpf_map_one_element_more(img_dir, pid):
     """The first BPF map's record claims one element more than its bytes hold."""
     edit_image(img_dir, 'bpfmap-data.img', lambda es: es[0].update(count=es[0]['count'] + 1))
+
+
+def bpf_map_records_twice(img_dir, pid):
+    """Each BPF map gets a second record of other elements after the first (one record per
+    description, as another dumper may write them): restore takes the first."""
+    def edit(entries):
+        for e in list(entries):
+            data = base64.b64decode(e['extra'])
+            entries.append(dict(e, extra=base64.b64encode(data[::-1]).decode()))
+    edit_image(img_dir, 'bpfmap-data.img', edit)
 
 
 def bpf_map_flags_refused(img_dir, pid):
@@ -879,7 +890,8 @@ def mnt_restore_fails(restore_args, expect):
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
-#                  options, here and in the cross modes; 'after_restore': f(out) run
+#                  options, here and in the cross modes; 'after_dump': f(img, pid) run
+#                  between the dump and the restore; 'after_restore': f(out) run
 #                  between the restore and the SIGTERM)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
@@ -1387,6 +1399,8 @@ TESTS = {
     'dump_fail_bpf_map_percpu': {'bin': 'bpf_maps', 'mode': 'dump_fails',
                                  'test_env': {'ZDTM_BPF_MAP': 'percpu'},
                                  'expect': '(PERCPU_ARRAY, "zdtm_percpu") cannot be dumped'},
+    'bpf_map_records_twice': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'hash'},
+                              'after_dump': bpf_map_records_twice},
     'restore_fail_bpf_map_elements': {'bin': 'bpf_maps', 'mode': 'restore_fails',
                                       'test_env': {'ZDTM_BPF_MAP': 'hash'},
                                       'corrupt': bpf_map_one_element_more,
@@ -3721,6 +3735,8 @@ class TestRun:
     def run_default(self):
         pid = self.pid
         self.dump(self.desc.get('dump_args', []))
+        if 'after_dump' in self.desc:
+            self.desc['after_dump'](self.img, pid)
         self.restore(pid, extra=self.desc.get('restore_args', ()))
         if 'after_restore' in self.desc:
             self.desc['after_restore'](self.out)

@@ -2,13 +2,14 @@
  * BPF maps (anon_inode:bpf-map, file_entry.bpf): the map's attributes, from the fd's fdinfo
  * and BPF_OBJ_GET_INFO_BY_FD, and its elements, read through criu's copy of the fd into
  * bpfmap-data.img once per map. Restored as a new map with the same attributes and name,
- * refilled, then frozen if it was. Hash and array maps only: the other types hold what an
- * element copy cannot bring back (programs, other maps, per-CPU values, sockets, ...).
+ * refilled, then frozen if it was. Hash, array and LRU maps, per-CPU ones too: the other
+ * types hold what an element copy cannot bring back (programs, other maps, sockets, ...).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/bpf.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,13 +60,88 @@ static const char *map_type_name(uint32_t type, char *buf, size_t len)
 }
 
 /*
- * The types whose whole state is their elements as user space reads and writes them, one
- * value of value_size per key, every key reached by BPF_MAP_GET_NEXT_KEY (an array's
- * every index).
+ * The types whose whole state is their elements as user space reads and writes them, a
+ * value per key, every key reached by BPF_MAP_GET_NEXT_KEY (an array's every index).
  */
 static bool map_type_supported(uint32_t type)
 {
-	return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_ARRAY;
+	switch (type) {
+	case BPF_MAP_TYPE_HASH:
+	case BPF_MAP_TYPE_ARRAY:
+	case BPF_MAP_TYPE_PERCPU_HASH:
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+	case BPF_MAP_TYPE_LRU_HASH:
+	case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+		return true;
+	}
+	return false;
+}
+
+static bool map_type_percpu(uint32_t type)
+{
+	return type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static bool map_type_lru(uint32_t type)
+{
+	return type == BPF_MAP_TYPE_LRU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+/* The kernel's num_possible_cpus(): the CPUs /sys/devices/system/cpu/possible lists. */
+static int possible_cpus(void)
+{
+	static int nr_cpus;
+	unsigned int first, last;
+	char buf[256], *item;
+	ssize_t len;
+	int fd, nr = 0;
+
+	if (nr_cpus)
+		return nr_cpus;
+	fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_perror("cannot open /sys/devices/system/cpu/possible");
+		return -errno;
+	}
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[len > 0 ? len : 0] = '\0';
+	/* "0-3", "0,2-5", ... */
+	for (item = strtok(buf, ",\n"); item; item = strtok(NULL, ",\n")) {
+		int got = sscanf(item, "%u-%u", &first, &last);
+
+		if (got == 1)
+			last = first;
+		if (got < 1 || last < first) {
+			pr_err("/sys/devices/system/cpu/possible: cannot read \"%s\"\n", item);
+			return -EINVAL;
+		}
+		nr += last - first + 1;
+	}
+	if (!nr) {
+		pr_err("/sys/devices/system/cpu/possible lists no CPU\n");
+		return -EINVAL;
+	}
+	nr_cpus = nr;
+	return nr_cpus;
+}
+
+/*
+ * The bytes of one element's value as user space reads and writes it: a per-CPU map's
+ * holds a value for each possible CPU, each rounded up to 8 bytes (kernel/bpf/syscall.c).
+ * The length, or -errno.
+ */
+static ssize_t map_value_len(const BpfmapFileEntry *bfe)
+{
+	int nr_cpus;
+
+	if (!map_type_percpu(bfe->map_type))
+		return bfe->value_size;
+	nr_cpus = possible_cpus();
+	if (nr_cpus < 0)
+		return nr_cpus;
+	return (ssize_t)((bfe->value_size + 7) & ~7u) * nr_cpus;
 }
 
 static bool bpfmap_owns(const struct fd_parms *p)
@@ -150,7 +226,8 @@ static int check_map_dumpable(const struct fd_parms *p, const BpfmapFileEntry *b
 	char buf[32];
 
 	if (!map_type_supported(bfe->map_type))
-		why = "its type is not one this criu dumps (hash and array maps only)";
+		why = "its type is not one this criu dumps (hash, array and LRU maps only, "
+		      "per-CPU ones too)";
 	else if (info->btf_id)
 		why = "it has BTF type information, which this criu does not restore";
 	else if (info->ifindex)
@@ -159,6 +236,9 @@ static int check_map_dumpable(const struct fd_parms *p, const BpfmapFileEntry *b
 		why = "user space may not read it (BPF_F_WRONLY)";
 	else if (bfe->map_flags & BPF_F_RDONLY)
 		why = "user space may not refill it (BPF_F_RDONLY)";
+	else if (map_type_lru(bfe->map_type) && (bfe->map_flags & BPF_F_NO_COMMON_LRU))
+		why = "its per-CPU LRU lists would evict elements as one task refills it "
+		      "(BPF_F_NO_COMMON_LRU)";
 	if (!why)
 		return 0;
 	pr_err("fd %d of task %d: BPF map %u (%s, \"%s\") cannot be dumped: %s\n", p->fd, p->pid,
@@ -184,6 +264,7 @@ static int read_map_info(const struct fd_parms *p, int map_fd, struct bpf_map_in
 
 /* A map's elements as bpfmap-data.img lays them out: all keys, then all values. */
 struct map_elements {
+	size_t value_len; /* map_value_len() */
 	uint32_t count;
 	uint32_t room; /* elements keys and values have room for */
 	uint8_t *keys;
@@ -205,7 +286,7 @@ static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el
 	keys = realloc(el->keys, (size_t)room * bfe->key_size);
 	if (keys)
 		el->keys = keys;
-	values = keys ? realloc(el->values, (size_t)room * bfe->value_size) : NULL;
+	values = keys ? realloc(el->values, room * el->value_len) : NULL;
 	if (!values) {
 		pr_err("BPF map %u: out of memory for %u elements\n", bfe->map_id, room);
 		return -ENOMEM;
@@ -270,7 +351,7 @@ static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_
 		memset(&attr, 0, sizeof(attr));
 		attr.map_fd = map_fd;
 		attr.key = (uintptr_t)next_key;
-		attr.value = (uintptr_t)(el->values + (size_t)el->count * bfe->value_size);
+		attr.value = (uintptr_t)(el->values + el->count * el->value_len);
 		if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr)) {
 			ret = -errno;
 			pr_perror("BPF map %u: BPF_MAP_LOOKUP_ELEM of element %u", bfe->map_id,
@@ -287,13 +368,13 @@ static int write_map_elements(const BpfmapFileEntry *bfe, const struct map_eleme
 {
 	BpfmapDataEntry bde = BPFMAP_DATA_ENTRY__INIT;
 	uint64_t keys_bytes = (uint64_t)el->count * bfe->key_size;
-	uint64_t values_bytes = (uint64_t)el->count * bfe->value_size;
+	uint64_t values_bytes = (uint64_t)el->count * el->value_len;
 	struct cr_img *img;
 	int ret;
 
 	if (keys_bytes > UINT32_MAX || values_bytes > UINT32_MAX) {
-		pr_err("BPF map %u: %u elements of %u + %u bytes do not fit the image's sizes\n",
-		       bfe->map_id, el->count, bfe->key_size, bfe->value_size);
+		pr_err("BPF map %u: %u elements of %u + %zu bytes do not fit the image's sizes\n",
+		       bfe->map_id, el->count, bfe->key_size, el->value_len);
 		return -EFBIG;
 	}
 	img = files_side_image(CR_IMG_BPFMAP_DATA);
@@ -334,10 +415,15 @@ static int readable_map_fd(const struct fd_parms *p, int map_fd, uint32_t map_id
 static int dump_map_elements(const struct fd_parms *p, int map_fd, const BpfmapFileEntry *bfe)
 {
 	struct map_elements el = { 0 };
+	ssize_t value_len;
 	int read_fd, ret;
 
 	if (map_data_dumped(bfe->map_id))
 		return 0;
+	value_len = map_value_len(bfe);
+	if (value_len < 0)
+		return value_len;
+	el.value_len = value_len;
 	read_fd = readable_map_fd(p, map_fd, bfe->map_id);
 	if (read_fd < 0)
 		return read_fd;
@@ -405,6 +491,7 @@ struct bpfmap_obj {
 	uint8_t *keys;
 	uint8_t *values;
 	uint32_t keys_bytes, values_bytes;
+	size_t value_len; /* map_value_len(), set by collect */
 	uint32_t restored_id; /* the new map's id, once made in this task; 0: not yet */
 };
 
@@ -524,6 +611,7 @@ struct bpfmap_file {
 static int check_map_entry(const struct file_desc *d, const BpfmapFileEntry *bfe,
 			   const struct bpfmap_obj *obj)
 {
+	ssize_t value_len;
 	char buf[32];
 
 	if (!map_type_supported(bfe->map_type)) {
@@ -536,13 +624,18 @@ static int check_map_entry(const struct file_desc *d, const BpfmapFileEntry *bfe
 		       d->id, bfe->map_id);
 		return -EINVAL;
 	}
+	value_len = map_value_len(bfe);
+	if (value_len < 0)
+		return value_len;
 	if ((uint64_t)obj->count * bfe->key_size != obj->keys_bytes ||
-	    (uint64_t)obj->count * bfe->value_size != obj->values_bytes ||
+	    (uint64_t)obj->count * value_len != obj->values_bytes ||
 	    obj->count > bfe->max_entries) {
 		pr_err("bpfmap-data.img: BPF map %u: %u elements in %u + %u bytes do not fit its "
-		       "%u-byte keys, %u-byte values and %u entries\n",
+		       "%u-byte keys, %zd-byte values%s and %u entries\n",
 		       bfe->map_id, obj->count, obj->keys_bytes, obj->values_bytes, bfe->key_size,
-		       bfe->value_size, bfe->max_entries);
+		       value_len,
+		       map_type_percpu(bfe->map_type) ? " (one for each CPU this machine has)" : "",
+		       bfe->max_entries);
 		return -EINVAL;
 	}
 	if (strlen(bfe->map_name) >= BPF_OBJ_NAME_LEN) {
@@ -580,6 +673,7 @@ static int bpfmap_collect(struct file_desc *d)
 		return -ENOMEM;
 	}
 	file->obj = obj - map_objs;
+	obj->value_len = map_value_len(bfe);
 	d->kind = file;
 	return collect_owner(d, bfe->fown);
 }
@@ -616,7 +710,7 @@ static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bf
 		memset(&attr, 0, sizeof(attr));
 		attr.map_fd = fd;
 		attr.key = (uintptr_t)(obj->keys + (size_t)i * bfe->key_size);
-		attr.value = (uintptr_t)(obj->values + (size_t)i * bfe->value_size);
+		attr.value = (uintptr_t)(obj->values + i * obj->value_len);
 		attr.flags = BPF_ANY;
 		if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr)) {
 			pr_perror("BPF map file %u: cannot restore element %u of %u", d->id, i,
@@ -625,6 +719,85 @@ static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bf
 		}
 	}
 	return 0;
+}
+
+/*
+ * An LRU map keeps its free elements on per-CPU lists: an update on a CPU whose list is
+ * empty takes one from another CPU's list, or evicts an element held there when that list
+ * has no free one (kernel/bpf/bpf_lru_list.c). A task moved between CPUs while it refills
+ * the map could so lose elements; on one CPU it uses every free element before any is
+ * evicted. The task's affinity is given back after.
+ */
+static int pin_to_one_cpu(const struct file_desc *d, cpu_set_t *was)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t one;
+
+	if (cpu < 0 || sched_getaffinity(0, sizeof(*was), was)) {
+		pr_perror("BPF map file %u: cannot read the task's CPU and affinity", d->id);
+		return -errno;
+	}
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one)) {
+		pr_perror("BPF map file %u: cannot keep the task on CPU %d", d->id, cpu);
+		return -errno;
+	}
+	return 0;
+}
+
+static int unpin(const struct file_desc *d, const cpu_set_t *was)
+{
+	if (!sched_setaffinity(0, sizeof(*was), was))
+		return 0;
+	pr_perror("BPF map file %u: cannot give the task its CPU affinity back", d->id);
+	return -errno;
+}
+
+/* An LRU map holds every element put back: none was evicted meanwhile. */
+static int check_nothing_evicted(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+				 const struct bpfmap_obj *obj)
+{
+	uint8_t *key = malloc(bfe->key_size * 2), *next = key + bfe->key_size;
+	uint32_t count = 0;
+	int ret;
+
+	if (!key) {
+		pr_err("BPF map file %u: out of memory\n", d->id);
+		return -ENOMEM;
+	}
+	for (ret = map_next_key(fd, NULL, next); !ret && count <= obj->count;
+	     ret = map_next_key(fd, key, next)) {
+		memcpy(key, next, bfe->key_size);
+		count++;
+	}
+	free(key);
+	if (ret && ret != -ENOENT) {
+		pr_err("BPF map file %u: BPF_MAP_GET_NEXT_KEY: %s\n", d->id, strerror(-ret));
+		return ret;
+	}
+	if (count == obj->count)
+		return 0;
+	pr_err("BPF map file %u: %u elements restored, the LRU map holds %u\n", d->id,
+	       obj->count, count);
+	return -EAGAIN;
+}
+
+static int refill_lru_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+			  const struct bpfmap_obj *obj)
+{
+	cpu_set_t was;
+	int ret = pin_to_one_cpu(d, &was), unpin_ret;
+
+	if (ret)
+		return ret;
+	ret = fill_map(d, fd, bfe, obj);
+	unpin_ret = unpin(d, &was);
+	if (!ret)
+		ret = unpin_ret;
+	if (!ret)
+		ret = check_nothing_evicted(d, fd, bfe, obj);
+	return ret;
 }
 
 static int freeze_map(const struct file_desc *d, int fd)
@@ -665,7 +838,10 @@ static int make_map(const struct file_desc *d, const BpfmapFileEntry *bfe, struc
 
 	if (fd < 0)
 		return fd;
-	ret = fill_map(d, fd, bfe, obj);
+	if (map_type_lru(bfe->map_type))
+		ret = refill_lru_map(d, fd, bfe, obj);
+	else
+		ret = fill_map(d, fd, bfe, obj);
 	if (!ret && bfe->frozen)
 		ret = freeze_map(d, fd);
 	if (!ret)

@@ -1,7 +1,8 @@
 /*
  * BPF maps come back with their attributes and every element, byte for byte. ZDTM_BPF_MAP
- * names the type: "hash" or "array" (restored), or "percpu" (a dump that fails on a per-CPU
- * array, which it cannot dump, and leaves both maps of the process as they were).
+ * names the type: "hash", "array", "percpu_hash", "percpu_array", "lru_hash" or
+ * "lru_percpu_hash" (restored), or "queue" (a dump that fails on a queue map, which it
+ * cannot dump, and leaves both maps of the process as they were).
  *
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
@@ -10,7 +11,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -22,20 +25,32 @@
 #define SHARED_FD   61
 #define SHARED_DUP  62
 #define SHARED_RO   63
-#define PERCPU_FD   64
-#define VALUE_SIZE  40 /* not a multiple of 8: sizes are kept as given */
+#define QUEUE_FD    64
+#define VALUE_SIZE  36 /* not a multiple of 8: a per-CPU value is rounded up to 40 per CPU */
+#define MAX_CPUS    256
+#define VALUE_MAX   (40 * MAX_CPUS)
 #define MAX_ENTRIES 64
 
 struct map_kind {
+	const char *name;
 	uint32_t type;
 	uint32_t key_size;
 	uint32_t frozen_flags, shared_flags;
+	bool array, percpu;
 };
 
-static const struct map_kind hash_kind = { BPF_MAP_TYPE_HASH, 12, BPF_F_NO_PREALLOC, 0 };
-static const struct map_kind array_kind = { BPF_MAP_TYPE_ARRAY, 4, BPF_F_RDONLY_PROG,
-					    BPF_F_NUMA_NODE };
+/* The kernel refuses BPF_F_NUMA_NODE on per-CPU maps, BPF_F_NO_PREALLOC on arrays and LRUs. */
+static const struct map_kind kinds[] = {
+	{ "hash", BPF_MAP_TYPE_HASH, 12, BPF_F_NO_PREALLOC, 0, false, false },
+	{ "array", BPF_MAP_TYPE_ARRAY, 4, BPF_F_RDONLY_PROG, BPF_F_NUMA_NODE, true, false },
+	{ "percpu_hash", BPF_MAP_TYPE_PERCPU_HASH, 12, BPF_F_NO_PREALLOC, 0, false, true },
+	{ "percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, 4, BPF_F_RDONLY_PROG, 0, true, true },
+	{ "lru_hash", BPF_MAP_TYPE_LRU_HASH, 12, 0, BPF_F_NUMA_NODE, false, false },
+	{ "lru_percpu_hash", BPF_MAP_TYPE_LRU_PERCPU_HASH, 12, 0, 0, false, true },
+};
 static const struct map_kind *kind;
+/* The bytes of a value as user space reads it: a per-CPU map's holds one for each CPU. */
+static size_t value_len = VALUE_SIZE;
 
 static long sys_bpf(int cmd, union bpf_attr *attr)
 {
@@ -114,26 +129,26 @@ static void map_info(int fd, struct bpf_map_info *info)
  */
 static void element(uint32_t seed, uint32_t i, uint8_t *key, uint8_t *value)
 {
-	if (kind->type == BPF_MAP_TYPE_ARRAY) {
+	if (kind->array) {
 		memcpy(key, &i, sizeof(i));
 	} else {
 		uint32_t words[3] = { i * 2654435761u, seed, ~i };
 
 		memcpy(key, words, sizeof(words));
 	}
-	for (int b = 0; b < VALUE_SIZE; b++)
+	for (size_t b = 0; b < value_len; b++)
 		value[b] = (uint8_t)(seed * 31 + i * 7 + b * 13 + 1);
 }
 
 /* Elements 0..count-1 of seed, but every third index of an array left as it is (zero). */
 static bool element_set(uint32_t i, uint32_t count)
 {
-	return i < count && (kind->type != BPF_MAP_TYPE_ARRAY || i % 3);
+	return i < count && (!kind->array || i % 3);
 }
 
 static void map_fill(int fd, uint32_t seed, uint32_t count)
 {
-	uint8_t key[16], value[VALUE_SIZE];
+	uint8_t key[16], value[VALUE_MAX];
 
 	for (uint32_t i = 0; i < count; i++) {
 		if (!element_set(i, count))
@@ -151,13 +166,13 @@ static void map_fill(int fd, uint32_t seed, uint32_t count)
 static void expect_contents(int fd, const char *what, uint32_t seed, uint32_t count,
 			    const uint8_t *extra_key, const uint8_t *extra_value)
 {
-	uint8_t key[16], prev[16], value[VALUE_SIZE], want_key[16], want[VALUE_SIZE];
+	uint8_t key[16], prev[16], value[VALUE_MAX], want_key[16], want[VALUE_MAX];
 	uint32_t found = 0, want_count = 0;
 	bool first = true;
 
 	for (uint32_t i = 0; i < MAX_ENTRIES; i++)
-		want_count += kind->type == BPF_MAP_TYPE_ARRAY || element_set(i, count);
-	want_count += kind->type != BPF_MAP_TYPE_ARRAY && extra_key;
+		want_count += kind->array || element_set(i, count);
+	want_count += !kind->array && extra_key;
 	while (!map_next_key(fd, first ? NULL : prev, key)) {
 		bool known = false;
 
@@ -166,7 +181,7 @@ static void expect_contents(int fd, const char *what, uint32_t seed, uint32_t co
 		if (map_lookup(fd, key, value))
 			test_fail("%s: lookup of element %u: %s", what, found, strerror(errno));
 		if (extra_key && !memcmp(key, extra_key, kind->key_size)) {
-			memcpy(want, extra_value, VALUE_SIZE);
+			memcpy(want, extra_value, value_len);
 			known = true;
 		}
 		for (uint32_t i = 0; !known && i < MAX_ENTRIES; i++) {
@@ -174,12 +189,12 @@ static void expect_contents(int fd, const char *what, uint32_t seed, uint32_t co
 			if (memcmp(key, want_key, kind->key_size))
 				continue;
 			if (!element_set(i, count))
-				memset(want, 0, VALUE_SIZE);
-			known = kind->type == BPF_MAP_TYPE_ARRAY || element_set(i, count);
+				memset(want, 0, value_len);
+			known = kind->array || element_set(i, count);
 		}
 		if (!known)
 			test_fail("%s: element %u has a key that was never added", what, found);
-		if (memcmp(value, want, VALUE_SIZE))
+		if (memcmp(value, want, value_len))
 			test_fail("%s: element %u has another value than was stored", what, found);
 		found++;
 	}
@@ -222,7 +237,7 @@ static void child_element(uint8_t *key, uint8_t *value, uint32_t id)
 /* After restore: writes the id of the map it holds into it, through its inherited fd. */
 static void child_main(void)
 {
-	uint8_t key[16], value[VALUE_SIZE];
+	uint8_t key[16], value[VALUE_MAX];
 
 	test_barrier_done();
 	test_wait_sigterm();
@@ -258,7 +273,7 @@ static void freeze(int fd)
 
 static void expect_update_refused(int fd, const char *what)
 {
-	uint8_t key[16], value[VALUE_SIZE];
+	uint8_t key[16], value[VALUE_MAX];
 	int ret;
 
 	element(1, 1, key, value);
@@ -269,16 +284,27 @@ static void expect_update_refused(int fd, const char *what)
 
 static void run_restored(void)
 {
-	uint8_t key[16], value[VALUE_SIZE], got[VALUE_SIZE];
+	uint8_t key[16], value[VALUE_MAX], got[VALUE_MAX];
 	struct bpf_map_info frozen_info, shared_info;
+	cpu_set_t cpus, one;
 	char frozen[16];
 	pid_t child;
 
+	/*
+	 * An LRU map's update on a CPU whose free list is empty may evict an element it holds
+	 * (criu refills such maps on one CPU for the same reason): the maps are filled on one.
+	 */
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) || sched_setaffinity(0, sizeof(one), &one))
+		test_fail_errno("sched_setaffinity");
 	map_create_at(kind->type, kind->key_size, kind->frozen_flags, "zdtm_frozen", FROZEN_FD);
 	map_fill(FROZEN_FD, 1, 37);
 	freeze(FROZEN_FD);
 	map_create_at(kind->type, kind->key_size, kind->shared_flags, "zdtm_shared", SHARED_FD);
 	map_fill(SHARED_FD, 2, 20);
+	if (sched_setaffinity(0, sizeof(cpus), &cpus))
+		test_fail_errno("sched_setaffinity");
 	if (dup2(SHARED_FD, SHARED_DUP) != SHARED_DUP)
 		test_fail_errno("dup2");
 	if (fcntl(SHARED_FD, F_SETFL, O_NONBLOCK))
@@ -312,7 +338,7 @@ static void run_restored(void)
 
 	test_children_verdict(&child, 1, "the child holding the shared map");
 	child_element(key, value, map_id(SHARED_FD));
-	if (map_lookup(SHARED_RO, key, got) || memcmp(got, value, VALUE_SIZE))
+	if (map_lookup(SHARED_RO, key, got) || memcmp(got, value, value_len))
 		test_fail("the child's update of the shared map is not seen through the "
 			  "read-only fd, or names another map");
 	expect_contents(SHARED_DUP, "the shared map after the child's update", 2, 20, key,
@@ -320,38 +346,74 @@ static void run_restored(void)
 	test_pass();
 }
 
-/* The dump fails on the per-CPU map; the hash map, dumped before it, is untouched. */
+static int queue_op(int cmd, int fd, void *value)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = fd;
+	attr.value = (uintptr_t)value;
+	return sys_bpf(cmd, &attr) ? -errno : 0;
+}
+
+/* The dump fails on the queue map; the hash map, dumped before it, is untouched. */
 static void run_dump_fails(void)
 {
-	uint8_t key[16], value[VALUE_SIZE];
-	uint32_t index = 5;
-	uint8_t per_cpu[VALUE_SIZE * 1024], got[VALUE_SIZE * 1024];
-	int nr_cpus = sysconf(_SC_NPROCESSORS_CONF);
+	uint8_t key[16], value[VALUE_MAX], got[VALUE_MAX];
 
-	kind = &hash_kind;
 	map_create_at(kind->type, kind->key_size, 0, "zdtm_plain", SHARED_FD);
 	map_fill(SHARED_FD, 3, 30);
-	map_create_at(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 0, "zdtm_percpu", PERCPU_FD);
-	if (nr_cpus < 1 || nr_cpus > 1024)
-		test_fail("%d CPUs", nr_cpus);
-	/* Each CPU's value rounded up to 8 bytes (kernel/bpf/syscall.c). */
-	for (size_t b = 0; b < sizeof(per_cpu); b++)
-		per_cpu[b] = (uint8_t)(b * 7 + 3);
-	if (map_update(PERCPU_FD, &index, per_cpu))
-		test_fail_errno("per-CPU map update");
+	map_create_at(BPF_MAP_TYPE_QUEUE, 0, 0, "zdtm_queue", QUEUE_FD);
+	for (uint32_t i = 0; i < 5; i++) {
+		element(4, i, key, value);
+		if (queue_op(BPF_MAP_UPDATE_ELEM, QUEUE_FD, value))
+			test_fail_errno("push onto the queue map");
+	}
 
 	test_ready();
 	test_wait_sigterm();
 
 	expect_contents(SHARED_FD, "the hash map", 3, 30, NULL, NULL);
-	if (map_lookup(PERCPU_FD, &index, got) || memcmp(got, per_cpu, (size_t)nr_cpus * VALUE_SIZE))
-		test_fail("the per-CPU map's element changed");
+	for (uint32_t i = 0; i < 5; i++) {
+		element(4, i, key, value);
+		if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, QUEUE_FD, got) ||
+		    memcmp(got, value, VALUE_SIZE))
+			test_fail("value %u of the queue map is gone or changed", i);
+	}
+	if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, QUEUE_FD, got) != -ENOENT)
+		test_fail("the queue map holds more than its 5 values");
 	element(3, 40, key, value);
 	if (map_update(SHARED_FD, key, value) || map_lookup(SHARED_FD, key, got) ||
 	    memcmp(got, value, VALUE_SIZE))
 		test_fail("the hash map takes no update after the failed dump: %s",
 			  strerror(errno));
 	test_pass();
+}
+
+static const struct map_kind *kind_named(const char *name)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strcmp(kinds[i].name, name))
+			return &kinds[i];
+	test_fail("ZDTM_BPF_MAP=%s is no map kind of this test", name);
+}
+
+/* The kernel's num_possible_cpus(), as /sys/devices/system/cpu/possible lists them. */
+static int possible_cpus(void)
+{
+	unsigned int first, last;
+	char buf[256], *item;
+	int nr = 0;
+
+	read_file("/sys/devices/system/cpu/possible", buf, sizeof(buf));
+	for (item = strtok(buf, ",\n"); item; item = strtok(NULL, ",\n")) {
+		int got = sscanf(item, "%u-%u", &first, &last);
+
+		if (got < 1)
+			test_fail("/sys/devices/system/cpu/possible: \"%s\"", item);
+		nr += (got == 1 ? first : last) - first + 1;
+	}
+	return nr;
 }
 
 int main(int argc, char **argv)
@@ -361,8 +423,16 @@ int main(int argc, char **argv)
 	test_init(argc, argv);
 	if (!which)
 		test_fail("ZDTM_BPF_MAP is not set");
-	if (!strcmp(which, "percpu"))
+	kind = kind_named(strcmp(which, "queue") ? which : "hash");
+	if (kind->percpu) {
+		int nr_cpus = possible_cpus();
+
+		if (nr_cpus < 1 || nr_cpus > MAX_CPUS)
+			test_fail("%d possible CPUs: the test has room for 1 to %d", nr_cpus,
+				  MAX_CPUS);
+		value_len = (size_t)((VALUE_SIZE + 7) & ~7) * nr_cpus;
+	}
+	if (!strcmp(which, "queue"))
 		run_dump_fails();
-	kind = !strcmp(which, "array") ? &array_kind : &hash_kind;
 	run_restored();
 }

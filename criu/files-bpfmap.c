@@ -884,6 +884,8 @@ static int open_made_map(const struct file_desc *d, const struct bpfmap_obj *obj
 		pr_perror("BPF map file %u: cannot open map %u again", d->id, obj->restored_id);
 		return -errno;
 	}
+	pr_debug("BPF map file %u: another description of map %u (access mode %u)\n", d->id,
+		 obj->restored_id, accmode);
 	return fd;
 }
 

@@ -26,6 +26,7 @@
 #define SHARED_DUP  62
 #define SHARED_RO   63
 #define QUEUE_FD    64
+#define CHILD_RO    65 /* the child's own read-only description of the shared map */
 #define VALUE_SIZE  36 /* not a multiple of 8: a per-CPU value is rounded up to 40 per CPU */
 #define MAX_CPUS    256
 #define VALUE_MAX   (40 * MAX_CPUS)
@@ -234,13 +235,24 @@ static void child_element(uint8_t *key, uint8_t *value, uint32_t id)
 	memcpy(value, &id, sizeof(id));
 }
 
-/* After restore: writes the id of the map it holds into it, through its inherited fd. */
+static void read_only_at(int fd, int at);
+
+/*
+ * Holds the shared map through its inherited fds and a read-only description of its own,
+ * which only it holds; after restore, writes the id of the map it holds into it, through
+ * its inherited fd.
+ */
 static void child_main(void)
 {
 	uint8_t key[16], value[VALUE_MAX];
 
+	read_only_at(SHARED_FD, CHILD_RO);
 	test_barrier_done();
 	test_wait_sigterm();
+	if (map_id(CHILD_RO) != map_id(SHARED_FD) ||
+	    (fcntl(CHILD_RO, F_GETFL) & O_ACCMODE) != O_RDONLY)
+		test_fail("child: its read-only fd is on map %u (flags %#x), the shared map is %u",
+			  map_id(CHILD_RO), fcntl(CHILD_RO, F_GETFL), map_id(SHARED_FD));
 	child_element(key, value, map_id(SHARED_FD));
 	if (map_update(SHARED_FD, key, value))
 		test_fail("child: update of the shared map: %s", strerror(errno));

@@ -34,21 +34,36 @@ static long sys_bpf(int cmd, union bpf_attr *attr)
 /* The kernel's names (BPF_MAP_TYPE_*), for messages. */
 #define MAP_TYPE_NAME(t) [BPF_MAP_TYPE_##t] = #t
 static const char *const map_type_names[] = {
-	MAP_TYPE_NAME(HASH),		  MAP_TYPE_NAME(ARRAY),
-	MAP_TYPE_NAME(PROG_ARRAY),	  MAP_TYPE_NAME(PERF_EVENT_ARRAY),
-	MAP_TYPE_NAME(PERCPU_HASH),	  MAP_TYPE_NAME(PERCPU_ARRAY),
-	MAP_TYPE_NAME(STACK_TRACE),	  MAP_TYPE_NAME(CGROUP_ARRAY),
-	MAP_TYPE_NAME(LRU_HASH),	  MAP_TYPE_NAME(LRU_PERCPU_HASH),
-	MAP_TYPE_NAME(LPM_TRIE),	  MAP_TYPE_NAME(ARRAY_OF_MAPS),
-	MAP_TYPE_NAME(HASH_OF_MAPS),	  MAP_TYPE_NAME(DEVMAP),
-	MAP_TYPE_NAME(SOCKMAP),		  MAP_TYPE_NAME(CPUMAP),
-	MAP_TYPE_NAME(XSKMAP),		  MAP_TYPE_NAME(SOCKHASH),
-	MAP_TYPE_NAME(CGROUP_STORAGE),	  MAP_TYPE_NAME(REUSEPORT_SOCKARRAY),
-	MAP_TYPE_NAME(PERCPU_CGROUP_STORAGE), MAP_TYPE_NAME(QUEUE),
-	MAP_TYPE_NAME(STACK),		  MAP_TYPE_NAME(SK_STORAGE),
-	MAP_TYPE_NAME(DEVMAP_HASH),	  MAP_TYPE_NAME(STRUCT_OPS),
-	MAP_TYPE_NAME(RINGBUF),		  MAP_TYPE_NAME(INODE_STORAGE),
-	MAP_TYPE_NAME(TASK_STORAGE),	  MAP_TYPE_NAME(BLOOM_FILTER),
+	MAP_TYPE_NAME(HASH),
+	MAP_TYPE_NAME(ARRAY),
+	MAP_TYPE_NAME(PROG_ARRAY),
+	MAP_TYPE_NAME(PERF_EVENT_ARRAY),
+	MAP_TYPE_NAME(PERCPU_HASH),
+	MAP_TYPE_NAME(PERCPU_ARRAY),
+	MAP_TYPE_NAME(STACK_TRACE),
+	MAP_TYPE_NAME(CGROUP_ARRAY),
+	MAP_TYPE_NAME(LRU_HASH),
+	MAP_TYPE_NAME(LRU_PERCPU_HASH),
+	MAP_TYPE_NAME(LPM_TRIE),
+	MAP_TYPE_NAME(ARRAY_OF_MAPS),
+	MAP_TYPE_NAME(HASH_OF_MAPS),
+	MAP_TYPE_NAME(DEVMAP),
+	MAP_TYPE_NAME(SOCKMAP),
+	MAP_TYPE_NAME(CPUMAP),
+	MAP_TYPE_NAME(XSKMAP),
+	MAP_TYPE_NAME(SOCKHASH),
+	MAP_TYPE_NAME(CGROUP_STORAGE),
+	MAP_TYPE_NAME(REUSEPORT_SOCKARRAY),
+	MAP_TYPE_NAME(PERCPU_CGROUP_STORAGE),
+	MAP_TYPE_NAME(QUEUE),
+	MAP_TYPE_NAME(STACK),
+	MAP_TYPE_NAME(SK_STORAGE),
+	MAP_TYPE_NAME(DEVMAP_HASH),
+	MAP_TYPE_NAME(STRUCT_OPS),
+	MAP_TYPE_NAME(RINGBUF),
+	MAP_TYPE_NAME(INODE_STORAGE),
+	MAP_TYPE_NAME(TASK_STORAGE),
+	MAP_TYPE_NAME(BLOOM_FILTER),
 };
 
 static const char *map_type_name(uint32_t type, char *buf, size_t len)
@@ -414,7 +429,7 @@ static int readable_map_fd(const struct fd_parms *p, int map_fd, uint32_t map_id
 
 static int dump_map_elements(const struct fd_parms *p, int map_fd, const BpfmapFileEntry *bfe)
 {
-	struct map_elements el = { 0 };
+	struct map_elements el = {0};
 	ssize_t value_len;
 	int read_fd, ret;
 
@@ -491,7 +506,7 @@ struct bpfmap_obj {
 	uint8_t *keys;
 	uint8_t *values;
 	uint32_t keys_bytes, values_bytes;
-	size_t value_len; /* map_value_len(), set by collect */
+	size_t value_len;     /* map_value_len(), set by collect */
 	uint32_t restored_id; /* the new map's id, once made in this task; 0: not yet */
 };
 
@@ -547,9 +562,10 @@ static int read_one_map_data(struct cr_img *img, const BpfmapDataEntry *bde)
 	}
 	map_objs = grown;
 	obj = &map_objs[nr_map_objs];
-	*obj = (struct bpfmap_obj){ .map_id = bde->map_id, .count = bde->count,
-				    .keys_bytes = bde->keys_bytes,
-				    .values_bytes = bde->values_bytes };
+	*obj = (struct bpfmap_obj){.map_id = bde->map_id,
+				   .count = bde->count,
+				   .keys_bytes = bde->keys_bytes,
+				   .values_bytes = bde->values_bytes};
 	obj->keys = malloc(bde->keys_bytes ? bde->keys_bytes : 1);
 	obj->values = malloc(bde->values_bytes ? bde->values_bytes : 1);
 	if (!obj->keys || !obj->values) {
@@ -607,11 +623,13 @@ struct bpfmap_file {
 	size_t obj;
 };
 
-/* The elements must be count whole keys and values of the map's sizes. */
+/*
+ * The elements must be count whole keys and values of the map's sizes (value_len:
+ * map_value_len() of the map).
+ */
 static int check_map_entry(const struct file_desc *d, const BpfmapFileEntry *bfe,
-			   const struct bpfmap_obj *obj)
+			   const struct bpfmap_obj *obj, ssize_t value_len)
 {
-	ssize_t value_len;
 	char buf[32];
 
 	if (!map_type_supported(bfe->map_type)) {
@@ -624,7 +642,6 @@ static int check_map_entry(const struct file_desc *d, const BpfmapFileEntry *bfe
 		       d->id, bfe->map_id);
 		return -EINVAL;
 	}
-	value_len = map_value_len(bfe);
 	if (value_len < 0)
 		return value_len;
 	if ((uint64_t)obj->count * bfe->key_size != obj->keys_bytes ||
@@ -657,6 +674,7 @@ static int bpfmap_collect(struct file_desc *d)
 	const BpfmapFileEntry *bfe = d->fe->bpf;
 	struct bpfmap_file *file;
 	struct bpfmap_obj *obj;
+	ssize_t value_len;
 	int ret;
 
 	if (!bfe || bfe->id != d->id) {
@@ -664,7 +682,8 @@ static int bpfmap_collect(struct file_desc *d)
 		return -EINVAL;
 	}
 	obj = find_map_obj(bfe->map_id);
-	ret = check_map_entry(d, bfe, obj);
+	value_len = map_value_len(bfe);
+	ret = check_map_entry(d, bfe, obj, value_len);
 	if (ret)
 		return ret;
 	file = malloc(sizeof(*file));
@@ -673,7 +692,7 @@ static int bpfmap_collect(struct file_desc *d)
 		return -ENOMEM;
 	}
 	file->obj = obj - map_objs;
-	obj->value_len = map_value_len(bfe);
+	obj->value_len = value_len;
 	d->kind = file;
 	return collect_owner(d, bfe->fown);
 }
@@ -778,8 +797,8 @@ static int check_nothing_evicted(const struct file_desc *d, int fd, const Bpfmap
 	}
 	if (count == obj->count)
 		return 0;
-	pr_err("BPF map file %u: %u elements restored, the LRU map holds %u\n", d->id,
-	       obj->count, count);
+	pr_err("BPF map file %u: %u elements restored, the LRU map holds %u\n", d->id, obj->count,
+	       count);
 	return -EAGAIN;
 }
 
@@ -870,8 +889,7 @@ static uint32_t open_flags_of(uint32_t accmode)
  * (the one BPF_MAP_CREATE gives is O_RDWR): by the new map's id, which takes CAP_SYS_ADMIN,
  * as the restored task still has.
  */
-static int open_made_map(const struct file_desc *d, const struct bpfmap_obj *obj,
-			 uint32_t accmode)
+static int open_made_map(const struct file_desc *d, const struct bpfmap_obj *obj, uint32_t accmode)
 {
 	union bpf_attr attr;
 	int fd;

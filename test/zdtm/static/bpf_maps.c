@@ -42,12 +42,12 @@ struct map_kind {
 
 /* The kernel refuses BPF_F_NUMA_NODE on per-CPU maps, BPF_F_NO_PREALLOC on arrays and LRUs. */
 static const struct map_kind kinds[] = {
-	{ "hash", BPF_MAP_TYPE_HASH, 12, BPF_F_NO_PREALLOC, 0, false, false },
-	{ "array", BPF_MAP_TYPE_ARRAY, 4, BPF_F_RDONLY_PROG, BPF_F_NUMA_NODE, true, false },
-	{ "percpu_hash", BPF_MAP_TYPE_PERCPU_HASH, 12, BPF_F_NO_PREALLOC, 0, false, true },
-	{ "percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, 4, BPF_F_RDONLY_PROG, 0, true, true },
-	{ "lru_hash", BPF_MAP_TYPE_LRU_HASH, 12, 0, BPF_F_NUMA_NODE, false, false },
-	{ "lru_percpu_hash", BPF_MAP_TYPE_LRU_PERCPU_HASH, 12, 0, 0, false, true },
+	{"hash", BPF_MAP_TYPE_HASH, 12, BPF_F_NO_PREALLOC, 0, false, false},
+	{"array", BPF_MAP_TYPE_ARRAY, 4, BPF_F_RDONLY_PROG, BPF_F_NUMA_NODE, true, false},
+	{"percpu_hash", BPF_MAP_TYPE_PERCPU_HASH, 12, BPF_F_NO_PREALLOC, 0, false, true},
+	{"percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, 4, BPF_F_RDONLY_PROG, 0, true, true},
+	{"lru_hash", BPF_MAP_TYPE_LRU_HASH, 12, 0, BPF_F_NUMA_NODE, false, false},
+	{"lru_percpu_hash", BPF_MAP_TYPE_LRU_PERCPU_HASH, 12, 0, 0, false, true},
 };
 static const struct map_kind *kind;
 /* The bytes of a value as user space reads it: a per-CPU map's holds one for each CPU. */
@@ -133,7 +133,7 @@ static void element(uint32_t seed, uint32_t i, uint8_t *key, uint8_t *value)
 	if (kind->array) {
 		memcpy(key, &i, sizeof(i));
 	} else {
-		uint32_t words[3] = { i * 2654435761u, seed, ~i };
+		uint32_t words[3] = {i * 2654435761u, seed, ~i};
 
 		memcpy(key, words, sizeof(words));
 	}
@@ -156,7 +156,8 @@ static void map_fill(int fd, uint32_t seed, uint32_t count)
 			continue;
 		element(seed, i, key, value);
 		if (map_update(fd, key, value))
-			test_fail("map seeded %u: update of element %u: %s", seed, i, strerror(errno));
+			test_fail("map seeded %u: update of element %u: %s", seed, i,
+				  strerror(errno));
 	}
 }
 
@@ -353,8 +354,7 @@ static void run_restored(void)
 	if (map_lookup(SHARED_RO, key, got) || memcmp(got, value, value_len))
 		test_fail("the child's update of the shared map is not seen through the "
 			  "read-only fd, or names another map");
-	expect_contents(SHARED_DUP, "the shared map after the child's update", 2, 20, key,
-			value);
+	expect_contents(SHARED_DUP, "the shared map after the child's update", 2, 20, key, value);
 	test_pass();
 }
 

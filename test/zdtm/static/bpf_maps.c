@@ -6,7 +6,8 @@
  *
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
- * after restore, an update through one reaching the others.
+ * after restore, an update through one reaching the others. With ZDTM_BPF_MAP_IN_FLIGHT, a
+ * third map that no fd holds, in flight in a Unix socket's queue (SCM_RIGHTS).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +29,8 @@
 #define SHARED_RO   63
 #define QUEUE_FD    64
 #define CHILD_RO    65 /* the child's own read-only description of the shared map */
+#define FLIGHT_SK   66 /* and 67: the socketpair the in-flight map is queued in */
+#define FLIGHT_MAP  68 /* the in-flight map before it is sent */
 #define VALUE_SIZE  36 /* not a multiple of 8: a per-CPU value is rounded up to 40 per CPU */
 #define MAX_CPUS    256
 #define VALUE_MAX   (40 * MAX_CPUS)
@@ -295,10 +299,39 @@ static void expect_update_refused(int fd, const char *what)
 		test_fail("%s: an update gave %d, expected EPERM", what, ret);
 }
 
+/* A map filled with seed 5, sent through the socketpair at FLIGHT_SK and closed. */
+static void queue_map_in_flight(struct bpf_map_info *info)
+{
+	int sk[2], map_fd = FLIGHT_MAP;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sk) || dup2(sk[0], FLIGHT_SK) != FLIGHT_SK ||
+	    dup2(sk[1], FLIGHT_SK + 1) != FLIGHT_SK + 1)
+		test_fail_errno("socketpair");
+	close(sk[0]);
+	close(sk[1]);
+	map_create_at(kind->type, kind->key_size, kind->shared_flags, "zdtm_flight", FLIGHT_MAP);
+	map_fill(FLIGHT_MAP, 5, 11);
+	map_info(FLIGHT_MAP, info);
+	test_send_fds(FLIGHT_SK, &map_fd, 1, "map");
+	close(map_fd);
+}
+
+static void expect_map_in_flight(const struct bpf_map_info *info)
+{
+	int map_fd;
+
+	if (test_recv_fds(FLIGHT_SK + 1, &map_fd, "map") != 1)
+		test_fail("no map came out of the socket's queue");
+	expect_same_attrs(info, map_fd, "the map in flight");
+	expect_contents(map_fd, "the map in flight", 5, 11, NULL, NULL);
+	close(map_fd);
+}
+
 static void run_restored(void)
 {
 	uint8_t key[16], value[VALUE_MAX], got[VALUE_MAX];
-	struct bpf_map_info frozen_info, shared_info;
+	struct bpf_map_info frozen_info, shared_info, flight_info;
+	bool in_flight = getenv("ZDTM_BPF_MAP_IN_FLIGHT");
 	cpu_set_t cpus, one;
 	char frozen[16];
 	pid_t child;
@@ -316,6 +349,8 @@ static void run_restored(void)
 	freeze(FROZEN_FD);
 	map_create_at(kind->type, kind->key_size, kind->shared_flags, "zdtm_shared", SHARED_FD);
 	map_fill(SHARED_FD, 2, 20);
+	if (in_flight)
+		queue_map_in_flight(&flight_info);
 	if (sched_setaffinity(0, sizeof(cpus), &cpus))
 		test_fail_errno("sched_setaffinity");
 	if (dup2(SHARED_FD, SHARED_DUP) != SHARED_DUP)
@@ -348,6 +383,8 @@ static void run_restored(void)
 		test_fail("file status flags %#x and %#x, expected O_RDWR|O_NONBLOCK and O_RDONLY",
 			  fcntl(SHARED_FD, F_GETFL), fcntl(SHARED_RO, F_GETFL));
 	expect_update_refused(SHARED_RO, "the shared map's read-only fd");
+	if (in_flight)
+		expect_map_in_flight(&flight_info);
 
 	test_children_verdict(&child, 1, "the child holding the shared map");
 	child_element(key, value, map_id(SHARED_FD));

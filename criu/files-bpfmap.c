@@ -2,8 +2,9 @@
  * BPF maps (anon_inode:bpf-map, file_entry.bpf): the map's attributes, from the fd's fdinfo
  * and BPF_OBJ_GET_INFO_BY_FD, and its elements, read through criu's copy of the fd into
  * bpfmap-data.img once per map. Restored as a new map with the same attributes and name,
- * refilled, then frozen if it was. Hash, array and LRU maps, per-CPU ones too: the other
- * types hold what an element copy cannot bring back (programs, other maps, sockets, ...).
+ * refilled, then frozen if it was. Hash, array, LRU and LPM trie maps, per-CPU ones too:
+ * the other types hold what an element copy cannot bring back (programs, other maps,
+ * sockets, ...) or give no way to read their elements but by taking them (queues, stacks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,6 +88,7 @@ static bool map_type_supported(uint32_t type)
 	case BPF_MAP_TYPE_PERCPU_ARRAY:
 	case BPF_MAP_TYPE_LRU_HASH:
 	case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+	case BPF_MAP_TYPE_LPM_TRIE:
 		return true;
 	}
 	return false;
@@ -241,8 +243,8 @@ static int check_map_dumpable(const struct fd_parms *p, const BpfmapFileEntry *b
 	char buf[32];
 
 	if (!map_type_supported(bfe->map_type))
-		why = "its type is not one this criu dumps (hash, array and LRU maps only, "
-		      "per-CPU ones too)";
+		why = "its type is not one this criu dumps (hash, array, LRU and LPM trie maps "
+		      "only, per-CPU ones too)";
 	else if (info->btf_id)
 		why = "it has BTF type information, which this criu does not restore";
 	else if (info->ifindex)

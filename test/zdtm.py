@@ -1396,6 +1396,7 @@ TESTS = {
     # BPF maps: attributes, elements, frozen, shared by fds, a child, a read-only opening
     'bpf_map_hash': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'hash'}},
     'bpf_map_array': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'array'}},
+    'bpf_map_lpm_trie': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'lpm_trie'}},
     'bpf_map_lru_hash_in_flight': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'lru_hash',
                                                                  'ZDTM_BPF_MAP_IN_FLIGHT': '1'}},
     'bpf_map_hash_leave_running': {'bin': 'bpf_maps', 'mode': 'leave_running',

@@ -1,8 +1,8 @@
 /*
  * BPF maps come back with their attributes and every element, byte for byte. ZDTM_BPF_MAP
- * names the type: "hash", "array", "percpu_hash", "percpu_array", "lru_hash" or
- * "lru_percpu_hash" (restored), or "queue" (a dump that fails on a queue map, which it
- * cannot dump, and leaves both maps of the process as they were).
+ * names the type: "hash", "array", "percpu_hash", "percpu_array", "lru_hash",
+ * "lru_percpu_hash" or "lpm_trie" (restored), or "queue" (a dump that fails on a queue map, which
+ * it cannot dump, and leaves both maps of the process as they were).
  *
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
@@ -52,6 +52,8 @@ static const struct map_kind kinds[] = {
 	{"percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, 4, BPF_F_RDONLY_PROG, 0, true, true},
 	{"lru_hash", BPF_MAP_TYPE_LRU_HASH, 12, 0, BPF_F_NUMA_NODE, false, false},
 	{"lru_percpu_hash", BPF_MAP_TYPE_LRU_PERCPU_HASH, 12, 0, 0, false, true},
+	/* Keys of up to 64-bit prefixes (struct bpf_lpm_trie_key: prefixlen, then the data). */
+	{"lpm_trie", BPF_MAP_TYPE_LPM_TRIE, 12, BPF_F_NO_PREALLOC, BPF_F_NO_PREALLOC, false, false},
 };
 static const struct map_kind *kind;
 /* The bytes of a value as user space reads it: a per-CPU map's holds one for each CPU. */
@@ -139,6 +141,9 @@ static void element(uint32_t seed, uint32_t i, uint8_t *key, uint8_t *value)
 	} else {
 		uint32_t words[3] = {i * 2654435761u, seed, ~i};
 
+		/* Prefixes of 64, 56 and 48 bits: each key's first 32 bits differ. */
+		if (kind->type == BPF_MAP_TYPE_LPM_TRIE)
+			words[0] = 64 - (i % 3) * 8;
 		memcpy(key, words, sizeof(words));
 	}
 	for (size_t b = 0; b < value_len; b++)

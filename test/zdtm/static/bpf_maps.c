@@ -1,8 +1,9 @@
 /*
  * BPF maps come back with their attributes and every element, byte for byte. ZDTM_BPF_MAP
  * names the type: "hash", "array", "percpu_hash", "percpu_array", "lru_hash",
- * "lru_percpu_hash" or "lpm_trie" (restored), or "queue" (a dump that fails on a queue map, which
- * it cannot dump, and leaves both maps of the process as they were).
+ * "lru_percpu_hash" or "lpm_trie" (restored), or "queue" or "btf" (a dump that fails on a
+ * queue map, or a hash map with BTF type information, which it cannot dump, and leaves both
+ * maps of the process as they were).
  *
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/btf.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +29,7 @@
 #define SHARED_FD   61
 #define SHARED_DUP  62
 #define SHARED_RO   63
-#define QUEUE_FD    64
+#define REFUSED_FD  64 /* the map the dump refuses */
 #define CHILD_RO    65 /* the child's own read-only description of the shared map */
 #define FLIGHT_SK   66 /* and 67: the socketpair the in-flight map is queued in */
 #define FLIGHT_MAP  68 /* the in-flight map before it is sent */
@@ -410,32 +412,113 @@ static int queue_op(int cmd, int fd, void *value)
 	return sys_bpf(cmd, &attr) ? -errno : 0;
 }
 
-/* The dump fails on the queue map; the hash map, dumped before it, is untouched. */
-static void run_dump_fails(void)
+static void make_queue_map(void)
+{
+	uint8_t key[16], value[VALUE_MAX];
+
+	map_create_at(BPF_MAP_TYPE_QUEUE, 0, 0, "zdtm_queue", REFUSED_FD);
+	for (uint32_t i = 0; i < 5; i++) {
+		element(4, i, key, value);
+		if (queue_op(BPF_MAP_UPDATE_ELEM, REFUSED_FD, value))
+			test_fail_errno("push onto the queue map");
+	}
+}
+
+static void expect_queue_map(void)
+{
+	uint8_t key[16], value[VALUE_MAX], got[VALUE_MAX];
+
+	for (uint32_t i = 0; i < 5; i++) {
+		element(4, i, key, value);
+		if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, REFUSED_FD, got) ||
+		    memcmp(got, value, VALUE_SIZE))
+			test_fail("value %u of the queue map is gone or changed", i);
+	}
+	if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, REFUSED_FD, got) != -ENOENT)
+		test_fail("the queue map holds more than its 5 values");
+}
+
+/* BTF of one type, a 32-bit signed "int" (id 1): the header, the type, the strings. */
+static const struct {
+	struct btf_header hdr;
+	uint32_t type[4];
+	char strings[5];
+} __attribute__((packed)) int_btf = {
+	.hdr = {.magic = BTF_MAGIC,
+		.version = 1,
+		.hdr_len = sizeof(struct btf_header),
+		.type_len = sizeof(int_btf.type),
+		.str_off = sizeof(int_btf.type),
+		.str_len = sizeof(int_btf.strings)},
+	/* name "int", BTF_KIND_INT of 4 bytes, signed, 32 bits from bit 0 */
+	.type = {1, BTF_KIND_INT << 24, 4, (BTF_INT_SIGNED << 24) | 32},
+	.strings = "\0int",
+};
+
+/* A hash map of int keys and values, typed by int_btf: key 7 holds 9. */
+static void make_btf_map(void)
+{
+	int32_t key = 7, value = 9;
+	union bpf_attr attr;
+	int btf_fd, fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.btf = (uintptr_t)&int_btf;
+	attr.btf_size = sizeof(int_btf);
+	btf_fd = sys_bpf(BPF_BTF_LOAD, &attr);
+	if (btf_fd < 0)
+		test_fail_errno("BPF_BTF_LOAD");
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_HASH;
+	attr.key_size = sizeof(key);
+	attr.value_size = sizeof(value);
+	attr.max_entries = 4;
+	attr.btf_fd = btf_fd;
+	attr.btf_key_type_id = 1;
+	attr.btf_value_type_id = 1;
+	strcpy(attr.map_name, "zdtm_btf");
+	fd = sys_bpf(BPF_MAP_CREATE, &attr);
+	if (fd < 0 || dup2(fd, REFUSED_FD) != REFUSED_FD)
+		test_fail_errno("BPF_MAP_CREATE with BTF");
+	close(fd);
+	close(btf_fd);
+	if (map_update(REFUSED_FD, &key, &value))
+		test_fail_errno("update of the BTF map");
+}
+
+static void expect_btf_map(void)
+{
+	int32_t key = 7, value;
+	struct bpf_map_info info;
+
+	map_info(REFUSED_FD, &info);
+	if (!info.btf_id || map_lookup(REFUSED_FD, &key, &value) || value != 9)
+		test_fail("the BTF map lost its BTF (id %u) or its element", info.btf_id);
+}
+
+/*
+ * The dump fails on the queue map or the BTF one; the hash map, dumped before it, is
+ * untouched.
+ */
+static void run_dump_fails(bool btf)
 {
 	uint8_t key[16], value[VALUE_MAX], got[VALUE_MAX];
 
 	map_create_at(kind->type, kind->key_size, 0, "zdtm_plain", SHARED_FD);
 	map_fill(SHARED_FD, 3, 30);
-	map_create_at(BPF_MAP_TYPE_QUEUE, 0, 0, "zdtm_queue", QUEUE_FD);
-	for (uint32_t i = 0; i < 5; i++) {
-		element(4, i, key, value);
-		if (queue_op(BPF_MAP_UPDATE_ELEM, QUEUE_FD, value))
-			test_fail_errno("push onto the queue map");
-	}
+	if (btf)
+		make_btf_map();
+	else
+		make_queue_map();
 
 	test_ready();
 	test_wait_sigterm();
 
 	expect_contents(SHARED_FD, "the hash map", 3, 30, NULL, NULL);
-	for (uint32_t i = 0; i < 5; i++) {
-		element(4, i, key, value);
-		if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, QUEUE_FD, got) ||
-		    memcmp(got, value, VALUE_SIZE))
-			test_fail("value %u of the queue map is gone or changed", i);
-	}
-	if (queue_op(BPF_MAP_LOOKUP_AND_DELETE_ELEM, QUEUE_FD, got) != -ENOENT)
-		test_fail("the queue map holds more than its 5 values");
+	if (btf)
+		expect_btf_map();
+	else
+		expect_queue_map();
 	element(3, 40, key, value);
 	if (map_update(SHARED_FD, key, value) || map_lookup(SHARED_FD, key, got) ||
 	    memcmp(got, value, VALUE_SIZE))
@@ -472,12 +555,11 @@ static int possible_cpus(void)
 
 int main(int argc, char **argv)
 {
-	const char *which = getenv("ZDTM_BPF_MAP");
+	const char *which = getenv("ZDTM_BPF_MAP") ?: "";
+	bool refused = !strcmp(which, "queue") || !strcmp(which, "btf");
 
 	test_init(argc, argv);
-	if (!which)
-		test_fail("ZDTM_BPF_MAP is not set");
-	kind = kind_named(strcmp(which, "queue") ? which : "hash");
+	kind = kind_named(refused ? "hash" : which);
 	if (kind->percpu) {
 		int nr_cpus = possible_cpus();
 
@@ -486,7 +568,7 @@ int main(int argc, char **argv)
 				  MAX_CPUS);
 		value_len = (size_t)((VALUE_SIZE + 7) & ~7) * nr_cpus;
 	}
-	if (!strcmp(which, "queue"))
-		run_dump_fails();
+	if (refused)
+		run_dump_fails(!strcmp(which, "btf"));
 	run_restored();
 }

@@ -288,15 +288,20 @@ struct map_elements {
 	uint8_t *values;
 };
 
-/* Room for one more element: doubled up to max_entries (a hash map is often sparse). */
-static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el)
+/*
+ * Room for want elements, at most max_entries: doubled as they come (a hash map is often
+ * sparse).
+ */
+static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el, uint64_t want)
 {
-	uint32_t room = el->room ? el->room : 64;
+	uint64_t room = el->room ? el->room : 64;
 	uint8_t *keys, *values;
 
-	if (el->count < el->room)
+	if (want > bfe->max_entries)
+		want = bfe->max_entries;
+	if (want <= el->room)
 		return 0;
-	while (room <= el->count)
+	while (room < want)
 		room *= 2;
 	if (room > bfe->max_entries)
 		room = bfe->max_entries;
@@ -305,7 +310,7 @@ static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el
 		el->keys = keys;
 	values = keys ? realloc(el->values, room * el->value_len) : NULL;
 	if (!values) {
-		pr_err("BPF map %u: out of memory for %u elements\n", bfe->map_id, room);
+		pr_err("BPF map %u: out of memory for %" PRIu64 " elements\n", bfe->map_id, room);
 		return -ENOMEM;
 	}
 	el->values = values;
@@ -350,7 +355,8 @@ static int next_map_key(int map_fd, const BpfmapFileEntry *bfe, const struct map
 }
 
 /* Key after key from none (an array's every index), each with its value. */
-static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el)
+static int read_map_elements_one_by_one(int map_fd, const BpfmapFileEntry *bfe,
+					struct map_elements *el)
 {
 	uint8_t *next_key = malloc(bfe->key_size ? bfe->key_size : 1);
 	union bpf_attr attr;
@@ -361,7 +367,7 @@ static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_
 		return -ENOMEM;
 	}
 	while ((ret = next_map_key(map_fd, bfe, el, next_key)) > 0) {
-		ret = grow_map_elements(bfe, el);
+		ret = grow_map_elements(bfe, el, (uint64_t)el->count + 1);
 		if (ret)
 			break;
 		memcpy(el->keys + (size_t)el->count * bfe->key_size, next_key, bfe->key_size);
@@ -379,6 +385,107 @@ static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_
 	}
 	free(next_key);
 	return ret;
+}
+
+/* The kernel's ENOTSUPP: a command the map's type does not have. */
+#ifndef ENOTSUPP
+#define ENOTSUPP 524
+#endif
+
+static bool batch_unsupported(int err)
+{
+	return err == -ENOTSUPP || err == -EOPNOTSUPP || err == -EINVAL;
+}
+
+/* Elements asked of one BPF_MAP_LOOKUP_BATCH at first; doubled when a bucket needs more. */
+#define BATCH_ELEMENTS 4096
+
+/*
+ * One BPF_MAP_LOOKUP_BATCH after the batch token in (NULL: from the start) into the room
+ * left in el, the next token into out: 0, -ENOENT after the last element, or -errno.
+ * el->count grows by what it read either way.
+ */
+static int lookup_batch(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el,
+			const void *in, void *out)
+{
+	union bpf_attr attr;
+	int ret;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.batch.in_batch = (uintptr_t)in;
+	attr.batch.out_batch = (uintptr_t)out;
+	attr.batch.keys = (uintptr_t)(el->keys + (size_t)el->count * bfe->key_size);
+	attr.batch.values = (uintptr_t)(el->values + el->count * el->value_len);
+	attr.batch.count = el->room - el->count;
+	attr.batch.map_fd = map_fd;
+	ret = sys_bpf(BPF_MAP_LOOKUP_BATCH, &attr) ? -errno : 0;
+	el->count += attr.batch.count;
+	return ret;
+}
+
+/*
+ * Whole buckets (hash maps) or runs of indices (arrays) at a time, in the order
+ * BPF_MAP_GET_NEXT_KEY walks them: on a map of a million elements a few hundred system
+ * calls instead of two million. The batch token is a bucket number (hash maps) or a key
+ * (arrays). 1 when the kernel has no batch lookup for the map, 0, or -errno.
+ */
+static int read_map_elements_batched(int map_fd, const BpfmapFileEntry *bfe,
+				     struct map_elements *el)
+{
+	size_t token_len = bfe->key_size > 8 ? bfe->key_size : 8;
+	uint8_t *tokens = malloc(2 * token_len), *in = NULL, *out = tokens;
+	uint64_t batch = BATCH_ELEMENTS;
+	int ret;
+
+	if (!tokens) {
+		pr_err("BPF map %u: out of memory\n", bfe->map_id);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ret = grow_map_elements(bfe, el, el->count + batch);
+		if (ret)
+			break;
+		if (el->count == el->room) {
+			/* max_entries read: one more key means the map changed meanwhile. */
+			uint8_t *key = malloc(bfe->key_size);
+
+			ret = key ? next_map_key(map_fd, bfe, el, key) : -ENOMEM;
+			free(key);
+			break;
+		}
+		ret = lookup_batch(map_fd, bfe, el, in, out);
+		if (ret == -ENOENT) {
+			ret = 0;
+			break;
+		}
+		if (ret == -ENOSPC && el->room < bfe->max_entries) {
+			batch *= 2; /* one bucket holds more than the room left */
+			continue;
+		}
+		if (ret && !in && !el->count && batch_unsupported(ret)) {
+			ret = 1;
+			break;
+		}
+		if (ret) {
+			pr_err("BPF map %u: BPF_MAP_LOOKUP_BATCH after %u elements: %s\n",
+			       bfe->map_id, el->count, strerror(-ret));
+			break;
+		}
+		in = out;
+		out = out == tokens ? tokens + token_len : tokens;
+	}
+	free(tokens);
+	return ret;
+}
+
+static int read_map_elements(int map_fd, const BpfmapFileEntry *bfe, struct map_elements *el)
+{
+	int ret = read_map_elements_batched(map_fd, bfe, el);
+
+	if (ret != 1)
+		return ret;
+	pr_debug("BPF map %u: no batch lookup, one element at a time\n", bfe->map_id);
+	return read_map_elements_one_by_one(map_fd, bfe, el);
 }
 
 static int write_map_elements(const BpfmapFileEntry *bfe, const struct map_elements *el)
@@ -722,8 +829,8 @@ static int create_map(const struct file_desc *d, const BpfmapFileEntry *bfe)
 	return fd;
 }
 
-static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
-		    const struct bpfmap_obj *obj)
+static int fill_map_one_by_one(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+			       const struct bpfmap_obj *obj)
 {
 	union bpf_attr attr;
 
@@ -743,11 +850,55 @@ static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bf
 }
 
 /*
+ * BPF_MAP_UPDATE_BATCH, which updates element after element until one fails and says how
+ * many it did. 1 when the kernel has no batch update for the map, 0, or -errno.
+ */
+static int fill_map_batched(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+			    const struct bpfmap_obj *obj)
+{
+	uint32_t done = 0;
+	union bpf_attr attr;
+	int ret;
+
+	while (done < obj->count) {
+		memset(&attr, 0, sizeof(attr));
+		attr.batch.keys = (uintptr_t)(obj->keys + (size_t)done * bfe->key_size);
+		attr.batch.values = (uintptr_t)(obj->values + done * obj->value_len);
+		attr.batch.count = obj->count - done;
+		attr.batch.map_fd = fd;
+		attr.batch.elem_flags = BPF_ANY;
+		ret = sys_bpf(BPF_MAP_UPDATE_BATCH, &attr) ? -errno : 0;
+		if (ret && !done && !attr.batch.count && batch_unsupported(ret))
+			return 1;
+		done += attr.batch.count;
+		if (ret) {
+			pr_err("BPF map file %u: cannot restore element %u of %u: %s\n", d->id,
+			       done, obj->count, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int fill_map(const struct file_desc *d, int fd, const BpfmapFileEntry *bfe,
+		    const struct bpfmap_obj *obj)
+{
+	int ret = fill_map_batched(d, fd, bfe, obj);
+
+	if (ret != 1)
+		return ret;
+	pr_debug("BPF map file %u: no batch update, one element at a time\n", d->id);
+	return fill_map_one_by_one(d, fd, bfe, obj);
+}
+
+/*
  * An LRU map keeps its free elements on per-CPU lists: an update on a CPU whose list is
  * empty takes one from another CPU's list, or evicts an element held there when that list
  * has no free one (kernel/bpf/bpf_lru_list.c). A task moved between CPUs while it refills
- * the map could so lose elements; on one CPU it uses every free element before any is
- * evicted. The task's affinity is given back after.
+ * the map could so lose elements; on one CPU it does not. The task's affinity is given
+ * back after. The kernel still evicts when it hands the CPU its last free elements and they
+ * are fewer than 128 (it makes up the 128 by evicting): a map holding more elements than
+ * the 128s its max_entries gives whole cannot come back whole, and the restore says so.
  */
 static int pin_to_one_cpu(const struct file_desc *d, cpu_set_t *was)
 {
@@ -799,8 +950,9 @@ static int check_nothing_evicted(const struct file_desc *d, int fd, const Bpfmap
 	}
 	if (count == obj->count)
 		return 0;
-	pr_err("BPF map file %u: %u elements restored, the LRU map holds %u\n", d->id, obj->count,
-	       count);
+	pr_err("BPF map file %u: %u elements restored, the LRU map holds %u: the kernel evicted "
+	       "some as they were put back\n",
+	       d->id, obj->count, count);
 	return -EAGAIN;
 }
 

@@ -321,6 +321,16 @@ def bpf_map_records_twice(img_dir, pid):
     edit_image(img_dir, 'bpfmap-data.img', edit)
 
 
+def bpf_map_lru_too_small(img_dir, pid):
+    """The big LRU map is made with room for its elements alone: the kernel evicts some as
+    they are put back (it keeps 128 free per CPU), which restore must notice."""
+    def edit(entries):
+        for e in entries:
+            if e.get('bpf', {}).get('map_name') == 'zdtm_many':
+                e['bpf']['max_entries'] = 20000
+    edit_image(img_dir, 'files.img', edit)
+
+
 def bpf_map_flags_refused(img_dir, pid):
     """The first BPF map gets a map flag no kernel knows: BPF_MAP_CREATE refuses it, in the
     restored task, once the tree exists."""
@@ -1418,6 +1428,10 @@ TESTS = {
                                       'test_env': {'ZDTM_BPF_MAP': 'hash'},
                                       'corrupt': bpf_map_one_element_more,
                                       'expect': 'elements in 444 + 1332 bytes do not fit'},
+    'restore_fail_bpf_map_lru_evicts': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                        'test_env': {'ZDTM_BPF_MAP': 'lru_hash'},
+                                        'corrupt': bpf_map_lru_too_small,
+                                        'expect': '20000 elements restored, the LRU map holds 19904: the kernel evicted'},
     'restore_fail_bpf_map_create': {'bin': 'bpf_maps', 'mode': 'restore_fails',
                                     'test_env': {'ZDTM_BPF_MAP': 'array'},
                                     'corrupt': bpf_map_flags_refused,

@@ -7,7 +7,8 @@
  *
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
- * after restore, an update through one reaching the others. With ZDTM_BPF_MAP_IN_FLIGHT, a
+ * after restore, an update through one reaching the others; a map of 20000 elements (the
+ * dump reads it in several batches). With ZDTM_BPF_MAP_IN_FLIGHT, a
  * third map that no fd holds, in flight in a Unix socket's queue (SCM_RIGHTS).
  */
 #include <errno.h>
@@ -25,18 +26,20 @@
 
 #include "zdtmtst.h"
 
-#define FROZEN_FD   60
-#define SHARED_FD   61
-#define SHARED_DUP  62
-#define SHARED_RO   63
-#define REFUSED_FD  64 /* the map the dump refuses */
-#define CHILD_RO    65 /* the child's own read-only description of the shared map */
-#define FLIGHT_SK   66 /* and 67: the socketpair the in-flight map is queued in */
-#define FLIGHT_MAP  68 /* the in-flight map before it is sent */
-#define VALUE_SIZE  36 /* not a multiple of 8: a per-CPU value is rounded up to 40 per CPU */
-#define MAX_CPUS    256
-#define VALUE_MAX   (40 * MAX_CPUS)
-#define MAX_ENTRIES 64
+#define FROZEN_FD    60
+#define SHARED_FD    61
+#define SHARED_DUP   62
+#define SHARED_RO    63
+#define REFUSED_FD   64 /* the map the dump refuses */
+#define CHILD_RO     65 /* the child's own read-only description of the shared map */
+#define FLIGHT_SK    66 /* and 67: the socketpair the in-flight map is queued in */
+#define FLIGHT_MAP   68 /* the in-flight map before it is sent */
+#define MANY_FD	     69 /* a map of MANY_ENTRIES elements: read and refilled in batches */
+#define MANY_ENTRIES 20000
+#define VALUE_SIZE   36 /* not a multiple of 8: a per-CPU value is rounded up to 40 per CPU */
+#define MAX_CPUS     256
+#define VALUE_MAX    (40 * MAX_CPUS)
+#define MAX_ENTRIES  64
 
 struct map_kind {
 	const char *name;
@@ -66,8 +69,8 @@ static long sys_bpf(int cmd, union bpf_attr *attr)
 	return syscall(SYS_bpf, cmd, attr, sizeof(*attr));
 }
 
-static void map_create_at(uint32_t type, uint32_t key_size, uint32_t flags, const char *name,
-			  int at)
+static void map_create_sized_at(uint32_t type, uint32_t key_size, uint32_t max_entries,
+				uint32_t flags, const char *name, int at)
 {
 	union bpf_attr attr;
 	int fd;
@@ -76,13 +79,19 @@ static void map_create_at(uint32_t type, uint32_t key_size, uint32_t flags, cons
 	attr.map_type = type;
 	attr.key_size = key_size;
 	attr.value_size = VALUE_SIZE;
-	attr.max_entries = MAX_ENTRIES;
+	attr.max_entries = max_entries;
 	attr.map_flags = flags;
 	strncpy(attr.map_name, name, sizeof(attr.map_name) - 1);
 	fd = sys_bpf(BPF_MAP_CREATE, &attr);
 	if (fd < 0 || dup2(fd, at) != at)
 		test_fail_errno("BPF_MAP_CREATE");
 	close(fd);
+}
+
+static void map_create_at(uint32_t type, uint32_t key_size, uint32_t flags, const char *name,
+			  int at)
+{
+	map_create_sized_at(type, key_size, MAX_ENTRIES, flags, name, at);
 }
 
 static int map_update(int fd, const void *key, const void *value)
@@ -306,6 +315,62 @@ static void expect_update_refused(int fd, const char *what)
 		test_fail("%s: an update gave %d, expected EPERM", what, ret);
 }
 
+/* Element i of the big map: every key's first 32 bits differ (an LPM trie's data too). */
+static void many_element(uint32_t i, uint8_t *key, uint8_t *value)
+{
+	uint32_t words[3] = {i * 2654435761u, i, 0x5eed};
+
+	if (kind->array) {
+		memcpy(key, &i, sizeof(i));
+	} else {
+		if (kind->type == BPF_MAP_TYPE_LPM_TRIE)
+			words[0] = 64;
+		memcpy(key, words, sizeof(words));
+	}
+	for (size_t b = 0; b < value_len; b++)
+		value[b] = (uint8_t)(i * 3 + b * 5);
+}
+
+/*
+ * An LRU map hands a CPU its free elements 128 at a time and, when fewer than 128 are
+ * left, evicts elements to make up the 128 (kernel/bpf/bpf_lru_list.c): the map is sized
+ * so that the last 128 come whole, and no element is evicted, here or when criu refills it.
+ */
+static void fill_many(void)
+{
+	bool lru =
+		kind->type == BPF_MAP_TYPE_LRU_HASH || kind->type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+	uint8_t key[16], value[VALUE_MAX];
+
+	map_create_sized_at(kind->type, kind->key_size, MANY_ENTRIES + (lru ? 128 : 0),
+			    kind->shared_flags, "zdtm_many", MANY_FD);
+	for (uint32_t i = 0; i < MANY_ENTRIES; i++) {
+		many_element(i, key, value);
+		if (map_update(MANY_FD, key, value))
+			test_fail("the big map: update of element %u: %s", i, strerror(errno));
+	}
+}
+
+/* Every element of the big map is there with its value, and no other. */
+static void expect_many(void)
+{
+	uint8_t key[16], next[16], value[VALUE_MAX], got[VALUE_MAX];
+	uint32_t count = 0;
+
+	for (uint32_t i = 0; i < MANY_ENTRIES; i++) {
+		many_element(i, key, value);
+		if (map_lookup(MANY_FD, key, got) || memcmp(got, value, value_len))
+			test_fail("the big map: element %u is gone or changed", i);
+	}
+	for (int ret = map_next_key(MANY_FD, NULL, next); !ret;
+	     ret = map_next_key(MANY_FD, key, next)) {
+		memcpy(key, next, sizeof(key));
+		count++;
+	}
+	if (count != MANY_ENTRIES)
+		test_fail("the big map holds %u elements, expected %u", count, MANY_ENTRIES);
+}
+
 /* A map filled with seed 5, sent through the socketpair at FLIGHT_SK and closed. */
 static void queue_map_in_flight(struct bpf_map_info *info)
 {
@@ -356,6 +421,7 @@ static void run_restored(void)
 	freeze(FROZEN_FD);
 	map_create_at(kind->type, kind->key_size, kind->shared_flags, "zdtm_shared", SHARED_FD);
 	map_fill(SHARED_FD, 2, 20);
+	fill_many();
 	if (in_flight)
 		queue_map_in_flight(&flight_info);
 	if (sched_setaffinity(0, sizeof(cpus), &cpus))
@@ -390,6 +456,7 @@ static void run_restored(void)
 		test_fail("file status flags %#x and %#x, expected O_RDWR|O_NONBLOCK and O_RDONLY",
 			  fcntl(SHARED_FD, F_GETFL), fcntl(SHARED_RO, F_GETFL));
 	expect_update_refused(SHARED_RO, "the shared map's read-only fd");
+	expect_many();
 	if (in_flight)
 		expect_map_in_flight(&flight_info);
 

@@ -8,8 +8,8 @@
  * Restored: a frozen map, still refusing updates; a map held by two fds (dup), by a child
  * over fork and by a read-only description of its own (BPF_MAP_GET_FD_BY_ID): one map
  * after restore, an update through one reaching the others; a map of 20000 elements (the
- * dump reads it in several batches). With ZDTM_BPF_MAP_IN_FLIGHT, a
- * third map that no fd holds, in flight in a Unix socket's queue (SCM_RIGHTS).
+ * dump reads it in several batches). With ZDTM_BPF_MAP_IN_FLIGHT, a map that no fd holds,
+ * in flight in a Unix socket's queue (SCM_RIGHTS).
  */
 #include <errno.h>
 #include <fcntl.h>

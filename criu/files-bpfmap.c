@@ -161,6 +161,31 @@ static ssize_t map_value_len(const BpfmapFileEntry *bfe)
 	return (ssize_t)((bfe->value_size + 7) & ~7u) * nr_cpus;
 }
 
+/* BPF_OBJ_GET_INFO_BY_FD of a map: 0 or -errno. */
+static int map_info_of(int map_fd, struct bpf_map_info *info)
+{
+	union bpf_attr attr;
+
+	memset(info, 0, sizeof(*info));
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = map_fd;
+	attr.info.info_len = sizeof(*info);
+	attr.info.info = (uintptr_t)info;
+	return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) ? -errno : 0;
+}
+
+/* The key after key (NULL: the first) into next_key: 0, -ENOENT past the last, or -errno. */
+static int map_next_key(int map_fd, const void *key, void *next_key)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = map_fd;
+	attr.key = (uintptr_t)key;
+	attr.next_key = (uintptr_t)next_key;
+	return sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) ? -errno : 0;
+}
+
 static bool bpfmap_owns(const struct fd_parms *p)
 {
 	return !strcmp(p->link, BPFMAP_LINK);
@@ -265,18 +290,12 @@ static int check_map_dumpable(const struct fd_parms *p, const BpfmapFileEntry *b
 
 static int read_map_info(const struct fd_parms *p, int map_fd, struct bpf_map_info *info)
 {
-	union bpf_attr attr;
+	int ret = map_info_of(map_fd, info);
 
-	memset(info, 0, sizeof(*info));
-	memset(&attr, 0, sizeof(attr));
-	attr.info.bpf_fd = map_fd;
-	attr.info.info_len = sizeof(*info);
-	attr.info.info = (uintptr_t)info;
-	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr)) {
-		pr_perror("fd %d of task %d: BPF_OBJ_GET_INFO_BY_FD", p->fd, p->pid);
-		return -errno;
-	}
-	return 0;
+	if (ret)
+		pr_err("fd %d of task %d: BPF_OBJ_GET_INFO_BY_FD: %s\n", p->fd, p->pid,
+		       strerror(-ret));
+	return ret;
 }
 
 /* A map's elements as bpfmap-data.img lays them out: all keys, then all values. */
@@ -316,17 +335,6 @@ static int grow_map_elements(const BpfmapFileEntry *bfe, struct map_elements *el
 	el->values = values;
 	el->room = room;
 	return 0;
-}
-
-static int map_next_key(int map_fd, const void *key, void *next_key)
-{
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = map_fd;
-	attr.key = (uintptr_t)key;
-	attr.next_key = (uintptr_t)next_key;
-	return sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) ? -errno : 0;
 }
 
 /*
@@ -989,16 +997,11 @@ static int freeze_map(const struct file_desc *d, int fd)
 static int map_id_of(const struct file_desc *d, int fd, uint32_t *id)
 {
 	struct bpf_map_info info;
-	union bpf_attr attr;
+	int ret = map_info_of(fd, &info);
 
-	memset(&info, 0, sizeof(info));
-	memset(&attr, 0, sizeof(attr));
-	attr.info.bpf_fd = fd;
-	attr.info.info_len = sizeof(info);
-	attr.info.info = (uintptr_t)&info;
-	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr)) {
-		pr_perror("BPF map file %u: BPF_OBJ_GET_INFO_BY_FD", d->id);
-		return -errno;
+	if (ret) {
+		pr_err("BPF map file %u: BPF_OBJ_GET_INFO_BY_FD: %s\n", d->id, strerror(-ret));
+		return ret;
 	}
 	*id = info.id;
 	return 0;

@@ -46,6 +46,7 @@ static const struct fdtype_ops *const fdtype_ops_table[] = {
 	&packet_sk_fdtype_ops,
 	&unix_sk_fdtype_ops,
 	&pidfd_fdtype_ops,
+	&bpfmap_fdtype_ops,
 	&inet_sk_fdtype_ops,
 	&ext_fdtype_ops, /* last: it owns everything */
 };

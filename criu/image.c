@@ -42,6 +42,7 @@
 #include "cgroup.pb-c.h"
 #include "netdev.pb-c.h"
 #include "tcp-stream.pb-c.h"
+#include "bpfmap-data.pb-c.h"
 
 #define MAX_RECORD_SIZE (64u << 20) /* no sane record is bigger; a bigger length is corruption */
 
@@ -112,6 +113,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_TMPFS_DEV] = { "TMPFS_DEV", "tmpfs-dev-%lu.tar.gz.img", 0, 0, NULL },
 	[CR_IMG_TCP_STREAM] = PB_IMG("TCP_STREAM", "tcp-stream-%lx.img", TCP_STREAM_MAGIC,
 				     tcp_stream_entry__descriptor),
+	[CR_IMG_BPFMAP_DATA] = PB_IMG("BPFMAP_DATA", "bpfmap-data.img", BPFMAP_DATA_MAGIC,
+				      bpfmap_data_entry__descriptor),
 	[CR_IMG_STATS_DUMP] = { "STATS", "stats-dump", STATS_MAGIC, IMG_SERVICE_MAGIC,
 				&stats_entry__descriptor },
 	[CR_IMG_STATS_RESTORE] = { "STATS", "stats-restore", STATS_MAGIC, IMG_SERVICE_MAGIC,

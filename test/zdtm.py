@@ -6,6 +6,7 @@
 # restore with ours, or the other way round. The runner uses the Python 3 standard library
 # only; the crit check runs in a helper under crit's own interpreter (--crit-helper).
 import argparse
+import base64
 import ctypes
 import fcntl
 import hashlib
@@ -293,16 +294,49 @@ def first_fd_file(img_dir):
     return fdinfo, min(own_crit_entries(os.path.join(img_dir, fdinfo)), key=lambda e: e['fd'])
 
 
-def file_becomes_bpfmap(img_dir, pid):
-    """The description behind the lowest fd claims to be a BPF map (a kind we lack)."""
+def file_becomes_autofs_pipe(img_dir, pid):
+    """The description behind the lowest fd claims to be an autofs pipe (a kind we lack)."""
     fdinfo, fd = first_fd_file(img_dir)
     def edit(entries):
         for e in entries:
             if e['id'] == fd['id']:
-                e['type'] = 'BPFMAP'
+                e['type'] = 'AUTOFS_PIPE'
     edit_image(img_dir, 'files.img', edit)
-    edit_image(img_dir, fdinfo, lambda es: [e.update(type='BPFMAP') for e in es
+    edit_image(img_dir, fdinfo, lambda es: [e.update(type='AUTOFS_PIPE') for e in es
                                             if e['id'] == fd['id']])
+
+
+def bpf_map_one_element_more(img_dir, pid):
+    """The first BPF map's record claims one element more than its bytes hold."""
+    edit_image(img_dir, 'bpfmap-data.img', lambda es: es[0].update(count=es[0]['count'] + 1))
+
+
+def bpf_map_records_twice(img_dir, pid):
+    """Each BPF map gets a second record of other elements after the first (one record per
+    description, as another dumper may write them): restore takes the first."""
+    def edit(entries):
+        for e in list(entries):
+            data = base64.b64decode(e['extra'])
+            entries.append(dict(e, extra=base64.b64encode(data[::-1]).decode()))
+    edit_image(img_dir, 'bpfmap-data.img', edit)
+
+
+def bpf_map_lru_too_small(img_dir, pid):
+    """The big LRU map is made with room for its elements alone: the kernel evicts some as
+    they are put back (it keeps 128 free per CPU), which restore must notice."""
+    def edit(entries):
+        for e in entries:
+            if e.get('bpf', {}).get('map_name') == 'zdtm_many':
+                e['bpf']['max_entries'] = 20000
+    edit_image(img_dir, 'files.img', edit)
+
+
+def bpf_map_flags_refused(img_dir, pid):
+    """The first BPF map gets a map flag no kernel knows: BPF_MAP_CREATE refuses it, in the
+    restored task, once the tree exists."""
+    def edit(entries):
+        next(e for e in entries if 'bpf' in e)['bpf']['map_flags'] |= 0x40000000
+    edit_image(img_dir, 'files.img', edit)
 
 
 def epoll_watches_missing_fd(img_dir, pid):
@@ -914,7 +948,8 @@ def mnt_restore_fails(restore_args, expect):
 # name -> how to run it. bin: program in test/bin (default: the name); mode:
 #   default        dump (kills), restore -d, SIGTERM, verdict ('dump_args': more options,
 #                  here and in the modes below that dump; 'restore_args': more restore
-#                  options, here and in the cross modes; 'after_restore': f(out) run
+#                  options, here and in the cross modes; 'after_dump': f(img, pid) run
+#                  between the dump and the restore; 'after_restore': f(out) run
 #                  between the restore and the SIGTERM)
 #   leave_running  dump -R: the process keeps running untouched, then SIGTERM, verdict
 #   twice          restore, verdict, restore again from the same images, verdict
@@ -1480,6 +1515,39 @@ TESTS = {
     'fifo_queued_bytes_leave_running': {'bin': 'fifo_queued_bytes', 'mode': 'leave_running'},
     'eventfd_counter_flags': {},
     'signalfd_mask_flags': {},
+    # BPF maps: attributes, elements, frozen, shared by fds, a child, a read-only opening
+    'bpf_map_hash': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'hash'}},
+    'bpf_map_array': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'array'}},
+    'bpf_map_percpu_hash': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'percpu_hash'}},
+    'bpf_map_percpu_array': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'percpu_array'}},
+    'bpf_map_lru_hash': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'lru_hash'}},
+    'bpf_map_lru_percpu_hash': {'bin': 'bpf_maps',
+                                'test_env': {'ZDTM_BPF_MAP': 'lru_percpu_hash'}},
+    'bpf_map_lpm_trie': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'lpm_trie'}},
+    'bpf_map_lru_hash_in_flight': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'lru_hash',
+                                                                 'ZDTM_BPF_MAP_IN_FLIGHT': '1'}},
+    'bpf_map_hash_leave_running': {'bin': 'bpf_maps', 'mode': 'leave_running',
+                                   'test_env': {'ZDTM_BPF_MAP': 'hash'}},
+    'bpf_map_records_twice': {'bin': 'bpf_maps', 'test_env': {'ZDTM_BPF_MAP': 'hash'},
+                              'after_dump': bpf_map_records_twice},
+    'dump_fail_bpf_map_queue': {'bin': 'bpf_maps', 'mode': 'dump_fails',
+                                'test_env': {'ZDTM_BPF_MAP': 'queue'},
+                                'expect': '(QUEUE, "zdtm_queue") cannot be dumped'},
+    'dump_fail_bpf_map_btf': {'bin': 'bpf_maps', 'mode': 'dump_fails',
+                              'test_env': {'ZDTM_BPF_MAP': 'btf'},
+                              'expect': '(HASH, "zdtm_btf") cannot be dumped: it has BTF'},
+    'restore_fail_bpf_map_elements': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                      'test_env': {'ZDTM_BPF_MAP': 'hash'},
+                                      'corrupt': bpf_map_one_element_more,
+                                      'expect': 'elements in 444 + 1332 bytes do not fit'},
+    'restore_fail_bpf_map_lru_evicts': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                        'test_env': {'ZDTM_BPF_MAP': 'lru_hash'},
+                                        'corrupt': bpf_map_lru_too_small,
+                                        'expect': '20000 elements restored, the LRU map holds'},
+    'restore_fail_bpf_map_create': {'bin': 'bpf_maps', 'mode': 'restore_fails',
+                                    'test_env': {'ZDTM_BPF_MAP': 'array'},
+                                    'corrupt': bpf_map_flags_refused,
+                                    'expect': 'cannot create map "zdtm_frozen"'},
     'timerfd_interval_ticks': {},
     'timerfd_leave_running': {'bin': 'timerfd_interval_ticks', 'mode': 'leave_running'},
     'pidfd_child_self_dead': {},
@@ -1551,8 +1619,8 @@ TESTS = {
                                   'corrupt': truncate_mm_image},
     # images a restore must refuse with one line that names what is wrong ('expect')
     'restore_fail_unsupported_kind': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
-                                      'corrupt': file_becomes_bpfmap,
-                                      'expect': 'is BPFMAP, not supported'},
+                                      'corrupt': file_becomes_autofs_pipe,
+                                      'expect': 'is AUTOFS_PIPE, not supported'},
     'restore_fail_unix_peer_missing': {'bin': 'unix_socketpair_queues',
                                        'mode': 'restore_fails',
                                        'corrupt': unix_peer_goes_missing,
@@ -3035,10 +3103,11 @@ def crit_helper():
             encodable = json.loads(text)
             for entry in reversed(left_out):
                 del encodable['entries'][entry]
-            # CRIU 3.17's crit gives a SysV segment's contents to base64.decodebytes() as
-            # the JSON's text, which Python 3 refuses: its encode of any ipcns-shm JSON
-            # fails. The contents are handed to it as bytes, as its decode wrote them.
-            if encodable.get('magic') == 'IPCNS_SHM':
+            # CRIU 3.17's crit gives a SysV segment's contents and a BPF map's elements to
+            # base64.decodebytes() as the JSON's text, which Python 3 refuses: its encode of
+            # any ipcns-shm or bpfmap-data JSON fails. The contents are handed to it as
+            # bytes, as its decode wrote them.
+            if encodable.get('magic') in ('IPCNS_SHM', 'BPFMAP_DATA'):
                 for entry in encodable['entries']:
                     entry['extra'] = entry['extra'].encode()
             encoded = io.BytesIO()
@@ -3818,6 +3887,8 @@ class TestRun:
     def run_default(self):
         pid = self.pid
         self.dump(self.desc.get('dump_args', []))
+        if 'after_dump' in self.desc:
+            self.desc['after_dump'](self.img, pid)
         self.restore(pid, extra=self.desc.get('restore_args', ()))
         if 'after_restore' in self.desc:
             self.desc['after_restore'](self.out)

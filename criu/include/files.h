@@ -254,6 +254,8 @@ extern const struct fdtype_ops unix_sk_fdtype_ops;
 extern const struct fdtype_ops inet_sk_fdtype_ops;
 /* pidfds on the tree's tasks and on reaped processes (files-pidfd.c). */
 extern const struct fdtype_ops pidfd_fdtype_ops;
+/* BPF maps: attributes and elements; hash, array, LRU, LPM trie maps (files-bpfmap.c). */
+extern const struct fdtype_ops bpfmap_fdtype_ops;
 /* Files opened on /dev/net/tun, attached to their tun/tap devices (files-tun.c). */
 extern const struct fdtype_ops tun_fdtype_ops;
 /* Owns every fd: offers what the kinds above do not take to plugins, or refuses it. */

@@ -10,12 +10,16 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lazy-copy.h"
 #include "log.h"
 
 #define PAGE_SIZE 4096ul
+/* The copiers' nice value (the daemon's thread serves faults at its own). */
+#define COPIER_NICE 10
 
 void uffd_wake(int uffd, uint64_t addr)
 {
@@ -64,6 +68,13 @@ static void *copier_main(void *arg)
 	struct lazy_copy_job *job;
 	uint64_t one = 1;
 
+	/*
+	 * Background work: a task that wakes up (or criu finishing its restore) takes the CPU
+	 * from a copier at once; an idle machine gives the copiers all of it all the same.
+	 */
+	if (setpriority(PRIO_PROCESS, syscall(SYS_gettid), COPIER_NICE)) {
+		/* Copies at the daemon's priority then: slower to yield, no less right. */
+	}
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		while (!c->todo && !c->stop)
@@ -191,6 +202,30 @@ void lazy_copy_submit(struct lazy_copiers *c, struct lazy_copy_job *job)
 	c->todo_tail = &job->next;
 	c->in_flight++;
 	pthread_cond_signal(&c->todo_cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void lazy_copy_cancel(struct lazy_copiers *c, const void *owner)
+{
+	struct lazy_copy_job **p, *job;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&c->lock);
+	for (p = &c->todo; (job = *p);) {
+		if (job->owner != owner) {
+			p = &job->next;
+			continue;
+		}
+		*p = job->next;
+		c->in_flight--;
+		job->err = -EAGAIN;
+		job->next = c->finished;
+		c->finished = job;
+	}
+	c->todo_tail = p;
+	if (c->finished && write(c->event_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* A full count already says there is something. */
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -1201,11 +1201,17 @@ static void job_finish(struct lazy_daemon *d, struct lazy_copy_job *job)
 	lazy_copy_job_put(&d->copiers, job);
 }
 
-/* Until none of the task's chunks is being copied: its uffd may be read then. */
+/*
+ * Until none of the task's chunks is being copied: its uffd may be read then. Those no
+ * copier took yet are taken back (picked again later), so a fault waits for one chunk's
+ * copy at most.
+ */
 static void wait_copies(struct lazy_daemon *d, struct lazy_task *t)
 {
 	struct lazy_copy_job *job;
 
+	if (t->copying)
+		lazy_copy_cancel(&d->copiers, t);
 	while (t->copying && (job = lazy_copy_finished(&d->copiers, true)))
 		job_finish(d, job);
 }

@@ -53,6 +53,8 @@ void lazy_copiers_stop(struct lazy_copiers *c);
 /* A job to fill and submit, or NULL while every one is taken. */
 struct lazy_copy_job *lazy_copy_job_get(struct lazy_copiers *c);
 void lazy_copy_submit(struct lazy_copiers *c, struct lazy_copy_job *job);
+/* The owner's jobs not taken by a copier yet: finished at once, nothing copied (EAGAIN). */
+void lazy_copy_cancel(struct lazy_copiers *c, const void *owner);
 /* A finished job (to be put back once read), waiting for one if wait; else NULL if none. */
 struct lazy_copy_job *lazy_copy_finished(struct lazy_copiers *c, bool wait);
 void lazy_copy_job_put(struct lazy_copiers *c, struct lazy_copy_job *job);

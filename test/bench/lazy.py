@@ -102,10 +102,19 @@ def spawn_ns_holder(size_mib, log_path):
         time.sleep(0.01)
 
 
+def wait_cpu(proc):
+    """Waits for a criu process of ours: (its exit code, its CPU seconds, user and system,
+    its threads' included)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
 def remote_restore(pid, img_dir, parent):
     """dump --lazy-pages of the holder, then its remote lazy restore; returns (start ns, ns
-    when every page is present, the restored holder's pid here). parent: the child of ours
-    that goes with the dumped holder (the launcher, or the holder itself once restored)."""
+    when every page is present, the restored holder's pid here, the CPU seconds the source
+    and the daemon took). parent: the child of ours that goes with the dumped holder (the
+    launcher, or the holder itself once restored)."""
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = str(sk.getsockname()[1])
@@ -134,16 +143,18 @@ def remote_restore(pid, img_dir, parent):
         if proc.returncode:
             raise bench.BenchError(f"criu restore --lazy-pages failed: {proc.stderr.strip()} "
                                    f"(see {img_dir}/restore.log)")
-        if daemon.wait(timeout=bench.CRIU_TIMEOUT_S):
+        code, daemon_cpu = wait_cpu(daemon)
+        if code:
             raise bench.BenchError(f"criu lazy-pages failed (see {img_dir}/lazy-pages.log)")
         done = time.monotonic_ns()
         daemon = None
-        if source.wait(timeout=bench.CRIU_TIMEOUT_S):
+        code, source_cpu = wait_cpu(source)
+        if code:
             raise bench.BenchError(f"criu dump --lazy-pages failed (see {img_dir}/dump.log)")
         source = None
         os.waitpid(parent, 0)
         with open(pidfile) as f:
-            return start, done, int(f.read().split()[0])
+            return start, done, int(f.read().split()[0]), source_cpu, daemon_cpu
     finally:
         os.close(ready_r)
         for proc in (daemon, source):
@@ -162,14 +173,16 @@ def bench_remote(size_mib, scratch, live):
     rounds = []
     for round_nr in range(1, bench.ROUNDS + 1):
         seen = len(resume_stamps(log_path))
-        start, all_in, restored = remote_restore(pid, img_dir, launcher or pid)
+        start, all_in, restored, source_cpu, daemon_cpu = remote_restore(pid, img_dir,
+                                                                         launcher or pid)
         live.discard(pid)
         pid, launcher = restored, None
         live.add(pid)
         resumed = wait_resumed(log_path, seen)
-        rounds.append([(resumed - start) / 1e6, (all_in - start) / 1e6])
+        rounds.append([(resumed - start) / 1e6, (all_in - start) / 1e6, source_cpu, daemon_cpu])
         print(f"{size_mib:6d} MiB round {round_nr}: remote lazy: runs after "
-              f"{rounds[-1][0]:.1f} ms, all in {rounds[-1][1]:.1f} ms", flush=True)
+              f"{rounds[-1][0]:.1f} ms, all in {rounds[-1][1]:.1f} ms, CPU s: source "
+              f"{source_cpu:.2f}, daemon {daemon_cpu:.2f}", flush=True)
     bench.stop_holder(pid, log_path)
     live.discard(pid)
     return rounds
@@ -205,14 +218,18 @@ def bench_size(size_mib, scratch, live):
 def print_table(results):
     print()
     print(f"{'size':>8} {'full: run ms':>13} {'full: all ms':>13} {'lazy: run ms':>13} "
-          f"{'lazy: all ms':>13} {'remote: run ms':>15} {'remote: all ms':>15}")
+          f"{'lazy: all ms':>13} {'remote: run ms':>15} {'remote: all ms':>15} "
+          f"{'src cpu s':>10} {'daemon cpu s':>13}")
     for size_mib, rounds in results:
-        cols = [statistics.median(r[i] for r in rounds) for i in range(6)]
+        cols = [statistics.median(r[i] for r in rounds) for i in range(8)]
         size = f"{size_mib // 1024} GiB" if size_mib % 1024 == 0 else f"{size_mib} MiB"
-        print(f"{size:>8} " + " ".join(f"{c:13.1f}" for c in cols))
+        print(f"{size:>8} " + " ".join(f"{c:13.1f}" for c in cols[:4]) +
+              "".join(f" {c:15.1f}" for c in cols[4:6]) + f" {cols[6]:10.2f} {cols[7]:13.2f}")
     print(f"(medians of {bench.ROUNDS} rounds, full and lazy restore of the same dump "
           "interleaved, remote lazy of a holder in a pid namespace after them; run: the "
-          "holder's own clock; every restore checked word by word)")
+          "holder's own clock; every restore checked word by word; cpu s: the CPU seconds "
+          "of the remote source (dump --lazy-pages) and of its daemon, which share this "
+          "machine's CPUs)")
 
 
 def main():

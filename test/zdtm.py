@@ -727,6 +727,13 @@ def inotify_wd_far_away(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def binfmt_offset_refused(img_dir, pid):
+    """The magic handler (registered after the extension one) at an offset the kernel refuses."""
+    def edit(entries):
+        next(e for e in entries if e['name'] == 'zdtm_magic')['offset'] = 300
+    edit_image(img_dir, 'binfmt-misc.img', edit)
+
+
 def fown_names_no_task(img_dir, pid):
     """The pipe owned by the process names, as its owner, a pid the tree does not have."""
     def edit(entries):
@@ -1986,6 +1993,12 @@ TESTS = {
     # and binfmt_misc there: the namespace's own instance, its handlers saved and registered
     'mnt_ns_userns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                  test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_BINFMT': '1'}),
+    # and one of its handlers refused by the kernel: restore fails, the tree is killed
+    'restore_fail_mnt_userns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                           test_env={'ZDTM_MNT_USERNS': '1',
+                                                     'ZDTM_MNT_BINFMT': '1'},
+                                           mode='restore_fails', corrupt=binfmt_offset_refused,
+                                           expect='cannot register handler zdtm_magic'),
     # and a deleted file there owned by an id the namespace does not map: none can make it
     'restore_fail_mnt_userns_ghost_owner': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                                 test_env={'ZDTM_MNT_USERNS': '1'},

@@ -730,8 +730,27 @@ def inotify_wd_far_away(img_dir, pid):
 def binfmt_offset_refused(img_dir, pid):
     """The magic handler (registered after the extension one) at an offset the kernel refuses."""
     def edit(entries):
-        next(e for e in entries if e['name'] == 'zdtm_magic')['offset'] = 300
+        next(e for e in entries if e['name'].startswith('zdtm_magic'))['offset'] = 300
     edit_image(img_dir, 'binfmt-misc.img', edit)
+
+
+def no_binfmt_image(img_dir, pid):
+    """The host's binfmt_misc instance is not the tree's: its handlers are not saved."""
+    if os.path.exists(os.path.join(img_dir, 'binfmt-misc.img')):
+        raise TestFailure('binfmt-misc.img saved the handlers of the host\'s binfmt_misc')
+
+
+def remove_host_binfmt(name):
+    """The host's handlers test name registered (named after its output directory's inode),
+    and its mount of the host's instance ({out}/binfmt-host)."""
+    out = os.path.join(OUT_DIR, name)
+    suffix = '%x' % os.stat(out).st_ino
+    subprocess.run(['unshare', '-m', 'sh', '-c',
+                    'd=$(mktemp -d) && mount -t binfmt_misc none "$d" && '
+                    'for f in "$d/zdtm_magic_%s" "$d/zdtm_ext_%s"; do '
+                    '[ ! -e "$f" ] || echo -1 > "$f"; done; umount "$d"; rmdir "$d"'
+                    % (suffix, suffix)], check=False)
+    umount_lazy(os.path.join(out, 'binfmt-host'))
 
 
 def fown_names_no_task(img_dir, pid):
@@ -1990,6 +2009,11 @@ TESTS = {
     # the root in user and IPC namespaces of its own too: its tmpfs refuse criu's ids
     'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                           test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_HIDDEN_SOCK': '1'}),
+    # binfmt_misc without a user namespace of the tree's: the host's instance, mounted again
+    # with its handlers where they are (not saved, as CRIU does)
+    'mnt_ns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_BINFMT': '1'},
+                          image_check=no_binfmt_image,
+                          cleanup=lambda: remove_host_binfmt('mnt_ns_binfmt')),
     # and binfmt_misc there: the namespace's own instance, its handlers saved and registered
     'mnt_ns_userns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                  test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_BINFMT': '1'}),

@@ -106,6 +106,21 @@ static void build_root(const char *out_dir, char **argv)
 }
 
 /*
+ * In the runner's namespace, for $ZDTM_MNT_BINFMT without a user namespace: the host's
+ * binfmt_misc mounted at {out}/binfmt-host, as a host keeps it mounted; the instance (and its
+ * handlers) would go with the tree's mount, its last, when the dump kills the tree.
+ */
+static void binfmt_host_mount(const char *out_dir)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/binfmt-host", out_dir);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		test_fail_errno("mkdir binfmt-host");
+	must(mount("binfmt", path, "binfmt_misc", 0, NULL), "binfmt_misc binfmt-host");
+}
+
+/*
  * In the runner's namespace: OUT/extsrc, a shared tmpfs, and a clone of it (a peer, not
  * close-on-exec) for the tree, whose fd $ZDTM_EXT_TREE_FD names.
  */
@@ -473,12 +488,14 @@ static void expect_slave_follows(void)
 		test_fail("a mount under /slave propagated to /shared");
 }
 
-/* The handlers of $ZDTM_MNT_BINFMT: a magic one (offset 3, masked), an extension one. */
-static const char *const binfmt_handlers[] = {
-	":zdtm_magic:M:3:\\x7f\\x01ZD:\\xff\\x0f\\xff\\xdf:/bin/test:OC",
-	":zdtm_ext:E::zdtmx::/bin/interp:P",
-};
-static const char *const binfmt_files[] = { "/dev/binfmt/zdtm_magic", "/dev/binfmt/zdtm_ext" };
+/*
+ * The handlers of $ZDTM_MNT_BINFMT: a magic one (offset 3, masked), an extension one. Without
+ * a user namespace of the tree's they are the host's: named after /out's inode (two runs of
+ * the suite do not share it) and removed at the end (zdtm.py removes them if it fails).
+ */
+#define BINFMT_MAGIC ":zdtm_magic_%lx:M:3:\\x7f\\x01ZD:\\xff\\x0f\\xff\\xdf:/bin/test:OC"
+#define BINFMT_EXT   ":zdtm_ext_%lx:E::zdtmx::/bin/interp:P"
+static char binfmt_files[2][64];
 static char binfmt_before[2][512];
 
 static void read_whole(const char *path, char *buf, size_t size)
@@ -503,10 +520,20 @@ static void write_text(const char *path, const char *text)
 /* binfmt_misc in the namespace: two handlers registered, the magic one disabled. */
 static void binfmt_register(void)
 {
+	char line[256];
+	struct stat out;
+
+	must(stat("/out", &out), "stat /out");
 	must(mkdir("/dev/binfmt", 0755), "mkdir /dev/binfmt");
 	must(mount("binfmt", "/dev/binfmt", "binfmt_misc", MS_NOSUID, NULL), "binfmt_misc");
-	for (int i = 0; i < 2; i++)
-		write_text("/dev/binfmt/register", binfmt_handlers[i]);
+	snprintf(binfmt_files[0], sizeof(binfmt_files[0]), "/dev/binfmt/zdtm_magic_%lx",
+		 (unsigned long)out.st_ino);
+	snprintf(binfmt_files[1], sizeof(binfmt_files[1]), "/dev/binfmt/zdtm_ext_%lx",
+		 (unsigned long)out.st_ino);
+	snprintf(line, sizeof(line), BINFMT_MAGIC, (unsigned long)out.st_ino);
+	write_text("/dev/binfmt/register", line);
+	snprintf(line, sizeof(line), BINFMT_EXT, (unsigned long)out.st_ino);
+	write_text("/dev/binfmt/register", line);
 	write_text(binfmt_files[0], "0");
 	for (int i = 0; i < 2; i++)
 		read_whole(binfmt_files[i], binfmt_before[i], sizeof(binfmt_before[i]));
@@ -516,7 +543,10 @@ static void binfmt_register(void)
 			  binfmt_before[1]);
 }
 
-/* Each handler's file reads as before the dump; nothing else is registered. */
+/*
+ * Each handler's file reads as before the dump; in the namespace's own instance nothing else
+ * is registered. The handlers are removed then.
+ */
 static void expect_binfmt(void)
 {
 	char now[512];
@@ -533,9 +563,11 @@ static void expect_binfmt(void)
 	dir = opendir("/dev/binfmt");
 	while (dir && (de = readdir(dir)))
 		nr += de->d_name[0] != '.';
-	if (!dir || nr != 4)
+	if (!dir || (getenv("ZDTM_MNT_USERNS") && nr != 4))
 		test_fail("/dev/binfmt holds %d files, not register, status and 2 handlers", nr);
 	closedir(dir);
+	for (int i = 0; i < 2; i++)
+		write_text(binfmt_files[i], "-1");
 }
 
 int main(int argc, char **argv)
@@ -552,6 +584,8 @@ int main(int argc, char **argv)
 			ext_master_source(out_dir);
 		if (getenv("ZDTM_MNT_USERNS"))
 			userns_prepare(out_dir);
+		else if (getenv("ZDTM_MNT_BINFMT"))
+			binfmt_host_mount(out_dir);
 		test_launch_root(CLONE_NEWPID | CLONE_NEWNS |
 				 (getenv("ZDTM_MNT_USERNS") ? CLONE_NEWUSER | CLONE_NEWIPC : 0));
 		/* The namespace's root: with the runner's ids, exec would drop every capability. */

@@ -2397,6 +2397,9 @@ CROSS_TESTS = {
     'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # an overlay root
                                 overlay_root=True, test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
     'mnt_ns_pivot': dict(MNT_NS_TREE),  # a child's namespace pivoted into a tmpfs, no /proc
+    # binfmt_misc of the host's instance, its handlers left there
+    'mnt_ns_binfmt': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_BINFMT': '1'},
+                          image_check=no_binfmt_image),
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -2410,6 +2413,9 @@ for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_mnt_ns_overlay_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_ns_pid_dead_leaders' % _way]['bin'] = 'tree_dead_leaders'
+    TESTS['cross_%s_mnt_ns_binfmt' % _way]['bin'] = 'mnt_ns_tree'
+    TESTS['cross_%s_mnt_ns_binfmt' % _way]['cleanup'] = lambda way=_way: remove_host_binfmt(
+        'cross_%s_mnt_ns_binfmt' % way)
 # Upstream's restore of an inotify watch by its path fails in a namespace without /proc
 # ("Can't read link of fd"): the cross test restored by upstream has no watch.
 TESTS['cross_us2up_mnt_ns_pivot']['test_env'] = {'ZDTM_MNT_PIVOT_BASIC': '1'}

@@ -141,7 +141,8 @@ int binfmt_dump(int mnt, unsigned int mnt_id)
 	}
 	/* One image, as CRIU's: a second instance of the tree's would have nowhere to go. */
 	if (dumped_dev) {
-		pr_err("binfmt_misc %u: a second instance of the tree's own: not supported\n", mnt_id);
+		pr_err("binfmt_misc %u: a second instance of the tree's own: not supported\n",
+		       mnt_id);
 		return -ENOTSUP;
 	}
 	dumped_dev = st.st_dev;
@@ -282,7 +283,7 @@ int binfmt_restore(const char *path)
 		BinfmtMiscEntry *e = msg;
 
 		if (!faccessat(dir, e->name, F_OK, 0)) {
-			/* One the instance has: not ours to replace (a host's, or restored already). */
+			/* The instance has it (a host's, or one restored already): kept. */
 			pr_info("binfmt_misc at %s: handler %s is there already\n", path, e->name);
 			ret = 0;
 		} else {

@@ -32,6 +32,7 @@
 #include "seccomp.pb-c.h"
 #include "utsns.pb-c.h"
 #include "mnt.pb-c.h"
+#include "binfmt-misc.pb-c.h"
 #include "ipc-var.pb-c.h"
 #include "ipc-shm.pb-c.h"
 #include "ipc-msg.pb-c.h"
@@ -110,6 +111,8 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_IP6TABLES] = { "IP6TABLES", "ip6tables-%lu.img", 0, 0, NULL },
 	[CR_IMG_NFTABLES] = { "NFTABLES", "nftables-%lu.img", 0, 0, NULL },
 	[CR_IMG_MNTS] = PB_IMG("MNTS", "mountpoints-%lu.img", MNTS_MAGIC, mnt_entry__descriptor),
+	[CR_IMG_BINFMT_MISC] = PB_IMG("BINFMT_MISC", "binfmt-misc.img", BINFMT_MISC_MAGIC,
+				      binfmt_misc_entry__descriptor),
 	[CR_IMG_TMPFS_DEV] = { "TMPFS_DEV", "tmpfs-dev-%lu.tar.gz.img", 0, 0, NULL },
 	[CR_IMG_TCP_STREAM] = PB_IMG("TCP_STREAM", "tcp-stream-%lx.img", TCP_STREAM_MAGIC,
 				     tcp_stream_entry__descriptor),

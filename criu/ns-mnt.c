@@ -9,7 +9,8 @@
  * Each mount comes back one of four ways: the namespace's root mount (--root); external
  * (--external mnt[KEY]:PATH binds PATH; --external mnt[] at dump: what criu's own mounts
  * show of it; one that receives from outside is a clone of criu's mount, made a slave); a
- * new filesystem (proc, sysfs, tmpfs, devpts, mqueue) for the first mount of its
+ * new filesystem (proc, sysfs, tmpfs, devpts, mqueue, binfmt_misc:
+ * mnt-binfmt.c) for the first mount of its
  * superblock, which must show the filesystem's root; or a bind of a directory of the root
  * mount, an external one or such a new filesystem. Anything else is refused at dump with
  * one line naming the mount.
@@ -43,6 +44,7 @@
 #include "image.h"
 #include "log.h"
 #include "criu-plugin.h" /* send_fds(), recv_fds(): after log.h */
+#include "mnt-binfmt.h"
 #include "namespaces.h"
 #include "pstree.h"
 #include "servicefd.h"
@@ -127,7 +129,7 @@ static const struct {
 	{ "proc", FSTYPE__PROC, true },
 	{ "sysfs", FSTYPE__SYSFS, true },
 	{ "devtmpfs", FSTYPE__DEVTMPFS, false },
-	{ "binfmt_misc", FSTYPE__BINFMT_MISC, false },
+	{ "binfmt_misc", FSTYPE__BINFMT_MISC, true },
 	{ "tmpfs", FSTYPE__TMPFS, true },
 	{ "devpts", FSTYPE__DEVPTS, true },
 	{ "pstore", FSTYPE__PSTORE, false },
@@ -1025,6 +1027,19 @@ static int dump_tmpfs(pid_t pid, const struct mount *m)
 	return ret;
 }
 
+/* The handlers of a binfmt_misc mount (mnt-binfmt.c), read through a clone of it. */
+static int dump_binfmt(pid_t pid, const struct mount *m)
+{
+	int tree = clone_mount(pid, m);
+	int ret;
+
+	if (tree < 0)
+		return tree;
+	ret = binfmt_dump(tree, m->e->mnt_id);
+	close(tree);
+	return ret;
+}
+
 static int mnt_dump(const struct ns_id *ns)
 {
 	struct mount_ns *mns = ns->priv;
@@ -1044,6 +1059,8 @@ static int mnt_dump(const struct ns_id *ns)
 		ret = pb_write_one(img, m->e);
 		if (!ret && m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS)
 			ret = dump_tmpfs(ns->pid, m);
+		if (!ret && m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__BINFMT_MISC)
+			ret = dump_binfmt(ns->pid, m);
 	}
 	close_image(img);
 	return ret;
@@ -1480,6 +1497,8 @@ static int mount_with_opts(const struct mount *m, const char *opts)
 		return -errno;
 	}
 	if (m->e->fstype == FSTYPE__TMPFS && restore_tmpfs(m))
+		return -EIO;
+	if (m->e->fstype == FSTYPE__BINFMT_MISC && binfmt_restore(m->path))
 		return -EIO;
 	if ((m->e->sb_flags & MS_RDONLY) &&
 	    mount(NULL, m->path, NULL, MS_REMOUNT | m->e->sb_flags, opts)) {

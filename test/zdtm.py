@@ -727,6 +727,32 @@ def inotify_wd_far_away(img_dir, pid):
     edit_image(img_dir, 'files.img', edit)
 
 
+def binfmt_offset_refused(img_dir, pid):
+    """The magic handler (registered after the extension one) at an offset the kernel refuses."""
+    def edit(entries):
+        next(e for e in entries if e['name'].startswith('zdtm_magic'))['offset'] = 300
+    edit_image(img_dir, 'binfmt-misc.img', edit)
+
+
+def no_binfmt_image(img_dir, pid):
+    """The host's binfmt_misc instance is not the tree's: its handlers are not saved."""
+    if os.path.exists(os.path.join(img_dir, 'binfmt-misc.img')):
+        raise TestFailure('binfmt-misc.img saved the handlers of the host\'s binfmt_misc')
+
+
+def remove_host_binfmt(name):
+    """The host's handlers test name registered (named after its output directory's inode),
+    and its mount of the host's instance ({out}/binfmt-host)."""
+    out = os.path.join(OUT_DIR, name)
+    suffix = '%x' % os.stat(out).st_ino
+    subprocess.run(['unshare', '-m', 'sh', '-c',
+                    'd=$(mktemp -d) && mount -t binfmt_misc none "$d" && '
+                    'for f in "$d/zdtm_magic_%s" "$d/zdtm_ext_%s"; do '
+                    '[ ! -e "$f" ] || echo -1 > "$f"; done; umount "$d"; rmdir "$d"'
+                    % (suffix, suffix)], check=False)
+    umount_lazy(os.path.join(out, 'binfmt-host'))
+
+
 def fown_names_no_task(img_dir, pid):
     """The pipe owned by the process names, as its owner, a pid the tree does not have."""
     def edit(entries):
@@ -1983,6 +2009,20 @@ TESTS = {
     # the root in user and IPC namespaces of its own too: its tmpfs refuse criu's ids
     'mnt_ns_userns': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                           test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_HIDDEN_SOCK': '1'}),
+    # binfmt_misc without a user namespace of the tree's: the host's instance, mounted again
+    # with its handlers where they are (not saved, as CRIU does)
+    'mnt_ns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_BINFMT': '1'},
+                          image_check=no_binfmt_image,
+                          cleanup=lambda: remove_host_binfmt('mnt_ns_binfmt')),
+    # and binfmt_misc there: the namespace's own instance, its handlers saved and registered
+    'mnt_ns_userns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                 test_env={'ZDTM_MNT_USERNS': '1', 'ZDTM_MNT_BINFMT': '1'}),
+    # and one of its handlers refused by the kernel: restore fails, the tree is killed
+    'restore_fail_mnt_userns_binfmt': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                           test_env={'ZDTM_MNT_USERNS': '1',
+                                                     'ZDTM_MNT_BINFMT': '1'},
+                                           mode='restore_fails', corrupt=binfmt_offset_refused,
+                                           expect='cannot register handler zdtm_magic'),
     # and a deleted file there owned by an id the namespace does not map: none can make it
     'restore_fail_mnt_userns_ghost_owner': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                                 test_env={'ZDTM_MNT_USERNS': '1'},
@@ -2357,6 +2397,9 @@ CROSS_TESTS = {
     'mnt_ns_overlay_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',  # an overlay root
                                 overlay_root=True, test_env={'ZDTM_MNT_OVERLAY_ROOT': '1'}),
     'mnt_ns_pivot': dict(MNT_NS_TREE),  # a child's namespace pivoted into a tmpfs, no /proc
+    # binfmt_misc of the host's instance, its handlers left there
+    'mnt_ns_binfmt': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_BINFMT': '1'},
+                          image_check=no_binfmt_image),
 }
 # Upstream criu refuses to dump a task whose session leader is outside its pid namespace
 # (its sid reads 0 there), as it is when the suite itself runs in a container: the tests it
@@ -2370,6 +2413,9 @@ for _way in ('up2us', 'us2up'):
     TESTS['cross_%s_mnt_ns_shared_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_mnt_ns_overlay_root' % _way]['bin'] = 'mnt_ns_tree'
     TESTS['cross_%s_ns_pid_dead_leaders' % _way]['bin'] = 'tree_dead_leaders'
+    TESTS['cross_%s_mnt_ns_binfmt' % _way]['bin'] = 'mnt_ns_tree'
+    TESTS['cross_%s_mnt_ns_binfmt' % _way]['cleanup'] = lambda way=_way: remove_host_binfmt(
+        'cross_%s_mnt_ns_binfmt' % way)
 # Upstream's restore of an inotify watch by its path fails in a namespace without /proc
 # ("Can't read link of fd"): the cross test restored by upstream has no watch.
 TESTS['cross_us2up_mnt_ns_pivot']['test_env'] = {'ZDTM_MNT_PIVOT_BASIC': '1'}
@@ -2803,8 +2849,11 @@ CRIT_ENTRY_LEFT_OUT = ' (required: the entry is left out)'
 # and nftables (nft list ruleset) are raw images too, as CRIU keeps them.
 NET_RAW_IMAGES = ('ifaddr-', 'route-', 'route6-', 'rule-', 'iptables-', 'ip6tables-',
                   'nftables-')
+# Debian's crit knows binfmt-misc.img's magic but has no handler for it (CRIU's own images
+# alike): ours decodes it (own_crit_entries()).
+CRIT_NO_HANDLER = ('binfmt-misc',)
 CRIT_NOT_IMAGES = ('pages-', 'amdgpu-', 'testdev-', 'unixsk-', 'tmpfs-dev-') + NET_RAW_IMAGES + \
-    OWN_IMAGES
+    OWN_IMAGES + CRIT_NO_HANDLER
 
 
 def own_crit(*args):

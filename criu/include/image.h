@@ -61,6 +61,7 @@ enum cr_img_type {
 	CR_IMG_IP6TABLES, /* ip6tables-NSID, raw: ip6tables-save */
 	CR_IMG_NFTABLES, /* nftables-NSID, raw: nft list ruleset (net-nft.c) */
 	CR_IMG_MNTS, /* mountpoints-NSID */
+	CR_IMG_BINFMT_MISC, /* binfmt-misc: the handlers of the tree's own binfmt_misc */
 	CR_IMG_TMPFS_DEV, /* tmpfs-dev-SDEV.tar.gz, raw: a tmpfs's files (tar --gzip) */
 	CR_IMG_TCP_STREAM, /* tcp-stream-INODE (hex) */
 	CR_IMG_BPFMAP_DATA,

@@ -26,6 +26,9 @@
  * With $ZDTM_MNT_OVERLAY_ROOT, the root is an overlay (as a container runtime makes it)
  * of a lower directory holding a file and an upper one the tree writes to, which the
  * runner mounts again for the restore.
+ * With $ZDTM_MNT_BINFMT (with $ZDTM_MNT_USERNS: the instance is then the namespace's own),
+ * binfmt_misc at /dev/binfmt with a magic handler (offset, mask, disabled) and an extension
+ * one: after restore each handler's file reads as before, byte for byte.
  * With $ZDTM_MNT_USERNS, the root has user and IPC namespaces of its own too (as upstream
  * zdtm's uns flavour runs): every tmpfs is then its user namespace's, which refuses to
  * make anything for criu's ids (restore makes the removed files, the bind's removed
@@ -100,6 +103,21 @@ static void build_root(const char *out_dir, char **argv)
 				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0"
 				   "hidbind\0above\0",
 			  argv, STAGE2);
+}
+
+/*
+ * In the runner's namespace, for $ZDTM_MNT_BINFMT without a user namespace: the host's
+ * binfmt_misc mounted at {out}/binfmt-host, as a host keeps it mounted; the instance (and its
+ * handlers) would go with the tree's mount, its last, when the dump kills the tree.
+ */
+static void binfmt_host_mount(const char *out_dir)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/binfmt-host", out_dir);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		test_fail_errno("mkdir binfmt-host");
+	must(mount("binfmt", path, "binfmt_misc", 0, NULL), "binfmt_misc binfmt-host");
 }
 
 /*
@@ -470,6 +488,88 @@ static void expect_slave_follows(void)
 		test_fail("a mount under /slave propagated to /shared");
 }
 
+/*
+ * The handlers of $ZDTM_MNT_BINFMT: a magic one (offset 3, masked), an extension one. Without
+ * a user namespace of the tree's they are the host's: named after /out's inode (two runs of
+ * the suite do not share it) and removed at the end (zdtm.py removes them if it fails).
+ */
+#define BINFMT_MAGIC ":zdtm_magic_%lx:M:3:\\x7f\\x01ZD:\\xff\\x0f\\xff\\xdf:/bin/test:OC"
+#define BINFMT_EXT   ":zdtm_ext_%lx:E::zdtmx::/bin/interp:P"
+static char binfmt_files[2][64];
+static char binfmt_before[2][512];
+
+static void read_whole(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t len = fd < 0 ? -1 : read(fd, buf, size - 1);
+
+	if (len < 0)
+		test_fail_errno(path);
+	buf[len] = '\0';
+	close(fd);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) || close(fd))
+		test_fail_errno(path);
+}
+
+/* binfmt_misc in the namespace: two handlers registered, the magic one disabled. */
+static void binfmt_register(void)
+{
+	char line[256];
+	struct stat out;
+
+	must(stat("/out", &out), "stat /out");
+	must(mkdir("/dev/binfmt", 0755), "mkdir /dev/binfmt");
+	must(mount("binfmt", "/dev/binfmt", "binfmt_misc", MS_NOSUID, NULL), "binfmt_misc");
+	snprintf(binfmt_files[0], sizeof(binfmt_files[0]), "/dev/binfmt/zdtm_magic_%lx",
+		 (unsigned long)out.st_ino);
+	snprintf(binfmt_files[1], sizeof(binfmt_files[1]), "/dev/binfmt/zdtm_ext_%lx",
+		 (unsigned long)out.st_ino);
+	snprintf(line, sizeof(line), BINFMT_MAGIC, (unsigned long)out.st_ino);
+	write_text("/dev/binfmt/register", line);
+	snprintf(line, sizeof(line), BINFMT_EXT, (unsigned long)out.st_ino);
+	write_text("/dev/binfmt/register", line);
+	write_text(binfmt_files[0], "0");
+	for (int i = 0; i < 2; i++)
+		read_whole(binfmt_files[i], binfmt_before[i], sizeof(binfmt_before[i]));
+	if (!strstr(binfmt_before[0], "disabled") || !strstr(binfmt_before[0], "offset 3") ||
+	    !strstr(binfmt_before[0], "mask ff0fffdf") || !strstr(binfmt_before[1], "extension .zdtmx"))
+		test_fail("binfmt_misc handlers read back unlike registered:\n%s%s", binfmt_before[0],
+			  binfmt_before[1]);
+}
+
+/*
+ * Each handler's file reads as before the dump; in the namespace's own instance nothing else
+ * is registered. The handlers are removed then.
+ */
+static void expect_binfmt(void)
+{
+	char now[512];
+	int nr = 0;
+	struct dirent *de;
+	DIR *dir;
+
+	for (int i = 0; i < 2; i++) {
+		read_whole(binfmt_files[i], now, sizeof(now));
+		if (strcmp(now, binfmt_before[i]))
+			test_fail("%s after restore:\n%sbefore:\n%s", binfmt_files[i], now,
+				  binfmt_before[i]);
+	}
+	dir = opendir("/dev/binfmt");
+	while (dir && (de = readdir(dir)))
+		nr += de->d_name[0] != '.';
+	if (!dir || (getenv("ZDTM_MNT_USERNS") && nr != 4))
+		test_fail("/dev/binfmt holds %d files, not register, status and 2 handlers", nr);
+	closedir(dir);
+	for (int i = 0; i < 2; i++)
+		write_text(binfmt_files[i], "-1");
+}
+
 int main(int argc, char **argv)
 {
 	static char before[16384], after[16384];
@@ -484,6 +584,8 @@ int main(int argc, char **argv)
 			ext_master_source(out_dir);
 		if (getenv("ZDTM_MNT_USERNS"))
 			userns_prepare(out_dir);
+		else if (getenv("ZDTM_MNT_BINFMT"))
+			binfmt_host_mount(out_dir);
 		test_launch_root(CLONE_NEWPID | CLONE_NEWNS |
 				 (getenv("ZDTM_MNT_USERNS") ? CLONE_NEWUSER | CLONE_NEWIPC : 0));
 		/* The namespace's root: with the runner's ids, exec would drop every capability. */
@@ -497,6 +599,8 @@ int main(int argc, char **argv)
 	build_mounts();
 	if (getenv("ZDTM_MNT_EXT_MASTER"))
 		mount_ext_master();
+	if (getenv("ZDTM_MNT_BINFMT"))
+		binfmt_register();
 	fd = open("/tmp/data", O_RDWR);
 	if (fd < 0 || lseek(fd, FD_OFFSET, SEEK_SET) != FD_OFFSET)
 		test_fail_errno("open /tmp/data");
@@ -545,6 +649,8 @@ int main(int argc, char **argv)
 	if (pwrite(fd, "X", 1, 0) != 1 || pread(open("/tmp/data", O_RDONLY), buf, 1, 0) != 1 ||
 	    buf[0] != 'X')
 		test_fail("a write through the fd is not seen in /tmp/data");
+	if (getenv("ZDTM_MNT_BINFMT"))
+		expect_binfmt();
 	expect_slave_follows();
 	expect_socket(sk);
 	expect_ghost(ghost);

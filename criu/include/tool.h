@@ -39,8 +39,11 @@ struct tool_run {
 	bool as_ns_root;
 };
 
-/* The child's exit status (127: the tool is not installed), -EINTR: killed, or -errno. */
-int tool_run(struct tool_run run);
+/*
+ * Runs opts (taken by value: callers build it in place) and waits. The child's exit status
+ * (127: the tool is not installed), -EINTR: killed by a signal, or -errno.
+ */
+int tool_run(struct tool_run opts);
 
 /* Whether PATH has an executable named name (a tool criu may run). */
 bool tool_installed(const char *name);

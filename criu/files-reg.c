@@ -1548,6 +1548,7 @@ static const char *file_kind(mode_t mode)
 }
 
 struct ghost_inode_req {
+	int dir_fd; /* path is relative to it (AT_FDCWD: to the cwd) */
 	const char *path;
 	const struct ghost_file *g;
 };
@@ -1557,33 +1558,35 @@ static int make_ghost_inode_as_owner(void *arg)
 	const struct ghost_inode_req *req = arg;
 	const struct ghost_file *g = req->g;
 	const char *path = req->path;
-	int ret;
+	int dir_fd = req->dir_fd, ret;
 
 	if (S_ISREG(g->mode)) {
-		ret = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		ret = openat(dir_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			     0600);
 		return ret < 0 ? -errno : ret;
 	}
 	if (S_ISDIR(g->mode))
-		ret = mkdir(path, 0700);
+		ret = mkdirat(dir_fd, path, 0700);
 	else if (S_ISLNK(g->mode))
-		ret = symlink(g->target, path);
+		ret = symlinkat(g->target, dir_fd, path);
 	else
-		ret = mknod(path, (g->mode & S_IFMT) | 0600, S_ISFIFO(g->mode) ? 0 : g->rdev);
+		ret = mknodat(dir_fd, path, (g->mode & S_IFMT) | 0600,
+			      S_ISFIFO(g->mode) ? 0 : g->rdev);
 	if (ret)
 		return -errno;
-	ret = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	ret = openat(dir_fd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	return ret < 0 ? -errno : ret;
 }
 
 /*
- * A fresh inode of the ghost's kind at path, never through a symlink nor over anything
- * that exists: a regular file open for writing its contents, or the directory, FIFO or
- * device node made and held by an O_PATH fd; made by the ghost's owner. The fd or -errno
- * (EEXIST unlogged).
+ * A fresh inode of the ghost's kind at path (relative to dir_fd), never through a symlink
+ * nor over anything that exists: a regular file open for writing its contents, or the
+ * directory, FIFO or device node made and held by an O_PATH fd; made by the ghost's owner.
+ * The fd or -errno (EEXIST unlogged).
  */
-static int make_ghost_inode(const char *path, const struct ghost_file *g)
+static int make_ghost_inode(int dir_fd, const char *path, const struct ghost_file *g)
 {
-	struct ghost_inode_req req = { .path = path, .g = g };
+	struct ghost_inode_req req = { .dir_fd = dir_fd, .path = path, .g = g };
 
 	return make_as_tree_owner(make_ghost_inode_as_owner, &req, g->uid, g->gid);
 }
@@ -1669,17 +1672,18 @@ static int writable_clone(const char *dir)
  * The ghost goes back where it was, so /proc/PID/fd shows "path (deleted)" again. If
  * someone created a new file there since, a sibling name is the best we can do. On a
  * read-only mount, it is made through a writable clone of its directory (*rw_dir, else
- * -1), and created names it there.
+ * -1), and created is its name relative to that fd: no /proc path, which a task in a mount
+ * namespace without /proc could not follow.
  */
 static int create_ghost_file(const char *path, const struct ghost_file *g, char *created,
 			     size_t len, int *rw_dir)
 {
-	char through[PATH_MAX + 32], dir[PATH_MAX];
+	char dir[PATH_MAX];
 	int fd;
 
 	*rw_dir = -1;
 	snprintf(created, len, "%s", path);
-	fd = make_ghost_inode(created, g);
+	fd = make_ghost_inode(AT_FDCWD, created, g);
 	if (fd == -EROFS) {
 		snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(path, '/') - path), path);
 		*rw_dir = writable_clone(dir[0] ? dir : "/");
@@ -1688,11 +1692,9 @@ static int create_ghost_file(const char *path, const struct ghost_file *g, char 
 			       path, strerror(-*rw_dir));
 			return -EROFS;
 		}
-		snprintf(through, sizeof(through), "/proc/self/fd/%d%s", *rw_dir,
-			 strrchr(path, '/'));
-		path = through;
+		path = strrchr(path, '/') + 1;
 		snprintf(created, len, "%s", path);
-		fd = make_ghost_inode(created, g);
+		fd = make_ghost_inode(*rw_dir, created, g);
 	}
 	if (fd == -EEXIST) {
 		if ((size_t)snprintf(created, len, "%s.cr-ghost-%x", path, g->id) >= len) {
@@ -1702,7 +1704,7 @@ static int create_ghost_file(const char *path, const struct ghost_file *g, char 
 		}
 		pr_warn("deleted file %s: the path exists again, re-creating it as %s\n", path,
 			created);
-		fd = make_ghost_inode(created, g);
+		fd = make_ghost_inode(*rw_dir >= 0 ? *rw_dir : AT_FDCWD, created, g);
 	}
 	if (fd < 0)
 		pr_err("cannot re-create deleted %s %s: %s\n", file_kind(g->mode), created,
@@ -1710,8 +1712,11 @@ static int create_ghost_file(const char *path, const struct ghost_file *g, char 
 	return fd;
 }
 
-/* A node's owner, mode and times, set by its name (an O_PATH fd cannot chmod). */
-static int restore_node_attrs(const char *path, const struct ghost_file *g)
+/*
+ * A node's owner (through fd, its O_PATH fd), mode and times, set by its name (relative to
+ * dir_fd): an O_PATH fd cannot chmod.
+ */
+static int restore_node_attrs(int fd, int dir_fd, const char *path, const struct ghost_file *g)
 {
 	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
 	int ret;
@@ -1720,12 +1725,12 @@ static int restore_node_attrs(const char *path, const struct ghost_file *g)
 		times[0] = g->atim;
 	if (g->has_mtim)
 		times[1] = g->mtim;
-	ret = userns_chown_path(path, g->uid, g->gid);
+	ret = userns_chown(fd, g->uid, g->gid, path);
 	if (ret)
 		return ret;
 	/* A symlink's mode is always 0777, and chmod() would follow it. */
-	if ((!S_ISLNK(g->mode) && chmod(path, g->mode & 07777)) ||
-	    utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW)) {
+	if ((!S_ISLNK(g->mode) && fchmodat(dir_fd, path, g->mode & 07777, 0)) ||
+	    utimensat(dir_fd, path, times, AT_SYMLINK_NOFOLLOW)) {
 		pr_perror("cannot set mode or times of re-created %s", path);
 		return -errno;
 	}
@@ -1752,20 +1757,23 @@ static int reopen_inode(int fd, int flags, mode_t mode)
 }
 
 /*
- * A ghost made through a writable clone (created, in it) is opened on the read-only mount
- * it was on, by its name there, when that is the inode made (wfd) and the flags read
- * only; else through the clone (the fd then shows another mount). The fd or -errno.
+ * A ghost made through a writable clone (created, its name in it) is opened on the
+ * read-only mount it was on, by its name there, when that is the inode made (wfd) and the
+ * flags read only; else through the clone (the fd then shows another mount). The fd or
+ * -errno.
  */
 static int open_on_readonly_mount(const char *path, const char *created, int wfd, int flags,
 				  mode_t mode)
 {
 	char name[PATH_MAX + 32];
 	struct stat made, st;
-	int fd;
+	int fd, len;
 
-	snprintf(name, sizeof(name), "%.*s%s", (int)(strrchr(path, '/') - path), path,
-		 strrchr(created, '/'));
-	if ((flags & O_ACCMODE) != O_RDONLY || S_ISLNK(mode) || fstat(wfd, &made))
+	len = snprintf(name, sizeof(name), "%.*s/%s", (int)(strrchr(path, '/') - path), path,
+		       created);
+	/* A name too long to be a path is opened through the clone as well. */
+	if (len >= (int)sizeof(name) || (flags & O_ACCMODE) != O_RDONLY || S_ISLNK(mode) ||
+	    fstat(wfd, &made))
 		return reopen_inode(wfd, flags, mode);
 	fd = open(name, flags | O_NOFOLLOW);
 	if (fd >= 0 && !fstat(fd, &st) && st.st_dev == made.st_dev && st.st_ino == made.st_ino)
@@ -1781,7 +1789,7 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 	struct ghost_file *g = rf->ghost;
 	char created[PATH_MAX + 32];
 	struct ghost_parents parents;
-	int wfd, fd = -1, rw_dir = -1, ret;
+	int wfd, fd = -1, rw_dir = -1, made_in, ret;
 	char what[PATH_MAX + 16];
 	uint32_t host;
 	struct stat st;
@@ -1796,7 +1804,9 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 		remove_ghost_parents(&parents);
 		return wfd;
 	}
-	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) : restore_node_attrs(created, g);
+	made_in = rw_dir >= 0 ? rw_dir : AT_FDCWD;
+	ret = S_ISREG(g->mode) ? fill_ghost_file(wfd, created, g) :
+				 restore_node_attrs(wfd, made_in, created, g);
 	if (!ret) {
 		/* Through the fd, not the name: the inode just made, whatever the name is now. */
 		fd = rw_dir >= 0 ? open_on_readonly_mount(rf->path, created, wfd, flags, g->mode) :
@@ -1806,7 +1816,7 @@ static int recreate_ghost(const struct reg_file *rf, int flags)
 			pr_err("cannot open re-created %s: %s\n", created, strerror(-fd));
 		}
 	}
-	if ((S_ISDIR(g->mode) ? rmdir(created) : unlink(created)) && !ret) {
+	if (unlinkat(made_in, created, S_ISDIR(g->mode) ? AT_REMOVEDIR : 0) && !ret) {
 		ret = -errno;
 		pr_perror("cannot remove re-created %s", created);
 	}

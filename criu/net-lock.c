@@ -8,13 +8,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -24,58 +22,22 @@
 #include "net-lock.h"
 #include "net-nft.h"
 #include "netlock-nft.h"
+#include "tool.h"
 
 /*
- * Runs an iptables tool (looked up in PATH): in net namespace ns_fd (-1: criu's own), with
- * input on its stdin (NULL: none; the scripts here fit a pipe's buffer), its words to the
- * log, or nowhere when quiet. Its exit status (127: not installed), or -errno.
+ * How an iptables tool runs here: in net namespace ns_fd (-1: criu's own), with input on
+ * its stdin (NULL: none), its words to the log, or nowhere when quiet. Its exit status
+ * (127: not installed), or -errno.
  */
-static int run_ipt(const char *const argv[], int ns_fd, const char *input, bool quiet)
+static struct tool_run ipt_tool(const char *const argv[], int ns_fd, const char *input,
+				bool quiet)
 {
-	int in[2] = { -1, -1 }, log_fd = log_get_fd(), status;
-	size_t len = input ? strlen(input) : 0;
-	pid_t pid;
-
-	if (input && pipe2(in, O_CLOEXEC)) {
-		pr_perror("%s: cannot make a pipe", argv[0]);
-		return -errno;
-	}
-	if (input && write(in[1], input, len) != (ssize_t)len) {
-		pr_perror("%s: cannot pass its input", argv[0]);
-		close(in[0]);
-		close(in[1]);
-		return -EIO;
-	}
-	if (input)
-		close(in[1]);
-	pid = fork();
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDWR);
-		int out_fd = quiet || log_fd < 0 ? null_fd : log_fd;
-
-		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET))
-			_exit(126);
-		dup2(in[0] >= 0 ? in[0] : null_fd, STDIN_FILENO);
-		dup2(out_fd, STDOUT_FILENO);
-		dup2(out_fd, STDERR_FILENO);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (in[0] >= 0)
-		close(in[0]);
-	if (pid < 0) {
-		pr_perror("cannot fork for %s", argv[0]);
-		return -errno;
-	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			pr_perror("waiting for %s", argv[0]);
-			return -ECHILD;
-		}
-	}
-	if (!WIFEXITED(status))
-		return -EINTR;
-	return WEXITSTATUS(status);
+	return (struct tool_run){ .argv = argv,
+				  .net_ns_fd = ns_fd,
+				  .in_fd = -1,
+				  .input = input,
+				  .out_fd = -1,
+				  .quiet = quiet };
 }
 
 /* ------------------------------------------------- one connection's rules ---- */
@@ -97,7 +59,7 @@ static int conn_rule(bool v6, enum netlock_op op, bool input, const char *self,
 	snprintf(sport, sizeof(sport), "%u", input ? peer_port : self_port);
 	snprintf(dport, sizeof(dport), "%u", input ? self_port : peer_port);
 	/* A missing rule is no news: the tool's words are not criu's. */
-	ret = run_ipt(argv, -1, NULL, op == NETLOCK_DEL);
+	ret = tool_run(ipt_tool(argv, -1, NULL, op == NETLOCK_DEL));
 	if (ret <= 0)
 		return ret;
 	return ret == 1 ? 1 : -EIO;
@@ -163,7 +125,7 @@ static int apply_script(bool v6, int ns_fd, const char *script, bool quiet)
 	const char *const argv[] = { v6 ? "ip6tables-restore" : "iptables-restore", "-w",
 				     "--noflush", NULL };
 
-	return run_ipt(argv, ns_fd, script, quiet);
+	return tool_run(ipt_tool(argv, ns_fd, script, quiet));
 }
 
 /* Whether the namespace has the lock's chain: 1 yes, 0 no, -errno. */
@@ -171,7 +133,7 @@ static int has_lock_chain(bool v6, int ns_fd)
 {
 	const char *const argv[] = { v6 ? "ip6tables" : "iptables", "-w", "-t", "filter", "-n",
 				     "-L", LOCK_CHAIN, NULL };
-	int ret = run_ipt(argv, ns_fd, NULL, true);
+	int ret = tool_run(ipt_tool(argv, ns_fd, NULL, true));
 
 	if (ret == 127) {
 		pr_err("%s: is it installed?\n", argv[0]);
@@ -187,7 +149,7 @@ static bool lock_made_table(bool v6, int ns_fd)
 				     LOCK_CHAIN, "-m", "comment", "--comment", LOCK_TABLE_MADE,
 				     "-j", "RETURN", NULL };
 
-	return run_ipt(argv, ns_fd, NULL, true) == 0;
+	return tool_run(ipt_tool(argv, ns_fd, NULL, true)) == 0;
 }
 
 bool netlock_made_filter_table(bool v6)
@@ -212,7 +174,7 @@ static int unlock_family(bool v6, int ns_fd)
 		return -EIO;
 	}
 	/* Left empty by the chain's removal; nft alone deletes a table. */
-	if (made_table && run_ipt(drop_table, ns_fd, NULL, false))
+	if (made_table && tool_run(ipt_tool(drop_table, ns_fd, NULL, false)))
 		pr_warn("the %s filter table the network lock made could not be removed\n",
 			family_name(v6));
 	return 0;
@@ -394,8 +356,8 @@ static bool tools_work(void)
 		const char *const save[] = { tools[i][0], NULL };
 		const char *const restore[] = { tools[i][1], "-w", NULL };
 
-		if (run_ipt(save, -1, NULL, true) ||
-		    run_ipt(restore, -1, "*filter\nCOMMIT\n", true))
+		if (tool_run(ipt_tool(save, -1, NULL, true)) ||
+		    tool_run(ipt_tool(restore, -1, "*filter\nCOMMIT\n", true)))
 			return false;
 	}
 	return true;

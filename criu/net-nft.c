@@ -13,7 +13,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
@@ -26,6 +25,7 @@
 #include "namespaces.h"
 #include "net-nft.h"
 #include "netlock-nft.h"
+#include "tool.h"
 
 /* One table of the namespace, as the kernel names it. */
 struct nft_table {
@@ -61,23 +61,6 @@ static const char *family_name(uint8_t family)
 		return "ip6";
 	}
 	return "unknown";
-}
-
-bool tool_installed(const char *name)
-{
-	const char *path =
-		getenv("PATH") ?: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	char file[PATH_MAX];
-
-	while (*path) {
-		size_t len = strcspn(path, ":");
-
-		snprintf(file, sizeof(file), "%.*s/%s", (int)len, path, name);
-		if (len && !access(file, X_OK))
-			return true;
-		path += len + (path[len] == ':');
-	}
-	return false;
 }
 
 /* A NEWTABLE message of a GETTABLE dump: its family and name appended to list. */
@@ -169,62 +152,61 @@ static int list_kernel_tables(struct nft_tables *list)
 	return ret;
 }
 
+struct nft_table_query {
+	uint8_t family;
+	const char *name;
+};
+
+/* In the child, in the namespace asked about: exit status 0 the table is there, 1 not, 2 error. */
+static int nft_table_listed(void *arg)
+{
+	const struct nft_table_query *query = arg;
+	struct nft_tables list = {};
+
+	if (list_kernel_tables(&list))
+		return 2;
+	for (size_t i = 0; i < list.nr; i++)
+		if (list.tables[i].family == query->family && !strcmp(list.tables[i].name, query->name))
+			return 0;
+	return 1;
+}
+
 int nft_has_table(int ns_fd, uint8_t family, const char *name)
 {
-	struct nft_tables list = {};
-	int status, ret;
-	pid_t pid;
+	struct nft_table_query query = { .family = family, .name = name };
+	int ret;
 
 	/* In a child: the question is asked in ns_fd's namespace (-1: the caller's). */
-	pid = fork();
-	if (pid == 0) {
-		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET))
-			_exit(2);
-		if (list_kernel_tables(&list))
-			_exit(2);
-		for (size_t i = 0; i < list.nr; i++)
-			if (list.tables[i].family == family && !strcmp(list.tables[i].name, name))
-				_exit(0);
-		_exit(1);
-	}
-	if (pid < 0) {
-		pr_perror("cannot fork to list the nftables tables");
-		return -errno;
-	}
-	while ((ret = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-		;
-	if (ret < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+	ret = tool_run((struct tool_run){ .child_fn = nft_table_listed,
+					  .child_arg = &query,
+					  .name = "the nftables tables' listing",
+					  .net_ns_fd = ns_fd,
+					  .in_fd = -1,
+					  .out_fd = -1 });
+	if (ret < 0 || ret > 1) {
 		pr_err("cannot tell whether nftables table %s %s exists\n", family_name(family),
 		       name);
 		return -EIO;
 	}
-	return WEXITSTATUS(status) == 0;
+	return ret == 0;
 }
 
-char *run_tool_output(const char *const argv[], size_t *len)
+/*
+ * How nft and iptables-nft-save run here: in criu's current namespaces (the root task's, when
+ * it fills a nested one), as that user namespace's root, stdin from in_fd, stdout collected
+ * into *output (NULL: to the log), a non-zero exit status an error.
+ */
+static struct tool_run nft_tool(const char *const argv[], int in_fd, char **output,
+				size_t *output_len)
 {
-	int fd = memfd_create("tool-output", MFD_CLOEXEC);
-	char *out = NULL;
-	struct stat st;
-
-	if (fd < 0) {
-		pr_perror("cannot make a memfd for %s", argv[0]);
-		return NULL;
-	}
-	if (run_tool(argv, -1, fd))
-		goto out;
-	if (fstat(fd, &st) || !(out = malloc(st.st_size + 1)) ||
-	    pread(fd, out, st.st_size, 0) != st.st_size) {
-		pr_perror("cannot read what %s printed", argv[0]);
-		free(out);
-		out = NULL;
-		goto out;
-	}
-	out[st.st_size] = '\0';
-	*len = st.st_size;
-out:
-	close(fd);
-	return out;
+	return (struct tool_run){ .argv = argv,
+				  .net_ns_fd = -1,
+				  .in_fd = in_fd,
+				  .out_fd = -1,
+				  .output = output,
+				  .output_len = output_len,
+				  .must_succeed = true,
+				  .as_ns_root = true };
 }
 
 /* The names of the xtables tables iptables-nft makes (and its save tool knows). */
@@ -258,8 +240,7 @@ static int mark_iptables_nft(struct nft_tables *list, uint8_t family, const char
 			list->tables[i].family == family && xtables_name(list->tables[i].name);
 	if (!candidates || !tool_installed(save_tool))
 		return 0;
-	out = run_tool_output(argv, &len);
-	if (!out)
+	if (tool_run(nft_tool(argv, -1, &out, &len)))
 		return -EIO;
 	for (line = out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
 		size_t name_len = strcspn(line + 1, "\n");
@@ -309,8 +290,7 @@ static int write_ruleset(const struct nft_tables *list, int img_fd, const char *
 	size_t len;
 	int ret = 0;
 
-	out = run_tool_output(argv, &len);
-	if (!out)
+	if (tool_run(nft_tool(argv, -1, &out, &len)))
 		return -EIO;
 	for (line = out; line < out + len && !ret; line = end + 1) {
 		size_t line_len;
@@ -414,9 +394,9 @@ int nft_restore_ruleset(const struct ns_id *ns)
 			ret = -EIO;
 		}
 	}
-	/* nft's own error on the ruleset is in the log, then run_tool()'s line. */
+	/* nft's own error on the ruleset is in the log, then tool_run()'s line. */
 	if (!ret)
-		ret = run_tool(argv, fd, -1);
+		ret = tool_run(nft_tool(argv, fd, NULL, NULL));
 	if (!ret)
 		pr_info("net namespace %u: nftables ruleset loaded\n", ns->id);
 	if (fd >= 0)
@@ -442,9 +422,9 @@ static bool nft_loads_and_lists(void)
 	bool ok;
 
 	if (fd < 0 || write(fd, table, sizeof(table) - 1) < 0 ||
-	    lseek(fd, 0, SEEK_SET) || run_tool(load, fd, -1))
+	    lseek(fd, 0, SEEK_SET) || tool_run(nft_tool(load, fd, NULL, NULL)))
 		return false;
-	listed = run_tool_output(list, &len);
+	tool_run(nft_tool(list, -1, &listed, &len));
 	ok = listed && len == sizeof(table) - 1 && !memcmp(listed, table, len);
 	free(listed);
 	return ok;

@@ -8,13 +8,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kerndat.h"
@@ -23,6 +19,7 @@
 #include "net-nft.h"
 #include "netlock-nft.h"
 #include "pstree.h"
+#include "tool.h"
 
 /* NET_LOCK_MARK, as nft reads it: what criu's own segments carry to pass the lock. */
 #define NETLOCK_NFT_MARK "0xc114"
@@ -70,41 +67,17 @@ static void lock_table_name(char *name, size_t size)
 static int nft_script(const char *script, int ns_fd, bool quiet)
 {
 	static const char *const argv[] = {"nft", "-f", "-", NULL};
-	int fd = memfd_create("nft-lock", MFD_CLOEXEC), log_fd = log_get_fd(), status = -EIO;
-	size_t len = strlen(script);
-	pid_t pid;
+	int status;
 
-	if (fd < 0 || write(fd, script, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET)) {
-		pr_perror("cannot pass nft its script");
-		goto out;
-	}
-	pid = fork();
-	if (pid < 0) {
-		pr_perror("cannot fork for nft");
-		goto out;
-	}
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_WRONLY);
-		int out_fd = quiet || log_fd < 0 ? null_fd : log_fd;
-
-		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET))
-			_exit(126);
-		dup2(fd, STDIN_FILENO);
-		dup2(out_fd, STDOUT_FILENO);
-		dup2(out_fd, STDERR_FILENO);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) != pid)
-		status = -ECHILD;
-	else
-		status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	status = tool_run((struct tool_run){ .argv = argv,
+					     .net_ns_fd = ns_fd,
+					     .in_fd = -1,
+					     .input = script,
+					     .out_fd = -1,
+					     .quiet = quiet });
 	if (status)
 		pr_debug("nft -f failed on \"%.*s\" (exit status %d)\n",
 			 (int)strcspn(script, "{\n"), script, status);
-out:
-	if (fd >= 0)
-		close(fd);
 	return status;
 }
 
@@ -144,8 +117,14 @@ static void drop_lock_table_if_empty(const char *table)
 	char *listed;
 	size_t len;
 
-	listed = run_tool_output(argv, &len);
-	if (!listed)
+	if (tool_run((struct tool_run){ .argv = argv,
+					.net_ns_fd = -1,
+					.in_fd = -1,
+					.out_fd = -1,
+					.output = &listed,
+					.output_len = &len,
+					.must_succeed = true,
+					.as_ns_root = true }))
 		return;
 	if (!strstr(listed, "elements = ")) {
 		snprintf(script, sizeof(script), "delete table %s\n", table);

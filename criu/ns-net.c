@@ -22,7 +22,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/fib_rules.h>
 #include <linux/if_link.h>
@@ -38,6 +37,7 @@
 #include "net-lock.h"
 #include "net-nft.h"
 #include "servicefd.h"
+#include "tool.h"
 #include "tun.h"
 
 #include "macvlan.pb-c.h"
@@ -649,49 +649,18 @@ static bool rule_is_default(struct nlmsghdr *h)
 }
 
 /*
- * Runs argv[0] (looked up in PATH) with stdin from in_fd, stdout to out_fd (-1: /dev/null
- * and the log), stderr to the log, and waits for it. 0, or -EIO after one line.
+ * How ip and the iptables tools run here: in criu's current namespaces (the root task's, when
+ * it fills a nested one), as that user namespace's root, stdin from in_fd, stdout to out_fd
+ * (-1: /dev/null and the log), a non-zero exit status an error.
  */
-int run_tool(const char *const argv[], int in_fd, int out_fd)
+static struct tool_run ns_net_tool(const char *const argv[], int in_fd, int out_fd)
 {
-	int status, log_fd = log_get_fd();
-	pid_t pid;
-
-	pid = fork();
-	if (pid < 0) {
-		pr_perror("cannot fork for %s", argv[0]);
-		return -errno;
-	}
-	if (pid == 0) {
-		int null_fd = open("/dev/null", O_RDWR);
-
-		/*
-		 * The root task filling a nested namespace runs criu's ids, which its user
-		 * namespace may not map: execve() keeps the capabilities of the namespace's own
-		 * root only (uid 0 there), which the child becomes.
-		 */
-		if (getuid() != 0 && (setresgid(0, 0, 0) || setresuid(0, 0, 0)))
-			_exit(126);
-		dup2(in_fd >= 0 ? in_fd : null_fd, STDIN_FILENO);
-		dup2(out_fd >= 0 ? out_fd : (log_fd >= 0 ? log_fd : null_fd), STDOUT_FILENO);
-		dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			pr_perror("waiting for %s", argv[0]);
-			return -ECHILD;
-		}
-	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	pr_err("`%s %s %s %s` failed (%s %d)%s\n", argv[0], argv[1] ?: "",
-	       argv[1] && argv[2] ? argv[2] : "", argv[1] && argv[2] && argv[3] ? argv[3] : "",
-	       WIFEXITED(status) ? "exit status" : "signal",
-	       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-	       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? ": is it installed?" : "");
-	return -EIO;
+	return (struct tool_run){ .argv = argv,
+				  .net_ns_fd = -1,
+				  .in_fd = in_fd,
+				  .out_fd = out_fd,
+				  .must_succeed = true,
+				  .as_ns_root = true };
 }
 
 /* A raw image filled by a tool's output. */
@@ -702,7 +671,7 @@ static int dump_tool_output(enum cr_img_type type, const struct ns_id *ns, const
 
 	if (!img)
 		return -EIO;
-	ret = run_tool(argv, -1, img->fd);
+	ret = tool_run(ns_net_tool(argv, -1, img->fd));
 	close_image(img);
 	return ret;
 }
@@ -781,7 +750,7 @@ static int dump_routes(const struct ns_id *ns, enum cr_img_type type, const char
 
 	if (!img)
 		return -EIO;
-	ret = run_tool(argv, -1, img->fd) ?: filter_routes(img);
+	ret = tool_run(ns_net_tool(argv, -1, img->fd)) ?: filter_routes(img);
 	close_image(img);
 	return ret;
 }
@@ -804,7 +773,8 @@ static int dump_rules(const struct ns_id *ns)
 	if (!img)
 		return -EIO;
 	fd = memfd_create("rules6", MFD_CLOEXEC);
-	ret = fd < 0 ? -errno : run_tool(rule, -1, img->fd) ?: run_tool(rule6, -1, fd);
+	ret = fd < 0 ? -errno :
+		       tool_run(ns_net_tool(rule, -1, img->fd)) ?: tool_run(ns_net_tool(rule6, -1, fd));
 	if (!ret && (fstat(fd, &st) || !(buf = malloc(st.st_size + 1)) ||
 		     pread(fd, buf, st.st_size, 0) != st.st_size)) {
 		pr_perror("%s: cannot read the IPv6 rules back", img->name);
@@ -860,7 +830,7 @@ static int save_tool_output(struct cr_img *img, const char *const argv[], bool s
 		pr_perror("%s: cannot make a memfd for its output", argv[0]);
 		return -errno;
 	}
-	ret = run_tool(argv, -1, fd);
+	ret = tool_run(ns_net_tool(argv, -1, fd));
 	size = ret ? 0 : lseek(fd, 0, SEEK_END);
 	if (size > 0) {
 		buf = malloc(size);
@@ -1707,7 +1677,7 @@ static int restore_tool_input(enum cr_img_type type, const struct ns_id *ns, boo
 	img = open_image(type, O_RDONLY, ns->id);
 	if (!img)
 		return -EIO;
-	ret = img->size ? run_tool(argv, img->fd, -1) : 0;
+	ret = img->size ? tool_run(ns_net_tool(argv, img->fd, -1)) : 0;
 	close_image(img);
 	return ret;
 }
@@ -1764,7 +1734,7 @@ static int restore_iptables_part(const char *part, size_t size, bool v6)
 		pr_perror("%s: cannot pass its input", argv[0]);
 		ret = -EIO;
 	}
-	ret = ret ?: run_tool(argv, fd, -1);
+	ret = ret ?: tool_run(ns_net_tool(argv, fd, -1));
 	close(fd);
 	return ret;
 }
@@ -1865,7 +1835,7 @@ static int restore_routes(enum cr_img_type type, const struct ns_id *ns, bool op
 			pr_perror("%s: cannot pass it on", img->name);
 			ret = -EIO;
 		}
-		ret = ret ?: run_tool(argv, fd, -1);
+		ret = ret ?: tool_run(ns_net_tool(argv, fd, -1));
 	}
 	if (fd >= 0)
 		close(fd);
@@ -1891,7 +1861,8 @@ static int restore_tables(const struct ns_id *ns)
 		ret = restore_routes(CR_IMG_ROUTE6, ns, true, route);
 	/* A new namespace has the kernel's default rules: the image has them too. */
 	if (!ret && img_exists(CR_IMG_RULE, ns->id))
-		ret = run_tool(rule_flush, -1, -1) ?: run_tool(rule_local, -1, -1);
+		ret = tool_run(ns_net_tool(rule_flush, -1, -1)) ?:
+		      tool_run(ns_net_tool(rule_local, -1, -1));
 	if (!ret)
 		ret = restore_tool_input(CR_IMG_RULE, ns, true, rule);
 	if (!ret)

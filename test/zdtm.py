@@ -2037,6 +2037,10 @@ TESTS = {
     'mnt_ns_pivot_ro': dict(MNT_NS_TREE, bin='mnt_ns_pivot', test_env={'ZDTM_MNT_PIVOT_RO': '1'}),
     'mnt_ns_pivot_root_no_proc': dict(MNT_NS_TREE, bin='mnt_ns_pivot',
                                       test_env={'ZDTM_MNT_PIVOT_ROOT_NO_PROC': '1'}),
+    # and a removed file on a read-only mount (a ghost, re-created with no /proc anywhere)
+    'mnt_ns_pivot_ghost_ro': dict(MNT_NS_TREE, bin='mnt_ns_pivot',
+                                  test_env={'ZDTM_MNT_PIVOT_ROOT_NO_PROC': '1',
+                                            'ZDTM_MNT_PIVOT_GHOST': '1'}),
     'restore_fail_mnt_ns_pivot_no_tmpfs': dict(MNT_NS_TREE, bin='mnt_ns_pivot',
                                                mode='restore_fails', corrupt=remove_tmpfs_images,
                                                expect='.tar.gz.img is missing'),

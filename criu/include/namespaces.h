@@ -172,12 +172,6 @@ bool net_has_new_ifindex(void);
  */
 bool net_has_nsid(void);
 /*
- * Runs a tool (argv[0], looked up in PATH) in the caller's namespaces with stdin from in_fd,
- * stdout to out_fd (-1: /dev/null and the log), stderr to the log, and waits for it. 0, or
- * -EIO after one line (ns-net.c, net-nft.c).
- */
-int run_tool(const char *const argv[], int in_fd, int out_fd);
-/*
  * Namespace files (files-nsfs.c). Dump, once ns_dump_collect() ran: the id of the namespace
  * of the kind /proc/PID/ns names name ("net", ...) with inode kid, in which a task of the
  * tree lives, and the kind's clone flag; -ENOENT (not logged) when no task lives there.

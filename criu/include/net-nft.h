@@ -31,9 +31,5 @@ int nft_restore_ruleset(const struct ns_id *ns);
 int nft_has_table(int ns_fd, uint8_t family, const char *name);
 /* check --feature nftables: nft lists and loads a ruleset in a scratch net namespace. */
 bool nft_usable(void);
-/* Whether PATH has an executable named name (a tool criu may run). */
-bool tool_installed(const char *name);
-/* run_tool()'s, with the tool's whole stdout (NUL-terminated, free it) or NULL after one line. */
-char *run_tool_output(const char *const argv[], size_t *len);
 
 #endif

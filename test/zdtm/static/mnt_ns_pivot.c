@@ -21,6 +21,10 @@
  * With $ZDTM_MNT_PIVOT_ROOT_NO_PROC, the root unmounts its /proc too (it mounts it again
  * after the restore to check its own mount list): the tree's root task restores in a
  * namespace without /proc as well.
+ * With $ZDTM_MNT_PIVOT_GHOST, the child also holds, at an offset, an fd on a file it removed
+ * from a tmpfs at /ghostdir that it then bind-remounted read-only: restore re-creates the
+ * file (a ghost) through a writable clone of that mount, with no /proc to name the clone
+ * by; after the restore the fd has its offset, no link, and the whole contents.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +53,8 @@
 #define CLIENT_FD    44
 #define TOP_OFFSET   1234
 #define INNER_OFFSET 77
+#define GHOST_FD     45
+#define GHOST_OFFSET 4321
 #define TMPFS_MAGIC  0x01021994
 
 static void must(int ret, const char *what)
@@ -150,6 +156,10 @@ static void pivot_into_tmpfs(void)
 	     "mkdir in /newroot");
 	write_pattern("/newroot/top", SEED);
 	must(mount("inner", "/newroot/inner", "tmpfs", MS_NODEV, "size=64k"), "tmpfs inner");
+	if (getenv("ZDTM_MNT_PIVOT_GHOST"))
+		must(mkdir("/newroot/ghostdir", 0755) ||
+			     mount("ghost", "/newroot/ghostdir", "tmpfs", MS_NODEV, "size=64k"),
+		     "tmpfs ghostdir");
 	must(mkdir("/newroot/inner/dir", 0700), "mkdir inner/dir");
 	write_pattern("/newroot/inner/dir/file", SEED + 1);
 	must(chdir("/newroot"), "chdir /newroot");
@@ -157,6 +167,36 @@ static void pivot_into_tmpfs(void)
 	must(umount2("old", MNT_DETACH), "umount the old root");
 	must(rmdir("old"), "rmdir old");
 	must(chdir("/inner/dir"), "chdir /inner/dir");
+}
+
+/*
+ * GHOST_FD on /ghostdir/ghost at GHOST_OFFSET, the file removed, its mount made read-only
+ * (per mount: a superblock with a removed file still open cannot be remounted read-only).
+ */
+static void make_ghost_on_readonly_mount(void)
+{
+	write_pattern("/ghostdir/ghost", SEED + 2);
+	open_fd_at("/ghostdir/ghost", O_RDONLY, GHOST_FD);
+	if (lseek(GHOST_FD, GHOST_OFFSET, SEEK_SET) != GHOST_OFFSET)
+		test_fail_errno("lseek the ghost's fd");
+	must(unlink("/ghostdir/ghost"), "unlink /ghostdir/ghost");
+	must(mount(NULL, "/ghostdir", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL),
+	     "remount /ghostdir read-only");
+}
+
+/* GHOST_FD: its offset, then its file's link count and whole contents, byte for byte. */
+static void expect_ghost(void)
+{
+	char buf[DATA_SIZE];
+	struct stat st;
+
+	expect_fd(GHOST_FD, GHOST_OFFSET, SEED + 2, "child: its fd on the removed file");
+	if (fstat(GHOST_FD, &st) || st.st_nlink != 0 || st.st_size != DATA_SIZE)
+		test_fail("child: the removed file has %lu links and %lld bytes, not 0 and %d",
+			  (unsigned long)st.st_nlink, (long long)st.st_size, DATA_SIZE);
+	if (pread(GHOST_FD, buf, sizeof(buf), 0) != sizeof(buf))
+		test_fail_errno("child: pread the removed file");
+	pattern_expect(buf, sizeof(buf), SEED + 2, "child: the removed file");
 }
 
 static const struct sockaddr_un sock_addr = { AF_UNIX, "/inner/sock" };
@@ -212,6 +252,8 @@ static void __attribute__((noreturn)) child_main(void)
 		test_fail_errno("lseek");
 	if (getenv("ZDTM_MNT_PIVOT_RO"))
 		must(mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL), "remount / read-only");
+	if (getenv("ZDTM_MNT_PIVOT_GHOST"))
+		make_ghost_on_readonly_mount();
 	mount_list(before, sizeof(before));
 	if (!access("/proc/self", F_OK))
 		test_fail("child: /proc is still there");
@@ -232,6 +274,8 @@ static void __attribute__((noreturn)) child_main(void)
 	expect_file("/inner/dir/file", SEED + 1);
 	expect_fd(TOP_FD, TOP_OFFSET, SEED, "child: its fd on /top");
 	expect_fd(INNER_FD, INNER_OFFSET, SEED + 1, "child: its fd on /inner/dir/file");
+	if (getenv("ZDTM_MNT_PIVOT_GHOST"))
+		expect_ghost();
 	if (!basic) {
 		expect_watch(wd);
 		expect_sockets();

@@ -258,12 +258,20 @@ static int collect_rlimits(const TaskRlimitsEntry *rl, struct task_image *ti, co
 	return 0;
 }
 
+/*
+ * A periodic ITIMER_REAL that expired while its SIGALRM was pending reads a value of 0:
+ * the kernel re-arms it only when that signal is dequeued. Set with a value of 0 it would
+ * be disarmed for good (its interval dropped), so it is set to expire at once instead, as
+ * CRIU does: its SIGALRM merges with the restored pending one, and the dequeue re-arms it.
+ */
 static void collect_itimer(const ItimerEntry *it, uint64_t out[4])
 {
 	out[0] = it->isec;
 	out[1] = it->iusec;
 	out[2] = it->vsec;
 	out[3] = it->vusec;
+	if ((out[0] || out[1]) && !out[2] && !out[3])
+		out[3] = 1;
 }
 
 static int collect_timers(const TaskTimersEntry *t, struct task_image *ti)

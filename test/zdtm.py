@@ -1124,6 +1124,7 @@ TESTS = {
     'mem_shared_file': {},
     'mem_prot_none_guard': {},
     'mem_prot_none_data': {},
+    'itimer_real_pending': {},
     'maps_equal': {},
     'vdso_unmapped': {},
     'mem_sparse_pagemap': {'max_pages_bytes': 12 << 20},

@@ -340,7 +340,7 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
  */
 struct lazy_remote {
 	int sk; /* -1: no --page-server */
-	uint8_t *buf; /* BACKGROUND_CHUNK bytes: a fault's pages */
+	uint8_t *buf; /* FAULT_CHUNK bytes: a fault's pages (never more are asked for) */
 	struct lazy_copy_job *asked, **asked_tail;
 	uint64_t requests, bytes;
 };
@@ -1645,7 +1645,7 @@ static int connect_remote(struct lazy_remote *rm)
 	rm->asked_tail = &rm->asked;
 	if (!opts.use_page_server)
 		return 0;
-	rm->buf = malloc(BACKGROUND_CHUNK);
+	rm->buf = malloc(FAULT_CHUNK);
 	if (!rm->buf) {
 		pr_err("lazy pages: no memory for the pages from the dump's source\n");
 		return -1;

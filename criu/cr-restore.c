@@ -194,6 +194,7 @@ static int check_pids_free(void)
 		if (access(path, F_OK) == 0) {
 			pr_err("pid %d is already in use: cannot restore its task with that pid\n",
 			       item->pid);
+			log_set_errno(EEXIST);
 			return -1;
 		}
 		if (check_helper_pid_free(item->sid, "session") ||

@@ -58,6 +58,12 @@ static void set_errno(int err)
 		client.cr_errno = err;
 }
 
+/* The request's errno: the service's own, else what the pipeline said (log_set_errno()). */
+static int request_errno(void)
+{
+	return client.cr_errno ?: log_get_errno();
+}
+
 /* The failure part of an answer: the first error line of the request and its errno. */
 static void fill_error(CriuResp *resp)
 {
@@ -67,9 +73,9 @@ static void fill_error(CriuResp *resp)
 		msg = parse_error_line();
 	if (*msg)
 		resp->cr_errmsg = (char *)msg;
-	if (client.cr_errno) {
+	if (request_errno()) {
 		resp->has_cr_errno = true;
-		resp->cr_errno = client.cr_errno;
+		resp->cr_errno = request_errno();
 	}
 }
 
@@ -562,7 +568,7 @@ static void send_result(struct child_result *r)
 {
 	if (result_fd < 0)
 		return;
-	r->cr_errno = r->cr_errno ?: client.cr_errno;
+	r->cr_errno = r->cr_errno ?: request_errno();
 	if (!r->ok)
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
 			 *log_first_error() ? log_first_error() : parse_error_line());

@@ -146,9 +146,23 @@ const char *log_first_error(void)
 	return first_error;
 }
 
+static int first_errno;
+
 void log_forget_errors(void)
 {
 	first_error[0] = '\0';
+	first_errno = 0;
+}
+
+void log_set_errno(int err)
+{
+	if (!first_errno)
+		first_errno = err;
+}
+
+int log_get_errno(void)
+{
+	return first_errno;
 }
 
 void print_on_level(int level, const char *fmt, ...)

@@ -38,6 +38,13 @@ int log_get_level(void);
  */
 const char *log_first_error(void);
 void log_forget_errors(void);
+/*
+ * The errno a failure stands for, where the code that saw it knows one a caller can act
+ * on (EEXIST: a pid to restore is taken): the RPC's cr_errno. The first one set counts;
+ * 0 when none. log_forget_errors() clears it.
+ */
+void log_set_errno(int err);
+int log_get_errno(void);
 void log_set_prefix(const char *prefix);
 void print_on_level(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -633,6 +633,24 @@ def test_error_refused_option(ctx):
     prog.finish()
 
 
+def test_error_pid_taken(ctx):
+    """A restore whose pid is taken (the dumped program runs on): EEXIST, nothing made."""
+    prog = Program('mem_anon_private', ctx.out)
+    c = Conn()
+    resp = rpc_dump(c, prog, ctx.img, leave_running=True)
+    c.close()
+    expect(resp.success, 'dump: %s' % resp.cr_errmsg)
+    for connect in (Conn, lambda: Conn(ctx.service)):
+        c = connect()
+        resp = rpc_restore(c, ctx.img)
+        c.close()
+        expect_error(resp, rpc.RESTORE, errno.EEXIST, 'already in use')
+        expect(resp.restore.pid == -1, 'a failed restore answered pid %d' % resp.restore.pid)
+        prog.expect_untouched('after the refused restore')
+    ctx.service.expect_idle('after a failed restore')
+    prog.finish()
+
+
 def test_error_dump_fails(ctx):
     """A dump that fails: its first error line answered, the program runs on untouched."""
     prog = Program('dump_fail_unsupported_fd', ctx.out)

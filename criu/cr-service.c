@@ -893,8 +893,13 @@ static int page_server_child(void *arg, struct child_result *r)
 	(void)r;
 	if (setup_request(req->opts, RK_PAGE_SERVER))
 		return -1;
-	/* No notifications from the page server: the client waits for this answer. */
+	/*
+	 * No notifications from the page server: the client waits for this answer; nor does
+	 * the server keep the connection, whose end the client must see when it is served.
+	 */
 	action_scripts_set_notifier(page_server_ready);
+	close(client.sk);
+	client.sk = -1;
 	/* PAGE_SERVER: a daemon (daemonize() forks, setsid); _CHLD: this child serves. */
 	opts.restore_detach = req->type == CRIU_REQ_TYPE__PAGE_SERVER;
 	opts.pidfile = NULL;

@@ -2186,8 +2186,8 @@ TESTS = {
         'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
     'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
     'cli_refused_command': {
-        'mode': 'cli', 'rc': 1, 'args': ['service'],
-        'stderr': 'command service is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['exec'],
+        'stderr': 'command exec is not supported\n'},
     'cli_pre_dump_no_such_pid': {'mode': 'cli',
                                  'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
     'cli_pre_dump_without_pid': {

@@ -599,6 +599,58 @@ def test_self_dump(ctx):
         expect(f.read() == 'True %d' % pid, 'the restored client did not read restored=true')
 
 
+def test_options_as_cli(ctx):
+    """Each criu_opts field becomes its command-line option, as the request's log spells
+    them (the dump then stops: its pid is free)."""
+    pid = free_pid()
+    req = req_of(rpc.DUMP)
+    fd = dir_opts(req, ctx.img, 'dump.log')
+    o = req.opts
+    o.pid = pid
+    o.leave_running = True
+    o.tcp_established = True
+    o.shell_job = False
+    o.file_locks = True
+    o.ext_unix_sk = True
+    o.link_remap = True
+    o.track_mem = True
+    o.tcp_close = False
+    o.ghost_limit = 4096
+    o.timeout = 7
+    o.root = '/'
+    o.freeze_cgroup = '/sys/fs/cgroup/x'
+    o.manage_cgroups = True
+    o.manage_cgroups_mode = rpc.FULL
+    o.network_lock = rpc.NFTABLES
+    o.pre_dump_mode = rpc.VM_READ
+    o.empty_ns = 0x40000000  # CLONE_NEWNET
+    o.external.append('veth[eth0]:host0')
+    o.ext_mnt.add(key='/data', val='data')
+    o.veths.add(if_in='a0', if_out='b0')
+    o.cg_root.add(ctrl='cpu', path='/x')
+    o.cg_root.add(ctrl='', path='/y')
+    o.join_ns.add(ns='net', ns_file='/proc/1/ns/net')
+    o.irmap_scan_paths.append('/tmp')
+    o.ps.address = '127.0.0.1'
+    o.ps.port = 2345
+    c = Conn()
+    resp = c.call(req)
+    c.close()
+    os.close(fd)
+    expect_error(resp, rpc.DUMP, errno.ESRCH, 'no process')
+    want = (' --images-dir %s --log-file dump.log --verbosity 4 --tree %d --leave-running '
+            '--ext-unix-sk --tcp-established --no-tcp-close --no-shell-job --file-locks '
+            '--track-mem --link-remap --root / --freeze-cgroup /sys/fs/cgroup/x --timeout 7 '
+            '--ghost-limit 4096 --veth-pair a0=b0 --ext-mount-map /data:data --join-ns '
+            'net:/proc/1/ns/net --cgroup-root cpu:/x --cgroup-root /y --external '
+            'veth[eth0]:host0 --irmap-scan-path /tmp --empty-ns net --manage-cgroups soft '
+            '--manage-cgroups full --pre-dump-mode read --network-lock nftables --address '
+            '127.0.0.1 --port 2345 --page-server' % (ctx.img, pid))
+    with open(os.path.join(ctx.img, 'dump.log')) as log:
+        got = [l.split('as options:', 1)[1].rstrip('\n') for l in log if 'as options:' in l]
+    expect(got == [want], 'the request was taken as\n%r, expected\n%r' % (got, [want]))
+
+
 def expect_error(resp, kind, err, text):
     expect(resp is not None, 'no answer')
     expect(resp.type == kind and not resp.success,

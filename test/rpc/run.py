@@ -776,6 +776,42 @@ def test_error_client_gone(ctx):
     prog.finish()
 
 
+def test_error_client_gone_restore(ctx):
+    """A client that hangs up during a restore (at post-restore, the tree made and held):
+    the restore fails and kills what it made, criu goes; the images restore again."""
+    prog = Program('mem_anon_private', ctx.out)
+    c = Conn()
+    resp = rpc_dump(c, prog, ctx.img)
+    c.close()
+    expect(resp.success, 'dump: %s' % resp.cr_errmsg)
+    prog.wait_gone('after the dump')
+
+    def hang_up_at_post_restore(resp):
+        if resp.notify.script == 'post-restore':
+            return None
+        return req_of(rpc.NOTIFY, notify_success=True)
+
+    for connect in (Conn, lambda: Conn(ctx.service)):
+        c = connect()
+        resp = rpc_restore(c, ctx.img, notify=hang_up_at_post_restore)
+        expect(resp is None, 'an answer after the hang-up')
+        if c.proc:
+            expect(c.proc.returncode == 1, 'swrk exited %s' % c.proc.returncode)
+        else:
+            ctx.service.expect_idle('after the client went away')
+        deadline = time.monotonic() + TIMEOUT
+        while prog.state() is not None:
+            reap()
+            expect(time.monotonic() < deadline, 'the tree restored for nobody still runs')
+            time.sleep(0.01)
+    c = Conn(ctx.service)
+    resp = rpc_restore(c, ctx.img)
+    c.close()
+    expect(resp.success and resp.restore.pid == prog.pid,
+           'restore after the failed ones: %s (%s)' % (resp.cr_errmsg, ctx.log('restore.log')))
+    prog.finish()
+
+
 TESTS = [name[5:] for name in sorted(globals()) if name.startswith('test_')]
 
 

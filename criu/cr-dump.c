@@ -25,6 +25,7 @@
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "file-lock.h"
 #include "files.h"
 #include "image.h"

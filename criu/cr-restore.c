@@ -29,6 +29,7 @@
 #include "cr_options.h"
 #include "sk-inet.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "fdstore.h"
 #include "file-lock.h"
 #include "files.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
-#include "crtools.h"
+#include "daemon.h"
 #include "log.h"
 #include "mem.h"
 #include "page-server.h"

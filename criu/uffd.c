@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
-#include "crtools.h"
+#include "daemon.h"
 #include "image.h"
 #include "lazy-copy.h"
 #include "log.h"

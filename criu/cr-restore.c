@@ -860,19 +860,6 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 
 /* ---- in criu ---- */
 
-pid_t clone_with_pid(pid_t pid, unsigned long flags)
-{
-	/*
-	 * clone3 refuses an exit signal with CLONE_PARENT: the sibling then signals criu's
-	 * parent the way criu itself would (its exit_signal, SIGCHLD for a normal process).
-	 */
-	struct clone_args args = { .flags = flags, .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD };
-
-	args.set_tid = (unsigned long)&pid;
-	args.set_tid_size = 1;
-	return syscall(SYS_clone3, &args, sizeof(args));
-}
-
 /* Fallback for kernels without clone3(set_tid): ask for pid-1 as the last one given out. */
 static pid_t fork_with_ns_last_pid(pid_t pid)
 {

@@ -23,39 +23,19 @@
 #include "pstree.h"
 #include "servicefd.h"
 
-/*
- * Dump asks each kind in turn whether it owns an fd; restore collects the kinds in this
- * order, so a kind may look up entries of the kinds before it (FIFOs and terminals name
- * their paths by REG entries).
- */
-static const struct fdtype_ops *const fdtype_ops_table[] = {
-	&memfd_fdtype_ops, /* before reg: a memfd is a regular file too */
-	&nsfs_fdtype_ops, /* before reg: an nsfs file is a regular file too */
-	&tun_fdtype_ops, /* before reg: /dev/net/tun is a device file */
-	&reg_fdtype_ops,
-	&tty_fdtype_ops,
-	&pipe_fdtype_ops,
-	&fifo_fdtype_ops,
-	&epoll_fdtype_ops,
-	&inotify_fdtype_ops,
-	&fanotify_fdtype_ops,
-	&eventfd_fdtype_ops,
-	&signalfd_fdtype_ops,
-	&timerfd_fdtype_ops,
-	&netlink_sk_fdtype_ops,
-	&packet_sk_fdtype_ops,
-	&unix_sk_fdtype_ops,
-	&pidfd_fdtype_ops,
-	&bpfmap_fdtype_ops,
-	&inet_sk_fdtype_ops,
-	&ext_fdtype_ops, /* last: it owns everything */
-};
+/* The kinds, in the order kinds.c gives them (files_set_kinds()). */
+static const struct fdtype_ops *const *fdtype_ops_table;
+static size_t nr_fdtype_ops;
 
-#define NR_FDTYPE_OPS (sizeof(fdtype_ops_table) / sizeof(fdtype_ops_table[0]))
+void files_set_kinds(const struct fdtype_ops *const *kinds, size_t nr)
+{
+	fdtype_ops_table = kinds;
+	nr_fdtype_ops = nr;
+}
 
 static const struct fdtype_ops *ops_by_type(FdTypes type)
 {
-	for (size_t i = 0; i < NR_FDTYPE_OPS; i++)
+	for (size_t i = 0; i < nr_fdtype_ops; i++)
 		if (fdtype_ops_table[i]->type == type)
 			return fdtype_ops_table[i];
 	return NULL;
@@ -148,7 +128,7 @@ int files_dump_fini(void)
 	free(in_flight_fds);
 	in_flight_fds = NULL;
 	nr_in_flight_fds = 0;
-	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
+	for (size_t k = 0; k < nr_fdtype_ops; k++)
 		if (fdtype_ops_table[k]->dump_fini)
 			fdtype_ops_table[k]->dump_fini();
 	return 0;
@@ -156,7 +136,7 @@ int files_dump_fini(void)
 
 int files_dump_check(void)
 {
-	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+	for (size_t k = 0; k < nr_fdtype_ops; k++) {
 		int ret = fdtype_ops_table[k]->dump_check ? fdtype_ops_table[k]->dump_check() : 0;
 
 		if (ret)
@@ -766,7 +746,7 @@ static int check_unique_ids(void)
 /* Each kind in table order: its own images, then its entries. */
 static int collect_kinds(void)
 {
-	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+	for (size_t k = 0; k < nr_fdtype_ops; k++) {
 		const struct fdtype_ops *ops = fdtype_ops_table[k];
 		int ret;
 
@@ -1555,7 +1535,7 @@ void files_collect_fini(void)
 	free(file_descs);
 	file_descs = NULL;
 	nr_file_descs = 0;
-	for (size_t k = 0; k < NR_FDTYPE_OPS; k++)
+	for (size_t k = 0; k < nr_fdtype_ops; k++)
 		if (fdtype_ops_table[k]->collect_fini)
 			fdtype_ops_table[k]->collect_fini();
 }
@@ -1697,7 +1677,7 @@ static int open_inherited_after_deps(const struct pstree_item *item, size_t idx,
 
 int files_tree_forked(void)
 {
-	for (size_t k = 0; k < NR_FDTYPE_OPS; k++) {
+	for (size_t k = 0; k < nr_fdtype_ops; k++) {
 		int ret = fdtype_ops_table[k]->tree_forked ? fdtype_ops_table[k]->tree_forked() : 0;
 
 		if (ret)

@@ -130,10 +130,10 @@ static int read_inventory(void)
 		return -1;
 	/* Dumped with --tcp-close: the established connections have no streams to restore. */
 	if (inventory->has_tcp_close && inventory->tcp_close)
-		opts.tcp_close = true;
+		tcp_restore_as_dumped_closed();
 	/* The lock the dump took is the one restore removes, whatever the command line says. */
 	if (inventory->has_network_lock_method)
-		opts.network_lock_nft = inventory->network_lock_method == NETWORK_LOCK_NFTABLES;
+		netlock_use_dump_method(inventory->network_lock_method == NETWORK_LOCK_NFTABLES);
 	return 0;
 }
 
@@ -1553,6 +1553,22 @@ static void write_stats(double t_start, double t_forked, double t_ready, uint64_
 		display_restore_stats();
 }
 
+/*
+ * What collect_images() read, freed: on its own failure, or after the tree ran or was
+ * killed. failed: a cgroup this restore made goes (it is empty again after the kill).
+ */
+static void free_collected_images(bool failed)
+{
+	task_images_free();
+	files_collect_fini();
+	file_locks_collect_fini();
+	seccomp_collect_fini();
+	ns_fini();
+	cg_restore_fini(failed);
+	pb_free(NULL, inventory);
+	inventory = NULL;
+}
+
 int cr_restore_tasks(void)
 {
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
@@ -1566,14 +1582,7 @@ int cr_restore_tasks(void)
 	if (run_action_scripts(ACT_PRE_RESTORE, 0))
 		return -1;
 	if (collect_images()) {
-		task_images_free();
-		files_collect_fini();
-		file_locks_collect_fini();
-		seccomp_collect_fini();
-		ns_fini();
-		cg_restore_fini(true);
-		pb_free(NULL, inventory);
-		inventory = NULL;
+		free_collected_images(true);
 		return -1;
 	}
 
@@ -1681,17 +1690,9 @@ out:
 	free_rst_tasks();
 	shmem_fini();
 	/* The tree was forked from criu's copies before this: each task has its own. */
-	task_images_free();
-	files_collect_fini();
-	file_locks_collect_fini();
-	seccomp_collect_fini();
-	ns_fini();
-	/* After the kill: a cgroup this restore made is empty again, and goes on failure. */
-	cg_restore_fini(ret < 0);
+	free_collected_images(ret < 0);
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
-	pb_free(NULL, inventory);
-	inventory = NULL;
 	if (ret)
 		return -1;
 	if (!opts.restore_detach && !opts.restore_sibling)

@@ -355,7 +355,7 @@ static bool needs_own_lock(const struct tcp_conn *c)
 
 static const char *lock_method(void)
 {
-	return opts.network_lock_nft ? "nftables" : "iptables";
+	return netlock_is_nft() ? "nftables" : "iptables";
 }
 
 static int lock_conn(struct tcp_conn *c)
@@ -685,10 +685,18 @@ bool tcp_restores_stream(const InetSkEntry *ie)
 	return true;
 }
 
+/* Restore: the dump was made with --tcp-close (its inventory says). */
+static bool dumped_closed;
+
+void tcp_restore_as_dumped_closed(void)
+{
+	dumped_closed = true;
+}
+
 /* --tcp-close (or a dump with it): the connection comes back closed, no stream read. */
 static bool restore_closed(void)
 {
-	return opts.tcp_close;
+	return opts.tcp_close || dumped_closed;
 }
 
 static int check_stream(const TcpStreamEntry *te, const char *what)

@@ -114,5 +114,7 @@ int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid);
  */
 int tcp_restore_fins(void);
 int tcp_restore_unlock(void);
+/* Restore: the dump was made with --tcp-close, so connections come back closed. */
+void tcp_restore_as_dumped_closed(void);
 
 #endif

@@ -13,6 +13,35 @@ CC ?= gcc
 LD ?= ld
 OBJCOPY ?= objcopy
 PROTOC_C ?= protoc-c
+PROTOC ?= protoc
+ASCIIDOCTOR ?= asciidoctor
+
+# Before anything is built (and before the pkg-config calls below): are the tools and
+# libraries the goals need installed? If not, one line naming them and the command that
+# installs them (scripts/check-deps.sh), instead of the first missing tool's error halfway
+# through. Each goal asks for its groups; the cleaning goals need nothing. The sub-makes of
+# a checked make (make test's, the Debian build's) are not checked again.
+DEPS_GOALS := $(or $(MAKECMDGOALS),all)
+NODEPS_GOALS := clean pkg-clean man-clean crit-clean uninstall crit-uninstall check-deps
+DEPS_GROUPS := $(if $(filter-out $(NODEPS_GOALS),$(DEPS_GOALS)),build) \
+	$(if $(filter install man deb test,$(DEPS_GOALS)),man) \
+	$(if $(filter crit-test demo test realapps zdtm,$(DEPS_GOALS)),crit) \
+	$(if $(filter fuzz test,$(DEPS_GOALS)),fuzz) \
+	$(if $(filter realapps test,$(DEPS_GOALS)),apps) \
+	$(if $(filter test,$(DEPS_GOALS)),test) \
+	$(if $(filter zdtm test,$(DEPS_GOALS)),upstream) \
+	$(if $(filter deb test,$(DEPS_GOALS)),deb)
+DEPS_ENV = CC='$(CC)' LD='$(LD)' OBJCOPY='$(OBJCOPY)' PROTOC_C='$(PROTOC_C)' \
+	PROTOC='$(PROTOC)' ASCIIDOCTOR='$(ASCIIDOCTOR)'
+ifeq ($(CRIU_DEPS_CHECKED),)
+ifneq ($(strip $(DEPS_GROUPS)),)
+DEPS_MISSING := $(shell $(DEPS_ENV) scripts/check-deps.sh $(DEPS_GROUPS))
+ifneq ($(DEPS_MISSING),)
+$(error $(DEPS_MISSING))
+endif
+export CRIU_DEPS_CHECKED := 1
+endif
+endif
 
 WARN := -Wall -Wextra -Werror
 ifeq ($(ASAN),1)
@@ -48,9 +77,13 @@ include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
+.PHONY: all test demo bench bench-gpu fuzz install clean check-deps zdtm realapps gpu-emu
 .PHONY: uninstall deb
 all: criu/criu $(AMDGPU_PLUGIN) crit
+
+# Everything make, make test and make deb need (scripts/install-deps.sh installs it).
+check-deps:
+	@$(DEPS_ENV) scripts/check-deps.sh all && echo "check-deps: all present"
 
 # What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
 # KFD EMULATOR (test/gpu) and the AMDGPU plugin's test build. Not in `all`: never installed.

@@ -18,7 +18,8 @@ import sys
 # Top first. A file not named here is a resource kind (the "kinds" layer).
 LAYERS = [
     ("command", ["crtools", "config", "cr-check"]),
-    ("pipelines", ["cr-dump", "cr-restore", "restorer-setup", "action-scripts", "kinds"]),
+    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restorer-setup",
+                   "action-scripts", "kinds", "uffd", "uffd-guard"]),
     ("kinds", None),
     ("base", ["log", "image", "util-fd", "servicefd", "fdstore", "tool", "proc_parse",
               "ptrace", "infect", "options", "daemon", "kerndat", "fhandle", "pty-queue",
@@ -36,9 +37,11 @@ WINGS = {
     # memfd is shared memory with a name, whose pages the same writer stores
     "memory": {"mem", "mem-lazy", "shmem", "task-image", "dedup", "files-memfd",
                "page-server", "page-server-images", "page-server-lazy", "page-xfer",
-               "uffd", "uffd-task", "uffd-guard"},
+               "uffd-task"},
     # a net namespace's devices, tun/tap ones among them
-    "net devices": {"ns-net", "files-tun", "net-rtnl", "net-links"},
+    "net devices": {"ns-net", "files-tun", "net-rtnl", "net-links", "net-sysctl", "net-tables"},
+    # a mount namespace: its tree, how it is built again, propagation, tmpfs contents
+    "mounts": {"ns-mnt", "mnt-build", "mnt-propagation", "mnt-tmpfs"},
     # INET sockets and the TCP connections among them
     "inet": {"sk-inet", "sk-tcp"},
 }

@@ -56,8 +56,8 @@ enum {
  * the states). The images (as CRIU's, and as libsoccr's data) keep the queues' lengths
  * without the FINs and their sequence numbers with them.
  */
-#define OWN_FIN                                                                    \
-	(STATE(SK_FIN_WAIT1) | STATE(SK_FIN_WAIT2) | STATE(SK_CLOSING) | STATE(SK_LAST_ACK) | \
+#define OWN_FIN                                                                                    \
+	(STATE(SK_FIN_WAIT1) | STATE(SK_FIN_WAIT2) | STATE(SK_CLOSING) | STATE(SK_LAST_ACK) |      \
 	 STATE(SK_CLOSE))
 #define PEER_FIN (STATE(SK_CLOSE_WAIT) | STATE(SK_LAST_ACK) | STATE(SK_CLOSING) | STATE(SK_CLOSE))
 /*
@@ -116,12 +116,12 @@ static struct libsoccr_sk *repair_on(int fd, const char *what)
 struct tcp_conn {
 	int fd;
 	struct libsoccr_sk *soccr; /* from repair mode on */
-	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, as the lock takes them */
+	uint8_t src[16], dst[16];  /* IPv4 as v4-mapped IPv6, as the lock takes them */
 	uint16_t src_port, dst_port;
-	bool closed; /* --tcp-close: dumped without its stream */
-	bool locked; /* its own lock rules hold its packets (criu's net namespace) */
+	bool closed;	/* --tcp-close: dumped without its stream */
+	bool locked;	/* its own lock rules hold its packets (criu's net namespace) */
 	uint32_t state; /* as its inet entry has it */
-	uint32_t ino; /* names its tcp-stream image */
+	uint32_t ino;	/* names its tcp-stream image */
 	char what[96];
 };
 
@@ -137,8 +137,7 @@ static int set_int(int fd, int level, int name, const char *opt, int val, const 
 	return 0;
 }
 
-static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
-		   const char *what)
+static int get_int(int fd, int level, int name, const char *opt, uint32_t *val, const char *what)
 {
 	socklen_t len = sizeof(*val);
 
@@ -158,8 +157,7 @@ int tcp_dump_check_state(const struct inet_dump *d)
 		return -ENOTSUP;
 	}
 	if (!opts.tcp_established && !opts.tcp_close) {
-		pr_err("%s: an established TCP connection: dump with --tcp-established\n",
-		       d->what);
+		pr_err("%s: an established TCP connection: dump with --tcp-established\n", d->what);
 		return -ENOTSUP;
 	}
 	return 0;
@@ -230,8 +228,7 @@ static void stream_entry(const struct libsoccr_sk_data *data, TcpStreamEntry *te
 	te->rcv_wup = data->rcv_wup;
 }
 
-static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq,
-			const char *outq)
+static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq, const char *outq)
 {
 	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, ino);
 	int ret;
@@ -394,8 +391,8 @@ static int read_motion(const struct tcp_conn *c, struct libsoccr_sk_data *m)
  * read at the same point of its stream. 2 s at most.
  */
 #define SETTLE_STEP_US 5000
-#define SETTLE_STEPS 400
-#define SETTLE_STILL 3
+#define SETTLE_STEPS   400
+#define SETTLE_STILL   3
 
 static int wait_conns_settled(void)
 {
@@ -441,9 +438,9 @@ static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
 		return ret;
 	return m.inq_seq == r->te.inq_seq && m.outq_seq == r->te.outq_seq &&
 			       m.inq_len == r->te.inq_len && m.outq_len == r->te.outq_len &&
-			       m.unsq_len == r->te.unsq_len ?
-		       0 :
-		       -EAGAIN;
+			       m.unsq_len == r->te.unsq_len
+		       ? 0
+		       : -EAGAIN;
 }
 
 /*
@@ -998,8 +995,7 @@ struct taken_sk {
  * Criu's own copy of a restored connection (pidfd_getfd), once every task is restored and
  * before any of them runs, with its FINs given back (close_in_repair()).
  */
-static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk,
-			 struct taken_sk *t)
+static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk, struct taken_sk *t)
 {
 	pid_t pid = pidns_host_pid(r->pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
@@ -1035,8 +1031,9 @@ static int end_repair(struct taken_sk *t, const struct repaired_sk *r)
 	int ret = libsoccr_resume(t->soccr);
 
 	t->soccr = NULL;
-	return ret ?: set_int(t->fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
-			      r->what);
+	return ret
+		       ?: set_int(t->fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
+				  r->what);
 }
 
 /*
@@ -1135,7 +1132,7 @@ int tcp_restore_fins(void)
 	if (!taken)
 		return -ENOMEM;
 	for (size_t i = 0; i < nr_streams; i++)
-		taken[i] = (struct taken_sk){ .fd = -1, .soccr = NULL };
+		taken[i] = (struct taken_sk){.fd = -1, .soccr = NULL};
 	soccr_log_init();
 	for (size_t i = 0; i < nr_streams && !ret; i++)
 		if (repaired[i].pid)

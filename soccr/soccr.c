@@ -26,7 +26,7 @@
 #ifndef TCP_REPAIR_OFF_NO_WP
 #define TCP_REPAIR_OFF_NO_WP -1
 #endif
-#define REPAIR_ON 1
+#define REPAIR_ON  1
 #define REPAIR_OFF 0
 
 struct repair_window {
@@ -34,8 +34,8 @@ struct repair_window {
 };
 
 /* The option kinds TCP_REPAIR_OPTIONS takes (their kinds on the wire). */
-#define OPTION_MSS 2
-#define OPTION_WINDOW 3
+#define OPTION_MSS	 2
+#define OPTION_WINDOW	 3
 #define OPTION_SACK_PERM 4
 #define OPTION_TIMESTAMP 8
 
@@ -50,13 +50,13 @@ struct repair_window {
  * A socket still held leaves TIME_WAIT to the kernel and is CLOSE itself, both FINs done.
  */
 /* Its own FIN queued, before the peer's (or with none), and after it. */
-#define OWN_FIN_FIRST (STATE(TCP_FIN_WAIT1) | STATE(TCP_FIN_WAIT2) | STATE(TCP_CLOSING))
+#define OWN_FIN_FIRST  (STATE(TCP_FIN_WAIT1) | STATE(TCP_FIN_WAIT2) | STATE(TCP_CLOSING))
 #define OWN_FIN_SECOND (STATE(TCP_LAST_ACK) | STATE(TCP_CLOSE))
-#define OWN_FIN (OWN_FIN_FIRST | OWN_FIN_SECOND)
+#define OWN_FIN	       (OWN_FIN_FIRST | OWN_FIN_SECOND)
 /* ... and the peer acknowledged it. */
 #define OWN_FIN_ACKED (STATE(TCP_FIN_WAIT2) | STATE(TCP_CLOSE))
 /* The peer's FIN received. */
-#define PEER_FIN \
+#define PEER_FIN                                                                                   \
 	(STATE(TCP_CLOSE_WAIT) | STATE(TCP_LAST_ACK) | STATE(TCP_CLOSING) | STATE(TCP_CLOSE))
 /* What the library saves and restores: connecting, established, closing. */
 #define KNOWN_STATES (STATE(TCP_SYN_SENT) | STATE(TCP_ESTABLISHED) | OWN_FIN | PEER_FIN)
@@ -67,8 +67,8 @@ static bool in_states(uint32_t state, uint32_t mask)
 }
 
 /* Queue ids (TCP_RECV_QUEUE, TCP_SEND_QUEUE) as indexes of the handle's arrays. */
-#define NR_QUEUES 2
-#define QUEUE_INDEX(id) ((id) - TCP_RECV_QUEUE)
+#define NR_QUEUES	2
+#define QUEUE_INDEX(id) ((id)-TCP_RECV_QUEUE)
 
 struct libsoccr_sk {
 	int fd;
@@ -90,19 +90,19 @@ void libsoccr_set_log(unsigned int level, void (*fn)(unsigned int level, const c
 	log_fn = fn;
 }
 
-#define sk_log(lvl, sk, fmt, ...)                                                      \
-	do {                                                                           \
-		if (log_fn && log_level >= (lvl))                                      \
-			log_fn((lvl), "%s: " fmt "\n", (sk)->label, ##__VA_ARGS__);   \
+#define sk_log(lvl, sk, fmt, ...)                                                                  \
+	do {                                                                                       \
+		if (log_fn && log_level >= (lvl))                                                  \
+			log_fn((lvl), "%s: " fmt "\n", (sk)->label, ##__VA_ARGS__);                \
 	} while (0)
-#define sk_err(sk, fmt, ...) sk_log(SOCCR_LOG_ERR, sk, fmt, ##__VA_ARGS__)
+#define sk_err(sk, fmt, ...)   sk_log(SOCCR_LOG_ERR, sk, fmt, ##__VA_ARGS__)
 #define sk_debug(sk, fmt, ...) sk_log(SOCCR_LOG_DBG, sk, fmt, ##__VA_ARGS__)
 /* Logs a failed call with errno's text; -errno (saved before the log function runs). */
-#define sk_perror(sk, fmt, ...)                                                 \
-	({                                                                      \
-		int err_ = errno;                                               \
-		sk_err(sk, fmt ": %s", ##__VA_ARGS__, strerror(err_));          \
-		-err_;                                                          \
+#define sk_perror(sk, fmt, ...)                                                                    \
+	({                                                                                         \
+		int err_ = errno;                                                                  \
+		sk_err(sk, fmt ": %s", ##__VA_ARGS__, strerror(err_));                             \
+		-err_;                                                                             \
 	})
 
 /* ---------------------------------------------------------------- helpers ---- */
@@ -182,7 +182,7 @@ struct libsoccr_sk *libsoccr_pause(int fd)
 	sk->fd = fd;
 	snprintf(sk->label, sizeof(sk->label), "socket fd %d", fd);
 	/* Not logged: the caller knows what the socket is (errno says why). */
-	ret = setsockopt(fd, SOL_TCP, TCP_REPAIR, &(int){ REPAIR_ON }, sizeof(int));
+	ret = setsockopt(fd, SOL_TCP, TCP_REPAIR, &(int){REPAIR_ON}, sizeof(int));
 	if (ret) {
 		ret = errno;
 		free(sk);
@@ -255,8 +255,9 @@ static int read_lengths(struct libsoccr_sk *sk, const struct tcp_info *ti,
 	int inq, outq, unsent;
 
 	if (!in_states(ti->tcpi_state, KNOWN_STATES)) {
-		sk_err(sk, "TCP state %u: only connecting, established and closing connections "
-			   "are saved",
+		sk_err(sk,
+		       "TCP state %u: only connecting, established and closing connections "
+		       "are saved",
 		       ti->tcpi_state);
 		return -EINVAL;
 	}
@@ -291,7 +292,7 @@ static int peek_queue(struct libsoccr_sk *sk, int queue, uint32_t len, uint32_t 
 
 static int read_queues(struct libsoccr_sk *sk, struct libsoccr_sk_data *data, bool bytes)
 {
-	char *buf[NR_QUEUES] = { NULL, NULL };
+	char *buf[NR_QUEUES] = {NULL, NULL};
 	int ret = 0;
 
 	if (bytes) {
@@ -362,13 +363,12 @@ int libsoccr_save(struct libsoccr_sk *sk, struct libsoccr_sk_data *data, unsigne
 	      read_queues(sk, data, true) ?: read_options(sk, &ti, data);
 	if (!ret)
 		sk_debug(sk, "saved: state %u, queues %u (seq %u) and %u (seq %u, %u unsent)",
-			 data->state, data->inq_len, data->inq_seq, data->outq_len,
-			 data->outq_seq, data->unsq_len);
+			 data->state, data->inq_len, data->inq_seq, data->outq_len, data->outq_seq,
+			 data->unsq_len);
 	return ret ?: (int)sizeof(*data);
 }
 
-int libsoccr_save_seqs(struct libsoccr_sk *sk, struct libsoccr_sk_data *data,
-		       unsigned data_size)
+int libsoccr_save_seqs(struct libsoccr_sk *sk, struct libsoccr_sk_data *data, unsigned data_size)
 {
 	struct tcp_info ti;
 	int ret = check_size(sk, data_size);
@@ -463,15 +463,17 @@ static int check_data(struct libsoccr_sk *sk, const struct libsoccr_sk_data *dat
 	if (ret)
 		return ret;
 	if (!in_states(data->state, KNOWN_STATES)) {
-		sk_err(sk, "TCP state %u: only connecting, established and closing connections "
-			   "are restored",
+		sk_err(sk,
+		       "TCP state %u: only connecting, established and closing connections "
+		       "are restored",
 		       data->state);
 		return -EINVAL;
 	}
 	if (data->unsq_len > data->outq_len || data->snd_wscale > 14 || data->rcv_wscale > 14 ||
 	    data->mss_clamp > 0xffff) {
-		sk_err(sk, "%u unsent bytes of %u queued, window scales %u/%u, MSS %u: out of "
-			   "range",
+		sk_err(sk,
+		       "%u unsent bytes of %u queued, window scales %u/%u, MSS %u: out of "
+		       "range",
 		       data->unsq_len, data->outq_len, data->snd_wscale, data->rcv_wscale,
 		       data->mss_clamp);
 		return -EINVAL;
@@ -536,14 +538,14 @@ static int set_options(struct libsoccr_sk *sk, const struct libsoccr_sk_data *da
 	struct tcp_repair_opt ro[4];
 	int n = 0;
 
-	ro[n++] = (struct tcp_repair_opt){ OPTION_MSS, data->mss_clamp };
+	ro[n++] = (struct tcp_repair_opt){OPTION_MSS, data->mss_clamp};
 	if (data->opt_mask & TCPI_OPT_SACK)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_SACK_PERM, 0 };
+		ro[n++] = (struct tcp_repair_opt){OPTION_SACK_PERM, 0};
 	if (data->opt_mask & TCPI_OPT_WSCALE)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_WINDOW,
-						   data->snd_wscale | data->rcv_wscale << 16 };
+		ro[n++] = (struct tcp_repair_opt){OPTION_WINDOW,
+						  data->snd_wscale | data->rcv_wscale << 16};
 	if (data->opt_mask & TCPI_OPT_TIMESTAMPS)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_TIMESTAMP, 0 };
+		ro[n++] = (struct tcp_repair_opt){OPTION_TIMESTAMP, 0};
 	if (setsockopt(sk->fd, SOL_TCP, TCP_REPAIR_OPTIONS, ro, n * sizeof(ro[0])))
 		return sk_perror(sk, "cannot set the connection's options (TCP_REPAIR_OPTIONS)");
 	if (data->flags & SOCCR_FLAGS_TIMESTAMP)
@@ -630,8 +632,8 @@ uint32_t libsoccr_unsent_len(const struct libsoccr_sk_data *data)
 static int set_window(struct libsoccr_sk *sk, const struct libsoccr_sk_data *data)
 {
 	uint32_t fin = in_states(data->state, PEER_FIN);
-	struct repair_window win = { data->snd_wl1, data->snd_wnd, data->max_window,
-				     data->rcv_wnd + fin, data->rcv_wup - fin };
+	struct repair_window win = {data->snd_wl1, data->snd_wnd, data->max_window,
+				    data->rcv_wnd + fin, data->rcv_wup - fin};
 
 	if (!(data->flags & SOCCR_FLAGS_WINDOW))
 		return 0;
@@ -657,8 +659,8 @@ int libsoccr_restore_queues(struct libsoccr_sk *sk, const struct libsoccr_sk_dat
 int libsoccr_restore(struct libsoccr_sk *sk, const struct libsoccr_sk_data *data,
 		     unsigned data_size)
 {
-	return libsoccr_restore_open(sk, data, data_size) ?:
-	       libsoccr_restore_queues(sk, data, data_size);
+	return libsoccr_restore_open(sk, data, data_size)
+		       ?: libsoccr_restore_queues(sk, data, data_size);
 }
 
 /* ------------------------------------------------------------------- FINs ---- */
@@ -725,7 +727,7 @@ static int forge_segment(struct libsoccr_sk *sk, int raw, const struct libsoccr_
 	/* The peer's address is the segment's source, the socket's its destination. */
 	const uint8_t *from = addr_bytes(peer, v4), *to = addr_bytes(self, v4);
 	size_t alen = v4 ? 4 : 16, hlen = v4 ? sizeof(struct iphdr) : sizeof(struct ip6_hdr);
-	uint8_t pkt[sizeof(struct ip6_hdr) + sizeof(struct tcphdr)] = { 0 };
+	uint8_t pkt[sizeof(struct ip6_hdr) + sizeof(struct tcphdr)] = {0};
 	struct tcphdr *th = (struct tcphdr *)(pkt + hlen);
 	union libsoccr_addr dst;
 	uint32_t sum;
@@ -789,11 +791,11 @@ static int shut_as_sent(struct libsoccr_sk *sk)
  * them to the stack in a softirq): the state is read until it is the saved one.
  */
 #define STATE_WAIT_STEP_NS 1000000
-#define STATE_WAIT_STEPS 2000
+#define STATE_WAIT_STEPS   2000
 
 static int expect_state(struct libsoccr_sk *sk, uint32_t state)
 {
-	struct timespec step = { 0, STATE_WAIT_STEP_NS };
+	struct timespec step = {0, STATE_WAIT_STEP_NS};
 	struct tcp_info ti;
 
 	for (int i = 0; i < STATE_WAIT_STEPS; i++) {

@@ -57,13 +57,13 @@ struct libsoccr_sk_data {
 	/* Send queue: its length (sent and unsent), the sequence number after it (write_seq). */
 	uint32_t outq_len;
 	uint32_t outq_seq;
-	uint32_t unsq_len; /* the tail of the send queue never sent */
-	uint32_t opt_mask; /* TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE */
-	uint32_t mss_clamp; /* the MSS the peer announced */
+	uint32_t unsq_len;   /* the tail of the send queue never sent */
+	uint32_t opt_mask;   /* TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE */
+	uint32_t mss_clamp;  /* the MSS the peer announced */
 	uint32_t snd_wscale; /* the peer's window scale */
 	uint32_t rcv_wscale; /* this end's */
-	uint32_t timestamp; /* the timestamp clock (TCP_TIMESTAMP), with SOCCR_FLAGS_TIMESTAMP */
-	uint32_t flags; /* SOCCR_FLAGS_* below: which of the optional fields hold values */
+	uint32_t timestamp;  /* the timestamp clock (TCP_TIMESTAMP), with SOCCR_FLAGS_TIMESTAMP */
+	uint32_t flags;	     /* SOCCR_FLAGS_* below: which of the optional fields hold values */
 	/* The window (TCP_REPAIR_WINDOW), with SOCCR_FLAGS_WINDOW. */
 	uint32_t snd_wl1;
 	uint32_t snd_wnd;
@@ -145,8 +145,7 @@ int libsoccr_save(struct libsoccr_sk *sk, struct libsoccr_sk_data *data, unsigne
  * other fields zero. Comparing two reads tells whether the connection moved in between.
  * Returns sizeof(*data) or -errno.
  */
-int libsoccr_save_seqs(struct libsoccr_sk *sk, struct libsoccr_sk_data *data,
-		       unsigned data_size);
+int libsoccr_save_seqs(struct libsoccr_sk *sk, struct libsoccr_sk_data *data, unsigned data_size);
 
 /*
  * The bytes of a queue (TCP_RECV_QUEUE: data->inq_len of them; TCP_SEND_QUEUE:
@@ -194,8 +193,7 @@ int libsoccr_set_queue_bytes(struct libsoccr_sk *sk, int queue_id, char *bytes, 
  * The address the socket binds to (self non-zero; without one it binds to none) or
  * connects to (the peer; required), as for libsoccr_set_queue_bytes(). 0 or -EINVAL.
  */
-int libsoccr_set_addr(struct libsoccr_sk *sk, int self, union libsoccr_addr *addr,
-		      unsigned flags);
+int libsoccr_set_addr(struct libsoccr_sk *sk, int self, union libsoccr_addr *addr, unsigned flags);
 
 /*
  * The first part of libsoccr_restore(): the sequence numbers, bind and connect (no

@@ -142,7 +142,7 @@ static int queue_len(int fd, unsigned long req)
 static bool wait_queue(int fd, unsigned long req, int want)
 {
 	for (int i = 0; i < 3000; i++) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 
 		if (queue_len(fd, req) == want)
 			return true;
@@ -175,7 +175,7 @@ static char *read_to_eof(int fd, size_t *len)
 	char *buf = malloc(size);
 
 	while (buf) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t n;
 
 		if (poll(&p, 1, 30000) != 1)
@@ -205,11 +205,11 @@ static char *read_to_eof(int fd, size_t *len)
 static int drop_incoming(int fd, bool on)
 {
 	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
-	struct sock_fprog prog = { .len = 1, .filter = &drop };
+	struct sock_fprog prog = {.len = 1, .filter = &drop};
 
 	if (on)
 		return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
-	return setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &(int){ 0 }, sizeof(int));
+	return setsockopt(fd, SOL_SOCKET, SO_DETACH_FILTER, &(int){0}, sizeof(int));
 }
 
 static bool same_bytes(const char *a, const char *b, size_t len)
@@ -219,9 +219,9 @@ static bool same_bytes(const char *a, const char *b, size_t len)
 
 /* -------------------------------------------------------- one connection ---- */
 
-#define TO_CLIENT 5000 /* queued in the client's receive queue */
+#define TO_CLIENT   5000   /* queued in the client's receive queue */
 #define FROM_CLIENT 200000 /* its send queue: a few KB in flight (unacked), the rest unsent */
-#define AFTER 7000 /* each way after the restore */
+#define AFTER	    7000   /* each way after the restore */
 
 /*
  * The client end saved: TO_CLIENT bytes in its receive queue, FROM_CLIENT in its send
@@ -290,8 +290,7 @@ static void check_saved(const char *what, int fd, const struct libsoccr_sk_data 
 	      d->mss_clamp, mss);
 	CHECK(same_bytes(libsoccr_get_queue_bytes(h, TCP_RECV_QUEUE, 0), to_client, TO_CLIENT),
 	      "%s: the saved receive queue differs from what the server sent", what);
-	CHECK(same_bytes(libsoccr_get_queue_bytes(h, TCP_SEND_QUEUE, 0), from_client,
-			 FROM_CLIENT),
+	CHECK(same_bytes(libsoccr_get_queue_bytes(h, TCP_SEND_QUEUE, 0), from_client, FROM_CLIENT),
 	      "%s: the saved send queue differs from what the client wrote", what);
 }
 
@@ -319,8 +318,8 @@ static void check_restored(const char *what, int fd, const struct libsoccr_sk_da
 		      what, r.outq_len, r.outq_seq, r.unsq_len, d->outq_len, d->outq_seq, tail);
 		CHECK(r.opt_mask == d->opt_mask && r.mss_clamp == d->mss_clamp &&
 			      r.snd_wscale == d->snd_wscale && r.rcv_wscale == d->rcv_wscale,
-		      "%s: restored options %#x, MSS %u, wscales %u/%u; saved %#x, %u, %u/%u",
-		      what, r.opt_mask, r.mss_clamp, r.snd_wscale, r.rcv_wscale, d->opt_mask,
+		      "%s: restored options %#x, MSS %u, wscales %u/%u; saved %#x, %u, %u/%u", what,
+		      r.opt_mask, r.mss_clamp, r.snd_wscale, r.rcv_wscale, d->opt_mask,
 		      d->mss_clamp, d->snd_wscale, d->rcv_wscale);
 		CHECK(r.snd_wl1 == d->snd_wl1 && r.snd_wnd == d->snd_wnd &&
 			      r.max_window == d->max_window && r.rcv_wnd == d->rcv_wnd &&
@@ -337,8 +336,8 @@ static void check_restored(const char *what, int fd, const struct libsoccr_sk_da
 }
 
 /* Saved, closed in repair mode, restored on a new socket: the new one is returned. */
-static int save_close_restore(struct conn *c, struct libsoccr_sk_data *d, char **inq,
-			      char **outq, const char *to_client, const char *from_client)
+static int save_close_restore(struct conn *c, struct libsoccr_sk_data *d, char **inq, char **outq,
+			      const char *to_client, const char *from_client)
 {
 	const char *what = c->family == AF_INET ? "127.0.0.1" : "::1";
 	struct libsoccr_sk *h = libsoccr_pause(c->client);
@@ -425,8 +424,8 @@ static void test_established(int family)
 		   "%s: out of repair mode: %s", what, last_error))
 		goto out_fd;
 	len = libsoccr_unsent_len(&d);
-	CHECK(len == d.unsq_len && len > 0, "%s: %zu bytes left to send, %u were unsent", what,
-	      len, d.unsq_len);
+	CHECK(len == d.unsq_len && len > 0, "%s: %zu bytes left to send, %u were unsent", what, len,
+	      d.unsq_len);
 	CHECK(write_all(fd, outq + d.outq_len - len, len) &&
 		      write_all(fd, from_client + FROM_CLIENT, AFTER) && !shutdown(fd, SHUT_WR),
 	      "%s: the restored socket's writes: %s", what, strerror(errno));
@@ -506,16 +505,15 @@ static void test_close_wait(int family)
 	self = peer = NULL;
 	libsoccr_set_queue_bytes(h, TCP_RECV_QUEUE, inq, SOCCR_MEM_EXCL);
 	inq = NULL;
-	if (!CHECK(!libsoccr_restore(h, &d, sizeof(d)) &&
-			   !libsoccr_restore_fins(h, &d, sizeof(d)),
+	if (!CHECK(!libsoccr_restore(h, &d, sizeof(d)) && !libsoccr_restore_fins(h, &d, sizeof(d)),
 		   "%s: restore: %s", what, last_error))
 		goto out;
 	CHECK(!getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &tlen) && ti.tcpi_state == TCP_CLOSE_WAIT,
 	      "%s: restored state %u, want CLOSE_WAIT", what, ti.tcpi_state);
 	CHECK(libsoccr_save(h, &r, sizeof(r)) == (int)sizeof(r) && r.inq_seq == d.inq_seq &&
 		      r.outq_seq == d.outq_seq && r.inq_len == d.inq_len,
-	      "%s: restored sequence numbers %u/%u (%u bytes), saved %u/%u (%u)", what,
-	      r.inq_seq, r.outq_seq, r.inq_len, d.inq_seq, d.outq_seq, d.inq_len);
+	      "%s: restored sequence numbers %u/%u (%u bytes), saved %u/%u (%u)", what, r.inq_seq,
+	      r.outq_seq, r.inq_len, d.inq_seq, d.outq_seq, d.inq_len);
 	CHECK(!libsoccr_resume(h), "%s: resume: %s", what, last_error);
 	h = NULL;
 	got = read_to_eof(fd, &len);
@@ -602,11 +600,11 @@ static void test_errors(void)
 		unsigned size;
 		int err;
 	} cases[] = {
-		{ "a listening state", true, sizeof(d), EINVAL },
-		{ "unsent > queued", true, sizeof(d), EINVAL },
-		{ "window scale 15", true, sizeof(d), EINVAL },
-		{ "no peer address", false, sizeof(d), EINVAL },
-		{ "a short data size", true, sizeof(d) - 1, EINVAL },
+		{"a listening state", true, sizeof(d), EINVAL},
+		{"unsent > queued", true, sizeof(d), EINVAL},
+		{"window scale 15", true, sizeof(d), EINVAL},
+		{"no peer address", false, sizeof(d), EINVAL},
+		{"a short data size", true, sizeof(d) - 1, EINVAL},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		d = good;

@@ -95,7 +95,7 @@ def step_version(ctx):
         if got != want:
             raise StepFailure('%s is version %s, criu -V says %s (debian/changelog and '
                               'criu/include/version.h must agree)' % (name, got, want))
-    return 'both packages are version %s, as criu -V' % want
+    return 'all %d packages are version %s, as criu -V' % (len(PACKAGES), want)
 
 
 def step_lintian(ctx):

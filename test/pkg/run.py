@@ -416,8 +416,11 @@ def soccr_user(work):
     with open(source, 'w') as f:
         f.write(SOCCR_USER)
     run(['cc', '-Wall', '-Werror', '-o', program, source, '-lsoccr'])
-    if 'libsoccr.so.1 => /usr/lib/libsoccr.so.1' not in run(['ldd', program]):
-        raise StepFailure('the libsoccr program does not load /usr/lib/libsoccr.so.1')
+    # /lib is /usr/lib on Debian: the loader may name it either way.
+    loaded = re.search(r'libsoccr\.so\.1 => (\S+)', run(['ldd', program]))
+    if not loaded or os.path.realpath(loaded.group(1)) != SOCCR_SO:
+        raise StepFailure('the libsoccr program loads %s, not %s' %
+                          (loaded and loaded.group(1), SOCCR_SO))
     if run([program]).strip() != 'libsoccr ok':
         raise StepFailure('the libsoccr program failed')
 

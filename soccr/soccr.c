@@ -3,6 +3,9 @@
  * mode. Only the socket calls live here; where the saved state is kept, how the network
  * is held still, and what is logged where are the caller's.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* netinet/tcp.h's TCP states, struct tcphdr's flag bits */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sockios.h>

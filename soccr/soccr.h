@@ -7,7 +7,8 @@
 #define LIBSOCCR_H
 
 #include <netinet/in.h>
-#include <netinet/tcp.h> /* TCP_RECV_QUEUE, TCP_SEND_QUEUE, TCP states, TCPI_OPT_* */
+/* TCP_RECV_QUEUE, TCP_SEND_QUEUE, TCP states, TCPI_OPT_*: glibc's _DEFAULT_SOURCE names. */
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <sys/socket.h>
 

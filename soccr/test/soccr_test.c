@@ -663,6 +663,11 @@ out:
 
 int main(void)
 {
+	if (geteuid()) {
+		printf("soccr: needs root (repair mode takes CAP_NET_ADMIN, a forged FIN "
+		       "CAP_NET_RAW)\n");
+		return 1;
+	}
 	/* A write to a connection the restore broke fails with EPIPE, which is checked. */
 	signal(SIGPIPE, SIG_IGN);
 	libsoccr_set_log(SOCCR_LOG_ERR, record_log);

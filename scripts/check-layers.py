@@ -31,6 +31,8 @@ LAYERS = [
 WINGS = {
     # the commands and the option table: --help lists the commands
     "command": {"crtools", "config"},
+    # the fd engine and its sharing planner
+    "fd engine": {"files", "files-plan"},
     # the tree, its pids and its namespaces: a task's pid is read through its namespaces
     "tree": {"pstree", "ns-pid", "namespaces"},
     # memory and its transport: pages dumped, stored, deduplicated, served and sent; a

@@ -16,18 +16,10 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "cr-check.h"
 #include "crtools.h"
-#include "kerndat.h"
 #include "log.h"
 #include "version.h"
-
-struct cr_options opts = {
-	.loglevel = DEFAULT_LOGLEVEL,
-	.timeout = -1,
-	.status_fd = -1,
-	.ghost_limit = DEFAULT_GHOST_LIMIT,
-	.manage_cgroups = CG_MODE_SOFT,
-};
 
 struct cr_option;
 /* Applies one occurrence: on is false for the --no-NAME form. 0, or -1 after one line. */
@@ -551,14 +543,6 @@ static int add_ext_veth(const struct cr_option *o, const char *arg, const char *
 	return append(&opts.ext_veths, &opts.nr_ext_veths, &ext, sizeof(ext));
 }
 
-const struct ext_veth *opts_ext_veth(const char *inner)
-{
-	for (unsigned int i = 0; i < opts.nr_ext_veths; i++)
-		if (!strcmp(opts.ext_veths[i].inner, inner))
-			return &opts.ext_veths[i];
-	return NULL;
-}
-
 /* INNER]:OUTER of KIND[INNER]:OUTER: a link of the tree's and one of criu's (restore). */
 static int add_ext_link(const struct cr_option *o, const char *arg, const char *kind,
 			struct ext_link **list, unsigned int *nr)
@@ -578,25 +562,6 @@ static int add_ext_link(const struct cr_option *o, const char *arg, const char *
 		return -1;
 	}
 	return append(list, nr, &ext, sizeof(ext));
-}
-
-static const struct ext_link *find_ext_link(const struct ext_link *list, unsigned int nr,
-					    const char *inner)
-{
-	for (unsigned int i = 0; i < nr; i++)
-		if (!strcmp(list[i].inner, inner))
-			return &list[i];
-	return NULL;
-}
-
-const struct ext_link *opts_ext_macvlan(const char *inner)
-{
-	return find_ext_link(opts.ext_macvlans, opts.nr_ext_macvlans, inner);
-}
-
-const struct ext_link *opts_ext_netdev(const char *inner)
-{
-	return find_ext_link(opts.ext_netdevs, opts.nr_ext_netdevs, inner);
 }
 
 /* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */

@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "action-scripts.h"
+#include "cr-check.h"
 #include "cr-service.h"
 #include "cr_options.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "image.h"
 #include "log.h"
 #include "net-lock.h"

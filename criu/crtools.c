@@ -14,9 +14,12 @@
 
 #include "cr-service.h"
 #include "cr_options.h"
+#include "cr-check.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "dedup.h"
 #include "image.h"
+#include "kinds.h"
 #include "kerndat.h"
 #include "log.h"
 #include "net-lock.h"
@@ -83,60 +86,6 @@ static int exec_crit_show(char **args)
 	execlp("crit", "crit", "show", file, (char *)NULL);
 	fprintf(stderr, "Error: cannot run crit to show %s: %s\n", file, strerror(errno));
 	return 1;
-}
-
-
-/* --status-fd must name an open descriptor; scripts and restored tasks do not get it. */
-static int prepare_status_fd(void)
-{
-	if (opts.status_fd < 0)
-		return 0;
-	if (fcntl(opts.status_fd, F_SETFD, FD_CLOEXEC)) {
-		fprintf(stderr, "Error: --status-fd %d: %s\n", opts.status_fd, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-void report_status_ready(void)
-{
-	if (opts.status_fd < 0)
-		return;
-	if (write(opts.status_fd, "", 1) != 1)
-		pr_warn("cannot write to --status-fd %d: %s\n", opts.status_fd, strerror(errno));
-	close(opts.status_fd);
-	opts.status_fd = -1;
-}
-
-/* -d: the caller gets its prompt back once the socket listens; --pidfile names the daemon. */
-int daemonize(void)
-{
-	pid_t pid;
-	FILE *f;
-
-	if (!opts.restore_detach && !opts.pidfile)
-		return 0;
-	pid = opts.restore_detach ? fork() : getpid();
-	if (pid < 0) {
-		pr_perror("cannot fork the daemon");
-		return -1;
-	}
-	if (opts.restore_detach && pid == 0) {
-		setsid();
-		return 0;
-	}
-	if (opts.pidfile) {
-		f = fopen(opts.pidfile, "w");
-		if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
-			pr_perror("cannot write pidfile %s", opts.pidfile);
-			if (opts.restore_detach)
-				kill(pid, SIGKILL);
-			return -1;
-		}
-	}
-	if (opts.restore_detach)
-		_exit(0);
-	return 0;
 }
 
 /*
@@ -399,8 +348,10 @@ static void log_parse_error(void)
 int main(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
-	int first = parse_options(argc, argv), nr_args;
+	int first, nr_args;
 
+	register_kinds();
+	first = parse_options(argc, argv);
 	if (first < 0) {
 		log_parse_error();
 		return 1;

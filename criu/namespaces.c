@@ -19,12 +19,13 @@
 #include "namespaces.h"
 #include "pstree.h"
 
-/* One file per kind (ns-*.c). */
-static const struct ns_kind *const ns_kinds[NS_KINDS] = {
-	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
-	[NS_UTS] = &uts_ns_kind,       [NS_MNT] = &mnt_ns_kind,	  [NS_USER] = &user_ns_kind,
-	[NS_CGROUP] = &cgroup_ns_kind, [NS_TIME] = &time_ns_kind,
-};
+/* One file per kind (ns-*.c), given by kinds.c (ns_set_kinds()). */
+static const struct ns_kind *const *ns_kinds;
+
+void ns_set_kinds(const struct ns_kind *const kinds[NS_KINDS])
+{
+	ns_kinds = kinds;
+}
 
 /*
  * The ids of criu's own namespaces, as this criu has always numbered them; the tree's own

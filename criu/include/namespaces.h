@@ -110,6 +110,8 @@ struct ns_kind {
 
 extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind,
 	cgroup_ns_kind, net_ns_kind, mnt_ns_kind;
+/* The kinds by enum ns_kind_id (kinds.c), set once before any pipeline runs. */
+void ns_set_kinds(const struct ns_kind *const kinds[NS_KINDS]);
 
 struct pstree_item;
 struct task_ids;
@@ -242,6 +244,17 @@ int userns_seen_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *
 int userns_owner_service_start(void);
 void userns_owner_service_stop(void);
 /*
+ * Restore, in a task of a tree with a user namespace of its own: make(arg) with uid and gid
+ * (as the tree sees them) as the filesystem ids, in a child that shares the caller's fds (an
+ * fd make() opens is the caller's) and takes a pid no task of the tree has. A filesystem
+ * mounted in that namespace refuses to create anything for criu's ids, which it does not
+ * map (EOVERFLOW), and a task cannot take criu's ids back once it gave them up. Elsewhere
+ * make(arg) as it is. make()'s return value (0, an fd or -errno), or -errno when the
+ * child cannot run.
+ */
+int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid);
+
+/*
  * Restore, in criu or a task: fd's inode (any fd, O_PATH too) owned by uid and gid as the
  * images name them (the tree's ids). Restored tasks cannot chown what they create in the
  * tree's user namespace (criu's ids own it, unmapped there): the service does. 0 or
@@ -361,6 +374,11 @@ pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid);
 bool pidns_nested_init(const struct pstree_item *item);
 /* Restore: the largest pid in the nested pid namespaces, 0 without any. */
 pid_t pidns_max_pid(void);
+/*
+ * Restore: the pid a helper of the task self (its tree pid) takes in the tree's own pid
+ * namespace, above every id of the tree; 0 (any pid) outside one.
+ */
+pid_t pidns_helper_pid(pid_t self);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc

@@ -1659,6 +1659,9 @@ int cr_restore_tasks(void)
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
 		goto out;
+	/* Every fd is open: what openings made for criu goes on (CRIU's orphan-pts-master). */
+	if (files_tree_ready())
+		goto out;
 	/*
 	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
 	 * unlocked, then its connections out of repair mode (their window probes get through).

@@ -413,10 +413,9 @@ static int apply_client_only(const CriuOpts *o)
 		free(path);
 		opts.status_fd = fd;
 	}
-	/*
-	 * A pty whose master is outside the tree is refused at dump unless --shell-job; CRIU
-	 * would restore it as a new pty and pass its master: taken, never reached here.
-	 */
+	/* RPC only (no command-line option, as with CRIU): a new pty for the client (tty.c). */
+	if (o->has_orphan_pts_master)
+		opts.orphan_pts_master = o->orphan_pts_master;
 	return 0;
 }
 

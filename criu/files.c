@@ -1063,6 +1063,17 @@ int files_tree_forked(void)
 	return 0;
 }
 
+int files_tree_ready(void)
+{
+	for (size_t k = 0; k < nr_fdtype_ops; k++) {
+		int ret = fdtype_ops_table[k]->tree_ready ? fdtype_ops_table[k]->tree_ready() : 0;
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int prepare_inherited_files(const struct pstree_item *item)
 {
 	bool *opened = calloc(nr_file_descs ? nr_file_descs : 1, sizeof(*opened));

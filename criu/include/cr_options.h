@@ -119,6 +119,8 @@ struct cr_options {
 	char *root;	   /* -r, real path; NULL: not given */
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;
+	bool orphan_pts_master; /* RPC only: a pty slave without its master comes back on a new
+				 * pty, whose master goes to the client (tty.c) */
 	bool ext_mount_auto; /* --external mnt[] (mnt[]:m, mnt[]:s): external mounts found at dump */
 };
 

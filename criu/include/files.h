@@ -178,6 +178,13 @@ struct fdtype_ops {
 	 * open(). 0 or -errno, after one error line.
 	 */
 	int (*tree_forked)(void);
+	/*
+	 * Optional. Restore, main process, once every task has its fds and none runs yet
+	 * (before post-restore): hand on what the tasks' openings made for criu (the master
+	 * of a pty whose own master was outside the tree, for the RPC client). 0 or -errno,
+	 * after one error line.
+	 */
+	int (*tree_ready)(void);
 };
 
 /* A restored task's fd table, for fdtype_ops.finish(). */
@@ -355,6 +362,8 @@ int prepare_inherited_files(const struct pstree_item *item);
  * fdtype_ops.tree_forked(). 0 or -errno.
  */
 int files_tree_forked(void);
+/* Main process, every task's fds open, none running: each kind's fdtype_ops.tree_ready(). */
+int files_tree_ready(void);
 /*
  * In the restored task, after the service fds are installed and before anything else
  * opens fds: every fd of its fdinfo image at its number with its flags and offset; every

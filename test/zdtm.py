@@ -2192,6 +2192,12 @@ TESTS = {
     # CRIU's format, the interface version first: LXC parses it (and wants 2.0 or later)
     'cli_version': {'mode': 'cli', 'rc': 0, 'args': ['--version'],
                     'stdout': 'Version: 4.2\nGitID: %s\n' % CRIU_OWN_VERSION},
+    # criu swrk FD: FD must be a SOCK_SEQPACKET socket (its stdin here is /dev/null)
+    'cli_swrk_not_a_socket': {'mode': 'cli', 'rc': 1, 'args': ['swrk', '0'],
+                              'stderr': "Error: swrk 0: not a SOCK_SEQPACKET socket's "
+                                        "descriptor\n"},
+    'cli_swrk_without_fd': {'mode': 'cli', 'rc': 1, 'args': ['swrk'],
+                            'stderr': 'Error: swrk needs FD: criu swrk FD\n'},
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['exec'],
         'stderr': 'command exec is not supported\n'},

@@ -48,10 +48,10 @@ static struct {
 
 /* What a request needs of the images and work directories and of the log. */
 enum req_kind {
-	RK_DUMP,	/* images and log in the client's directories, created there */
-	RK_RESTORE,	/* the same, read */
-	RK_PAGE_SERVER, /* the same, where the pages go */
-	RK_CHECK,	/* a log only where the client named one */
+	RK_DUMP,    /* dump and pre-dump: the images directory needed, the log in the work dir */
+	RK_RESTORE, /* the same; evasive_devices is no option here */
+	RK_PAGE_SERVER, /* the same: the pages go to the images directory */
+	RK_CHECK,	/* no directory needed; a log only where the client names one */
 };
 
 static void set_errno(int err)
@@ -102,7 +102,7 @@ static int answer(CriuReqType type, bool success)
 	return send_resp(&resp);
 }
 
-/* A request refused before it started: the reason logged, then answered (type EMPTY). */
+/* A request refused before it started: the reason logged and answered as type. -1. */
 static int refuse_request(CriuReqType type, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int refuse_request(CriuReqType type, int err, const char *fmt, ...)

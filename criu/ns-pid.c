@@ -818,6 +818,7 @@ const struct ns_kind pid_ns_kind = {
 	.name = "pid",
 	.clone_flag = CLONE_NEWPID,
 	.nested = true,
+	.pre_dump_check = true,
 	.dump_check = pid_dump_check,
 	.collect = pid_collect,
 	.fini = pid_fini,

@@ -51,6 +51,12 @@ struct ns_kind {
 	 */
 	bool nested;
 	/*
+	 * dump_check() runs for a pre-dump too: what a pre-dump's images need of the kind (the
+	 * pids they name). The other kinds' checks are for a restore, which a pre-dump's
+	 * memory never has on its own (CRIU's pre-dump checks none of them either).
+	 */
+	bool pre_dump_check;
+	/*
 	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
 	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
 	 */
@@ -125,6 +131,12 @@ struct task_ids;
  * init. Then the pids as the images name them (pidns_img_pid()). 0 or -errno.
  */
 int ns_dump_collect(void);
+/*
+ * The same for a pre-dump: the ids and the tree's shape, but of the kinds' dump_check()s
+ * only those a pre-dump needs (pre_dump_check): a mount a dump would refuse does not stop
+ * a pre-dump (runc sends its external mounts with the dump only). 0 or -errno.
+ */
+int ns_pre_dump_collect(void);
 /*
  * Dump, main process, while the tree is frozen: the images of every namespace of the
  * root's own (each kind's dump(), in a child joined to it). 0 or -errno.

@@ -843,6 +843,25 @@ def test_error_pid_taken(ctx):
     prog.finish()
 
 
+def test_error_swrk_only_options(ctx):
+    """rst_sibling and inherit_fd name the client's parent and descriptors, which only a
+    swrk shares: the service refuses them, and the worker goes."""
+    for field, text in (('rst_sibling', 'rst_sibling'), ('inherit_fd', 'inherit_fd')):
+        req = req_of(rpc.RESTORE)
+        fd = dir_opts(req, ctx.img, 'restore.log')
+        if field == 'rst_sibling':
+            req.opts.rst_sibling = True
+        else:
+            req.opts.inherit_fd.add(key='pipe:[1]', fd=0)
+        c = Conn(ctx.service)
+        resp = c.call(req)
+        c.close()
+        os.close(fd)
+        expect_error(resp, rpc.RESTORE, errno.EBADRQC, text)
+    ctx.service.expect_idle('after refused restores')
+    ctx.service.expect_serving('after refused restores')
+
+
 def test_error_dump_fails(ctx):
     """A dump that fails: its first error line answered, the program runs on untouched."""
     prog = Program('dump_fail_unsupported_fd', ctx.out)

@@ -963,6 +963,9 @@ def main():
     if os.getuid() != 0:
         print('rpc: needs root')
         return 1
+    if not os.path.exists(os.path.join(BIN, 'mem_anon_private')):
+        print('rpc: no test programs in %s: run make -C test all first' % BIN)
+        return 1
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: restored trees come to us
     load_schema()

@@ -1704,7 +1704,7 @@ out:
 		kill_created_tasks();
 	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
 	if (lazy_daemon_up)
-		lazy_pages_done();
+		lazy_pages_done(ret >= 0);
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();

@@ -272,9 +272,9 @@ int lazy_pages_probe(void)
 	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
 }
 
-void lazy_pages_done(void)
+void lazy_pages_done(bool restored)
 {
-	if (send_control(LAZY_MSG_DONE, 0))
+	if (send_control(restored ? LAZY_MSG_DONE : LAZY_MSG_FAILED, 0))
 		pr_warn("the lazy-pages daemon was not told that the restore ended\n");
 }
 

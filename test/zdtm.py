@@ -1984,6 +1984,9 @@ TESTS = {
     # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
     # the runner's /usr and the test's directory are external mounts
     'mnt_ns_tree': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_HIDDEN_SOCK': '1'}),
+    # restored lazily: its tasks, in their pivoted root, reach the daemon's socket through
+    # the images directory they hold (its path is not theirs to see), as a container's do
+    'lazy_mnt_ns_tree': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # the root an overlay, mounted again by the runner for the restore (overlay_root)

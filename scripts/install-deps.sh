@@ -5,7 +5,7 @@ set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libcap-dev
 libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
 # A tree with a net namespace of its own: its addresses, routes and rules are saved and
-# restored with iproute2's `ip ... save/restore` (criu/ns-net.c), as CRIU does.
+# restored with iproute2's `ip ... save/restore` (criu/net-tables.c), as CRIU does.
 PKGS="$PKGS iproute2"
 # Upstream zdtm's netns_sub_veth (test/upstream-zdtm) links libnl-route.
 PKGS="$PKGS libnl-route-3-dev"

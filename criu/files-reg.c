@@ -1923,6 +1923,7 @@ static int open_ghost(const struct reg_file *rf, int flags)
 static int check_reopened(int fd, const struct reg_file *rf)
 {
 	struct stat st;
+	mode_t rwx;
 
 	if (fstat(fd, &st)) {
 		pr_perror("cannot stat reopened %s", rf->path);
@@ -1932,6 +1933,17 @@ static int check_reopened(int fd, const struct reg_file *rf)
 		pr_err("%s: was a %s at dump, is a %s now\n", rf->path, file_kind(rf->mode),
 		       file_kind(st.st_mode));
 		return -EINVAL;
+	}
+	/*
+	 * As CRIU: the whole mode must be the dumped one, the rwx bits too unless
+	 * --skip-file-rwx-check (set-id and sticky bits still count).
+	 */
+	rwx = opts.skip_file_rwx_check ? (S_IRWXU | S_IRWXG | S_IRWXO) : 0;
+	if (rf->has_mode && (st.st_mode & ~rwx) != (rf->mode & ~rwx)) {
+		pr_err("%s: its mode is %#o now, %#o at dump%s\n", rf->path, st.st_mode & 07777,
+		       rf->mode & 07777,
+		       rwx ? "" : " (--skip-file-rwx-check lets the rwx bits differ)");
+		return -EPERM;
 	}
 	if (!rf->has_size || !S_ISREG(st.st_mode) || (uint64_t)st.st_size == rf->size)
 		return 0;

@@ -533,6 +533,24 @@ def lsm_label_recorded(img_dir, pid):
                lambda es: es[0]['thread_core']['creds'].update(lsm_profile='zdtm_confined'))
 
 
+def chmod_shared_offset_file(bits):
+    """An after_dump()/corrupt(): file_dup_shared_offset's file gets mode bits (its type
+    kept) between dump and restore; the test's cwd is work/ beside the images."""
+    def change(img_dir, pid):
+        os.chmod(os.path.join(os.path.dirname(img_dir), 'work', 'shared-offset.data'), bits)
+    return change
+
+
+def shared_offset_file_mode(bits):
+    """An after_restore(): the file keeps the mode it was given (restore changes none)."""
+    def check(out):
+        mode = os.stat(os.path.join(out, 'work', 'shared-offset.data')).st_mode & 0o7777
+        if mode != bits:
+            raise TestFailure('shared-offset.data has mode %#o after restore, not %#o'
+                              % (mode, bits))
+    return check
+
+
 def pages_in_parent(img_dir, pid):
     """The first run of pages says it lives in a parent image (PE_PARENT)."""
     edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
@@ -1263,6 +1281,21 @@ TESTS = {
                                      'corrupt': dead_pid_becomes_1, 'expect': 'pid 1 is in use now'},
     'file_dev_null_zero_urandom': {},
     'file_dup_shared_offset': {},
+    # its file's mode is 0600 at dump: a file whose rwx bits changed is refused,
+    # but with --skip-file-rwx-check; a set-id bit counts even then
+    'file_rwx_changed_skip_check': {'bin': 'file_dup_shared_offset',
+                                    'after_dump': chmod_shared_offset_file(0o400),
+                                    'restore_args': ['--skip-file-rwx-check'],
+                                    'after_restore': shared_offset_file_mode(0o400)},
+    'restore_fail_file_rwx_changed': {
+        'bin': 'file_dup_shared_offset', 'mode': 'restore_fails',
+        'corrupt': chmod_shared_offset_file(0o400),
+        'expect': 'shared-offset.data: its mode is 0400 now, 0600 at dump (--skip-file-rwx-check '
+                  'lets the rwx bits differ)'},
+    'restore_fail_file_setgid_skip_check': {
+        'bin': 'file_dup_shared_offset', 'mode': 'restore_fails',
+        'corrupt': chmod_shared_offset_file(0o2600), 'restore_args': ['--skip-file-rwx-check'],
+        'expect': 'shared-offset.data: its mode is 02600 now, 0600 at dump'},
     'file_unlinked_other_link': {'dump_args': ['--link-remap']},
     # its directory removed too: the link is made in the one above, restore makes it again
     'file_unlinked_other_link_dir': {'bin': 'file_unlinked_other_link',

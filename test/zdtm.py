@@ -890,6 +890,18 @@ def netns_ping_range(value):
     return corrupt
 
 
+def small_mtu_gets_ipv6_conf(img_dir, pid):
+    """ns_net's veth zdtm_nin (MTU 1000: no net.ipv6.conf on this kernel) gets in its image
+    the IPv6 settings of lo, as if dumped where it had them (the tree's root is the init of
+    its own pid namespace: ids-1.img)."""
+    ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
+
+    def edit(entries):
+        links = {link['name']: link for link in entries}
+        links['zdtm_nin']['conf6'] = links['lo']['conf6']
+    edit_image(img_dir, 'netdev-%d.img' % ns_id, edit)
+
+
 def macvlan_index_taken(img_dir, pid):
     """The tree's macvlan link had index 1, which criu's namespace's loopback has."""
     ns_id = own_crit_entries(os.path.join(img_dir, 'ids-1.img'))[0]['net_ns_id']
@@ -1846,6 +1858,18 @@ TESTS = {
     'ns_net_veth_bridge': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_BRIDGE': '1'},
                            'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout@zdtm_nbr']},
+    # sysctls the kernel lacks: a link's IPv6 settings where it has none
+    'ns_net_weak_sysctls': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
+                            'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_SMALL_MTU': '1'},
+                            'after_dump': small_mtu_gets_ipv6_conf,
+                            'restore_args': ['--weak-sysctls', '--external',
+                                             'veth[zdtm_nin]:zdtm_nout']},
+    'restore_fail_netns_sysctl_missing': {
+        'bin': 'ns_net', 'mode': 'restore_fails', 'launcher': True, 'pidns': True,
+        'test_env': {'ZDTM_NET_VETH': '1', 'ZDTM_NET_SMALL_MTU': '1'},
+        'corrupt': small_mtu_gets_ipv6_conf,
+        'restore_args': ['--external', 'veth[zdtm_nin]:zdtm_nout'],
+        'expect': 'cannot set /proc/sys/net/ipv6/conf/zdtm_nin/'},
     'ns_net_macvlan': {'bin': 'ns_net', 'launcher': True, 'pidns': True,
                        'test_env': {'ZDTM_NET_MACVLAN': '1'},
                        'restore_args': ['--external', 'macvlan[zdtm_nmv]:zdtm_mvbr']},

@@ -1,6 +1,7 @@
 /*
- * The mount namespace kind's own files (ns-mnt.c, mnt-tmpfs.c, mnt-propagation.c): the
- * mounts of each namespace as dump reads them and restore builds them again.
+ * The mount namespace kind's own files (ns-mnt.c, mnt-build.c, mnt-tmpfs.c,
+ * mnt-propagation.c): the mounts of each namespace as dump reads them and restore builds
+ * them again.
  */
 #ifndef CR_NS_MNT_H
 #define CR_NS_MNT_H
@@ -69,6 +70,23 @@ extern size_t nr_mntns;
 bool mnt_path_holds(const char *a, const char *b);
 /* ns-mnt.c: a mountinfo path (blanks and backslashes as \ooo) as it is, allocated. */
 char *mnt_unescaped_dup(const char *s);
+/* ns-mnt.c: b, a path inside directory a, as one path (b's leading / kept), allocated. */
+char *mnt_path_join(const char *a, const char *b);
+/* ns-mnt.c: the name of filesystem type nr as mount() takes it. */
+const char *mnt_fstype_name(uint32_t nr);
+
+/* mnt-build.c. A bind of a pty's slave node, made last (mntns_bind_ptys()). */
+bool mnt_is_pty_bind(const struct mount *m);
+/* Such a bind must be private under a private parent: 0 or -ENOTSUP after one line. */
+int mnt_check_pty_bind(const struct mount *m);
+/* The root task: mns's mounts under --root, with their flags; binds of ptys come later. */
+int mnt_build_mounts(struct mount_ns *mns);
+/* The root task: nested namespace mns, made, built and pivot_root()ed into; then back. */
+int mnt_build_nested(struct mount_ns *mns);
+/* The root task's root becomes mns's root mount; what was criu's is let go. */
+int mnt_enter_root(const struct mount_ns *mns);
+/* The root task's current mount namespace is mns's (mns->ns_fd). */
+int mnt_open_own_ns(struct mount_ns *mns);
 
 /* mnt-tmpfs.c. Dump: a detached clone of m, a mount of task pid's namespace: fd or -errno. */
 int mnt_clone_mount(pid_t pid, const struct mount *m);

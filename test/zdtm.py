@@ -1023,6 +1023,38 @@ MNT_NS_TREE = {'launcher': True, 'pidns': True,
                                 '--external', 'mnt[out]:{out}']}
 
 
+def mountpoints_entries(img_dir):
+    """Every mount of every mountpoints-ID.img of the dump."""
+    return [m for name in sorted(os.listdir(img_dir)) if name.startswith('mountpoints-')
+            for m in own_crit_entries(os.path.join(img_dir, name))]
+
+
+def ramfs_dumped_auto(img_dir, pid):
+    """An image_check(): --enable-fs ramfs wrote /ramfs as CRIU's "auto" type, named."""
+    found = [m for m in mountpoints_entries(img_dir) if m['mountpoint'] == '/ramfs']
+    # CRIU's fstype AUTO, 16 (our schema's field is a number, Debian's crit names it)
+    if len(found) != 1 or found[0]['fstype'] not in ('AUTO', 16) or \
+            found[0].get('fsname') != 'ramfs':
+        raise TestFailure('/ramfs in mountpoints: %r, not one AUTO entry named ramfs' % found)
+
+
+def skipped_mounts_absent(img_dir, pid):
+    """An image_check(): --skip-mnt /skipped left it and the mount below it out."""
+    found = [m['mountpoint'] for m in mountpoints_entries(img_dir)
+             if m['mountpoint'].startswith('/skipped')]
+    if found:
+        raise TestFailure('mountpoints images still have %s' % ', '.join(found))
+
+
+def private_tmpfs_gets_context(img_dir, pid):
+    """mnt_ns_tree's /private tmpfs had an SELinux context= option at dump."""
+    for name in sorted(os.listdir(img_dir)):
+        if name.startswith('mountpoints-'):
+            edit_image(img_dir, name, lambda es: [m.update(options=m['options'] +
+                                                           ',context="zdtm_a_t"')
+                                                  for m in es if m['mountpoint'] == '/private'])
+
+
 def mnt_restore_fails(restore_args, expect):
     """mnt_ns_tree restored with restore_args, which leave out what it needs."""
     return dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='restore_fails',
@@ -2109,6 +2141,17 @@ TESTS = {
                                     os.path.join(out, 'extsrc')),
                                 cleanup=lambda: umount_lazy(os.path.join(
                                     OUT_DIR, 'mnt_ext_auto_shared', 'extsrc'))),
+    # the same in CRIU's older spelling, as LXC passes it (--ext-mount-map auto
+    # --enable-external-sharing --enable-external-masters)
+    'mnt_ext_auto_sharing': dict(MNT_NS_TREE, bin='mnt_ns_tree',
+                                 test_env={'ZDTM_MNT_EXT_MASTER': '1', 'ZDTM_MNT_EXT_PEER': '1'},
+                                 dump_args=MNT_NS_TREE['dump_args'] + [
+                                     '--ext-mount-map', 'auto', '--enable-external-sharing',
+                                     '--enable-external-masters'],
+                                 after_restore=lambda out: mount_ext_late(
+                                     os.path.join(out, 'extsrc')),
+                                 cleanup=lambda: umount_lazy(os.path.join(
+                                     OUT_DIR, 'mnt_ext_auto_sharing', 'extsrc'))),
     # the same, found at dump (--external mnt[]): restore binds what criu's mounts show of it
     'mnt_ns_ext_auto': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                             test_env={'ZDTM_MNT_EXT_MASTER': '1'},
@@ -2167,6 +2210,21 @@ TESTS = {
                                            test_env={'ZDTM_MNT_GRANDCHILD': '1'},
                                            expect="is in mount namespaces 11 and 12 but not "
                                                   "in the root's"),
+    # --enable-fs: a filesystem criu does not know is mounted anew at restore, empty
+    'mnt_ns_enable_fs': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_RAMFS': '1',
+                                                                   'ZDTM_MNT_RAMFS_NEW': '1'},
+                             dump_args=MNT_NS_TREE['dump_args'] + ['--enable-fs', 'tmpfs,ramfs'],
+                             image_check=ramfs_dumped_auto),
+    # --skip-mnt: a mount and the one below it are not dumped, restore goes on without them
+    'mnt_ns_skip_mnt': dict(MNT_NS_TREE, bin='mnt_ns_tree', test_env={'ZDTM_MNT_SKIP': '1'},
+                            dump_args=MNT_NS_TREE['dump_args'] + ['--skip-mnt', '/skipped/'],
+                            image_check=skipped_mounts_absent),
+    # --lsm-mount-context replaces a mount's context= (this VM has no SELinux, which takes
+    # it: the mount made with the new one fails, and says so)
+    'restore_fail_mnt_lsm_context': dict(
+        mnt_restore_fails(MNT_NS_TREE['restore_args'] + ['--lsm-mount-context', 'zdtm_b_t'],
+                          'size=64k,mode=700,context="zdtm_b_t"'),
+        corrupt=private_tmpfs_gets_context),
     'dump_fail_mnt_ramfs': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='dump_fails',
                                 test_env={'ZDTM_MNT_RAMFS': '1'},
                                 expect='at /ramfs: ramfs (source ramfs, root /) is neither '

@@ -31,6 +31,9 @@ PKGS="$PKGS asciidoctor debhelper lintian"
 # The kit's RPC clients (test/rpc/kit.sh, upstream's test/others/rpc) run as uid 1000 through
 # sudo, against a setuid copy of criu, as upstream runs them.
 PKGS="$PKGS sudo"
+# make runtimes (test/runtimes/lxc.sh): LXC's lxc-checkpoint drives criu; its busybox
+# template builds the container's root from busybox-static.
+PKGS="$PKGS lxc busybox-static"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -579,6 +579,47 @@ def restored_lsm_label(label):
     return check
 
 
+def cpuinfo_entry(img_dir):
+    return own_crit_entries(os.path.join(img_dir, 'cpuinfo.img'))[0]['x86_entry'][0]
+
+
+def cpuinfo_as_criu_writes(img_dir, pid):
+    """An image_check(): dump --cpu-cap wrote cpuinfo.img, the bytes `criu cpuinfo dump`
+    writes; upstream criu's cpuinfo check takes it (where upstream criu is here)."""
+    fresh = os.path.join(img_dir, '..', 'cpuinfo-dump')
+    os.makedirs(fresh, exist_ok=True)
+    subprocess.run([CRIU, 'cpuinfo', 'dump', '-D', fresh], check=True)
+    with open(os.path.join(img_dir, 'cpuinfo.img'), 'rb') as a, \
+            open(os.path.join(fresh, 'cpuinfo.img'), 'rb') as b:
+        if a.read() != b.read():
+            raise TestFailure('cpuinfo.img of the dump differs from criu cpuinfo dump\'s')
+    if os.path.exists(UPSTREAM_CRIU):
+        proc = subprocess.run([UPSTREAM_CRIU, 'cpuinfo', 'check', '--cpu-cap=all', '-D', fresh,
+                               '-o', 'upstream-check.log'], capture_output=True)
+        if proc.returncode:
+            raise TestFailure('upstream criu cpuinfo check refuses our cpuinfo.img')
+
+
+def no_cpuinfo_image(img_dir, pid):
+    """An image_check(): --cpu-cap=none (or no --cpu-cap) writes no cpuinfo.img."""
+    if os.path.exists(os.path.join(img_dir, 'cpuinfo.img')):
+        raise TestFailure('the dump wrote cpuinfo.img')
+
+
+def cpuinfo_edit(change):
+    """A corrupt(): the dumped CPU's x86 entry as change() makes it."""
+    def corrupt(img_dir, pid):
+        edit_image(img_dir, 'cpuinfo.img', lambda es: change(es[0]['x86_entry'][0]))
+    return corrupt
+
+
+def missing_instruction_bit(entry):
+    """The lowest AVX-512 bit (CPUID 7.0 EBX, word 9) this CPU lacks, or another word 9 bit."""
+    word = entry['capability'][9]
+    bit = next(b for b in list(range(16, 32)) + list(range(16)) if not word >> b & 1)
+    entry['capability'][9] = word | 1 << bit
+
+
 def pages_in_parent(img_dir, pid):
     """The first run of pages says it lives in a parent image (PE_PARENT)."""
     edit_image(img_dir, 'pagemap-%d.img' % pid, lambda es: es[1].update(flags=1))
@@ -1803,6 +1844,28 @@ TESTS = {
     'lsm_profile_selinux': {'bin': 'mem_anon_private', 'kernel': ['LSM_SELINUX'],
                             'restore_args': ['--lsm-profile', 'selinux:' + own_lsm_label()],
                             'after_restore': restored_lsm_label(own_lsm_label())},
+    # --cpu-cap: dump writes cpuinfo.img (CRIU's bytes), restore checks this CPU against it
+    # for fpu (xsave features and size), ins (instruction bits) and cpu (the same CPU)
+    'cpu_cap_all': {'bin': 'mem_anon_private', 'dump_args': ['--cpu-cap'],
+                    'restore_args': ['--cpu-cap=all'], 'image_check': cpuinfo_as_criu_writes},
+    'cpu_cap_none': {'bin': 'mem_anon_private', 'dump_args': ['--cpu-cap=none'],
+                     'image_check': no_cpuinfo_image},
+    'cpu_cap_fpu_only': {'bin': 'mem_anon_private', 'dump_args': ['--cpu-cap=fpu'],
+                         'after_dump': cpuinfo_edit(missing_instruction_bit),
+                         'restore_args': ['--cpu-cap=fpu,^ins']},
+    'restore_fail_cpu_cap_ins': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                 'dump_args': ['--cpu-cap'],
+                                 'corrupt': cpuinfo_edit(missing_instruction_bit),
+                                 'restore_args': ['--cpu-cap=ins'],
+                                 'expect': 'this one does not (--cpu-cap ins)'},
+    'restore_fail_cpu_cap_fpu': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'dump_args': ['--cpu-cap'],
+        'corrupt': cpuinfo_edit(lambda e: e.update(xfeatures_mask=e['xfeatures_mask'] | 1 << 62)),
+        'restore_args': ['--cpu-cap=fpu'], 'expect': 'xsave features 0x4000000000000000'},
+    'restore_fail_cpu_cap_cpu': {
+        'bin': 'mem_anon_private', 'mode': 'restore_fails', 'dump_args': ['--cpu-cap'],
+        'corrupt': cpuinfo_edit(lambda e: e.update(model=e['model'] + 1)),
+        'restore_args': ['--cpu-cap=cpu'], 'expect': '(--cpu-cap cpu)'},
     'restore_fail_pages_in_parent': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': pages_in_parent, 'expect': 'parent image'},
     'restore_fail_parent_pages_missing': {
@@ -2371,9 +2434,13 @@ TESTS = {
                                          '--allow-uprobes'],
         'stderr': 'option --allow-uprobes is not supported\n', 'created': ['d.log']},
     'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
+    'cli_cpuinfo_bad_action': {
+        'mode': 'cli', 'rc': 1, 'args': ['cpuinfo', 'show', '-D', '{out}'],
+        'stderr': "Error: cpuinfo needs dump or check, not 'show'\n"},
+    'cli_cpuinfo_check_no_image': {'mode': 'cli', 'args': ['cpuinfo', 'check', '-D', '{out}']},
     'cli_refused_command': {
-        'mode': 'cli', 'rc': 1, 'args': ['service'],
-        'stderr': 'command service is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['exec'],
+        'stderr': 'command exec is not supported\n'},
     'cli_pre_dump_no_such_pid': {'mode': 'cli',
                                  'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
     'cli_pre_dump_without_pid': {

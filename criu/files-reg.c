@@ -389,6 +389,18 @@ static pid_t dead_proc_pid(const char *src, const char *path, const struct stat 
 	return pid;
 }
 
+/*
+ * --evasive-devices, as CRIU: a device file whose path now names another node (a mount
+ * covers it, or the task's root changed since it opened it, as a container's /dev/null) is
+ * dumped by that path where the node there is of the same device; restore opens it.
+ */
+static bool evasive_device(const struct stat *st, const struct stat *now)
+{
+	return opts.evasive_devices && (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) &&
+	       (now->st_mode & S_IFMT) == (st->st_mode & S_IFMT) && now->st_rdev == st->st_rdev &&
+	       (now->st_dev != st->st_dev || now->st_ino != st->st_ino);
+}
+
 static int resolve_path(const char *src, const char *link, const struct stat *st, const char *what,
 			char *path, enum reg_path_kind *kind)
 {
@@ -417,6 +429,12 @@ static int resolve_path(const char *src, const char *link, const struct stat *st
 		 */
 		if (ret && errno == ENOENT && !marked && dead_proc_pid(src, path, st)) {
 			*kind = PATH_DEAD_PROC;
+			return 0;
+		}
+		if (!ret && !marked && evasive_device(st, &now)) {
+			pr_info("%s: %s names another node of device %u:%u now: dumped by that path "
+				"(--evasive-devices)\n",
+				what, path, major(st->st_rdev), minor(st->st_rdev));
 			return 0;
 		}
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)

@@ -1385,6 +1385,17 @@ TESTS = {
                                           'expect': 'is not inside mapped VMAs'},
     'tree_stopped_stop_queued': {},
     'file_reg_flags_offset': {},
+    # a device file whose path a mount covers with another node of the device: dumped by
+    # that path with --evasive-devices, refused without
+    'file_dev_evasive': {'dump_args': ['--evasive-devices'],
+                         'test_env': {'ZDTM_EVASIVE_RESTORED': '1'},
+                         'cleanup': lambda: umount_lazy(os.path.join(
+                             OUT_DIR, 'file_dev_evasive', 'work', 'evasive'))},
+    'dump_fail_file_dev_covered': {
+        'bin': 'file_dev_evasive', 'mode': 'dump_fails',
+        'expect': 'evasive/null no longer names the open file',
+        'cleanup': lambda: umount_lazy(os.path.join(OUT_DIR, 'dump_fail_file_dev_covered',
+                                                    'work', 'evasive'))},
     'file_deleted_open': {},
     'file_deleted_nodes': {},
     'file_deleted_nested': {},

@@ -25,24 +25,31 @@
  * words (2, 5) and Linux's others (7, 8) stay 0, as CRIU's images on x86_64 have them.
  */
 #define NR_CAP_WORDS 19
-#define CAP_VERSION 2
+#define CAP_VERSION  2
 
 static const struct cap_word {
 	uint32_t leaf, subleaf;
-	char reg; /* 'a', 'b', 'c', 'd'; 0: not read */
+	char reg;	   /* 'a', 'b', 'c', 'd'; 0: not read */
 	bool instructions; /* its bits name instructions (ins compares them) */
 } cap_words[NR_CAP_WORDS] = {
-	[0] = { 1, 0, 'd', true },	     [1] = { 0x80000001, 0, 'd', true },
-	[4] = { 1, 0, 'c', true },	     [6] = { 0x80000001, 0, 'c', true },
-	[9] = { 7, 0, 'b', true },	     [10] = { 0xd, 1, 'a', true },
-	[11] = { 7, 0, 'c', true },	     [12] = { 0xf, 1, 'd', false },
-	[13] = { 0x80000008, 0, 'b', true }, [14] = { 6, 0, 'a', false },
-	[15] = { 0x8000000a, 0, 'd', false }, [16] = { 0xf, 0, 'd', false },
-	[17] = { 0x80000007, 0, 'b', false }, [18] = { 7, 0, 'd', true },
+	[0] = {1, 0, 'd', true},
+	[1] = {0x80000001, 0, 'd', true},
+	[4] = {1, 0, 'c', true},
+	[6] = {0x80000001, 0, 'c', true},
+	[9] = {7, 0, 'b', true},
+	[10] = {0xd, 1, 'a', true},
+	[11] = {7, 0, 'c', true},
+	[12] = {0xf, 1, 'd', false},
+	[13] = {0x80000008, 0, 'b', true},
+	[14] = {6, 0, 'a', false},
+	[15] = {0x8000000a, 0, 'd', false},
+	[16] = {0xf, 0, 'd', false},
+	[17] = {0x80000007, 0, 'b', false},
+	[18] = {7, 0, 'd', true},
 };
 
 /* Bits of the instruction words that say what the OS or the machine does, not the CPU. */
-#define BIT(word, bit) ((word) * 32 + (bit))
+#define BIT(word, bit) ((word)*32 + (bit))
 static const unsigned int not_instructions[] = {
 	BIT(4, 27), /* OSXSAVE: the kernel enabled xsave */
 	BIT(4, 31), /* HYPERVISOR: running in a VM */
@@ -50,7 +57,7 @@ static const unsigned int not_instructions[] = {
 };
 
 /* The FPU's bits (fpu compares them): fpu, fxsr, xsave enabled, xsaves. */
-static const unsigned int fpu_bits[] = { BIT(0, 0), BIT(0, 24), BIT(4, 27), BIT(10, 3) };
+static const unsigned int fpu_bits[] = {BIT(0, 0), BIT(0, 24), BIT(4, 27), BIT(10, 3)};
 
 struct cpu_caps {
 	CpuinfoX86Entry__Vendor vendor;
@@ -173,14 +180,16 @@ static int check_fpu(const CpuinfoX86Entry *img, const struct cpu_caps *here)
 	for (size_t i = 0; i < sizeof(fpu_bits) / sizeof(fpu_bits[0]); i++) {
 		if (has_bit(img->capability, img->n_capability, fpu_bits[i]) &&
 		    !has_bit(here->words, NR_CAP_WORDS, fpu_bits[i])) {
-			pr_err("cpuinfo.img: the dumped CPU has FPU feature bit %u (word %u bit %u), "
+			pr_err("cpuinfo.img: the dumped CPU has FPU feature bit %u (word %u bit "
+			       "%u), "
 			       "this one does not (--cpu-cap fpu)\n",
 			       fpu_bits[i], fpu_bits[i] / 32, fpu_bits[i] % 32);
 			return -1;
 		}
 	}
 	if (img->has_xfeatures_mask && (img->xfeatures_mask & ~here->xfeatures)) {
-		pr_err("cpuinfo.img: xsave features %#llx of the dumped CPU are missing here (it has "
+		pr_err("cpuinfo.img: xsave features %#llx of the dumped CPU are missing here (it "
+		       "has "
 		       "%#llx, this one %#llx; --cpu-cap fpu)\n",
 		       (unsigned long long)(img->xfeatures_mask & ~here->xfeatures),
 		       (unsigned long long)img->xfeatures_mask,
@@ -188,7 +197,8 @@ static int check_fpu(const CpuinfoX86Entry *img, const struct cpu_caps *here)
 		return -1;
 	}
 	if (img->has_xsave_size && img->xsave_size > here->xsave_size_max) {
-		pr_err("cpuinfo.img: the dumped CPU's xsave area is %u bytes, this one holds at most "
+		pr_err("cpuinfo.img: the dumped CPU's xsave area is %u bytes, this one holds at "
+		       "most "
 		       "%u (--cpu-cap fpu)\n",
 		       img->xsave_size, here->xsave_size_max);
 		return -1;
@@ -212,10 +222,11 @@ static int check_ins(const CpuinfoX86Entry *img, const struct cpu_caps *here)
 		    !has_bit(img->capability, img->n_capability, bit) ||
 		    has_bit(here->words, NR_CAP_WORDS, bit))
 			continue;
-		pr_err("cpuinfo.img: the dumped CPU has instruction feature bit %u (word %u bit %u, "
+		pr_err("cpuinfo.img: the dumped CPU has instruction feature bit %u (word %u bit "
+		       "%u, "
 		       "CPUID %#x.%u %c%cx), this one does not (--cpu-cap ins)\n",
-		       bit, bit / 32, bit % 32, cap_words[bit / 32].leaf, cap_words[bit / 32].subleaf,
-		       'e', cap_words[bit / 32].reg);
+		       bit, bit / 32, bit % 32, cap_words[bit / 32].leaf,
+		       cap_words[bit / 32].subleaf, 'e', cap_words[bit / 32].reg);
 		return -1;
 	}
 	return 0;
@@ -226,7 +237,8 @@ static int check_cpu(const CpuinfoX86Entry *img, const struct cpu_caps *here)
 {
 	if (img->vendor_id != here->vendor || img->cpu_family != here->family ||
 	    img->model != here->model) {
-		pr_err("cpuinfo.img: the dumped CPU is vendor %d family %u model %u, this one vendor "
+		pr_err("cpuinfo.img: the dumped CPU is vendor %d family %u model %u, this one "
+		       "vendor "
 		       "%d family %u model %u (--cpu-cap cpu)\n",
 		       img->vendor_id, img->cpu_family, img->model, here->vendor, here->family,
 		       here->model);
@@ -236,8 +248,8 @@ static int check_cpu(const CpuinfoX86Entry *img, const struct cpu_caps *here)
 		uint32_t theirs = i < img->n_capability ? img->capability[i] : 0;
 
 		if (theirs != here->words[i]) {
-			pr_err("cpuinfo.img: feature word %zu is %#x, here %#x (--cpu-cap cpu)\n", i,
-			       theirs, here->words[i]);
+			pr_err("cpuinfo.img: feature word %zu is %#x, here %#x (--cpu-cap cpu)\n",
+			       i, theirs, here->words[i]);
 			return -1;
 		}
 	}

@@ -683,8 +683,8 @@ static bool skipped_mount(const struct mount *m)
 		if (!strcmp(opts.skip_mnts[i], "/") ||
 		    !mnt_path_holds(opts.skip_mnts[i], m->e->mountpoint))
 			continue;
-		pr_info("mount %u at %s: left out (--skip-mnt %s)\n", m->e->mnt_id, m->e->mountpoint,
-			opts.skip_mnts[i]);
+		pr_info("mount %u at %s: left out (--skip-mnt %s)\n", m->e->mnt_id,
+			m->e->mountpoint, opts.skip_mnts[i]);
 		return true;
 	}
 	return false;

@@ -64,12 +64,12 @@ enum lsm_opt {
 };
 
 /* --cpu-cap: CRIU's bits (cpuinfo.img is written at dump and checked at restore with IMAGE). */
-#define CPU_CAP_NONE 0u
-#define CPU_CAP_FPU (1u << 0)	/* the FPU (xsave) features and size must be there */
-#define CPU_CAP_CPU (1u << 1)	/* every CPUID feature bit must be the same */
-#define CPU_CAP_INS (1u << 2)	/* the instruction-set feature bits must be there */
-#define CPU_CAP_IMAGE (1u << 3) /* write cpuinfo.img at dump, check it at restore */
-#define CPU_CAP_ALL (CPU_CAP_FPU | CPU_CAP_CPU | CPU_CAP_INS)
+#define CPU_CAP_NONE	0u
+#define CPU_CAP_FPU	(1u << 0) /* the FPU (xsave) features and size must be there */
+#define CPU_CAP_CPU	(1u << 1) /* every CPUID feature bit must be the same */
+#define CPU_CAP_INS	(1u << 2) /* the instruction-set feature bits must be there */
+#define CPU_CAP_IMAGE	(1u << 3) /* write cpuinfo.img at dump, check it at restore */
+#define CPU_CAP_ALL	(CPU_CAP_FPU | CPU_CAP_CPU | CPU_CAP_INS)
 #define CPU_CAP_DEFAULT (CPU_CAP_FPU | CPU_CAP_INS)
 
 struct cr_options {
@@ -141,11 +141,11 @@ struct cr_options {
 	unsigned int nr_skip_mnts;
 	char **enable_fs; /* --enable-fs: dump records mounts of these types as mounted anew */
 	unsigned int nr_enable_fs;
-	bool enable_fs_all;	    /* --enable-fs all */
-	char *lsm_mount_context;    /* --lsm-mount-context: context= of the mounts made anew */
-	bool skip_file_rwx_check;   /* restore: a reopened file's rwx bits may differ */
-	bool weak_sysctls;	    /* restore: a sysctl the kernel lacks is skipped, with a warning */
-	bool evasive_devices;	    /* dump: a device file may be reopened by another path */
+	bool enable_fs_all;	  /* --enable-fs all */
+	char *lsm_mount_context;  /* --lsm-mount-context: context= of the mounts made anew */
+	bool skip_file_rwx_check; /* restore: a reopened file's rwx bits may differ */
+	bool weak_sysctls;    /* restore: a sysctl the kernel lacks is skipped, with a warning */
+	bool evasive_devices; /* dump: a device file may be reopened by another path */
 	enum lsm_opt lsm_profile_kind; /* --lsm-profile TYPE:NAME: TYPE */
 	char *lsm_profile;	       /* NAME (NULL for none:) */
 	unsigned int cpu_cap;	       /* --cpu-cap: CPU_CAP_* */

@@ -1156,8 +1156,8 @@ static long set_lsm_attr(struct rst_args *a, const char *attr, const char *label
 		path[at++] = attr[i];
 	path[at] = '\0';
 	/* Through proc's root where the task's own /proc may be missing. */
-	fd = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD,
-			a->proc_fd >= 0 ? path + 6 : path, O_WRONLY | O_CLOEXEC, 0);
+	fd = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD, a->proc_fd >= 0 ? path + 6 : path,
+			O_WRONLY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		pr_err(a, "open %s to set the LSM label: %ld", path, fd);
 		return fd;

@@ -3,8 +3,9 @@
 # criu, as a user runs it: lxc-checkpoint finds criu in PATH (a directory with a criu that
 # runs criu/criu, keeping its arguments, comes first) and runs its command line with LXC's
 # own options. The container is Debian's busybox template in an lxcpath of the test's own
-# under /tmp, with no network and no ttys; its init is a shell loop that counts in a variable and appends
-# each value to /log, with a child (sleep) and a file in its /dev/shm tmpfs. After restore:
+# under /tmp, with no network and no ttys; its init is a shell loop that counts in a
+# variable and appends each value to /log, with a child (sleep) and a file in its /dev/shm
+# tmpfs. After restore:
 # the count goes on from where it stopped (/log is 1, 2, ... N with no restart), init is
 # pid 1 and the child has its pid inside, the tmpfs file has its bytes. Then AppArmor:
 # with lxc.apparmor.profile set, LXC asks for --lsm-profile apparmor:PROFILE, which this

@@ -1953,11 +1953,13 @@ static int check_reopened(int fd, const struct reg_file *rf)
 		return -EINVAL;
 	}
 	/*
-	 * As CRIU: the whole mode must be the dumped one, the rwx bits too unless
-	 * --skip-file-rwx-check (set-id and sticky bits still count).
+	 * As CRIU: a file's or directory's whole mode must be the dumped one, the rwx bits too
+	 * unless --skip-file-rwx-check (set-id and sticky bits still count). Not a device
+	 * node's: a pty's slave, reopened here, gets the mode its devpts gives a new one.
 	 */
 	rwx = opts.skip_file_rwx_check ? (S_IRWXU | S_IRWXG | S_IRWXO) : 0;
-	if (rf->has_mode && (st.st_mode & ~rwx) != (rf->mode & ~rwx)) {
+	if (rf->has_mode && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+	    (st.st_mode & ~rwx) != (rf->mode & ~rwx)) {
 		pr_err("%s: its mode is %#o now, %#o at dump%s\n", rf->path, st.st_mode & 07777,
 		       rf->mode & 07777,
 		       rwx ? "" : " (--skip-file-rwx-check lets the rwx bits differ)");

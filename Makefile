@@ -80,7 +80,7 @@ include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-deps zdtm realapps gpu-emu
+.PHONY: all test demo bench bench-gpu fuzz install clean check-deps zdtm realapps runtimes gpu-emu
 .PHONY: uninstall deb soccr-test
 all: criu/criu $(SOCCR_SO) $(AMDGPU_PLUGIN) crit
 
@@ -131,6 +131,10 @@ bench-gpu: all gpu-emu
 # redis-server, an asyncio server and tmux dumped and restored (test/realapps/run.sh).
 realapps: all
 	$(MAKE) -C test realapps
+
+# Container runtimes checkpointing through this criu (test/runtimes/: LXC).
+runtimes: all
+	$(MAKE) -C test runtimes
 
 # Upstream CRIU's zdtm suite (../shared/upstream-criu) against criu/criu, one flavour
 # (ZDTM_FLAVOUR: h, ns, uns); ZDTM_ARGS=--list runs only test/upstream-zdtm/pass-FLAVOUR.txt.

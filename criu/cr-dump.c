@@ -15,6 +15,7 @@
 
 #include "action-scripts.h"
 #include "cgroup.h"
+#include "cpuinfo.h"
 #include "compel.h"
 #include "cr_options.h"
 #include "crtools.h"
@@ -434,6 +435,9 @@ int cr_dump_tasks(pid_t pid)
 	ret = remove_old_inventory();
 	if (!ret)
 		ret = link_parent_images(&stats.mem);
+	/* --cpu-cap (any but none): the CPU restore compares its own with, as CRIU writes it. */
+	if (!ret && (opts.cpu_cap & CPU_CAP_IMAGE))
+		ret = cpuinfo_dump();
 	/* Before the tree is touched: a server that does not listen leaves it as it was. */
 	if (!ret && opts.use_page_server) {
 		stats.mem.page_server_sk = page_server_connect();

@@ -14,6 +14,7 @@
 
 #include "cr-service.h"
 #include "cr_options.h"
+#include "cpuinfo.h"
 #include "cr-check.h"
 #include "crtools.h"
 #include "daemon.h"
@@ -286,6 +287,28 @@ static int run_service(char **args)
 	return cr_service();
 }
 
+/*
+ * cpuinfo dump: cpuinfo.img of this CPU into -D; cpuinfo check: this CPU against it, for
+ * what --cpu-cap asks (as CRIU: none asks for all).
+ */
+static int run_cpuinfo(char **args)
+{
+	int ret;
+
+	if (strcmp(args[0], "dump") && strcmp(args[0], "check")) {
+		fprintf(stderr, "Error: cpuinfo needs dump or check, not '%s'\n", args[0]);
+		return 1;
+	}
+	if (open_dirs_and_log(!strcmp(args[0], "dump")))
+		return 1;
+	if (!strcmp(args[0], "dump"))
+		ret = cpuinfo_dump();
+	else
+		ret = cpuinfo_check((opts.cpu_cap & CPU_CAP_ALL) ?: CPU_CAP_ALL);
+	log_fini();
+	return ret ? 1 : 0;
+}
+
 struct command {
 	const char *name;
 	int (*run)(char **args); /* NULL: refused */
@@ -309,7 +332,8 @@ static const struct command commands[] = {
 	{"dedup", run_dedup, NULL,
 	 "punch the pages the dump in DIR stores again out of its parent images"},
 	{"lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR"},
-	{"cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked"},
+	{"cpuinfo", run_cpuinfo, "dump|check",
+	 "write cpuinfo.img of this CPU into DIR, or check this CPU against it (--cpu-cap)"},
 	{"exec", NULL, NULL, "not supported"},
 };
 

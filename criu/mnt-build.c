@@ -97,7 +97,7 @@ static int make_mountpoint(const char *path, bool dir)
 
 static int mount_with_opts(const struct mount *m, const char *opts)
 {
-	const char *type = mnt_fstype_name(m->e->fstype);
+	const char *type = mnt_type_name(m->e);
 
 	/* Read-only superblocks are made so once their files are in. */
 	if (mount(m->e->source, m->path, type, m->e->sb_flags & ~MS_RDONLY, opts)) {
@@ -118,16 +118,50 @@ static int mount_with_opts(const struct mount *m, const char *opts)
 	return 0;
 }
 
+/*
+ * --lsm-mount-context CTX: the options with their context= option (SELinux's; mountinfo
+ * shows it quoted) made context="CTX", as CRIU does; options without one are left as
+ * they are. Allocated, or NULL.
+ */
+static char *with_mount_context(const char *options)
+{
+	const char *ctx = opts.lsm_mount_context, *p = options, *end;
+	char *out;
+
+	while (p && strncmp(p, "context=", 8)) {
+		p = strchr(p, ',');
+		p = p ? p + 1 : NULL;
+	}
+	if (!ctx || !p)
+		return strdup(options);
+	/* The value runs to the next comma outside its quotes. */
+	end = p + 8;
+	if (*end == '"') {
+		const char *close = strchr(end + 1, '"');
+
+		end = close ? close + 1 : end + strlen(end);
+	}
+	end += strcspn(end, ",");
+	if (asprintf(&out, "%.*scontext=\"%s\"%s", (int)(p - options), options, ctx, end) < 0)
+		return NULL;
+	return out;
+}
+
 static int mount_new_fs(const struct mount *m)
 {
-	char what[32], *opts;
+	char what[32], *opts, *options = with_mount_context(m->e->options ?: "");
 	int ret;
 
+	if (!options) {
+		pr_err("mount %u: out of memory\n", m->e->mnt_id);
+		return -ENOMEM;
+	}
 	snprintf(what, sizeof(what), "mount %u", m->e->mnt_id);
-	ret = userns_mount_opts(m->e->options, &opts, what);
+	ret = userns_mount_opts(options, &opts, what);
 	if (!ret)
 		ret = mount_with_opts(m, opts);
 	free(opts);
+	free(options);
 	return ret;
 }
 

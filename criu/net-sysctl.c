@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "image.h"
 #include "log.h"
 #include "namespaces.h"
@@ -177,6 +178,12 @@ static int sysctl_write(const char *path, const SysctlEntry *e)
 	else
 		return 0; /* the dumping kernel had none */
 	fd = open(path, O_WRONLY | O_CLOEXEC);
+	/* --weak-sysctls: a kernel without this sysctl (or this link without IPv6) skips it. */
+	if (fd < 0 && errno == ENOENT && opts.weak_sysctls) {
+		pr_warn("%s: no such sysctl on this kernel, \"%s\" not set (--weak-sysctls)\n",
+			path, val);
+		return 0;
+	}
 	if (fd < 0 || write(fd, val, strlen(val)) < 0) {
 		pr_perror("cannot set %s to \"%s\"", path, val);
 		ret = -errno;

@@ -118,12 +118,44 @@ const char *mnt_fstype_name(uint32_t nr)
 	return "an unsupported filesystem";
 }
 
+/* The type to mount: CRIU's "auto" ones (--enable-fs) carry their name in fsname. */
+const char *mnt_type_name(const MntEntry *e)
+{
+	return e->fstype == FSTYPE__AUTO && e->fsname ? e->fsname : mnt_fstype_name(e->fstype);
+}
+
 static bool fstype_new_fs(uint32_t nr)
 {
 	for (size_t i = 0; i < sizeof(fstypes) / sizeof(fstypes[0]); i++)
 		if (fstypes[i].nr == nr)
 			return fstypes[i].new_fs;
 	return false;
+}
+
+/*
+ * A superblock's first mount that comes back mounted anew: one of the filesystems above
+ * that restore knows how to fill, or, dumped with --enable-fs, one of the types named
+ * there, recorded as CRIU records them (fstype AUTO, its name in fsname) and at restore
+ * mounted again from its source and options alone: its files are not saved. false with
+ * ENOMEM in *err where its name could not be kept.
+ */
+static bool comes_back_new(const struct mount_ns *mns, struct mount *m, int *err)
+{
+	MntEntry *e = m->e;
+
+	if (fstype_new_fs(e->fstype) || e->fstype == FSTYPE__AUTO)
+		return true;
+	if (mns->from_image || !m->type || !opts_fs_enabled(m->type))
+		return false;
+	e->fsname = strdup(m->type);
+	if (!e->fsname) {
+		*err = -ENOMEM;
+		return false;
+	}
+	e->fstype = FSTYPE__AUTO;
+	pr_info("mount %u at %s: %s, mounted anew at restore, its files not saved (--enable-fs)\n",
+		e->mnt_id, e->mountpoint, e->fsname);
+	return true;
 }
 
 /* Whether directory a of a filesystem holds directory b of it (or is it). */
@@ -287,15 +319,18 @@ static bool auto_external(const struct mount_ns *mns, struct mount *m)
 static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 {
 	MntEntry *e = m->e;
+	int err = 0;
 
 	if (!binds) {
 		if (m == mns->root && mns == all_mntns[0])
 			m->how = MOUNT_ROOT;
 		else if (e->ext_key)
 			m->how = MOUNT_EXTERNAL;
-		else if (fstype_new_fs(e->fstype) && !strcmp(e->root, "/") && !sb_taken(mns, m))
+		else if (!strcmp(e->root, "/") && !sb_taken(mns, m) && comes_back_new(mns, m, &err))
 			/* criu's mounts show it too: --external mnt[] takes it from there */
 			m->how = auto_external(mns, m) ? MOUNT_EXTERNAL : MOUNT_NEW_FS;
+		if (err)
+			return err;
 		return e->ext_key || m->how != MOUNT_EXTERNAL ? 0 : -ENOMEM;
 	}
 	if (m->how != MOUNT_UNKNOWN)
@@ -309,9 +344,10 @@ static int classify_mount(struct mount_ns *mns, struct mount *m, bool binds)
 		return m->e->ext_key ? 0 : -ENOMEM;
 	pr_err("mount %u at %s: %s (source %s, root %s) is neither external (--external mnt[]) "
 	       "nor %s: not supported\n",
-	       e->mnt_id, e->mountpoint, m->type ?: mnt_fstype_name(e->fstype), e->source, e->root,
-	       fstype_new_fs(e->fstype) ? "bound from a mount of its filesystem's root"
-					: "bound from the root mount's filesystem");
+	       e->mnt_id, e->mountpoint, m->type ?: mnt_type_name(e), e->source, e->root,
+	       fstype_new_fs(e->fstype) || e->fstype == FSTYPE__AUTO
+		       ? "bound from a mount of its filesystem's root"
+		       : "bound from the root mount's filesystem (--enable-fs mounts others anew)");
 	return -ENOTSUP;
 }
 
@@ -433,6 +469,7 @@ static void free_mount_ns(struct mount_ns *mns)
 		free(m->e->source);
 		free(m->e->options);
 		free(m->e->ext_key);
+		free(m->e->fsname);
 		free(m->e);
 	}
 	free(mns->mounts);
@@ -636,6 +673,37 @@ static const char *dump_ext_key(const char *mountpoint)
 	return NULL;
 }
 
+/*
+ * --skip-mnt: the mount at a point named there, and every mount below it, is left out of
+ * the images (mountinfo lists a mount after its parent, whose point holds its own).
+ */
+static bool skipped_mount(const struct mount *m)
+{
+	for (unsigned int i = 0; i < opts.nr_skip_mnts; i++) {
+		if (!strcmp(opts.skip_mnts[i], "/") ||
+		    !mnt_path_holds(opts.skip_mnts[i], m->e->mountpoint))
+			continue;
+		pr_info("mount %u at %s: left out (--skip-mnt %s)\n", m->e->mnt_id,
+			m->e->mountpoint, opts.skip_mnts[i]);
+		return true;
+	}
+	return false;
+}
+
+/* The last mount read, which is not kept after all. */
+static void drop_last_mount(struct mount_ns *mns)
+{
+	MntEntry *e = mns->mounts[--mns->nr].e;
+
+	free(mns->mounts[mns->nr].type);
+	free(e->root);
+	free(e->mountpoint);
+	free(e->source);
+	free(e->options);
+	free(e->ext_key);
+	free(e);
+}
+
 static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 {
 	char path[64], *line = NULL;
@@ -669,6 +737,10 @@ static int read_mountinfo(pid_t pid, struct mount_ns *mns)
 		if (ret) {
 			pr_err("%s: cannot parse line %zu\n", path, mns->nr);
 			break;
+		}
+		if (skipped_mount(m)) {
+			drop_last_mount(mns);
+			continue;
 		}
 		/* Mount points name the root's mounts: a nested namespace binds from those. */
 		key = mns == all_mntns[0] ? dump_ext_key(m->e->mountpoint) : NULL;
@@ -727,7 +799,7 @@ static int mnt_dump(const struct ns_id *ns)
 
 		pr_debug("mount %u (in %u) %s at %s: %s, flags %#x, sb flags %#x, \"%s\"%s%s\n",
 			 m->e->mnt_id, m->e->parent_mnt_id, m->e->root, m->e->mountpoint,
-			 mnt_fstype_name(m->e->fstype), m->e->flags, m->e->sb_flags, m->e->options,
+			 mnt_type_name(m->e), m->e->flags, m->e->sb_flags, m->e->options,
 			 m->e->ext_key ? ", external " : "", m->e->ext_key ?: "");
 		ret = pb_write_one(img, m->e);
 		if (!ret && m->how == MOUNT_NEW_FS && m->e->fstype == FSTYPE__TMPFS)

@@ -14,7 +14,26 @@ struct cr_options opts = {
 	.status_fd = -1,
 	.ghost_limit = DEFAULT_GHOST_LIMIT,
 	.manage_cgroups = CG_MODE_SOFT,
+	.cpu_cap = CPU_CAP_DEFAULT,
 };
+
+bool opts_skip_mnt(const char *mountpoint)
+{
+	for (unsigned int i = 0; i < opts.nr_skip_mnts; i++)
+		if (!strcmp(opts.skip_mnts[i], mountpoint))
+			return true;
+	return false;
+}
+
+bool opts_fs_enabled(const char *fstype)
+{
+	if (opts.enable_fs_all)
+		return true;
+	for (unsigned int i = 0; i < opts.nr_enable_fs; i++)
+		if (!strcmp(opts.enable_fs[i], fstype))
+			return true;
+	return false;
+}
 
 const struct ext_veth *opts_ext_veth(const char *inner)
 {

@@ -28,6 +28,9 @@ PKGS="$PKGS redis-server tmux iputils-ping"
 # make install renders the man pages with asciidoctor; make deb and test/pkg build the
 # Debian packages (debhelper) and check them with lintian.
 PKGS="$PKGS asciidoctor debhelper lintian"
+# make runtimes (test/runtimes/lxc.sh): LXC's lxc-checkpoint drives criu; its busybox
+# template builds the container's root from busybox-static.
+PKGS="$PKGS lxc busybox-static"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -74,6 +74,8 @@ char *mnt_unescaped_dup(const char *s);
 char *mnt_path_join(const char *a, const char *b);
 /* ns-mnt.c: the name of filesystem type nr as mount() takes it. */
 const char *mnt_fstype_name(uint32_t nr);
+/* The filesystem type a mount is made with (fsname for CRIU's "auto" type). */
+const char *mnt_type_name(const MntEntry *e);
 
 /* mnt-build.c. A bind of a pty's slave node, made last (mntns_bind_ptys()). */
 bool mnt_is_pty_bind(const struct mount *m);

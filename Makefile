@@ -19,6 +19,8 @@ ifeq ($(ASAN),1)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
 endif
 CFLAGS ?= -O2 -g
+# The distribution's CPPFLAGS alone, for code that must not see criu's headers (lib/c).
+DIST_CPPFLAGS := $(CPPFLAGS)
 # A distribution's CFLAGS, CPPFLAGS and LDFLAGS (environment or command line) come first;
 # the project's own are appended to them, even to a command-line value (override), so
 # -Werror and the include paths always hold. The build directory is mapped to "." in
@@ -47,10 +49,12 @@ include plugins/amdgpu/Makefile.inc
 include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
+# libcriu (lib/c/): targets libcriu, libcriu-install, libcriu-uninstall, libcriu-clean.
+include lib/c/Makefile.inc
 
 .PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
 .PHONY: uninstall deb
-all: criu/criu $(AMDGPU_PLUGIN) crit
+all: criu/criu $(AMDGPU_PLUGIN) crit libcriu
 
 # What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
 # KFD EMULATOR (test/gpu) and the AMDGPU plugin's test build. Not in `all`: never installed.
@@ -102,9 +106,10 @@ zdtm: all
 fuzz:
 	$(MAKE) -C test/fuzz run
 
-# criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header and the
-# man pages. Not stripped: a packager strips (and keeps the debug symbols) itself.
-install: all man crit-install
+# criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header, libcriu
+# (lib/c/Makefile.inc) and the man pages. Not stripped: a packager strips (and keeps the
+# debug symbols) itself.
+install: all man crit-install libcriu-install
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR)
 	install -m 755 criu/criu $(DESTDIR)$(SBINDIR)/criu
 	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
@@ -114,7 +119,7 @@ install: all man crit-install
 		install -m 644 Documentation/$$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page || exit 1; \
 	done
 
-uninstall: crit-uninstall
+uninstall: crit-uninstall libcriu-uninstall
 	rm -f $(DESTDIR)$(SBINDIR)/criu $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
 	rm -f $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
 	for page in $(notdir $(MAN_PAGES)); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
@@ -134,7 +139,7 @@ pkg-clean:
 	rm -rf out criu/plugindir.stamp
 clean: man-clean pkg-clean
 
-clean: crit-clean
+clean: crit-clean libcriu-clean
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean

@@ -53,7 +53,7 @@ include Documentation/Makefile.inc
 include lib/c/Makefile.inc
 
 .PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
-.PHONY: uninstall deb
+.PHONY: uninstall deb libcriu-test
 all: criu/criu $(AMDGPU_PLUGIN) crit libcriu
 
 # What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
@@ -101,6 +101,11 @@ realapps: all
 ZDTM_FLAVOUR ?= h
 zdtm: all
 	test/upstream-zdtm/run.sh $(ZDTM_FLAVOUR) $(ZDTM_ARGS)
+
+# libcriu's tests (test/libcriu/): a zdtm program dumped and restored through lib/c, and
+# CRIU's own libcriu tests built against it.
+libcriu-test: all
+	$(MAKE) -C test libcriu
 
 # A short libFuzzer run of every image reader target (clang; test/fuzz/README.md).
 fuzz:

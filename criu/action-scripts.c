@@ -1,7 +1,8 @@
 /*
  * --action-script: each script runs in a child of criu through /bin/sh -c, with the
  * environment CRIU gives it, its output in the log, and criu waits for it. A script
- * that fails fails the dump or restore at that point.
+ * that fails fails the dump or restore at that point. The RPC service replaces the
+ * scripts with its notifier (action_scripts_set_notifier()).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -15,12 +16,32 @@
 #include "image.h"
 #include "log.h"
 
-static const char *const action_names[] = {
-	[ACT_PRE_DUMP] = "pre-dump",	   [ACT_POST_DUMP] = "post-dump",
-	[ACT_PRE_RESTORE] = "pre-restore", [ACT_POST_RESTORE] = "post-restore",
+static const char *const action_names[ACT_MAX] = {
+	[ACT_PRE_DUMP] = "pre-dump",
+	[ACT_NET_LOCK] = "network-lock",
+	[ACT_POST_DUMP] = "post-dump",
+	[ACT_NET_UNLOCK] = "network-unlock",
+	[ACT_PRE_RESTORE] = "pre-restore",
 	[ACT_SETUP_NS] = "setup-namespaces",
-	[ACT_PRE_RESUME] = "pre-resume",   [ACT_POST_RESUME] = "post-resume",
+	[ACT_POST_SETUP_NS] = "post-setup-namespaces",
+	[ACT_POST_RESTORE] = "post-restore",
+	[ACT_PRE_RESUME] = "pre-resume",
+	[ACT_POST_RESUME] = "post-resume",
+	[ACT_ORPHAN_PTS_MASTER] = "orphan-pts-master",
+	[ACT_STATUS_READY] = "status-ready",
 };
+
+static action_notifier_t notifier;
+
+const char *action_script_name(enum script_action action)
+{
+	return action_names[action];
+}
+
+void action_scripts_set_notifier(action_notifier_t fn)
+{
+	notifier = fn;
+}
 
 /* In the child: the environment, stdio on the log, signals as a fresh program has them. */
 static void __attribute__((noreturn))
@@ -85,6 +106,8 @@ static int run_one_script(const char *script, enum script_action action, pid_t i
 
 int run_action_scripts(enum script_action action, pid_t init_pid)
 {
+	if (notifier)
+		return notifier(action, init_pid, -1);
 	for (unsigned int i = 0; i < opts.nr_action_scripts; i++) {
 		pr_info("action script %s: %s\n", opts.action_scripts[i], action_names[action]);
 		if (run_one_script(opts.action_scripts[i], action, init_pid))

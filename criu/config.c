@@ -893,7 +893,8 @@ static int show_version(const struct cr_option *o, const char *arg, bool on)
 	(void)o;
 	(void)arg;
 	(void)on;
-	printf("Version: %s\n", CRIU_VERSION);
+	/* CRIU's format, its interface version first: runtimes parse it (LXC needs >= 2.0). */
+	printf("Version: %s\nGitID: %s\n", CRIU_IFACE_VERSION, CRIU_VERSION);
 	exit(0);
 }
 
@@ -1138,6 +1139,35 @@ static int read_config_files(void)
 	if (env && *env && read_config_file(env, false))
 		return -1;
 	return opts.config_file ? read_config_file(opts.config_file, false) : 0;
+}
+
+/*
+ * The RPC service's way in (cr-service.c): one option by its long name (or its no-NAME
+ * form), applied as the command line applies it, refusals included; "config" reads that
+ * file at once. arg must outlive the run, as argv does.
+ */
+int opts_apply(const char *long_name, const char *arg)
+{
+	const struct cr_option *o = NULL;
+	bool on = true;
+
+	for (unsigned int i = 0; i < NR_OPTIONS && !o; i++) {
+		if (!strcmp(options[i].name, long_name))
+			o = &options[i];
+		else if (options[i].no_name && !strcmp(options[i].no_name, long_name))
+			o = &options[i], on = false;
+	}
+	if (!o) {
+		opt_error("unknown option '--%s'", long_name);
+		return -1;
+	}
+	if (!arg && on && o->has_arg == required_argument) {
+		opt_error("option --%s requires an argument", o->name);
+		return -1;
+	}
+	if (o->set == set_config)
+		return arg ? read_config_file(arg, false) : 0;
+	return apply_option(o, on ? arg : NULL, on);
 }
 
 int parse_options(int argc, char **argv)

@@ -1633,9 +1633,11 @@ static int serve_lazy_pages(struct mem_dump_ctx *mem, int listen_sk)
 {
 	int ret;
 
-	/* --status-fd: the images are complete, the daemon may connect now. */
+	/* --status-fd (and CRIU's status-ready point): the daemon may connect now. */
 	report_status_ready();
-	ret = mem_lazy_serve(mem, listen_sk);
+	ret = run_action_scripts(ACT_STATUS_READY, 0);
+	if (!ret)
+		ret = mem_lazy_serve(mem, listen_sk);
 	if (ret)
 		remove_old_inventory();
 	return ret;
@@ -1696,7 +1698,12 @@ int cr_dump_tasks(pid_t pid)
 	/* criu's own cgroups first: CRIU numbers its set 1, the tasks' sets after it. */
 	if (!ret)
 		ret = cg_dump_init();
-	/* A net namespace of the tree's own, before its sockets are read (net-lock.h). */
+	/*
+	 * A net namespace of the tree's own, before its sockets are read (net-lock.h); CRIU's
+	 * network-lock point comes first, whatever --network-lock says.
+	 */
+	if (!ret && ns_root_own(NS_NET))
+		ret = run_action_scripts(ACT_NET_LOCK, pid);
 	if (!ret)
 		ret = netlock_dump_tree();
 	if (ret)
@@ -1780,6 +1787,10 @@ out:
 	 * leave repair mode (their window probes must get through).
 	 */
 	netlock_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
+	/* CRIU's network-unlock point: the tree runs on (its namespace's lock goes). */
+	if (!(ret == 0 && !opts.leave_running && !opts.leave_stopped) && ns_root_own(NS_NET) &&
+	    run_action_scripts(ACT_NET_UNLOCK, pid) && !ret)
+		ret = -1;
 	tcp_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
 	release_tree(ret == 0);
 	if (!ret)

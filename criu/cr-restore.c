@@ -194,6 +194,7 @@ static int check_pids_free(void)
 		if (access(path, F_OK) == 0) {
 			pr_err("pid %d is already in use: cannot restore its task with that pid\n",
 			       item->pid);
+			log_set_errno(EEXIST);
 			return -1;
 		}
 		if (check_helper_pid_free(item->sid, "session") ||
@@ -1565,6 +1566,14 @@ static void write_stats(double t_start, double t_forked, double t_ready, uint64_
 		display_restore_stats();
 }
 
+/* The root of the last restore's tree, as criu sees it (0: none forked). */
+static pid_t restored_root;
+
+pid_t cr_restore_root_pid(void)
+{
+	return restored_root;
+}
+
 int cr_restore_tasks(void)
 {
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
@@ -1624,9 +1633,13 @@ int cr_restore_tasks(void)
 		goto out;
 	if (fork_root_task())
 		goto out;
-	root_pid = rst_tasks[0].pid;
-	/* CRIU's setup-namespaces: the scripts' turn to fill the net namespace (--empty-ns). */
-	if (ns_root_own(NS_NET) && run_action_scripts(ACT_SETUP_NS, root_pid))
+	root_pid = restored_root = rst_tasks[0].pid;
+	/*
+	 * CRIU's setup-namespaces and post-setup-namespaces, run for every tree as CRIU runs
+	 * them: the scripts' turn to fill the net namespace (--empty-ns).
+	 */
+	if (run_action_scripts(ACT_SETUP_NS, root_pid) ||
+	    run_action_scripts(ACT_POST_SETUP_NS, root_pid))
 		goto out;
 	if (seize_tree_tasks())
 		goto out;
@@ -1653,7 +1666,11 @@ int cr_restore_tasks(void)
 	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
 	 * unlocked, then its connections out of repair mode (their window probes get through).
 	 */
-	if (tcp_restore_fins() || netlock_restore_unlock(root_pid) || tcp_restore_unlock())
+	if (tcp_restore_fins() || netlock_restore_unlock(root_pid))
+		goto out;
+	if (ns_root_own(NS_NET) && run_action_scripts(ACT_NET_UNLOCK, root_pid))
+		goto out;
+	if (tcp_restore_unlock())
 		goto out;
 	t_ready = now_secs();
 	if (run_action_scripts(ACT_POST_RESTORE, root_pid))

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cr-service.h"
 #include "cr_options.h"
 #include "crtools.h"
 #include "dedup.h"
@@ -325,6 +326,17 @@ static int run_dedup(char **args)
 	return ret ? 1 : 0;
 }
 
+static int run_swrk(char **args)
+{
+	return cr_swrk(args[0]);
+}
+
+static int run_service(char **args)
+{
+	(void)args;
+	return cr_service();
+}
+
 struct command {
 	const char *name;
 	int (*run)(char **args); /* NULL: refused */
@@ -334,21 +346,22 @@ struct command {
 
 /* CRIU's commands, with show (`crit show`); the rest of CRIU's are refused by name. */
 static const struct command commands[] = {
-	{ "dump", run_dump, NULL, "checkpoint the process tree rooted at PID into DIR" },
-	{ "restore", run_restore, NULL, "restore the process tree saved in DIR" },
-	{ "check", run_check, NULL, "check that this kernel has what dump and restore need" },
-	{ "show", exec_crit_show, "FILE", "print an image file as JSON (runs crit show FILE)" },
-	{ "pre-dump", run_pre_dump, NULL,
-	  "save the tree's memory, leave it running and track its writes for the next dump" },
-	{ "page-server", run_page_server, NULL,
-	  "receive the pages of one dump --page-server into DIR (--port, --address)" },
-	{ "service", NULL, NULL, "not supported: there is no RPC service" },
-	{ "swrk", NULL, NULL, "not supported: there is no RPC service" },
-	{ "dedup", run_dedup, NULL,
-	  "punch the pages the dump in DIR stores again out of its parent images" },
-	{ "lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR" },
-	{ "cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked" },
-	{ "exec", NULL, NULL, "not supported" },
+	{"dump", run_dump, NULL, "checkpoint the process tree rooted at PID into DIR"},
+	{"restore", run_restore, NULL, "restore the process tree saved in DIR"},
+	{"check", run_check, NULL, "check that this kernel has what dump and restore need"},
+	{"show", exec_crit_show, "FILE", "print an image file as JSON (runs crit show FILE)"},
+	{"pre-dump", run_pre_dump, NULL,
+	 "save the tree's memory, leave it running and track its writes for the next dump"},
+	{"page-server", run_page_server, NULL,
+	 "receive the pages of one dump --page-server into DIR (--port, --address)"},
+	{"service", run_service, NULL,
+	 "serve CRIU's RPC on --address (default /var/run/criu_service.socket)"},
+	{"swrk", run_swrk, "FD", "serve CRIU's RPC on the inherited socket FD (runc, libcriu)"},
+	{"dedup", run_dedup, NULL,
+	 "punch the pages the dump in DIR stores again out of its parent images"},
+	{"lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR"},
+	{"cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked"},
+	{"exec", NULL, NULL, "not supported"},
 };
 
 #define NR_COMMANDS (sizeof(commands) / sizeof(commands[0]))

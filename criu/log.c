@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ static struct timespec log_start;
 static const char *log_prefix = "";
 static bool log_echo_errors = true;
 static bool log_error_shown;
+/* The first error line of the run, without its "Error (file:line): " header (RPC answers). */
+static char first_error[512];
 
 static int open_log_file(int dirfd, const char *path)
 {
@@ -124,6 +127,44 @@ static void log_write(int fd, const char *buf, size_t len)
 	}
 }
 
+static void keep_first_error(const char *line)
+{
+	const char *text = line;
+	size_t len;
+
+	/* pr_err()'s header names the source line; the reader of the answer wants the reason. */
+	if (!strncmp(text, "Error (", 7) && strstr(text, "): "))
+		text = strstr(text, "): ") + 3;
+	snprintf(first_error, sizeof(first_error), "%s", text);
+	len = strlen(first_error);
+	while (len && first_error[len - 1] == '\n')
+		first_error[--len] = '\0';
+}
+
+const char *log_first_error(void)
+{
+	return first_error;
+}
+
+static int first_errno;
+
+void log_forget_errors(void)
+{
+	first_error[0] = '\0';
+	first_errno = 0;
+}
+
+void log_set_errno(int err)
+{
+	if (!first_errno)
+		first_errno = err;
+}
+
+int log_get_errno(void)
+{
+	return first_errno;
+}
+
 void print_on_level(int level, const char *fmt, ...)
 {
 	char buf[4096];
@@ -147,6 +188,8 @@ void print_on_level(int level, const char *fmt, ...)
 	if (len >= (int)sizeof(buf))
 		len = sizeof(buf) - 1;
 
+	if (level == LOG_ERROR && !first_error[0])
+		keep_first_error(buf + hdr);
 	if (log_fd >= 0 && log_fd != STDERR_FILENO)
 		log_write(log_fd, buf, len);
 	/* Errors reach the user on stderr, plain messages on stdout, without the timestamp. */

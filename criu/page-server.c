@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "action-scripts.h"
 #include "cr_options.h"
 #include "crtools.h"
 #include "log.h"
@@ -386,6 +387,16 @@ int page_server_listen(void)
 		}
 	}
 	freeaddrinfo(res);
+	/* Port 0 (the RPC's page server without one): the kernel's choice, told to the client. */
+	if (sk >= 0 && !opts.ps_port) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+
+		if (!getsockname(sk, (struct sockaddr *)&ss, &len))
+			opts.ps_port = ntohs(ss.ss_family == AF_INET6
+						     ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						     : ((struct sockaddr_in *)&ss)->sin_port);
+	}
 	if (sk < 0)
 		pr_err("page server: cannot listen on %s: %s\n", page_server_name(), strerror(err));
 	else
@@ -405,8 +416,10 @@ int cr_page_server(void)
 		goto out;
 	if (daemonize())
 		goto out;
-	/* --status-fd: the dump may connect now. */
+	/* --status-fd (and CRIU's status-ready point): the dump may connect now. */
 	report_status_ready();
+	if (run_action_scripts(ACT_STATUS_READY, 0))
+		goto out;
 	/* --lazy-pages: the other way round, the images' pages go to a lazy-pages daemon. */
 	if (opts.lazy_pages) {
 		ret = page_server_serve_images(listen_sk);

@@ -33,6 +33,8 @@
 #include "pstree.h"
 #include "sk-opts.h"
 #include "sk-queue.h"
+#include "sk-unix.h"
+#include "rpc-wire.h"
 
 #include "sk-unix.pb-c.h"
 
@@ -399,6 +401,18 @@ static const struct usk_diag *listener_of(uint32_t client_ino);
  * plugin for Unix sockets (DUMP_UNIX_SK) says how to dump such peers. A peer only in
  * flight in some queue looks outside the tree to this test.
  */
+/*
+ * The RPC service's end of its client's connection (unix_sk_set_service()): a client that
+ * dumps itself holds the other end, which is dumped with USK_SERVICE and comes back, as
+ * CRIU's does, connected to nothing but the dump's answer (unix_sk_open()).
+ */
+static uint32_t service_sk_ino;
+
+void unix_sk_set_service(uint32_t ino)
+{
+	service_sk_ino = ino;
+}
+
 static bool left_to_ext_plugins(const struct usk_diag *sk)
 {
 	const struct usk_diag *listener = listener_of(sk->ino);
@@ -741,6 +755,16 @@ static int check_dumped_peers(struct usk_diag *sk)
 {
 	struct usk_diag *peer = find_diag(sk->img_peer);
 
+	if (service_sk_ino && sk->img_peer == service_sk_ino) {
+		if (sk->entry->nr_packets) {
+			pr_err("fd %d of task %d (unix socket %u): connected to criu's service, "
+			       "with data queued, which is not supported\n",
+			       sk->fd, sk->pid, sk->ino);
+			return -ENOTSUP;
+		}
+		sk->entry->ue.uflags |= USK_SERVICE;
+		return 0;
+	}
 	if (sk->img_peer && (!peer || !peer->id))
 		return external_peer(sk, peer);
 	if (peer && peer != sk && peer->img_peer != sk->ino && peer->state != TCP_LISTEN &&
@@ -832,6 +856,12 @@ static bool is_extern(const struct unix_sk *sk)
 	return sk->ue->uflags & USK_EXTERN;
 }
 
+/* The client's end of a connection to criu's RPC service (its peer is not in the images). */
+static bool to_service(const struct unix_sk *sk)
+{
+	return sk->ue->uflags & USK_SERVICE;
+}
+
 /* A socket a plugin dumped (DUMP_UNIX_SK) and restores (RESTORE_UNIX_SK). */
 static bool by_plugin(const struct unix_sk *sk)
 {
@@ -840,8 +870,6 @@ static bool by_plugin(const struct unix_sk *sk)
 
 static const char *uflag_name(uint32_t uflags)
 {
-	if (uflags & USK_SERVICE)
-		return "was connected to criu's service";
 	if (uflags & USK_INHERIT)
 		return "was given by --inherit-fd";
 	return "has unknown flags";
@@ -901,11 +929,17 @@ static int check_name(const UnixSkEntry *ue, const char *what)
 
 static int check_kind_and_state(const UnixSkEntry *ue, const char *what)
 {
-	if (ue->uflags & ~(USK_EXTERN | USK_CALLBACK) ||
-	    (ue->uflags & USK_EXTERN && ue->uflags & USK_CALLBACK)) {
+	if (ue->uflags & ~(USK_EXTERN | USK_CALLBACK | USK_SERVICE) ||
+	    __builtin_popcount(ue->uflags) > 1) {
 		pr_err("%s %s, which is not supported\n", what,
-		       uflag_name(ue->uflags & ~(USK_EXTERN | USK_CALLBACK)));
+		       uflag_name(ue->uflags & ~(USK_EXTERN | USK_CALLBACK | USK_SERVICE)));
 		return -ENOTSUP;
+	}
+	if (ue->uflags & USK_SERVICE &&
+	    (ue->type != SOCK_SEQPACKET || ue->state != TCP_ESTABLISHED)) {
+		pr_err("%s was connected to criu's service, but is no connected seqpacket socket\n",
+		       what);
+		return -EINVAL;
 	}
 	if (ue->uflags & USK_EXTERN)
 		return check_extern(ue, what);
@@ -1059,7 +1093,7 @@ static int check_datagram_peer(const struct unix_sk *sk)
 /* Listening sockets and connections not accepted yet have no queue of data. */
 static int check_queue_owner(const struct unix_sk *sk)
 {
-	bool may_queue = !by_plugin(sk) && !is_extern(sk) &&
+	bool may_queue = !by_plugin(sk) && !is_extern(sk) && !to_service(sk) &&
 			 (sk->ue->type == SOCK_DGRAM ||
 			  (sk->ue->state == TCP_ESTABLISHED && !is_pending(sk)));
 
@@ -1074,8 +1108,8 @@ static int resolve_peer(struct unix_sk *sk)
 {
 	uint32_t peer_ino = sk->ue->peer;
 
-	/* A plugin's socket names its peer outside the tree. */
-	if (!peer_ino || by_plugin(sk))
+	/* A plugin's socket names its peer outside the tree, as the service's client does. */
+	if (!peer_ino || by_plugin(sk) || to_service(sk))
 		return 0;
 	sk->peer = find_usk_by_ino(peer_ino);
 	if (!sk->peer) {
@@ -1113,7 +1147,7 @@ static int unix_sk_collect_done(void)
 	for (size_t i = 0; i < nr_usks && !ret; i++) {
 		struct unix_sk *sk = usks[i];
 
-		if (by_plugin(sk) || is_extern(sk))
+		if (by_plugin(sk) || is_extern(sk) || to_service(sk))
 			ret = 0;
 		else if (sk->ue->type == SOCK_DGRAM)
 			ret = check_datagram_peer(sk);
@@ -1835,6 +1869,30 @@ static int open_stream(const struct unix_sk *sk)
 	return fd;
 }
 
+/*
+ * The client's end of its connection to criu's service, which dumped it: a socketpair
+ * whose other end sent the dump's answer as the client sees it after a restore (success,
+ * restored) and went away.
+ */
+static int open_to_service(const struct unix_sk *sk)
+{
+	int fds[2], ret = new_socketpair(sk, fds);
+	uint8_t buf[64];
+	ssize_t len;
+
+	if (ret)
+		return ret;
+	len = rpc_pack_restored_answer(buf, sizeof(buf));
+	if (len < 0 || send(fds[1], buf, len, MSG_NOSIGNAL) != len) {
+		ret = len < 0 ? (int)len : -errno;
+		pr_err("%s: cannot queue the service's answer: %s\n", sk->what, strerror(-ret));
+		close(fds[0]);
+		fds[0] = ret;
+	}
+	close(fds[1]);
+	return fds[0];
+}
+
 /* As CRIU asks for it: by the socket's inode. */
 static int open_by_plugin(const struct unix_sk *sk)
 {
@@ -1859,7 +1917,9 @@ static int unix_sk_open(const struct file_desc *d)
 	}
 	if (is_pair(sk))
 		return open_pair(sk);
-	if (by_plugin(sk))
+	if (to_service(sk))
+		fd = open_to_service(sk);
+	else if (by_plugin(sk))
 		fd = open_by_plugin(sk);
 	else
 		fd = sk->ue->type == SOCK_DGRAM ? open_datagram(sk) : open_stream(sk);

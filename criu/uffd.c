@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "action-scripts.h"
 #include "cr_options.h"
 #include "crtools.h"
 #include "image.h"
@@ -1734,6 +1735,8 @@ int cr_lazy_pages(void)
 		goto out;
 	/* --status-fd: restore may connect now (CRIU's test driver waits for this byte). */
 	report_status_ready();
+	if (run_action_scripts(ACT_STATUS_READY, 0))
+		goto out;
 	if (start_guardian(&d, listen_fd))
 		goto out;
 	d.ep = epoll_create1(EPOLL_CLOEXEC);

@@ -4406,7 +4406,8 @@ class TestRun:
         expected = ['pre-dump %d %s ' % (pid, img), 'post-dump %d %s inventory' % (pid, img),
                     'pre-restore none %s inventory' % img] + [
                         '%s %d %s inventory' % (stage, pid, img)
-                        for stage in ('post-restore', 'pre-resume', 'post-resume')]
+                        for stage in ('setup-namespaces', 'post-setup-namespaces',
+                                      'post-restore', 'pre-resume', 'post-resume')]
         with open(script + '.trace') as trace:
             got = trace.read().splitlines()
         if got != expected:

@@ -8,25 +8,42 @@
 #include <sys/types.h>
 
 /*
- * The points this criu runs scripts at. CRIU's others (network-lock, network-unlock,
- * post-setup-namespaces, orphan-pts-master) belong to state this criu does not lock or
- * restore (the network during a dump, orphaned ptys) and are never run.
+ * The points CRIU runs scripts (or sends RPC notifications) at, with CRIU's names
+ * (action_script_name()). ORPHAN_PTS_MASTER belongs to state this criu does not restore
+ * (a pty whose master is outside the tree) and is never reached.
  */
 enum script_action {
-	ACT_PRE_DUMP,	  /* before the tree is seized */
-	ACT_POST_DUMP,	  /* every image written, the tree still frozen */
-	ACT_PRE_RESTORE,  /* before the images are read */
-	ACT_SETUP_NS,	  /* the root forked into a net namespace of its own (--empty-ns net) */
-	ACT_POST_RESTORE, /* every task restored and held before its own code */
-	ACT_PRE_RESUME,	  /* just before the tasks are let go */
-	ACT_POST_RESUME,  /* the tasks run */
+	ACT_PRE_DUMP,	       /* before the tree is seized */
+	ACT_NET_LOCK,	       /* dump: the tree's own net namespace is about to be locked */
+	ACT_POST_DUMP,	       /* every image written, the tree still frozen */
+	ACT_NET_UNLOCK,	       /* the tree's own net namespace was unlocked (dump or restore) */
+	ACT_PRE_RESTORE,       /* before the images are read */
+	ACT_SETUP_NS,	       /* the root forked, its namespaces made, nothing restored in them */
+	ACT_POST_SETUP_NS,     /* right after setup-namespaces */
+	ACT_POST_RESTORE,      /* every task restored and held before its own code */
+	ACT_PRE_RESUME,	       /* just before the tasks are let go */
+	ACT_POST_RESUME,       /* the tasks run */
+	ACT_ORPHAN_PTS_MASTER, /* CRIU's: a new pty's master for the client (never reached) */
+	ACT_STATUS_READY,      /* a daemon (page-server) is ready, where --status-fd is told */
+	ACT_MAX,
 };
 
 /*
  * Runs every --action-script, in the order given, with CRTOOLS_SCRIPT_ACTION,
  * CRTOOLS_IMAGE_DIR (the images dir as criu holds it open) and, when init_pid is not 0,
  * CRTOOLS_INIT_PID (the root of the tree). 0 when each exited 0; else -1, logged once.
+ * With a notifier set, the notifier is called instead (as CRIU's RPC replaces scripts).
  */
 int run_action_scripts(enum script_action action, pid_t init_pid);
+
+/* CRIU's name of a point ("post-dump"). */
+const char *action_script_name(enum script_action action);
+
+/*
+ * A layer above (the RPC service) that hears of every point instead of the scripts:
+ * fd is a descriptor to hand over with it, or -1. 0 to go on, else -1 (logged by it).
+ */
+typedef int (*action_notifier_t)(enum script_action action, pid_t init_pid, int fd);
+void action_scripts_set_notifier(action_notifier_t notifier);
 
 #endif

@@ -135,6 +135,12 @@ extern struct cr_options opts;
  * stderr. -h and -V print and exit(0).
  */
 int parse_options(int argc, char **argv);
+/*
+ * Applies one option by its long name ("tcp-established", "no-shell-job", "external"), as
+ * the command line would, refusals included; arg NULL for none. 0, or -1 after one error
+ * line (parse_error_line()). "config" reads that configuration file.
+ */
+int opts_apply(const char *long_name, const char *arg);
 /* The --external veth[] given for the link inner, or NULL. */
 const struct ext_veth *opts_ext_veth(const char *inner);
 /* The --external macvlan[] (netdev[]) given for the link inner, or NULL. */

@@ -14,6 +14,8 @@ int cr_pre_dump_tasks(pid_t pid);
  * 0 with -d, or the restored root's exit status when criu waits for it.
  */
 int cr_restore_tasks(void);
+/* The root pid of the tree cr_restore_tasks() forked last (as criu sees it), or 0. */
+pid_t cr_restore_root_pid(void);
 /* What `criu check` is asked: one feature, or the required ones and these groups. */
 struct check_request {
 	const char *feature; /* --feature NAME; NULL: the groups */

@@ -32,6 +32,19 @@ void log_set_task_fd(int fd);
 /* Whether an error line already reached the user on stderr. */
 bool log_error_was_shown(void);
 int log_get_level(void);
+/*
+ * The first error line logged since the start (or log_forget_errors()), without its
+ * header and newline; "" when none. What the RPC service answers a failure with.
+ */
+const char *log_first_error(void);
+void log_forget_errors(void);
+/*
+ * The errno a failure stands for, where the code that saw it knows one a caller can act
+ * on (EEXIST: a pid to restore is taken): the RPC's cr_errno. The first one set counts;
+ * 0 when none. log_forget_errors() clears it.
+ */
+void log_set_errno(int err);
+int log_get_errno(void);
 void log_set_prefix(const char *prefix);
 void print_on_level(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

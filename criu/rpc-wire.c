@@ -1,0 +1,86 @@
+/*
+ * CRIU's RPC messages on a SOCK_SEQPACKET socket: a packet is one message, read whole
+ * (its size peeked first), and a descriptor may travel beside a response.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rpc-wire.h"
+
+int rpc_recv_req(int sk, CriuReq **req)
+{
+	ssize_t len = recv(sk, NULL, 0, MSG_PEEK | MSG_TRUNC);
+	uint8_t *buf;
+
+	if (len < 0)
+		return -errno;
+	if (len == 0) {
+		/* An empty packet cannot be told from EOF: either way nothing more comes. */
+		recv(sk, NULL, 0, 0);
+		return 1;
+	}
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	len = recv(sk, buf, len, 0);
+	if (len < 0) {
+		len = -errno;
+		free(buf);
+		return len;
+	}
+	*req = criu_req__unpack(NULL, len, buf);
+	free(buf);
+	return *req ? 0 : -EBADMSG;
+}
+
+int rpc_send_resp(int sk, const CriuResp *resp, int fd)
+{
+	size_t len = criu_resp__get_packed_size(resp);
+	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct msghdr mh = {0};
+	struct iovec iov;
+	uint8_t *buf = malloc(len ? len : 1);
+	ssize_t sent;
+
+	if (!buf)
+		return -ENOMEM;
+	criu_resp__pack(resp, buf);
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (fd >= 0) {
+		struct cmsghdr *ch;
+
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		ch = CMSG_FIRSTHDR(&mh);
+		ch->cmsg_level = SOL_SOCKET;
+		ch->cmsg_type = SCM_RIGHTS;
+		ch->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(ch), &fd, sizeof(int));
+	}
+	sent = sendmsg(sk, &mh, MSG_NOSIGNAL);
+	free(buf);
+	if (sent < 0)
+		return -errno;
+	return (size_t)sent == len ? 0 : -EMSGSIZE;
+}
+
+ssize_t rpc_pack_restored_answer(uint8_t *buf, size_t size)
+{
+	CriuResp resp = CRIU_RESP__INIT;
+	CriuDumpResp dump = CRIU_DUMP_RESP__INIT;
+
+	resp.type = CRIU_REQ_TYPE__DUMP;
+	resp.success = true;
+	dump.has_restored = true;
+	dump.restored = true;
+	resp.dump = &dump;
+	if (criu_resp__get_packed_size(&resp) > size)
+		return -ENOSPC;
+	return criu_resp__pack(&resp, buf);
+}

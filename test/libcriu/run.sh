@@ -1,8 +1,9 @@
 #!/bin/bash
 # libcriu (lib/c) against criu/criu: test/libcriu/libcriu_test.c built twice, linked with
 # lib/c/libcriu.so.2 and with lib/c/libcriu.a, each run on the zdtm program
-# test/bin/mem_anon_private. Prints the programs' lines and "libcriu: N passed, N failed"
-# (one count per build); exit 1 if one failed. Run as root, after `make` and `make -C test`.
+# test/bin/mem_anon_private; and lib/c/version.h checked against criu's interface version.
+# Prints the programs' lines and "libcriu: N passed, N failed" (one count per build, one for
+# version.h); exit 1 if one failed. Run as root, after `make` and `make -C test`.
 # CRIU=PATH runs it against another criu. Output: test/out/libcriu/.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +29,19 @@ ldd "$out/libcriu_test" | grep -q "$lib/libcriu.so.2" ||
 	{ echo "libcriu: $out/libcriu_test does not load $lib/libcriu.so.2" >&2; exit 2; }
 
 passed=0 failed=0
+# lib/c/version.h (installed, read by libcriu's users) says the CRIU interface version
+# criu implements (criu/include/version.h): the two must agree.
+iface() { sed -n "s/^#define $2[[:space:]]*\([0-9]*\)$/\1/p" "$1"; }
+lib_v="$(iface "$lib/version.h" CRIU_VERSION_MAJOR).$(iface "$lib/version.h" CRIU_VERSION_MINOR)"
+criu_v="$(iface "$repo/criu/include/version.h" CRIU_IFACE_MAJOR).$(iface \
+	"$repo/criu/include/version.h" CRIU_IFACE_MINOR)"
+if [ "$lib_v" = "$criu_v" ] && [ "$lib_v" != . ]; then
+	echo "ok version.h: lib/c says $lib_v, as criu/include/version.h"
+	passed=$((passed + 1))
+else
+	echo "FAIL version.h: lib/c/version.h says $lib_v, criu/include/version.h $criu_v"
+	failed=$((failed + 1))
+fi
 for t in libcriu_test libcriu_test-static; do
 	mkdir -p "$out/$t.work"
 	echo "libcriu: $t"

@@ -1,7 +1,8 @@
 /*
  * libcriu against criu/criu: version and check requests, the errors a caller must be able
- * to tell apart, and a zdtm test program dumped and restored through the library, once with
- * criu_restore() and once, dumped left running, with criu_restore_child().
+ * to tell apart, a zdtm test program dumped and restored through the library, once with
+ * criu_restore() and once, dumped left running, with criu_restore_child(), and requests
+ * to `criu service` by its address and on a socket of ours.
  *
  *   libcriu_test CRIU PROGRAM WORKDIR     (as root; PROGRAM: a test/bin zdtm program)
  *
@@ -16,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -431,6 +434,112 @@ static void check_restore_child(void)
 	close(img);
 }
 
+/*
+ * `criu service -d` (as our child: we are its subreaper) reached through its socket, with
+ * an options object of our own: by address (CRIU_COMM_SK) and on a socket we connected
+ * (CRIU_COMM_FD), which the library must leave open.
+ */
+static void check_service(void)
+{
+	char address[PATH_MAX], pidfile[PATH_MAX];
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	criu_opts *opts = NULL;
+	int ret, status, version, sk, img, ready[2], pid_max = 0;
+	ssize_t got;
+	char byte;
+	pid_t starter, service = 0;
+	FILE *f;
+
+	snprintf(address, sizeof(address), "%s/criu.sock", workdir);
+	snprintf(pidfile, sizeof(pidfile), "%s/service.pid", workdir);
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	/* --status-fd: criu writes a byte there once it listens (and wrote the pidfile) */
+	if (pipe(ready)) {
+		result("service", "pipe: %s", strerror(errno));
+		goto out;
+	}
+	starter = fork();
+	if (starter == 0) {
+		if (dup2(ready[1], 3) < 0)
+			_exit(126);
+		execl(criu_bin, criu_bin, "service", "-d", "--address", address, "--pidfile",
+		      pidfile, "--status-fd", "3", "-W", workdir, "-o", "service.log", "-v4",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	got = starter > 0 ? read(ready[0], &byte, 1) : -1;
+	close(ready[0]);
+	/* -d: the first process exits once the daemon runs */
+	if (starter > 0)
+		waitpid(starter, &status, 0);
+	f = got == 1 ? fopen(pidfile, "r") : NULL;
+	if (!f) {
+		result("service", "criu service -d did not start (%s/service.log)", workdir);
+		goto out;
+	}
+	if (fscanf(f, "%d", &service) != 1)
+		service = 0;
+	fclose(f);
+
+	if (criu_local_init_opts(&opts) || criu_local_set_service_address(opts, address)) {
+		result("service", "criu_local_init_opts");
+		goto out;
+	}
+	criu_local_set_log_level(opts, CRIU_LOG_DEBUG);
+	version = criu_local_get_version(opts);
+	ret = criu_local_check(opts);
+	if (version < 40200 || ret)
+		result("service", "through %s: version %d, check %d (errno %d)", address, version,
+		       ret, errno);
+	else
+		result("service", NULL);
+
+	f = fopen("/proc/sys/kernel/pid_max", "r");
+	if (!f || fscanf(f, "%d", &pid_max) != 1)
+		pid_max = 4194304;
+	if (f)
+		fclose(f);
+	img = open_images("service-no-process");
+	criu_local_set_images_dir_fd(opts, img);
+	criu_local_set_log_file(opts, "dump.log");
+	criu_local_set_pid(opts, pid_max);
+	errno = 0;
+	ret = criu_local_dump(opts);
+	if (ret != -EBADE || errno != ESRCH)
+		result("service-dump-no-process",
+		       "criu_local_dump() = %d errno %d, want -EBADE ESRCH", ret, errno);
+	else
+		result("service-dump-no-process", NULL);
+	close(img);
+
+	sk = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	strcpy(addr.sun_path, address);
+	if (sk < 0 || connect(sk, (struct sockaddr *)&addr, sizeof(addr))) {
+		result("service-fd", "connect(%s): %s", address, strerror(errno));
+	} else {
+		criu_local_init_opts(&opts);
+		criu_local_set_service_fd(opts, sk);
+		ret = criu_local_get_version(opts);
+		if (ret != version)
+			result("service-fd", "criu_local_get_version() on our socket = %d errno %d",
+			       ret, errno);
+		else if (fcntl(sk, F_GETFD) < 0)
+			result("service-fd", "the library closed the caller's socket");
+		else
+			result("service-fd", NULL);
+	}
+	if (sk >= 0)
+		close(sk);
+out:
+	criu_local_free_opts(opts);
+	if (service > 0) {
+		kill(service, SIGKILL);
+		waitpid(service, NULL, 0);
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -448,6 +557,7 @@ int main(int argc, char **argv)
 	check_dump_no_process();
 	check_dump_restore();
 	check_restore_child();
+	check_service();
 	criu_free_opts();
 	return failures;
 }

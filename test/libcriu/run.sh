@@ -1,9 +1,10 @@
 #!/bin/bash
-# libcriu (lib/c) against criu/criu: test/libcriu/libcriu_test.c built twice, linked with
-# lib/c/libcriu.so.2 and with lib/c/libcriu.a, each run on the zdtm program
+# libcriu (lib/c): wire_test.c against a fake criu (every option in its request field,
+# notifications, each kind of answer), then against criu/criu libcriu_test.c built twice,
+# linked with lib/c/libcriu.so.2 and with lib/c/libcriu.a, each run on the zdtm program
 # test/bin/mem_anon_private; and lib/c/version.h checked against criu's interface version.
-# Prints the programs' lines and "libcriu: N passed, N failed" (one count per build, one for
-# version.h); exit 1 if one failed. Run as root, after `make` and `make -C test`.
+# Prints the programs' lines and "libcriu: N passed, N failed" (one count per program and
+# build, one for version.h); exit 1 if one failed. Run as root, after `make` and `make -C test`.
 # CRIU=PATH runs it against another criu. Output: test/out/libcriu/.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +30,16 @@ ldd "$out/libcriu_test" | grep -q "$lib/libcriu.so.2" ||
 	{ echo "libcriu: $out/libcriu_test does not load $lib/libcriu.so.2" >&2; exit 2; }
 
 passed=0 failed=0
+# The library alone against a fake criu: options on the wire, notifications, answers.
+gcc "${cflags[@]}" -o "$out/wire_test" "$here/wire_test.c" -L"$lib" -lcriu -Wl,-rpath,"$lib" \
+	-lprotobuf-c -lpthread || exit 2
+echo "libcriu: wire_test"
+if timeout -k 10 60 "$out/wire_test"; then
+	passed=$((passed + 1))
+else
+	echo "libcriu: wire_test: FAIL"
+	failed=$((failed + 1))
+fi
 # lib/c/version.h (installed, read by libcriu's users) says the CRIU interface version
 # criu implements (criu/include/version.h): the two must agree.
 iface() { sed -n "s/^#define $2[[:space:]]*\([0-9]*\)$/\1/p" "$1"; }

@@ -1144,7 +1144,7 @@ static int read_config_files(void)
 /*
  * The RPC service's way in (cr-service.c): one option by its long name (or its no-NAME
  * form), applied as the command line applies it, refusals included; "config" reads that
- * file at once. arg must outlive the run, as argv does.
+ * file at once (none there: nothing). arg must outlive the run, as argv does.
  */
 int opts_apply(const char *long_name, const char *arg)
 {
@@ -1165,8 +1165,9 @@ int opts_apply(const char *long_name, const char *arg)
 		opt_error("option --%s requires an argument", o->name);
 		return -1;
 	}
+	/* The RPC's config_file: a missing one is skipped, as CRIU does (runc always names one). */
 	if (o->set == set_config)
-		return arg ? read_config_file(arg, false) : 0;
+		return arg ? read_config_file(arg, true) : 0;
 	return apply_option(o, on ? arg : NULL, on);
 }
 

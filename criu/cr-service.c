@@ -119,8 +119,15 @@ static int refuse_request(CriuReqType type, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------ options ---- */
 
+/* The request's options as the command line would spell them, logged once the log is open. */
+static char applied[4096];
+
 static int apply(const char *name, const char *arg)
 {
+	size_t len = strlen(applied);
+
+	snprintf(applied + len, sizeof(applied) - len, " --%s%s%s", name, arg ? " " : "",
+		 arg ?: "");
 	if (opts_apply(name, arg)) {
 		set_errno(EBADRQC);
 		return -1;
@@ -199,16 +206,22 @@ static const char *cg_mode_name(CriuCgMode mode)
 	}
 }
 
-/* The flags of CriuOpts, each the twin of a command-line option. */
-static int apply_flags(const CriuOpts *o)
+/*
+ * The flags of CriuOpts, each the twin of a command-line option. evasive_devices changes
+ * only what a dump accepts (a device path naming another inode of the same device number),
+ * so on a restore, where runc always sets it, it is no option at all, as with CRIU.
+ */
+static int apply_flags(const CriuOpts *o, enum req_kind kind)
 {
+	bool evasive = o->has_evasive_devices && kind != RK_RESTORE;
+
 	return apply_switch(o->has_leave_running, o->leave_running, "leave-running") ?:
 	       apply_switch(o->has_leave_stopped, o->leave_stopped, "leave-stopped") ?:
 	       apply_switch(o->has_ext_unix_sk, o->ext_unix_sk, "ext-unix-sk") ?:
 	       apply_flag(o->has_tcp_established, o->tcp_established, "tcp-established") ?:
 	       apply_flag(o->has_tcp_close, o->tcp_close, "tcp-close") ?:
 	       apply_flag(o->has_tcp_skip_in_flight, o->tcp_skip_in_flight, "skip-in-flight") ?:
-	       apply_flag(o->has_evasive_devices, o->evasive_devices, "evasive-devices") ?:
+	       apply_flag(evasive, o->evasive_devices, "evasive-devices") ?:
 	       apply_flag(o->has_shell_job, o->shell_job, "shell-job") ?:
 	       apply_flag(o->has_file_locks, o->file_locks, "file-locks") ?:
 	       apply_flag(o->has_track_mem, o->track_mem, "track-mem") ?:
@@ -290,8 +303,10 @@ static int apply_values(const CriuOpts *o)
 	}
 	for (i = 0; i < o->n_cg_root; i++) {
 		const CgroupRoot *r = o->cg_root[i];
+		/* An empty controller (runc sends one) is every controller, as none is. */
+		bool ctrl = r->ctrl && *r->ctrl;
 
-		if (applyf("cgroup-root", "%s%s%s", r->ctrl ?: "", r->ctrl ? ":" : "", r->path))
+		if (applyf("cgroup-root", "%s%s%s", ctrl ? r->ctrl : "", ctrl ? ":" : "", r->path))
 			return -1;
 	}
 	if (apply_strings("external", o->external, o->n_external) ||
@@ -434,7 +449,7 @@ static int apply_request(const CriuOpts *o, enum req_kind kind)
 		return -1;
 	if (o->has_pid && o->pid && applyf("tree", "%d", o->pid))
 		return -1;
-	if (apply_flags(o) || apply_values(o) || apply_page_server(o, kind) ||
+	if (apply_flags(o, kind) || apply_values(o) || apply_page_server(o, kind) ||
 	    apply_client_only(o)) {
 		set_errno(EBADRQC);
 		return -1;
@@ -499,8 +514,10 @@ static int setup_request(const CriuOpts *o, enum req_kind kind)
 		pr_err("the request has no options (criu_req.opts)\n");
 		return -1;
 	}
+	applied[0] = '\0';
 	if (apply_request(o, kind) || open_request_dirs(kind))
 		return -1;
+	pr_info("request from pid %d, as options:%s\n", client.pid, applied);
 	/* A client dumping itself holds the other end of this socket (sk-unix.h). */
 	if (!fstat(client.sk, &st))
 		unix_sk_set_service(st.st_ino);

@@ -138,7 +138,7 @@ int parse_options(int argc, char **argv);
 /*
  * Applies one option by its long name ("tcp-established", "no-shell-job", "external"), as
  * the command line would, refusals included; arg NULL for none. 0, or -1 after one error
- * line (parse_error_line()). "config" reads that configuration file.
+ * line (parse_error_line()). "config" reads that configuration file, if there is one.
  */
 int opts_apply(const char *long_name, const char *arg);
 /* The --external veth[] given for the link inner, or NULL. */

@@ -171,6 +171,10 @@ static int session_open(criu_opts *opts, enum criu_service_comm comm, const char
 	*s = (struct session){.sk = -1};
 	switch (comm) {
 	case CRIU_COMM_FD:
+		if (opts->service_fd < 0) {
+			ret = -EBADF; /* criu_set_service_comm(CRIU_COMM_FD) without an fd */
+			break;
+		}
 		s->sk = opts->service_fd;
 		return 0;
 	case CRIU_COMM_SK:

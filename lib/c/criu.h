@@ -172,8 +172,9 @@ int criu_pre_dump(void);
 int criu_restore(void);
 /*
  * Restores the tree as a child of the caller: criu swrk runs as the caller's child and
- * makes the restored root its sibling. Always started as a binary (service or fd modes
- * fall back to "criu" from PATH). The caller reaps the restored root.
+ * makes the restored root its sibling. So criu swrk is started whatever the mode: the
+ * binary criu_set_service_binary() named, else "criu" from PATH. The caller reaps the
+ * restored root.
  */
 int criu_restore_child(void);
 

@@ -546,6 +546,22 @@ static void check_feature_check(void)
 	free_script(&s);
 }
 
+/* The mode chosen alone: an fd mode without an fd is refused before anything is sent. */
+static void check_comm(void)
+{
+	int ret;
+
+	criu_init_opts();
+	criu_set_service_comm(CRIU_COMM_FD);
+	errno = 0;
+	ret = criu_check();
+	if (ret != -ECONNREFUSED || errno != EBADF)
+		result("comm-fd-unset", "criu_check() = %d errno %d, want -ECONNREFUSED EBADF", ret,
+		       errno);
+	else
+		result("comm-fd-unset", NULL);
+}
+
 /* criu went away mid-request: -ECOMM, and the caller is still alive (no SIGPIPE). */
 static void check_hang_up(void)
 {
@@ -590,6 +606,7 @@ int main(void)
 	check_notify();
 	check_answers();
 	check_feature_check();
+	check_comm();
 	check_hang_up(); /* last: the fake criu closes its end */
 	pthread_mutex_lock(&lock);
 	done = true;

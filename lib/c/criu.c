@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -31,6 +30,20 @@ struct session {
 	pid_t swrk;  /* criu swrk, our child, reaped at the end; 0 if none */
 	int err;     /* the errno the call returns with */
 };
+
+/* fd in decimal, without stdio: the caller may have threads, and this runs after fork(). */
+static void format_fd(char *buf, size_t size, int fd)
+{
+	char digits[16];
+	size_t n = 0, i;
+
+	do
+		digits[n++] = '0' + fd % 10;
+	while ((fd /= 10) && n < sizeof(digits));
+	for (i = 0; i < n && i + 1 < size; i++)
+		buf[i] = digits[n - 1 - i];
+	buf[i] = 0;
+}
 
 /*
  * The child side of spawn_swrk(): exec `binary swrk FD`. Any failure is written to
@@ -64,7 +77,7 @@ exec_swrk(const char *binary, int sk, int status_fd, bool detach)
 		goto fail;
 	if (fcntl(sk, F_SETFD, 0) < 0) /* the one descriptor criu swrk must get */
 		goto fail;
-	snprintf(fd_arg, sizeof(fd_arg), "%d", sk);
+	format_fd(fd_arg, sizeof(fd_arg), sk);
 	execlp(binary, binary, "swrk", fd_arg, (char *)NULL);
 fail:
 	err = errno;

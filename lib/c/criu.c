@@ -54,7 +54,7 @@ exec_swrk(const char *binary, int sk, int status_fd, bool detach)
 {
 	char fd_arg[16];
 	sigset_t none;
-	int err;
+	int err, fd;
 
 	/* A self-dump dumps the caller's tree: criu must not be in it. A new session and a
 	 * second fork make it no descendant of the caller (its parent exits at once). */
@@ -68,6 +68,37 @@ exec_swrk(const char *binary, int sk, int status_fd, bool detach)
 			goto fail;
 		if (pid > 0)
 			_exit(0);
+	}
+
+	/* A caller with stdin, stdout or stderr closed gave their numbers to our descriptors:
+	 * ours move above 2 and /dev/null takes the slots, so that what criu prints goes
+	 * nowhere rather than into the RPC socket or the status pipe. */
+	if (status_fd <= STDERR_FILENO) {
+		int moved = fcntl(status_fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+
+		if (moved < 0)
+			_exit(3);
+		close(status_fd);
+		status_fd = moved;
+	}
+	if (sk <= STDERR_FILENO) {
+		int moved = fcntl(sk, F_DUPFD, STDERR_FILENO + 1);
+
+		if (moved < 0)
+			goto fail;
+		close(sk);
+		sk = moved;
+	}
+	for (fd = 0; fd <= STDERR_FILENO; fd++) {
+		int null;
+
+		if (fcntl(fd, F_GETFD) >= 0)
+			continue;
+		null = open("/dev/null", O_RDWR); /* the lowest free number: fd itself */
+		if (null < 0)
+			goto fail;
+		if (null != fd && (dup2(null, fd) < 0 || close(null)))
+			goto fail;
 	}
 
 	/* The caller's blocked or ignored SIGCHLD would stop criu from reaping the tasks it

@@ -232,6 +232,33 @@ static void check_check(void)
 		result("check", NULL);
 }
 
+/*
+ * A caller with stdin, stdout and stderr closed (a daemon): the socket pair then takes fds
+ * 0 and 1, yet what criu prints must not reach the RPC socket. `criu check` prints.
+ */
+static void check_closed_stdio(void)
+{
+	int status, ret;
+	pid_t pid;
+
+	init_opts();
+	pid = fork();
+	if (pid == 0) {
+		close(0);
+		close(1);
+		close(2);
+		ret = criu_check();
+		_exit(ret == 0 ? 0 : 100 - ret);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		result("closed-stdio", "fork/wait: %s", strerror(errno));
+	else if (!WIFEXITED(status) || WEXITSTATUS(status))
+		result("closed-stdio", "criu_check() with fds 0-2 closed returned %d (status %#x)",
+		       WIFEXITED(status) ? 100 - WEXITSTATUS(status) : 0, status);
+	else
+		result("closed-stdio", NULL);
+}
+
 /* Errors the library itself reports, before or without criu's answer. */
 static void check_local_errors(void)
 {
@@ -553,6 +580,7 @@ int main(int argc, char **argv)
 
 	check_version();
 	check_check();
+	check_closed_stdio();
 	check_local_errors();
 	check_dump_no_process();
 	check_dump_restore();

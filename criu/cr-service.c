@@ -185,6 +185,30 @@ static char *client_fd_path(int fd)
 	return path;
 }
 
+/*
+ * A directory of the client's by the name it has in criu's mount namespace, where that
+ * name is the same directory: restored tasks reach the work directory by name (the
+ * lazy-pages socket), and /proc/PID/ of the client is not theirs to see. Else /proc's.
+ */
+static char *client_dir_path(int fd)
+{
+	char *proc = client_fd_path(fd), real[PATH_MAX];
+	struct stat by_fd, by_name;
+	ssize_t n;
+
+	if (!proc)
+		return NULL;
+	n = readlink(proc, real, sizeof(real) - 1);
+	if (n <= 0 || stat(proc, &by_fd))
+		return proc;
+	real[n] = '\0';
+	if (real[0] != '/' || stat(real, &by_name) || by_name.st_dev != by_fd.st_dev ||
+	    by_name.st_ino != by_fd.st_ino)
+		return proc;
+	free(proc);
+	return strdup(real);
+}
+
 static const char *cg_mode_name(CriuCgMode mode)
 {
 	switch (mode) {
@@ -424,13 +448,13 @@ static int apply_request(const CriuOpts *o, enum req_kind kind)
 	char *imgs = NULL, *work = NULL;
 
 	if (o->images_dir_fd != -1)
-		imgs = client_fd_path(o->images_dir_fd);
+		imgs = client_dir_path(o->images_dir_fd);
 	else if (o->images_dir)
 		imgs = o->images_dir;
 	if (imgs && apply("images-dir", imgs))
 		return -1;
 	if (o->has_work_dir_fd) {
-		work = client_fd_path(o->work_dir_fd);
+		work = client_dir_path(o->work_dir_fd);
 		if (!work || apply("work-dir", work))
 			return -1;
 	}
@@ -893,8 +917,13 @@ static int page_server_child(void *arg, struct child_result *r)
 	(void)r;
 	if (setup_request(req->opts, RK_PAGE_SERVER))
 		return -1;
-	/* No notifications from the page server: the client waits for this answer. */
+	/*
+	 * No notifications from the page server: the client waits for this answer; nor does
+	 * the server keep the connection, whose end the client must see when it is served.
+	 */
 	action_scripts_set_notifier(page_server_ready);
+	close(client.sk);
+	client.sk = -1;
 	/* PAGE_SERVER: a daemon (daemonize() forks, setsid); _CHLD: this child serves. */
 	opts.restore_detach = req->type == CRIU_REQ_TYPE__PAGE_SERVER;
 	opts.pidfile = NULL;

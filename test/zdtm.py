@@ -14,6 +14,7 @@ import json
 import mmap
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -27,6 +28,9 @@ import traceback
 TEST_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT_DIR = os.path.dirname(TEST_DIR)
 CRIU = os.path.join(ROOT_DIR, 'criu', 'criu')
+# This criu's own version (criu -V prints it as its GitID).
+with open(os.path.join(ROOT_DIR, 'criu', 'include', 'version.h')) as _version_h:
+    CRIU_OWN_VERSION = re.search(r'#define CRIU_VERSION "([^"]+)"', _version_h.read()).group(1)
 BIN_DIR = os.path.join(TEST_DIR, 'bin')
 OUT_DIR = os.path.join(TEST_DIR, 'out')
 PLUGINS_DIR = os.path.join(TEST_DIR, 'plugins')
@@ -2185,9 +2189,12 @@ TESTS = {
                                          '--evasive-devices'],
         'stderr': 'option --evasive-devices is not supported\n', 'created': ['d.log']},
     'cli_dedup_without_parent': {'mode': 'cli', 'args': ['dedup', '-D', '{out}']},
+    # CRIU's format, the interface version first: LXC parses it (and wants 2.0 or later)
+    'cli_version': {'mode': 'cli', 'rc': 0, 'args': ['--version'],
+                    'stdout': 'Version: 4.2\nGitID: %s\n' % CRIU_OWN_VERSION},
     'cli_refused_command': {
-        'mode': 'cli', 'rc': 1, 'args': ['service'],
-        'stderr': 'command service is not supported\n'},
+        'mode': 'cli', 'rc': 1, 'args': ['exec'],
+        'stderr': 'command exec is not supported\n'},
     'cli_pre_dump_no_such_pid': {'mode': 'cli',
                                  'args': ['pre-dump', '-t', '{free_pid}', '-D', '{out}/img']},
     'cli_pre_dump_without_pid': {

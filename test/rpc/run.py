@@ -176,6 +176,7 @@ class Program:
     SIGTERM it checks its state and prints PASS or FAIL."""
 
     def __init__(self, name, out):
+        PROGRAMS.append(self)
         self.name, self.out = name, out
         self.pidfile = os.path.join(out, name + '.pid')
         self.output = os.path.join(out, name + '.out')
@@ -259,7 +260,11 @@ class Program:
     def kill(self):
         if self.pid and self.state() is not None:
             os.kill(self.pid, signal.SIGKILL)
+        self.pid = None
         reap()
+
+
+PROGRAMS = []  # every program started, killed after its test if still there
 
 
 def reap():
@@ -504,22 +509,53 @@ def test_page_server(ctx):
     expect(os.path.exists('/proc/%d' % resp.ps.pid), 'no page server with pid %d'
            % resp.ps.pid)
     server = resp.ps.pid
-    c = Conn(ctx.service)
-    resp = rpc_dump(c, prog, ps_dir, ps=('127.0.0.1', resp.ps.port))
-    c.close()
-    expect(resp.success, 'dump to the page server: %s (%s)'
-           % (resp.cr_errmsg, ctx.log('dump.log', ps_dir)))
-    prog.wait_gone('after the dump')
-    deadline = time.monotonic() + TIMEOUT
-    while os.path.exists('/proc/%d' % server):
-        reap()  # a daemon: ours, the subreaper's, once its parent exited
-        expect(time.monotonic() < deadline, 'the page server outlives its dump')
-        time.sleep(0.02)
+    try:
+        c = Conn(ctx.service)
+        resp = rpc_dump(c, prog, ps_dir, ps=('127.0.0.1', resp.ps.port))
+        c.close()
+        expect(resp.success, 'dump to the page server: %s (%s)'
+               % (resp.cr_errmsg, ctx.log('dump.log', ps_dir)))
+        prog.wait_gone('after the dump')
+        deadline = time.monotonic() + TIMEOUT
+        while os.path.exists('/proc/%d' % server):
+            reap()  # a daemon: ours, the subreaper's, once its parent exited
+            expect(time.monotonic() < deadline, 'the page server outlives its dump')
+            time.sleep(0.02)
+    finally:
+        if os.path.exists('/proc/%d' % server):
+            os.kill(server, signal.SIGKILL)
+            reap()
     c = Conn()
     resp = rpc_restore(c, ps_dir)
     c.close()
     expect(resp.success, 'restore: %s (%s)' % (resp.cr_errmsg, ctx.log('restore.log', ps_dir)))
     prog.finish()
+
+
+def test_page_server_chld_wait_pid(ctx):
+    """PAGE_SERVER_CHLD, keep_open: the server is the swrk's child; WAIT_PID on the same
+    connection answers its wait status (killed here: SIGKILL)."""
+    ps_dir = os.path.join(ctx.out, 'ps')
+    os.makedirs(ps_dir)
+    c = Conn()
+    req = req_of(rpc.PAGE_SERVER_CHLD, keep_open=True)
+    fd = dir_opts(req, ps_dir, 'page-server.log')
+    req.opts.ps.address = '127.0.0.1'
+    resp = c.call(req)
+    os.close(fd)
+    expect(resp.type == rpc.PAGE_SERVER_CHLD and resp.success and resp.ps.port > 0,
+           'page server: %s' % resp.cr_errmsg)
+    with open('/proc/%d/status' % resp.ps.pid) as f:
+        ppid = int([l for l in f if l.startswith('PPid:')][0].split()[1])
+    expect(ppid == c.proc.pid, 'the page server is the child of %d, not of swrk %d'
+           % (ppid, c.proc.pid))
+    os.kill(resp.ps.pid, signal.SIGKILL)
+    resp = c.call(req_of(rpc.WAIT_PID, pid=resp.ps.pid))
+    status = c.close()
+    expect(resp.type == rpc.WAIT_PID and resp.success and os.WIFSIGNALED(resp.status) and
+           os.WTERMSIG(resp.status) == signal.SIGKILL,
+           'WAIT_PID: %s, status %#x' % (resp.success, resp.status))
+    expect(status == 0, 'swrk exited %s' % status)
 
 
 SELF_DUMP = r'''
@@ -733,6 +769,9 @@ def main():
             except (Failure, OSError, subprocess.SubprocessError) as exc:
                 failed += 1
                 print('FAIL %s: %s' % (name, exc))
+            for prog in PROGRAMS:
+                prog.kill()
+            PROGRAMS.clear()
             reap()
     finally:
         service.stop()

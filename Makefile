@@ -53,7 +53,7 @@ include Documentation/Makefile.inc
 include lib/c/Makefile.inc
 
 .PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
-.PHONY: uninstall deb libcriu-test
+.PHONY: uninstall deb
 all: criu/criu $(AMDGPU_PLUGIN) crit libcriu
 
 # What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
@@ -104,6 +104,7 @@ zdtm: all
 
 # libcriu's tests (test/libcriu/): a zdtm program dumped and restored through lib/c, and
 # CRIU's own libcriu tests built against it.
+.PHONY: libcriu-test
 libcriu-test: all
 	$(MAKE) -C test libcriu
 

@@ -65,7 +65,7 @@ void criu_free_opts(void);
 
 /*
  * Where requests go (see enum criu_service_comm). Each of the three also selects its
- * mode; criu_set_service_comm() switches the mode alone (libcriu before CRIU 3.x had the
+ * mode; criu_set_service_comm() switches the mode alone (older libcriu had the
  * caller pick it this way). A NULL path restores the default. Return 0 or -ENOMEM.
  */
 int criu_set_service_address(const char *path);

@@ -7,6 +7,9 @@
 #
 #   test/libcriu/kit.sh [TEST...]     # default: all, in the kit's order
 #
+# Then the same tests built against CRIU's own criu.h and libcriu (Debian's criu package
+# has them, 3.17) run on lib/c's libcriu.so.2: binary compatibility (one line and nothing
+# run where they are not installed; tests of newer calls skipped).
 # CRIU=PATH runs them against another criu (e.g. the kit's bin/criu, to compare).
 # Prints one line per test and "libcriu kit: N passed, N failed, N skipped"; exits 1 if a
 # test of test/libcriu/kit-pass.txt (the ones known to pass) did not pass; the others'
@@ -31,7 +34,6 @@ work="$repo/test/out/libcriu-kit"
 rm -rf "$work"
 mkdir -p "$work/output"
 cp "$kit"/*.c "$kit"/*.h "$work/"
-cd "$work"
 
 # The kit's order.
 tests=(test_sub test_self test_notify test_rpc_config test_iters test_errno test_join_ns
@@ -51,52 +53,92 @@ fi
 "$criu" check --feature pidfd_store >/dev/null 2>&1 && export CRIU_FEATURE_PIDFD_STORE=1
 
 # The kit's compiler flags (-Werror alone), our header and library in place of CRIU's.
-cc_test() {
+build_ours() {
 	gcc -c "$1.c" -I"$lib" -I"$repo/images" -Werror -o "$1.o" &&
 		gcc "$1.o" lib.o -L"$lib" -lcriu -o "$1"
+}
+# Or CRIU's own header and library (Debian's criu package has them): the binary then runs
+# on lib/c's libcriu.so.2 all the same (LD_LIBRARY_PATH), which is what a soname promises.
+build_criu() {
+	gcc -c "$1.c" -I"$criu_include" -Werror -o "$1.o" && gcc "$1.o" lib.o -lcriu -o "$1"
 }
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$(dirname "$criu"):$PATH"
 
-passed=0 failed=0
-if ! gcc -c lib.c -I"$lib" -I"$repo/images" -Werror -o lib.o 2>build.log; then
-	echo "libcriu kit: lib.c does not build against lib/c/criu.h:"
-	cat build.log
-	exit 1
-fi
-skipped=0 regressions=
+passed=0 failed=0 skipped=0 regressions=
 listed() { grep -qx "$1" "$here/kit-pass.txt"; }
-for t in "${tests[@]}"; do
-	if [ $dirty_tracking = no ] && { [ "$t" = test_iters ] || [ "$t" = test_pre_dump ]; }; then
-		echo "libcriu kit: $t: SKIP (criu check --feature mem_dirty_track: no dirty-page" \
-			"tracking on this kernel)"
-		skipped=$((skipped + 1))
-		continue
-	fi
-	if ! cc_test "$t" >"$t.build.log" 2>&1; then
-		echo "libcriu kit: $t: FAIL (does not build against lib/c: $work/$t.build.log)"
+
+# run_tests LABEL BUILD DIR: each test built with BUILD in DIR (a copy of the kit) and run.
+run_tests() {
+	local label=$1 build=$2 t dir status
+	cd "$3" || exit 2
+	if ! gcc -c lib.c -I"${4:-$lib}" -I"$repo/images" -Werror -o lib.o 2>build.log; then
+		echo "$label: lib.c does not build:"
+		cat build.log
 		failed=$((failed + 1))
-		listed "$t" && regressions="$regressions $t"
-		continue
+		return
 	fi
-	dir="$work/output/$t"
-	mkdir -p "$dir"
-	# A hung test must not hang the suite; none of them takes more than seconds.
-	if timeout -k 10 300 "$here/subreaper.py" "./$t" "$criu" "$dir" </dev/null >"$dir/test.log" 2>&1; then
-		echo "libcriu kit: $t: PASS"
-		passed=$((passed + 1))
-	else
+	for t in "${tests[@]}"; do
+		if [ $dirty_tracking = no ] && { [ "$t" = test_iters ] || [ "$t" = test_pre_dump ]; }; then
+			echo "$label: $t: SKIP (criu check --feature mem_dirty_track: no dirty-page" \
+				"tracking on this kernel)"
+			skipped=$((skipped + 1))
+			continue
+		fi
+		if ! $build "$t" >"$t.build.log" 2>&1; then
+			if [ "$build" = build_criu ]; then
+				# tests of calls newer than the installed CRIU's header
+				echo "$label: $t: SKIP (does not build against $criu_include)"
+				skipped=$((skipped + 1))
+				continue
+			fi
+			echo "$label: $t: FAIL (does not build against lib/c: $3/$t.build.log)"
+			failed=$((failed + 1))
+			listed "$t" && regressions="$regressions $t"
+			continue
+		fi
+		if ! ldd "./$t" | grep -q "libcriu.so.2 => $lib/libcriu.so.2 "; then
+			echo "$label: $t: FAIL (does not load $lib/libcriu.so.2)"
+			failed=$((failed + 1))
+			regressions="$regressions $t"
+			continue
+		fi
+		dir="$3/output/$t"
+		mkdir -p "$dir"
+		# A hung test must not hang the suite; none of them takes more than seconds.
+		timeout -k 10 300 "$here/subreaper.py" "./$t" "$criu" "$dir" </dev/null \
+			>"$dir/test.log" 2>&1
 		status=$?
+		if [ $status -eq 0 ]; then
+			echo "$label: $t: PASS"
+			passed=$((passed + 1))
+			continue
+		fi
 		if listed "$t"; then
-			echo "libcriu kit: $t: FAIL (exit $status; $dir/test.log, dump.log, restore.log)"
+			echo "$label: $t: FAIL (exit $status; $dir/test.log, dump.log, restore.log)"
 			regressions="$regressions $t"
 		else
-			echo "libcriu kit: $t: FAIL, known (not in kit-pass.txt; exit $status, $dir)"
+			echo "$label: $t: FAIL, known (not in kit-pass.txt; exit $status, $dir)"
 		fi
 		tail -3 "$dir/test.log" | sed 's/^/    /'
 		failed=$((failed + 1))
-	fi
-done
+	done
+}
+
+run_tests "libcriu kit" build_ours "$work"
+
+# CRIU's header where Debian's criu package installed it (not ours: libcriu-cleanroom-dev
+# replaces those files).
+criu_include=/usr/include/criu
+if dpkg -S "$criu_include/criu.h" 2>/dev/null | grep -q '^criu:'; then
+	mkdir -p "$work/abi/output"
+	cp "$kit"/*.c "$kit"/*.h "$work/abi/"
+	run_tests "libcriu kit, built on CRIU's libcriu" build_criu "$work/abi" "$criu_include"
+else
+	echo "libcriu kit, built on CRIU's libcriu: no CRIU criu.h (Debian's criu) in" \
+		"$criu_include, nothing run"
+fi
+
 echo "libcriu kit: $passed passed, $failed failed, $skipped skipped"
 if [ -n "$regressions" ]; then
 	echo "libcriu kit: listed in kit-pass.txt but did not pass:$regressions"

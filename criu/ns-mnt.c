@@ -216,7 +216,7 @@ static bool sb_taken(struct mount_ns *mns, const struct mount *m)
 		for (struct mount *s = pool[p]->mounts; s < pool[p]->mounts + pool[p]->nr; s++)
 			if (s != m && s->e->root_dev == m->e->root_dev &&
 			    (s == all_mntns[0]->root || s->how == MOUNT_NEW_FS ||
-			     s->e->ext_key))
+			     (s->e->ext_key && path_holds(s->e->root, m->e->root))))
 				return true;
 	return false;
 }

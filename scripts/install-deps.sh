@@ -28,9 +28,6 @@ PKGS="$PKGS redis-server tmux iputils-ping"
 # make install renders the man pages with asciidoctor; make deb and test/pkg build the
 # Debian packages (debhelper) and check them with lintian.
 PKGS="$PKGS asciidoctor debhelper lintian"
-# The kit's RPC clients (test/rpc/kit.sh, upstream's test/others/rpc) run as uid 1000 through
-# sudo, against a setuid copy of criu, as upstream runs them.
-PKGS="$PKGS sudo"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -49,6 +49,8 @@ ifeq ($(ASAN),1)
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer
 endif
 CFLAGS ?= -O2 -g
+# The distribution's CPPFLAGS alone, for code that must not see criu's headers (lib/c).
+DIST_CPPFLAGS := $(CPPFLAGS)
 # A distribution's CFLAGS, CPPFLAGS and LDFLAGS (environment or command line) come first;
 # the project's own are appended to them, even to a command-line value (override), so
 # -Werror and the include paths always hold. The build directory is mapped to "." in
@@ -79,10 +81,12 @@ include soccr/Makefile.inc
 include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
+# libcriu (lib/c/): targets libcriu, libcriu-install, libcriu-uninstall, libcriu-clean.
+include lib/c/Makefile.inc
 
 .PHONY: all test demo bench bench-gpu fuzz install clean check-deps zdtm realapps runtimes gpu-emu
 .PHONY: uninstall deb soccr-test
-all: criu/criu $(SOCCR_SO) $(AMDGPU_PLUGIN) crit
+all: criu/criu $(SOCCR_SO) $(AMDGPU_PLUGIN) crit libcriu
 
 # Everything make, make test and make deb need (scripts/install-deps.sh installs it).
 check-deps:
@@ -142,15 +146,21 @@ ZDTM_FLAVOUR ?= h
 zdtm: all
 	test/upstream-zdtm/run.sh $(ZDTM_FLAVOUR) $(ZDTM_ARGS)
 
+# libcriu's tests (test/libcriu/): a zdtm program dumped and restored through lib/c, and
+# CRIU's own libcriu tests built against it.
+.PHONY: libcriu-test
+libcriu-test: all
+	$(MAKE) -C test libcriu
+
 # A short libFuzzer run of every image reader target (clang; test/fuzz/README.md).
 fuzz:
 	$(MAKE) -C test/fuzz run
 
 # criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header,
 # libsoccr (the shared library with its soname link, the static one, its header beside the
-# plugin's) and the man pages. Not stripped: a packager strips (and keeps the debug
-# symbols) itself.
-install: all man crit-install
+# plugin's), libcriu (lib/c/Makefile.inc) and the man pages. Not stripped: a packager strips
+# (and keeps the debug symbols) itself.
+install: all man crit-install libcriu-install
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR) \
 		$(DESTDIR)$(LIBDIR)
 	install -m 755 criu/criu $(DESTDIR)$(SBINDIR)/criu
@@ -165,7 +175,7 @@ install: all man crit-install
 		install -m 644 Documentation/$$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page || exit 1; \
 	done
 
-uninstall: crit-uninstall
+uninstall: crit-uninstall libcriu-uninstall
 	rm -f $(DESTDIR)$(SBINDIR)/criu $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
 	rm -f $(DESTDIR)$(INCLUDEDIR)/criu/soccr.h $(DESTDIR)$(LIBDIR)/$(SOCCR_SONAME)
 	rm -f $(DESTDIR)$(LIBDIR)/libsoccr.so $(DESTDIR)$(LIBDIR)/libsoccr.a
@@ -187,7 +197,7 @@ pkg-clean:
 	rm -rf out criu/plugindir.stamp
 clean: man-clean pkg-clean
 
-clean: crit-clean
+clean: crit-clean libcriu-clean
 	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean

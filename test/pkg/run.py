@@ -7,14 +7,17 @@
 #   version       the packages' version is criu's (criu/include/version.h)
 #   lintian       no lintian error on the packages (warnings are listed)
 #   reproducible  a second build in a directory of another name gives the same .debs
-#   contents      no build path in any packaged file; criu, the plugin and libsoccr are
-#                 linked with full RELRO and carry no test hook; libsoccr's soname
+#   contents      no build path in any packaged file; criu, the plugin, libsoccr and libcriu
+#                 are linked with full RELRO and carry no test hook; libsoccr's soname
 #   install       dpkg --root installs the packages into a scratch root whose dpkg
 #                 database holds the machine's entries of their dependencies
 #   use           in a private mount namespace with the scratch root's /usr over the
 #                 machine's: /usr/sbin/criu check, a dump and restore of a test program
 #                 with the installed plugin directory, /usr/bin/crit on its images, a
 #                 program built against <criu/soccr.h> and -lsoccr run
+#   libcriu       there too: pkg-config --cflags --libs criu, a program built with them
+#                 against the installed criu.h and libcriu.so.2, run: criu's version and
+#                 `criu check` asked through the library from the installed criu
 #   purge         dpkg --root --purge removes every path dpkg -L listed, and nothing is left
 #
 # The machine's own packages are never touched: Debian's criu (whose crit the zdtm suite
@@ -31,8 +34,13 @@ import time
 TEST = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP = os.path.dirname(TEST)
 OUT = os.path.join(TEST, 'out', 'pkg')
-PACKAGES = ('criu-cleanroom', 'criu-cleanroom-amdgpu-plugin', 'libsoccr1', 'libsoccr-dev')
-SOCCR_SO = '/usr/lib/libsoccr.so.1'
+PACKAGES = ('criu-cleanroom', 'criu-cleanroom-amdgpu-plugin', 'libsoccr1', 'libsoccr-dev',
+            'libcriu2-cleanroom', 'libcriu-cleanroom-dev')
+# Where the libraries are installed (debian/rules: LIBDIR is the multiarch directory).
+MULTIARCH = subprocess.run(['dpkg-architecture', '-qDEB_HOST_MULTIARCH'], capture_output=True,
+                           text=True).stdout.strip()
+LIBCRIU_DIR = '/usr/lib/' + MULTIARCH
+SOCCR_SO = LIBCRIU_DIR + '/libsoccr.so.1'
 # A zdtm test program (built by `make -C test`): it checks its own memory after restore.
 PROGRAM = os.path.join(TEST, 'bin', 'mem_anon_private')
 PR_SET_CHILD_SUBREAPER = 36
@@ -156,7 +164,8 @@ def step_contents(ctx):
                 if build_path in data:
                     problems.append('%s holds the build path %s' % (path[len(tree):],
                                                                      build_path.decode()))
-    for path in ('/usr/sbin/criu', '/usr/lib/criu/amdgpu_plugin.so', SOCCR_SO):
+    for path in ('/usr/sbin/criu', '/usr/lib/criu/amdgpu_plugin.so', SOCCR_SO,
+                 LIBCRIU_DIR + '/libcriu.so.2.0'):
         missing = elf_hardening(tree + path)
         if missing:
             problems.append('%s lacks %s' % (path, ' and '.join(missing)))
@@ -168,12 +177,13 @@ def step_contents(ctx):
                        run(['readelf', '-dW', tree + SOCCR_SO]))
     if not soname or soname.group(1) != os.path.basename(SOCCR_SO):
         problems.append('%s has soname %s' % (SOCCR_SO, soname and soname.group(1)))
-    if os.readlink(tree + '/usr/lib/libsoccr.so') != os.path.basename(SOCCR_SO):
-        problems.append('/usr/lib/libsoccr.so does not link to ' + os.path.basename(SOCCR_SO))
+    if os.readlink(tree + LIBCRIU_DIR + '/libsoccr.so') != os.path.basename(SOCCR_SO):
+        problems.append(LIBCRIU_DIR + '/libsoccr.so does not link to ' +
+                        os.path.basename(SOCCR_SO))
     if problems:
         raise StepFailure('; '.join(problems))
-    return ('no build path in any file; criu, the plugin and libsoccr have full RELRO and no '
-            'test hook; libsoccr.so links to its soname')
+    return ('no build path in any file; criu, the plugin, libsoccr and libcriu have full RELRO '
+            'and no test hook; libsoccr.so links to its soname')
 
 
 def seed_dpkg_database(root, packages):
@@ -210,26 +220,39 @@ def step_install(ctx):
     listed = run(['dpkg', '--root=' + root, '-L'] + list(PACKAGES))
     ctx['listed'] = sorted({p for p in listed.splitlines() if p and p != '/.'})
     for path in ('/usr/sbin/criu', '/usr/bin/crit', '/usr/lib/criu/amdgpu_plugin.so', SOCCR_SO,
-                 '/usr/lib/libsoccr.so', '/usr/lib/libsoccr.a', '/usr/include/criu/soccr.h'):
+                 LIBCRIU_DIR + '/libsoccr.so', LIBCRIU_DIR + '/libsoccr.a',
+                 '/usr/include/criu/soccr.h',
+                 LIBCRIU_DIR + '/libcriu.so.2', LIBCRIU_DIR + '/libcriu.so',
+                 LIBCRIU_DIR + '/libcriu.a', LIBCRIU_DIR + '/pkgconfig/criu.pc',
+                 '/usr/include/criu/criu.h', '/usr/include/criu/rpc.pb-c.h'):
         if path not in ctx['listed']:
             raise StepFailure('the packages do not install %s' % path)
     return '%d paths installed into %s (dependencies seeded: %s)' % (
         len(ctx['listed']), root, ', '.join(needed))
 
 
-def step_use(ctx):
-    if not os.access(PROGRAM, os.X_OK):
-        raise StepFailure('%s is not built (make -C test)' % PROGRAM)
-    work = os.path.join(OUT, 'use')
+def run_inside(ctx, mode, name):
+    """This script again with mode (--inside, --inside-lib) in a private mount namespace."""
+    work = os.path.join(OUT, name)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     proc = subprocess.run(['unshare', '--mount', '--propagation', 'private', sys.executable,
-                           os.path.abspath(__file__), '--inside', ctx['root'], work],
+                           os.path.abspath(__file__), mode, ctx['root'], work],
                           capture_output=True, text=True, timeout=120)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0:
         raise StepFailure((proc.stderr.strip() or 'no output') + ' (logs in %s)' % work)
     return lines[-1] if lines else 'done'
+
+
+def step_use(ctx):
+    if not os.access(PROGRAM, os.X_OK):
+        raise StepFailure('%s is not built (make -C test)' % PROGRAM)
+    return run_inside(ctx, '--inside', 'use')
+
+
+def step_libcriu(ctx):
+    return run_inside(ctx, '--inside-lib', 'libcriu')
 
 
 def step_purge(ctx):
@@ -248,7 +271,7 @@ def step_purge(ctx):
 STEPS = [('man', step_man), ('build', step_build), ('version', step_version),
          ('lintian', step_lintian), ('reproducible', step_reproducible),
          ('contents', step_contents), ('install', step_install), ('use', step_use),
-         ('purge', step_purge)]
+         ('libcriu', step_libcriu), ('purge', step_purge)]
 # Later steps need what these made.
 NEEDED_BY_OTHERS = ('build', 'install')
 
@@ -344,10 +367,68 @@ def criu(args, work):
     return run(['/usr/sbin/criu'] + args, cwd=work)
 
 
-def inside(root, work):
-    """Runs as root in its own mount namespace: the packaged /usr over the machine's."""
+def overlay_usr(root):
+    """In our own mount namespace: the packaged /usr over the machine's."""
     run(['mount', '--make-rprivate', '/'])
     run(['mount', '-t', 'overlay', 'overlay', '-o', 'lowerdir=%s/usr:/usr' % root, '/usr'])
+
+
+# A libcriu client as a user writes one: criu's version and `criu check` through the
+# installed library, which starts the installed criu (argv[1]).
+LIBCRIU_CLIENT = r'''
+#include <errno.h>
+#include <stdio.h>
+#include <criu.h>
+
+int main(int argc, char **argv)
+{
+	int version, ret;
+
+	if (argc != 2 || criu_init_opts() || criu_set_service_binary(argv[1]))
+		return 2;
+	version = criu_get_version();
+	if (version < 40200) {
+		printf("criu_get_version() = %d (errno %d), want >= 40200\n", version, errno);
+		return 1;
+	}
+	ret = criu_check();
+	if (ret) {
+		printf("criu_check() = %d (errno %d)\n", ret, errno);
+		return 1;
+	}
+	printf("version %d, check 0\n", version);
+	return 0;
+}
+'''
+
+
+def inside_lib(root, work):
+    """In its own mount namespace: a program built with pkg-config against libcriu."""
+    overlay_usr(root)
+    flags = run(['pkg-config', '--cflags', '--libs', 'criu']).split()
+    if flags != ['-I/usr/include/criu', '-lcriu']:
+        raise StepFailure('pkg-config --cflags --libs criu: %s, want -I/usr/include/criu '
+                          '-lcriu' % ' '.join(flags))
+    version = run(['pkg-config', '--modversion', 'criu']).strip()
+    source, program = os.path.join(work, 'client.c'), os.path.join(work, 'client')
+    with open(source, 'w') as f:
+        f.write(LIBCRIU_CLIENT)
+    run(['gcc', '-Wall', '-Werror', '-o', program, source] + flags)
+    # The library the loader finds (/lib may be a link to /usr/lib) is the package's.
+    libs = run(['ldd', program])
+    loaded = re.search(r'libcriu\.so\.2 => (\S+)', libs)
+    packaged = os.path.join(root + LIBCRIU_DIR, 'libcriu.so.2.0')
+    if not loaded or open(loaded.group(1), 'rb').read() != open(packaged, 'rb').read():
+        raise StepFailure('%s does not load the packaged %s/libcriu.so.2: %s' % (
+            program, LIBCRIU_DIR, libs.strip()))
+    said = run([program, '/usr/sbin/criu'], cwd=work).strip().splitlines()
+    print('pkg-config criu %s: %s; a client built with them (libcriu.so.2 from %s) got '
+          'from /usr/sbin/criu: %s' % (version, ' '.join(flags), LIBCRIU_DIR, said[-1]))
+
+
+def inside(root, work):
+    """Runs as root in its own mount namespace: the packaged /usr over the machine's."""
+    overlay_usr(root)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0):
         raise StepFailure('prctl(PR_SET_CHILD_SUBREAPER): ' + os.strerror(ctypes.get_errno()))
@@ -426,9 +507,9 @@ def soccr_user(work):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) == 4 and sys.argv[1] == '--inside':
+    if len(sys.argv) == 4 and sys.argv[1] in ('--inside', '--inside-lib'):
         try:
-            inside(sys.argv[2], sys.argv[3])
+            (inside if sys.argv[1] == '--inside' else inside_lib)(sys.argv[2], sys.argv[3])
         except (StepFailure, OSError) as e:
             print(e, file=sys.stderr)
             sys.exit(1)

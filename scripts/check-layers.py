@@ -33,6 +33,8 @@ WINGS = {
     "command": {"crtools", "config"},
     # the fd engine and its sharing planner
     "fd engine": {"files", "files-plan"},
+    # regular files: the kind, its deleted files (ghosts), its remaps (links, dead /proc)
+    "regular files": {"files-reg", "files-ghost", "files-remap"},
     # the tree, its pids and its namespaces: a task's pid is read through its namespaces
     "tree": {"pstree", "ns-pid", "namespaces"},
     # memory and its transport: pages dumped, stored, deduplicated, served and sent; a

@@ -18,8 +18,9 @@ import sys
 # Top first. A file not named here is a resource kind (the "kinds" layer).
 LAYERS = [
     ("command", ["crtools", "config", "cr-check"]),
-    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restorer-setup",
-                   "action-scripts", "kinds", "uffd", "uffd-guard"]),
+    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restore-sessions",
+                   "restore-release", "restorer-setup", "action-scripts", "kinds", "uffd",
+                   "uffd-guard"]),
     ("kinds", None),
     ("base", ["log", "image", "util-fd", "servicefd", "fdstore", "tool", "proc_parse",
               "ptrace", "infect", "options", "daemon", "kerndat", "fhandle", "pty-queue",
@@ -31,6 +32,8 @@ LAYERS = [
 WINGS = {
     # the commands and the option table: --help lists the commands
     "command": {"crtools", "config"},
+    # the restore pipeline: its tasks' table and steps, their sessions, their release
+    "restore": {"cr-restore", "restore-sessions", "restore-release"},
     # the fd engine and its sharing planner
     "fd engine": {"files", "files-plan"},
     # regular files: the kind, its deleted files (ghosts), its remaps (links, dead /proc)

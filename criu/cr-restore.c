@@ -2,23 +2,21 @@
  * The restore pipeline, main-process side: read the tree, fork every
  * task with its original pid, wait until each has rebuilt itself and parked in the
  * restorer, then release them all together. A failure anywhere kills what we created.
+ * Sessions, groups and orphans are in restore-sessions.c; the parked tree, its release
+ * and the kill in restore-release.c.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/sched.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,8 +43,8 @@
 #include "netlock-nft.h"
 #include "plugin.h"
 #include "pstree.h"
-#include "task-sched.h"
 #include "restorer-setup.h"
+#include "restore-tasks.h"
 #include "servicefd.h"
 #include "seccomp.h"
 #include "shmem.h"
@@ -55,43 +53,12 @@
 #include "task-image.h"
 #include "tty.h"
 #include "uffd.h"
-#include "vma.h"
 
 #include "inventory.pb-c.h"
 
-/*
- * A task being restored, as the main process tracks it: by the pids criu sees, which differ
- * from the images' (item->pid, item->threads) inside a pid namespace of the tree's own.
- */
-struct rst_task {
-	struct pstree_item *item;
-	pid_t pid; /* 0 until forked */
-	pid_t *tids; /* item->threads, once the restorer made them; NULL before */
-	int sync_fd; /* our end of the task's report socket */
-	int task_sock; /* the task's end: created by criu, kept by the task alone */
-	bool forked; /* it reported that its children exist */
-	bool zombie; /* it only exits with its dumped status */
-	bool stopped; /* it was dumped in a group stop: it is released into one */
-	bool ready;
-	uint64_t region_start, region_len; /* where its restorer runs */
-};
-
 /* Every process of the tree in pstree order (parents first): rst_tasks[0] is the root. */
-static struct rst_task *rst_tasks;
-static unsigned int nr_rst_tasks;
-
-/*
- * Messages on a task's socket before its final struct rst_report: criu sends GO once it
- * traces the task and GROUPS once every task has forked its children (and FILES to a task
- * sharing its parent's fd table once the parent restored it); the task sends one stage
- * byte once its own children exist.
- */
-#define TASK_CMD_GO 'G'
-#define TASK_CMD_GROUPS 'P'
-#define TASK_CMD_FILES 'F' /* to a task sharing its parent's table: the parent restored it */
-#define TASK_STAGE_ALIVE 'A'
-#define TASK_STAGE_STOPPED 'T' /* alive, and stopped (SIGSTOP) when it was dumped */
-#define TASK_STAGE_ZOMBIE 'Z'
+struct rst_task *rst_tasks;
+unsigned int nr_rst_tasks;
 
 static double now_secs(void)
 {
@@ -158,35 +125,6 @@ static int prepare_plugins(void)
 	return 0;
 }
 
-/* The join point for devices restored in the background: errors surface here. */
-static int resume_devices(struct rst_task *task)
-{
-	int ret = run_plugins(RESUME_DEVICES_LATE, task->pid);
-
-	return ret >= 0 || ret == -ENOTSUP ? 0 : -1;
-}
-
-/* A session or group whose leader exited is re-created around a helper with its pid. */
-static int check_helper_pid_free(pid_t id, const char *kind)
-{
-	char path[32];
-
-	if (!pstree_leader_is_dead(id))
-		return 0;
-	if (!kerndat_has_clone3_set_tid()) {
-		pr_err("%s %d: re-creating its exited leader needs clone3() with set_tid\n", kind,
-		       id);
-		return -1;
-	}
-	snprintf(path, sizeof(path), "/proc/%d", id);
-	if (access(path, F_OK) == 0) {
-		pr_err("pid %d is already in use: cannot re-create the leader of %s %d\n", id, kind,
-		       id);
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * clone3(set_tid) needs the pids free; say so plainly instead of failing with EEXIST later.
  * In a pid namespace of the tree's own, every pid is free.
@@ -204,14 +142,14 @@ static int check_pids_free(void)
 			log_set_errno(EEXIST);
 			return -1;
 		}
-		if (check_helper_pid_free(item->sid, "session") ||
-		    check_helper_pid_free(item->pgid, "process group"))
+		if (rst_check_helper_pid_free(item->sid, "session") ||
+		    rst_check_helper_pid_free(item->pgid, "process group"))
 			return -1;
 	}
 	return 0;
 }
 
-static struct rst_task *task_of(const struct pstree_item *item)
+struct rst_task *rst_task_of(const struct pstree_item *item)
 {
 	unsigned int i;
 
@@ -278,129 +216,6 @@ static int check_shared_tables_forkers(void)
 }
 
 /* ---- in the forked task ---- */
-
-/*
- * A group whose leader exited is re-created by its first member in pstree order (the
- * others join after GROUPS). The gone leader of a dead session's own group is the
- * session helper itself (fork_session_helper()).
- */
-static bool recreates_dead_group(const struct pstree_item *item)
-{
-	struct pstree_item *first = root_item;
-
-	if (item->pgid == item->sid || !pstree_leader_is_dead(item->pgid))
-		return false;
-	while (first->pgid != item->pgid)
-		first = pstree_next(first);
-	return first == item;
-}
-
-/*
- * A helper child with the gone leader's pid, made leader of its own group, which this
- * task joins; then the helper exits and we reap it. The group lives on with its members.
- * The helper waits for EOF on a pipe: it stays until we joined, and goes if we die.
- */
-static int recreate_dead_group(const struct pstree_item *item)
-{
-	int hold[2], status, ret = 0;
-	pid_t helper;
-	char byte;
-
-	if (pipe2(hold, O_CLOEXEC)) {
-		pr_perror("task %d: pipe for the helper of process group %d", item->pid,
-			  item->pgid);
-		return -1;
-	}
-	helper = pidns_clone_child(item, item->pgid, 0);
-	if (helper == 0) {
-		close(hold[1]);
-		_exit(read(hold[0], &byte, 1) == 0 ? 0 : 1);
-	}
-	close(hold[0]);
-	if (helper < 0) {
-		pr_perror("task %d: cannot create the helper for process group %d", item->pid,
-			  item->pgid);
-		close(hold[1]);
-		return -1;
-	}
-	/* A parent may move its child: no need to wait for the helper to do it itself. */
-	if (setpgid(helper, helper) || setpgid(0, helper)) {
-		pr_perror("task %d: cannot re-create process group %d", item->pid, item->pgid);
-		ret = -1;
-	}
-	close(hold[1]);
-	if (waitpid(helper, &status, 0) != helper) {
-		pr_perror("task %d: cannot reap the helper of process group %d", item->pid,
-			  item->pgid);
-		return -1;
-	}
-	pr_info("task %d: process group %d re-created with a helper\n", item->pid, item->pgid);
-	return ret;
-}
-
-/*
- * Before forking children, which inherit both: a session or group this task leads, or
- * re-creates because its leader exited. setsid() first: it makes the task the leader of
- * a group of its own as well.
- */
-static int restore_own_leadership(struct pstree_item *item)
-{
-	if (item->sid == item->pid) {
-		if (setsid() < 0) {
-			pr_perror("task %d: setsid", item->pid);
-			return -1;
-		}
-	} else if (item->pgid == item->pid) {
-		if (setpgid(0, 0) < 0) {
-			pr_perror("task %d: setpgid", item->pid);
-			return -1;
-		}
-	} else if (recreates_dead_group(item)) {
-		return recreate_dead_group(item);
-	}
-	return 0;
-}
-
-/*
- * After GROUPS, when every leader in the tree has made its group: join the group led by
- * another task (a sibling or cousin may lead it, and may have been forked after us).
- */
-static int join_session_and_group(struct pstree_item *item)
-{
-	/* In a nested pid namespace: as the task sees them (0 for a leader above it). */
-	pid_t pgid = pidns_seen_by(item, item->pgid), sid = pidns_seen_by(item, item->sid);
-
-	if (item->pgid != item->pid && getpgid(0) != pgid) {
-		if (pstree_find(item->pgid) || pstree_leader_is_dead(item->pgid)) {
-			/* setpgid(0, 0) would make a group of its own instead. */
-			if (!pgid) {
-				pr_err("task %d: cannot join process group %d from below its "
-				       "leader's pid namespace\n",
-				       item->pid, item->pgid);
-				return -1;
-			}
-			if (setpgid(0, pgid) < 0) {
-				pr_perror("task %d: cannot join process group %d", item->pid,
-					  item->pgid);
-				return -1;
-			}
-		} else {
-			/* The root's group led from outside the dumped tree: we stay in criu's. */
-			pr_info("task %d: pgid %d was led from outside the tree; inheriting %d\n",
-				item->pid, item->pgid, getpgid(0));
-		}
-	}
-	if (getsid(0) != sid) {
-		if (pstree_find(item->sid) || pstree_leader_is_dead(item->sid)) {
-			pr_err("task %d: cannot get back into session %d (it is in %d)\n",
-			       item->pid, item->sid, getsid(0));
-			return -1;
-		}
-		pr_info("task %d: sid %d was led from outside the tree; inheriting %d\n", item->pid,
-			item->sid, getsid(0));
-	}
-	return 0;
-}
 
 static void report_failure(int sync_fd, int err)
 {
@@ -547,133 +362,6 @@ static void __attribute__((noreturn)) exit_as_zombie(int wait_status)
 }
 
 static pid_t fork_with_ns_last_pid(pid_t pid);
-static void __attribute__((noreturn)) task_main(struct rst_task *task);
-
-/* A child born in a session whose leader exited: the session's helper forks it. */
-static bool in_dead_session(const struct pstree_item *child)
-{
-	return child->sid != child->parent->sid && pstree_leader_is_dead(child->sid);
-}
-
-/* The helper forks all of item's children in that session: only the first asks for it. */
-static bool first_child_in_session(const struct pstree_item *child)
-{
-	const struct pstree_item *sibling;
-
-	for (sibling = child->parent->first_child; sibling != child;
-	     sibling = sibling->next_sibling)
-		if (sibling->sid == child->sid)
-			return false;
-	return true;
-}
-
-/*
- * In the helper: the session, then every member of it among item's children, cloned
- * with CLONE_PARENT so that they are item's children, born in the session.
- */
-static int session_helper_main(struct pstree_item *item, pid_t sid)
-{
-	struct pstree_item *child;
-	pid_t pid;
-
-	if (setsid() < 0) {
-		pr_perror("helper %d: setsid", sid);
-		return -1;
-	}
-	for (child = item->first_child; child; child = child->next_sibling) {
-		if (child->sid != sid)
-			continue;
-		/* Born in its mount and net namespaces: the helper goes wherever each child is. */
-		if (mntns_enter(child->ids.mnt_ns_id) || netns_enter(child->ids.net_ns_id))
-			return -1;
-		pid = pidns_clone_child(item, child->pid, CLONE_PARENT);
-		if (pid < 0) {
-			pr_perror("helper %d: cannot create task %d", sid, child->pid);
-			return -1;
-		}
-		if (pid == 0)
-			task_main(task_of(child));
-	}
-	return 0;
-}
-
-/*
- * A session whose leader exited: a helper child with the leader's pid re-creates it,
- * forks the members, exits, and we reap it. The session, and the gone leader's group
- * that the members inherited, live on with them; its pid stays taken while they do.
- */
-static int fork_session_helper(struct pstree_item *item, pid_t sid)
-{
-	pid_t helper;
-	int status;
-
-	helper = pidns_clone_child(item, sid, 0);
-	if (helper == 0)
-		_exit(session_helper_main(item, sid) ? 1 : 0);
-	if (helper < 0) {
-		pr_perror("task %d: cannot create the helper for session %d", item->pid, sid);
-		return -1;
-	}
-	if (waitpid(helper, &status, 0) != helper) {
-		pr_perror("task %d: cannot reap the helper of session %d", item->pid, sid);
-		return -1;
-	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		pr_err("task %d: the helper of session %d failed (wait status %#x)\n", item->pid,
-		       sid, status);
-		return -1;
-	}
-	pr_info("task %d: session %d re-created with a helper\n", item->pid, sid);
-	return 0;
-}
-
-/*
- * In the helper: the orphan, with its pid, in its session leader's session; the helper
- * exits at once and the kernel hands the orphan to the init of the pid namespace.
- */
-static void __attribute__((noreturn)) adopted_helper_main(struct pstree_item *leader,
-							  struct pstree_item *orphan)
-{
-	pid_t pid = pidns_clone_child(leader, orphan->pid, 0);
-
-	if (pid == 0)
-		task_main(task_of(orphan));
-	if (pid < 0)
-		pr_perror("helper of task %d: cannot create it", orphan->pid);
-	_exit(pid < 0 ? 1 : 0);
-}
-
-/* The orphans of the init in item's session (see pstree_session_adopter()). */
-static int fork_adopted_orphans(struct pstree_item *item)
-{
-	struct pstree_item *orphan;
-	pid_t helper;
-	int status;
-
-	for (orphan = root_item; orphan; orphan = pstree_next(orphan)) {
-		if (pstree_session_adopter(orphan) != item)
-			continue;
-		helper = pidns_clone_helper(item, pstree_helper_pid(orphan));
-		/* Outside a pid namespace of the tree's own, another process may hold that pid. */
-		if (helper < 0 && errno == EEXIST && !pidns_own())
-			helper = fork();
-		if (helper == 0)
-			adopted_helper_main(item, orphan);
-		if (helper < 0 || waitpid(helper, &status, 0) != helper) {
-			pr_perror("task %d: cannot run the helper that forks task %d", item->pid,
-				  orphan->pid);
-			return -1;
-		}
-		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-			pr_err("task %d: the helper that forks task %d failed (wait status %#x)\n",
-			       item->pid, orphan->pid, status);
-			return -1;
-		}
-		pr_info("task %d: forked task %d for the init through a helper\n", item->pid,
-			orphan->pid);
-	}
-	return 0;
-}
 
 /*
  * Each child with its original pid; it waits for criu to trace it before doing anything.
@@ -688,8 +376,9 @@ static int fork_children(struct pstree_item *item, bool early)
 	for (child = item->first_child; child; child = child->next_sibling) {
 		if (pstree_born_before_setsid(child) != early || pstree_session_adopter(child))
 			continue;
-		if (in_dead_session(child)) {
-			if (first_child_in_session(child) && fork_session_helper(item, child->sid))
+		if (rst_in_dead_session(child)) {
+			if (rst_first_child_in_session(child) &&
+			    rst_fork_session_helper(item, child->sid))
 				return -1;
 			continue;
 		}
@@ -707,7 +396,7 @@ static int fork_children(struct pstree_item *item, bool early)
 			return -1;
 		}
 		if (pid == 0)
-			task_main(task_of(child));
+			rst_task_main(rst_task_of(child));
 		pr_debug("forked child %d\n", pid);
 		if (mntns_enter(item->ids.mnt_ns_id) || netns_enter(item->ids.net_ns_id))
 			return -1;
@@ -764,23 +453,6 @@ static int recv_cmd(int sock, char expected)
 }
 
 /*
- * A subreaper is one before it forks its children: the orphans its subtree's helpers leave
- * (see pstree_session_adopter()) come to it, as they did before the dump. After it forked
- * the orphans of its session for a reaper above it, which must not come to it. The
- * restorer sets it again from the image.
- */
-static int become_reaper(const struct pstree_item *item)
-{
-	if (!item->image->has_child_subreaper || !item->image->child_subreaper)
-		return 0;
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
-		pr_perror("task %d: cannot become a subreaper", item->pid);
-		return -1;
-	}
-	return 0;
-}
-
-/*
  * Traced from GO on: session and group it leads, children, stage report, GROUPS, the
  * group it joins; then a zombie dies, a live task rebuilds itself.
  */
@@ -803,8 +475,8 @@ static int task_stages(struct rst_task *task, int sock)
 	 * need the task's session: the children born before its setsid() come first (files.c
 	 * has their ancestors above open what they share).
 	 */
-	if (fork_children(item, true) || restore_own_leadership(item) ||
-	    fork_adopted_orphans(item) || become_reaper(item) ||
+	if (fork_children(item, true) || rst_restore_own_leadership(item) ||
+	    rst_fork_adopted_orphans(item) || rst_become_reaper(item) ||
 	    prepare_inherited_files(item) || tty_restore_ctty(item) || fork_children(item, false) ||
 	    pidns_restore_for_children(item))
 		return -1;
@@ -830,7 +502,7 @@ static int task_stages(struct rst_task *task, int sock)
 	 * made the files that name tasks before GROUPS (files_tree_forked()): prepare_fds()
 	 * takes them.
 	 */
-	if (recv_cmd(sock, TASK_CMD_GROUPS) || join_session_and_group(item) ||
+	if (recv_cmd(sock, TASK_CMD_GROUPS) || rst_join_session_and_group(item) ||
 	    tty_restore_foreground(item))
 		return -1;
 	if (task->zombie)
@@ -838,7 +510,7 @@ static int task_stages(struct rst_task *task, int sock)
 	return 0;
 }
 
-static void __attribute__((noreturn)) task_main(struct rst_task *task)
+void __attribute__((noreturn)) rst_task_main(struct rst_task *task)
 {
 	static char prefix[32];
 	int sock = task->task_sock;
@@ -999,7 +671,7 @@ static int fork_root_task(void)
 	if (pid < 0)
 		return -1;
 	if (pid == 0)
-		task_main(root);
+		rst_task_main(root);
 	for (i = 0; i < nr_rst_tasks; i++) {
 		close(rst_tasks[i].task_sock);
 		rst_tasks[i].task_sock = -1;
@@ -1058,7 +730,7 @@ static struct rst_task *forker_of(const struct rst_task *task)
 {
 	struct pstree_item *leader = pstree_session_adopter(task->item);
 
-	return task_of(leader ? leader : task->item->parent);
+	return rst_task_of(leader ? leader : task->item->parent);
 }
 
 /*
@@ -1079,7 +751,7 @@ static int seize_tree_tasks(void)
 			if (task->pid || !forker_of(task)->pid)
 				continue;
 			if (wait_task_forked(forker_of(task)) ||
-			    pidns_find_child(task_of(task->item->parent)->pid, task->item->pid,
+			    pidns_find_child(rst_task_of(task->item->parent)->pid, task->item->pid,
 					     &task->pid) ||
 			    seize_task(task))
 				return -1;
@@ -1112,348 +784,6 @@ static int release_groups(void)
 		}
 	}
 	return 0;
-}
-
-/*
- * Waits for the next ptrace stop of thread tid of the task; 0 when it stopped with sig
- * (a signal or a syscall stop).
- */
-static int wait_task_stop(struct rst_task *task, pid_t tid, int sig, const char *what)
-{
-	int status;
-
-	while (waitpid(tid, &status, __WALL) < 0) {
-		if (errno != EINTR) {
-			pr_perror("task %d: waitpid %d", task->pid, tid);
-			return -1;
-		}
-	}
-	if (WIFSTOPPED(status) && WSTOPSIG(status) == sig)
-		return 0;
-	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		pr_err("task %d: thread %d died %s (%s %d)\n", task->pid, tid, what,
-		       WIFEXITED(status) ? "exit status" : "signal",
-		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-		if (tid == task->pid)
-			task->pid = 0;
-	} else {
-		pr_err("task %d: thread %d: unexpected stop (signal %d) %s\n", task->pid, tid,
-		       WSTOPSIG(status), what);
-	}
-	return -1;
-}
-
-/*
- * The other threads wait in the restorer until the main one is released. Trace each
- * and hold it in a ptrace stop now, so that none can leave the restorer unseen: criu
- * follows every one out in release_task().
- */
-static int seize_task_threads(struct rst_task *task)
-{
-	struct pstree_item *item = task->item;
-	unsigned int i;
-
-	task->tids = calloc(item->nr_threads, sizeof(*task->tids));
-	if (!task->tids) {
-		pr_err("no memory for the threads of task %d\n", task->pid);
-		return -1;
-	}
-	if (pidns_find_threads(task->pid, item->threads, item->nr_threads, task->tids))
-		return -1;
-	/* tids[0] is the main thread (pstree.img lists it first), traced since its fork. */
-	for (i = 1; i < item->nr_threads; i++)
-		if (compel_seize(task->tids[i]))
-			return -1;
-	if (item->nr_threads > 1)
-		pr_info("task %d: %u threads traced\n", task->pid, item->nr_threads);
-	/* A thread in cgroups of its own (v1 lets threads part): held, it runs nothing yet. */
-	return cg_restore_threads(item, task->tids) ? -1 : 0;
-}
-
-/*
- * Waits for the task's report, then for the trap that parks it before its final
- * rt_sigreturn: from there on it runs no code of its own until release_task().
- */
-/*
- * Once every thread exists and is held: they inherited the scheduling of the thread
- * that created them (see task-sched.c).
- */
-static int restore_task_sched(struct rst_task *task)
-{
-	const struct task_image *ti = task->item->image;
-
-	for (unsigned int i = 0; i < ti->nr_threads; i++)
-		if (restore_thread_sched(task->tids[i], &ti->threads[i].sched))
-			return -1;
-	if (ti->has_oom_score_adj && restore_oom_score_adj(task->pid, ti->oom_score_adj))
-		return -1;
-	return 0;
-}
-
-static int wait_task_ready(struct rst_task *task)
-{
-	struct pollfd pfd = { task->sync_fd, POLLIN, 0 };
-	int timeout_ms = opts.timeout > 0 ? opts.timeout * 1000 : -1;
-	struct rst_report report;
-	ssize_t n;
-	int ret;
-
-	do
-		ret = poll(&pfd, 1, timeout_ms);
-	while (ret < 0 && errno == EINTR);
-	if (ret == 0) {
-		pr_err("task %d: not restored within %d s (--timeout)\n", task->pid, opts.timeout);
-		return -1;
-	}
-	n = read(task->sync_fd, &report, sizeof(report));
-	if (n != sizeof(report) || report.magic != RST_REPORT_MAGIC) {
-		pr_err("task %d died while restoring (see the log above)\n", task->pid);
-		return -1;
-	}
-	if (report.status) {
-		/* One failure, one line: the task may have said it on our stderr already. */
-		if (report.error_shown)
-			pr_info("task %d failed to restore\n", task->pid);
-		else
-			pr_err("task %d failed to restore: %s (see the log)\n", task->pid,
-			       strerror(-report.status));
-		return -1;
-	}
-	task->region_start = report.region_start;
-	task->region_len = report.region_len;
-	if (wait_task_stop(task, task->pid, SIGSTOP, "before its release"))
-		return -1;
-	if (seize_task_threads(task) || restore_task_sched(task))
-		return -1;
-	task->ready = true;
-	return 0;
-}
-
-/* An executable address of the restored program, where compel may place a syscall. */
-static unsigned long find_exec_addr(const struct task_image *ti)
-{
-	for (unsigned int i = 0; i < ti->nr_vmas; i++) {
-		const struct vma_image *vma = &ti->vmas[i];
-
-		if (vma_image_mapped(vma) && (vma->prot & PROT_EXEC) && !(vma->status & VMA_ANON_SHARED))
-			return vma->start;
-	}
-	return 0;
-}
-
-/* Unmaps the restorer region through a syscall injected into the restored program. */
-static int unmap_restorer(struct rst_task *task, unsigned long exec_addr)
-{
-	struct compel_ctl *ctl;
-	long result;
-	int ret;
-
-	ret = compel_infect(task->pid, exec_addr, &ctl);
-	if (ret)
-		return ret;
-	ret = compel_syscall(ctl, &result, __NR_munmap, task->region_start, task->region_len, 0, 0, 0, 0);
-	if (!ret && result) {
-		pr_err("task %d: cannot unmap the restorer region: %s\n", task->pid, strerror(-result));
-		ret = result;
-	}
-	if (compel_cure(ctl) && !ret)
-		ret = -EIO;
-	return ret;
-}
-
-/* One syscall of a thread, from its entry stop to its exit stop: which one it was. */
-static int step_one_syscall(struct rst_task *task, pid_t tid, long *nr)
-{
-	struct user_regs_struct regs;
-
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
-		pr_perror("task %d: thread %d: PTRACE_SYSCALL", task->pid, tid);
-		return -1;
-	}
-	if (wait_task_stop(task, tid, SIGTRAP | 0x80, "leaving the restorer"))
-		return -1;
-	if (compel_get_regs(tid, &regs))
-		return -1;
-	*nr = regs.orig_rax;
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
-		pr_perror("task %d: thread %d: PTRACE_SYSCALL", task->pid, tid);
-		return -1;
-	}
-	return wait_task_stop(task, tid, SIGTRAP | 0x80, "leaving the restorer");
-}
-
-/*
- * The restorer's last steps are a futex (the release of the other threads, or their
- * wait for it), a few close()s and rt_sigreturn; stop the thread after the latter.
- */
-static int follow_to_sigreturn_exit(struct rst_task *task, pid_t tid)
-{
-	long nr = -1;
-
-	for (int i = 0; i < 4096; i++) {
-		if (step_one_syscall(task, tid, &nr))
-			return -1;
-		if (nr == __NR_rt_sigreturn)
-			return 0;
-	}
-	pr_err("task %d: thread %d did not reach rt_sigreturn\n", task->pid, tid);
-	return -1;
-}
-
-/*
- * The main thread first: on its way out it sets the flag the others wait for (they
- * re-check it when we let them run, so no wake-up is lost while they are stopped).
- */
-static int follow_threads_out(struct rst_task *task)
-{
-	struct pstree_item *item = task->item;
-	unsigned int i;
-
-	if (follow_to_sigreturn_exit(task, task->pid))
-		return -1;
-	for (i = 1; i < item->nr_threads; i++)
-		if (follow_to_sigreturn_exit(task, task->tids[i]))
-			return -1;
-	return 0;
-}
-
-/* Every thread stands at the exit of its rt_sigreturn: let them all run. */
-static int detach_threads(struct rst_task *task)
-{
-	struct pstree_item *item = task->item;
-	unsigned int i;
-
-	/*
-	 * Stopped at dump time: stopped again. Queued while we still hold it, SIGSTOP is
-	 * taken on its way back to user mode, before it runs an instruction of its own.
-	 */
-	if (task->stopped && kill(task->pid, task->item->image->stop_signo)) {
-		pr_perror("task %d: cannot stop it again", task->pid);
-		return -1;
-	}
-	/* --leave-stopped: the same way, whatever state it was dumped in. */
-	if (opts.leave_stopped && !task->stopped && kill(task->pid, SIGSTOP)) {
-		pr_perror("task %d: cannot leave it stopped", task->pid);
-		return -1;
-	}
-	for (i = 1; i < item->nr_threads; i++)
-		if (compel_detach(task->tids[i]))
-			return -1;
-	return compel_detach(task->pid);
-}
-
-/*
- * Lets the task leave the trap: it releases its threads, closes criu's fds and does
- * rt_sigreturn into the program; so does every thread. We stop each at the exit of that
- * syscall (registers are the program's), remove the restorer region once none is in it,
- * and detach them all: no thread runs program code before the others are out.
- */
-static int release_task(struct rst_task *task)
-{
-	unsigned long exec_addr = find_exec_addr(task->item->image);
-
-	if (!exec_addr) {
-		pr_err("task %d has no executable mapping to finish the restore from\n", task->pid);
-		return -1;
-	}
-	if (follow_threads_out(task))
-		return -1;
-	if (unmap_restorer(task, exec_addr) || detach_threads(task))
-		return -1;
-	close(task->sync_fd);
-	task->sync_fd = -1;
-	return 0;
-}
-
-/*
- * A zombie's death, seen by criu as its tracer first: a signal it kills itself with
- * stops it on the way and is passed on. Once criu has seen it, the kernel hands the
- * zombie over to its parent.
- */
-static int wait_zombie_exit(struct rst_task *task)
-{
-	int status;
-
-	for (;;) {
-		if (waitpid(task->pid, &status, __WALL) < 0) {
-			if (errno == EINTR)
-				continue;
-			pr_perror("zombie %d: waitpid", task->pid);
-			return -1;
-		}
-		if (!WIFSTOPPED(status))
-			break;
-		if (ptrace(PTRACE_CONT, task->pid, 0, WSTOPSIG(status))) {
-			pr_perror("zombie %d: cannot pass signal %d on", task->pid, WSTOPSIG(status));
-			return -1;
-		}
-	}
-	pr_info("zombie %d re-created (wait status %#x)\n", task->pid, status);
-	return 0;
-}
-
-/* Every task's report: live ones parked before their sigreturn, zombies dead. */
-static int wait_tree_ready(void)
-{
-	unsigned int i;
-	int ret = 0;
-
-	for (i = 0; i < nr_rst_tasks && !ret; i++) {
-		struct rst_task *task = &rst_tasks[i];
-		char files = TASK_CMD_FILES;
-
-		/* Its parent, before it in pstree order, is parked: its fd table is restored. */
-		if (pstree_shares_parent_files(task->item) &&
-		    write(task->sync_fd, &files, 1) != 1) {
-			pr_perror("cannot let task %d use its parent's fd table", task->pid);
-			return -1;
-		}
-		ret = task->zombie ? wait_zombie_exit(task) : wait_task_ready(task);
-	}
-	return ret;
-}
-
-static int resume_tree_devices(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < nr_rst_tasks; i++)
-		if (!rst_tasks[i].zombie && resume_devices(&rst_tasks[i]))
-			return -1;
-	return 0;
-}
-
-static int release_tree(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < nr_rst_tasks; i++)
-		if (!rst_tasks[i].zombie && release_task(&rst_tasks[i]))
-			return -1;
-	return 0;
-}
-
-/*
- * A failed restore leaves nothing behind. criu traces every task it let go: SIGKILL
- * those. The others still wait for GO and exit once our sockets close. Orphans come to
- * criu, the subreaper, so waiting until no child or tracee is left reaps them all.
- */
-static void kill_created_tasks(void)
-{
-	unsigned int i;
-	int status;
-
-	for (i = 0; i < nr_rst_tasks; i++)
-		if (rst_tasks[i].pid > 0)
-			kill(rst_tasks[i].pid, SIGKILL);
-	for (i = 0; i < nr_rst_tasks; i++) {
-		if (rst_tasks[i].sync_fd >= 0)
-			close(rst_tasks[i].sync_fd);
-		rst_tasks[i].sync_fd = -1;
-		rst_tasks[i].pid = 0;
-	}
-	while (waitpid(-1, &status, __WALL) > 0 || errno == EINTR)
-		;
 }
 
 static void free_rst_tasks(void)
@@ -1494,22 +824,6 @@ static int write_pidfile(pid_t pid)
 		return -1;
 	}
 	return 0;
-}
-
-/* Without -d criu waits for the restored root and exits with its status, as CRIU does. */
-static int wait_root_task(pid_t pid)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			pr_perror("waitpid %d", pid);
-			return -1;
-		}
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
 }
 
 /* Every task's images decoded before anything is forked: a bad image fails here. */
@@ -1608,7 +922,7 @@ int cr_restore_tasks(void)
 	if (opts.lazy_pages && lazy_pages_probe())
 		goto out;
 	lazy_daemon_up = opts.lazy_pages;
-	/* Tasks orphaned by a failure come to criu, which reaps them (kill_created_tasks()). */
+	/* Tasks orphaned by a failure come to criu, which reaps them (rst_kill_created_tasks()). */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
 		pr_perror("cannot become a subreaper");
 		goto out;
@@ -1617,7 +931,7 @@ int cr_restore_tasks(void)
 	/*
 	 * Before forking, so that every task inherits its socket (USERNS_SFD), and before the
 	 * tasks' sockets exist, which the service must not hold open; stopped at out:, before
-	 * kill_created_tasks() waits for every child of criu.
+	 * rst_kill_created_tasks() waits for every child of criu.
 	 */
 	if (userns_owner_service_start())
 		goto out;
@@ -1657,7 +971,7 @@ int cr_restore_tasks(void)
 	if (run_plugins(POST_FORKING))
 		goto out;
 
-	if (wait_tree_ready() || ns_restore_late(rst_tasks[0].pid) || mntns_bind_ptys())
+	if (rst_wait_tree_ready() || ns_restore_late(rst_tasks[0].pid) || mntns_bind_ptys())
 		goto out;
 	/* Once every mapping is made: a seal may refuse to let one be made (memfd.h). */
 	if (memfd_apply_seals())
@@ -1683,9 +997,9 @@ int cr_restore_tasks(void)
 		goto out;
 
 	/* The tasks are parked in the restorer and run none of their own code before this. */
-	if (resume_tree_devices() || run_action_scripts(ACT_PRE_RESUME, root_pid))
+	if (rst_resume_tree_devices() || run_action_scripts(ACT_PRE_RESUME, root_pid))
 		goto out;
-	if (release_tree())
+	if (rst_release_tree())
 		goto out;
 	if (write_pidfile(root_pid))
 		goto out;
@@ -1704,10 +1018,10 @@ int cr_restore_tasks(void)
 	pr_info("Restore finished successfully. Tasks resumed.\n");
 out:
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	/* Every task is done with it (or dead); kill_created_tasks() must not wait for it. */
+	/* Every task is done with it (or dead); rst_kill_created_tasks() must not wait for it. */
 	userns_owner_service_stop();
 	if (ret < 0)
-		kill_created_tasks();
+		rst_kill_created_tasks();
 	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
 	if (lazy_daemon_up)
 		lazy_pages_done(ret >= 0);
@@ -1722,6 +1036,6 @@ out:
 	if (ret)
 		return -1;
 	if (!opts.restore_detach && !opts.restore_sibling)
-		return wait_root_task(root_pid);
+		return rst_wait_root_task(root_pid);
 	return 0;
 }

@@ -18,8 +18,8 @@ import sys
 # Top first. A file not named here is a resource kind (the "kinds" layer).
 LAYERS = [
     ("command", ["crtools", "config", "cr-check", "cr-service"]),
-    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restorer-setup",
-                   "kinds", "uffd", "uffd-guard"]),
+    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restore-sessions",
+                   "restore-release", "restorer-setup", "kinds", "uffd", "uffd-guard"]),
     ("kinds", None),
     ("base", ["log", "image", "util-fd", "servicefd", "fdstore", "tool", "proc_parse",
               "ptrace", "infect", "options", "daemon", "kerndat", "fhandle", "pty-queue",
@@ -37,8 +37,12 @@ WINGS = {
     # the commands and the option table: --help lists the commands; the RPC service is a
     # command whose requests go through the table (opts_apply())
     "command": {"crtools", "config", "cr-service"},
+    # the restore pipeline: its tasks' table and steps, their sessions, their release
+    "restore": {"cr-restore", "restore-sessions", "restore-release"},
     # the fd engine and its sharing planner
     "fd engine": {"files", "files-plan"},
+    # regular files: the kind, its deleted files (ghosts), its remaps (links, dead /proc)
+    "regular files": {"files-reg", "files-ghost", "files-remap"},
     # the tree, its pids and its namespaces: a task's pid is read through its namespaces
     "tree": {"pstree", "ns-pid", "namespaces"},
     # memory and its transport: pages dumped, stored, deduplicated, served and sent; a

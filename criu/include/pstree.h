@@ -80,7 +80,7 @@ int pstree_read_children(pid_t pid, pid_t tid, pid_t **children, unsigned int *n
  * Sessions and groups whose leader is not in the tree. The root's own session and group,
  * when led from outside, are the shell's (criu's): restore gives the root criu's. Any
  * other such id names a leader that exited: restore re-creates it for a moment with a
- * helper task of that pid (cr-restore.c). A live leader outside the tree cannot be
+ * helper task of that pid (restore-sessions.c). A live leader outside the tree cannot be
  * re-created and is refused at dump.
  */
 /* Dump side, once the tree is seized: refuse ids that restore cannot give back. 0 or -errno. */

@@ -67,7 +67,10 @@ PB_C := $(PROTOS:.proto=.pb-c.c)
 PB_H := $(PROTOS:.proto=.pb-c.h)
 PB_OBJS := $(PB_C:.c=.o)
 
-CRIU_SRCS := $(wildcard criu/*.c compel/*.c)
+# criu/'s layers (Documentation/design.md §2.1), each a folder: a file calls only into its
+# own folder and those below it (scripts/check-layers.py).
+CRIU_LAYERS := command pipelines kinds base
+CRIU_SRCS := $(wildcard $(CRIU_LAYERS:%=criu/%/*.c) compel/*.c)
 CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 
 .DEFAULT_GOAL := all
@@ -108,12 +111,12 @@ criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ) $(SOCCR_A)
 
 -include $(CRIU_OBJS:.o=.d) $(PB_OBJS:.o=.d)
 
-# The plugin directory is compiled into criu/plugin.o: `make install PREFIX=/usr` after a
+# The plugin directory is compiled into criu/base/plugin.o: `make install PREFIX=/usr` after a
 # plain `make` rebuilds it for the new directory instead of installing a criu that looks
 # in the old one.
 criu/plugindir.stamp: FORCE
 	@echo '$(PLUGINDIR)' | cmp -s - $@ || echo '$(PLUGINDIR)' >$@
-criu/plugin.o: criu/plugindir.stamp
+criu/base/plugin.o: criu/plugindir.stamp
 .PHONY: FORCE
 
 test: all gpu-emu
@@ -198,7 +201,7 @@ pkg-clean:
 clean: man-clean pkg-clean
 
 clean: crit-clean libcriu-clean
-	rm -f criu/criu criu/*.o criu/*.d compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
+	rm -f criu/criu $(CRIU_LAYERS:%=criu/%/*.[od]) compel/*.o compel/*.d images/*.pb-c.* images/*.o images/*.d
 	$(MAKE) -C test clean
 	$(MAKE) -C test/demo clean
 	$(MAKE) -C test/bench-gpu clean

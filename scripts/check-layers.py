@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks that criu's layers only call down (Documentation/design.md §2).
+"""Checks that criu's layers only call down (Documentation/design.md §2.1).
 
 Reads the symbols each object of criu/ and compel/ defines and uses (nm), so that every
 call or data reference between two files is an edge, and checks each edge against the
-layer table below: a file may use its own layer and the layers under it, never one above.
+layer it lies in (its folder of criu/: command, pipelines, kinds, base; compel/ is base): a
+file may use its own layer and the layers under it, never one above.
 Files of one layer may call each other, but a loop among them (files that reach each
 other, a strongly connected set) must lie inside one wing: a set of files that are one
 concern (WINGS). Prints each edge that goes up and each loop that is not inside a wing,
@@ -15,22 +16,8 @@ import os
 import subprocess
 import sys
 
-# Top first. A file not named here is a resource kind (the "kinds" layer).
-LAYERS = [
-    ("command", ["crtools", "config", "cr-check", "cr-service"]),
-    ("pipelines", ["cr-dump", "dump-seize", "dump-task", "cr-restore", "restore-sessions",
-                   "restore-release", "restorer-setup", "kinds", "uffd", "uffd-guard"]),
-    ("kinds", None),
-    ("base", ["log", "image", "util-fd", "servicefd", "fdstore", "tool", "proc_parse",
-              "ptrace", "infect", "options", "daemon", "kerndat", "fhandle", "pty-queue",
-              "lazy-copy", "stats", "regs-x86", "task-sched", "irmap", "lsm", "sk-raw",
-              "mem-guard", "mem-track", "plugin",
-              # the scripts' points (and the RPC's notifier, set from above): log, the
-              # images dir and options only, so that daemons of any layer reach it
-              "action-scripts",
-              # CRIU's RPC messages on the wire: the service and a dumped client's socket
-              "rpc-wire"]),
-]
+# Top first: the folders of criu/ (compel/ is base).
+LAYERS = ["command", "pipelines", "kinds", "base"]
 
 # Loops allowed inside a layer: each names files that are one concern.
 WINGS = {
@@ -60,19 +47,20 @@ WINGS = {
 
 
 def layer_of(name):
-    for rank, (layer, files) in enumerate(LAYERS):
-        if files is not None and name in files:
-            return rank, layer
-    return next((r, l) for r, (l, f) in enumerate(LAYERS) if f is None)
+    """The rank (0: top) and the name of the layer of a file, named FOLDER/FILE."""
+    layer = name.split("/")[0]
+    return LAYERS.index(layer), layer
 
 
 def read_edges(root):
     defined, used = {}, collections.defaultdict(set)
-    objs = sorted(glob.glob(os.path.join(root, "criu/*.o")) + glob.glob(os.path.join(root, "compel/*.o")))
+    objs = [(layer, obj) for layer in LAYERS
+            for obj in sorted(glob.glob(os.path.join(root, "criu", layer, "*.o")))]
+    objs += [("base", obj) for obj in sorted(glob.glob(os.path.join(root, "compel/*.o")))]
     if not objs:
         sys.exit("check-layers: no objects under criu/ and compel/: run make first")
-    for obj in objs:
-        name = os.path.basename(obj)[:-2]
+    for layer, obj in objs:
+        name = layer + "/" + os.path.basename(obj)[:-2]
         out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             f = line.split()
@@ -134,7 +122,7 @@ def main():
         for (s, d), syms in sorted(edges.items()):
             print(f"{s} ({layer_of(s)[1]}) -> {d} ({layer_of(d)[1]}): {' '.join(sorted(syms))}")
         names = {n for e in edges for n in e}
-        for rank, (layer, _) in enumerate(LAYERS):
+        for rank, layer in enumerate(LAYERS):
             for comp in loops({n for n in names if layer_of(n)[0] == rank}, edges):
                 print(f"loop in {layer} ({len(comp)} files): {' '.join(comp)}")
     for s, d, syms in up:
@@ -144,7 +132,8 @@ def main():
     stray = []
     for rank in range(len(LAYERS)):
         for comp in loops({n for n in names if layer_of(n)[0] == rank}, edges):
-            if not any(set(comp) <= wing for wing in WINGS.values()):
+            files = {name.split("/")[1] for name in comp}
+            if not any(files <= wing for wing in WINGS.values()):
                 stray.append(comp)
                 print(f"check-layers: a loop outside any wing: {' '.join(comp)}")
     if up or stray:

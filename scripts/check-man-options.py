@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Checks criu(8) against the CLI: every command and option `criu --help` prints (it prints
-# every entry of the option table in criu/config.c) must be documented in the man page's
+# every entry of the option table in criu/command/config.c) must be documented in the man page's
 # source, and every option or command the page documents must exist. The Makefile runs it
 # before rendering criu(8), so the page cannot drift from --help; `make test` runs it too.
 #
@@ -91,7 +91,7 @@ def main():
             errors.append("refused option --%s is not listed in REFUSED OPTIONS" % name)
         if not reason:
             errors.append("refused option --%s has no reason in criu --help "
-                          "(criu/config.c, refusals)" % name)
+                          "(criu/command/config.c, refusals)" % name)
     for name in commands:
         if name not in documented_commands:
             errors.append("command %s (criu --help) has no entry in COMMANDS" % name)

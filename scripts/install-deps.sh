@@ -5,15 +5,15 @@ set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libcap-dev
 libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
 # A tree with a net namespace of its own: its addresses, routes and rules are saved and
-# restored with iproute2's `ip ... save/restore` (criu/net-tables.c), as CRIU does.
+# restored with iproute2's `ip ... save/restore` (criu/kinds/net-tables.c), as CRIU does.
 PKGS="$PKGS iproute2"
 # Upstream zdtm's netns_sub_veth (test/upstream-zdtm) links libnl-route.
 PKGS="$PKGS libnl-route-3-dev"
 # The network lock (--network-lock iptables, the default): iptables rules hold a TCP
-# connection whose peer is outside the dumped tree (criu/sk-tcp.c).
+# connection whose peer is outside the dumped tree (criu/kinds/sk-tcp.c).
 PKGS="$PKGS iptables"
-# nftables of a tree's net namespace (criu/net-nft.c) and --network-lock nftables
-# (criu/netlock-nft.c) run nft, as the tables' and routes' tools are run.
+# nftables of a tree's net namespace (criu/kinds/net-nft.c) and --network-lock nftables
+# (criu/kinds/netlock-nft.c) run nft, as the tables' and routes' tools are run.
 PKGS="$PKGS nftables"
 # The fuzz smoke of make test (test/fuzz): clang, and its libFuzzer and sanitizer runtimes,
 # which clang only recommends.

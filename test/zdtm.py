@@ -66,7 +66,7 @@ DEBIAN_CRIT = '/usr/bin/crit'
 OWN_CRIT = os.path.join(ROOT_DIR, 'crit', 'crit')
 
 # Every feature name upstream CRIU's check --feature knows (CRIU 4.2), and those of them
-# this criu implements (criu/kerndat.c); the others must answer "not supported".
+# this criu implements (criu/command/cr-check.c); the others must answer "not supported".
 UPSTREAM_FEATURES = (
     'mnt_id mem_dirty_track aio_remap timerfd tun tun_ns userns fdinfo_lock seccomp_suspend '
     'seccomp_filters loginuid cgroupns autofs tcp_half_closed compat_cr uffd uffd-noncoop '
@@ -2356,7 +2356,7 @@ TESTS = {
     'cli_missing_argument': {'mode': 'cli', 'args': ['dump', '-D', '{out}/img', '-t']},
     'cli_dump_no_such_pid': {'mode': 'cli',
                              'args': ['dump', '-t', '{free_pid}', '-D', '{out}/img']},
-    # options parsed as upstream CRIU parses them (criu/config.c)
+    # options parsed as upstream CRIU parses them (criu/command/config.c)
     # cgroups: each --manage-cgroups mode where it differs. The runner removes the test's
     # cgroups after the dump (restore makes them), or changes cpu.shares in them.
     'cgroup_limits': {'test_env': {'ZDTM_CG_NAME': 'zdtm_cg_soft'},

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the image framing (criu/image.c): each image file of the input (any type
+ * Fuzz target for the image framing (criu/base/image.c): each image file of the input (any type
  * of cr_img_descs, by its name) is read to its end the way criu's readers read it.
  */
 #include <fcntl.h>

@@ -48,7 +48,7 @@ include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps gpu-emu
+.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps runtimes gpu-emu
 .PHONY: uninstall deb
 all: criu/criu $(AMDGPU_PLUGIN) crit
 
@@ -91,6 +91,10 @@ bench-gpu: all gpu-emu
 # redis-server, an asyncio server and tmux dumped and restored (test/realapps/run.sh).
 realapps: all
 	$(MAKE) -C test realapps
+
+# Container runtimes checkpointing through this criu (test/runtimes/: LXC).
+runtimes: all
+	$(MAKE) -C test runtimes
 
 # Upstream CRIU's zdtm suite (../shared/upstream-criu) against criu/criu, one flavour
 # (ZDTM_FLAVOUR: h, ns, uns); ZDTM_ARGS=--list runs only test/upstream-zdtm/pass-FLAVOUR.txt.

@@ -16,18 +16,10 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "cr-check.h"
 #include "crtools.h"
-#include "kerndat.h"
 #include "log.h"
 #include "version.h"
-
-struct cr_options opts = {
-	.loglevel = DEFAULT_LOGLEVEL,
-	.timeout = -1,
-	.status_fd = -1,
-	.ghost_limit = DEFAULT_GHOST_LIMIT,
-	.manage_cgroups = CG_MODE_SOFT,
-};
 
 struct cr_option;
 /* Applies one occurrence: on is false for the --no-NAME form. 0, or -1 after one line. */
@@ -81,6 +73,9 @@ static int set_pre_dump_mode(const struct cr_option *o, const char *arg, bool on
 static int set_manage_cgroups(const struct cr_option *o, const char *arg, bool on);
 static int add_cgroup_root(const struct cr_option *o, const char *arg, bool on);
 static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on);
+static int set_lsm_profile(const struct cr_option *o, const char *arg, bool on);
+static int add_skip_mnt(const struct cr_option *o, const char *arg, bool on);
+static int add_enable_fs(const struct cr_option *o, const char *arg, bool on);
 static int set_ext_unix_sk(const struct cr_option *o, const char *arg, bool on);
 static int set_file_validation(const struct cr_option *o, const char *arg, bool on);
 static int accept_sparse_ghosts(const struct cr_option *o, const char *arg, bool on);
@@ -123,6 +118,11 @@ static const struct cr_option options[] = {
 	     "restore the file KEY (pipe:[INODE] or a path) as criu's fd N"),
 	FLAG("link-remap", 0, link_remap, "dump a file open under a removed name by linking it back"),
 	FLAG("file-locks", 'l', file_locks, "dump the file locks the tree holds"),
+	FLAG("skip-file-rwx-check", 0, skip_file_rwx_check,
+	     "restore: a reopened file's rwx permission bits may differ from the dumped ones"),
+	FLAG("evasive-devices", 0, evasive_devices,
+	     "dump: a device file whose path names another device now is dumped by a path of "
+	     "its own device"),
 	FLAG("force-irmap", 0, force_irmap,
 	     "dump a path for every watched inode (inotify, fanotify), found by scanning"),
 	CALL("irmap-scan-path", 0, required_argument, add_irmap_scan_path, "DIR",
@@ -178,9 +178,10 @@ static const struct cr_option options[] = {
 	       "restore: leave private memory to the criu lazy-pages daemon; dump: leave it in "
 	       "the frozen tree, served on --port"),
 	REFUSED_FLAG("stream", 0),
+	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "[=CAP[,CAP]]",
+	     "fpu, cpu, ins, all or none (^CAP: not it): dump writes cpuinfo.img, restore "
+	     "checks this CPU against it for these; without a value: all"),
 	/* values this criu has exactly one of */
-	CALL("cpu-cap", 0, optional_argument, set_cpu_cap, "=none",
-	     "no CPU capability image is written or checked"),
 	CALL("ext-unix-sk", 'x', optional_argument, set_ext_unix_sk, NULL,
 	     "dump datagram Unix sockets connected to one outside the tree"),
 	/* cgroups */
@@ -205,23 +206,29 @@ static const struct cr_option options[] = {
 	CALL("version", 'V', no_argument, show_version, NULL, "print the version"),
 	/* refused: state this criu does not dump or restore (Documentation/criu.8.txt) */
 	REFUSED("close", 0, required_argument),
-	REFUSED_FLAG("evasive-devices", 0),
 	REFUSED("ms", 0, no_argument),
 	REFUSED("exec-cmd", 0, no_argument),
 	REFUSED("cgroup-props", 0, required_argument),
 	REFUSED("cgroup-props-file", 0, required_argument),
 	REFUSED("cgroup-dump-controller", 0, required_argument),
-	REFUSED("skip-mnt", 0, required_argument),
-	REFUSED("enable-fs", 0, required_argument),
-	REFUSED("enable-external-sharing", 0, no_argument),
+	CALL("skip-mnt", 0, required_argument, add_skip_mnt, "PATH",
+	     "dump: leave the mount at PATH, and the mounts below it, out (repeatable)"),
+	CALL("enable-fs", 0, required_argument, add_enable_fs, "FS[,FS]",
+	     "dump: mounts of these filesystems (all: any) are mounted anew at restore, "
+	     "their contents not saved"),
+	CALL("enable-external-sharing", 0, no_argument, accept_external_masters, NULL,
+	     "with --ext-mount-map auto: mounts sharing with criu's (restored so anyway)"),
 	CALL("enable-external-masters", 0, no_argument, accept_external_masters, NULL,
 	     "with --ext-mount-map auto: mounts receiving from outside (restored anyway)"),
 	FLAG("mntns-compat-mode", 0, mntns_compat_mode,
 	     "mounts are restored one way, with it or without (accepted, changes nothing)"),
-	REFUSED("lsm-profile", 0, required_argument),
-	REFUSED("lsm-mount-context", 0, required_argument),
-	REFUSED_FLAG("weak-sysctls", 0),
-	REFUSED_FLAG("skip-file-rwx-check", 0),
+	CALL("lsm-profile", 0, required_argument, set_lsm_profile, "TYPE:NAME",
+	     "restore: label the tasks apparmor:PROFILE or selinux:CONTEXT instead of as "
+	     "dumped; none: leave them unlabelled"),
+	STRING("lsm-mount-context", 0, lsm_mount_context, "CTX",
+	       "restore: a mount made anew whose options have context= gets context=CTX"),
+	FLAG("weak-sysctls", 0, weak_sysctls,
+	     "restore: a sysctl this kernel lacks is skipped with a warning, not a failure"),
 	REFUSED_FLAG("unprivileged", 0),
 	REFUSED_FLAG("allow-uprobes", 0),
 	REFUSED_FLAG("deprecated", 0),
@@ -250,19 +257,12 @@ static const struct refusal refusals[] = {
 	{ "no page server socket from the caller, image streams or TLS",
 	  NAMES("ps-socket", "stream", "tls",
 		"tls-cacert", "tls-cacrl", "tls-cert", "tls-key", "tls-no-cn-verify") },
-	{ "sysctls the kernel lacks fail the restore", NAMES("weak-sysctls") },
-	{ "every mount of a mount namespace is dumped", NAMES("skip-mnt") },
-	{ "only proc, sysfs, tmpfs, devpts and mqueue are mounted anew", NAMES("enable-fs") },
-	{ "a mount shares and receives propagation within the tree's mount namespaces only",
-	  NAMES("enable-external-sharing") },
 	{ "cgroups are dumped with CRIU's default properties, of every controller",
 	  NAMES("cgroup-props", "cgroup-props-file", "cgroup-dump-controller") },
-	{ "a device file is reopened by its dumped path", NAMES("evasive-devices") },
-	{ "LSM profiles and contexts are not restored", NAMES("lsm-profile", "lsm-mount-context") },
 	{ "criu runs as root", NAMES("unprivileged") },
 	{ "a task with a uprobes area is not dumped", NAMES("allow-uprobes") },
 	{ "no deprecated features to turn on", NAMES("deprecated", "ms") },
-	{ "not supported by this criu", NAMES("skip-file-rwx-check", "exec-cmd", "close") },
+	{ "not supported by this criu", NAMES("exec-cmd", "close") },
 };
 #undef NAMES
 /* clang-format on */
@@ -551,14 +551,6 @@ static int add_ext_veth(const struct cr_option *o, const char *arg, const char *
 	return append(&opts.ext_veths, &opts.nr_ext_veths, &ext, sizeof(ext));
 }
 
-const struct ext_veth *opts_ext_veth(const char *inner)
-{
-	for (unsigned int i = 0; i < opts.nr_ext_veths; i++)
-		if (!strcmp(opts.ext_veths[i].inner, inner))
-			return &opts.ext_veths[i];
-	return NULL;
-}
-
 /* INNER]:OUTER of KIND[INNER]:OUTER: a link of the tree's and one of criu's (restore). */
 static int add_ext_link(const struct cr_option *o, const char *arg, const char *kind,
 			struct ext_link **list, unsigned int *nr)
@@ -580,33 +572,15 @@ static int add_ext_link(const struct cr_option *o, const char *arg, const char *
 	return append(list, nr, &ext, sizeof(ext));
 }
 
-static const struct ext_link *find_ext_link(const struct ext_link *list, unsigned int nr,
-					    const char *inner)
-{
-	for (unsigned int i = 0; i < nr; i++)
-		if (!strcmp(list[i].inner, inner))
-			return &list[i];
-	return NULL;
-}
-
-const struct ext_link *opts_ext_macvlan(const char *inner)
-{
-	return find_ext_link(opts.ext_macvlans, opts.nr_ext_macvlans, inner);
-}
-
-const struct ext_link *opts_ext_netdev(const char *inner)
-{
-	return find_ext_link(opts.ext_netdevs, opts.nr_ext_netdevs, inner);
-}
-
 /* One pair of an external mount: at dump MOUNTPOINT and KEY, at restore KEY and PATH. */
 static int add_ext_mount(const struct cr_option *o, const char *arg, const char *first,
 			 size_t first_len, const char *second)
 {
 	struct ext_mount em;
 
-	if (!first_len || !*second) {
-		opt_error("bad value '%s' for --%s (mnt[KEY]:VALUE, neither empty)", arg, o->name);
+	/* An empty VALUE is taken, as CRIU takes it (LXC gives "console:"): no mount uses it. */
+	if (!first_len) {
+		opt_error("bad value '%s' for --%s (mnt[KEY]:VALUE, KEY not empty)", arg, o->name);
 		return -1;
 	}
 	em.key = strndup(first, first_len);
@@ -621,11 +595,13 @@ static int add_ext_mount(const struct cr_option *o, const char *arg, const char 
 /*
  * veth[IN]:OUT[@BRIDGE] (restore: the outer end of the tree's veth link IN), macvlan[IN]:OUT
  * (restore: the lower link of the tree's macvlan link IN), netdev[IN]:OUT (restore: criu's
- * link OUT becomes the tree's IN) and mnt[A]:B, an external mount (ns-mnt.c). Every other
- * kind upstream knows (tty, file, dev, unix): refused.
+ * link OUT becomes the tree's IN) and mnt[A]:B, an external mount (ns-mnt.c). The other
+ * kinds CRIU knows (tty, file, dev, unix, net, pid): refused. A key of no kind is kept by
+ * CRIU for a lookup that never comes (LXC gives "console:"): taken, and nothing uses it.
  */
 static int set_external(const struct cr_option *o, const char *arg, bool on)
 {
+	static const char *const refused[] = { "tty[", "file[", "dev[", "unix[", "net[", "pid[" };
 	const char *close = strstr(arg, "]:");
 
 	(void)on;
@@ -646,7 +622,14 @@ static int set_external(const struct cr_option *o, const char *arg, bool on)
 	}
 	if (!strncmp(arg, "mnt[", 4) && close)
 		return add_ext_mount(o, arg, arg + 4, close - (arg + 4), close + 2);
-	return refuse(o, arg);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (!strncmp(arg, refused[i], strlen(refused[i])))
+			return refuse(o, arg);
+	if (!strncmp(arg, "mnt[", 4) || !strncmp(arg, "veth[", 5)) {
+		opt_error("bad value '%s' for --%s", arg, o->name);
+		return -1;
+	}
+	return 0;
 }
 
 static int set_veth_pair(const struct cr_option *o, const char *arg, bool on)
@@ -824,11 +807,124 @@ static int set_ext_unix_sk(const struct cr_option *o, const char *arg, bool on)
 	return 0;
 }
 
-/* Dump writes no cpuinfo image and restore checks no CPU capability: "none". */
+/*
+ * As CRIU reads it: without a value every capability; else words of fpu, cpu, ins, all and
+ * none, separated by commas, each after the default set (fpu, ins); ^ before a word
+ * takes it away instead (^none: all). Any but none also asks for cpuinfo.img (IMAGE).
+ */
 static int set_cpu_cap(const struct cr_option *o, const char *arg, bool on)
 {
+	static const struct {
+		const char *name;
+		unsigned int bits;
+	} caps[] = {
+		{ "fpu", CPU_CAP_FPU }, { "cpu", CPU_CAP_CPU }, { "ins", CPU_CAP_INS },
+		{ "all", CPU_CAP_ALL }, { "none", CPU_CAP_NONE },
+	};
+	bool negate = false;
+
 	(void)on;
-	return arg && !strcmp(arg, "none") ? 0 : refuse(o, arg);
+	if (!arg) {
+		opts.cpu_cap = CPU_CAP_ALL | CPU_CAP_IMAGE;
+		return 0;
+	}
+	for (const char *p = arg; *p;) {
+		size_t i, len;
+
+		if (*p == '^' || *p == ',') {
+			negate = *p == '^' ? !negate : false;
+			p++;
+			continue;
+		}
+		for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+			if (!strncmp(p, caps[i].name, strlen(caps[i].name)))
+				break;
+		if (i == sizeof(caps) / sizeof(caps[0])) {
+			opt_error("bad value '%s' for --%s (fpu, cpu, ins, all or none, with , "
+				  "and ^)",
+				  arg, o->name);
+			return -1;
+		}
+		len = strlen(caps[i].name);
+		if (caps[i].bits == CPU_CAP_NONE)
+			opts.cpu_cap = negate ? CPU_CAP_ALL : CPU_CAP_NONE;
+		else if (negate)
+			opts.cpu_cap &= ~caps[i].bits;
+		else
+			opts.cpu_cap |= caps[i].bits;
+		p += len;
+	}
+	if (opts.cpu_cap != CPU_CAP_NONE)
+		opts.cpu_cap |= CPU_CAP_IMAGE;
+	return 0;
+}
+
+/*
+ * TYPE:NAME, TYPE apparmor, selinux or none (NAME then ignored, as CRIU does). Whether
+ * this kernel has that LSM is for restore to say (lsm.c), before it creates anything.
+ */
+static int set_lsm_profile(const struct cr_option *o, const char *arg, bool on)
+{
+	const char *colon = strchr(arg, ':');
+
+	(void)on;
+	if (colon && !strncmp(arg, "none:", 5)) {
+		opts.lsm_profile_kind = LSM_OPT_NONE;
+		opts.lsm_profile = NULL;
+		return 0;
+	}
+	if (!colon || !colon[1] ||
+	    (strncmp(arg, "apparmor:", 9) && strncmp(arg, "selinux:", 8))) {
+		opt_error("bad value '%s' for --%s (apparmor:PROFILE, selinux:CONTEXT or none:)",
+			  arg, o->name);
+		return -1;
+	}
+	opts.lsm_profile_kind = arg[0] == 'a' ? LSM_OPT_APPARMOR : LSM_OPT_SELINUX;
+	opts.lsm_profile = (char *)colon + 1;
+	return 0;
+}
+
+/* An absolute mount point, as the tree's mountinfo shows it (a trailing / dropped). */
+static int add_skip_mnt(const struct cr_option *o, const char *arg, bool on)
+{
+	char *path;
+
+	(void)on;
+	if (arg[0] != '/') {
+		opt_error("bad value '%s' for --%s (an absolute mount point)", arg, o->name);
+		return -1;
+	}
+	path = strdup(arg);
+	if (!path) {
+		opt_error("out of memory");
+		return -1;
+	}
+	for (size_t len = strlen(path); len > 1 && path[len - 1] == '/'; len--)
+		path[len - 1] = '\0';
+	return append(&opts.skip_mnts, &opts.nr_skip_mnts, &path, sizeof(path));
+}
+
+/* FS[,FS]: filesystem types as mountinfo names them; "all" for any. */
+static int add_enable_fs(const struct cr_option *o, const char *arg, bool on)
+{
+	char *list = strdup(arg), *save, *fs;
+
+	(void)on;
+	if (!list) {
+		opt_error("out of memory");
+		return -1;
+	}
+	for (fs = strtok_r(list, ",", &save); fs; fs = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(fs, "all"))
+			opts.enable_fs_all = true;
+		else if (append(&opts.enable_fs, &opts.nr_enable_fs, &fs, sizeof(fs)))
+			return -1;
+	}
+	if (!opts.enable_fs_all && !opts.nr_enable_fs) {
+		opt_error("bad value '%s' for --%s (FS[,FS])", arg, o->name);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -1247,8 +1343,8 @@ void print_usage(void)
 	for (unsigned int i = 0; i < NR_OPTIONS; i++)
 		if (always_refused(&options[i]))
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
-	printf("Refused for some values: --external but veth[], macvlan[], netdev[] and mnt[],\n"
-	       "--cpu-cap but =none, --file-validation buildid, --ext-unix-sk with inodes,\n"
+	printf("Refused for some values: --external tty[], file[], dev[], unix[], net[], pid[],\n"
+	       "--file-validation buildid, --ext-unix-sk with inodes,\n"
 	       "--empty-ns but net, --join-ns but net:PATH.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());

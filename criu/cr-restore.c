@@ -29,12 +29,15 @@
 #include "cr_options.h"
 #include "sk-inet.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "fdstore.h"
 #include "file-lock.h"
 #include "files.h"
 #include "image.h"
 #include "kerndat.h"
 #include "log.h"
+#include "lsm.h"
+#include "cpuinfo.h"
 #include "loginuid.h"
 #include "memfd.h"
 #include "namespaces.h"
@@ -125,7 +128,11 @@ static int read_inventory(void)
 		return -1;
 	ret = pb_read_one_required(img, (void **)&inventory);
 	close_image(img);
-	if (ret || check_inventory(inventory))
+	if (ret || check_inventory(inventory) ||
+	    lsm_restore_prepare(inventory->has_lsmtype ? inventory->lsmtype : LSMTYPE__NO_LSM))
+		return -1;
+	/* --cpu-cap (any but none): this CPU must run what the dumped one ran, as CRIU checks. */
+	if ((opts.cpu_cap & CPU_CAP_IMAGE) && cpuinfo_check(opts.cpu_cap))
 		return -1;
 	/* Dumped with --tcp-close: the established connections have no streams to restore. */
 	if (inventory->has_tcp_close && inventory->tcp_close)

@@ -21,7 +21,10 @@
 
 #include "action-scripts.h"
 #include "cr-service.h"
+#include "cpuinfo.h"
+#include "cr-check.h"
 #include "cr_options.h"
+#include "daemon.h"
 #include "crtools.h"
 #include "image.h"
 #include "log.h"
@@ -133,6 +136,20 @@ static int apply(const char *name, const char *arg)
 		return -1;
 	}
 	return 0;
+}
+
+/* cpu_cap holds CRIU's CPU_CAP_* bits: given as the words --cpu-cap takes, exactly them. */
+static int apply_cpu_cap(uint32_t bits)
+{
+	char words[32] = "none";
+
+	if (bits & CPU_CAP_FPU)
+		strcat(words, ",fpu");
+	if (bits & CPU_CAP_CPU)
+		strcat(words, ",cpu");
+	if (bits & CPU_CAP_INS)
+		strcat(words, ",ins");
+	return apply("cpu-cap", words);
 }
 
 static int applyf(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -305,7 +322,7 @@ static int apply_values(const CriuOpts *o)
 		return -1;
 	if (o->has_auto_ext_mnt && o->auto_ext_mnt && apply("ext-mount-map", "auto"))
 		return -1;
-	if (o->has_cpu_cap && apply("cpu-cap", o->cpu_cap ? "cpu" : "none"))
+	if (o->has_cpu_cap && apply_cpu_cap(o->cpu_cap))
 		return -1;
 	if (o->n_exec_cmd && apply("exec-cmd", NULL))
 		return -1;
@@ -1025,12 +1042,29 @@ static int serve_wait_pid(CriuReq *req)
 	return send_resp(&resp) || !resp.success ? -1 : 0;
 }
 
+/*
+ * CPUINFO_DUMP: cpuinfo.img into the request's images directory; CPUINFO_CHECK: this CPU
+ * against it, for the request's cpu_cap (none: all, as `criu cpuinfo check`).
+ */
+static int cpuinfo_child(void *arg, struct child_result *r)
+{
+	const CriuReq *req = arg;
+	bool dump = req->type == CRIU_REQ_TYPE__CPUINFO_DUMP;
+
+	(void)r;
+	if (setup_request(req->opts, dump ? RK_PAGE_SERVER : RK_RESTORE))
+		return -1;
+	if (dump)
+		return cpuinfo_dump() ? -1 : 0;
+	return cpuinfo_check((opts.cpu_cap & CPU_CAP_ALL) ?: CPU_CAP_ALL) ? -1 : 0;
+}
+
 static int serve_cpuinfo(CriuReq *req)
 {
-	set_errno(ENOTSUP);
-	pr_err("cpuinfo dump and check are not supported: no CPU capability image is written "
-	       "or checked\n");
-	return answer(req->type, false) ? -1 : -1;
+	struct child_result r;
+	bool ok = run_in_child(cpuinfo_child, req, true, &r);
+
+	return answer_child(req->type, ok, &r) || !ok ? -1 : 0;
 }
 
 /*

@@ -14,7 +14,10 @@
 
 #include "cr-service.h"
 #include "cr_options.h"
+#include "cpuinfo.h"
+#include "cr-check.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "dedup.h"
 #include "image.h"
 #include "kerndat.h"
@@ -83,60 +86,6 @@ static int exec_crit_show(char **args)
 	execlp("crit", "crit", "show", file, (char *)NULL);
 	fprintf(stderr, "Error: cannot run crit to show %s: %s\n", file, strerror(errno));
 	return 1;
-}
-
-
-/* --status-fd must name an open descriptor; scripts and restored tasks do not get it. */
-static int prepare_status_fd(void)
-{
-	if (opts.status_fd < 0)
-		return 0;
-	if (fcntl(opts.status_fd, F_SETFD, FD_CLOEXEC)) {
-		fprintf(stderr, "Error: --status-fd %d: %s\n", opts.status_fd, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-void report_status_ready(void)
-{
-	if (opts.status_fd < 0)
-		return;
-	if (write(opts.status_fd, "", 1) != 1)
-		pr_warn("cannot write to --status-fd %d: %s\n", opts.status_fd, strerror(errno));
-	close(opts.status_fd);
-	opts.status_fd = -1;
-}
-
-/* -d: the caller gets its prompt back once the socket listens; --pidfile names the daemon. */
-int daemonize(void)
-{
-	pid_t pid;
-	FILE *f;
-
-	if (!opts.restore_detach && !opts.pidfile)
-		return 0;
-	pid = opts.restore_detach ? fork() : getpid();
-	if (pid < 0) {
-		pr_perror("cannot fork the daemon");
-		return -1;
-	}
-	if (opts.restore_detach && pid == 0) {
-		setsid();
-		return 0;
-	}
-	if (opts.pidfile) {
-		f = fopen(opts.pidfile, "w");
-		if (!f || fprintf(f, "%d", pid) < 0 || fclose(f)) {
-			pr_perror("cannot write pidfile %s", opts.pidfile);
-			if (opts.restore_detach)
-				kill(pid, SIGKILL);
-			return -1;
-		}
-	}
-	if (opts.restore_detach)
-		_exit(0);
-	return 0;
 }
 
 /*
@@ -337,6 +286,28 @@ static int run_service(char **args)
 	return cr_service();
 }
 
+/*
+ * cpuinfo dump: cpuinfo.img of this CPU into -D; cpuinfo check: this CPU against it, for
+ * what --cpu-cap asks (as CRIU: none asks for all).
+ */
+static int run_cpuinfo(char **args)
+{
+	int ret;
+
+	if (strcmp(args[0], "dump") && strcmp(args[0], "check")) {
+		fprintf(stderr, "Error: cpuinfo needs dump or check, not '%s'\n", args[0]);
+		return 1;
+	}
+	if (open_dirs_and_log(!strcmp(args[0], "dump")))
+		return 1;
+	if (!strcmp(args[0], "dump"))
+		ret = cpuinfo_dump();
+	else
+		ret = cpuinfo_check((opts.cpu_cap & CPU_CAP_ALL) ?: CPU_CAP_ALL);
+	log_fini();
+	return ret ? 1 : 0;
+}
+
 struct command {
 	const char *name;
 	int (*run)(char **args); /* NULL: refused */
@@ -360,7 +331,8 @@ static const struct command commands[] = {
 	{"dedup", run_dedup, NULL,
 	 "punch the pages the dump in DIR stores again out of its parent images"},
 	{"lazy-pages", run_lazy_pages, NULL, "serve the pages of a restore --lazy-pages from DIR"},
-	{"cpuinfo", NULL, NULL, "not supported: no CPU capability image is written or checked"},
+	{"cpuinfo", run_cpuinfo, "dump|check",
+	 "write cpuinfo.img of this CPU into DIR, or check this CPU against it (--cpu-cap)"},
 	{"exec", NULL, NULL, "not supported"},
 };
 

@@ -389,6 +389,18 @@ static pid_t dead_proc_pid(const char *src, const char *path, const struct stat 
 	return pid;
 }
 
+/*
+ * --evasive-devices, as CRIU: a device file whose path now names another node (a mount
+ * covers it, or the task's root changed since it opened it, as a container's /dev/null) is
+ * dumped by that path where the node there is of the same device; restore opens it.
+ */
+static bool evasive_device(const struct stat *st, const struct stat *now)
+{
+	return opts.evasive_devices && (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) &&
+	       (now->st_mode & S_IFMT) == (st->st_mode & S_IFMT) && now->st_rdev == st->st_rdev &&
+	       (now->st_dev != st->st_dev || now->st_ino != st->st_ino);
+}
+
 static int resolve_path(const char *src, const char *link, const struct stat *st, const char *what,
 			char *path, enum reg_path_kind *kind)
 {
@@ -417,6 +429,12 @@ static int resolve_path(const char *src, const char *link, const struct stat *st
 		 */
 		if (ret && errno == ENOENT && !marked && dead_proc_pid(src, path, st)) {
 			*kind = PATH_DEAD_PROC;
+			return 0;
+		}
+		if (!ret && !marked && evasive_device(st, &now)) {
+			pr_info("%s: %s names another node of device %u:%u now: dumped by that path "
+				"(--evasive-devices)\n",
+				what, path, major(st->st_rdev), minor(st->st_rdev));
 			return 0;
 		}
 		if (ret || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
@@ -1923,6 +1941,7 @@ static int open_ghost(const struct reg_file *rf, int flags)
 static int check_reopened(int fd, const struct reg_file *rf)
 {
 	struct stat st;
+	mode_t rwx;
 
 	if (fstat(fd, &st)) {
 		pr_perror("cannot stat reopened %s", rf->path);
@@ -1932,6 +1951,19 @@ static int check_reopened(int fd, const struct reg_file *rf)
 		pr_err("%s: was a %s at dump, is a %s now\n", rf->path, file_kind(rf->mode),
 		       file_kind(st.st_mode));
 		return -EINVAL;
+	}
+	/*
+	 * As CRIU: a file's or directory's whole mode must be the dumped one, the rwx bits too
+	 * unless --skip-file-rwx-check (set-id and sticky bits still count). Not a device
+	 * node's: a pty's slave, reopened here, gets the mode its devpts gives a new one.
+	 */
+	rwx = opts.skip_file_rwx_check ? (S_IRWXU | S_IRWXG | S_IRWXO) : 0;
+	if (rf->has_mode && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+	    (st.st_mode & ~rwx) != (rf->mode & ~rwx)) {
+		pr_err("%s: its mode is %#o now, %#o at dump%s\n", rf->path, st.st_mode & 07777,
+		       rf->mode & 07777,
+		       rwx ? "" : " (--skip-file-rwx-check lets the rwx bits differ)");
+		return -EPERM;
 	}
 	if (!rf->has_size || !S_ISREG(st.st_mode) || (uint64_t)st.st_size == rf->size)
 		return 0;

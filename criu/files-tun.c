@@ -1,7 +1,7 @@
 /*
  * tun/tap (drivers/net/tun.c): files opened on /dev/net/tun (file_entry.tunf, written
  * with a REG entry of the same id for the path's flags and owner, as CRIU does) and the
- * tun links of the tree's net namespaces (net_device_entry.tun), which ns-net.c dumps
+ * tun links of the tree's net namespaces (net_device_entry.tun), which net-links.c dumps
  * and makes through tun_link_dump() and tun_link_create().
  *
  * A device lives in the net namespace its first file was opened in and stays there; it

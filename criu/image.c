@@ -29,6 +29,7 @@
 #include "memfd.pb-c.h"
 #include "file-lock.pb-c.h"
 #include "sk-packet.pb-c.h"
+#include "cpuinfo.pb-c.h"
 #include "seccomp.pb-c.h"
 #include "utsns.pb-c.h"
 #include "mnt.pb-c.h"
@@ -84,6 +85,7 @@ const struct cr_img_desc cr_img_descs[CR_IMG_MAX] = {
 	[CR_IMG_INETSK_EXT] = PB_IMG("INETSK_EXT", "inetsk-ext.img", INETSK_EXT_MAGIC,
 				     cr_inet_sk_ext_entry__descriptor),
 	[CR_IMG_SECCOMP] = PB_IMG("SECCOMP", "seccomp.img", SECCOMP_MAGIC, seccomp_entry__descriptor),
+	[CR_IMG_CPUINFO] = PB_IMG("CPUINFO", "cpuinfo.img", CPUINFO_MAGIC, cpuinfo_entry__descriptor),
 	[CR_IMG_UTSNS] = PB_IMG("UTSNS", "utsns-%lu.img", UTSNS_MAGIC, utsns_entry__descriptor),
 	[CR_IMG_IPC_VAR] = PB_IMG("IPC_VAR", "ipcns-var-%lu.img", IPC_VAR_MAGIC,
 				  ipc_var_entry__descriptor),

@@ -1,10 +1,10 @@
 /*
  * LSM labels (lsm.h). Where the kernel runs an LSM that labels tasks (SELinux, AppArmor:
  * /proc/PID/attr/current), dump records each task's label in its creds as CRIU does.
- * A restored task inherits criu's own label; this criu does not change labels, so a
- * restore goes ahead only where each recorded label is the one the task inherits, and is
- * refused with one line otherwise, rather than bringing a task back confined differently
- * than it was.
+ * Restore decides each task's labels here (the dumped ones, or --lsm-profile's); the
+ * restorer writes them to the task's own attr files before it runs (pie/restorer.c). A
+ * label of an LSM this kernel does not run is refused with one line, before anything is
+ * created, rather than bringing a task back confined differently than it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "log.h"
 #include "lsm.h"
 
@@ -140,24 +141,107 @@ static int own_label(const char *name, char *buf, size_t size)
 	return len < 0 ? len : 0;
 }
 
-static int check_label(const char *recorded, const char *name, const char *img)
+static const char *kind_name(Lsmtype kind)
 {
-	char own[LABEL_MAX];
-	int ret;
+	return kind == LSMTYPE__SELINUX	   ? "SELinux"
+	       : kind == LSMTYPE__APPARMOR ? "AppArmor"
+					   : "none";
+}
 
-	if (!recorded || !recorded[0])
-		return 0;
-	ret = own_label(name, own, sizeof(own));
-	if (ret || !strcmp(recorded, own))
+/* The LSM the images' labels are of (inventory.img), set by lsm_restore_prepare(). */
+static Lsmtype image_kind;
+
+int lsm_restore_prepare(Lsmtype dumped_kind)
+{
+	Lsmtype host, wanted;
+	int ret = lsm_host_kind(&host);
+
+	if (ret)
 		return ret;
-	pr_err("%s: the task's LSM label (attr/%s) \"%s\" is not the one it would inherit "
-	       "from criu (\"%s\"): setting LSM labels is not supported\n",
-	       img, name, recorded, own[0] ? own : "no LSM on this kernel");
+	image_kind = dumped_kind;
+	if (opts.lsm_profile_kind != LSM_OPT_APPARMOR && opts.lsm_profile_kind != LSM_OPT_SELINUX)
+		return 0;
+	wanted = opts.lsm_profile_kind == LSM_OPT_APPARMOR ? LSMTYPE__APPARMOR : LSMTYPE__SELINUX;
+	if (host == wanted)
+		return 0;
+	pr_err("--lsm-profile %s:%s: this kernel does not run %s (tasks are labelled by %s)\n",
+	       wanted == LSMTYPE__APPARMOR ? "apparmor" : "selinux", opts.lsm_profile,
+	       kind_name(wanted), host == LSMTYPE__NO_LSM ? "no LSM" : kind_name(host));
 	return -ENOTSUP;
 }
 
-int lsm_check_restorable(const CredsEntry *ce, const char *img)
+/*
+ * What restore writes to attr/current: AppArmor's label reads "NAME (MODE)" and is set
+ * with "changeprofile NAME"; SELinux's context is written as it reads.
+ */
+static int render_current(Lsmtype kind, const char *label, char *out, size_t size)
 {
-	return check_label(ce->lsm_profile, "current", img) ?:
-	       check_label(ce->lsm_sockcreate, "sockcreate", img);
+	const char *mode = strrchr(label, ' ');
+	int n;
+
+	if (kind == LSMTYPE__APPARMOR) {
+		size_t len = mode && mode[1] == '(' && mode[strlen(mode) - 1] == ')'
+				     ? (size_t)(mode - label)
+				     : strlen(label);
+
+		n = snprintf(out, size, "changeprofile %.*s", (int)len, label);
+	} else {
+		n = snprintf(out, size, "%s", label);
+	}
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * The labels a task gets (rc->lsm_*): --lsm-profile's, else the dumped ones where they
+ * are not the label a task forked by criu inherits. A dumped label needs this kernel to
+ * run the LSM the images were dumped under.
+ */
+int lsm_restore_labels(const CredsEntry *ce, const char *img, struct rst_creds *rc)
+{
+	const char *current = ce->lsm_profile, *sock = ce->lsm_sockcreate;
+	char own[LABEL_MAX];
+	Lsmtype host, kind;
+	int ret;
+
+	rc->lsm_current[0] = rc->lsm_sockcreate[0] = '\0';
+	if (opts.lsm_profile_kind == LSM_OPT_NONE)
+		return 0;
+	ret = lsm_host_kind(&host);
+	if (ret)
+		return ret;
+	if (opts.lsm_profile_kind != LSM_OPT_IMAGE) {
+		current = opts.lsm_profile;
+	} else if ((current && current[0]) || (sock && sock[0])) {
+		if (host == LSMTYPE__NO_LSM || image_kind != host) {
+			pr_err("%s: the task ran with LSM label \"%s\" (%s), this kernel runs %s "
+			       "(--lsm-profile sets another label, none: none)\n",
+			       img, current && current[0] ? current : sock, kind_name(image_kind),
+			       host == LSMTYPE__NO_LSM ? "no LSM that labels tasks"
+						       : kind_name(host));
+			return -ENOTSUP;
+		}
+		ret = own_label("current", own, sizeof(own));
+		if (ret)
+			return ret;
+		if (current && !strcmp(current, own))
+			current = NULL;
+	}
+	kind = host;
+	if (current && current[0] &&
+	    render_current(kind, current, rc->lsm_current, sizeof(rc->lsm_current))) {
+		pr_err("%s: the LSM label \"%.64s...\" is too long\n", img, current);
+		return -ENAMETOOLONG;
+	}
+	/* SELinux alone has a sockcreate label; it is set as dumped. */
+	if (kind == LSMTYPE__SELINUX && sock && sock[0]) {
+		if (strlen(sock) >= sizeof(rc->lsm_sockcreate)) {
+			pr_err("%s: the LSM sockcreate label is too long\n", img);
+			return -ENAMETOOLONG;
+		}
+		strcpy(rc->lsm_sockcreate, sock);
+	}
+	rc->lsm_before_threads = kind == LSMTYPE__SELINUX;
+	if (rc->lsm_current[0])
+		pr_info("%s: the task's LSM label is set to \"%s\"\n", img, rc->lsm_current);
+	return 0;
 }

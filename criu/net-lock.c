@@ -336,7 +336,7 @@ void netlock_restore_failed(void)
 
 /*
  * In a scratch net namespace: the lock goes on and off, and both backends' tables can be
- * saved and loaded (ns-net.c: legacy tables by iptables-legacy-*, the others by
+ * saved and loaded (net-tables.c: legacy tables by iptables-legacy-*, the others by
  * iptables-nft-*), for both families. The child's exit status says.
  */
 static bool tools_work(void)

@@ -1,7 +1,7 @@
 /*
  * nftables of a tree's net namespaces, as CRIU keeps them: nftables-NSID.img holds the
  * text `nft list ruleset` prints, loaded again with `nft -f` in the new namespace before
- * the tasks run. The tables iptables-nft made are ns-net.c's (its iptables images), so
+ * the tasks run. The tables iptables-nft made are net-tables.c's (its iptables images), so
  * that no table is saved twice; which those are is told by iptables-nft-save itself.
  */
 #include <errno.h>

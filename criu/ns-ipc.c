@@ -23,6 +23,7 @@
 #include <sys/shm.h>
 #include <unistd.h>
 
+#include "cr_options.h"
 #include "image.h"
 #include "ipc-mqueue.h"
 #include "log.h"
@@ -118,6 +119,10 @@ static int write_sysctl(const char *path, const char *text)
 
 	snprintf(full, sizeof(full), "/proc/sys/%s", path);
 	fd = open(full, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && opts.weak_sysctls) {
+		pr_warn("%s: no such sysctl on this kernel, not set (--weak-sysctls)\n", full);
+		return 0;
+	}
 	if (fd < 0 || write(fd, text, len) != len) {
 		pr_perror("cannot write \"%s\" to %s", text, full);
 		if (fd >= 0)

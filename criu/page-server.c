@@ -15,7 +15,7 @@
 
 #include "action-scripts.h"
 #include "cr_options.h"
-#include "crtools.h"
+#include "daemon.h"
 #include "log.h"
 #include "mem.h"
 #include "page-server.h"

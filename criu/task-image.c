@@ -326,7 +326,7 @@ static int collect_creds(const CredsEntry *c, struct task_image *ti, const char 
 
 	if (!c)
 		return 0;
-	ret = lsm_check_restorable(c, img);
+	ret = lsm_restore_labels(c, img, rc);
 	if (ret)
 		return ret;
 	ret = cap_set(c->n_cap_inh, c->cap_inh, &rc->cap_inh, "cap_inh", img) ?:

@@ -1,9 +1,8 @@
 /*
- * Lazy restore: which pages are left out of the restore, how a restore task hands its
- * userfaultfd to the daemon, and `criu lazy-pages`, the daemon that serves page faults
- * from the images and streams the remaining pages in while the restored tasks run.
+ * `criu lazy-pages`, the daemon that serves the restored tasks' page faults from the images
+ * (or the dump's source, --page-server) and streams the remaining pages in while they run.
+ * What the restore side does is in uffd-task.c; the daemon's guardian in uffd-guard.c.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -26,7 +25,7 @@
 
 #include "action-scripts.h"
 #include "cr_options.h"
-#include "crtools.h"
+#include "daemon.h"
 #include "image.h"
 #include "lazy-copy.h"
 #include "log.h"
@@ -34,6 +33,7 @@
 #include "page-server.h"
 #include "pstree.h"
 #include "uffd.h"
+#include "uffd-daemon.h"
 #include "vma.h"
 
 #define PAGE_SIZE 4096ul
@@ -44,628 +44,8 @@
  * for the daemon to read it) is served within a millisecond or so.
  */
 #define BACKGROUND_CHUNK (2ul << 20)
-/* How long criu restore waits for a daemon that is still starting. */
-#define PROBE_TIMEOUT_MS 5000
-
-/* ---- kernel support ---- */
-
-static int open_uffd(uint64_t features, uint64_t *got)
-{
-	struct uffdio_api api = { .api = UFFD_API, .features = features };
-	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (ioctl(fd, UFFDIO_API, &api)) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	if (got)
-		*got = api.features;
-	return fd;
-}
-
-bool kerndat_has_uffd(void)
-{
-	int fd = open_uffd(0, NULL);
-
-	if (fd < 0)
-		return false;
-	close(fd);
-	return true;
-}
-
-bool kerndat_has_uffd_noncoop(void)
-{
-	uint64_t got = 0;
-	int fd = open_uffd(LAZY_UFFD_FEATURES, &got);
-
-	if (fd < 0)
-		return false;
-	close(fd);
-	return (got & LAZY_UFFD_FEATURES) == LAZY_UFFD_FEATURES;
-}
-
-/* ---- which pages are lazy ---- */
-
-/*
- * What the daemon can serve at all: not mlock()ed (mlock faults every page in before the
- * daemon has the uffd), not hugetlb (the daemon copies small pages), not MADV_WIPEONFORK
- * (a child forked meanwhile must find it empty, while the daemon would fill the child's
- * copy with the dumped pages), not an AIO ring (the blob copies it into the new ring it
- * makes).
- */
-static bool vma_uffd_servable(const struct vma_image *vma)
-{
-	return vma_image_mapped(vma) && (vma->status & VMA_ANON_PRIVATE) &&
-	       !(vma->status & (VMA_AREA_SYSVIPC | VMA_AREA_AIORING)) && !vma->locked &&
-	       !(vma->flags & MAP_HUGETLB) &&
-	       !(vma->madv & VMA_MADV_WIPEONFORK);
-}
-
-/*
- * Nor a stack: touched at once, it is read with the rest. (CRIU's dump --lazy-pages
- * leaves parts of stacks on the source all the same: those are served.)
- */
-bool vma_is_lazy(const struct vma_image *vma)
-{
-	return vma_uffd_servable(vma) && !(vma->status & VMA_AREA_STACK) &&
-	       !(vma->flags & MAP_GROWSDOWN);
-}
-
-static int map_add_run(struct page_map *map, unsigned int *cap, const struct page_run *run,
-		       uint64_t vaddr, uint64_t len)
-{
-	struct page_run *runs;
-
-	if (map->nr_runs == *cap) {
-		runs = realloc(map->runs, (*cap * 2 + 16) * sizeof(*runs));
-		if (!runs) {
-			pr_err("out of memory for %u page runs\n", map->nr_runs);
-			return -ENOMEM;
-		}
-		map->runs = runs;
-		*cap = *cap * 2 + 16;
-	}
-	map->runs[map->nr_runs++] = (struct page_run){ vaddr, len,
-						       run->file_off + (vaddr - run->vaddr),
-						       run->level, run->remote };
-	map->total_bytes += len;
-	return 0;
-}
-
-/* The VMA holding addr (the runs were checked to lie in VMAs), or NULL. */
-static const struct vma_image *vma_holding(const struct task_image *ti, uint64_t addr)
-{
-	for (unsigned int i = 0; i < ti->nr_vmas; i++)
-		if (ti->vmas[i].start <= addr && addr < ti->vmas[i].end)
-			return &ti->vmas[i];
-	return NULL;
-}
-
-int lazy_split_pages(const struct task_image *ti, struct page_map *eager, struct page_map *lazy)
-{
-	unsigned int eager_cap = 0, lazy_cap = 0, i;
-	int ret = 0;
-
-	/* The eager runs keep their chain levels: the blob reads them from each level's image. */
-	*eager = ti->pages;
-	eager->runs = NULL;
-	eager->nr_runs = 0;
-	eager->total_bytes = 0;
-	*lazy = (struct page_map){ .pages_id = ti->pages.pages_id, .nr_levels = 1 };
-	for (i = 0; i < ti->pages.nr_runs && !ret; i++) {
-		const struct page_run *run = &ti->pages.runs[i];
-		uint64_t pos = run->vaddr, end = run->vaddr + run->len, piece;
-
-		/* A run may cover neighbouring VMAs: each piece goes where its VMA says. */
-		while (pos < end && !ret) {
-			const struct vma_image *vma = vma_holding(ti, pos);
-			bool is_lazy = vma && (run->remote ? vma_uffd_servable(vma) :
-							     vma_is_lazy(vma));
-
-			piece = vma && vma->end < end ? vma->end - pos : end - pos;
-			if (run->remote && !is_lazy) {
-				pr_err("restore --lazy-pages: pages at %#llx are left on the "
-				       "dump's source, but their VMA is not one the lazy-pages "
-				       "daemon can serve\n",
-				       (unsigned long long)pos);
-				ret = -ENOTSUP;
-				break;
-			}
-			if (is_lazy && run->level) {
-				/* The daemon serves from the images directory's own pages image. */
-				pr_err("restore --lazy-pages: pages at %#llx are in a pre-dump parent "
-				       "image (level %u): lazy restore of a pre-dump chain is not "
-				       "supported\n",
-				       (unsigned long long)pos, run->level);
-				ret = -ENOTSUP;
-				break;
-			}
-			ret = map_add_run(is_lazy ? lazy : eager,
-					  is_lazy ? &lazy_cap : &eager_cap, run, pos, piece);
-			pos += piece;
-		}
-	}
-	if (ret) {
-		page_map_free(eager);
-		page_map_free(lazy);
-	}
-	return ret;
-}
-
-int lazy_refuse_remote(const struct task_image *ti)
-{
-	for (unsigned int i = 0; i < ti->pages.nr_runs; i++) {
-		if (!ti->pages.runs[i].remote)
-			continue;
-		pr_err("task %d: its pages at %#llx are left on the dump's source (dump "
-		       "--lazy-pages): restore with --lazy-pages and criu lazy-pages "
-		       "--page-server\n",
-		       ti->item->pid, (unsigned long long)ti->pages.runs[i].vaddr);
-		return -ENOTSUP;
-	}
-	return 0;
-}
-
-/* ---- restore side ---- */
-
-static int socket_addr(struct sockaddr_un *addr)
-{
-	const char *dir = opts.work_dir ?: opts.imgs_dir ?: ".";
-
-	*addr = (struct sockaddr_un){ .sun_family = AF_UNIX };
-	if (snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/%s", dir, LAZY_PAGES_SOCKET) >=
-	    (int)sizeof(addr->sun_path)) {
-		pr_err("lazy pages: the socket path %s/%s is longer than a Unix socket name may be\n",
-		       dir, LAZY_PAGES_SOCKET);
-		return -ENAMETOOLONG;
-	}
-	return 0;
-}
-
-static int connect_daemon(struct sockaddr_un *addr)
-{
-	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (sock < 0)
-		return -errno;
-	if (connect(sock, (struct sockaddr *)addr, sizeof(*addr))) {
-		int err = -errno;
-
-		close(sock);
-		return err;
-	}
-	return sock;
-}
-
-static int send_all(int sock, const void *buf, size_t len)
-{
-	const char *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = send(sock, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* One message on a connection of its own; the daemon may still be starting (retry). */
-static int send_control(enum lazy_msg_kind kind, int timeout_ms)
-{
-	struct lazy_msg msg = { .magic = LAZY_MSG_MAGIC, .kind = kind };
-	struct timespec pause = { 0, 10 * 1000 * 1000 };
-	struct sockaddr_un addr;
-	int sock, ret, waited = 0;
-
-	ret = socket_addr(&addr);
-	if (ret)
-		return ret;
-	while ((sock = connect_daemon(&addr)) < 0 && (sock == -ENOENT || sock == -ECONNREFUSED) &&
-	       waited < timeout_ms) {
-		nanosleep(&pause, NULL);
-		waited += 10;
-	}
-	if (sock < 0) {
-		pr_err("lazy pages: cannot connect to %s: %s (is `criu lazy-pages` running with this work dir?)\n",
-		       addr.sun_path, strerror(-sock));
-		return sock;
-	}
-	ret = send_all(sock, &msg, sizeof(msg));
-	if (ret)
-		pr_err("lazy pages: cannot talk to the daemon at %s: %s\n", addr.sun_path,
-		       strerror(-ret));
-	close(sock);
-	return ret;
-}
-
-int lazy_pages_probe(void)
-{
-	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
-}
-
-void lazy_pages_done(void)
-{
-	if (send_control(LAZY_MSG_DONE, 0))
-		pr_warn("the lazy-pages daemon was not told that the restore ended\n");
-}
-
-int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, int *sock)
-{
-	struct lazy_msg msg = { LAZY_MSG_MAGIC, LAZY_MSG_TASK, pid, lazy->pages_id, lazy->nr_runs };
-	struct sockaddr_un addr;
-	int ret;
-
-	*uffd = open_uffd(LAZY_UFFD_FEATURES, NULL);
-	if (*uffd < 0) {
-		pr_err("task %d: cannot create a userfaultfd with fork/remap/remove/unmap events: %s\n",
-		       pid, strerror(-*uffd));
-		return *uffd;
-	}
-	ret = socket_addr(&addr);
-	if (ret)
-		return ret;
-	*sock = connect_daemon(&addr);
-	if (*sock < 0) {
-		pr_err("task %d: cannot connect to the lazy-pages daemon at %s: %s\n", pid, addr.sun_path,
-		       strerror(-*sock));
-		return *sock;
-	}
-	ret = send_all(*sock, &msg, sizeof(msg));
-	if (!ret)
-		ret = send_all(*sock, lazy->runs, lazy->nr_runs * sizeof(*lazy->runs));
-	if (ret)
-		pr_err("task %d: cannot send its %u lazy page runs to the daemon: %s\n", pid,
-		       lazy->nr_runs, strerror(-ret));
-	else
-		pr_info("task %d: %llu bytes of pages left to the lazy-pages daemon\n", pid,
-			(unsigned long long)lazy->total_bytes);
-	return ret;
-}
 
 /* ---- the daemon: tasks and what is left of their pages ---- */
-
-/*
- * --page-server: the connection to the dump's source. Background chunks are asked for
- * ahead, one per copy job (asked, oldest first); the source answers in order, each answer
- * read straight into its job's buffer and handed to the copiers. A fault's request queues
- * behind them: its answer is the one after theirs.
- */
-struct lazy_remote {
-	int sk; /* -1: no --page-server */
-	uint8_t *buf; /* FAULT_CHUNK bytes: a fault's pages (never more are asked for) */
-	struct lazy_copy_job *asked, **asked_tail;
-	uint64_t requests, bytes;
-};
-
-/*
- * Where a task's pages come from, shared with the children it forks: its pages image,
- * mapped once, for runs stored in the images; the dump's source (remote, NULL without
- * --page-server), which knows the task by its pid in the images, for runs left there.
- */
-struct lazy_src {
-	unsigned int refs;
-	const uint8_t *addr;
-	uint64_t len;
-	pid_t pid;
-	struct lazy_remote *remote;
-};
-
-struct lazy_daemon;
-struct lazy_task;
-
-/*
- * One kind of run's pages. fetch(): the data of [addr, addr + *len) of run r, readable
- * now at *data, *len possibly cut short (never to 0), for a fault. queue(): the job's
- * chunk of run r on its way to the copiers, at once or once its pages came. 0 or -errno
- * (logged).
- */
-struct lazy_src_ops {
-	int (*fetch)(struct lazy_daemon *d, struct lazy_task *t, const struct page_run *r,
-		     uint64_t addr, uint64_t *len, const void **data);
-	int (*queue)(struct lazy_daemon *d, struct lazy_copy_job *job, const struct page_run *r);
-};
-
-/* What epoll reports: the listening socket, a task's connection or its uffd, the copiers. */
-enum lazy_watch_kind { WATCH_LISTEN, WATCH_SOCK, WATCH_UFFD, WATCH_COPIERS, WATCH_REMOTE };
-
-struct lazy_watch {
-	enum lazy_watch_kind kind;
-	struct lazy_task *task;
-};
-
-/*
- * Background chunks are taken in address order from bg_from on; a chunk stays in runs
- * until its copy is done, so a fault on it is served (again) at once and an event of the
- * task moves or cuts it with the rest. Its uffd is read only while none of its chunks is
- * being copied (the copier would write where the event's change just left something
- * else); a chunk asked of the source before an event (gen) is dropped when it comes.
- */
-struct lazy_task {
-	struct lazy_task *next;
-	pid_t pid; /* in the images; 0: forked while its pages came in */
-	pid_t peer_pid; /* the connected task as the daemon sees it (SO_PEERCRED) */
-	uint64_t id; /* names it to the guardian */
-	int sock; /* until the uffd came; -1 after */
-	bool has_msg; /* the connection's lazy_msg was read */
-	int uffd; /* -1 until it came */
-	struct lazy_watch sock_watch, uffd_watch;
-	struct lazy_src *src;
-	struct page_run *runs; /* still to copy, by address */
-	unsigned int nr_runs, cap_runs;
-	uint64_t *retry; /* faults that met a changing address space (EAGAIN) */
-	unsigned int nr_retry, cap_retry;
-	uint64_t bg_from; /* the next background chunk starts at or after it */
-	uint32_t gen; /* counts the task's events that moved or cut its runs */
-	bool blocked; /* a chunk met no mapping: none is taken until an event or a pause */
-	unsigned int asked, copying; /* its chunks asked of the source, in the copiers */
-	bool gone; /* a copier found it gone */
-	int job_err; /* a copier's error, for the loop to report */
-	uint64_t faults, copied;
-};
-
-struct lazy_daemon {
-	int ep;
-	struct lazy_watch listen_watch, copiers_watch, remote_watch;
-	struct lazy_task *tasks;
-	bool restore_done; /* criu restore said no task comes any more */
-	unsigned int nr_served;
-	struct lazy_remote remote;
-	struct lazy_copiers copiers;
-	int guardian_sock; /* to the guardian (its messages below) */
-	pid_t guardian_pid;
-	uint64_t next_id;
-};
-
-/* ---- the guardian ---- */
-
-/*
- * Should the daemon die while pages are missing, the kernel would release the uffds and
- * the tasks' waiting faults would read zeroes: silently wrong memory. A child of the
- * daemon, the guardian, holds a copy of every task's uffd (so the faults keep waiting)
- * and a pidfd of it; when the daemon is gone without saying goodbye, it kills those tasks
- * and their descendants (children forked meanwhile, whose pids the daemon never learns),
- * then exits. CRIU's lazy restore ends the same way: the tasks are killed.
- */
-enum guard_msg_kind { GUARD_ADD = 1, GUARD_DONE, GUARD_BYE };
-
-struct guard_msg {
-	uint32_t kind;
-	int32_t pid; /* GUARD_ADD: as the daemon sees it, 0: unknown (a forked child) */
-	uint64_t id;
-};
-
-struct guarded {
-	uint64_t id;
-	pid_t pid;
-	int uffd; /* -1 once all its pages are in */
-	int pidfd; /* -1: pid unknown (a child forked meanwhile) */
-};
-
-static int guard_send(int sock, const struct guard_msg *msg, int uffd, int pidfd)
-{
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { (void *)msg, sizeof(*msg) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int fds[2] = { uffd, pidfd }, nr = pidfd >= 0 ? 2 : 1;
-	struct cmsghdr *cm;
-
-	if (msg->kind == GUARD_ADD) {
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(nr * sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		*cm = (struct cmsghdr){ .cmsg_len = CMSG_LEN(nr * sizeof(int)),
-					.cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
-		memcpy(CMSG_DATA(cm), fds, nr * sizeof(int));
-	}
-	if (sendmsg(sock, &mh, MSG_NOSIGNAL) != sizeof(*msg)) {
-		pr_perror("lazy pages: cannot reach the guardian");
-		return -EIO;
-	}
-	return 0;
-}
-
-static bool pid_listed(const pid_t *pids, unsigned int nr, pid_t pid)
-{
-	for (unsigned int i = 0; i < nr; i++)
-		if (pids[i] == pid)
-			return true;
-	return false;
-}
-
-/* The pids whose parent is in pids[0..*nr), added to pids (up to max), from /proc. */
-static void add_descendants(pid_t *pids, unsigned int *nr, unsigned int max)
-{
-	unsigned int before;
-
-	do {
-		char path[64], buf[512], *p;
-		struct dirent *de;
-		DIR *proc = opendir("/proc");
-		pid_t pid, ppid;
-
-		before = *nr;
-		while (proc && (de = readdir(proc)) && *nr < max) {
-			FILE *f;
-
-			pid = atoi(de->d_name);
-			if (pid <= 0)
-				continue;
-			snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-			f = fopen(path, "re");
-			if (!f)
-				continue;
-			p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-			fclose(f);
-			if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
-				continue;
-			if (pid_listed(pids, *nr, ppid) && !pid_listed(pids, *nr, pid))
-				pids[(*nr)++] = pid;
-		}
-		if (proc)
-			closedir(proc);
-	} while (*nr != before && *nr < max);
-}
-
-/*
- * Entries whose pages were all in (uffd -1) stay as roots: a child one forked while its
- * pages came in is known by its uffd alone, and found among their descendants. When such
- * a child is still missing pages, every descendant is killed: its pid is unknown.
- */
-static void guardian_kill(struct guarded *held, unsigned int nr)
-{
-	unsigned int nr_pids = 0, nr_roots, nr_missing = 0, i;
-	bool pidless_missing = false;
-	pid_t pids[4096];
-
-	for (i = 0; i < nr; i++) {
-		if (held[i].uffd < 0 && held[i].pidfd >= 0 &&
-		    syscall(SYS_pidfd_send_signal, held[i].pidfd, 0, NULL, 0))
-			continue; /* gone: its pid may be someone else's by now */
-		if (held[i].pid > 0 && nr_pids < 4096)
-			pids[nr_pids++] = held[i].pid;
-		if (held[i].uffd >= 0) {
-			nr_missing++;
-			pidless_missing |= held[i].pid <= 0;
-		}
-	}
-	nr_roots = nr_pids;
-	if (pidless_missing)
-		add_descendants(pids, &nr_pids, 4096);
-	pr_err("the lazy-pages daemon died with pages of %u tasks still missing: killing them and %u descendants\n",
-	       nr_missing, nr_pids - nr_roots);
-	/* The tasks by pidfd (a pid of theirs may have been reused), their children just seen. */
-	for (i = 0; i < nr; i++)
-		if (held[i].uffd >= 0 && held[i].pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, held[i].pidfd, SIGKILL, NULL, 0);
-	for (i = nr_roots; i < nr_pids; i++)
-		kill(pids[i], SIGKILL);
-}
-
-static int guardian_recv(int sock, struct guard_msg *msg, int fds[2])
-{
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = { msg, sizeof(*msg) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-			     .msg_controllen = sizeof(control.buf) };
-	struct cmsghdr *cm;
-	ssize_t n;
-
-	fds[0] = fds[1] = -1;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n != sizeof(*msg))
-		return -EPIPE;
-	cm = CMSG_FIRSTHDR(&mh);
-	if (cm && cm->cmsg_type == SCM_RIGHTS)
-		memcpy(fds, CMSG_DATA(cm), cm->cmsg_len - CMSG_LEN(0));
-	return 0;
-}
-
-static void __attribute__((noreturn)) guardian_main(int sock)
-{
-	struct guarded *held = NULL, *grown;
-	unsigned int nr = 0, cap = 0, nr_missing = 0, i;
-	struct guard_msg msg;
-	int fds[2];
-
-	while (!guardian_recv(sock, &msg, fds)) {
-		if (msg.kind == GUARD_BYE)
-			_exit(0);
-		if (msg.kind == GUARD_DONE) {
-			for (i = 0; i < nr && held[i].id != msg.id; i++)
-				;
-			if (i < nr && held[i].uffd >= 0) {
-				close(held[i].uffd);
-				held[i].uffd = -1;
-				nr_missing--;
-			}
-			continue;
-		}
-		if (nr == cap) {
-			grown = realloc(held, (cap * 2 + 16) * sizeof(*held));
-			if (!grown)
-				break; /* act as if the daemon died: never let a task read zeroes */
-			held = grown;
-			cap = cap * 2 + 16;
-		}
-		held[nr++] = (struct guarded){ msg.id, msg.pid, fds[0], fds[1] };
-		nr_missing++;
-	}
-	if (nr_missing)
-		guardian_kill(held, nr);
-	_exit(1);
-}
-
-static int start_guardian(struct lazy_daemon *d, int listen_fd)
-{
-	int sk[2];
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sk)) {
-		pr_perror("lazy pages: cannot make the guardian's socket");
-		return -1;
-	}
-	d->guardian_pid = fork();
-	if (d->guardian_pid < 0) {
-		pr_perror("lazy pages: cannot fork the guardian");
-		close(sk[0]);
-		close(sk[1]);
-		return -1;
-	}
-	if (d->guardian_pid == 0) {
-		close(listen_fd);
-		/* The source must see the daemon's end at once, not the guardian's. */
-		if (d->remote.sk >= 0)
-			close(d->remote.sk);
-		close(sk[0]);
-		guardian_main(sk[1]);
-	}
-	close(sk[1]);
-	d->guardian_sock = sk[0];
-	return 0;
-}
-
-/* A clean exit: the guardian lets go of what it holds, killing nothing. */
-static void stop_guardian(struct lazy_daemon *d)
-{
-	struct guard_msg bye = { .kind = GUARD_BYE };
-
-	if (d->guardian_sock < 0)
-		return;
-	guard_send(d->guardian_sock, &bye, -1, -1);
-	close(d->guardian_sock);
-	d->guardian_sock = -1;
-	while (waitpid(d->guardian_pid, NULL, 0) < 0 && errno == EINTR)
-		;
-}
-
-/* A task's uffd arrived: the guardian gets a copy and a pidfd before any page is served. */
-static int guard_task(struct lazy_daemon *d, struct lazy_task *t)
-{
-	struct guard_msg msg = { GUARD_ADD, t->peer_pid, t->id = ++d->next_id };
-	int pidfd = t->peer_pid > 0 ? syscall(SYS_pidfd_open, t->peer_pid, 0) : -1;
-	int ret;
-
-	ret = guard_send(d->guardian_sock, &msg, t->uffd, pidfd);
-	if (pidfd >= 0)
-		close(pidfd);
-	return ret;
-}
 
 static void src_put(struct lazy_src *src)
 {
@@ -901,11 +281,8 @@ static void task_free(struct lazy_daemon *d, struct lazy_task *t)
 	for (p = &d->tasks; *p != t; p = &(*p)->next)
 		;
 	*p = t->next;
-	if (t->id && d->guardian_sock >= 0) {
-		struct guard_msg done = { .kind = GUARD_DONE, .id = t->id };
-
-		guard_send(d->guardian_sock, &done, -1, -1);
-	}
+	if (t->id && d->guardian_sock >= 0)
+		lazy_guard_done(d, t);
 	/*
 	 * Out of epoll first: the guardian's copy (or one in flight to it) keeps the file
 	 * open, and epoll forgets a file only once it is released. Our last uffd reference
@@ -1238,7 +615,7 @@ static int on_fork(struct lazy_daemon *d, struct lazy_task *parent, int ufd)
 	child->nr_runs = parent->nr_runs;
 	pr_debug("task %d forked a child (uffd %d), %u runs left in it\n", parent->pid, ufd,
 		 child->nr_runs);
-	return guard_task(d, child) ?: watch(d, ufd, &child->uffd_watch);
+	return lazy_guard_task(d, child) ?: watch(d, ufd, &child->uffd_watch);
 }
 
 /* Chunks picked or asked for before are of another layout: dropped, taken again. */
@@ -1391,7 +768,7 @@ static int recv_uffd(struct lazy_daemon *d, struct lazy_task *t)
 	close(t->sock);
 	t->sock = -1;
 	pr_debug("task %d: userfaultfd %d\n", t->pid, t->uffd);
-	return guard_task(d, t) ?: watch(d, t->uffd, &t->uffd_watch);
+	return lazy_guard_task(d, t) ?: watch(d, t->uffd, &t->uffd_watch);
 }
 
 static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
@@ -1624,7 +1001,7 @@ static int listen_socket(struct sockaddr_un *addr)
 {
 	int sock;
 
-	if (socket_addr(addr))
+	if (lazy_socket_addr(addr))
 		return -1;
 	unlink(addr->sun_path);
 	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1737,7 +1114,7 @@ int cr_lazy_pages(void)
 	report_status_ready();
 	if (run_action_scripts(ACT_STATUS_READY, 0))
 		goto out;
-	if (start_guardian(&d, listen_fd))
+	if (lazy_guard_start(&d, listen_fd))
 		goto out;
 	d.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (d.ep < 0) {
@@ -1757,7 +1134,7 @@ out:
 		while (waitpid(d.guardian_pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	} else if (!ret) {
-		stop_guardian(&d);
+		lazy_guard_stop(&d);
 	}
 	while (d.tasks)
 		task_free(&d, d.tasks);

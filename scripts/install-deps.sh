@@ -5,7 +5,7 @@ set -e
 PKGS="build-essential pkg-config protobuf-c-compiler libprotobuf-c-dev libnl-3-dev libcap-dev
 libbsd-dev libdrm-dev python3 binutils protobuf-compiler python3-protobuf"
 # A tree with a net namespace of its own: its addresses, routes and rules are saved and
-# restored with iproute2's `ip ... save/restore` (criu/ns-net.c), as CRIU does.
+# restored with iproute2's `ip ... save/restore` (criu/net-tables.c), as CRIU does.
 PKGS="$PKGS iproute2"
 # Upstream zdtm's netns_sub_veth (test/upstream-zdtm) links libnl-route.
 PKGS="$PKGS libnl-route-3-dev"
@@ -28,6 +28,9 @@ PKGS="$PKGS redis-server tmux iputils-ping"
 # make install renders the man pages with asciidoctor; make deb and test/pkg build the
 # Debian packages (debhelper) and check them with lintian.
 PKGS="$PKGS asciidoctor debhelper lintian"
+# make runtimes (test/runtimes/lxc.sh): LXC's lxc-checkpoint drives criu; its busybox
+# template builds the container's root from busybox-static.
+PKGS="$PKGS lxc busybox-static"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -67,6 +67,7 @@ IMAGES = {
     "CPUINFO": (0x61404013, "cpuinfo_entry"),
     "USERNS": (0x55474906, "userns_entry"),
     "SECCOMP": (0x64413049, "seccomp_entry"),
+    "CPUINFO": (0x61404013, "cpuinfo_entry"),
     "BINFMT_MISC": (0x67343323, "binfmt_misc_entry"),
     "AUTOFS": (0x49353943, "autofs_entry"),
     "FILES": (0x56303138, "file_entry"),

@@ -55,6 +55,23 @@ struct ext_mount {
 	char *val;
 };
 
+/* --lsm-profile TYPE:NAME: which TYPE (not given: the dumped labels are set). */
+enum lsm_opt {
+	LSM_OPT_IMAGE = 0, /* not given */
+	LSM_OPT_NONE,	   /* none: no label is set */
+	LSM_OPT_APPARMOR,
+	LSM_OPT_SELINUX,
+};
+
+/* --cpu-cap: CRIU's bits (cpuinfo.img is written at dump and checked at restore with IMAGE). */
+#define CPU_CAP_NONE	0u
+#define CPU_CAP_FPU	(1u << 0) /* the FPU (xsave) features and size must be there */
+#define CPU_CAP_CPU	(1u << 1) /* every CPUID feature bit must be the same */
+#define CPU_CAP_INS	(1u << 2) /* the instruction-set feature bits must be there */
+#define CPU_CAP_IMAGE	(1u << 3) /* write cpuinfo.img at dump, check it at restore */
+#define CPU_CAP_ALL	(CPU_CAP_FPU | CPU_CAP_CPU | CPU_CAP_INS)
+#define CPU_CAP_DEFAULT (CPU_CAP_FPU | CPU_CAP_INS)
+
 struct cr_options {
 	pid_t tree_pid;	      /* -t */
 	char *imgs_dir;	      /* -D */
@@ -120,6 +137,18 @@ struct cr_options {
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;
 	bool ext_mount_auto; /* --external mnt[] (mnt[]:m, mnt[]:s): external mounts found at dump */
+	char **skip_mnts;    /* --skip-mnt: dump leaves these mount points (and those below) out */
+	unsigned int nr_skip_mnts;
+	char **enable_fs; /* --enable-fs: dump records mounts of these types as mounted anew */
+	unsigned int nr_enable_fs;
+	bool enable_fs_all;	  /* --enable-fs all */
+	char *lsm_mount_context;  /* --lsm-mount-context: context= of the mounts made anew */
+	bool skip_file_rwx_check; /* restore: a reopened file's rwx bits may differ */
+	bool weak_sysctls;    /* restore: a sysctl the kernel lacks is skipped, with a warning */
+	bool evasive_devices; /* dump: a device file may be reopened by another path */
+	enum lsm_opt lsm_profile_kind; /* --lsm-profile TYPE:NAME: TYPE */
+	char *lsm_profile;	       /* NAME (NULL for none:) */
+	unsigned int cpu_cap;	       /* --cpu-cap: CPU_CAP_* */
 };
 
 extern struct cr_options opts;
@@ -146,6 +175,10 @@ const struct ext_veth *opts_ext_veth(const char *inner);
 /* The --external macvlan[] (netdev[]) given for the link inner, or NULL. */
 const struct ext_link *opts_ext_macvlan(const char *inner);
 const struct ext_link *opts_ext_netdev(const char *inner);
+/* Whether --skip-mnt names this mount point (as the tree's mountinfo shows it). */
+bool opts_skip_mnt(const char *mountpoint);
+/* Whether --enable-fs names this filesystem type (or all). */
+bool opts_fs_enabled(const char *fstype);
 /* The error line parse_options() printed last ("" when none), for the log file. */
 const char *parse_error_line(void);
 /* The usage text of criu --help, options from the table. */

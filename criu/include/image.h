@@ -65,6 +65,7 @@ enum cr_img_type {
 	CR_IMG_TMPFS_DEV, /* tmpfs-dev-SDEV.tar.gz, raw: a tmpfs's files (tar --gzip) */
 	CR_IMG_TCP_STREAM, /* tcp-stream-INODE (hex) */
 	CR_IMG_BPFMAP_DATA,
+	CR_IMG_CPUINFO, /* cpuinfo (cpuinfo.c) */
 	CR_IMG_STATS_DUMP,
 	CR_IMG_STATS_RESTORE,
 	CR_IMG_MAX,

@@ -1,4 +1,4 @@
-/* Kernel features criu relies on, probed once (criu check). */
+/* Kernel features the pipelines probe at run time (criu check reports them too). */
 #ifndef CR_KERNDAT_H
 #define CR_KERNDAT_H
 
@@ -16,11 +16,6 @@
 
 /* Is clone3() with set_tid available (restore with original pids)? */
 bool kerndat_has_clone3_set_tid(void);
-
-/* Whether name is a feature `criu check --feature` knows (upstream's names and ours). */
-bool check_feature_known(const char *name);
-/* Every feature name, NULL-terminated. */
-const char *const *check_feature_names(void);
 
 /*
  * A feature probe that changes a net namespace: probe() runs in a child, in a scratch net

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include "restorer-args.h"
+
 #include "creds.pb-c.h"
 #include "inventory.pb-c.h"
 
@@ -11,7 +13,12 @@ int lsm_host_kind(Lsmtype *kind);
 /* Dump: the task's labels into its creds (nothing where no LSM labels tasks). */
 int lsm_dump_task(pid_t pid, CredsEntry *ce);
 void lsm_free_creds(CredsEntry *ce);
-/* Restore: 0 if a task restored by this criu gets the labels the image recorded. */
-int lsm_check_restorable(const CredsEntry *ce, const char *img);
+/*
+ * Restore, before anything is created: the images' LSM (inventory.img) and --lsm-profile,
+ * which must name the LSM this kernel runs (one error line otherwise).
+ */
+int lsm_restore_prepare(Lsmtype dumped_kind);
+/* Restore: the labels the restorer sets for a task (restorer-args.h), or one error line. */
+int lsm_restore_labels(const CredsEntry *ce, const char *img, struct rst_creds *rc);
 
 #endif

@@ -40,6 +40,7 @@
 #define STATS_MAGIC 0x57093306u
 #define TCP_STREAM_MAGIC 0x51465506u
 #define BPFMAP_DATA_MAGIC 0x64324033u
+#define CPUINFO_MAGIC 0x61404013u
 /* Ours: images CRIU's tools do not know (ext.proto). */
 #define MM_EXT_MAGIC 0x43524d01u
 #define IPCNS_MQ_MAGIC 0x43524d02u

@@ -1,6 +1,6 @@
 /*
  * nftables of a tree's net namespaces (net-nft.c): CRIU's nftables-NSID.img, the text
- * `nft list ruleset` prints, less the tables iptables-nft's tools save (ns-net.c's
+ * `nft list ruleset` prints, less the tables iptables-nft's tools save (net-tables.c's
  * iptables images).
  */
 #ifndef CR_NET_NFT_H

@@ -211,6 +211,9 @@ struct rst_seccomp_filter {
 	uint32_t flags;
 };
 
+/* The longest LSM label the restorer sets, with its NUL. */
+#define RST_LSM_LABEL_MAX 1024
+
 struct rst_creds {
 	uint32_t uid, gid, euid, egid, suid, sgid, fsuid, fsgid;
 	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb;
@@ -225,6 +228,16 @@ struct rst_creds {
 	 * CAP_SYS_ADMIN, which the dumped sets may lack (dropped after installing them).
 	 */
 	uint64_t keep_caps;
+	/*
+	 * LSM labels each thread writes to its /proc/thread-self/attr/ once its creds are
+	 * set, as lsm.c rendered them ("changeprofile NAME" for AppArmor, a context for
+	 * SELinux); "" for none. SELinux refuses a new current label to a task with threads:
+	 * there the main thread writes it before it clones the others (lsm_before_threads).
+	 */
+	uint32_t lsm_before_threads;
+	uint32_t pad2;
+	char lsm_current[RST_LSM_LABEL_MAX];
+	char lsm_sockcreate[RST_LSM_LABEL_MAX];
 };
 
 /*

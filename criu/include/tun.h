@@ -1,5 +1,5 @@
 /*
- * tun/tap devices (files-tun.c): the link side that ns-net.c calls for links of kind "tun",
+ * tun/tap devices (files-tun.c): the link side that net-links.c calls for links of kind "tun",
  * and the feature probes of `criu check`.
  */
 #ifndef CR_TUN_H
@@ -13,7 +13,7 @@
 #include "netdev.pb-c.h"
 
 /*
- * Dump, in the child joined to ns (ns-net.c), once the tasks' fds are dumped: the settings
+ * Dump, in the child joined to ns (net-links.c), once the tasks' fds are dumped: the settings
  * of tun link name (info_data: its IFLA_INFO_DATA, may be NULL) into tle. vnethdr and
  * sndbuf come from a file of the tree attached to it, or, for a persistent device no file
  * holds, from a queue attached for the time of the read. 0 or -errno after one line.

@@ -2,6 +2,7 @@
  * Lazy restore with userfaultfd: `criu restore --lazy-pages` leaves the pages of a task's
  * private anonymous VMAs out of the restore and `criu lazy-pages` (uffd.c) fills them in
  * while the task runs: first touches on demand, the rest streamed in the background.
+ * What the restore side calls is in uffd-task.c.
  */
 #ifndef CR_UFFD_H
 #define CR_UFFD_H
@@ -84,5 +85,9 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
  * --address:--port) through CRIU's PS_IOV_GET. 0 or -1.
  */
 int cr_lazy_pages(void);
+
+struct sockaddr_un;
+/* The daemon's socket, in the work dir (uffd-task.c; both sides): 0 or -ENAMETOOLONG. */
+int lazy_socket_addr(struct sockaddr_un *addr);
 
 #endif

@@ -1139,6 +1139,52 @@ static long set_caps(struct rst_args *a, const struct rst_creds *c)
 }
 
 /*
+ * One of the calling thread's LSM attributes (attr/current, attr/sockcreate), through
+ * thread-self: a thread's label is its own. Nothing where the label is "".
+ */
+static long set_lsm_attr(struct rst_args *a, const char *attr, const char *label)
+{
+	char path[48] = "/proc/thread-self/attr/";
+	size_t len = 0, at = sizeof("/proc/thread-self/attr/") - 1;
+	long fd, ret;
+
+	if (!label[0])
+		return 0;
+	while (label[len])
+		len++;
+	for (size_t i = 0; attr[i] && at < sizeof(path) - 1; i++)
+		path[at++] = attr[i];
+	path[at] = '\0';
+	/* Through proc's root where the task's own /proc may be missing. */
+	fd = sys_openat(a->proc_fd >= 0 ? a->proc_fd : AT_FDCWD, a->proc_fd >= 0 ? path + 6 : path,
+			O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		pr_err(a, "open %s to set the LSM label: %ld", path, fd);
+		return fd;
+	}
+	ret = sys_write(fd, label, len);
+	sys_close(fd);
+	if (ret != (long)len) {
+		pr_err(a, "write \"%s\" to %s: %ld", label, path, ret);
+		return ret < 0 ? ret : -EIO;
+	}
+	return 0;
+}
+
+static long set_lsm_labels(struct rst_args *a)
+{
+	long ret = set_lsm_attr(a, "sockcreate", a->creds.lsm_sockcreate);
+
+	return ret ? ret : set_lsm_attr(a, "current", a->creds.lsm_current);
+}
+
+/* SELinux: the main thread's label, before it clones the others (they inherit it). */
+static long set_lsm_before_threads(struct rst_args *a)
+{
+	return a->has_creds && a->creds.lsm_before_threads ? set_lsm_labels(a) : 0;
+}
+
+/*
  * Order: the bounding set and ids need CAP_SETPCAP/CAP_SET[UG]ID, so they go first;
  * SECBIT_NO_SETUID_FIXUP keeps the kernel from clearing capabilities on the uid change,
  * then the dumped securebits and capability sets are set exactly.
@@ -1172,6 +1218,9 @@ static long restore_creds(struct rst_args *a)
 		if (ret)
 			pr_err(a, "prctl(PR_SET_NO_NEW_PRIVS): %ld", ret);
 	}
+	/* Last: a new AppArmor profile may forbid what the steps above do. */
+	if (!ret && !c->lsm_before_threads)
+		ret = set_lsm_labels(a);
 	return ret;
 }
 
@@ -1484,6 +1533,7 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	STEP(a, restore_aio_rings(a));
 	STEP(a, restore_mm(a));
 	STEP(a, retake_file_locks(a));
+	STEP(a, set_lsm_before_threads(a));
 	/* Threads before timers (one may signal a thread) and creds (clone3 set_tid needs caps). */
 	STEP(a, start_threads(a));
 	STEP(a, restore_task_state(a));

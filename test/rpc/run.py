@@ -9,6 +9,7 @@ import argparse
 import ctypes
 import errno
 import importlib
+import json
 import os
 import shutil
 import signal
@@ -403,6 +404,48 @@ def test_keep_open(ctx):
            'DUMP with keep_open: %s, cr_errno %d' % (resp.success, resp.cr_errno))
     expect('keep_open' in resp.cr_errmsg, 'cr_errmsg %r' % resp.cr_errmsg)
     expect(status == 1, 'swrk exited %s after a refused request' % status)
+
+
+def test_cpuinfo(ctx):
+    """CPUINFO_DUMP writes the cpuinfo.img `criu cpuinfo dump` writes; CPUINFO_CHECK (on the
+    same connection: keep_open) takes it, and refuses one of another model for cpu_cap CPU
+    (2, CRIU's bit) but not for FPU|INS (5)."""
+    images, cli = os.path.join(ctx.out, 'cpuinfo'), os.path.join(ctx.out, 'cpuinfo-cli')
+    os.makedirs(images)
+    os.makedirs(cli)
+    fd = os.open(images, os.O_DIRECTORY)
+    c = Conn()
+    req = req_of(rpc.CPUINFO_DUMP, keep_open=True)
+    req.opts.images_dir_fd = fd
+    resp = c.call(req)
+    expect(resp.type == rpc.CPUINFO_DUMP and resp.success, 'CPUINFO_DUMP failed')
+    req = req_of(rpc.CPUINFO_CHECK)
+    req.opts.images_dir_fd = fd
+    resp = c.call(req)
+    status = c.close()
+    expect(resp.type == rpc.CPUINFO_CHECK and resp.success, 'CPUINFO_CHECK of this CPU failed')
+    expect(status == 0, 'swrk exited %s' % status)
+    subprocess.run([CRIU, 'cpuinfo', 'dump', '-D', cli], check=True)
+    with open(os.path.join(images, 'cpuinfo.img'), 'rb') as a, \
+            open(os.path.join(cli, 'cpuinfo.img'), 'rb') as b:
+        expect(a.read() == b.read(), 'CPUINFO_DUMP and criu cpuinfo dump differ')
+    crit = os.path.join(TOP, 'crit', 'crit')
+    image = json.loads(subprocess.run([crit, 'decode', '-i', os.path.join(images, 'cpuinfo.img')],
+                                      check=True, capture_output=True, text=True).stdout)
+    image['entries'][0]['x86_entry'][0]['model'] += 1
+    subprocess.run([crit, 'encode', '-o', os.path.join(images, 'cpuinfo.img')],
+                   input=json.dumps(image), text=True, check=True)
+    for cap, ok in ((2, False), (5, True)):
+        c = Conn()
+        req = req_of(rpc.CPUINFO_CHECK)
+        req.opts.images_dir_fd = fd
+        req.opts.cpu_cap = cap
+        resp = c.call(req)
+        c.close()
+        expect(resp.success == ok, 'CPUINFO_CHECK cpu_cap %d of another model: %s (%s)'
+               % (cap, resp.success, resp.cr_errmsg))
+        expect(ok or '(--cpu-cap cpu)' in resp.cr_errmsg, 'cr_errmsg %r' % resp.cr_errmsg)
+    os.close(fd)
 
 
 RESTORE_POINTS = ['pre-restore', 'setup-namespaces', 'post-setup-namespaces', 'post-restore',

@@ -16,7 +16,10 @@
  * removed file held open through two mounts of its tmpfs (each fd on its own mount again),
  * and with $ZDTM_MNT_HIDDEN_SOCK (upstream criu cannot bind it back) a socket bound by a
  * relative name in a directory a mount hides since.
- * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump; with
+ * With $ZDTM_MNT_RAMFS, a ramfs too, which criu refuses to dump but with --enable-fs ramfs
+ * ($ZDTM_MNT_RAMFS_NEW: after restore, mounted without the file it had); with $ZDTM_MNT_SKIP, a tmpfs at
+ * /skipped with another below it, mounted after the table is taken (dumped with
+ * --skip-mnt /skipped: after restore, /skipped is an empty directory); with
  * $ZDTM_MNT_SHARED_ROOT, the root mount is shared, with a peer. With $ZDTM_MNT_EXT_MASTER,
  * an external mount /ext that is a slave of a shared tmpfs of the runner's namespace
  * (OUT/extsrc, which the runner unmounts after): after restore, of the same peer group.
@@ -100,7 +103,7 @@ static void expect_file(const char *path, uint64_t seed, size_t len, mode_t mode
 static void build_root(const char *out_dir, char **argv)
 {
 	test_mnt_new_root(out_dir, "usr\0out\0bin\0dev\0proc\0sys\0tmp\0mnt\0shared\0slave\0"
-				   "private\0unbind\0ro\0ramfs\0peer\0bindsrc\0ext\0stack\0gone\0"
+				   "private\0unbind\0ro\0ramfs\0skipped\0peer\0bindsrc\0ext\0stack\0gone\0"
 				   "hidbind\0above\0",
 			  argv, STAGE2);
 }
@@ -323,8 +326,10 @@ static void build_mounts(void)
 	must(mount("unbind", "/unbind", "tmpfs", 0, "size=64k"), "tmpfs /unbind");
 	must(mount(NULL, "/unbind", NULL, MS_UNBINDABLE, NULL), "make /unbind unbindable");
 	/* A filesystem criu does not restore: its dump must fail, naming it. */
-	if (getenv("ZDTM_MNT_RAMFS"))
-		must(mount("ramfs", "/ramfs", "ramfs", 0, NULL), "ramfs");
+	if (getenv("ZDTM_MNT_RAMFS")) {
+		must(mount("ramfs", "/ramfs", "ramfs", MS_NODEV, "mode=711"), "ramfs");
+		write_pattern("/ramfs/file", DATA_SEED + 9, 100);
+	}
 	/* An fd restore could not reopen on its mount: its dump must fail, naming it. */
 	if (getenv("ZDTM_MNT_OVERMOUNTED_FD")) {
 		must(mkdir("/tmp/self", 0755), "mkdir /tmp/self");
@@ -620,6 +625,13 @@ int main(int argc, char **argv)
 	if (getenv("ZDTM_MNT_OVERLAY_ROOT"))
 		write_pattern("/to_upper", DATA_SEED + 6, 700);
 	test_mount_table("/proc/self/mountinfo", before, sizeof(before));
+	/* After the table: dump leaves these out (--skip-mnt /skipped), restore makes none. */
+	if (getenv("ZDTM_MNT_SKIP")) {
+		must(mount("skipped", "/skipped", "tmpfs", 0, "size=64k"), "tmpfs /skipped");
+		must(mkdir("/skipped/inner", 0755), "mkdir /skipped/inner");
+		must(mount("inner", "/skipped/inner", "tmpfs", 0, "size=64k"), "tmpfs inner");
+		write_pattern("/skipped/inner/file", DATA_SEED + 10, 100);
+	}
 	ext_group = getenv("ZDTM_MNT_EXT_MASTER") ? ext_group_id() : 0;
 	test_ready();
 	test_wait_sigterm();
@@ -651,6 +663,12 @@ int main(int argc, char **argv)
 		test_fail("a write through the fd is not seen in /tmp/data");
 	if (getenv("ZDTM_MNT_BINFMT"))
 		expect_binfmt();
+	/* --enable-fs ramfs: mounted anew (the table says so), its files not saved. */
+	if (getenv("ZDTM_MNT_RAMFS_NEW") && access("/ramfs/file", F_OK) == 0)
+		test_fail("/ramfs/file is back: its ramfs was not mounted anew");
+	/* --skip-mnt /skipped: the directory of the root, empty. */
+	if (getenv("ZDTM_MNT_SKIP") && rmdir("/skipped"))
+		test_fail("/skipped is not an empty directory of the root: %s", strerror(errno));
 	expect_slave_follows();
 	expect_socket(sk);
 	expect_ghost(ghost);

@@ -14,6 +14,8 @@
  * ZDTM_NET_UPSTREAM_RESTORE. With ZDTM_NET_EMPTY only the loopback is up: dumped with
  * --empty-ns net, the restored tree's new namespace gets it up from an action script; with
  * ZDTM_NET_JOINED the tree is restored into criu's (the runner's) with --join-ns. With
+ * ZDTM_NET_SMALL_MTU (and ZDTM_NET_VETH) the veth's MTU is 1000, so that it has no
+ * net.ipv6.conf (the runner gives its image some: --weak-sysctls). With
  * ZDTM_NET_USERNS the namespace is made with a user namespace of the tree's own (with UTS
  * and IPC ones, as ns_user), which owns it, and the root sets it up as root there (a helper
  * outside makes its veth, with ZDTM_NET_VETH).
@@ -85,7 +87,7 @@ static const char *const sysctls[][2] = {
 
 static char *before_ip, *before_conf;
 static pid_t runner;
-static bool with_veth, empty, bridge, joined, userns, macvlan;
+static bool with_veth, empty, bridge, joined, userns, macvlan, small_mtu;
 
 static void run(const char *cmd)
 {
@@ -253,7 +255,8 @@ static char *conf_snapshot(void)
 		test_fail_errno("calloc");
 	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]) && devs[i]; i++) {
 		conf_dir(buf, &len, "ipv4", devs[i]);
-		conf_dir(buf, &len, "ipv6", devs[i]);
+		if (!small_mtu || strcmp(devs[i], INNER))
+			conf_dir(buf, &len, "ipv6", devs[i]);
 	}
 	return buf;
 }
@@ -541,6 +544,7 @@ int main(int argc, char **argv)
 	bridge = getenv("ZDTM_NET_BRIDGE");
 	userns = getenv("ZDTM_NET_USERNS");
 	macvlan = getenv("ZDTM_NET_MACVLAN");
+	small_mtu = getenv("ZDTM_NET_SMALL_MTU");
 	/* The runner's bridge the macvlan is made on: removed at the end. */
 	if (macvlan)
 		run("ip link del " MV_LOWER " 2>/dev/null; ip link add " MV_LOWER " type bridge");
@@ -605,6 +609,11 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		set_sysctl(sysctls[i][0], sysctls[i][1]);
+	/* An MTU under IPv6's minimum: the kernel takes the veth's net.ipv6.conf away. */
+	if (small_mtu) {
+		run("ip link set " INNER " mtu 1000");
+		set_sysctl("ipv4/conf/" INNER "/forwarding", "1");
+	}
 	if (inner_bridge) {
 		run("ip -6 addr add " LINK_LOCAL "/64 dev lo nodad");
 		link_local = bind_link_local();
@@ -634,6 +643,11 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(sysctls) / sizeof(sysctls[0]) && !empty; i++)
 		expect_sysctl(sysctls[i][0], sysctls[i][1]);
+	if (small_mtu) {
+		expect_sysctl("ipv4/conf/" INNER "/forwarding", "1");
+		if (access("/proc/sys/net/ipv6/conf/" INNER, F_OK) == 0 || errno != ENOENT)
+			test_fail("%s has net.ipv6.conf after restore, with its MTU of 1000", INNER);
+	}
 	/* SIOCGSKNS takes CAP_NET_ADMIN in the user namespace that owns the socket's. */
 	if (!joined || !userns) {
 		expect_own_netns(listener, "the abstract listener");

@@ -1185,11 +1185,27 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+def stats_in(name):
+    """An after_dump/after_restore check: the stats file name is in the work directory (-W
+    {work}) and not among the images, where CRIU puts it (runc and podman read it there)."""
+    def check(path, pid=None):
+        out = os.path.dirname(path) if pid is not None else path
+        work, img = os.path.join(out, 'work'), os.path.join(out, 'img')
+        if not os.path.exists(os.path.join(work, name)):
+            raise TestFailure('no %s in the work directory (%s)' % (name, work))
+        if os.path.exists(os.path.join(img, name)):
+            raise TestFailure('%s is among the images, not only in the work directory' % name)
+    return check
+
+
 REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
                'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {
     'mem_anon_private': {},
     'aio_rings': {},
+    'stats_work_dir': {'bin': 'mem_anon_private', 'dump_args': ['-W', '{work}'],
+                       'restore_args': ['-W', '{work}'], 'after_dump': stats_in('stats-dump'),
+                       'after_restore': stats_in('stats-restore')},
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},

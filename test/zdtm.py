@@ -1185,6 +1185,22 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+def set_freezer(cgroup, state):
+    """Write state to the v1 freezer cgroup and wait until it reads so (FROZEN is reached
+    once every task stopped: a bound of CRIU_TIMEOUT, not a timing)."""
+    path = os.path.join(cgroup, 'freezer.state')
+    with open(path, 'w') as f:
+        f.write(state)
+    deadline = time.monotonic() + CRIU_TIMEOUT
+    while True:
+        with open(path) as f:
+            if f.read().strip() == state:
+                return
+        if time.monotonic() > deadline:
+            raise TestFailure('%s did not become %s' % (path, state))
+        time.sleep(0.01)
+
+
 def stats_in(name):
     """An after_dump/after_restore check: the stats file name is in the work directory (-W
     {work}) and not among the images, where CRIU puts it (runc and podman read it there)."""
@@ -2397,6 +2413,13 @@ TESTS = {
         'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
         'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_lr'],
         'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_lr', 'ZDTM_FREEZE_QUIET': '1'}},
+    # a paused container (runc pause, containerd's checkpoint of a running task): the cgroup
+    # frozen before the dump -R stays frozen after it, as CRIU leaves it (runc resumes it)
+    'cgroup_freeze_paused_leave_running': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
+        'frozen_cgroup': '/sys/fs/cgroup/freezer/zdtm_freeze_paused',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_paused'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_paused', 'ZDTM_FREEZE_QUIET': '1'}},
     'cgroup_freeze_dump_fails': {
         'bin': 'cgroup_freeze_churn', 'mode': 'dump_fails',
         'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_fail'],
@@ -4592,7 +4615,20 @@ class TestRun:
         self.finish_and_judge()
 
     def run_leave_running(self):
+        # 'frozen_cgroup': a v1 freezer cgroup frozen before the dump (a container its
+        # runtime paused, as runc and containerd checkpoint one): it must be frozen after
+        # the dump -R as before, then the runner thaws it
+        frozen = self.desc.get('frozen_cgroup')
+        if frozen:
+            set_freezer(frozen, 'FROZEN')
         self.dump(['-R'] + self.desc.get('dump_args', []))
+        if frozen:
+            with open(os.path.join(frozen, 'freezer.state')) as f:
+                state = f.read().strip()
+            if state != 'FROZEN':
+                raise TestFailure('%s was FROZEN before the dump -R, %s after it'
+                                  % (frozen, state), 'dump.log')
+            set_freezer(frozen, 'THAWED')
         self.expect_alive_untouched('after dump -R')
         self.finish_and_judge()
 

@@ -288,4 +288,79 @@ check "--pre-dump, then checkpoint --parent-path" t_pre_dump
 stop c5
 
 
+# --tcp-established: the container shares the host's net namespace (runc then has no
+# network of its own to restore); a server in it (busybox nc -l, which runs cat on the
+# connection) echoes what a client on the host sends over loopback. The client's
+# connection lives across the checkpoint and the restore: refused without the option (the
+# container runs on), then the bytes sent after restore come back, byte for byte, on the
+# same socket.
+t_tcp() {
+	local b=$out/c6 port
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	bundle c6 "$(loop_script "nc -l -p $port -e /bin/cat &")" \
+		"s['linux']['namespaces'] = [n for n in s['linux']['namespaces'] if n['type'] != 'network']" &&
+		start c6 || return 1
+	python3 "$here/tcp-client.py" "$port" "$out/tcp" &
+	client_pid=$!
+	wait_lines "$out/tcp.ready" 0 || { why="the client did not exchange its first bytes: $(cat "$out/tcp.result" 2>/dev/null)"; return 1; }
+	if checkpoint c6 "$out/ck6-refused"; then
+		why="checkpoint without --tcp-established succeeded with a connection open"
+		return 1
+	fi
+	[ "$(status c6)" = running ] || { why="status $(status c6) after a refused checkpoint"; return 1; }
+	checkpoint c6 "$out/ck6" --tcp-established || return 1
+	count=$(wc -l <"$b/rootfs/log")
+	restore c6 "$out/ck6" --tcp-established && restored c6 "$count" || return 1
+	touch "$out/tcp.go"
+	wait "$client_pid"
+	client_pid=
+	[ "$(cat "$out/tcp.result" 2>/dev/null)" = ok ] ||
+		{ why="the client after restore: $(cat "$out/tcp.result" 2>/dev/null)"; return 1; }
+	stop c6
+}
+check "--tcp-established: a live loopback connection to the container, bytes checked" t_tcp
+stop c6
+
+# --lazy-pages with --page-server, as a migration runs it: runc checkpoint --lazy-pages
+# --page-server 127.0.0.1:PORT --status-fd: criu dumps all but the memory and serves the
+# pages from the dumped tasks on PORT (\\0 on the status fd once it does; the checkpoint
+# returns when every page has gone). criu lazy-pages fetches them for runc restore
+# --lazy-pages of a copy of the bundle (a second container: the first one is runc's until
+# its checkpoint returns), whose memory comes in as it faults: its count goes on.
+t_lazy() {
+	local b=$out/c7 r=$out/c7r port ck
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	bundle c7 "$(loop_script)" && start c7 || return 1
+	mkdir -p "$out/ck7"
+	mkfifo "$out/ck7/status"
+	(cd "$b" && exec $CRIU_RUNC checkpoint --image-path "$out/ck7/img" --work-path "$out/ck7/work" \
+		--lazy-pages --page-server "127.0.0.1:$port" --status-fd 3 c7 \
+		3>"$out/ck7/status" >"$out/ck7/checkpoint.out" 2>&1) &
+	ck=$!
+	[ "$(head -c1 "$out/ck7/status" | od -An -c | tr -d ' ')" = '\0' ] ||
+		{ wait $ck; why="no \\0 on the status fd: $(tail -2 "$out/ck7/checkpoint.out" | tr '\n' ' ')"; return 1; }
+	count=$(wc -l <"$b/rootfs/log")
+	cp -a "$b" "$r"
+	python3 - "$r/config.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s['linux']['cgroupsPath'] = s['linux']['cgroupsPath'] + 'r'
+json.dump(s, open(sys.argv[1], 'w'), indent=1)
+PY
+	"$root/criu/criu" lazy-pages --page-server --address 127.0.0.1 --port "$port" \
+		-D "$out/ck7/img" -W "$out/ck7/work" -d -o lazy-pages.log -v4 ||
+		{ kill $ck; wait $ck; why="criu lazy-pages: $(grep Error "$out/ck7/work/lazy-pages.log" | tail -1)"; return 1; }
+	(cd "$r" && $CRIU_RUNC restore -d --lazy-pages --image-path "$out/ck7/img" \
+		--work-path "$out/ck7/work" c7r </dev/null >"$out/ck7/restore.out" 2>&1) ||
+		{ kill $ck; wait $ck; why="runc restore --lazy-pages: $(tail -2 "$out/ck7/restore.out" | tr '\n' ' ')"; return 1; }
+	wait $ck || { why="runc checkpoint --lazy-pages: $(tail -2 "$out/ck7/checkpoint.out" | tr '\n' ' ')"; return 1; }
+	[ "$(status c7)" = gone ] || { why="status $(status c7) of the source once its pages went"; return 1; }
+	restored c7r "$count" || return 1
+	grep -q "every page is in: [1-9][0-9]* tasks served" "$out/ck7/work/lazy-pages.log" ||
+		{ why="criu lazy-pages served no task: $(tail -1 "$out/ck7/work/lazy-pages.log")"; return 1; }
+	stop c7r
+}
+check "--lazy-pages with --page-server: memory fetched on faults by criu lazy-pages" t_lazy
+stop c7; stop c7r
+
 total

@@ -7,7 +7,8 @@
 # (CONTAINERS_CONF) sets no default rlimits and no pids limit: podman's defaults raise
 # RLIMIT_NOFILE/NPROC, which needs CAP_SYS_RESOURCE this VM does not give, and the cgroupfs
 # manager (no systemd here).
-# Checks, one line each: `container checkpoint` / `container restore` (the count goes on,
+# Checks, one line each: `container checkpoint --print-stats` (criu's stats-dump) /
+# `container restore` (the count goes on,
 # pid 1 and the child keep their pids inside, /dev/shm its bytes); `checkpoint
 # --leave-running`; `checkpoint --export` to an archive (which holds criu's stats-dump),
 # the container removed, `restore --import` from it, and `restore --import --name` of a
@@ -131,8 +132,11 @@ t_checkpoint_restore() {
 	local count
 	run p1 || return 1
 	count=$(wc -l <"/proc/$pid/root/log")
-	$P container checkpoint p1 >"$out/checkpoint.out" 2>&1 ||
+	$P container checkpoint --print-stats p1 >"$out/checkpoint.out" 2>&1 ||
 		{ why="podman container checkpoint: $(tail -1 "$out/checkpoint.out")"; return 1; }
+	# --print-stats: podman reads criu's stats-dump from the work directory.
+	grep -q '"frozen_time": [1-9]' "$out/checkpoint.out" ||
+		{ why="--print-stats shows no frozen time: $(tr -d '\n' <"$out/checkpoint.out" | cut -c1-200)"; return 1; }
 	[ "$(ct_status p1)" = exited ] || { why="p1 is $(ct_status p1) after the checkpoint"; return 1; }
 	$P container restore p1 >"$out/restore.out" 2>&1 ||
 		{ why="podman container restore: $(tail -1 "$out/restore.out")"; return 1; }

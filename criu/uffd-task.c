@@ -20,7 +20,6 @@
 #include "log.h"
 #include "mem.h"
 #include "pstree.h"
-#include "servicefd.h"
 #include "uffd.h"
 #include "vma.h"
 
@@ -268,54 +267,9 @@ static int send_control(enum lazy_msg_kind kind, int timeout_ms)
 	return ret;
 }
 
-/*
- * The directory of the daemon's socket, kept open for the tasks (LAZY_DIR_SFD): a task
- * connects once it is in its own mount namespace and root (a container's), where the
- * socket's path names nothing.
- */
 int lazy_pages_probe(void)
 {
-	struct sockaddr_un addr;
-	int dir;
-
-	if (send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) || lazy_socket_addr(&addr))
-		return -1;
-	*strrchr(addr.sun_path, '/') = '\0';
-	dir = open(addr.sun_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0) {
-		pr_perror("lazy pages: cannot open %s", addr.sun_path);
-		return -1;
-	}
-	return install_service_fd(LAZY_DIR_SFD, dir) < 0 ? -1 : 0;
-}
-
-/*
- * A connection to the daemon from a task: through LAZY_DIR_SFD (the task's cwd there for
- * the connect(), then back), else by the socket's path.
- */
-static int connect_task(struct sockaddr_un *addr)
-{
-	struct sockaddr_un rel = {.sun_family = AF_UNIX, .sun_path = LAZY_PAGES_SOCKET};
-	int dir = get_service_fd(LAZY_DIR_SFD), cwd, sock, err;
-
-	if (dir < 0)
-		return connect_daemon(addr);
-	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cwd < 0)
-		return -errno;
-	if (fchdir(dir)) {
-		err = -errno;
-		close(cwd);
-		return err;
-	}
-	sock = connect_daemon(&rel);
-	err = fchdir(cwd) ? -errno : 0;
-	close(cwd);
-	if (err && sock >= 0) {
-		close(sock);
-		return err;
-	}
-	return sock;
+	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
 }
 
 void lazy_pages_done(void)
@@ -340,7 +294,7 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
 	ret = lazy_socket_addr(&addr);
 	if (ret)
 		return ret;
-	*sock = connect_task(&addr);
+	*sock = connect_daemon(&addr);
 	if (*sock < 0) {
 		pr_err("task %d: cannot connect to the lazy-pages daemon at %s: %s\n", pid,
 		       addr.sun_path, strerror(-*sock));

@@ -2229,9 +2229,6 @@ TESTS = {
     'mnt_ns_tree': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_HIDDEN_SOCK': '1'}),
     # a pre-dump given none of the external mounts the dump names (as runc pre-dumps): it
     # writes pages only, the mounts are the dump's business (CRIU's pre-dump does the same)
-    # lazy restore into a root of its own (--root, as runc's containers): the tasks reach
-    # the lazy-pages daemon's socket, which their root does not show, through criu's fd
-    'mnt_ns_tree_lazy': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True),
     'mnt_ns_pre_dump_no_externals': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='pre_dump',
                                          steps=False),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',

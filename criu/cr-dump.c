@@ -375,7 +375,7 @@ int cr_pre_dump_tasks(pid_t pid)
 	stats.freezing_us = usec_since(&stats.freeze_start);
 	/* The pids the images use come with the namespaces. */
 	if (!ret)
-		ret = ns_dump_collect(true);
+		ret = ns_dump_collect();
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct timespec start;
 
@@ -472,7 +472,7 @@ int cr_dump_tasks(pid_t pid)
 	 * Namespaces, sessions and groups that restore cannot give back fail the dump before any
 	 * state is read; the namespaces first: the pids the images use come with them.
 	 */
-	ret = ns_dump_collect(false);
+	ret = ns_dump_collect();
 	if (!ret)
 		ret = pstree_check_leaders(opts.shell_job);
 	/* criu's own cgroups first: CRIU numbers its set 1, the tasks' sets after it. */

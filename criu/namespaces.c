@@ -306,16 +306,8 @@ static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id)
 	return NULL;
 }
 
-/* The kind's dump_check() of ns, but a pre-dump's of mounts (ns_dump_collect()). */
-static int dump_check(struct ns_id *ns, bool pre_dump)
-{
-	if (!ns->kind->dump_check || (pre_dump && ns->kind == &mnt_ns_kind))
-		return 0;
-	return ns->kind->dump_check(ns);
-}
-
 /* The root's namespaces that are not criu's: each is checked by its kind and dumped. */
-static int check_root_own(bool pre_dump)
+static int check_root_own(void)
 {
 	for (int k = 0; k < NS_KINDS; k++) {
 		struct ns_id *ns = find_ns_by_id(ns_kinds[k], task_ns_id(&root_item->ids, k));
@@ -324,7 +316,7 @@ static int check_root_own(bool pre_dump)
 		if (!ns || ns->criu)
 			continue;
 		root_own[k] = ns;
-		ret = dump_check(ns, pre_dump);
+		ret = ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
 		if (ret)
 			return ret;
 		pr_info("the tree's root lives in %s namespace %u of its own: it is dumped\n",
@@ -343,10 +335,10 @@ static bool nested_ns(const struct ns_id *ns)
 }
 
 /* After the root's: the nested namespaces' dump_check(). */
-static int check_nested_own(bool pre_dump)
+static int check_nested_own(void)
 {
 	for (struct ns_id *ns = ns_ids; ns; ns = ns->next) {
-		int ret = nested_ns(ns) ? dump_check(ns, pre_dump) : 0;
+		int ret = nested_ns(ns) && ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
 
 		if (ret)
 			return ret;
@@ -357,7 +349,7 @@ static int check_nested_own(bool pre_dump)
 	return 0;
 }
 
-int ns_dump_collect(bool pre_dump)
+int ns_dump_collect(void)
 {
 	uint64_t criu_kids[NS_KINDS];
 	uint32_t next_id = NS_FIRST_OWN_ID;
@@ -375,8 +367,8 @@ int ns_dump_collect(bool pre_dump)
 	for (item = root_item; item && !ret; item = pstree_next(item))
 		if (!item->zombie)
 			ret = check_for_children(item);
-	ret = ret ?: check_root_own(pre_dump);
-	return ret ?: check_nested_own(pre_dump);
+	ret = ret ?: check_root_own();
+	return ret ?: check_nested_own();
 }
 
 static int open_ns(const struct ns_id *ns)

@@ -120,11 +120,9 @@ struct task_ids;
  * line, what restore could not give back: a root in a namespace of a kind this criu does
  * not restore, a task in other namespaces than its root's, children to be born into
  * another pid or time namespace (*_for_children), a pid namespace dumped without its
- * init. Then the pids as the images name them (pidns_img_pid()). pre_dump: the mounts
- * are not checked (a pre-dump writes pages only; CRIU's does not look at them, and runc
- * sends it none of the external mounts its dump names). 0 or -errno.
+ * init. Then the pids as the images name them (pidns_img_pid()). 0 or -errno.
  */
-int ns_dump_collect(bool pre_dump);
+int ns_dump_collect(void);
 /*
  * Dump, main process, while the tree is frozen: the images of every namespace of the
  * root's own (each kind's dump(), in a child joined to it). 0 or -errno.

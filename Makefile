@@ -1,4 +1,5 @@
-# Top-level build: criu/criu (with the restorer blob linked in), plugins, tests.
+# Top-level build: criu/criu (with the restorer blob and libsoccr linked in), libsoccr,
+# plugins, tests.
 # Where `make install` puts things (DESTDIR is prepended to each, for packaging).
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -13,6 +14,36 @@ CC ?= gcc
 LD ?= ld
 OBJCOPY ?= objcopy
 PROTOC_C ?= protoc-c
+PROTOC ?= protoc
+ASCIIDOCTOR ?= asciidoctor
+
+# Before anything is built (and before the pkg-config calls below): are the tools and
+# libraries the goals need installed? If not, one line naming them and the command that
+# installs them (scripts/check-deps.sh), instead of the first missing tool's error halfway
+# through. Each goal asks for its groups; the cleaning goals need nothing. The sub-makes of
+# a checked make (make test's, the Debian build's) are not checked again.
+DEPS_GOALS := $(or $(MAKECMDGOALS),all)
+NODEPS_GOALS := clean pkg-clean man-clean crit-clean uninstall crit-uninstall check-deps
+DEPS_GROUPS := $(if $(filter-out $(NODEPS_GOALS),$(DEPS_GOALS)),build) \
+	$(if $(filter install man deb test,$(DEPS_GOALS)),man) \
+	$(if $(filter crit-test demo test realapps zdtm,$(DEPS_GOALS)),crit) \
+	$(if $(filter fuzz test,$(DEPS_GOALS)),fuzz) \
+	$(if $(filter realapps test,$(DEPS_GOALS)),apps) \
+	$(if $(filter runtimes test,$(DEPS_GOALS)),runtimes) \
+	$(if $(filter test,$(DEPS_GOALS)),test) \
+	$(if $(filter zdtm test,$(DEPS_GOALS)),upstream) \
+	$(if $(filter deb test,$(DEPS_GOALS)),deb)
+DEPS_ENV = CC='$(CC)' LD='$(LD)' OBJCOPY='$(OBJCOPY)' PROTOC_C='$(PROTOC_C)' \
+	PROTOC='$(PROTOC)' ASCIIDOCTOR='$(ASCIIDOCTOR)'
+ifeq ($(CRIU_DEPS_CHECKED),)
+ifneq ($(strip $(DEPS_GROUPS)),)
+DEPS_MISSING := $(shell $(DEPS_ENV) scripts/check-deps.sh $(DEPS_GROUPS))
+ifneq ($(DEPS_MISSING),)
+$(error $(DEPS_MISSING))
+endif
+export CRIU_DEPS_CHECKED := 1
+endif
+endif
 
 WARN := -Wall -Wextra -Werror
 ifeq ($(ASAN),1)
@@ -43,14 +74,20 @@ CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 include criu/pie/Makefile.inc
 # The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so (and a test build).
 include plugins/amdgpu/Makefile.inc
+# libsoccr, TCP connection repair (soccr/): a static library for criu, a shared one to install.
+include soccr/Makefile.inc
 # crit, the image tool (Python): targets crit, crit-install, crit-test, crit-clean.
 include crit/Makefile.inc
 # Man pages (asciidoctor): targets man, man-clean.
 include Documentation/Makefile.inc
 
-.PHONY: all test demo bench bench-gpu fuzz install clean check-tools zdtm realapps runtimes gpu-emu
-.PHONY: uninstall deb
-all: criu/criu $(AMDGPU_PLUGIN) crit
+.PHONY: all test demo bench bench-gpu fuzz install clean check-deps zdtm realapps runtimes gpu-emu
+.PHONY: uninstall deb soccr-test
+all: criu/criu $(SOCCR_SO) $(AMDGPU_PLUGIN) crit
+
+# Everything make, make test and make deb need (scripts/install-deps.sh installs it).
+check-deps:
+	@$(DEPS_ENV) scripts/check-deps.sh all && echo "check-deps: all present"
 
 # What the GPU tests, the demo and the GPU benchmark run on, there being no GPU here: the
 # KFD EMULATOR (test/gpu) and the AMDGPU plugin's test build. Not in `all`: never installed.
@@ -63,7 +100,7 @@ images/%.pb-c.c images/%.pb-c.h: images/%.proto
 $(PB_OBJS): override CFLAGS += -Wno-unused-parameter
 $(CRIU_OBJS): | $(PB_H) $(RESTORER_BLOB_H)
 
-criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ)
+criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ) $(SOCCR_A)
 	$(CC) $(CFLAGS) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 -include $(CRIU_OBJS:.o=.d) $(PB_OBJS:.o=.d)
@@ -79,6 +116,10 @@ criu/plugin.o: criu/plugindir.stamp
 test: all gpu-emu
 	$(MAKE) -C test run
 
+# libsoccr's own test: connections on 127.0.0.1 and ::1 saved and restored (root).
+soccr-test: $(SOCCR_TEST)
+	$(SOCCR_TEST)
+
 demo: all gpu-emu
 	./scripts/demo.sh
 
@@ -92,7 +133,8 @@ bench-gpu: all gpu-emu
 realapps: all
 	$(MAKE) -C test realapps
 
-# Container runtimes checkpointing through this criu (test/runtimes/: LXC).
+# Container runtimes checkpointing through this criu (test/runtimes/: LXC, runc, containerd,
+# podman).
 runtimes: all
 	$(MAKE) -C test runtimes
 
@@ -106,12 +148,19 @@ zdtm: all
 fuzz:
 	$(MAKE) -C test/fuzz run
 
-# criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header and the
-# man pages. Not stripped: a packager strips (and keeps the debug symbols) itself.
+# criu, crit, the plugin directory with the AMDGPU plugin, the plugin API header,
+# libsoccr (the shared library with its soname link, the static one, its header beside the
+# plugin's) and the man pages. Not stripped: a packager strips (and keeps the debug
+# symbols) itself.
 install: all man crit-install
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR)
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR) \
+		$(DESTDIR)$(LIBDIR)
 	install -m 755 criu/criu $(DESTDIR)$(SBINDIR)/criu
 	install -m 644 criu/include/criu-plugin.h $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
+	install -m 644 soccr/soccr.h $(DESTDIR)$(INCLUDEDIR)/criu/soccr.h
+	install -m 644 $(SOCCR_SO) $(DESTDIR)$(LIBDIR)/$(SOCCR_SONAME)
+	ln -sf $(SOCCR_SONAME) $(DESTDIR)$(LIBDIR)/libsoccr.so
+	install -m 644 $(SOCCR_A) $(DESTDIR)$(LIBDIR)/libsoccr.a
 	install -m 755 $(AMDGPU_PLUGIN) $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
 	for page in $(notdir $(MAN_PAGES)); do \
 		install -d $(DESTDIR)$(MANDIR)/man$${page##*.} && \
@@ -120,6 +169,8 @@ install: all man crit-install
 
 uninstall: crit-uninstall
 	rm -f $(DESTDIR)$(SBINDIR)/criu $(DESTDIR)$(INCLUDEDIR)/criu/criu-plugin.h
+	rm -f $(DESTDIR)$(INCLUDEDIR)/criu/soccr.h $(DESTDIR)$(LIBDIR)/$(SOCCR_SONAME)
+	rm -f $(DESTDIR)$(LIBDIR)/libsoccr.so $(DESTDIR)$(LIBDIR)/libsoccr.a
 	rm -f $(DESTDIR)$(PLUGINDIR)/amdgpu_plugin.so
 	for page in $(notdir $(MAN_PAGES)); do rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$page; done
 	for dir in $(DESTDIR)$(INCLUDEDIR)/criu $(DESTDIR)$(PLUGINDIR); do \
@@ -145,3 +196,4 @@ clean: crit-clean
 	$(MAKE) -C test/bench-gpu clean
 	$(PIE_CLEAN)
 	$(AMDGPU_CLEAN)
+	$(SOCCR_CLEAN)

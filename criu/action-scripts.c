@@ -104,6 +104,11 @@ static int run_one_script(const char *script, enum script_action action, pid_t i
 	return -1;
 }
 
+int run_action_scripts_fd(enum script_action action, pid_t init_pid, int fd)
+{
+	return notifier ? notifier(action, init_pid, fd) : 0;
+}
+
 int run_action_scripts(enum script_action action, pid_t init_pid)
 {
 	if (notifier)

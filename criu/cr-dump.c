@@ -373,9 +373,9 @@ int cr_pre_dump_tasks(pid_t pid)
 	clock_gettime(CLOCK_MONOTONIC, &stats.freeze_start);
 	ret = dump_seize_tree(pid);
 	stats.freezing_us = usec_since(&stats.freeze_start);
-	/* The pids the images use come with the namespaces. */
+	/* The pids the images use come with the namespaces (not what a restore needs of them). */
 	if (!ret)
-		ret = ns_dump_collect();
+		ret = ns_pre_dump_collect();
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct timespec start;
 

@@ -136,10 +136,10 @@ static int read_inventory(void)
 		return -1;
 	/* Dumped with --tcp-close: the established connections have no streams to restore. */
 	if (inventory->has_tcp_close && inventory->tcp_close)
-		opts.tcp_close = true;
+		tcp_restore_as_dumped_closed();
 	/* The lock the dump took is the one restore removes, whatever the command line says. */
 	if (inventory->has_network_lock_method)
-		opts.network_lock_nft = inventory->network_lock_method == NETWORK_LOCK_NFTABLES;
+		netlock_use_dump_method(inventory->network_lock_method == NETWORK_LOCK_NFTABLES);
 	return 0;
 }
 
@@ -867,19 +867,6 @@ static void __attribute__((noreturn)) task_main(struct rst_task *task)
 
 /* ---- in criu ---- */
 
-pid_t clone_with_pid(pid_t pid, unsigned long flags)
-{
-	/*
-	 * clone3 refuses an exit signal with CLONE_PARENT: the sibling then signals criu's
-	 * parent the way criu itself would (its exit_signal, SIGCHLD for a normal process).
-	 */
-	struct clone_args args = { .flags = flags, .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD };
-
-	args.set_tid = (unsigned long)&pid;
-	args.set_tid_size = 1;
-	return syscall(SYS_clone3, &args, sizeof(args));
-}
-
 /* Fallback for kernels without clone3(set_tid): ask for pid-1 as the last one given out. */
 static pid_t fork_with_ns_last_pid(pid_t pid)
 {
@@ -1581,6 +1568,22 @@ pid_t cr_restore_root_pid(void)
 	return restored_root;
 }
 
+/*
+ * What collect_images() read, freed: on its own failure, or after the tree ran or was
+ * killed. failed: a cgroup this restore made goes (it is empty again after the kill).
+ */
+static void free_collected_images(bool failed)
+{
+	task_images_free();
+	files_collect_fini();
+	file_locks_collect_fini();
+	seccomp_collect_fini();
+	ns_fini();
+	cg_restore_fini(failed);
+	pb_free(NULL, inventory);
+	inventory = NULL;
+}
+
 int cr_restore_tasks(void)
 {
 	double t_start = now_secs(), t_forked = 0, t_ready = 0;
@@ -1594,14 +1597,7 @@ int cr_restore_tasks(void)
 	if (run_action_scripts(ACT_PRE_RESTORE, 0))
 		return -1;
 	if (collect_images()) {
-		task_images_free();
-		files_collect_fini();
-		file_locks_collect_fini();
-		seccomp_collect_fini();
-		ns_fini();
-		cg_restore_fini(true);
-		pb_free(NULL, inventory);
-		inventory = NULL;
+		free_collected_images(true);
 		return -1;
 	}
 
@@ -1669,6 +1665,9 @@ int cr_restore_tasks(void)
 	/* Once every thread exists: one may be a file's owner (files.h). */
 	if (restore_file_owners())
 		goto out;
+	/* Every fd is open: what openings made for criu goes on (CRIU's orphan-pts-master). */
+	if (files_tree_ready())
+		goto out;
 	/*
 	 * Once every connection's peer is back, before the tasks run: the tree's net namespace
 	 * unlocked, then its connections out of repair mode (their window probes get through).
@@ -1711,23 +1710,15 @@ out:
 		kill_created_tasks();
 	/* Every task sent its uffd before its report, or is dead: the daemon may finish. */
 	if (lazy_daemon_up)
-		lazy_pages_done();
+		lazy_pages_done(ret >= 0);
 	/* Orphans of the restored tree from now on are none of criu's business. */
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();
 	shmem_fini();
 	/* The tree was forked from criu's copies before this: each task has its own. */
-	task_images_free();
-	files_collect_fini();
-	file_locks_collect_fini();
-	seccomp_collect_fini();
-	ns_fini();
-	/* After the kill: a cgroup this restore made is empty again, and goes on failure. */
-	cg_restore_fini(ret < 0);
+	free_collected_images(ret < 0);
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */
 	cr_plugin_fini(CR_PLUGIN_STAGE__RESTORE, ret < 0 ? ret : 0);
-	pb_free(NULL, inventory);
-	inventory = NULL;
 	if (ret)
 		return -1;
 	if (!opts.restore_detach && !opts.restore_sibling)

@@ -20,12 +20,14 @@
 #include <unistd.h>
 
 #include "action-scripts.h"
+#include "cr-check.h"
 #include "cr-service.h"
 #include "cpuinfo.h"
 #include "cr-check.h"
 #include "cr_options.h"
 #include "daemon.h"
 #include "crtools.h"
+#include "daemon.h"
 #include "image.h"
 #include "log.h"
 #include "net-lock.h"
@@ -49,10 +51,10 @@ static struct {
 
 /* What a request needs of the images and work directories and of the log. */
 enum req_kind {
-	RK_DUMP,	/* images and log in the client's directories, created there */
-	RK_RESTORE,	/* the same, read */
-	RK_PAGE_SERVER, /* the same, where the pages go */
-	RK_CHECK,	/* a log only where the client named one */
+	RK_DUMP,    /* dump and pre-dump: the images directory needed, the log in the work dir */
+	RK_RESTORE, /* the same; evasive_devices is no option here */
+	RK_PAGE_SERVER, /* the same: the pages go to the images directory */
+	RK_CHECK,	/* no directory needed; a log only where the client names one */
 };
 
 static void set_errno(int err)
@@ -103,7 +105,7 @@ static int answer(CriuReqType type, bool success)
 	return send_resp(&resp);
 }
 
-/* A request refused before it started: the reason logged, then answered (type EMPTY). */
+/* A request refused before it started: the reason logged and answered as type. -1. */
 static int refuse_request(CriuReqType type, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int refuse_request(CriuReqType type, int err, const char *fmt, ...)
@@ -428,10 +430,9 @@ static int apply_client_only(const CriuOpts *o)
 		free(path);
 		opts.status_fd = fd;
 	}
-	/*
-	 * A pty whose master is outside the tree is refused at dump unless --shell-job; CRIU
-	 * would restore it as a new pty and pass its master: taken, never reached here.
-	 */
+	/* RPC only (no command-line option, as with CRIU): a new pty for the client (tty.c). */
+	if (o->has_orphan_pts_master)
+		opts.orphan_pts_master = o->orphan_pts_master;
 	return 0;
 }
 

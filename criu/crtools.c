@@ -20,6 +20,7 @@
 #include "daemon.h"
 #include "dedup.h"
 #include "image.h"
+#include "kinds.h"
 #include "kerndat.h"
 #include "log.h"
 #include "net-lock.h"
@@ -371,8 +372,10 @@ static void log_parse_error(void)
 int main(int argc, char **argv)
 {
 	const struct command *cmd = NULL;
-	int first = parse_options(argc, argv), nr_args;
+	int first, nr_args;
 
+	register_kinds();
+	first = parse_options(argc, argv);
 	if (first < 0) {
 		log_parse_error();
 		return 1;

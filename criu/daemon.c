@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,12 +27,14 @@ int prepare_status_fd(void)
 
 void report_status_ready(void)
 {
-	if (opts.status_fd < 0)
+	static bool reported; /* the fd is closed after its one byte */
+
+	if (opts.status_fd < 0 || reported)
 		return;
 	if (write(opts.status_fd, "", 1) != 1)
 		pr_warn("cannot write to --status-fd %d: %s\n", opts.status_fd, strerror(errno));
 	close(opts.status_fd);
-	opts.status_fd = -1;
+	reported = true;
 }
 
 int daemonize(void)

@@ -19,12 +19,13 @@
 #include "namespaces.h"
 #include "pstree.h"
 
-/* One file per kind (ns-*.c). */
-static const struct ns_kind *const ns_kinds[NS_KINDS] = {
-	[NS_PID] = &pid_ns_kind,       [NS_NET] = &net_ns_kind,	  [NS_IPC] = &ipc_ns_kind,
-	[NS_UTS] = &uts_ns_kind,       [NS_MNT] = &mnt_ns_kind,	  [NS_USER] = &user_ns_kind,
-	[NS_CGROUP] = &cgroup_ns_kind, [NS_TIME] = &time_ns_kind,
-};
+/* One file per kind (ns-*.c), given by kinds.c (ns_set_kinds()). */
+static const struct ns_kind *const *ns_kinds;
+
+void ns_set_kinds(const struct ns_kind *const kinds[NS_KINDS])
+{
+	ns_kinds = kinds;
+}
 
 /*
  * The ids of criu's own namespaces, as this criu has always numbered them; the tree's own
@@ -306,6 +307,16 @@ static struct ns_id *find_ns_by_id(const struct ns_kind *kind, uint32_t id)
 	return NULL;
 }
 
+/* ns_pre_dump_collect(): only the kinds whose dump_check() a pre-dump needs are checked. */
+static bool collecting_for_pre_dump;
+
+static int run_dump_check(struct ns_id *ns)
+{
+	if (!ns->kind->dump_check || (collecting_for_pre_dump && !ns->kind->pre_dump_check))
+		return 0;
+	return ns->kind->dump_check(ns);
+}
+
 /* The root's namespaces that are not criu's: each is checked by its kind and dumped. */
 static int check_root_own(void)
 {
@@ -316,7 +327,7 @@ static int check_root_own(void)
 		if (!ns || ns->criu)
 			continue;
 		root_own[k] = ns;
-		ret = ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
+		ret = run_dump_check(ns);
 		if (ret)
 			return ret;
 		pr_info("the tree's root lives in %s namespace %u of its own: it is dumped\n",
@@ -338,7 +349,7 @@ static bool nested_ns(const struct ns_id *ns)
 static int check_nested_own(void)
 {
 	for (struct ns_id *ns = ns_ids; ns; ns = ns->next) {
-		int ret = nested_ns(ns) && ns->kind->dump_check ? ns->kind->dump_check(ns) : 0;
+		int ret = nested_ns(ns) ? run_dump_check(ns) : 0;
 
 		if (ret)
 			return ret;
@@ -369,6 +380,16 @@ int ns_dump_collect(void)
 			ret = check_for_children(item);
 	ret = ret ?: check_root_own();
 	return ret ?: check_nested_own();
+}
+
+int ns_pre_dump_collect(void)
+{
+	int ret;
+
+	collecting_for_pre_dump = true;
+	ret = ns_dump_collect();
+	collecting_for_pre_dump = false;
+	return ret;
 }
 
 static int open_ns(const struct ns_id *ns)

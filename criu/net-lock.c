@@ -224,10 +224,26 @@ static const struct netlock_ops iptables_lock = {
 	.ns_unlock = ipt_ns_unlock,
 };
 
-/* The method --network-lock names (iptables, the default, or nftables: netlock-nft.c). */
+/* Restore: the method the dump locked with (its inventory says), -1 until told. */
+static int dump_lock_nft = -1;
+
+void netlock_use_dump_method(bool nft)
+{
+	dump_lock_nft = nft;
+}
+
+bool netlock_is_nft(void)
+{
+	return dump_lock_nft >= 0 ? dump_lock_nft : opts.network_lock_nft;
+}
+
+/*
+ * The method --network-lock names (iptables, the default, or nftables: netlock-nft.c); at
+ * restore the dump's, whose lock is the one to remove whatever the command line says.
+ */
 static const struct netlock_ops *method(void)
 {
-	return opts.network_lock_nft ? &nftables_lock : &iptables_lock;
+	return netlock_is_nft() ? &nftables_lock : &iptables_lock;
 }
 
 int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,

@@ -818,7 +818,42 @@ const struct ns_kind pid_ns_kind = {
 	.name = "pid",
 	.clone_flag = CLONE_NEWPID,
 	.nested = true,
+	.pre_dump_check = true,
 	.dump_check = pid_dump_check,
 	.collect = pid_collect,
 	.fini = pid_fini,
 };
+
+pid_t clone_with_pid(pid_t pid, unsigned long flags)
+{
+	/*
+	 * clone3 refuses an exit signal with CLONE_PARENT: the sibling then signals criu's
+	 * parent the way criu itself would (its exit_signal, SIGCHLD for a normal process).
+	 */
+	struct clone_args args = { .flags = flags, .exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD };
+
+	args.set_tid = (unsigned long)&pid;
+	args.set_tid_size = 1;
+	return syscall(SYS_clone3, &args, sizeof(args));
+}
+
+/*
+ * The pid a helper of the task (tree pid self) takes in the tree's own pid namespace:
+ * above every pid, tid, group and session of the tree, one per task, so that it never
+ * holds a pid another task is about to be given (clone3 with set_tid) while the tree is
+ * forked. 0 (any pid) outside one.
+ */
+pid_t pidns_helper_pid(pid_t self)
+{
+	pid_t top = 0;
+
+	if (!pidns_own())
+		return 0;
+	for (struct pstree_item *item = root_item; item; item = pstree_next(item)) {
+		top = item->pgid > top ? item->pgid : top;
+		top = item->sid > top ? item->sid : top;
+		for (unsigned int t = 0; t < item->nr_threads; t++)
+			top = item->threads[t] > top ? item->threads[t] : top;
+	}
+	return top + self;
+}

@@ -21,18 +21,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <linux/sched.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include "fhandle.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -472,6 +476,65 @@ static int user_born(const struct ns_id *ns, pid_t root_host)
 	if (!ret)
 		pr_info("user namespace %u: %zu uid and %zu gid extents written\n", ns->id,
 			e->n_uid_map, e->n_gid_map);
+	return ret;
+}
+
+/* ------------------------------------------------ files made as their owner ---- */
+
+/*
+ * In the tree's user namespace, where the task has every capability: setfsuid() keeps them
+ * (the kernel drops the filesystem ones only when leaving the namespace's root id). The
+ * answer goes through answer_fd, the fd table being the caller's.
+ */
+static void __attribute__((noreturn)) tree_owner_child(int (*make)(void *arg), void *arg,
+							uint32_t uid, uint32_t gid, int answer_fd)
+{
+	int ret;
+
+	setfsgid(gid);
+	setfsuid(uid);
+	/* Both answer the previous id, and change nothing for an invalid one: read them back. */
+	if ((uint32_t)setfsgid(-1) != gid || (uint32_t)setfsuid(-1) != uid)
+		ret = -EOVERFLOW;
+	else
+		ret = make(arg);
+	_exit(write(answer_fd, &ret, sizeof(ret)) == sizeof(ret) ? 0 : 1);
+}
+
+int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid)
+{
+	struct clone_args args = { .flags = CLONE_FILES, .exit_signal = SIGCHLD };
+	int answer[2], ret = -ECHILD, status;
+	pid_t want, child;
+
+	if (get_service_fd(USERNS_SFD) < 0)
+		return make(arg);
+	if (pipe2(answer, O_CLOEXEC))
+		return -errno;
+	want = pidns_helper_pid(getpid());
+	if (want) {
+		args.set_tid = (uintptr_t)&want;
+		args.set_tid_size = 1;
+	}
+	child = syscall(SYS_clone3, &args, sizeof(args));
+	/* Above pid_max (EINVAL) or taken (EEXIST): any pid, as a helper outside one gets. */
+	if (child < 0 && want && (errno == EINVAL || errno == EEXIST)) {
+		args.set_tid = 0;
+		args.set_tid_size = 0;
+		child = syscall(SYS_clone3, &args, sizeof(args));
+	}
+	if (child == 0)
+		tree_owner_child(make, arg, uid, gid, answer[1]);
+	if (child < 0) {
+		ret = -errno;
+		pr_perror("cannot start a child to make a file as uid %u gid %u", uid, gid);
+	}
+	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (child > 0 && read(answer[0], &ret, sizeof(ret)) != sizeof(ret))
+		ret = -ECHILD;
+	close(answer[0]);
+	close(answer[1]);
 	return ret;
 }
 

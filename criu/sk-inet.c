@@ -1012,7 +1012,7 @@ static int restore_tcp_opts(int fd, const InetSkEntry *ie, const char *what)
 }
 
 /* Whether the dumped socket had a local address: bound, or given one by connect(). */
-static bool is_bound(const InetSkEntry *ie)
+bool inet_sk_bound(const InetSkEntry *ie)
 {
 	for (size_t i = 0; i < ie->n_src_addr; i++)
 		if (ie->src_addr[i])
@@ -1035,7 +1035,7 @@ int inet_sk_bind(int fd, const struct inet_sk *sk, bool repair)
 	bool repair_bind = !repair && sk->ie->type == SOCK_STREAM && sk->ie->state == SK_CLOSE;
 	int ret = 0;
 
-	if (!is_bound(sk->ie))
+	if (!inet_sk_bound(sk->ie))
 		return 0;
 	if (!repair)
 		ret = set_opt(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", 1, sk->what) ?:

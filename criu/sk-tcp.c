@@ -1,32 +1,28 @@
 /*
  * Established and closing TCP connections (--tcp-established), through the kernel's repair
- * mode (TCP_REPAIR): dump reads the sequence numbers, queues, negotiated options and window
- * into tcp-stream-INODE.img and leaves the socket in repair mode, so that killing the
- * dumped task closes it without a word to the peer. Restore makes the socket in repair
- * mode, where bind() and connect() set the connection up without a packet, puts the
- * queues and options back; criu puts a closing one's FINs back and ends repair mode once
- * the whole tree is restored. Every connection is held by the network lock (net-lock.c)
- * from its dump to its restore, whether its peer is in the tree or not: its own rules in
- * criu's net namespace, the whole namespace where the tree has one of its own.
+ * mode, whose socket calls are libsoccr's (soccr/): dump saves the sequence numbers,
+ * queues, negotiated options and window into tcp-stream-INODE.img and leaves the socket in
+ * repair mode, so that killing the dumped task closes it without a word to the peer.
+ * Restore makes the socket in repair mode, where bind() and connect() set the connection
+ * up without a packet, puts the queues and options back; criu puts a closing one's FINs
+ * back and ends repair mode once the whole tree is restored. Every connection is held by
+ * the network lock (net-lock.c) from its dump to its restore, whether its peer is in the
+ * tree or not: its own rules in criu's net namespace, the whole namespace where the tree
+ * has one of its own. What stays here: the images, the lock, when each step runs, and the
+ * waiting for connections to stand still.
  */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/ip.h>
-#include <netinet/ip6.h>
-#include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "cr_options.h"
@@ -36,31 +32,10 @@
 #include "net-lock.h"
 #include "sk-inet.h"
 #include "sk-opts.h"
+#include "soccr/soccr.h"
 
-/* The kernel's (linux/tcp.h), which glibc's netinet/tcp.h may lack. */
-#ifndef TCP_REPAIR_WINDOW
-#define TCP_REPAIR_WINDOW 29
-#endif
-#ifndef TCP_REPAIR_OFF_NO_WP
-#define TCP_REPAIR_OFF_NO_WP -1
-#endif
-#define TCP_REPAIR_ON 1
-#define TCP_REPAIR_OFF 0
-
-struct repair_window {
-	uint32_t snd_wl1, snd_wnd, max_window, rcv_wnd, rcv_wup;
-};
-
-/* TCP_INFO's tcpi_options, as tcp_stream_entry.opt_mask keeps them. */
-#define OPT_TIMESTAMPS 1
-#define OPT_SACK 2
-#define OPT_WSCALE 4
-
-/* TCP options of TCP_REPAIR_OPTIONS (the option kinds on the wire). */
-#define OPTION_MSS 2
-#define OPTION_WINDOW 3
-#define OPTION_SACK_PERM 4
-#define OPTION_TIMESTAMP 8
+/* The lock lets criu's forged segments through: libsoccr marks them with its mark. */
+_Static_assert(NET_LOCK_MARK == SOCCR_MARK, "the network lock's mark is libsoccr's");
 
 /* The kernel's TCP states (include/net/tcp_states.h), as the images store them. */
 enum {
@@ -77,23 +52,13 @@ enum {
 #define STATE(s) (1u << (s))
 
 /*
- * How a connection closes, one FIN each way (each FIN takes one sequence number):
- *
- *   ESTABLISHED -shutdown-> FIN_WAIT1 -its ACK-> FIN_WAIT2 -peer's FIN-> (TIME_WAIT)
- *   ESTABLISHED -peer's FIN-> CLOSE_WAIT -shutdown-> LAST_ACK -its ACK-> CLOSE
- *   FIN_WAIT1 -peer's FIN-> CLOSING -its ACK-> (TIME_WAIT)
- *
- * A socket a task holds leaves TIME_WAIT to the kernel and is then CLOSE itself, with
- * both FINs behind it. The images (as CRIU's) keep the queues' lengths without the FINs
- * and their sequence numbers with them.
+ * A closing connection has sent its own FIN, received its peer's, or both (soccr.c draws
+ * the states). The images (as CRIU's, and as libsoccr's data) keep the queues' lengths
+ * without the FINs and their sequence numbers with them.
  */
-/* Own FIN queued, before the peer's (or with none) and after it. */
-#define OWN_FIN_FIRST (STATE(SK_FIN_WAIT1) | STATE(SK_FIN_WAIT2) | STATE(SK_CLOSING))
-#define OWN_FIN_SECOND (STATE(SK_LAST_ACK) | STATE(SK_CLOSE))
-#define OWN_FIN (OWN_FIN_FIRST | OWN_FIN_SECOND)
-/* ... and the peer acknowledged it. */
-#define OWN_FIN_ACKED (STATE(SK_FIN_WAIT2) | STATE(SK_CLOSE))
-/* The peer's FIN received. */
+#define OWN_FIN                                                                                    \
+	(STATE(SK_FIN_WAIT1) | STATE(SK_FIN_WAIT2) | STATE(SK_CLOSING) | STATE(SK_LAST_ACK) |      \
+	 STATE(SK_CLOSE))
 #define PEER_FIN (STATE(SK_CLOSE_WAIT) | STATE(SK_LAST_ACK) | STATE(SK_CLOSING) | STATE(SK_CLOSE))
 /*
  * Every state a dumped connection may have: connecting (its SYN sent, no answer yet: the
@@ -106,6 +71,42 @@ static bool in_states(uint32_t state, uint32_t mask)
 	return state < 32 && (STATE(state) & mask);
 }
 
+/* ------------------------------------------------------------ libsoccr ---- */
+
+/* libsoccr's messages, into criu's log: its errors as errors, the rest as debug. */
+static void soccr_log(unsigned int level, const char *fmt, ...)
+{
+	char line[512];
+	va_list args;
+
+	va_start(args, fmt);
+	vsnprintf(line, sizeof(line), fmt, args);
+	va_end(args);
+	if (level == SOCCR_LOG_ERR)
+		print_on_level(LOG_ERROR, "Error (soccr): %s", line);
+	else
+		print_on_level(LOG_DEBUG, "soccr: %s", line);
+}
+
+/* Before the first libsoccr call of a dump or a restore; the tasks inherit it. */
+static void soccr_log_init(void)
+{
+	libsoccr_set_log(SOCCR_LOG_DBG, soccr_log);
+}
+
+/* fd in repair mode, named what in libsoccr's messages; NULL after one error line. */
+static struct libsoccr_sk *repair_on(int fd, const char *what)
+{
+	struct libsoccr_sk *h = libsoccr_pause(fd);
+
+	if (!h) {
+		pr_perror("%s: cannot put it into TCP repair mode", what);
+		return NULL;
+	}
+	libsoccr_set_label(h, what);
+	return h;
+}
+
 /* ---------------------------------------------------------------- dump ---- */
 
 /*
@@ -114,12 +115,13 @@ static bool in_states(uint32_t state, uint32_t mask)
  */
 struct tcp_conn {
 	int fd;
-	uint8_t src[16], dst[16]; /* IPv4 as v4-mapped IPv6, as the lock takes them */
+	struct libsoccr_sk *soccr; /* from repair mode on */
+	uint8_t src[16], dst[16];  /* IPv4 as v4-mapped IPv6, as the lock takes them */
 	uint16_t src_port, dst_port;
-	bool closed; /* --tcp-close: dumped without its stream */
-	bool locked; /* its own lock rules hold its packets (criu's net namespace) */
+	bool closed;	/* --tcp-close: dumped without its stream */
+	bool locked;	/* its own lock rules hold its packets (criu's net namespace) */
 	uint32_t state; /* as its inet entry has it */
-	uint32_t ino; /* names its tcp-stream image */
+	uint32_t ino;	/* names its tcp-stream image */
 	char what[96];
 };
 
@@ -135,8 +137,7 @@ static int set_int(int fd, int level, int name, const char *opt, int val, const 
 	return 0;
 }
 
-static int get_int(int fd, int level, int name, const char *opt, uint32_t *val,
-		   const char *what)
+static int get_int(int fd, int level, int name, const char *opt, uint32_t *val, const char *what)
 {
 	socklen_t len = sizeof(*val);
 
@@ -156,8 +157,7 @@ int tcp_dump_check_state(const struct inet_dump *d)
 		return -ENOTSUP;
 	}
 	if (!opts.tcp_established && !opts.tcp_close) {
-		pr_err("%s: an established TCP connection: dump with --tcp-established\n",
-		       d->what);
+		pr_err("%s: an established TCP connection: dump with --tcp-established\n", d->what);
 		return -ENOTSUP;
 	}
 	return 0;
@@ -203,122 +203,32 @@ static int add_conn(int fd, const struct inet_dump *d)
 	return 0;
 }
 
-/*
- * One queue (TCP_RECV_QUEUE, TCP_SEND_QUEUE) peeked whole into buf (len + 1 bytes), and
- * the sequence number that follows it.
- */
-static int peek_queue(int fd, int queue, uint32_t len, uint32_t *seq, char *buf,
-		      const char *what)
+/* What libsoccr saved, as the image keeps it (every field CRIU's dump writes). */
+static void stream_entry(const struct libsoccr_sk_data *data, TcpStreamEntry *te)
 {
-	ssize_t n;
-	int ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
-			  get_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ", seq, what);
-
-	if (ret || !len)
-		return ret;
-	/*
-	 * One byte more than the queue has: it must have exactly len (buf has room). Another
-	 * length: the queue moved since its length was read (-EAGAIN, not logged: read again).
-	 */
-	n = recv(fd, buf, len + 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n < 0) {
-		pr_perror("%s: cannot read its %s queue", what,
-			  queue == TCP_RECV_QUEUE ? "receive" : "send");
-		return -errno;
-	}
-	return n == (ssize_t)len ? 0 : -EAGAIN;
-}
-
-/*
- * The send queue's lengths (SIOCOUTQ, SIOCOUTQNSD) count a FIN queued in it, which is no
- * byte: the image's do not (as CRIU's). A closed socket's send queue is nothing a task can
- * read or have sent again (a reset may leave bytes in it): empty, as CRIU keeps it.
- */
-static void drop_fin(uint32_t state, int *outq, int *unsent)
-{
-	/* A connecting socket's send queue holds its SYN alone (one sequence number). */
-	if (state == SK_CLOSE || state == SK_SYN_SENT) {
-		*outq = *unsent = 0;
-		return;
-	}
-	if (!in_states(state, OWN_FIN))
-		return;
-	if (*outq)
-		(*outq)--;
-	if (*unsent)
-		(*unsent)--;
-}
-
-static int dump_queue_lengths(const struct tcp_conn *c, TcpStreamEntry *te)
-{
-	int inq, outq, unsent;
-
-	if (ioctl(c->fd, SIOCINQ, &inq) || ioctl(c->fd, SIOCOUTQ, &outq) ||
-	    ioctl(c->fd, SIOCOUTQNSD, &unsent)) {
-		pr_perror("%s: cannot read its queues' lengths", c->what);
-		return -errno;
-	}
-	drop_fin(c->state, &outq, &unsent);
-	te->inq_len = inq;
-	te->outq_len = outq;
+	te->inq_len = data->inq_len;
+	te->inq_seq = data->inq_seq;
+	te->outq_len = data->outq_len;
+	te->outq_seq = data->outq_seq;
 	te->has_unsq_len = true;
-	te->unsq_len = unsent;
-	return 0;
-}
-
-/* What the connection negotiated, its timestamp clock and window. */
-static int dump_conn_opts(int fd, uint32_t state, TcpStreamEntry *te, const char *what)
-{
-	struct repair_window win;
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	uint32_t val;
-	int ret;
-
-	if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
-		pr_perror("%s: cannot read TCP_INFO", what);
-		return -errno;
-	}
-	/* Its inet entry, already written, has the state its fd was dumped in. */
-	if (ti.tcpi_state != state) {
-		pr_err("%s: went from TCP state %u to %u while the tree was dumped\n", what, state,
-		       ti.tcpi_state);
-		return -EBUSY;
-	}
-	te->opt_mask = ti.tcpi_options;
-	te->snd_wscale = ti.tcpi_snd_wscale;
+	te->unsq_len = data->unsq_len;
+	te->opt_mask = data->opt_mask;
+	te->snd_wscale = data->snd_wscale;
 	te->has_rcv_wscale = true;
-	te->rcv_wscale = ti.tcpi_rcv_wscale;
-	/* In repair mode TCP_MAXSEG reads the clamp the peer's MSS option set. */
-	ret = get_int(fd, SOL_TCP, TCP_MAXSEG, "TCP_MAXSEG", &te->mss_clamp, what);
-	if (!ret && (te->opt_mask & OPT_TIMESTAMPS)) {
-		ret = get_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", &te->timestamp, what);
-		te->has_timestamp = true;
-	}
-	len = sizeof(win);
-	if (!ret && getsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, &len)) {
-		pr_perror("%s: cannot read TCP_REPAIR_WINDOW", what);
-		ret = -errno;
-	}
-	if (ret)
-		return ret;
+	te->rcv_wscale = data->rcv_wscale;
+	te->mss_clamp = data->mss_clamp;
+	te->has_timestamp = data->flags & SOCCR_FLAGS_TIMESTAMP;
+	te->timestamp = data->timestamp;
 	te->has_snd_wl1 = te->has_snd_wnd = te->has_max_window = true;
 	te->has_rcv_wnd = te->has_rcv_wup = true;
-	te->snd_wl1 = win.snd_wl1;
-	te->snd_wnd = win.snd_wnd;
-	te->max_window = win.max_window;
-	te->rcv_wnd = win.rcv_wnd;
-	te->rcv_wup = win.rcv_wup;
-	ret = get_int(fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", &val, what);
-	te->has_nodelay = te->nodelay = !ret && val;
-	if (!ret)
-		ret = get_int(fd, SOL_TCP, TCP_CORK, "TCP_CORK", &val, what);
-	te->has_cork = te->cork = !ret && val;
-	return ret;
+	te->snd_wl1 = data->snd_wl1;
+	te->snd_wnd = data->snd_wnd;
+	te->max_window = data->max_window;
+	te->rcv_wnd = data->rcv_wnd;
+	te->rcv_wup = data->rcv_wup;
 }
 
-static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq,
-			const char *outq)
+static int write_stream(uint32_t ino, const TcpStreamEntry *te, const char *inq, const char *outq)
 {
 	struct cr_img *img = open_image(CR_IMG_TCP_STREAM, O_WRONLY, ino);
 	int ret;
@@ -355,7 +265,7 @@ static bool needs_own_lock(const struct tcp_conn *c)
 
 static const char *lock_method(void)
 {
-	return opts.network_lock_nft ? "nftables" : "iptables";
+	return netlock_is_nft() ? "nftables" : "iptables";
 }
 
 static int lock_conn(struct tcp_conn *c)
@@ -395,12 +305,18 @@ static void unlock_conn(struct tcp_conn *c)
  */
 int tcp_dump_stream(int fd, struct inet_dump *d)
 {
+	struct tcp_conn *c;
 	int ret = add_conn(fd, d);
 
 	if (ret)
 		return ret;
-	return lock_conn(&conns[nr_conns - 1]) ?:
-	       set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, d->what);
+	c = &conns[nr_conns - 1];
+	ret = lock_conn(c);
+	if (ret)
+		return ret;
+	soccr_log_init();
+	c->soccr = repair_on(c->fd, c->what);
+	return c->soccr ? 0 : -EPERM;
 }
 
 /* One connection's stream as read, kept until every stream is read at one point. */
@@ -416,31 +332,31 @@ static void free_stream_read(struct stream_read *r)
 	r->inq = r->outq = NULL;
 }
 
+/* Its stream saved by libsoccr (-EAGAIN: a queue moved while it was read), its options. */
 static int read_one_stream(const struct tcp_conn *c, struct stream_read *r)
 {
+	struct libsoccr_sk_data data;
 	TcpStreamEntry *te = &r->te;
-	int ret;
+	uint32_t val;
+	int ret = libsoccr_save(c->soccr, &data, sizeof(data));
 
-	tcp_stream_entry__init(te);
-	ret = dump_queue_lengths(c, te);
-	if (!ret) {
-		r->inq = malloc(te->inq_len + 1);
-		r->outq = malloc(te->outq_len + 1);
-		if (!r->inq || !r->outq) {
-			pr_err("%s: out of memory for its queues\n", c->what);
-			ret = -ENOMEM;
-		}
+	if (ret < 0)
+		return ret;
+	/* Its inet entry, already written, has the state its fd was dumped in. */
+	if (data.state != c->state) {
+		pr_err("%s: went from TCP state %u to %u while the tree was dumped\n", c->what,
+		       c->state, data.state);
+		return -EBUSY;
 	}
+	tcp_stream_entry__init(te);
+	stream_entry(&data, te);
+	r->inq = libsoccr_get_queue_bytes(c->soccr, TCP_RECV_QUEUE, SOCCR_MEM_EXCL);
+	r->outq = libsoccr_get_queue_bytes(c->soccr, TCP_SEND_QUEUE, SOCCR_MEM_EXCL);
+	ret = get_int(c->fd, SOL_TCP, TCP_NODELAY, "TCP_NODELAY", &val, c->what);
+	te->has_nodelay = te->nodelay = !ret && val;
 	if (!ret)
-		ret = peek_queue(c->fd, TCP_RECV_QUEUE, te->inq_len, &te->inq_seq, r->inq, c->what);
-	if (!ret)
-		ret = peek_queue(c->fd, TCP_SEND_QUEUE, te->outq_len, &te->outq_seq, r->outq,
-				 c->what);
-	if (!ret)
-		ret = set_int(c->fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE,
-			      c->what);
-	if (!ret)
-		ret = dump_conn_opts(c->fd, c->state, te, c->what);
+		ret = get_int(c->fd, SOL_TCP, TCP_CORK, "TCP_CORK", &val, c->what);
+	te->has_cork = te->cork = !ret && val;
 	return ret;
 }
 
@@ -449,13 +365,11 @@ static bool has_stream(const struct tcp_conn *c)
 	return !c->closed;
 }
 
-/* What moves while a connection still carries bytes: its sequence numbers and queues. */
-struct conn_motion {
-	uint32_t rcv_nxt, write_seq;
-	int inq, outq, unsent;
-};
-
-static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
+/*
+ * What moves while a connection still carries bytes: its state, sequence numbers and
+ * queue lengths (libsoccr_save_seqs(), every other field zero).
+ */
+static int read_motion(const struct tcp_conn *c, struct libsoccr_sk_data *m)
 {
 	/*
 	 * An acknowledgement the kernel holds back (delayed ACK, up to 200 ms) would move the
@@ -465,14 +379,8 @@ static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
 
 	if (ret)
 		return ret;
-	memset(m, 0, sizeof(*m));
-	if (ioctl(c->fd, SIOCINQ, &m->inq) || ioctl(c->fd, SIOCOUTQ, &m->outq) ||
-	    ioctl(c->fd, SIOCOUTQNSD, &m->unsent)) {
-		pr_perror("%s: cannot read its queues' lengths", c->what);
-		return -errno;
-	}
-	return peek_queue(c->fd, TCP_RECV_QUEUE, 0, &m->rcv_nxt, NULL, c->what) ?:
-		       peek_queue(c->fd, TCP_SEND_QUEUE, 0, &m->write_seq, NULL, c->what);
+	ret = libsoccr_save_seqs(c->soccr, m, sizeof(*m));
+	return ret < 0 ? ret : 0;
 }
 
 /*
@@ -483,12 +391,12 @@ static int read_motion(const struct tcp_conn *c, struct conn_motion *m)
  * read at the same point of its stream. 2 s at most.
  */
 #define SETTLE_STEP_US 5000
-#define SETTLE_STEPS 400
-#define SETTLE_STILL 3
+#define SETTLE_STEPS   400
+#define SETTLE_STILL   3
 
 static int wait_conns_settled(void)
 {
-	struct conn_motion *last = calloc(nr_conns ? nr_conns : 1, sizeof(*last));
+	struct libsoccr_sk_data *last = calloc(nr_conns ? nr_conns : 1, sizeof(*last));
 	int ret = last ? 0 : -ENOMEM, step, still = 0;
 	bool moved = true;
 
@@ -496,7 +404,7 @@ static int wait_conns_settled(void)
 	for (step = 0; !ret && still < SETTLE_STILL && step < SETTLE_STEPS; step++) {
 		moved = false;
 		for (size_t i = 0; i < nr_conns && !ret; i++) {
-			struct conn_motion now;
+			struct libsoccr_sk_data now;
 
 			if (!has_stream(&conns[i]))
 				continue;
@@ -523,17 +431,16 @@ static int wait_conns_settled(void)
 /* Whether c reads now as r was read: its sequence numbers and queue lengths. */
 static int still_as_read(const struct tcp_conn *c, const struct stream_read *r)
 {
-	struct conn_motion m;
+	struct libsoccr_sk_data m;
 	int ret = read_motion(c, &m);
 
 	if (ret)
 		return ret;
-	drop_fin(c->state, &m.outq, &m.unsent);
-	return m.rcv_nxt == r->te.inq_seq && m.write_seq == r->te.outq_seq &&
-			       (uint32_t)m.inq == r->te.inq_len && (uint32_t)m.outq == r->te.outq_len &&
-			       (uint32_t)m.unsent == r->te.unsq_len ?
-		       0 :
-		       -EAGAIN;
+	return m.inq_seq == r->te.inq_seq && m.outq_seq == r->te.outq_seq &&
+			       m.inq_len == r->te.inq_len && m.outq_len == r->te.outq_len &&
+			       m.unsq_len == r->te.unsq_len
+		       ? 0
+		       : -EAGAIN;
 }
 
 /*
@@ -607,9 +514,11 @@ void tcp_dump_release(bool killed)
 		/* A killed tree's connections stay locked until they are restored. */
 		if (!killed)
 			unlock_conn(&conns[i]);
-		if (!killed)
-			set_int(conns[i].fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR",
-				TCP_REPAIR_OFF_NO_WP, conns[i].what);
+		/* Killed, it keeps repair mode: closing it sends nothing. */
+		if (conns[i].soccr && !killed)
+			libsoccr_resume_no_probe(conns[i].soccr);
+		else if (conns[i].soccr)
+			libsoccr_release(conns[i].soccr);
 		close(conns[i].fd);
 	}
 	free(conns);
@@ -623,10 +532,13 @@ void tcp_dump_release(bool killed)
  */
 bool tcp_has_half_closed(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP), on = TCP_REPAIR_ON;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 	int raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-	bool ok = fd >= 0 && raw >= 0 && !setsockopt(fd, SOL_TCP, TCP_REPAIR, &on, sizeof(on));
+	struct libsoccr_sk *h = fd >= 0 && raw >= 0 ? libsoccr_pause(fd) : NULL;
+	bool ok = h != NULL;
 
+	if (h)
+		libsoccr_release(h);
 	if (fd >= 0)
 		close(fd);
 	if (raw >= 0)
@@ -685,10 +597,18 @@ bool tcp_restores_stream(const InetSkEntry *ie)
 	return true;
 }
 
+/* Restore: the dump was made with --tcp-close (its inventory says). */
+static bool dumped_closed;
+
+void tcp_restore_as_dumped_closed(void)
+{
+	dumped_closed = true;
+}
+
 /* --tcp-close (or a dump with it): the connection comes back closed, no stream read. */
 static bool restore_closed(void)
 {
-	return opts.tcp_close;
+	return opts.tcp_close || dumped_closed;
 }
 
 static int check_stream(const TcpStreamEntry *te, const char *what)
@@ -841,153 +761,76 @@ void tcp_collect_fini(void)
 }
 
 /*
- * In repair mode the kernel puts a receive-queue write into one linear buffer of the
- * size asked, which a large one fails (ENOMEM): the chunks halve down to 1 KiB.
+ * A stream entry as libsoccr restores it. The state is the inet entry's (the image has
+ * none); the window is there (check_stream()).
  */
-static int send_bytes(int fd, const char *buf, uint32_t len, const char *queue,
-		      const char *what)
-{
-	uint32_t chunk = len;
-
-	while (len) {
-		ssize_t n = send(fd, buf, chunk < len ? chunk : len, 0);
-
-		if (n <= 0 && chunk > 1024) {
-			chunk /= 2;
-			continue;
-		}
-		if (n <= 0) {
-			pr_perror("%s: cannot refill its %s queue (%u bytes left)", what, queue, len);
-			return n < 0 ? -errno : -EIO;
-		}
-		buf += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/*
- * In repair mode a write to a queue goes into it as is: the receive queue gets the bytes
- * as if they had arrived, the send queue as if sent and not yet acked.
- */
-static int fill_queue(int fd, int queue, const char *buf, uint32_t len, const char *what)
-{
-	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", queue, what) ?:
-		       send_bytes(fd, buf, len, queue == TCP_RECV_QUEUE ? "receive" : "send",
-				  what);
-}
-
-/*
- * The images have the sequence numbers that follow each queue (rcv_nxt, write_seq, as
- * TCP_QUEUE_SEQ reads them); a queue is refilled from its first byte's, which refilling
- * moves on by the queue's length. A closing connection is made established, its FINs
- * come at the end of its restore (close_in_repair()): the numbers are those before them.
- */
-static uint32_t rcv_nxt_before_fin(const struct tcp_stream *st)
-{
-	return st->te->inq_seq - in_states(st->state, PEER_FIN);
-}
-
-static uint32_t write_seq_before_fin(const struct tcp_stream *st)
-{
-	return st->te->outq_seq - in_states(st->state, OWN_FIN);
-}
-
-static int set_seqs(int fd, const struct tcp_stream *st, const char *what)
+static void stream_data(const struct tcp_stream *st, struct libsoccr_sk_data *data)
 {
 	const TcpStreamEntry *te = st->te;
 
-	return set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_RECV_QUEUE, what) ?:
-		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
-			       rcv_nxt_before_fin(st) - te->inq_len, what) ?:
-		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
-			       what) ?:
-		       set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ",
-			       write_seq_before_fin(st) - te->outq_len, what);
+	memset(data, 0, sizeof(*data));
+	data->state = st->state;
+	data->inq_len = te->inq_len;
+	data->inq_seq = te->inq_seq;
+	data->outq_len = te->outq_len;
+	data->outq_seq = te->outq_seq;
+	data->unsq_len = te->has_unsq_len ? te->unsq_len : 0;
+	data->opt_mask = te->opt_mask;
+	data->mss_clamp = te->mss_clamp;
+	data->snd_wscale = te->snd_wscale;
+	data->rcv_wscale = te->rcv_wscale;
+	if (te->has_timestamp) {
+		data->flags |= SOCCR_FLAGS_TIMESTAMP;
+		data->timestamp = te->timestamp;
+	}
+	data->flags |= SOCCR_FLAGS_WINDOW;
+	data->snd_wl1 = te->snd_wl1;
+	data->snd_wnd = te->snd_wnd;
+	data->max_window = te->max_window;
+	data->rcv_wnd = te->rcv_wnd;
+	data->rcv_wup = te->rcv_wup;
 }
 
-static int connect_repaired(int fd, const struct inet_sk *sk)
+/* One of sk's dumped addresses, for libsoccr (which frees it); NULL: out of memory. */
+static union libsoccr_addr *soccr_addr(const struct inet_sk *sk, bool peer)
 {
+	union libsoccr_addr *addr = calloc(1, sizeof(*addr));
 	struct sockaddr_storage ss;
-	socklen_t len = inet_sk_addr(sk->ie, true, &ss);
+	socklen_t len = inet_sk_addr(sk->ie, peer, &ss);
 
-	if (connect(fd, (struct sockaddr *)&ss, len)) {
-		pr_perror("%s: cannot connect it (in repair mode) to port %u", sk->what,
-			  sk->ie->dst_port);
-		return -errno;
-	}
-	return 0;
+	if (addr)
+		memcpy(addr, &ss, len < sizeof(*addr) ? len : sizeof(*addr));
+	return addr;
 }
 
-/* The options the connection negotiated, then its timestamp clock. */
-static int set_conn_opts(int fd, const TcpStreamEntry *te, const char *what)
+/*
+ * The address the socket connects to and the one it binds to: the dumped ones (where the
+ * dumped socket had none of its own, it binds to none and forges nothing).
+ */
+static int set_addrs(struct libsoccr_sk *h, const struct inet_sk *sk)
 {
-	struct tcp_repair_opt ro[4];
-	int n = 0, ret = 0;
+	bool bound = inet_sk_bound(sk->ie);
+	union libsoccr_addr *peer = soccr_addr(sk, true);
+	union libsoccr_addr *self = bound ? soccr_addr(sk, false) : NULL;
+	int ret;
 
-	ro[n++] = (struct tcp_repair_opt){ OPTION_MSS, te->mss_clamp };
-	if (te->opt_mask & OPT_SACK)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_SACK_PERM, 0 };
-	if (te->opt_mask & OPT_WSCALE)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_WINDOW,
-						   te->snd_wscale | te->rcv_wscale << 16 };
-	if (te->opt_mask & OPT_TIMESTAMPS)
-		ro[n++] = (struct tcp_repair_opt){ OPTION_TIMESTAMP, 0 };
-	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_OPTIONS, ro, n * sizeof(ro[0]))) {
-		pr_perror("%s: cannot set the connection's options (TCP_REPAIR_OPTIONS)", what);
-		return -errno;
+	if (!peer || (bound && !self)) {
+		pr_err("%s: out of memory\n", sk->what);
+		free(peer);
+		free(self);
+		return -ENOMEM;
 	}
-	if (te->has_timestamp)
-		ret = set_int(fd, SOL_TCP, TCP_TIMESTAMP, "TCP_TIMESTAMP", te->timestamp, what);
+	ret = libsoccr_set_addr(h, 0, peer, SOCCR_MEM_EXCL);
+	if (ret)
+		free(peer);
+	if (!ret && self) {
+		ret = libsoccr_set_addr(h, 1, self, SOCCR_MEM_EXCL);
+		if (ret)
+			free(self);
+	} else {
+		free(self);
+	}
 	return ret;
-}
-
-/*
- * After the queues, whose refilling moves the window on. The peer's FIN is still to come:
- * the window's left edge is one before it (the kernel refuses one past rcv_nxt), and one
- * wider, so that it still takes the FIN where it was full.
- */
-static int set_window(int fd, const struct tcp_stream *st, const char *what)
-{
-	const TcpStreamEntry *te = st->te;
-	uint32_t fin = in_states(st->state, PEER_FIN);
-	struct repair_window win = { te->snd_wl1, te->snd_wnd, te->max_window, te->rcv_wnd + fin,
-				     te->rcv_wup - fin };
-
-	if (setsockopt(fd, SOL_TCP, TCP_REPAIR_WINDOW, &win, sizeof(win))) {
-		pr_perror("%s: cannot set its window (TCP_REPAIR_WINDOW)", what);
-		return -errno;
-	}
-	return 0;
-}
-
-/*
- * Where the connection's own FIN is not acknowledged yet, the whole send queue goes in as
- * sent: the FIN must follow it, and is put in as sent in repair mode (close_in_repair()).
- * The kernel retransmits what the peer never had.
- */
-static uint32_t unsent_len(const struct tcp_stream *st)
-{
-	if (in_states(st->state, OWN_FIN & ~OWN_FIN_ACKED))
-		return 0;
-	return st->te->has_unsq_len ? st->te->unsq_len : 0;
-}
-
-/*
- * The part of the send queue the peer has seen (or may have) goes in in repair mode; the
- * unsent tail waits for the end of repair mode (send_unsent()). The buffers are as large
- * as they go while the queues are filled (the kernel's accounting of the new queues may
- * exceed what the old ones took); the dumped sizes are set afterwards.
- */
-static int fill_queues(int fd, const struct tcp_stream *st, const char *what)
-{
-	const TcpStreamEntry *te = st->te;
-
-	return sk_opts_widen_sndbuf(fd, what) ?: sk_opts_widen_rcvbuf(fd, what) ?:
-		       fill_queue(fd, TCP_RECV_QUEUE, st->inq, te->inq_len, what) ?:
-		       fill_queue(fd, TCP_SEND_QUEUE, st->outq, te->outq_len - unsent_len(st),
-				  what) ?:
-		       set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
 }
 
 static int set_stream_opts(int fd, const TcpStreamEntry *te, const char *what)
@@ -1022,52 +865,44 @@ static int open_closed(const struct inet_sk *sk, const struct file_desc *d)
 }
 
 /*
- * A connecting socket (SYN_SENT) has nothing negotiated yet: as CRIU restores it, its
- * initial sequence number (one before the dumped one, which its SYN took) in repair mode,
- * then connect() out of it sends that SYN again (the network lock drops it until the
- * restore's end, then the kernel retransmits it as the dumped socket would have), and back
- * into repair mode. Non-blocking whatever the task's flags (set after, restore_status_flags()):
- * connect() must not wait for an answer.
+ * libsoccr connects the socket (no packet), sets the negotiated options and the timestamp
+ * clock, then refills the queues: the receive queue as received, the part of the send
+ * queue the peer has seen (or may have) as sent; the unsent tail waits for the end of
+ * repair mode (send_unsent()); then the window. A closing connection is made established,
+ * its FINs come at the end of the restore (close_in_repair()). The buffers are as large
+ * as they go while the queues are filled (the kernel's accounting of the new queues may
+ * exceed what the old ones took), after connect, which sizes the window from them; the
+ * dumped sizes are set afterwards.
+ *
+ * A connecting socket (SYN_SENT) has nothing negotiated yet: libsoccr gives it its
+ * initial sequence number and connects it out of repair mode, which sends its SYN again
+ * (the network lock drops it until the restore's end, then the kernel retransmits it as
+ * the dumped socket would have), non-blocking whatever the task's flags (set after,
+ * restore_status_flags()), and puts it back into repair mode.
  */
-static int connect_again(int fd, const struct inet_sk *sk)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = inet_sk_addr(sk->ie, true, &ss);
-	int flags = fcntl(fd, F_GETFL), ret;
-
-	ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE,
-		      sk->what) ?:
-	      set_int(fd, SOL_TCP, TCP_QUEUE_SEQ, "TCP_QUEUE_SEQ", sk->stream->te->outq_seq - 1,
-		      sk->what) ?:
-	      inet_sk_bind(fd, sk, true) ?:
-	      set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF_NO_WP, sk->what);
-	if (ret)
-		return ret;
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) ||
-	    (connect(fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) ||
-	    fcntl(fd, F_SETFL, flags)) {
-		pr_perror("%s: cannot connect it again to port %u", sk->what, sk->ie->dst_port);
-		return -errno;
-	}
-	return set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what) ?:
-	       set_stream_opts(fd, sk->stream->te, sk->what);
-}
-
-static int open_stream(int fd, const struct inet_sk *sk)
+static int open_stream(struct libsoccr_sk *h, int fd, const struct inet_sk *sk)
 {
 	const struct tcp_stream *st = sk->stream;
+	struct libsoccr_sk_data data;
+	int ret;
 
-	return set_seqs(fd, st, sk->what) ?: inet_sk_bind(fd, sk, true) ?:
-	       connect_repaired(fd, sk) ?: set_conn_opts(fd, st->te, sk->what) ?:
-	       fill_queues(fd, st, sk->what) ?: set_window(fd, st, sk->what) ?:
+	stream_data(st, &data);
+	ret = set_addrs(h, sk) ?: libsoccr_set_queue_bytes(h, TCP_RECV_QUEUE, st->inq, 0) ?:
+	      libsoccr_set_queue_bytes(h, TCP_SEND_QUEUE, st->outq, 0) ?:
+	      libsoccr_restore_open(h, &data, sizeof(data));
+	if (ret || st->state == SK_SYN_SENT)
+		return ret ?: set_stream_opts(fd, st->te, sk->what);
+	return sk_opts_widen_sndbuf(fd, sk->what) ?: sk_opts_widen_rcvbuf(fd, sk->what) ?:
+	       libsoccr_restore_queues(h, &data, sizeof(data)) ?:
 	       set_stream_opts(fd, st->te, sk->what) ?:
-	       /* The buffer sizes as dumped, fill_queues() widened them. */
+	       /* The buffer sizes as dumped, widened above. */
 	       sk_opts_restore(fd, sk->ie->opts, sk->what);
 }
 
 /* The socket stays in repair mode until tcp_restore_unlock(). */
 int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 {
+	struct libsoccr_sk *h;
 	int fd, ret;
 
 	if (restore_closed())
@@ -1075,10 +910,11 @@ int tcp_open_stream(const struct inet_sk *sk, const struct file_desc *d)
 	fd = inet_sk_new(sk);
 	if (fd < 0)
 		return fd;
-	ret = set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_ON, sk->what);
-	if (!ret)
-		ret = sk->stream->state == SK_SYN_SENT ? connect_again(fd, sk) :
-							 open_stream(fd, sk);
+	h = repair_on(fd, sk->what);
+	ret = h ? open_stream(h, fd, sk) : -EPERM;
+	/* The handle goes, the socket stays in repair mode. */
+	if (h)
+		libsoccr_release(h);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -1115,231 +951,59 @@ uint32_t tcp_task_shutdown(const struct inet_sk *sk)
 
 /*
  * A closing connection is restored established; at the end of its restore, still in
- * repair mode, it takes its FINs again: its own as shutdown() puts it in the send queue
- * (with TCP_REPAIR_QUEUE on the send queue, it counts as sent and nothing leaves), the
- * peer's, and the acknowledgement of its own, as segments from the peer's address forged
- * on a raw socket of its net namespace (nothing else makes a FIN arrive). As CRIU does;
- * the segments carry no options (the kernel takes them without a timestamp).
+ * repair mode, it takes its FINs again (libsoccr_restore_fins()): its own as shutdown()
+ * puts it in the send queue (counted as sent: nothing leaves), the peer's, and the
+ * acknowledgement of its own, as segments from the peer's address forged on a raw socket
+ * of its net namespace (nothing else makes a FIN arrive), marked to pass the network
+ * lock. As CRIU does.
+ *
+ * fd, criu's copy of sk, in repair mode, once every socket of the tree is back (the
+ * socket acknowledges the peer's FIN). The receive buffer is as wide as it goes while the
+ * FIN comes (a full receive queue would drop it), then as dumped. criu enters the task's
+ * net namespace (through pidfd) for the raw socket libsoccr makes there.
  */
-#define TH_FIN 0x01
-#define TH_ACK 0x10
-
-/* The ones' complement sum of a buffer of network-order 16-bit words (even length). */
-static uint32_t csum_add(uint32_t sum, const void *buf, size_t len)
+static int close_in_repair(struct libsoccr_sk *h, int fd, int pidfd, const struct inet_sk *sk)
 {
-	const uint8_t *p = buf;
+	uint32_t state = sk->stream->state;
+	struct libsoccr_sk_data data;
+	int own, ret;
 
-	for (size_t i = 0; i < len; i += 2) {
-		uint16_t word;
-
-		memcpy(&word, p + i, 2);
-		sum += word;
-	}
-	return sum;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
-}
-
-static bool is_v4_mapped(const uint32_t *words)
-{
-	return !words[0] && !words[1] && words[2] == htonl(0xffff);
-}
-
-/* IPv4 for an AF_INET socket and an AF_INET6 one with v4-mapped addresses. */
-static bool speaks_v4(const InetSkEntry *ie)
-{
-	return ie->family == AF_INET || is_v4_mapped(ie->src_addr);
-}
-
-/* A raw socket (IP header included) in the net namespace of the task of pidfd. */
-static int raw_socket_in(int pidfd, int family, const char *what)
-{
-	int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), fd = -1;
-
+	if (!in_states(state, OWN_FIN | PEER_FIN))
+		return 0;
+	stream_data(sk->stream, &data);
+	ret = sk_opts_widen_rcvbuf(fd, sk->what);
+	if (ret)
+		return ret;
+	own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (own < 0 || setns(pidfd, CLONE_NEWNET)) {
-		pr_perror("%s: cannot enter its net namespace", what);
+		pr_perror("%s: cannot enter its net namespace", sk->what);
 		if (own >= 0)
 			close(own);
 		return -errno;
 	}
-	fd = socket(family, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-	if (fd < 0)
-		pr_perror("%s: cannot make a raw socket to forge its FINs", what);
-	/* Through the network lock, which holds the connection's other segments. */
-	if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &(int){ NET_LOCK_MARK }, sizeof(int))) {
-		pr_perror("%s: cannot mark its forged segments (SO_MARK)", what);
-		close(fd);
-		fd = -1;
-	}
+	ret = libsoccr_restore_fins(h, &data, sizeof(data));
 	if (setns(own, CLONE_NEWNET)) {
 		pr_perror("cannot go back to criu's own net namespace");
 		abort(); /* criu would go on in the tree's namespace */
 	}
 	close(own);
-	return fd < 0 ? -EPERM : fd;
-}
-
-/* The window the peer last advertised, as its segments carry it. */
-static uint16_t peer_window(const TcpStreamEntry *te)
-{
-	uint32_t win = te->snd_wnd >> (te->opt_mask & OPT_WSCALE ? te->snd_wscale : 0);
-
-	return htons(win > 0xffff ? 0xffff : win);
-}
-
-/* One segment from sk's peer to sk: flags, seq and ack in host order. */
-static int forge_segment(int raw, const struct inet_sk *sk, uint8_t flags, uint32_t seq,
-			 uint32_t ack)
-{
-	const InetSkEntry *ie = sk->ie;
-	bool v4 = speaks_v4(ie);
-	/* The peer's address is the segment's source, the socket's its destination. */
-	const uint8_t *from = (const uint8_t *)ie->dst_addr + (v4 && ie->family == AF_INET6 ? 12 : 0);
-	const uint8_t *to = (const uint8_t *)ie->src_addr + (v4 && ie->family == AF_INET6 ? 12 : 0);
-	size_t alen = v4 ? 4 : 16, hlen = v4 ? sizeof(struct iphdr) : sizeof(struct ip6_hdr);
-	uint8_t pkt[sizeof(struct ip6_hdr) + sizeof(struct tcphdr)] = { 0 };
-	struct tcphdr *th = (struct tcphdr *)(pkt + hlen);
-	struct sockaddr_storage dst = { 0 };
-	uint32_t sum;
-
-	th->source = htons(ie->dst_port);
-	th->dest = htons(ie->src_port);
-	th->seq = htonl(seq);
-	th->ack_seq = htonl(ack);
-	th->doff = sizeof(*th) / 4;
-	th->fin = !!(flags & TH_FIN);
-	th->ack = !!(flags & TH_ACK);
-	th->window = peer_window(sk->stream->te);
-	/* The pseudo-header: addresses, protocol, TCP length. */
-	sum = csum_add(0, from, alen);
-	sum = csum_add(sum, to, alen);
-	sum += htons(IPPROTO_TCP) + htons(sizeof(*th));
-	th->check = csum_fold(csum_add(sum, th, sizeof(*th)));
-	if (v4) {
-		struct iphdr *ip = (struct iphdr *)pkt;
-		struct sockaddr_in *sin = (struct sockaddr_in *)&dst;
-
-		/* The kernel fills in the length, id and header checksum. */
-		ip->version = 4;
-		ip->ihl = sizeof(*ip) / 4;
-		ip->ttl = 64;
-		ip->protocol = IPPROTO_TCP;
-		memcpy(&ip->saddr, from, 4);
-		memcpy(&ip->daddr, to, 4);
-		sin->sin_family = AF_INET;
-		memcpy(&sin->sin_addr, to, 4);
-	} else {
-		struct ip6_hdr *ip6 = (struct ip6_hdr *)pkt;
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&dst;
-
-		ip6->ip6_flow = htonl(6u << 28);
-		ip6->ip6_plen = htons(sizeof(*th));
-		ip6->ip6_nxt = IPPROTO_TCP;
-		ip6->ip6_hops = 64;
-		memcpy(&ip6->ip6_src, from, 16);
-		memcpy(&ip6->ip6_dst, to, 16);
-		sin6->sin6_family = AF_INET6;
-		memcpy(&sin6->sin6_addr, to, 16);
-	}
-	if (sendto(raw, pkt, hlen + sizeof(*th), 0, (struct sockaddr *)&dst,
-		   v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0) {
-		pr_perror("%s: cannot send it its peer's %s", sk->what, flags & TH_FIN ? "FIN" : "ACK");
-		return -errno;
-	}
-	return 0;
-}
-
-/* Its own FIN into its send queue as sent: shutdown() in repair mode, on the send queue. */
-static int shut_as_sent(int fd, const char *what)
-{
-	int ret = set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_SEND_QUEUE, what);
-
-	if (!ret && shutdown(fd, SHUT_WR)) {
-		pr_perror("%s: cannot shut it down (repair mode)", what);
-		ret = -errno;
-	}
-	return ret ?: set_int(fd, SOL_TCP, TCP_REPAIR_QUEUE, "TCP_REPAIR_QUEUE", TCP_NO_QUEUE, what);
-}
-
-/*
- * The forged segments go through the loopback, which hands them to the socket on its
- * way out of sendto() (softirq): the state is read until it is the dumped one.
- */
-#define CLOSE_WAIT_STEP_US 1000
-#define CLOSE_WAIT_STEPS 2000
-
-static int expect_state(int fd, uint32_t state, const char *what)
-{
-	struct tcp_info ti;
-
-	for (int step = 0; step < CLOSE_WAIT_STEPS; step++) {
-		socklen_t len = sizeof(ti);
-
-		if (getsockopt(fd, SOL_TCP, TCP_INFO, &ti, &len)) {
-			pr_perror("%s: cannot read TCP_INFO", what);
-			return -errno;
-		}
-		if (ti.tcpi_state == state)
-			return 0;
-		usleep(CLOSE_WAIT_STEP_US);
-	}
-	pr_err("%s: TCP state %u after its FINs, not %u as dumped\n", what, ti.tcpi_state, state);
-	return -EIO;
-}
-
-static int forge_fins(int fd, int raw, const struct inet_sk *sk)
-{
-	const struct tcp_stream *st = sk->stream;
-	uint32_t snd_una = write_seq_before_fin(st) - st->te->outq_len;
-	int ret = 0;
-
-	if (in_states(st->state, OWN_FIN_FIRST))
-		ret = shut_as_sent(fd, sk->what);
-	if (!ret && in_states(st->state, PEER_FIN))
-		ret = forge_segment(raw, sk, TH_FIN | TH_ACK, rcv_nxt_before_fin(st), snd_una);
-	if (!ret && in_states(st->state, OWN_FIN_SECOND))
-		ret = shut_as_sent(fd, sk->what);
-	if (!ret && in_states(st->state, OWN_FIN_ACKED))
-		ret = forge_segment(raw, sk, TH_ACK, st->te->inq_seq, st->te->outq_seq);
-	return ret;
-}
-
-/*
- * fd, criu's copy of sk, in repair mode, once every socket of the tree is back (the
- * socket acknowledges the peer's FIN). The receive buffer is as wide as it goes while the
- * FIN comes (a full receive queue would drop it), then as dumped.
- */
-static int close_in_repair(int fd, int pidfd, const struct inet_sk *sk)
-{
-	uint32_t state = sk->stream->state;
-	int raw = -1, ret = 0;
-
-	if (!in_states(state, OWN_FIN | PEER_FIN))
-		return 0;
-	if (in_states(state, PEER_FIN | OWN_FIN_ACKED)) {
-		raw = raw_socket_in(pidfd, speaks_v4(sk->ie) ? AF_INET : AF_INET6, sk->what);
-		if (raw < 0)
-			return raw;
-	}
-	ret = sk_opts_widen_rcvbuf(fd, sk->what) ?: forge_fins(fd, raw, sk) ?:
-		expect_state(fd, state, sk->what) ?: sk_opts_restore(fd, sk->ie->opts, sk->what);
-	if (raw >= 0)
-		close(raw);
+	ret = ret ?: sk_opts_restore(fd, sk->ie->opts, sk->what);
 	if (!ret)
 		pr_info("%s: closing state %u restored\n", sk->what, state);
 	return ret;
 }
 
+/* Criu's own copy of a restored connection, in repair mode, with libsoccr's handle. */
+struct taken_sk {
+	int fd; /* -1: none */
+	struct libsoccr_sk *soccr;
+};
+
 /*
  * Criu's own copy of a restored connection (pidfd_getfd), once every task is restored and
- * before any of them runs, with its FINs given back (close_in_repair()). The fd, or -errno.
+ * before any of them runs, with its FINs given back (close_in_repair()).
  */
-static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk)
+static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk, struct taken_sk *t)
 {
 	pid_t pid = pidns_host_pid(r->pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0), fd = -1, ret = 0;
@@ -1351,43 +1015,79 @@ static int take_restored(const struct repaired_sk *r, const struct inet_sk *sk)
 			  pid, r->fd);
 		ret = -errno;
 	}
+	if (!ret) {
+		t->fd = fd;
+		/* Already in repair mode: libsoccr takes it as it is. */
+		t->soccr = repair_on(fd, r->what);
+		ret = t->soccr ? set_addrs(t->soccr, sk) : -EPERM;
+	}
 	if (!ret)
-		ret = close_in_repair(fd, pidfd, sk);
+		ret = close_in_repair(t->soccr, fd, pidfd, sk);
 	if (pidfd >= 0)
 		close(pidfd);
-	if (ret && fd >= 0)
-		close(fd);
-	return ret ? ret : fd;
+	return ret;
 }
 
 /*
- * Repair mode ends (TCP_REPAIR_OFF) with a window probe, which the peer answers with its
- * window: both ends agree on where the stream is again. The peer must exist by then, or
- * it would answer with a reset, and no lock may hold the probe back.
+ * Repair mode ends with a window probe, which the peer answers with its window: both ends
+ * agree on where the stream is again. The peer must exist by then, or it would answer
+ * with a reset, and no lock may hold the probe back. The end of repair mode clears
+ * SO_REUSEADDR.
  */
-static int end_repair(int fd, const struct repaired_sk *r)
+static int end_repair(struct taken_sk *t, const struct repaired_sk *r)
 {
-	return set_int(fd, SOL_TCP, TCP_REPAIR, "TCP_REPAIR", TCP_REPAIR_OFF, r->what) ?:
-	       set_int(fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr, r->what);
+	int ret = libsoccr_resume(t->soccr);
+
+	t->soccr = NULL;
+	return ret
+		       ?: set_int(t->fd, SOL_SOCKET, SO_REUSEADDR, "SO_REUSEADDR", r->reuseaddr,
+				  r->what);
 }
 
 /*
- * The tail of the send queue the task had not sent yet, sent now as the task would have:
- * out of repair mode, once every peer is out of it too. With the largest send buffer while
- * it goes in (the queue fitted the dumped size, the kernel's accounting may differ), then
- * the dumped size.
+ * A send in chunks that halve down to 1 KiB where one is refused: the task's socket may be
+ * non-blocking, and the kernel's accounting of the queue may differ from the dumped one's.
+ */
+static int send_bytes(int fd, const char *buf, uint32_t len, const char *what)
+{
+	uint32_t chunk = len;
+
+	while (len) {
+		ssize_t n = send(fd, buf, chunk < len ? chunk : len, 0);
+
+		if (n <= 0 && chunk > 1024) {
+			chunk /= 2;
+			continue;
+		}
+		if (n <= 0) {
+			pr_perror("%s: cannot send its unsent bytes (%u left)", what, len);
+			return n < 0 ? -errno : -EIO;
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/*
+ * The tail of the send queue the task had not sent yet (libsoccr_unsent_len()), sent now
+ * as the task would have: out of repair mode, once every peer is out of it too. With the
+ * largest send buffer while it goes in (the queue fitted the dumped size, the kernel's
+ * accounting may differ), then the dumped size.
  */
 static int send_unsent(int fd, const struct inet_sk *sk)
 {
-	const TcpStreamEntry *te = sk->stream->te;
-	uint32_t unsent = unsent_len(sk->stream);
+	struct libsoccr_sk_data data;
+	const char *buf;
+	uint32_t left;
 
-	if (!unsent)
+	stream_data(sk->stream, &data);
+	left = libsoccr_unsent_len(&data);
+	if (!left)
 		return 0;
-	return sk_opts_widen_sndbuf(fd, sk->what) ?:
-		       send_bytes(fd, sk->stream->outq + te->outq_len - unsent, unsent, "send",
-				  sk->what) ?:
-		       sk_opts_restore(fd, sk->ie->opts, sk->what);
+	buf = sk->stream->outq + data.outq_len - left;
+	return sk_opts_widen_sndbuf(fd, sk->what) ?: send_bytes(fd, buf, left, sk->what) ?:
+	       sk_opts_restore(fd, sk->ie->opts, sk->what);
 }
 
 /*
@@ -1412,16 +1112,20 @@ static void unlock_restored(const struct inet_sk *sk)
 	}
 }
 
-/* Criu's copies of the restored connections, by slot, from tcp_restore_fins() on; -1: none. */
-static int *taken_fds;
+/* Criu's copies of the restored connections, by slot, from tcp_restore_fins() on. */
+static struct taken_sk *taken;
 
+/* What is still taken is closed in repair mode: the restore failed, nothing is sent. */
 static void release_taken(void)
 {
-	for (size_t i = 0; taken_fds && i < nr_streams; i++)
-		if (taken_fds[i] >= 0)
-			close(taken_fds[i]);
-	free(taken_fds);
-	taken_fds = NULL;
+	for (size_t i = 0; taken && i < nr_streams; i++) {
+		if (taken[i].soccr)
+			libsoccr_release(taken[i].soccr);
+		if (taken[i].fd >= 0)
+			close(taken[i].fd);
+	}
+	free(taken);
+	taken = NULL;
 }
 
 /*
@@ -1432,17 +1136,15 @@ int tcp_restore_fins(void)
 {
 	int ret = 0;
 
-	taken_fds = malloc((nr_streams ? nr_streams : 1) * sizeof(*taken_fds));
-	if (!taken_fds)
+	taken = malloc((nr_streams ? nr_streams : 1) * sizeof(*taken));
+	if (!taken)
 		return -ENOMEM;
 	for (size_t i = 0; i < nr_streams; i++)
-		taken_fds[i] = -1;
-	for (size_t i = 0; i < nr_streams && !ret; i++) {
-		if (!repaired[i].pid)
-			continue;
-		taken_fds[i] = take_restored(&repaired[i], slot_sks[i]);
-		ret = taken_fds[i] < 0 ? taken_fds[i] : 0;
-	}
+		taken[i] = (struct taken_sk){.fd = -1, .soccr = NULL};
+	soccr_log_init();
+	for (size_t i = 0; i < nr_streams && !ret; i++)
+		if (repaired[i].pid)
+			ret = take_restored(&repaired[i], slot_sks[i], &taken[i]);
 	if (ret)
 		release_taken();
 	return ret;
@@ -1460,12 +1162,12 @@ int tcp_restore_unlock(void)
 	for (i = 0; i < nr_closed; i++)
 		unlock_restored(closed_sks[i]);
 	/* Unless every one ends repair mode, the restore fails: the tasks never run. */
-	for (i = 0; taken_fds && i < nr_streams && !ret; i++)
-		if (taken_fds[i] >= 0)
-			ret = end_repair(taken_fds[i], &repaired[i]);
-	for (i = 0; taken_fds && i < nr_streams && !ret; i++)
-		if (taken_fds[i] >= 0)
-			ret = send_unsent(taken_fds[i], slot_sks[i]);
+	for (i = 0; taken && i < nr_streams && !ret; i++)
+		if (taken[i].soccr)
+			ret = end_repair(&taken[i], &repaired[i]);
+	for (i = 0; taken && i < nr_streams && !ret; i++)
+		if (taken[i].fd >= 0)
+			ret = send_unsent(taken[i].fd, slot_sks[i]);
 	release_taken();
 	if (!ret && nr_streams)
 		pr_info("%zu TCP connections out of repair mode\n", nr_streams);

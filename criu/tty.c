@@ -20,10 +20,13 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include "action-scripts.h"
 #include "cr_options.h"
+#include "fdstore.h"
 #include "files.h"
 #include "image.h"
 #include "log.h"
@@ -71,6 +74,7 @@ enum tty_role {
 	TTY_PTY_HUNG, /* a slave whose master was closed */
 	TTY_CURRENT,  /* /dev/tty of a task whose controlling terminal is a pty of the tree */
 	TTY_SHELL,    /* another terminal: a shell job's */
+	TTY_ORPHAN,   /* restore: a pty slave whose master was outside the tree, on a new pty */
 	TTY_DEVICE,   /* /dev/console or a virtual console: the system's, opened again by path */
 };
 
@@ -624,7 +628,13 @@ static int tty_dump(const struct fd_parms *p, uint32_t id)
 	if (fd < 0)
 		return fd;
 	ret = classify_tty_fd(p, fd, &t, what);
-	if (!ret && t.role == TTY_SHELL && !opts.shell_job) {
+	/*
+	 * A pty slave whose master is outside the tree (a container's console): CRIU's RPC
+	 * option orphan_pts_master has restore make a new pty for it, whose master goes to
+	 * the client.
+	 */
+	if (!ret && t.role == TTY_SHELL && !opts.shell_job &&
+	    !(opts.orphan_pts_master && is_pts(major(p->st.st_rdev)))) {
 		pr_err("fd %d of task %d is on terminal %s: dumping a process attached to a "
 		       "terminal needs --shell-job (-j)\n",
 		       p->fd, p->pid, p->link);
@@ -694,7 +704,18 @@ struct pty {
 	/* opening */
 	unsigned int nr_hung_opened;
 	int fake_master_fd;
+	/* TTY_ORPHAN: its slot in orphan_store_ids; -1 for another pty */
+	int orphan_slot;
 };
+
+/*
+ * Restore, orphan_pts_master: the fdstore id of each orphan pty's new master, written by
+ * the task that made it and read by criu's main process (tty_tree_ready()); memory shared
+ * across the fork, -1 until made.
+ */
+#define MAX_ORPHAN_PTYS 64
+static int *orphan_store_ids;
+static int nr_orphan_ptys;
 
 static struct pty *ptys;
 static size_t nr_ptys;
@@ -897,6 +918,10 @@ static void tty_collect_fini(void)
 	free(ptys);
 	ptys = NULL;
 	nr_ptys = 0;
+	if (orphan_store_ids)
+		munmap(orphan_store_ids, MAX_ORPHAN_PTYS * sizeof(int));
+	orphan_store_ids = NULL;
+	nr_orphan_ptys = 0;
 	criu_tty_path[0] = '\0';
 }
 
@@ -915,6 +940,7 @@ static ssize_t collect_pty(uint32_t index)
 		.output = find_tty_data(pty_info_id(index, true)),
 		.input = find_tty_data(pty_info_id(index, false)),
 		.fake_master_fd = -1,
+		.orphan_slot = -1,
 	};
 	if (append_entry((void **)&ptys, &nr_ptys, &pty, sizeof(pty), "files.img"))
 		return -ENOMEM;
@@ -984,6 +1010,8 @@ static int collect_master(struct file_desc *d, struct tty_end *end)
 	return 0;
 }
 
+static int collect_orphan(struct tty_end *end);
+
 /*
  * A slave is the pty's when its master was dumped, hung up when it has no termios (its
  * master was closed), else a shell job's terminal (the master is outside the tree).
@@ -999,7 +1027,7 @@ static int collect_slave(struct file_desc *d, struct tty_end *end)
 		       d->id, end->info->index);
 		return -EINVAL;
 	}
-	if (!master && end->info->has_termios) {
+	if (!master && end->info->has_termios && !opts.orphan_pts_master) {
 		end->role = TTY_SHELL;
 		return 0;
 	}
@@ -1007,6 +1035,8 @@ static int collect_slave(struct file_desc *d, struct tty_end *end)
 	if (pty < 0)
 		return pty;
 	end->pty = pty;
+	if (!master && end->info->has_termios)
+		return collect_orphan(end);
 	end->role = master ? TTY_PTY_SLAVE : TTY_PTY_HUNG;
 	if (master) {
 		ptys[pty].nr_slave_files++;
@@ -1014,6 +1044,39 @@ static int collect_slave(struct file_desc *d, struct tty_end *end)
 		if (!ptys[pty].nr_hung_files++ || d->id < ptys[pty].hung_anchor)
 			ptys[pty].hung_anchor = d->id;
 	}
+	return 0;
+}
+
+/*
+ * A slave whose master was outside the tree, restored on a new pty (orphan_pts_master):
+ * the pty gets its slot among the orphans; its openings are one task's (tty_object_key()).
+ */
+static int collect_orphan(struct tty_end *end)
+{
+	struct pty *pty = &ptys[end->pty];
+
+	end->role = TTY_ORPHAN;
+	if (pty->orphan_slot >= 0)
+		return 0;
+	if (!orphan_store_ids) {
+		orphan_store_ids = mmap(NULL, MAX_ORPHAN_PTYS * sizeof(int), PROT_READ | PROT_WRITE,
+					MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (orphan_store_ids == MAP_FAILED) {
+			orphan_store_ids = NULL;
+			pr_perror("pty %u: cannot map the orphan ptys' table", pty->index);
+			return -errno;
+		}
+		memset(orphan_store_ids, 0xff, MAX_ORPHAN_PTYS * sizeof(int));
+	}
+	if (nr_orphan_ptys == MAX_ORPHAN_PTYS) {
+		pr_err("pty %u: more than %d ptys whose master was outside the tree\n", pty->index,
+		       MAX_ORPHAN_PTYS);
+		return -ENOTSUP;
+	}
+	pty->orphan_slot = nr_orphan_ptys++;
+	pr_info("pty %u: its master was outside the tree: a new pty, its master for the RPC "
+		"client\n",
+		pty->index);
 	return 0;
 }
 
@@ -1446,6 +1509,50 @@ static int open_current(const struct tty_end *end)
 	return ret ? ret : open_reg_file(end->regf, end->flags);
 }
 
+/*
+ * The first opening makes the new pty at the dumped index, beside the slave's path (the
+ * tree's own devpts, a container's), and parks its master in the fdstore for criu's main
+ * process (tty_tree_ready()): the task keeps no copy, the store's keeps the pty while the
+ * slave opens; each opening restores the slave's termios.
+ */
+static int open_orphan_slave(const struct file_desc *d, const struct tty_end *end)
+{
+	struct pty *pty = &ptys[end->pty];
+	char what[64];
+	int fd, id;
+
+	snprintf(what, sizeof(what), "slave of pty %u (master outside the tree)", pty->index);
+	if (orphan_store_ids[pty->orphan_slot] < 0) {
+		fd = open_fake_master(pty, end->regf->path, what);
+		if (fd < 0)
+			return fd;
+		id = fdstore_add(fd);
+		close(fd);
+		if (id < 0) {
+			pr_err("%s: cannot park its new master: %s\n", what, strerror(-id));
+			return id;
+		}
+		orphan_store_ids[pty->orphan_slot] = id;
+	}
+	fd = open_slave_node(d, end, what);
+	if (fd >= 0 && restore_termios(fd, end->info, end->regf->path)) {
+		close(fd);
+		return -EIO;
+	}
+	/*
+	 * The session it controlled (the dump kept sid only then) gets it back through its
+	 * leader, which setsid() made before any fd opens (task_stages()).
+	 */
+	if (fd >= 0 && end->info->sid && getsid(0) == getpid() &&
+	    getpid() == (pid_t)end->info->sid && ioctl(fd, TIOCSCTTY, 0)) {
+		pr_perror("%s: cannot make it the controlling terminal of session %u", what,
+			  end->info->sid);
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
 static int open_tty_end(const struct file_desc *d)
 {
 	const struct tty_end *end = d->kind;
@@ -1459,6 +1566,8 @@ static int open_tty_end(const struct file_desc *d)
 		return open_slave_node(d, end, what);
 	case TTY_PTY_HUNG:
 		return open_hung_slave(d, end);
+	case TTY_ORPHAN:
+		return open_orphan_slave(d, end);
 	case TTY_CURRENT:
 		return open_current(end);
 	case TTY_DEVICE:
@@ -1534,6 +1643,7 @@ static uint64_t tty_object_key(const struct file_desc *d)
 	case TTY_PTY_MASTER:
 	case TTY_PTY_SLAVE:
 	case TTY_PTY_HUNG:
+	case TTY_ORPHAN:
 		return end->pty + 1;
 	default:
 		return 0;
@@ -1575,6 +1685,35 @@ static const struct pstree_item *tty_needed_by(const struct file_desc *d)
 	return pstree_find(end->info->sid);
 }
 
+/*
+ * Every fd open: each orphan pty's new master goes to the RPC client (CRIU's
+ * orphan-pts-master notification, the master passed with it); criu keeps no copy, so the
+ * pty hangs up when the client closes it.
+ */
+static int tty_tree_ready(void)
+{
+	for (size_t i = 0; i < nr_ptys; i++) {
+		const struct pty *pty = &ptys[i];
+		int id = pty->orphan_slot >= 0 ? orphan_store_ids[pty->orphan_slot] : -1, fd, ret;
+
+		if (pty->orphan_slot < 0)
+			continue;
+		if (id < 0) {
+			pr_err("pty %u: no task made its new pty\n", pty->index);
+			return -EINVAL;
+		}
+		fd = fdstore_get(id);
+		if (fd < 0)
+			return fd;
+		ret = run_action_scripts_fd(ACT_ORPHAN_PTS_MASTER, 0, fd);
+		close(fd);
+		if (ret)
+			return -EIO;
+		pr_info("pty %u: its new master went to the RPC client\n", pty->index);
+	}
+	return 0;
+}
+
 const struct fdtype_ops tty_fdtype_ops = {
 	.type = FD_TYPES__TTY,
 	.name = "terminal",
@@ -1589,6 +1728,7 @@ const struct fdtype_ops tty_fdtype_ops = {
 	.deps = tty_deps,
 	.finish = tty_finish,
 	.needed_by = tty_needed_by,
+	.tree_ready = tty_tree_ready,
 };
 
 /* -------------------------------------------------------- session leader ---- */

@@ -272,10 +272,37 @@ int lazy_pages_probe(void)
 	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
 }
 
-void lazy_pages_done(void)
+void lazy_pages_done(bool restored)
 {
-	if (send_control(LAZY_MSG_DONE, 0))
+	if (send_control(restored ? LAZY_MSG_DONE : LAZY_MSG_FAILED, 0))
 		pr_warn("the lazy-pages daemon was not told that the restore ended\n");
+}
+
+/*
+ * A task restored into a mount namespace of its own (a container) may not see the work
+ * directory by its name: where that is the images directory, the task holds it open
+ * (images_dir_fd) and connects by the socket's name relative to it, from there as its cwd
+ * for the moment (the cwd a task restores comes later).
+ */
+static int connect_daemon_in_images_dir(void)
+{
+	const char *work = opts.work_dir ?: opts.imgs_dir;
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	int cwd, sock;
+
+	if (images_dir_fd < 0 || (work && opts.imgs_dir && strcmp(work, opts.imgs_dir)))
+		return -ENOENT;
+	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd < 0)
+		return -errno;
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", LAZY_PAGES_SOCKET);
+	sock = fchdir(images_dir_fd) ? -errno : connect_daemon(&addr);
+	if (fchdir(cwd) && sock >= 0) {
+		close(sock);
+		sock = -errno;
+	}
+	close(cwd);
+	return sock;
 }
 
 int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, int *sock)
@@ -295,6 +322,8 @@ int lazy_pages_connect_task(pid_t pid, const struct page_map *lazy, int *uffd, i
 	if (ret)
 		return ret;
 	*sock = connect_daemon(&addr);
+	if (*sock == -ENOENT)
+		*sock = connect_daemon_in_images_dir();
 	if (*sock < 0) {
 		pr_err("task %d: cannot connect to the lazy-pages daemon at %s: %s\n", pid,
 		       addr.sun_path, strerror(-*sock));

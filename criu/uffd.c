@@ -792,6 +792,11 @@ static int on_sock(struct lazy_daemon *d, struct lazy_task *t)
 		pr_info("criu restore ended: no more tasks\n");
 		d->restore_done = true;
 		return -ESRCH;
+	case LAZY_MSG_FAILED:
+		/* Not "every page is in": a dump's source would kill the only copy left. */
+		pr_err("criu restore failed: its tasks are gone, the pages stay with their "
+		       "source\n");
+		return -ECANCELED;
 	case LAZY_MSG_TASK:
 		return on_task_msg(d, t, &msg);
 	}

@@ -1266,6 +1266,9 @@ TESTS = {
     'remote_lazy_daemon_killed': dict(REMOTE_LAZY, bin='lazy_big_buffer',
                                       mode='remote_lazy_killed', kill='daemon',
                                       test_env={'ZDTM_PIDNS_ROOT': '1', 'ZDTM_LAZY_MIB': '512'}),
+    # the lazy restore fails once its tasks exist: the source keeps the only copy
+    'remote_lazy_restore_fails': dict(REMOTE_LAZY, bin='mem_anon_private',
+                                      mode='remote_lazy_restore_fails'),
     'remote_lazy_restore_not_lazy': dict(REMOTE_LAZY, bin='mem_anon_private',
                                          mode='remote_lazy_not_lazy',
                                          expect="left on the dump's source"),
@@ -2231,6 +2234,9 @@ TESTS = {
     # writes pages only, the mounts are the dump's business (CRIU's pre-dump does the same)
     'mnt_ns_pre_dump_no_externals': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='pre_dump',
                                          steps=False),
+    # restored lazily: its tasks, in their pivoted root, reach the daemon's socket through
+    # the images directory they hold (its path is not theirs to see), as a container's do
+    'lazy_mnt_ns_tree': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # the root an overlay, mounted again by the runner for the restore (overlay_root)
@@ -2499,6 +2505,12 @@ TESTS = {
         'mode': 'cli', 'rc': 1, 'args': ['cpuinfo', 'show', '-D', '{out}'],
         'stderr': "Error: cpuinfo needs dump or check, not 'show'\n"},
     'cli_cpuinfo_check_no_image': {'mode': 'cli', 'args': ['cpuinfo', 'check', '-D', '{out}']},
+    # criu swrk FD: FD must be a SOCK_SEQPACKET socket (its stdin here is /dev/null)
+    'cli_swrk_not_a_socket': {'mode': 'cli', 'rc': 1, 'args': ['swrk', '0'],
+                              'stderr': "Error: swrk 0: not a SOCK_SEQPACKET socket's "
+                                        "descriptor\n"},
+    'cli_swrk_without_fd': {'mode': 'cli', 'rc': 1, 'args': ['swrk'],
+                            'stderr': 'Error: swrk needs FD: criu swrk FD\n'},
     'cli_refused_command': {
         'mode': 'cli', 'rc': 1, 'args': ['exec'],
         'stderr': 'command exec is not supported\n'},
@@ -4114,6 +4126,33 @@ class TestRun:
         if not any('lazy-pages daemon died' in l for l in self.log_tail('lazy-pages.log', None)):
             raise TestFailure('the daemon\'s log does not say why the task was killed',
                               'lazy-pages.log')
+        self.pid = source
+        self.finish_and_judge()
+
+    def run_remote_lazy_restore_fails(self):
+        """The restore --lazy-pages fails after its tasks exist (its post-restore action
+        script fails): it kills them and tells the daemon, which exits 1 saying so rather
+        than that every page is in; the dump, told nothing is done, fails (exit 1, no
+        inventory.img) and its tree, the only copy left, runs on and passes."""
+        source = self.pid
+        self.start_lazy_source()
+        self.start_lazy_daemon()
+        os.unlink(self.pidfile)
+        script = self.write_script('[ "$CRTOOLS_SCRIPT_ACTION" != post-restore ]')
+        code, _ = self.criu('restore', ['-D', self.img, '-d', '--pidfile', self.pidfile,
+                                        '--lazy-pages', '--action-script', script],
+                            'restore.log', expect_ok=False)
+        if code == 0:
+            raise TestFailure('the restore succeeded despite its failing script', 'restore.log')
+        daemon, self.lazy_daemon = self.lazy_daemon, None
+        code = wait_criu(daemon, 'criu lazy-pages', 'lazy-pages.log')
+        said = self.last_log_error('lazy-pages.log')
+        if code != 1 or 'restore failed' not in said:
+            raise TestFailure('criu lazy-pages exited %d after the restore failed: %s'
+                              % (code, said), 'lazy-pages.log')
+        self.wait_lazy_source(expect_code=1)
+        if os.path.exists(os.path.join(self.img, 'inventory.img')):
+            raise TestFailure('the failed dump left inventory.img', 'dump.log')
         self.pid = source
         self.finish_and_judge()
 

@@ -86,36 +86,66 @@ def cmd_explore(args):
         print(line)
 
 
+def _with_help(parser):
+    """-h/--help worded our way: argparse's own line is what every argparse tool prints."""
+    parser.add_argument("-h", "--help", action="help", help="print this help and exit")
+    return parser
+
+
+def _command(sub, name, summary, description):
+    return _with_help(sub.add_parser(name, help=summary, description=description,
+                                     add_help=False))
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="crit", description="CRiu Image Tool")
-    p.add_argument("--version", action="version", version="crit " + VERSION)
-    sub = p.add_subparsers(dest="command", metavar="{decode,encode,info,x,show}",
-                           help="Use crit CMD --help for command-specific help")
-    d = sub.add_parser("decode", help="convert criu image from binary type to json")
+    p = _with_help(argparse.ArgumentParser(
+        prog="crit", add_help=False,
+        description="Read and write the image files criu dump leaves behind: print an "
+                    "image as JSON, build an image from such JSON, or explain a whole "
+                    "dump directory.",
+        epilog="Each command takes -h for its own options, e.g. crit show -h."))
+    p.add_argument("--version", action="version", version="crit " + VERSION,
+                   help="print crit's version and exit")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    d = _command(sub, "decode", "image to JSON (one line; --pretty indents it)",
+                 "Print the entries of an image file as JSON. What it prints, given "
+                 "to encode, gives back the image byte for byte.")
     d.add_argument("--pretty", action="store_true",
-                   help="Multiline with indents and some numerical fields in "
-                        "field-specific format")
-    d.add_argument("-i", "--in", dest="input",
-                   help="criu image in binary format to be decoded (stdin by default)")
-    d.add_argument("-o", "--out", dest="output",
-                   help="where to put criu image in json format (stdout by default)")
+                   help="indent the JSON and spell some numbers for people: addresses and "
+                        "flags in hex, signal masks and capability sets as lists")
+    d.add_argument("-i", "--in", dest="input", metavar="IMAGE",
+                   help="the image file to read; standard input when left out")
+    d.add_argument("-o", "--out", dest="output", metavar="JSON",
+                   help="the file the JSON goes to; standard output when left out")
     d.set_defaults(func=cmd_decode, nopl=False)
-    e = sub.add_parser("encode", help="convert criu image from json type to binary")
-    e.add_argument("-i", "--in", dest="input",
-                   help="criu image in json format to be encoded (stdin by default)")
-    e.add_argument("-o", "--out", dest="output",
-                   help="where to put criu image in binary format (stdout by default)")
+    e = _command(sub, "encode", "JSON (as decode prints it) back to an image",
+                 "Write the image file that JSON from decode or show describes; "
+                 "either form of it is taken.")
+    e.add_argument("-i", "--in", dest="input", metavar="JSON",
+                   help="the JSON file to read; standard input when left out")
+    e.add_argument("-o", "--out", dest="output", metavar="IMAGE",
+                   help="the image file to write; standard output when left out")
     e.set_defaults(func=cmd_encode)
-    i = sub.add_parser("info", help="show info about image")
-    i.add_argument("input", metavar="in")
+    i = _command(sub, "info", "an image's type and how many entries it holds",
+                 "Print, as JSON, the type of an image file and its number of entries "
+                 "(a pagemap's header entry is not counted).")
+    i.add_argument("input", metavar="IMAGE", help="the image file to read")
     i.set_defaults(func=cmd_info)
-    x = sub.add_parser("x", help="explore image dir")
-    x.add_argument("dir")
-    x.add_argument("what", choices=sorted(explore.EXPLORERS))
+    x = _command(sub, "x", "explain a dump directory (ps, fds, mems or rss)",
+                 "Explain a directory criu dumped into, one view at a time.")
+    x.add_argument("dir", metavar="DIR", help="the directory the images lie in")
+    x.add_argument("what", metavar="VIEW", choices=sorted(explore.EXPLORERS),
+                   help="ps: the process tree (PID, PGID, SID, command); fds: each task's "
+                        "descriptors, cwd and root; mems: each task's memory map; "
+                        "rss: which pages of each mapping were dumped")
     x.set_defaults(func=cmd_explore)
-    s = sub.add_parser("show", help="convert criu image from binary to human-readable json")
-    s.add_argument("input", metavar="in")
-    s.add_argument("--nopl", action="store_true", help="do not show entry payload (if exists)")
+    s = _command(sub, "show", "image to indented JSON, as decode --pretty",
+                 "Print the entries of an image file as indented JSON on standard "
+                 "output, numbers spelled as decode --pretty spells them.")
+    s.add_argument("input", metavar="IMAGE", help="the image file to read")
+    s.add_argument("--nopl", action="store_true",
+                   help="print only the size of the raw bytes that follow some entries "
+                        "(a pipe's queued data, a ghost file's contents), not the bytes")
     s.set_defaults(func=cmd_decode, pretty=True, output=None)
     return p
 
@@ -127,7 +157,7 @@ def main(argv):
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("crit: error: too few arguments", file=sys.stderr)
+        print("crit: error: no command given; crit -h lists them", file=sys.stderr)
         return 1
     try:
         args.func(args)

@@ -9,8 +9,7 @@
 
 /*
  * The points CRIU runs scripts (or sends RPC notifications) at, with CRIU's names
- * (action_script_name()). ORPHAN_PTS_MASTER belongs to state this criu does not restore
- * (a pty whose master is outside the tree) and is never reached.
+ * (action_script_name()).
  */
 enum script_action {
 	ACT_PRE_DUMP,	       /* before the tree is seized */
@@ -23,7 +22,7 @@ enum script_action {
 	ACT_POST_RESTORE,      /* every task restored and held before its own code */
 	ACT_PRE_RESUME,	       /* just before the tasks are let go */
 	ACT_POST_RESUME,       /* the tasks run */
-	ACT_ORPHAN_PTS_MASTER, /* CRIU's: a new pty's master for the client (never reached) */
+	ACT_ORPHAN_PTS_MASTER, /* restore: a new pty's master, for the RPC client (tty.c) */
 	ACT_STATUS_READY,      /* a daemon (page-server) is ready, where --status-fd is told */
 	ACT_MAX,
 };
@@ -35,6 +34,12 @@ enum script_action {
  * With a notifier set, the notifier is called instead (as CRIU's RPC replaces scripts).
  */
 int run_action_scripts(enum script_action action, pid_t init_pid);
+
+/*
+ * A point that hands a descriptor on (orphan-pts-master): to the notifier only, as CRIU
+ * passes it only over its RPC; without one, nothing is run. 0 or -1 (logged).
+ */
+int run_action_scripts_fd(enum script_action action, pid_t init_pid, int fd);
 
 /* CRIU's name of a point ("post-dump"). */
 const char *action_script_name(enum script_action action);

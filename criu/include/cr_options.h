@@ -136,6 +136,8 @@ struct cr_options {
 	char *root;	   /* -r, real path; NULL: not given */
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;
+	bool orphan_pts_master; /* RPC only: a pty slave without its master comes back on a new
+				 * pty, whose master goes to the client (tty.c) */
 	bool ext_mount_auto; /* --external mnt[] (mnt[]:m, mnt[]:s): external mounts found at dump */
 	char **skip_mnts;    /* --skip-mnt: dump leaves these mount points (and those below) out */
 	unsigned int nr_skip_mnts;

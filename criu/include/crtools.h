@@ -16,6 +16,7 @@ int cr_pre_dump_tasks(pid_t pid);
 int cr_restore_tasks(void);
 /* The root pid of the tree cr_restore_tasks() forked last (as criu sees it), or 0. */
 pid_t cr_restore_root_pid(void);
+
 /* The commands' lines of criu --help. */
 void print_commands(void);
 

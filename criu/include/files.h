@@ -178,6 +178,13 @@ struct fdtype_ops {
 	 * open(). 0 or -errno, after one error line.
 	 */
 	int (*tree_forked)(void);
+	/*
+	 * Optional. Restore, main process, once every task has its fds and none runs yet
+	 * (before post-restore): hand on what the tasks' openings made for criu (the master
+	 * of a pty whose own master was outside the tree, for the RPC client). 0 or -errno,
+	 * after one error line.
+	 */
+	int (*tree_ready)(void);
 };
 
 /* A restored task's fd table, for fdtype_ops.finish(). */
@@ -208,15 +215,11 @@ int files_keep_for(uint32_t id, int fd);
 int files_take_kept(uint32_t id);
 
 /*
- * Restore, in a task of a tree with a user namespace of its own: make(arg) with uid and gid
- * (as the tree sees them) as the filesystem ids, in a child that shares the caller's fds (an
- * fd make() opens is the caller's) and takes a pid no task of the tree has. A filesystem
- * mounted in that namespace refuses to create anything for criu's ids, which it does not
- * map (EOVERFLOW), and a task cannot take criu's ids back once it gave them up. Elsewhere
- * make(arg) as it is. make()'s return value (0, an fd or -errno), or -errno when the
- * child cannot run.
+ * The kinds the engine asks, in order (kinds.c): dump asks each in turn whether it owns
+ * an fd; restore collects them in this order, so a kind may look up entries of the kinds
+ * before it. Set once, before any pipeline runs.
  */
-int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid);
+void files_set_kinds(const struct fdtype_ops *const *kinds, size_t nr);
 
 /* Regular files, directories and the memory devices, reopened by path (files-reg.c). */
 extern const struct fdtype_ops reg_fdtype_ops;
@@ -228,13 +231,6 @@ extern const struct fdtype_ops fifo_fdtype_ops;
 extern const struct fdtype_ops memfd_fdtype_ops;
 /* epoll instances and the files they watch (files-epoll.c). */
 extern const struct fdtype_ops epoll_fdtype_ops;
-/*
- * The inode a handle names on the filesystem of the mount mnt_fd (O_PATH) is on, opened
- * O_PATH: the fd, or -errno and *why. Takes CAP_DAC_READ_SEARCH in criu's user namespace.
- */
-struct file_handle;
-int open_handle_in_mount(int mnt_fd, struct file_handle *fh, const char **why);
-
 /* inotify instances with their watches, fanotify groups with their marks (files-fsnotify.c). */
 extern const struct fdtype_ops inotify_fdtype_ops;
 extern const struct fdtype_ops fanotify_fdtype_ops;
@@ -366,6 +362,8 @@ int prepare_inherited_files(const struct pstree_item *item);
  * fdtype_ops.tree_forked(). 0 or -errno.
  */
 int files_tree_forked(void);
+/* Main process, every task's fds open, none running: each kind's fdtype_ops.tree_ready(). */
+int files_tree_ready(void);
 /*
  * In the restored task, after the service fds are installed and before anything else
  * opens fds: every fd of its fdinfo image at its number with its flags and offset; every

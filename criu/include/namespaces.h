@@ -51,6 +51,12 @@ struct ns_kind {
 	 */
 	bool nested;
 	/*
+	 * dump_check() runs for a pre-dump too: what a pre-dump's images need of the kind (the
+	 * pids they name). The other kinds' checks are for a restore, which a pre-dump's
+	 * memory never has on its own (CRIU's pre-dump checks none of them either).
+	 */
+	bool pre_dump_check;
+	/*
 	 * Dump, in a child of criu's main process that joined the namespace (setns()): write
 	 * its images, named by ns->id. NULL: nothing of its own to save. 0 or -errno.
 	 */
@@ -110,6 +116,8 @@ struct ns_kind {
 
 extern const struct ns_kind pid_ns_kind, uts_ns_kind, ipc_ns_kind, time_ns_kind, user_ns_kind,
 	cgroup_ns_kind, net_ns_kind, mnt_ns_kind;
+/* The kinds by enum ns_kind_id (kinds.c), set once before any pipeline runs. */
+void ns_set_kinds(const struct ns_kind *const kinds[NS_KINDS]);
 
 struct pstree_item;
 struct task_ids;
@@ -123,6 +131,12 @@ struct task_ids;
  * init. Then the pids as the images name them (pidns_img_pid()). 0 or -errno.
  */
 int ns_dump_collect(void);
+/*
+ * The same for a pre-dump: the ids and the tree's shape, but of the kinds' dump_check()s
+ * only those a pre-dump needs (pre_dump_check): a mount a dump would refuse does not stop
+ * a pre-dump (runc sends its external mounts with the dump only). 0 or -errno.
+ */
+int ns_pre_dump_collect(void);
 /*
  * Dump, main process, while the tree is frozen: the images of every namespace of the
  * root's own (each kind's dump(), in a child joined to it). 0 or -errno.
@@ -241,6 +255,17 @@ int userns_seen_owner(uint32_t uid, uint32_t gid, uint32_t *tree_uid, uint32_t *
  */
 int userns_owner_service_start(void);
 void userns_owner_service_stop(void);
+/*
+ * Restore, in a task of a tree with a user namespace of its own: make(arg) with uid and gid
+ * (as the tree sees them) as the filesystem ids, in a child that shares the caller's fds (an
+ * fd make() opens is the caller's) and takes a pid no task of the tree has. A filesystem
+ * mounted in that namespace refuses to create anything for criu's ids, which it does not
+ * map (EOVERFLOW), and a task cannot take criu's ids back once it gave them up. Elsewhere
+ * make(arg) as it is. make()'s return value (0, an fd or -errno), or -errno when the
+ * child cannot run.
+ */
+int make_as_tree_owner(int (*make)(void *arg), void *arg, uint32_t uid, uint32_t gid);
+
 /*
  * Restore, in criu or a task: fd's inode (any fd, O_PATH too) owned by uid and gid as the
  * images name them (the tree's ids). Restored tasks cannot chown what they create in the
@@ -361,6 +386,11 @@ pid_t pidns_clone_helper(const struct pstree_item *forker, pid_t pid);
 bool pidns_nested_init(const struct pstree_item *item);
 /* Restore: the largest pid in the nested pid namespaces, 0 without any. */
 pid_t pidns_max_pid(void);
+/*
+ * Restore: the pid a helper of the task self (its tree pid) takes in the tree's own pid
+ * namespace, above every id of the tree; 0 (any pid) outside one.
+ */
+pid_t pidns_helper_pid(pid_t self);
 
 /*
  * Mounts (ns-mnt.c). Dump: path, as a task of the tree names the file behind the /proc

@@ -39,6 +39,14 @@ struct netlock_ops {
 	int (*ns_unlock)(int ns_fd);
 };
 
+/*
+ * Restore: the method the dump locked with, from its inventory; the lock restore removes is
+ * that one, whatever --network-lock says.
+ */
+void netlock_use_dump_method(bool nft);
+/* Whether the lock is nftables' (the dump's method at restore, else --network-lock's). */
+bool netlock_is_nft(void);
+
 /* The connection lock of the method --network-lock names (netlock_ops.conn). */
 int netlock_conn(enum netlock_op op, const uint8_t *self, uint16_t self_port,
 		 const uint8_t *peer, uint16_t peer_port);

@@ -50,6 +50,8 @@ struct inet_sk {
 
 /* The local (peer false) or peer address of ie as a sockaddr; its length. */
 socklen_t inet_sk_addr(const InetSkEntry *ie, bool peer, struct sockaddr_storage *ss);
+/* Whether the dumped socket had a local address: bound, or given one by connect(). */
+bool inet_sk_bound(const InetSkEntry *ie);
 /* A new socket of sk's kind with what must precede bind() set; the fd or -errno. */
 int inet_sk_new(const struct inet_sk *sk);
 /* Bind fd to sk's dumped address (SO_REUSEADDR on unless in repair mode). 0 or -errno. */
@@ -114,5 +116,7 @@ int tcp_note_repaired(const struct inet_sk *sk, int fd, pid_t pid);
  */
 int tcp_restore_fins(void);
 int tcp_restore_unlock(void);
+/* Restore: the dump was made with --tcp-close, so connections come back closed. */
+void tcp_restore_as_dumped_closed(void);
 
 #endif

@@ -24,12 +24,15 @@
  * later the restorer blob sends one byte carrying the task's userfaultfd (SCM_RIGHTS), once
  * the runs' VMAs are registered on it. LAZY_MSG_PROBE (criu restore, before forking): is a
  * daemon there. LAZY_MSG_DONE (criu restore, at its end): no more tasks will come.
+ * LAZY_MSG_FAILED instead when the restore failed: the tasks it made are gone, and the
+ * pages must stay with their source (dump --lazy-pages resumes its tree).
  */
 #define LAZY_MSG_MAGIC 0x505a4c4cu /* "LLZP" */
 enum lazy_msg_kind {
 	LAZY_MSG_PROBE = 1,
 	LAZY_MSG_TASK,
 	LAZY_MSG_DONE,
+	LAZY_MSG_FAILED,
 };
 
 struct lazy_msg {
@@ -67,10 +70,11 @@ int lazy_refuse_remote(const struct task_image *ti);
 /*
  * criu restore --lazy-pages, main process: lazy_pages_probe() before forking waits (up to
  * a few seconds, the daemon may still be starting) for the daemon's socket; 0 or -1
- * (logged). lazy_pages_done() at the end tells the daemon no task comes any more.
+ * (logged). lazy_pages_done() at the end tells the daemon no task comes any more, and
+ * whether the restore succeeded.
  */
 int lazy_pages_probe(void);
-void lazy_pages_done(void);
+void lazy_pages_done(bool restored);
 
 /*
  * In a restore task with lazy runs, before the blob: a userfaultfd for its address space

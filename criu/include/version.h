@@ -5,7 +5,7 @@
 #ifndef CR_VERSION_H
 #define CR_VERSION_H
 #define CRIU_VERSION "0.1"
-#define CRIU_IFACE_MAJOR 4
-#define CRIU_IFACE_MINOR 2
+#define CRIU_IFACE_MAJOR   4
+#define CRIU_IFACE_MINOR   2
 #define CRIU_IFACE_VERSION "4.2"
 #endif

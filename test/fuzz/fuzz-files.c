@@ -12,6 +12,7 @@
 #include "file-lock.h"
 #include "files.h"
 #include "fuzz.h"
+#include "kinds.h"
 #include "pstree.h"
 
 /*
@@ -37,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!shell_job) {
 		become_shell_job();
+		register_kinds(); /* as criu's main() does */
 		shell_job = true;
 	}
 	fuzz_put_images(data, size);

@@ -11,6 +11,7 @@
 #include "files.h"
 #include "fuzz.h"
 #include "image.h"
+#include "kinds.h"
 #include "namespaces.h"
 #include "pstree.h"
 #include "task-image.h"
@@ -36,8 +37,13 @@ static InventoryEntry *read_inventory(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static bool kinds_registered;
 	InventoryEntry *inv;
 
+	if (!kinds_registered) {
+		register_kinds(); /* as criu's main() does */
+		kinds_registered = true;
+	}
 	fuzz_put_images(data, size);
 	fuzz_fds_begin();
 	inv = read_inventory();

@@ -7,13 +7,14 @@
 #   version       the packages' version is criu's (criu/include/version.h)
 #   lintian       no lintian error on the packages (warnings are listed)
 #   reproducible  a second build in a directory of another name gives the same .debs
-#   contents      no build path in any packaged file; criu and the plugin are linked
-#                 with full RELRO; criu carries no test hook
-#   install       dpkg --root installs both packages into a scratch root whose dpkg
+#   contents      no build path in any packaged file; criu, the plugin and libsoccr are
+#                 linked with full RELRO and carry no test hook; libsoccr's soname
+#   install       dpkg --root installs the packages into a scratch root whose dpkg
 #                 database holds the machine's entries of their dependencies
 #   use           in a private mount namespace with the scratch root's /usr over the
 #                 machine's: /usr/sbin/criu check, a dump and restore of a test program
-#                 with the installed plugin directory, /usr/bin/crit on its images
+#                 with the installed plugin directory, /usr/bin/crit on its images, a
+#                 program built against <criu/soccr.h> and -lsoccr run
 #   purge         dpkg --root --purge removes every path dpkg -L listed, and nothing is left
 #
 # The machine's own packages are never touched: Debian's criu (whose crit the zdtm suite
@@ -30,7 +31,8 @@ import time
 TEST = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP = os.path.dirname(TEST)
 OUT = os.path.join(TEST, 'out', 'pkg')
-PACKAGES = ('criu-cleanroom', 'criu-cleanroom-amdgpu-plugin')
+PACKAGES = ('criu-cleanroom', 'criu-cleanroom-amdgpu-plugin', 'libsoccr1', 'libsoccr-dev')
+SOCCR_SO = '/usr/lib/libsoccr.so.1'
 # A zdtm test program (built by `make -C test`): it checks its own memory after restore.
 PROGRAM = os.path.join(TEST, 'bin', 'mem_anon_private')
 PR_SET_CHILD_SUBREAPER = 36
@@ -93,7 +95,7 @@ def step_version(ctx):
         if got != want:
             raise StepFailure('%s is version %s, criu -V says %s (debian/changelog and '
                               'criu/include/version.h must agree)' % (name, got, want))
-    return 'both packages are version %s, as criu -V' % want
+    return 'all %d packages are version %s, as criu -V' % (len(PACKAGES), want)
 
 
 def step_lintian(ctx):
@@ -154,7 +156,7 @@ def step_contents(ctx):
                 if build_path in data:
                     problems.append('%s holds the build path %s' % (path[len(tree):],
                                                                      build_path.decode()))
-    for path in ('/usr/sbin/criu', '/usr/lib/criu/amdgpu_plugin.so'):
+    for path in ('/usr/sbin/criu', '/usr/lib/criu/amdgpu_plugin.so', SOCCR_SO):
         missing = elf_hardening(tree + path)
         if missing:
             problems.append('%s lacks %s' % (path, ' and '.join(missing)))
@@ -162,9 +164,16 @@ def step_contents(ctx):
         hooks = sorted({h for h in TEST_HOOKS if h in text})
         if hooks:
             problems.append('%s carries test hooks: %s' % (path, ', '.join(hooks)))
+    soname = re.search(r'\(SONAME\)\s+Library soname: \[([^]]+)\]',
+                       run(['readelf', '-dW', tree + SOCCR_SO]))
+    if not soname or soname.group(1) != os.path.basename(SOCCR_SO):
+        problems.append('%s has soname %s' % (SOCCR_SO, soname and soname.group(1)))
+    if os.readlink(tree + '/usr/lib/libsoccr.so') != os.path.basename(SOCCR_SO):
+        problems.append('/usr/lib/libsoccr.so does not link to ' + os.path.basename(SOCCR_SO))
     if problems:
         raise StepFailure('; '.join(problems))
-    return 'no build path in any file; criu and the plugin have full RELRO and no test hook'
+    return ('no build path in any file; criu, the plugin and libsoccr have full RELRO and no '
+            'test hook; libsoccr.so links to its soname')
 
 
 def seed_dpkg_database(root, packages):
@@ -200,7 +209,8 @@ def step_install(ctx):
     run(['dpkg', '--root=' + root, '--force-not-root', '-i'] + packages)
     listed = run(['dpkg', '--root=' + root, '-L'] + list(PACKAGES))
     ctx['listed'] = sorted({p for p in listed.splitlines() if p and p != '/.'})
-    for path in ('/usr/sbin/criu', '/usr/bin/crit', '/usr/lib/criu/amdgpu_plugin.so'):
+    for path in ('/usr/sbin/criu', '/usr/bin/crit', '/usr/lib/criu/amdgpu_plugin.so', SOCCR_SO,
+                 '/usr/lib/libsoccr.so', '/usr/lib/libsoccr.a', '/usr/include/criu/soccr.h'):
         if path not in ctx['listed']:
             raise StepFailure('the packages do not install %s' % path)
     return '%d paths installed into %s (dependencies seeded: %s)' % (
@@ -373,8 +383,46 @@ def inside(root, work):
     tree = run(['/usr/bin/crit', 'x', img, 'ps'])
     if str(pid) not in tree:
         raise StepFailure('/usr/bin/crit x ps does not list %d' % pid)
+    soccr_user(work)
     print('/usr/sbin/criu check: Looks good; dump (plugin loaded from /usr/lib/criu) and '
-          'restore of %s: PASS; /usr/bin/crit show and x ps' % os.path.basename(PROGRAM))
+          'restore of %s: PASS; /usr/bin/crit show and x ps; a libsoccr program built and '
+          'run' % os.path.basename(PROGRAM))
+
+
+# A user of libsoccr-dev: the installed header and -lsoccr (the link to the soname), run
+# with the installed libsoccr.so.1; it puts a TCP socket into repair mode and back.
+SOCCR_USER = r'''
+#include <criu/soccr.h>
+#include <stdio.h>
+#include <sys/socket.h>
+int main(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct libsoccr_sk *sk = libsoccr_pause(fd);
+
+	if (!sk)
+		return 1;
+	libsoccr_set_label(sk, "pkg");
+	if (libsoccr_resume(sk))
+		return 2;
+	puts("libsoccr ok");
+	return 0;
+}
+'''
+
+
+def soccr_user(work):
+    source, program = os.path.join(work, 'soccr_user.c'), os.path.join(work, 'soccr_user')
+    with open(source, 'w') as f:
+        f.write(SOCCR_USER)
+    run(['cc', '-Wall', '-Werror', '-o', program, source, '-lsoccr'])
+    # /lib is /usr/lib on Debian: the loader may name it either way.
+    loaded = re.search(r'libsoccr\.so\.1 => (\S+)', run(['ldd', program]))
+    if not loaded or os.path.realpath(loaded.group(1)) != SOCCR_SO:
+        raise StepFailure('the libsoccr program loads %s, not %s' %
+                          (loaded and loaded.group(1), SOCCR_SO))
+    if run([program]).strip() != 'libsoccr ok':
+        raise StepFailure('the libsoccr program failed')
 
 
 if __name__ == '__main__':

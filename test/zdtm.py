@@ -2237,6 +2237,11 @@ TESTS = {
     # restored lazily: its tasks, in their pivoted root, reach the daemon's socket through
     # the images directory they hold (its path is not theirs to see), as a container's do
     'lazy_mnt_ns_tree': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True),
+    # the same with a work directory of its own (-W, the socket's, as runc --work-path):
+    # the tasks hold that directory open too
+    'lazy_mnt_ns_tree_work_dir': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True,
+                                      restore_args=MNT_NS_TREE['restore_args'] + ['-W', '{work}'],
+                                      lazy_daemon_args=['-W', '{work}']),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # the root an overlay, mounted again by the runner for the restore (overlay_root)
@@ -3952,7 +3957,10 @@ class TestRun:
         ready_r, ready_w = os.pipe() if binary != CRIU else (-1, -1)
         self.lazy_daemon = subprocess.Popen(
             [binary, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'] +
-            self.lazy_daemon_args + (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
+            self.lazy_daemon_args +
+            # 'lazy_daemon_args': the test's own ({work}: its work directory)
+            [a.replace('{work}', self.work) for a in self.desc.get('lazy_daemon_args', [])] +
+            (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
             stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
             pass_fds=[ready_w] if ready_w >= 0 else [])
         err.close()

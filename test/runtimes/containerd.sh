@@ -24,7 +24,8 @@ ns=criu-test
 [ "$(id -u)" -eq 0 ] || { echo "FAIL containerd: run as root"; exit 1; }
 [ -x "$root/criu/criu" ] || { echo "FAIL containerd: no criu/criu (run make first)"; exit 1; }
 for t in containerd ctr runc; do
-	command -v $t >/dev/null || { echo "FAIL containerd: $t is not installed (scripts/install-deps.sh)"; exit 1; }
+	command -v $t >/dev/null ||
+		{ echo "FAIL containerd: $t is not installed (scripts/install-deps.sh)"; exit 1; }
 done
 
 CTR="ctr -a $base/containerd.sock -n $ns"
@@ -116,7 +117,8 @@ check() {
 # /dev/shm/data. Sets pid, child, shm_sum.
 run() {
 	$CTR run -d --runc-root "$base/runc" localhost/criu-test-busybox:1 "$1" /bin/sh /loop.sh \
-		>"$out/run-$1.out" 2>&1 || { why="ctr run: $(tail -1 "$out/run-$1.out")"; return 1; }
+		>"$out/run-$1.out" 2>&1 ||
+			{ why="ctr run: $(tail -1 "$out/run-$1.out")"; return 1; }
 	pid=$(task_pid "$1")
 	[ -n "$pid" ] || { why="no task after ctr run"; return 1; }
 	wait_lines "/proc/$pid/root/log" 5 || { why="the count did not start"; return 1; }
@@ -129,22 +131,31 @@ t_checkpoint_restore() {
 	local n count
 	run k1 || return 1
 	$CTR container checkpoint --task --rw --image k1 localhost/criu-test-ck:1 \
-		>"$out/checkpoint.out" 2>&1 || { why="ctr container checkpoint: $(tail -1 "$out/checkpoint.out")"; return 1; }
-	[ "$(task_status k1)" = RUNNING ] || { why="task $(task_status k1) after the checkpoint"; return 1; }
+		>"$out/checkpoint.out" 2>&1 ||
+			{
+				why="ctr container checkpoint: $(tail -1 "$out/checkpoint.out")"
+				return 1
+			}
+	[ "$(task_status k1)" = RUNNING ] ||
+		{ why="task $(task_status k1) after the checkpoint"; return 1; }
 	[ "$(task_pid k1)" = "$pid" ] || { why="another pid 1 after the checkpoint"; return 1; }
 	n=$(wc -l <"/proc/$pid/root/log")
-	wait_lines "/proc/$pid/root/log" $((n + 3)) || { why="the count stopped after the checkpoint"; return 1; }
-	$CTR image ls -q | grep -qx localhost/criu-test-ck:1 || { why="no checkpoint image"; return 1; }
+	wait_lines "/proc/$pid/root/log" $((n + 3)) ||
+		{ why="the count stopped after the checkpoint"; return 1; }
+	$CTR image ls -q | grep -qx localhost/criu-test-ck:1 ||
+		{ why="no checkpoint image"; return 1; }
 	$CTR task kill -s KILL k1 >/dev/null 2>&1
 	$CTR task rm -f k1 >/dev/null 2>&1
 	$CTR container rm k1 >/dev/null 2>&1 || { why="cannot remove the container"; return 1; }
 	$CTR container restore --live --rw k1 localhost/criu-test-ck:1 >"$out/restore.out" 2>&1 ||
 		{ why="ctr container restore: $(tail -1 "$out/restore.out")"; return 1; }
-	[ "$(task_status k1)" = RUNNING ] || { why="task $(task_status k1) after restore"; return 1; }
+	[ "$(task_status k1)" = RUNNING ] ||
+		{ why="task $(task_status k1) after restore"; return 1; }
 	pid=$(task_pid k1)
 	# The rw layer is the checkpoint's: /log ends where the checkpoint caught the count.
 	count=$(wc -l <"/proc/$pid/root/log")
-	wait_lines "/proc/$pid/root/log" $((count + 3)) || { why="the count did not go on after restore"; return 1; }
+	wait_lines "/proc/$pid/root/log" $((count + 3)) ||
+		{ why="the count did not go on after restore"; return 1; }
 	counts_on "/proc/$pid/root/log" >"$out/why" || { why="/log: $(cat "$out/why")"; return 1; }
 	[ "$(ns_pid "$pid")" = 1 ] || { why="pid 1 is pid $(ns_pid "$pid") inside"; return 1; }
 	[ -n "$(child_with_nspid "$pid" "$child" "sleep 100000")" ] ||
@@ -159,10 +170,15 @@ t_task_checkpoint() {
 	local ref
 	run k2 || return 1
 	ref=$($CTR task checkpoint --exit k2 2>"$out/task-checkpoint.err") ||
-		{ why="ctr task checkpoint --exit: $(tail -1 "$out/task-checkpoint.err")"; return 1; }
-	[ "$(task_status k2)" = STOPPED ] || { why="task $(task_status k2) after --exit"; return 1; }
+		{
+			why="ctr task checkpoint --exit: $(tail -1 "$out/task-checkpoint.err")"
+			return 1
+		}
+	[ "$(task_status k2)" = STOPPED ] ||
+		{ why="task $(task_status k2) after --exit"; return 1; }
 	$CTR image ls -q | grep -qx "$ref" || { why="no image $ref"; return 1; }
 }
-check "ctr task checkpoint --exit: the task stops, its images stored as $ns's image" t_task_checkpoint
+check "ctr task checkpoint --exit: the task stops, its images stored as an image" \
+	t_task_checkpoint
 
 total

@@ -76,6 +76,17 @@ counts_on() {
 	awk '$0 != NR { print "line " NR " is " $0; bad = 1; exit } END { exit bad }' "$1"
 }
 
+# last FILE [N]: its last N lines (1) on one line, for a FAIL line's reason.
+last() {
+	tail -n "${2:-1}" "$1" 2>/dev/null | tr '\n' ' '
+}
+
+# A TCP port of 127.0.0.1 nobody listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
 # ns_pid PID: its pid in its own pid namespace (the last of NSpid).
 ns_pid() {
 	awk '/^NSpid:/ { print $NF }' "/proc/$1/status"

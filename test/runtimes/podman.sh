@@ -26,7 +26,8 @@ image=localhost/criu-test-busybox:1
 [ "$(id -u)" -eq 0 ] || { echo "FAIL podman: run as root"; exit 1; }
 [ -x "$root/criu/criu" ] || { echo "FAIL podman: no criu/criu (run make first)"; exit 1; }
 for t in podman runc; do
-	command -v $t >/dev/null || { echo "FAIL podman: $t is not installed (scripts/install-deps.sh)"; exit 1; }
+	command -v $t >/dev/null ||
+		{ echo "FAIL podman: $t is not installed (scripts/install-deps.sh)"; exit 1; }
 done
 
 export CONTAINERS_CONF=$out/containers.conf
@@ -112,10 +113,13 @@ run() {
 # restored NAME COUNT: running again, /log past COUNT counting on with no restart, pid 1
 # and the child's pid inside kept, /dev/shm/data its bytes. Sets pid.
 restored() {
-	[ "$(ct_status "$1")" = running ] || { why="$1 is $(ct_status "$1") after restore"; return 1; }
+	[ "$(ct_status "$1")" = running ] ||
+		{ why="$1 is $(ct_status "$1") after restore"; return 1; }
 	pid=$(ct_pid "$1")
-	wait_lines "/proc/$pid/root/log" "$2" || { why="$1's count did not go on past $2"; return 1; }
-	counts_on "/proc/$pid/root/log" >"$out/why" || { why="$1's /log: $(cat "$out/why")"; return 1; }
+	wait_lines "/proc/$pid/root/log" "$2" ||
+		{ why="$1's count did not go on past $2"; return 1; }
+	counts_on "/proc/$pid/root/log" >"$out/why" ||
+		{ why="$1's /log: $(cat "$out/why")"; return 1; }
 	[ "$(ns_pid "$pid")" = 1 ] || { why="$1's pid 1 is pid $(ns_pid "$pid") inside"; return 1; }
 	[ -n "$(child_with_nspid "$pid" "$child" "sleep 100000")" ] ||
 		{ why="no sleep with pid $child inside $1"; return 1; }
@@ -136,8 +140,12 @@ t_checkpoint_restore() {
 		{ why="podman container checkpoint: $(tail -1 "$out/checkpoint.out")"; return 1; }
 	# --print-stats: podman reads criu's stats-dump from the work directory.
 	grep -q '"frozen_time": [1-9]' "$out/checkpoint.out" ||
-		{ why="--print-stats shows no frozen time: $(tr -d '\n' <"$out/checkpoint.out" | cut -c1-200)"; return 1; }
-	[ "$(ct_status p1)" = exited ] || { why="p1 is $(ct_status p1) after the checkpoint"; return 1; }
+		{
+			why="--print-stats shows no frozen time: $(last "$out/checkpoint.out" 5)"
+			return 1
+		}
+	[ "$(ct_status p1)" = exited ] ||
+		{ why="p1 is $(ct_status p1) after the checkpoint"; return 1; }
 	$P container restore p1 >"$out/restore.out" 2>&1 ||
 		{ why="podman container restore: $(tail -1 "$out/restore.out")"; return 1; }
 	restored p1 "$count"
@@ -147,7 +155,10 @@ check "container checkpoint, container restore: the count goes on" t_checkpoint_
 t_leave_running() {
 	local n
 	$P container checkpoint --leave-running p1 >"$out/checkpoint-R.out" 2>&1 ||
-		{ why="podman container checkpoint --leave-running: $(tail -1 "$out/checkpoint-R.out")"; return 1; }
+		{
+			why="podman container checkpoint -R: $(last "$out/checkpoint-R.out")"
+			return 1
+		}
 	[ "$(ct_status p1)" = running ] && [ "$(ct_pid p1)" = "$pid" ] ||
 		{ why="p1 is $(ct_status p1), pid $(ct_pid p1), after --leave-running"; return 1; }
 	n=$(wc -l <"/proc/$pid/root/log")
@@ -158,21 +169,37 @@ check "container checkpoint --leave-running: runs on" t_leave_running
 t_export_import() {
 	local count
 	$P container checkpoint --export "$out/p1.tar.zst" p1 >"$out/export.out" 2>&1 ||
-		{ why="podman container checkpoint --export: $(tail -1 "$out/export.out")"; return 1; }
-	grep -q "level=error" "$out/export.out" && { why="checkpoint --export: $(grep level=error "$out/export.out" | head -1)"; return 1; }
-	tar -tf "$out/p1.tar.zst" | grep -qx 'stats-dump' || { why="the archive has no stats-dump"; return 1; }
-	tar -tf "$out/p1.tar.zst" | grep -q '^checkpoint/pages-' || { why="the archive has no criu images"; return 1; }
+		{
+			why="podman container checkpoint --export: $(tail -1 "$out/export.out")"
+			return 1
+		}
+	grep -q "level=error" "$out/export.out" &&
+		{
+			why="checkpoint --export: $(grep level=error "$out/export.out" | head -1)"
+			return 1
+		}
+	tar -tf "$out/p1.tar.zst" | grep -qx 'stats-dump' ||
+		{ why="the archive has no stats-dump"; return 1; }
+	tar -tf "$out/p1.tar.zst" | grep -q '^checkpoint/pages-' ||
+		{ why="the archive has no criu images"; return 1; }
 	$P rm -f p1 >/dev/null 2>&1
 	$P container restore --import "$out/p1.tar.zst" >"$out/import-restore.out" 2>&1 ||
-		{ why="podman container restore --import: $(tail -1 "$out/import-restore.out")"; return 1; }
+		{
+			why="podman container restore --import: $(last "$out/import-restore.out")"
+			return 1
+		}
 	count=$(wc -l <"/proc/$(ct_pid p1)/root/log")
 	restored p1 "$count" || return 1
 	$P container restore --import "$out/p1.tar.zst" --name p2 >"$out/import-p2.out" 2>&1 ||
-		{ why="podman container restore --import --name p2: $(tail -1 "$out/import-p2.out")"; return 1; }
+		{
+			why="podman container restore --import --name: $(last "$out/import-p2.out")"
+			return 1
+		}
 	[ "$(ct_status p1)" = running ] || { why="p1 is $(ct_status p1) beside p2"; return 1; }
 	count=$(wc -l <"/proc/$(ct_pid p2)/root/log")
 	restored p2 "$count"
 }
-check "checkpoint --export, restore --import (and --name: a second container beside it)" t_export_import
+check "checkpoint --export, restore --import (and --name: a second container beside it)" \
+	t_export_import
 
 total

@@ -22,8 +22,10 @@ cgparent=criu-test-runc
 
 [ "$(id -u)" -eq 0 ] || { echo "FAIL runc: run as root"; exit 1; }
 [ -x "$root/criu/criu" ] || { echo "FAIL runc: no criu/criu (run make first)"; exit 1; }
-command -v runc >/dev/null || { echo "FAIL runc: runc is not installed (scripts/install-deps.sh)"; exit 1; }
-[ -x /bin/busybox ] || { echo "FAIL runc: busybox-static is not installed (scripts/install-deps.sh)"; exit 1; }
+command -v runc >/dev/null ||
+	{ echo "FAIL runc: runc is not installed (scripts/install-deps.sh)"; exit 1; }
+[ -x /bin/busybox ] ||
+	{ echo "FAIL runc: busybox-static is not installed (scripts/install-deps.sh)"; exit 1; }
 
 RUNC="runc --root $state"
 CRIU_RUNC="$RUNC --criu $root/criu/criu"
@@ -84,7 +86,8 @@ start() {
 }
 
 init_pid() {
-	$RUNC state "$1" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])'
+	$RUNC state "$1" 2>/dev/null |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])'
 }
 
 status() {
@@ -100,7 +103,10 @@ checkpoint() {
 	mkdir -p "$dir"
 	(cd "$out/$id" && $CRIU_RUNC checkpoint --image-path "$dir/img" --work-path "$dir/work" \
 		"$@" "$id" >"$dir/checkpoint.out" 2>&1) ||
-		{ why="runc checkpoint $*: $(tail -2 "$dir/checkpoint.out" | tr '\n' ' ')"; return 1; }
+		{
+			why="runc checkpoint $*: $(tail -2 "$dir/checkpoint.out" | tr '\n' ' ')"
+			return 1
+		}
 }
 
 restore() {
@@ -164,17 +170,24 @@ t_leave_running() {
 	before=$(wc -l <"$b/rootfs/log")
 	checkpoint c2 "$out/ck2" --leave-running || return 1
 	after=$(wc -l <"$b/rootfs/log")
-	[ "$(status c2)" = running ] || { why="status $(status c2) after --leave-running"; return 1; }
-	[ "$(init_pid c2)" = "$pid" ] || { why="pid 1 is another process after --leave-running"; return 1; }
-	wait_lines "$b/rootfs/log" $((after + 5)) || { why="the count stopped after --leave-running"; return 1; }
+	[ "$(status c2)" = running ] ||
+		{ why="status $(status c2) after --leave-running"; return 1; }
+	[ "$(init_pid c2)" = "$pid" ] ||
+		{ why="pid 1 is another process after --leave-running"; return 1; }
+	wait_lines "$b/rootfs/log" $((after + 5)) ||
+		{ why="the count stopped after --leave-running"; return 1; }
 	counts_on "$b/rootfs/log" >"$out/why" || { why="/log: $(cat "$out/why")"; return 1; }
 	stop c2
 	n=$(wc -l <"$b/rootfs/log")
 	restore c2 "$out/ck2" || return 1
-	wait_lines "$b/rootfs/log" $((n + 3)) || { why="the restored count did not go on"; return 1; }
+	wait_lines "$b/rootfs/log" $((n + 3)) ||
+		{ why="the restored count did not go on"; return 1; }
 	first=$(sed -n "$((n + 1))p" "$b/rootfs/log")
 	[ "$first" -gt "$before" ] && [ "$first" -le $((after + 1)) ] ||
-		{ why="the restored count starts at $first, not after the checkpoint's ($before..$after)"; return 1; }
+		{
+			why="the restored count starts at $first, not just after the dump's"
+			return 1
+		}
 	sed -n "$((n + 1)),\$p" "$b/rootfs/log" | awk -v f="$first" '$0 != f + NR - 1 { exit 1 }' ||
 		{ why="the restored count does not count on from $first"; return 1; }
 	stop c2
@@ -187,22 +200,28 @@ stop c2
 t_file_locks() {
 	local b=$out/c3 holder
 	bundle c3 "$(loop_script '/bin/flock-hold /lockfile &')" && start c3 || return 1
-	wait_lines "$b/rootfs/lockfile.held" 0 || { why="flock-hold did not take the lock"; return 1; }
+	wait_lines "$b/rootfs/lockfile.held" 0 ||
+		{ why="flock-hold did not take the lock"; return 1; }
 	holder=$(cat "$b/rootfs/lockfile.held")
-	flock -n "$b/rootfs/lockfile" true && { why="the host took the lock the container holds"; return 1; }
+	flock -n "$b/rootfs/lockfile" true &&
+		{ why="the host took the lock the container holds"; return 1; }
 	if checkpoint c3 "$out/ck3-nolocks"; then
 		why="checkpoint without --file-locks succeeded with a lock held"
 		return 1
 	fi
-	grep -q "Error" "$out/ck3-nolocks/work/dump.log" || { why="no error in the refused dump's log"; return 1; }
-	[ "$(status c3)" = running ] || { why="status $(status c3) after a refused checkpoint"; return 1; }
+	grep -q "Error" "$out/ck3-nolocks/work/dump.log" ||
+		{ why="no error in the refused dump's log"; return 1; }
+	[ "$(status c3)" = running ] ||
+		{ why="status $(status c3) after a refused checkpoint"; return 1; }
 	checkpoint c3 "$out/ck3" --file-locks || return 1
-	flock -n "$b/rootfs/lockfile" true || { why="the host could not take the lock with the container gone"; return 1; }
+	flock -n "$b/rootfs/lockfile" true ||
+		{ why="the host could not take the lock with the container gone"; return 1; }
 	count=$(wc -l <"$b/rootfs/log")
 	restore c3 "$out/ck3" --file-locks && restored c3 "$count" || return 1
 	[ -n "$(child_with_nspid "$pid" "$holder" "/bin/flock-hold /lockfile")" ] ||
 		{ why="no flock-hold with pid $holder inside after restore"; return 1; }
-	flock -n "$b/rootfs/lockfile" true && { why="the lock is not held after restore"; return 1; }
+	flock -n "$b/rootfs/lockfile" true &&
+		{ why="the lock is not held after restore"; return 1; }
 	stop c3
 }
 check "--file-locks: a flock held across (refused without it)" t_file_locks
@@ -217,21 +236,26 @@ t_cgroups() {
 	local mode id got cg
 	for mode in soft full strict; do
 		id=cg-$mode
-		bundle "$id" "$(loop_script)" "s['linux']['resources'] = {'pids': {'limit': 100}}" &&
+		bundle "$id" "$(loop_script)" \
+			"s['linux']['resources'] = {'pids': {'limit': 100}}" &&
 			start "$id" || return 1
 		cg=/sys/fs/cgroup/pids/$cgparent/$id
-		[ "$(cat "$cg/pids.max")" = 100 ] || { why="$mode: pids.max $(cat "$cg/pids.max") at start"; return 1; }
+		[ "$(cat "$cg/pids.max")" = 100 ] ||
+			{ why="$mode: pids.max $(cat "$cg/pids.max") at start"; return 1; }
 		echo 77 >"$cg/pids.max"
-		checkpoint "$id" "$out/ck-$mode" --manage-cgroups-mode "$mode" || { why="$mode: $why"; return 1; }
+		checkpoint "$id" "$out/ck-$mode" --manage-cgroups-mode "$mode" ||
+			{ why="$mode: $why"; return 1; }
 		grep -q "as options: .*--manage-cgroups $mode" "$out/ck-$mode/work/dump.log" ||
 			{ why="$mode: criu's dump did not get --manage-cgroups $mode"; return 1; }
 		count=$(wc -l <"$out/$id/rootfs/log")
-		restore "$id" "$out/ck-$mode" --manage-cgroups-mode "$mode" && restored "$id" "$count" ||
+		restore "$id" "$out/ck-$mode" --manage-cgroups-mode "$mode" &&
+			restored "$id" "$count" ||
 			{ why="$mode: $why"; return 1; }
 		grep -q "^[0-9]*:pids:/$cgparent/$id\$" "/proc/$pid/cgroup" ||
 			{ why="$mode: the restored pid 1 is not in its pids cgroup"; return 1; }
 		got=$(cat "$cg/pids.max")
-		[ "$got" = 100 ] || { why="$mode: pids.max is $got after restore, not runc's 100"; return 1; }
+		[ "$got" = 100 ] ||
+			{ why="$mode: pids.max is $got after restore, not runc's 100"; return 1; }
 		stop "$id"
 	done
 }
@@ -247,7 +271,8 @@ t_bind() {
 	mkdir -p "$host"
 	bundle c4 "exec 3>>/data/held
 $(loop_script 'while :; do echo x >&3; sleep 0.1; done &')" \
-		"s['mounts'].append({'destination': '/data', 'type': 'bind', 'source': '$host', 'options': ['rbind', 'rw']})" &&
+		"s['mounts'].append({'destination': '/data', 'type': 'bind', 'source': '$host',
+		                    'options': ['rbind', 'rw']})" &&
 		start c4 || return 1
 	wait_lines "$host/held" 3 || { why="nothing in the host's held file"; return 1; }
 	checkpoint c4 "$out/ck4" || return 1
@@ -256,9 +281,11 @@ $(loop_script 'while :; do echo x >&3; sleep 0.1; done &')" \
 	grep -q "as options: .*--ext-mount-map /data:/data" "$out/ck4/work/dump.log" ||
 		{ why="runc did not pass /data as an external mount"; return 1; }
 	restore c4 "$out/ck4" && restored c4 "$count" || return 1
-	wait_lines "$host/held" $((n + 3)) || { why="fd 3 no longer reaches the host's file"; return 1; }
+	wait_lines "$host/held" $((n + 3)) ||
+		{ why="fd 3 no longer reaches the host's file"; return 1; }
 	echo probe >"$host/probe"
-	[ "$(cat "/proc/$pid/root/data/probe")" = probe ] || { why="/data is not the host directory"; return 1; }
+	[ "$(cat "/proc/$pid/root/data/probe")" = probe ] ||
+		{ why="/data is not the host directory"; return 1; }
 	stop c4
 }
 check "a host directory bind-mounted (external mount), a file held open on it" t_bind
@@ -273,13 +300,16 @@ t_pre_dump() {
 	checkpoint c5 "$out/ck5/pre" --pre-dump || return 1
 	[ "$(status c5)" = running ] || { why="status $(status c5) after --pre-dump"; return 1; }
 	n=$(wc -l <"$b/rootfs/log")
-	wait_lines "$b/rootfs/log" $((n + 3)) || { why="the count stopped after --pre-dump"; return 1; }
+	wait_lines "$b/rootfs/log" $((n + 3)) ||
+		{ why="the count stopped after --pre-dump"; return 1; }
 	mkdir -p "$out/ck5/final"
 	checkpoint c5 "$out/ck5/final" --parent-path ../../pre/img || return 1
-	[ -d "$out/ck5/final/img/parent" ] || { why="the final images have no parent link"; return 1; }
+	[ -d "$out/ck5/final/img/parent" ] ||
+		{ why="the final images have no parent link"; return 1; }
 	pre=$(cat "$out/ck5/pre/img"/pages-*.img | wc -c)
 	full=$(cat "$out/ck5/final/img"/pages-*.img | wc -c)
-	[ "$full" -lt "$pre" ] || { why="the final images hold $full bytes of pages, the pre-dump's $pre"; return 1; }
+	[ "$full" -lt "$pre" ] ||
+		{ why="the final images hold $full bytes of pages, the pre-dump's $pre"; return 1; }
 	count=$(wc -l <"$b/rootfs/log")
 	restore c5 "$out/ck5/final" && restored c5 "$count" || return 1
 	stop c5
@@ -296,18 +326,24 @@ stop c5
 # same socket.
 t_tcp() {
 	local b=$out/c6 port
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	port=$(free_port)
 	bundle c6 "$(loop_script "nc -l -p $port -e /bin/cat &")" \
-		"s['linux']['namespaces'] = [n for n in s['linux']['namespaces'] if n['type'] != 'network']" &&
+		"s['linux']['namespaces'] = [n for n in s['linux']['namespaces']
+		                             if n['type'] != 'network']" &&
 		start c6 || return 1
 	python3 "$here/tcp-client.py" "$port" "$out/tcp" &
 	client_pid=$!
-	wait_lines "$out/tcp.ready" 0 || { why="the client did not exchange its first bytes: $(cat "$out/tcp.result" 2>/dev/null)"; return 1; }
+	wait_lines "$out/tcp.ready" 0 ||
+		{
+			why="the client did not exchange its first bytes: $(last "$out/tcp.result")"
+			return 1
+		}
 	if checkpoint c6 "$out/ck6-refused"; then
 		why="checkpoint without --tcp-established succeeded with a connection open"
 		return 1
 	fi
-	[ "$(status c6)" = running ] || { why="status $(status c6) after a refused checkpoint"; return 1; }
+	[ "$(status c6)" = running ] ||
+		{ why="status $(status c6) after a refused checkpoint"; return 1; }
 	checkpoint c6 "$out/ck6" --tcp-established || return 1
 	count=$(wc -l <"$b/rootfs/log")
 	restore c6 "$out/ck6" --tcp-established && restored c6 "$count" || return 1
@@ -329,16 +365,21 @@ stop c6
 # its checkpoint returns), whose memory comes in as it faults: its count goes on.
 t_lazy() {
 	local b=$out/c7 r=$out/c7r port ck
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	port=$(free_port)
 	bundle c7 "$(loop_script)" && start c7 || return 1
 	mkdir -p "$out/ck7"
 	mkfifo "$out/ck7/status"
-	(cd "$b" && exec $CRIU_RUNC checkpoint --image-path "$out/ck7/img" --work-path "$out/ck7/work" \
+	(cd "$b" && exec $CRIU_RUNC checkpoint --image-path "$out/ck7/img" \
+		--work-path "$out/ck7/work" \
 		--lazy-pages --page-server "127.0.0.1:$port" --status-fd 3 c7 \
 		3>"$out/ck7/status" >"$out/ck7/checkpoint.out" 2>&1) &
 	ck=$!
 	[ "$(head -c1 "$out/ck7/status" | od -An -c | tr -d ' ')" = '\0' ] ||
-		{ wait $ck; why="no \\0 on the status fd: $(tail -2 "$out/ck7/checkpoint.out" | tr '\n' ' ')"; return 1; }
+		{
+			wait $ck
+			why="no \\0 on the status fd: $(last "$out/ck7/checkpoint.out" 2)"
+			return 1
+		}
 	count=$(wc -l <"$b/rootfs/log")
 	cp -a "$b" "$r"
 	python3 - "$r/config.json" <<'PY'
@@ -348,16 +389,35 @@ s['linux']['cgroupsPath'] = s['linux']['cgroupsPath'] + 'r'
 json.dump(s, open(sys.argv[1], 'w'), indent=1)
 PY
 	"$root/criu/criu" lazy-pages --page-server --address 127.0.0.1 --port "$port" \
-		-D "$out/ck7/img" -W "$out/ck7/work" -d -o lazy-pages.log -v4 ||
-		{ kill $ck; wait $ck; why="criu lazy-pages: $(grep Error "$out/ck7/work/lazy-pages.log" | tail -1)"; return 1; }
+		-D "$out/ck7/img" -W "$out/ck7/work" -d -o lazy-pages.log -v4 \
+		2>"$out/ck7/lazy.err" ||
+		{
+			kill $ck
+			wait $ck
+			why="criu lazy-pages: $(grep Error "$out/ck7/work/lazy-pages.log" | last -)"
+			return 1
+		}
 	(cd "$r" && $CRIU_RUNC restore -d --lazy-pages --image-path "$out/ck7/img" \
 		--work-path "$out/ck7/work" c7r </dev/null >"$out/ck7/restore.out" 2>&1) ||
-		{ kill $ck; wait $ck; why="runc restore --lazy-pages: $(tail -2 "$out/ck7/restore.out" | tr '\n' ' ')"; return 1; }
-	wait $ck || { why="runc checkpoint --lazy-pages: $(tail -2 "$out/ck7/checkpoint.out" | tr '\n' ' ')"; return 1; }
-	[ "$(status c7)" = gone ] || { why="status $(status c7) of the source once its pages went"; return 1; }
+		{
+			kill $ck
+			wait $ck
+			why="runc restore --lazy-pages: $(last "$out/ck7/restore.out" 2)"
+			return 1
+		}
+	wait $ck ||
+		{
+			why="runc checkpoint --lazy-pages: $(last "$out/ck7/checkpoint.out" 2)"
+			return 1
+		}
+	[ "$(status c7)" = gone ] ||
+		{ why="status $(status c7) of the source once its pages went"; return 1; }
 	restored c7r "$count" || return 1
 	grep -q "every page is in: [1-9][0-9]* tasks served" "$out/ck7/work/lazy-pages.log" ||
-		{ why="criu lazy-pages served no task: $(tail -1 "$out/ck7/work/lazy-pages.log")"; return 1; }
+		{
+			why="criu lazy-pages served no task: $(last "$out/ck7/work/lazy-pages.log")"
+			return 1
+		}
 	stop c7r
 }
 check "--lazy-pages with --page-server: memory fetched on faults by criu lazy-pages" t_lazy

@@ -58,6 +58,7 @@ cleanup() {
 }
 cleanup
 trap cleanup EXIT
+trap "exit 1" INT TERM
 rm -rf "$out"
 mkdir -p "$out/bin" "$base"
 ln -s "$root/criu/criu" "$out/bin/criu"

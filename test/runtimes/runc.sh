@@ -42,10 +42,18 @@ cleanup() {
 	done
 	[ -n "${client_pid:-}" ] && kill "$client_pid" 2>/dev/null && wait "$client_pid" 2>/dev/null
 	client_pid=
+	# The lazy test's checkpoint (runc, its criu serving pages) and criu lazy-pages daemon.
+	[ -n "${ck:-}" ] && kill "$ck" 2>/dev/null && wait "$ck" 2>/dev/null
+	ck=
+	if [ -s "$out/ck7/lazy.pid" ] &&
+		grep -q lazy-pages "/proc/$(cat "$out/ck7/lazy.pid")/cmdline" 2>/dev/null; then
+		kill "$(cat "$out/ck7/lazy.pid")"
+	fi
 	rm -rf "$state"
 }
 cleanup
 trap cleanup EXIT
+trap "exit 1" INT TERM
 rm -rf "$out"
 mkdir -p "$out"
 build_helpers "$out/helpers" || { echo "FAIL runc: cannot build the helpers"; exit 1; }
@@ -364,7 +372,7 @@ stop c6
 # --lazy-pages of a copy of the bundle (a second container: the first one is runc's until
 # its checkpoint returns), whose memory comes in as it faults: its count goes on.
 t_lazy() {
-	local b=$out/c7 r=$out/c7r port ck
+	local b=$out/c7 r=$out/c7r port rc
 	port=$(free_port)
 	bundle c7 "$(loop_script)" && start c7 || return 1
 	mkdir -p "$out/ck7"
@@ -377,6 +385,7 @@ t_lazy() {
 	[ "$(head -c1 "$out/ck7/status" | od -An -c | tr -d ' ')" = '\0' ] ||
 		{
 			wait $ck
+			ck=
 			why="no \\0 on the status fd: $(last "$out/ck7/checkpoint.out" 2)"
 			return 1
 		}
@@ -389,11 +398,13 @@ s['linux']['cgroupsPath'] = s['linux']['cgroupsPath'] + 'r'
 json.dump(s, open(sys.argv[1], 'w'), indent=1)
 PY
 	"$root/criu/criu" lazy-pages --page-server --address 127.0.0.1 --port "$port" \
-		-D "$out/ck7/img" -W "$out/ck7/work" -d -o lazy-pages.log -v4 \
+		-D "$out/ck7/img" -W "$out/ck7/work" -d --pidfile "$out/ck7/lazy.pid" \
+		-o lazy-pages.log -v4 \
 		2>"$out/ck7/lazy.err" ||
 		{
 			kill $ck
 			wait $ck
+			ck=
 			why="criu lazy-pages: $(grep Error "$out/ck7/work/lazy-pages.log" | last -)"
 			return 1
 		}
@@ -402,10 +413,14 @@ PY
 		{
 			kill $ck
 			wait $ck
+			ck=
 			why="runc restore --lazy-pages: $(last "$out/ck7/restore.out" 2)"
 			return 1
 		}
-	wait $ck ||
+	wait $ck
+	rc=$?
+	ck=
+	[ $rc -eq 0 ] ||
 		{
 			why="runc checkpoint --lazy-pages: $(last "$out/ck7/checkpoint.out" 2)"
 			return 1

@@ -12,7 +12,8 @@
 # pid 1 and the child keep their pids inside, /dev/shm its bytes); `checkpoint
 # --leave-running`; `checkpoint --export` to an archive (which holds criu's stats-dump),
 # the container removed, `restore --import` from it, and `restore --import --name` of a
-# second container from the same archive beside it.
+# second container from the same archive beside it; `checkpoint --pre-checkpoint`, then
+# `--with-previous`, and restore.
 # Prints PASS/FAIL lines and a total; one SKIP line where podman cannot run a container.
 set -u
 name=podman
@@ -202,5 +203,30 @@ t_export_import() {
 }
 check "checkpoint --export, restore --import (and --name: a second container beside it)" \
 	t_export_import
+
+# --pre-checkpoint (a pre-dump: the container runs on), then --with-previous (the dump
+# against it), then restore: the count goes on.
+t_pre_checkpoint() {
+	local n count
+	pid=$(ct_pid p2)
+	$P container checkpoint --pre-checkpoint p2 >"$out/pre.out" 2>&1 ||
+		{
+			why="podman container checkpoint --pre-checkpoint: $(last "$out/pre.out")"
+			return 1
+		}
+	[ "$(ct_status p2)" = running ] && [ "$(ct_pid p2)" = "$pid" ] ||
+		{ why="p2 is $(ct_status p2), pid $(ct_pid p2), after --pre-checkpoint"; return 1; }
+	n=$(wc -l <"/proc/$pid/root/log")
+	wait_lines "/proc/$pid/root/log" $((n + 3)) || { why="the count stopped"; return 1; }
+	count=$(wc -l <"/proc/$pid/root/log")
+	$P container checkpoint --with-previous p2 >"$out/with-previous.out" 2>&1 ||
+		{ why="checkpoint --with-previous: $(last "$out/with-previous.out")"; return 1; }
+	[ "$(ct_status p2)" = exited ] ||
+		{ why="p2 is $(ct_status p2) after the checkpoint"; return 1; }
+	$P container restore p2 >"$out/restore-p2.out" 2>&1 ||
+		{ why="podman container restore: $(last "$out/restore-p2.out")"; return 1; }
+	restored p2 "$count"
+}
+check "checkpoint --pre-checkpoint, then --with-previous, restore" t_pre_checkpoint
 
 total

@@ -9,7 +9,8 @@
 # pids.max the container's cgroup had at dump); a host directory bind-mounted in (runc
 # passes it as an external mount) with a file held open on it; --pre-dump then a
 # checkpoint with --parent-path; --tcp-established with a live client on loopback talking to
-# a server in a container of the host's net namespace; --lazy-pages with --page-server.
+# a server in a container of the host's net namespace; --lazy-pages with --page-server; a
+# terminal container (--console-socket), its console restored on a new pty.
 # Prints PASS/FAIL lines and a total; exits 1 on a failure. Run as root.
 set -u
 name=runc
@@ -42,6 +43,8 @@ cleanup() {
 	done
 	[ -n "${client_pid:-}" ] && kill "$client_pid" 2>/dev/null && wait "$client_pid" 2>/dev/null
 	client_pid=
+	[ -n "${console_pid:-}" ] && kill "$console_pid" 2>/dev/null && wait "$console_pid" 2>/dev/null
+	console_pid=
 	# The lazy test's checkpoint (runc, its criu serving pages) and criu lazy-pages daemon.
 	[ -n "${ck:-}" ] && kill "$ck" 2>/dev/null && wait "$ck" 2>/dev/null
 	ck=
@@ -437,5 +440,48 @@ PY
 }
 check "--lazy-pages with --page-server: memory fetched on faults by criu lazy-pages" t_lazy
 stop c7; stop c7r
+
+# A terminal container (process.terminal, runc --console-socket): its shell also prints
+# its count on the console, whose pty master runc sends to the socket (console-receiver.py
+# keeps what each console shows). criu restores the console on a new pty and hands its
+# master to runc (orphan_pts_master), which sends it to the socket of runc restore: the
+# count goes on there.
+t_terminal() {
+	local b=$out/c8 n
+	python3 "$here/console-receiver.py" "$out/console.sock" "$out/console" &
+	console_pid=$!
+	bundle c8 "sleep 100000 &
+echo \$! > /child.pid
+i=0
+while :; do
+	i=\$((i + 1))
+	echo \$i >> /log
+	echo count \$i
+	sleep 0.1
+done" "s['process']['terminal'] = True" || return 1
+	for _ in $(seq 300); do
+		[ -S "$out/console.sock" ] && break
+		sleep 0.1
+	done
+	(cd "$b" && $RUNC --log "$b/run.log" run -d --console-socket "$out/console.sock" c8 \
+		</dev/null >/dev/null 2>&1) || { why="runc run: $(last "$b/run.log")"; return 1; }
+	wait_lines "$b/rootfs/log" 5 || { why="the count did not start"; return 1; }
+	pid=$(init_pid c8)
+	child=$(cat "$b/rootfs/child.pid")
+	head -c 65536 /dev/urandom >"/proc/$pid/root/dev/shm/data"
+	shm_sum=$(sha256sum <"/proc/$pid/root/dev/shm/data")
+	wait_lines "$out/console.1" 3 || { why="nothing on the first console"; return 1; }
+	checkpoint c8 "$out/ck8" || return 1
+	count=$(wc -l <"$b/rootfs/log")
+	restore c8 "$out/ck8" --console-socket "$out/console.sock" && restored c8 "$count" ||
+		return 1
+	wait_lines "$out/console.2" 3 || { why="nothing on the restored console"; return 1; }
+	n=$(awk '{ sub("\r", "") } $1 == "count" { print $2; exit }' "$out/console.2")
+	[ -n "$n" ] && [ "$n" -gt "$count" ] ||
+		{ why="the restored console's first count is '$n', not past $count"; return 1; }
+	stop c8
+}
+check "a terminal container (--console-socket): its console comes back on a new pty" t_terminal
+stop c8
 
 total

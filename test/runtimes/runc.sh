@@ -43,7 +43,8 @@ cleanup() {
 	done
 	[ -n "${client_pid:-}" ] && kill "$client_pid" 2>/dev/null && wait "$client_pid" 2>/dev/null
 	client_pid=
-	[ -n "${console_pid:-}" ] && kill "$console_pid" 2>/dev/null && wait "$console_pid" 2>/dev/null
+	[ -n "${console_pid:-}" ] && kill "$console_pid" 2>/dev/null &&
+		wait "$console_pid" 2>/dev/null
 	console_pid=
 	# The lazy test's checkpoint (runc, its criu serving pages) and criu lazy-pages daemon.
 	[ -n "${ck:-}" ] && kill "$ck" 2>/dev/null && wait "$ck" 2>/dev/null

@@ -106,7 +106,7 @@ upstream() {
 }
 
 # make runtimes (test/runtimes/): the container runtimes that drive criu, the busybox their
-# containers run, zstd for podman's checkpoint archives.
+# containers run, zstd for podman's checkpoint archives, python3 for the tests' helpers.
 runtimes() {
 	tool lxc-checkpoint lxc
 	tool runc runc
@@ -114,6 +114,7 @@ runtimes() {
 	tool ctr containerd
 	tool podman podman
 	tool zstd zstd
+	tool python3 python3
 	[ -x /bin/busybox ] || need /bin/busybox busybox-static
 }
 

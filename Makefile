@@ -29,6 +29,7 @@ DEPS_GROUPS := $(if $(filter-out $(NODEPS_GOALS),$(DEPS_GOALS)),build) \
 	$(if $(filter crit-test demo test realapps zdtm,$(DEPS_GOALS)),crit) \
 	$(if $(filter fuzz test,$(DEPS_GOALS)),fuzz) \
 	$(if $(filter realapps test,$(DEPS_GOALS)),apps) \
+	$(if $(filter runtimes test,$(DEPS_GOALS)),runtimes) \
 	$(if $(filter test,$(DEPS_GOALS)),test) \
 	$(if $(filter zdtm test,$(DEPS_GOALS)),upstream) \
 	$(if $(filter deb test,$(DEPS_GOALS)),deb)
@@ -139,7 +140,8 @@ bench-gpu: all gpu-emu
 realapps: all
 	$(MAKE) -C test realapps
 
-# Container runtimes checkpointing through this criu (test/runtimes/: LXC).
+# Container runtimes checkpointing through this criu (test/runtimes/: LXC, runc, containerd,
+# podman).
 runtimes: all
 	$(MAKE) -C test runtimes
 

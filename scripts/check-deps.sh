@@ -3,7 +3,8 @@
 # so that a fresh machine gets one line naming what is missing and the command that installs
 # it, not the first tool's "No such file or directory" halfway through the build.
 #
-#   scripts/check-deps.sh GROUP...   GROUP: build man crit fuzz apps test upstream deb, or all
+#   scripts/check-deps.sh GROUP...   GROUP: build man crit fuzz apps runtimes test upstream
+#                                    deb, or all
 #
 # Prints nothing and exits 0 when everything is there; else prints one line on stdout,
 # "missing WHAT (DEBIAN PACKAGE), ...: run scripts/install-deps.sh (as root)", and exits 1.
@@ -104,6 +105,19 @@ upstream() {
 	module libbsd libbsd-dev
 }
 
+# make runtimes (test/runtimes/): the container runtimes that drive criu, the busybox their
+# containers run, zstd for podman's checkpoint archives, python3 for the tests' helpers.
+runtimes() {
+	tool lxc-checkpoint lxc
+	tool runc runc
+	tool containerd containerd
+	tool ctr containerd
+	tool podman podman
+	tool zstd zstd
+	tool python3 python3
+	[ -x /bin/busybox ] || need /bin/busybox busybox-static
+}
+
 # make deb and test/pkg: the Debian packages built and linted.
 deb() {
 	tool dpkg-buildpackage dpkg-dev
@@ -112,14 +126,15 @@ deb() {
 }
 
 if [ $# -eq 0 ]; then
-	echo "usage: check-deps.sh GROUP... (build man crit fuzz apps test upstream deb all)" >&2
+	echo "usage: check-deps.sh GROUP..." \
+		"(build man crit fuzz apps runtimes test upstream deb all)" >&2
 	exit 2
 fi
 for group; do
 	case "$group" in
-	build | man | crit | fuzz | apps | upstream | deb) "$group" ;;
+	build | man | crit | fuzz | apps | runtimes | upstream | deb) "$group" ;;
 	test) test_tools ;;
-	all) build; man; crit; fuzz; apps; test_tools; upstream; deb ;;
+	all) build; man; crit; fuzz; apps; runtimes; test_tools; upstream; deb ;;
 	*) echo "check-deps.sh: unknown group $group" >&2; exit 2 ;;
 	esac
 done

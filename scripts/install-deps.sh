@@ -31,6 +31,9 @@ PKGS="$PKGS asciidoctor debhelper lintian"
 # make runtimes (test/runtimes/lxc.sh): LXC's lxc-checkpoint drives criu; its busybox
 # template builds the container's root from busybox-static.
 PKGS="$PKGS lxc busybox-static"
+# make runtimes (runc.sh, containerd.sh, podman.sh): the runtimes that drive criu over its
+# RPC; podman's checkpoint archives are zstd (the test lists them with tar).
+PKGS="$PKGS runc containerd podman zstd"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

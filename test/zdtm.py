@@ -1185,11 +1185,43 @@ def mnt_restore_fails(restore_args, expect):
 # max_pages_bytes: upper bound for the page images (only touched pages are stored).
 # cpu_flags: the test's instructions need these; on other CPUs it is listed as not run.
 # kernel: the kernel features (KERNEL_PROBES) it needs; where one is missing, not run.
+def set_freezer(cgroup, state):
+    """Write state to the v1 freezer cgroup and wait until it reads so (FROZEN is reached
+    once every task stopped: a bound of CRIU_TIMEOUT, not a timing)."""
+    path = os.path.join(cgroup, 'freezer.state')
+    with open(path, 'w') as f:
+        f.write(state)
+    deadline = time.monotonic() + CRIU_TIMEOUT
+    while True:
+        with open(path) as f:
+            if f.read().strip() == state:
+                return
+        if time.monotonic() > deadline:
+            raise TestFailure('%s did not become %s' % (path, state))
+        time.sleep(0.01)
+
+
+def stats_in(name):
+    """An after_dump/after_restore check: the stats file name is in the work directory (-W
+    {work}) and not among the images, where CRIU puts it (runc and podman read it there)."""
+    def check(path, pid=None):
+        out = os.path.dirname(path) if pid is not None else path
+        work, img = os.path.join(out, 'work'), os.path.join(out, 'img')
+        if not os.path.exists(os.path.join(work, name)):
+            raise TestFailure('no %s in the work directory (%s)' % (name, work))
+        if os.path.exists(os.path.join(img, name)):
+            raise TestFailure('%s is among the images, not only in the work directory' % name)
+    return check
+
+
 REMOTE_LAZY = {'mode': 'remote_lazy', 'launcher': True, 'pidns': True, 'lazy': True,
                'test_env': {'ZDTM_PIDNS_ROOT': '1'}}
 TESTS = {
     'mem_anon_private': {},
     'aio_rings': {},
+    'stats_work_dir': {'bin': 'mem_anon_private', 'dump_args': ['-W', '{work}'],
+                       'restore_args': ['-W', '{work}'], 'after_dump': stats_in('stats-dump'),
+                       'after_restore': stats_in('stats-restore')},
     # lazy restore (criu lazy-pages): 'lazy' restores lazily, 'lazy_faults' asks that the
     # daemon served faults, i.e. that the task ran and touched its memory before it was in
     'lazy_mem_anon_private': {'bin': 'mem_anon_private', 'lazy': True},
@@ -2198,9 +2230,18 @@ TESTS = {
     # a mount namespace: the root pivot_root()s into a tree of bind mounts, tmpfs, proc...;
     # the runner's /usr and the test's directory are external mounts
     'mnt_ns_tree': dict(MNT_NS_TREE, test_env={'ZDTM_MNT_HIDDEN_SOCK': '1'}),
+    # a pre-dump given none of the external mounts the dump names (as runc pre-dumps): it
+    # writes pages only, the mounts are the dump's business (CRIU's pre-dump does the same)
+    'mnt_ns_pre_dump_no_externals': dict(MNT_NS_TREE, bin='mnt_ns_tree', mode='pre_dump',
+                                         steps=False),
     # restored lazily: its tasks, in their pivoted root, reach the daemon's socket through
     # the images directory they hold (its path is not theirs to see), as a container's do
     'lazy_mnt_ns_tree': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True),
+    # the same with a work directory of its own (-W, the socket's, as runc --work-path):
+    # the tasks hold that directory open too
+    'lazy_mnt_ns_tree_work_dir': dict(MNT_NS_TREE, bin='mnt_ns_tree', lazy=True,
+                                      restore_args=MNT_NS_TREE['restore_args'] + ['-W', '{work}'],
+                                      lazy_daemon_args=['-W', '{work}']),
     'mnt_ns_shared_root': dict(MNT_NS_TREE, bin='mnt_ns_tree',
                                test_env={'ZDTM_MNT_SHARED_ROOT': '1'}),
     # the root an overlay, mounted again by the runner for the restore (overlay_root)
@@ -2387,6 +2428,13 @@ TESTS = {
         'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
         'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_lr'],
         'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_lr', 'ZDTM_FREEZE_QUIET': '1'}},
+    # a paused container (runc pause, containerd's checkpoint of a running task): the cgroup
+    # frozen before the dump -R stays frozen after it, as CRIU leaves it (runc resumes it)
+    'cgroup_freeze_paused_leave_running': {
+        'bin': 'cgroup_freeze_churn', 'mode': 'leave_running',
+        'frozen_cgroup': '/sys/fs/cgroup/freezer/zdtm_freeze_paused',
+        'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_paused'],
+        'test_env': {'ZDTM_CG_NAME': 'zdtm_freeze_paused', 'ZDTM_FREEZE_QUIET': '1'}},
     'cgroup_freeze_dump_fails': {
         'bin': 'cgroup_freeze_churn', 'mode': 'dump_fails',
         'dump_args': ['--freeze-cgroup', '/sys/fs/cgroup/freezer/zdtm_freeze_fail'],
@@ -3909,7 +3957,10 @@ class TestRun:
         ready_r, ready_w = os.pipe() if binary != CRIU else (-1, -1)
         self.lazy_daemon = subprocess.Popen(
             [binary, 'lazy-pages', '-D', self.img, '-v4', '-o', 'lazy-pages.log'] +
-            self.lazy_daemon_args + (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
+            self.lazy_daemon_args +
+            # 'lazy_daemon_args': the test's own ({work}: its work directory)
+            [a.replace('{work}', self.work) for a in self.desc.get('lazy_daemon_args', [])] +
+            (['--status-fd', str(ready_w)] if ready_w >= 0 else []),
             stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env,
             pass_fds=[ready_w] if ready_w >= 0 else [])
         err.close()
@@ -4310,7 +4361,9 @@ class TestRun:
         pid, parent = self.pid, None
         for nr in range(1, self.desc.get('pre_dumps', 1) + 1):
             parent = self.pre_dump(nr, parent)
-            self.wait_step(nr)
+            # 'steps': False for a test that makes no changes between pre-dumps
+            if self.desc.get('steps', True):
+                self.wait_step(nr)
         self.dump(['--prev-images-dir', '../' + os.path.basename(parent)] +
                   self.desc.get('dump_args', []))
         if self.desc.get('dedup'):
@@ -4615,7 +4668,20 @@ class TestRun:
         self.finish_and_judge()
 
     def run_leave_running(self):
+        # 'frozen_cgroup': a v1 freezer cgroup frozen before the dump (a container its
+        # runtime paused, as runc and containerd checkpoint one): it must be frozen after
+        # the dump -R as before, then the runner thaws it
+        frozen = self.desc.get('frozen_cgroup')
+        if frozen:
+            set_freezer(frozen, 'FROZEN')
         self.dump(['-R'] + self.desc.get('dump_args', []))
+        if frozen:
+            with open(os.path.join(frozen, 'freezer.state')) as f:
+                state = f.read().strip()
+            if state != 'FROZEN':
+                raise TestFailure('%s was FROZEN before the dump -R, %s after it'
+                                  % (frozen, state), 'dump.log')
+            set_freezer(frozen, 'THAWED')
         self.expect_alive_untouched('after dump -R')
         self.finish_and_judge()
 

@@ -1,11 +1,16 @@
 /*
  * stats-dump and stats-restore: written from what the pipelines measured, printed back
- * from the images for --display-stats, so what is shown is what was stored.
+ * from the files for --display-stats, so what is shown is what was stored. They live in
+ * the work directory (-W, the images directory without it), where CRIU puts them: runc
+ * and podman read them there (podman's checkpoint archive takes work/stats-dump).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 
+#include <unistd.h>
+
+#include "cr_options.h"
 #include "image.h"
 #include "log.h"
 #include "stats.h"
@@ -17,9 +22,27 @@ static uint32_t usec32(uint64_t us)
 	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
+/* The stats file of kind type in the work directory, opened with flags. */
+static struct cr_img *open_stats(enum cr_img_type type, int flags)
+{
+	struct cr_img *img;
+	int dir;
+
+	if (!opts.work_dir)
+		return open_image(type, flags, 0);
+	dir = open(opts.work_dir, O_DIRECTORY | O_PATH | O_CLOEXEC);
+	if (dir < 0) {
+		pr_perror("cannot open the work directory %s", opts.work_dir);
+		return NULL;
+	}
+	img = open_image_at(dir, type, flags, 0);
+	close(dir);
+	return img;
+}
+
 static int write_stats(enum cr_img_type type, const StatsEntry *se)
 {
-	struct cr_img *img = open_image(type, O_WRONLY, 0);
+	struct cr_img *img = open_stats(type, O_WRONLY);
 	int ret;
 
 	if (!img)
@@ -67,7 +90,7 @@ int write_restore_stats(const struct restore_stats_info *info)
 
 static int read_stats(enum cr_img_type type, StatsEntry **se)
 {
-	struct cr_img *img = open_image(type, O_RDONLY, 0);
+	struct cr_img *img = open_stats(type, O_RDONLY);
 	int ret;
 
 	if (!img)

@@ -22,6 +22,12 @@ struct pstree_item;
  * tree is caught as one. Without the option: nothing. 0 or -errno, the cgroup thawed.
  */
 int cg_freeze_tree(void);
+/*
+ * Dump and pre-dump, once the tree is released (left running, or after a failure): the
+ * freezer cgroup frozen again where it was frozen before cg_freeze_tree() (a container
+ * its runtime paused stays paused, as CRIU leaves it). 0 or -errno.
+ */
+int cg_freezer_restore(void);
 
 /* Dump, main process, once the tree is seized: criu's own set, set 1 (its cgroups). */
 int cg_dump_init(void);

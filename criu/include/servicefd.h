@@ -13,12 +13,13 @@
 
 /* Each kind gets one number: base - kind. Add new kinds before SERVICE_FD_MAX. */
 enum sfd_type {
-	LOG_SFD,     /* the log file */
-	IMG_SFD,     /* the images directory */
-	SYNC_SFD,    /* the task's report/release socket to the main process */
-	FDSTORE_SFD, /* the socket that reaches the main process's fdstore */
-	USERNS_SFD,  /* the socket that reaches the owner service of a user namespace */
-	PROC_SFD,    /* the proc the tasks read (proc_open()), where /proc may be missing */
+	LOG_SFD,      /* the log file */
+	IMG_SFD,      /* the images directory */
+	SYNC_SFD,     /* the task's report/release socket to the main process */
+	FDSTORE_SFD,  /* the socket that reaches the main process's fdstore */
+	USERNS_SFD,   /* the socket that reaches the owner service of a user namespace */
+	PROC_SFD,     /* the proc the tasks read (proc_open()), where /proc may be missing */
+	LAZY_DIR_SFD, /* restore --lazy-pages: a work directory other than the images one */
 	/* The tree's mount namespaces (ns-mnt.c), MNTNS_SFD_NR numbers from here on. */
 	MNTNS_SFD,
 	/* The tree's net namespaces, where it has nested ones (ns-net.c): NETNS_SFD_NR. */

@@ -386,6 +386,23 @@ static int attach_frozen_dir(int fd, bool v2, const char *path)
 	return ret;
 }
 
+/* Whether --freeze-cgroup's cgroup was frozen before the dump froze it (runc's paused). */
+static bool frozen_before;
+
+/* Whether the freezer cgroup f is frozen now (its state said so), or -errno. */
+static int freezer_is_frozen(const struct freezer *f)
+{
+	char buf[512];
+	int ret = read_cg_file(f->fd, f->v2 ? "cgroup.events" : "freezer.state", buf, sizeof(buf));
+
+	if (ret) {
+		pr_err("--freeze-cgroup %s: cannot read its state: %s\n", opts.freeze_cgroup,
+		       strerror(-ret));
+		return ret;
+	}
+	return f->v2 ? !!strstr(buf, "frozen 1") : !strcmp(buf, "FROZEN\n");
+}
+
 int cg_freeze_tree(void)
 {
 	struct freezer f = {.fd = -1};
@@ -405,7 +422,9 @@ int cg_freeze_tree(void)
 		close(f.fd);
 		return -EINVAL;
 	}
-	ret = freezer_set(&f, true) ?: freezer_wait_frozen(&f);
+	ret = freezer_is_frozen(&f);
+	frozen_before = ret > 0;
+	ret = ret < 0 ? ret : freezer_set(&f, true) ?: freezer_wait_frozen(&f);
 	if (!ret) {
 		pr_info("--freeze-cgroup %s frozen\n", opts.freeze_cgroup);
 		fd = dup(f.fd);
@@ -416,6 +435,28 @@ int cg_freeze_tree(void)
 	close(f.fd);
 	if (ret)
 		compel_release_frozen();
+	return ret;
+}
+
+int cg_freezer_restore(void)
+{
+	struct freezer f;
+	int ret;
+
+	if (!opts.freeze_cgroup || !frozen_before)
+		return 0;
+	frozen_before = false;
+	f.fd = open(opts.freeze_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f.fd < 0) {
+		pr_perror("--freeze-cgroup %s: cannot freeze it again", opts.freeze_cgroup);
+		return -errno;
+	}
+	f.v2 = faccessat(f.fd, "freezer.state", F_OK, 0);
+	ret = freezer_set(&f, true) ?: freezer_wait_frozen(&f);
+	if (!ret)
+		pr_info("--freeze-cgroup %s frozen again, as it was before the dump\n",
+			opts.freeze_cgroup);
+	close(f.fd);
 	return ret;
 }
 

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mem.h"
 #include "pstree.h"
+#include "servicefd.h"
 #include "uffd.h"
 #include "vma.h"
 
@@ -267,9 +268,24 @@ static int send_control(enum lazy_msg_kind kind, int timeout_ms)
 	return ret;
 }
 
+/*
+ * A work directory other than the images directory is kept open for the tasks as
+ * LAZY_DIR_SFD (connect_daemon_in_images_dir()): the images directory they hold already.
+ */
 int lazy_pages_probe(void)
 {
-	return send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS) ? -1 : 0;
+	int dir;
+
+	if (send_control(LAZY_MSG_PROBE, PROBE_TIMEOUT_MS))
+		return -1;
+	if (!opts.work_dir || !opts.imgs_dir || !strcmp(opts.work_dir, opts.imgs_dir))
+		return 0;
+	dir = open(opts.work_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0) {
+		pr_perror("lazy pages: cannot open the work directory %s", opts.work_dir);
+		return -1;
+	}
+	return install_service_fd(LAZY_DIR_SFD, dir) < 0 ? -1 : 0;
 }
 
 void lazy_pages_done(bool restored)
@@ -280,23 +296,26 @@ void lazy_pages_done(bool restored)
 
 /*
  * A task restored into a mount namespace of its own (a container) may not see the work
- * directory by its name: where that is the images directory, the task holds it open
- * (images_dir_fd) and connects by the socket's name relative to it, from there as its cwd
- * for the moment (the cwd a task restores comes later).
+ * directory by its name: it holds it open, as the images directory (images_dir_fd) or, a
+ * work directory of its own, as LAZY_DIR_SFD (lazy_pages_probe()), and connects by the
+ * socket's name relative to it, from there as its cwd for the moment (the cwd a task
+ * restores comes later).
  */
 static int connect_daemon_in_images_dir(void)
 {
 	const char *work = opts.work_dir ?: opts.imgs_dir;
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	int cwd, sock;
+	int dir = get_service_fd(LAZY_DIR_SFD), cwd, sock;
 
-	if (images_dir_fd < 0 || (work && opts.imgs_dir && strcmp(work, opts.imgs_dir)))
+	if (dir < 0 && !(work && opts.imgs_dir && strcmp(work, opts.imgs_dir)))
+		dir = images_dir_fd;
+	if (dir < 0)
 		return -ENOENT;
 	cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cwd < 0)
 		return -errno;
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", LAZY_PAGES_SOCKET);
-	sock = fchdir(images_dir_fd) ? -errno : connect_daemon(&addr);
+	sock = fchdir(dir) ? -errno : connect_daemon(&addr);
 	if (fchdir(cwd) && sock >= 0) {
 		close(sock);
 		sock = -errno;

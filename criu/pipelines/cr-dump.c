@@ -392,6 +392,8 @@ int cr_pre_dump_tasks(pid_t pid)
 out:
 	/* Resumed either way: a pre-dump never kills the tree. */
 	dump_release_tree(false);
+	if (cg_freezer_restore() && !ret)
+		ret = -1;
 	if (!ret)
 		ret = write_stats(&stats);
 	mem_dump_fini(&stats.mem);
@@ -571,6 +573,8 @@ out:
 		ret = -1;
 	tcp_dump_release(ret == 0 && !opts.leave_running && !opts.leave_stopped);
 	dump_release_tree(ret == 0);
+	if (cg_freezer_restore() && !ret)
+		ret = -1;
 	if (!ret)
 		ret = write_stats(&stats);
 	mem_dump_fini(&stats.mem);

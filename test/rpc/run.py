@@ -860,9 +860,9 @@ def test_error_refused_option(ctx):
     req = req_of(rpc.DUMP)
     fd = dir_opts(req, ctx.img, 'dump.log')
     req.opts.pid = prog.pid
-    req.opts.evasive_devices = True
+    req.opts.cgroup_props = 'cpu: {"strategy": "replace"}'
     bad_request(ctx, req.SerializeToString(), rpc.DUMP, errno.EBADRQC,
-                'option --evasive-devices is not supported')
+                'option --cgroup-props is not supported')
     os.close(fd)
     prog.expect_untouched('after the refused dump')
     prog.finish()

@@ -145,8 +145,9 @@ static const struct cr_option options[] = {
 	     "the same as --external veth[IN]:OUT[@BR]"),
 	CALL("empty-ns", 0, required_argument, set_empty_ns, "net",
 	     "the tree's net namespace is not dumped; restore gives it a new empty one"),
-	CALL("join-ns", 'J', required_argument, set_join_ns, "net:PATH",
-	     "restore the tree into the net namespace of PATH (/proc/PID/ns/net)"),
+	CALL("join-ns", 'J', required_argument, set_join_ns, "NS:{PATH|PID}",
+	     "restore the tree into the existing NS namespace (net, uts, ipc, time) of PATH or "
+	     "of task PID, whose state is kept"),
 	CALL("network-lock", 0, required_argument, set_network_lock, "iptables|nftables|skip",
 	     "iptables (default) or nftables: TCP connections to peers outside the tree are "
 	     "locked until restored; skip: they are dumped unlocked"),
@@ -648,13 +649,56 @@ static int set_empty_ns(const struct cr_option *o, const char *arg, bool on)
 	return 0;
 }
 
-/* net:PATH (CRIU's NS:PATH[,OPTIONS]; options are for user namespaces only). */
+/*
+ * CRIU's NS:PATH or NS:PID (then /proc/PID/ns/NS), with ",OPTIONS" that only a user
+ * namespace takes (its uid and gid). As CRIU: pid and mount namespaces cannot be joined.
+ */
 static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
 {
+	const char *colon = strchr(arg, ':'), *comma;
+	char **slot = NULL, *path;
+	size_t kind_len, len;
+
+	(void)o;
 	(void)on;
-	if (strncmp(arg, "net:", 4) || !arg[4] || strchr(arg, ','))
-		return refuse(o, arg);
-	opts.join_ns_net = (char *)arg + 4;
+	if (!colon || colon == arg || !colon[1] || colon[1] == ',')
+		return opt_error("--join-ns %s: not KIND:PATH nor KIND:PID", arg), -1;
+	kind_len = (size_t)(colon - arg);
+	if (kind_len == 3 && !strncmp(arg, "net", 3))
+		slot = &opts.join_ns.net;
+	else if (kind_len == 3 && !strncmp(arg, "uts", 3))
+		slot = &opts.join_ns.uts;
+	else if (kind_len == 3 && !strncmp(arg, "ipc", 3))
+		slot = &opts.join_ns.ipc;
+	else if (kind_len == 4 && !strncmp(arg, "time", 4))
+		slot = &opts.join_ns.time;
+	if (kind_len == 4 && !strncmp(arg, "user", 4))
+		return opt_error("--join-ns %s: joining a user namespace (and taking its uid,gid) "
+				 "is not supported by this criu",
+				 arg),
+		       -1;
+	if ((kind_len == 3 && !strncmp(arg, "pid", 3)) || (kind_len == 3 && !strncmp(arg, "mnt", 3)))
+		return opt_error("--join-ns %s: a %.3s namespace cannot be joined, as with CRIU", arg,
+				 arg),
+		       -1;
+	if (!slot)
+		return opt_error("--join-ns %s: no such namespace kind (net, uts, ipc, time)", arg),
+		       -1;
+	comma = strchr(colon + 1, ',');
+	/* An empty OPTIONS is no option (RPC clients may send one). */
+	if (comma && comma[1])
+		return opt_error("--join-ns %s: options are a user namespace's only", arg), -1;
+	len = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+	if (strspn(colon + 1, "0123456789") == len) {
+		if (asprintf(&path, "/proc/%.*s/ns/%.*s", (int)len, colon + 1, (int)kind_len,
+			     arg) < 0)
+			return -1;
+	} else {
+		path = strndup(colon + 1, len);
+		if (!path)
+			return -1;
+	}
+	*slot = path;
 	return 0;
 }
 
@@ -1345,7 +1389,7 @@ void print_usage(void)
 			printf("  --%-26s %s\n", options[i].name, refusal_reason(options[i].name));
 	printf("Refused for some values: --external tty[], file[], dev[], unix[], net[], pid[],\n"
 	       "--file-validation buildid, --ext-unix-sk with inodes,\n"
-	       "--empty-ns but net, --join-ns but net:PATH.\n"
+	       "--empty-ns but net, --join-ns but net, uts, ipc and time.\n"
 	       "\nFeatures for check --feature:\n");
 	print_wrapped(check_feature_names());
 }

@@ -132,7 +132,13 @@ struct cr_options {
 	struct ext_link *ext_netdevs;
 	unsigned int nr_ext_netdevs;
 	bool empty_ns_net; /* --empty-ns net: the tree's net namespace is neither dumped nor filled */
-	char *join_ns_net; /* --join-ns net:PATH: the tree is restored into that net namespace */
+	/*
+	 * --join-ns KIND:PATH (or KIND:PID, kept as /proc/PID/ns/KIND): the tree is restored
+	 * into that existing namespace of the kind, whose state the images do not replace.
+	 */
+	struct {
+		char *net, *uts, *ipc, *time;
+	} join_ns;
 	char *root;	   /* -r, real path; NULL: not given */
 	struct ext_mount *ext_mounts;
 	unsigned int nr_ext_mounts;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,6 +96,8 @@ void ns_criu_ids(struct task_ids *ids)
 		*ids_field(ids, k) = criu_ns_ids[k];
 }
 
+static void close_joined(void);
+
 void ns_fini(void)
 {
 	while (ns_ids) {
@@ -107,6 +110,7 @@ void ns_fini(void)
 	}
 	for (int k = 0; k < NS_KINDS; k++)
 		root_own[k] = NULL;
+	close_joined();
 }
 
 const struct ns_id *ns_root_own(enum ns_kind_nr k)
@@ -134,11 +138,124 @@ const struct ns_id *ns_tree_next(enum ns_kind_nr k, const struct ns_id *prev)
 	return NULL;
 }
 
+/*
+ * --join-ns: the existing namespace of kind k the tree is restored into (its path), or
+ * NULL. A joined namespace stands for the tree's own of the kind, which the dump must have
+ * had; its state is the joined one's, the images' is not put in (no names set, no SysV
+ * objects made, no clock offsets). Net joins through its own kind (ns-net.c: its lock and
+ * links must know); the others here: criu enters the namespace around the fork of the
+ * root (a time namespace too: setns() makes it criu's and its children's at once), as
+ * CRIU's root setns()es into it.
+ */
+static const char *join_path(int k)
+{
+	switch (k) {
+	case NS_NET:
+		return opts.join_ns.net;
+	case NS_UTS:
+		return opts.join_ns.uts;
+	case NS_IPC:
+		return opts.join_ns.ipc;
+	case NS_TIME:
+		return opts.join_ns.time;
+	}
+	return NULL;
+}
+
+/* The namespaces --join-ns names, opened when collected; criu's own, while it is in them. */
+static int join_fd[NS_KINDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+static int join_own_fd[NS_KINDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+
+static bool joined_here(int k)
+{
+	return k != NS_NET && join_path(k);
+}
+
+#ifndef NS_GET_NSTYPE
+#define NS_GET_NSTYPE _IO(0xb7, 0x3)
+#endif
+
+/* Restore, before anything is made: what --join-ns names must be a namespace of its kind. */
+static int open_joined(int k)
+{
+	const char *path = join_path(k);
+	int fd, type;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		pr_perror("--join-ns %s:%s: cannot join it", ns_kinds[k]->name, path);
+		return -errno ?: -EINVAL;
+	}
+	type = ioctl(fd, NS_GET_NSTYPE);
+	if (type < 0 || (unsigned long)type != ns_kinds[k]->clone_flag) {
+		pr_err("--join-ns %s:%s: cannot join it: not a %s namespace\n", ns_kinds[k]->name,
+		       path, ns_kinds[k]->name);
+		close(fd);
+		return -EINVAL;
+	}
+	if (joined_here(k))
+		join_fd[k] = fd;
+	else
+		close(fd);
+	return 0;
+}
+
+static void close_joined(void)
+{
+	for (int k = 0; k < NS_KINDS; k++) {
+		if (join_fd[k] >= 0)
+			close(join_fd[k]);
+		if (join_own_fd[k] >= 0)
+			close(join_own_fd[k]);
+		join_fd[k] = join_own_fd[k] = -1;
+	}
+}
+
+/* Main process, right before the fork of the root: into the joined namespace of kind k. */
+static int enter_joined(int k)
+{
+	const struct ns_kind *kind = ns_kinds[k];
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind->name);
+	join_own_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
+	if (join_own_fd[k] < 0) {
+		pr_perror("cannot open criu's own %s namespace", kind->name);
+		return -errno;
+	}
+	if (setns(join_fd[k], kind->clone_flag)) {
+		pr_perror("--join-ns %s:%s: cannot join it", kind->name, join_path(k));
+		close(join_own_fd[k]);
+		join_own_fd[k] = -1;
+		return -errno;
+	}
+	pr_info("%s namespace %u: the root is born into %s\n", kind->name, root_own[k]->id,
+		join_path(k));
+	return 0;
+}
+
+static int leave_joined(int k)
+{
+	int ret = 0;
+
+	if (join_own_fd[k] < 0)
+		return 0;
+	if (setns(join_own_fd[k], ns_kinds[k]->clone_flag)) {
+		pr_perror("cannot go back to criu's own %s namespace", ns_kinds[k]->name);
+		ret = -errno;
+	}
+	close(join_own_fd[k]);
+	join_own_fd[k] = -1;
+	return ret;
+}
+
 /* Restore: whether criu enters the root's namespace of kind k around its fork. */
 static bool root_entered(int k)
 {
 	const struct ns_kind *kind = root_own[k]->kind;
 
+	if (joined_here(k))
+		return true;
 	return kind->enter && !(kind->cloned && kind->cloned(root_own[k]));
 }
 
@@ -536,6 +653,11 @@ static int collect_root_own(enum ns_kind_nr k, uint32_t id)
 	if (!ns)
 		return -ENOMEM;
 	root_own[k] = ns;
+	if (joined_here(k)) {
+		pr_info("the root joins %s for its %s namespace %u: its images are not read\n",
+			join_path(k), kind->name, id);
+		return 0;
+	}
 	pr_info("the root gets %s namespace %u of its own\n", kind->name, id);
 	return kind->collect ? kind->collect(ns) : 0;
 }
@@ -595,6 +717,9 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	struct pstree_item *item;
 	int ret = 0;
 
+	for (int k = 0; k < NS_KINDS && !ret; k++)
+		if (join_path(k))
+			ret = open_joined(k);
 	for (int k = 0; k < NS_KINDS && !ret && criu_ids; k++) {
 		uint32_t id = task_ns_id(&root_item->ids, k), criu_id = entry_ns_id(criu_ids, k);
 
@@ -603,11 +728,13 @@ int ns_restore_collect(const TaskKobjIdsEntry *criu_ids)
 	}
 	for (item = pstree_next(root_item); item && !ret; item = pstree_next(item))
 		ret = check_restored_nested(item, criu_ids);
-	/* The joined namespace stands for the tree's own (ns-net.c): there must be one. */
-	if (!ret && opts.join_ns_net && !root_own[NS_NET]) {
-		pr_err("--join-ns net:%s: the dump's tree has no net namespace of its own\n",
-		       opts.join_ns_net);
-		ret = -EINVAL;
+	/* The joined namespace stands for the tree's own: there must be one. */
+	for (int k = 0; k < NS_KINDS && !ret; k++) {
+		if (join_path(k) && !root_own[k]) {
+			pr_err("--join-ns %s:%s: the dump's tree has no %s namespace of its own\n",
+			       ns_kinds[k]->name, join_path(k), ns_kinds[k]->name);
+			ret = -EINVAL;
+		}
 	}
 	/* --root is where a mount namespace is built: without one it would go unheeded. */
 	if (!ret && opts.root && strcmp(opts.root, "/") && !root_own[NS_MNT]) {
@@ -627,7 +754,7 @@ int ns_enter_before_root(void)
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
 		if (root_own[k] && root_entered(k))
-			ret = root_own[k]->kind->enter(root_own[k]);
+			ret = joined_here(k) ? enter_joined(k) : root_own[k]->kind->enter(root_own[k]);
 	return ret;
 }
 
@@ -635,7 +762,7 @@ static int root_born(int k, pid_t root_host)
 {
 	const struct ns_id *ns = root_own[k];
 
-	return ns && ns->kind->born ? ns->kind->born(ns, root_host) : 0;
+	return ns && !joined_here(k) && ns->kind->born ? ns->kind->born(ns, root_host) : 0;
 }
 
 int ns_root_born(pid_t root_host)
@@ -658,7 +785,8 @@ int ns_leave_after_root(void)
 
 	for (int k = 0; k < NS_KINDS; k++)
 		if (root_own[k] && root_entered(k))
-			ret = root_own[k]->kind->leave(root_own[k]) ?: ret;
+			ret = (joined_here(k) ? leave_joined(k) : root_own[k]->kind->leave(root_own[k])) ?:
+			      ret;
 	return ret;
 }
 
@@ -693,7 +821,7 @@ int ns_restore_late(pid_t root_host)
 	int ret = 0;
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->restore_late)
+		if (root_own[k] && !joined_here(k) && root_own[k]->kind->restore_late)
 			ret = ns_run_in_root(root_host, root_own[k],
 					     root_own[k]->kind->restore_late);
 	return ret;
@@ -704,7 +832,7 @@ int ns_restore_in_root(void)
 	int ret = 0;
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
-		if (root_own[k] && root_own[k]->kind->restore)
+		if (root_own[k] && !joined_here(k) && root_own[k]->kind->restore)
 			ret = root_own[k]->kind->restore(root_own[k]);
 	return ret;
 }

@@ -338,13 +338,13 @@ void netlock_restore_failed(void)
 {
 	int fd;
 
-	if (!opts.join_ns_net || opts.network_lock_skip)
+	if (!opts.join_ns.net || opts.network_lock_skip)
 		return;
-	fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
+	fd = open(opts.join_ns.net, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (!method()->ns_unlock(fd))
-		pr_info("--join-ns net:%s: unlocked after the failed restore\n", opts.join_ns_net);
+		pr_info("--join-ns net:%s: unlocked after the failed restore\n", opts.join_ns.net);
 	close(fd);
 }
 

@@ -164,14 +164,14 @@ static int net_collect(struct ns_id *ns)
 	}
 	st->criu_ns = st->criu_rtnl = -1;
 	ns->priv = st;
-	if (ns != ns_root_own(NS_NET) && (opts.join_ns_net || opts.empty_ns_net)) {
+	if (ns != ns_root_own(NS_NET) && (opts.join_ns.net || opts.empty_ns_net)) {
 		pr_err("net namespace %u: nested net namespaces are not restored with %s\n",
-		       ns->id, opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+		       ns->id, opts.join_ns.net ? "--join-ns net" : "--empty-ns net");
 		return -ENOTSUP;
 	}
-	if (opts.join_ns_net || opts.empty_ns_net) {
+	if (opts.join_ns.net || opts.empty_ns_net) {
 		pr_info("net namespace %u: %s, its images are not restored\n", ns->id,
-			opts.join_ns_net ? "--join-ns net" : "--empty-ns net");
+			opts.join_ns.net ? "--join-ns net" : "--empty-ns net");
 		return 0;
 	}
 	img = open_image(CR_IMG_NETNS, O_RDONLY, ns->id);
@@ -350,10 +350,10 @@ static int net_enter(struct ns_id *ns)
 	ret = keep_criu_ns(st);
 	if (ret)
 		return ret;
-	if (opts.join_ns_net) {
-		fd = open(opts.join_ns_net, O_RDONLY | O_CLOEXEC);
+	if (opts.join_ns.net) {
+		fd = open(opts.join_ns.net, O_RDONLY | O_CLOEXEC);
 		if (fd < 0 || setns(fd, CLONE_NEWNET)) {
-			pr_perror("--join-ns net:%s: cannot join it", opts.join_ns_net);
+			pr_perror("--join-ns net:%s: cannot join it", opts.join_ns.net);
 			ret = -errno;
 		}
 		if (fd >= 0)
@@ -379,7 +379,7 @@ static int net_enter(struct ns_id *ns)
 static bool net_cloned(const struct ns_id *ns)
 {
 	(void)ns;
-	return ns_root_own(NS_USER) && !opts.join_ns_net;
+	return ns_root_own(NS_USER) && !opts.join_ns.net;
 }
 
 /* Locked until the tasks are restored (netlock_restore_unlock()), after its tables. */

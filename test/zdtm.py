@@ -2190,6 +2190,44 @@ TESTS = {
                                 'pidns': True, 'corrupt': lambda img_dir, pid: None,
                                 'restore_args': ['--join-ns', 'net:/proc/self/ns/uts'],
                                 'expect': '--join-ns net:/proc/self/ns/uts: cannot join it'},
+    # --join-ns uts, ipc, time: restored into a helper's namespace, whose state stays
+    'ns_join_uts': {'bin': 'ns_join', 'join_helper': True, 'test_env': {'ZDTM_JOIN_KIND': 'uts'},
+                    'restore_args': ['--join-ns', 'uts:{helper}']},
+    'ns_join_ipc': {'bin': 'ns_join', 'join_helper': True, 'test_env': {'ZDTM_JOIN_KIND': 'ipc'},
+                    'restore_args': ['--join-ns', 'ipc:/proc/{helper}/ns/ipc']},
+    'ns_join_time': {'bin': 'ns_join', 'join_helper': True, 'launcher': True,
+                     'test_env': {'ZDTM_JOIN_KIND': 'time'},
+                     'restore_args': ['--join-ns', 'time:{helper}']},
+    'restore_fail_join_pid': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                              'corrupt': lambda img_dir, pid: None,
+                              'restore_args': ['--join-ns', 'pid:/proc/self/ns/pid'],
+                              'expect': 'a pid namespace cannot be joined'},
+    'restore_fail_join_mnt': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                              'corrupt': lambda img_dir, pid: None,
+                              'restore_args': ['--join-ns', 'mnt:1'],
+                              'expect': 'a mnt namespace cannot be joined'},
+    'restore_fail_join_user': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                               'corrupt': lambda img_dir, pid: None,
+                               'restore_args': ['--join-ns', 'user:1,0,0'],
+                               'expect': 'joining a user namespace'},
+    'restore_fail_join_uts_kind': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                   'corrupt': lambda img_dir, pid: None,
+                                   'restore_args': ['--join-ns', 'uts:/proc/self/ns/ipc'],
+                                   'expect': 'uts:/proc/self/ns/ipc: cannot join it: not a uts '
+                                             'namespace'},
+    'restore_fail_join_ipc_file': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                   'corrupt': lambda img_dir, pid: None,
+                                   'restore_args': ['--join-ns', 'ipc:/etc/hostname'],
+                                   'expect': 'ipc:/etc/hostname: cannot join it: not a ipc '
+                                             'namespace'},
+    'restore_fail_join_uts_none': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
+                                   'corrupt': lambda img_dir, pid: None,
+                                   'restore_args': ['--join-ns', 'uts:/proc/self/ns/uts'],
+                                   'expect': 'has no uts namespace of its own'},
+    'restore_fail_join_time_none': {'bin': 'ns_uts_ipc', 'mode': 'restore_fails',
+                                    'corrupt': lambda img_dir, pid: None,
+                                    'restore_args': ['--join-ns', 'time:/proc/self/ns/time'],
+                                    'expect': 'has no time namespace of its own'},
     'restore_fail_netns_join_none': {'bin': 'mem_anon_private', 'mode': 'restore_fails',
                                      'corrupt': lambda img_dir, pid: None,
                                      'restore_args': ['--join-ns', 'net:/proc/self/ns/net'],
@@ -3569,6 +3607,11 @@ class TestRun:
         self.test_env = dict(desc.get('test_env', {}))  # extra environment of the test program
         if desc.get('mode') in ('pre_dump', 'page_server_chain'):
             self.test_env['ZDTM_STEP_FILE'] = os.path.join(self.out, 'step')
+        # 'join_helper': the test starts a helper outside its tree, whose pid it writes
+        # here; {helper} in criu's arguments is that pid; the helper is killed at the end
+        self.helper_file = os.path.join(self.out, 'helper.pid')
+        if desc.get('join_helper'):
+            self.test_env['ZDTM_JOIN_HELPER_FILE'] = self.helper_file
         self.emu = None  # the KFD emulator daemon of a GPU test (Popen)
         self.emu_sock = None  # its socket
         self.crit_failure = None  # why a dump's images failed the crit check
@@ -3742,6 +3785,13 @@ class TestRun:
             self.page_server.wait()
             self.page_server = None
         killed = []
+        if self.desc.get('join_helper') and os.path.exists(self.helper_file):
+            with open(self.helper_file) as f:
+                helper = int(f.read().strip() or 0)
+            os.unlink(self.helper_file)
+            if helper > 0 and pid_alive(helper):
+                os.kill(helper, signal.SIGKILL)
+                killed.append(helper)
         for pid in self.tree:
             if pid != self.pid and pid_alive(pid):
                 try:
@@ -3856,6 +3906,10 @@ class TestRun:
         # {out} and {work}: the test's directories (--root, --external mnt[] of mount tests)
         cmd = [binary, action] + [a.replace('{out}', self.out).replace('{work}', self.work)
                                   for a in args]
+        if any('{helper}' in a for a in cmd):
+            with open(self.helper_file) as f:
+                helper = f.read().strip()
+            cmd = [a.replace('{helper}', helper) for a in cmd]
         if binary != CRIU:
             cmd += [o for o in self.desc.get('upstream_opts', UPSTREAM_OPTS) if o not in args]
         if log:

@@ -655,16 +655,16 @@ static int set_empty_ns(const struct cr_option *o, const char *arg, bool on)
  */
 static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
 {
-	const char *colon = strchr(arg, ':'), *comma;
+	const char *colon = strchr(arg, ':'), *comma, *why = NULL;
 	char **slot = NULL, *path;
 	size_t kind_len, len;
 
 	(void)o;
 	(void)on;
-	if (!colon || colon == arg || !colon[1] || colon[1] == ',')
-		return opt_error("--join-ns %s: not KIND:PATH nor KIND:PID", arg), -1;
-	kind_len = (size_t)(colon - arg);
-	if (kind_len == 3 && !strncmp(arg, "net", 3))
+	kind_len = colon ? (size_t)(colon - arg) : 0;
+	if (!kind_len || !colon[1] || colon[1] == ',')
+		why = "not NS:PATH nor NS:PID";
+	else if (kind_len == 3 && !strncmp(arg, "net", 3))
 		slot = &opts.join_ns.net;
 	else if (kind_len == 3 && !strncmp(arg, "uts", 3))
 		slot = &opts.join_ns.uts;
@@ -672,22 +672,23 @@ static int set_join_ns(const struct cr_option *o, const char *arg, bool on)
 		slot = &opts.join_ns.ipc;
 	else if (kind_len == 4 && !strncmp(arg, "time", 4))
 		slot = &opts.join_ns.time;
-	if (kind_len == 4 && !strncmp(arg, "user", 4))
-		return opt_error("--join-ns %s: joining a user namespace (and taking its uid,gid) "
-				 "is not supported by this criu",
-				 arg),
-		       -1;
-	if ((kind_len == 3 && !strncmp(arg, "pid", 3)) || (kind_len == 3 && !strncmp(arg, "mnt", 3)))
-		return opt_error("--join-ns %s: a %.3s namespace cannot be joined, as with CRIU", arg,
-				 arg),
-		       -1;
-	if (!slot)
-		return opt_error("--join-ns %s: no such namespace kind (net, uts, ipc, time)", arg),
-		       -1;
-	comma = strchr(colon + 1, ',');
+	else if (kind_len == 4 && !strncmp(arg, "user", 4))
+		why = "joining a user namespace (and taking its uid,gid) is not supported by this "
+		      "criu";
+	else if (kind_len == 3 && !strncmp(arg, "pid", 3))
+		why = "a pid namespace cannot be joined, as with CRIU";
+	else if (kind_len == 3 && !strncmp(arg, "mnt", 3))
+		why = "a mnt namespace cannot be joined, as with CRIU";
+	else
+		why = "no such namespace kind (net, uts, ipc, time)";
+	comma = colon ? strchr(colon + 1, ',') : NULL;
 	/* An empty OPTIONS is no option (RPC clients may send one). */
-	if (comma && comma[1])
-		return opt_error("--join-ns %s: options are a user namespace's only", arg), -1;
+	if (!why && comma && comma[1])
+		why = "options are a user namespace's only";
+	if (why) {
+		opt_error("--join-ns %s: %s", arg, why);
+		return -1;
+	}
 	len = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
 	if (strspn(colon + 1, "0123456789") == len) {
 		if (asprintf(&path, "/proc/%.*s/ns/%.*s", (int)len, colon + 1, (int)kind_len,

@@ -163,8 +163,8 @@ static const char *join_path(int k)
 }
 
 /* The namespaces --join-ns names, opened when collected; criu's own, while it is in them. */
-static int join_fd[NS_KINDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
-static int join_own_fd[NS_KINDS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+static int join_fd[NS_KINDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
+static int join_own_fd[NS_KINDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
 static bool joined_here(int k)
 {
@@ -754,7 +754,7 @@ int ns_enter_before_root(void)
 
 	for (int k = 0; k < NS_KINDS && !ret; k++)
 		if (root_own[k] && root_entered(k))
-			ret = joined_here(k) ? enter_joined(k) : root_own[k]->kind->enter(root_own[k]);
+			ret = joined_here(k) ? enter_joined(k) : ns_kinds[k]->enter(root_own[k]);
 	return ret;
 }
 
@@ -783,10 +783,14 @@ int ns_leave_after_root(void)
 {
 	int ret = 0;
 
-	for (int k = 0; k < NS_KINDS; k++)
-		if (root_own[k] && root_entered(k))
-			ret = (joined_here(k) ? leave_joined(k) : root_own[k]->kind->leave(root_own[k])) ?:
-			      ret;
+	for (int k = 0; k < NS_KINDS; k++) {
+		int err;
+
+		if (!root_own[k] || !root_entered(k))
+			continue;
+		err = joined_here(k) ? leave_joined(k) : ns_kinds[k]->leave(root_own[k]);
+		ret = ret ?: err;
+	}
 	return ret;
 }
 

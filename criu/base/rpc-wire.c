@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "criu-plugin.h" /* send_fds() */
 #include "rpc-wire.h"
 
 int rpc_recv_req(int sk, CriuReq **req)
@@ -39,31 +40,20 @@ int rpc_recv_req(int sk, CriuReq **req)
 int rpc_send_resp(int sk, const CriuResp *resp, int fd)
 {
 	size_t len = criu_resp__get_packed_size(resp);
-	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-	struct msghdr mh = {0};
-	struct iovec iov;
 	uint8_t *buf = malloc(len ? len : 1);
 	ssize_t sent;
+	int ret;
 
 	if (!buf)
 		return -ENOMEM;
 	criu_resp__pack(resp, buf);
-	iov.iov_base = buf;
-	iov.iov_len = len;
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
+	/* The descriptor rides on the response's own packet, as CRIU's clients read it. */
 	if (fd >= 0) {
-		struct cmsghdr *ch;
-
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		ch = CMSG_FIRSTHDR(&mh);
-		ch->cmsg_level = SOL_SOCKET;
-		ch->cmsg_type = SCM_RIGHTS;
-		ch->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(ch), &fd, sizeof(int));
+		ret = send_fds(sk, NULL, 0, &fd, 1, buf, len);
+		free(buf);
+		return ret;
 	}
-	sent = sendmsg(sk, &mh, MSG_NOSIGNAL);
+	sent = send(sk, buf, len, MSG_NOSIGNAL);
 	free(buf);
 	if (sent < 0)
 		return -errno;

@@ -25,25 +25,9 @@
 #include <unistd.h>
 
 #include "criu.h"
+#include "verdict.h"
 
 static const char *criu_bin, *program, *workdir;
-static int failures;
-
-static void result(const char *name, const char *fmt, ...)
-{
-	va_list args;
-
-	if (!fmt) {
-		printf("ok %s\n", name);
-		return;
-	}
-	printf("FAIL %s: ", name);
-	va_start(args, fmt);
-	vprintf(fmt, args);
-	va_end(args);
-	printf("\n");
-	failures++;
-}
 
 /* Fresh global options aimed at the criu under test. */
 static void init_opts(void)

@@ -19,24 +19,8 @@
 #include <unistd.h>
 
 #include "criu.h"
+#include "verdict.h"
 
-static int failures;
-
-static void result(const char *name, const char *fmt, ...)
-{
-	va_list args;
-
-	if (!fmt) {
-		printf("ok %s\n", name);
-		return;
-	}
-	printf("FAIL %s: ", name);
-	va_start(args, fmt);
-	vprintf(fmt, args);
-	va_end(args);
-	printf("\n");
-	failures++;
-}
 
 /* ---- the fake criu -------------------------------------------------------------------- */
 

@@ -1371,6 +1371,9 @@ TESTS = {
                                       'ps_upstream_server': True},
     'cross_us2up_mem_predump_changes': {'bin': 'mem_predump_changes', 'mode': 'pre_dump',
                                         'pre_dumps': 2, 'upstream_restore': True},
+    # copy-on-write memory a tree shares after fork, shared again after restore (issue 22):
+    # each test checks every word and the sharing by Pss and PFNs (cow_share.h)
+    'cow_prefork_tree': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -1374,6 +1374,8 @@ TESTS = {
     # copy-on-write memory a tree shares after fork, shared again after restore (issue 22):
     # each test checks every word and the sharing by Pss and PFNs (cow_share.h)
     'cow_prefork_tree': {},
+    'cow_grandchild': {},
+    'cow_dontfork_wipeonfork': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

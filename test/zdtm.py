@@ -1376,6 +1376,7 @@ TESTS = {
     'cow_prefork_tree': {},
     'cow_grandchild': {},
     'cow_dontfork_wipeonfork': {},
+    'cow_exec_child': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

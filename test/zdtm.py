@@ -1377,6 +1377,7 @@ TESTS = {
     'cow_grandchild': {},
     'cow_dontfork_wipeonfork': {},
     'cow_exec_child': {},
+    'cow_mremap_after_fork': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

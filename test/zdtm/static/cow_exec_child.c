@@ -80,6 +80,8 @@ static int __attribute__((noreturn)) exec_child(char **argv)
 	if (mmap(region, REGION, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != region)
 		test_fail_errno("exec'ed child: mmap at the parent's address");
+	if (madvise(region, REGION, MADV_NOHUGEPAGE))
+		test_fail_errno("madvise(MADV_NOHUGEPAGE)");
 	cow_fill_pages(region, PAGES, seed_of);
 	close(fd);
 	sigemptyset(&term);
@@ -124,6 +126,8 @@ int main(int argc, char **argv)
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	if (region != ADDR)
 		test_fail_errno("mmap at a fixed address");
+	if (madvise(region, REGION, MADV_NOHUGEPAGE)) /* as cow_map() does */
+		test_fail_errno("madvise(MADV_NOHUGEPAGE)");
 	cow_fill_pages(region, PAGES, seed_of);
 	test_barrier_init();
 	tree[PARENT] = getpid();

@@ -118,17 +118,21 @@ static inline void cow_children_verdict(const char *who)
 /* ---- memory ---- */
 
 /*
- * len bytes of private anonymous memory. MADV_NOHUGEPAGE: khugepaged may collapse a range
- * of a task into a huge page of its own whenever it scans (a timing), which would end the
- * sharing of the pages in it.
+ * len bytes of private anonymous memory, a VMA of its own: a PROT_NONE page on each side
+ * keeps it from merging with a neighbour (its Pss in smaps is its own). MADV_NOHUGEPAGE:
+ * khugepaged may collapse a range of a task into a huge page of its own whenever it scans
+ * (a timing), which would end the sharing of the pages in it.
  */
 static inline unsigned char *cow_map(size_t len)
 {
-	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-				0);
+	unsigned char *p = mmap(NULL, len + 2 * COW_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
 
 	if (p == MAP_FAILED)
 		test_fail_errno("mmap");
+	p += COW_PAGE;
+	if (mprotect(p, len, PROT_READ | PROT_WRITE))
+		test_fail_errno("mprotect");
 	if (madvise(p, len, MADV_NOHUGEPAGE))
 		test_fail_errno("madvise(MADV_NOHUGEPAGE)");
 	return p;
@@ -287,9 +291,11 @@ enum cow_rule { COW_ANY, COW_SAME, COW_DIFFERENT };
  * Page by page between processes a and b: rule(page) COW_SAME (one present page, the same
  * PFN in both), COW_DIFFERENT (two present pages) or COW_ANY. Pages that break their rule
  * lose the sharing (cow_sharing_verdict()); the first is printed; returns how many.
+ * The pages are at addr in a, at addr_b in b.
  */
-static inline size_t cow_check_pfns(pid_t a, pid_t b, const void *addr, size_t pages,
-				    enum cow_rule (*rule)(size_t page), const char *when)
+static inline size_t cow_check_pfns_at(pid_t a, const void *addr, pid_t b, const void *addr_b,
+				       size_t pages, enum cow_rule (*rule)(size_t page),
+				       const char *when)
 {
 	uint64_t *pa = malloc(pages * 8), *pb = malloc(pages * 8);
 	size_t broken = 0, first = 0;
@@ -297,7 +303,7 @@ static inline size_t cow_check_pfns(pid_t a, pid_t b, const void *addr, size_t p
 	if (!pa || !pb)
 		test_fail("malloc for pagemap");
 	cow_pfns(a, addr, pages, pa);
-	cow_pfns(b, addr, pages, pb);
+	cow_pfns(b, addr_b, pages, pb);
 	for (size_t i = 0; i < pages; i++) {
 		enum cow_rule r = rule(i);
 		bool same = pa[i] && pa[i] == pb[i];
@@ -321,6 +327,13 @@ static inline size_t cow_check_pfns(pid_t a, pid_t b, const void *addr, size_t p
 	free(pa);
 	free(pb);
 	return broken;
+}
+
+/* cow_check_pfns_at() with the pages at the same address in both. */
+static inline size_t cow_check_pfns(pid_t a, pid_t b, const void *addr, size_t pages,
+				    enum cow_rule (*rule)(size_t page), const char *when)
+{
+	return cow_check_pfns_at(a, addr, b, addr, pages, rule, when);
 }
 
 #endif

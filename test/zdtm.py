@@ -1378,6 +1378,7 @@ TESTS = {
     'cow_dontfork_wipeonfork': {},
     'cow_exec_child': {},
     'cow_mremap_after_fork': {},
+    'cow_threads': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

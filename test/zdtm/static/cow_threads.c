@@ -1,0 +1,135 @@
+/*
+ * Copy-on-write memory in a tree of multi-threaded processes: the parent fills 8 MiB of
+ * private anonymous memory and forks two children; then two threads of the parent each
+ * rewrite a page in 16 (p % 16 == 1 + t), and in each child c two threads of its own
+ * rewrite theirs (p % 16 == 4 + 2c + t). The threads stay (parked in pause()) through
+ * the dump and restore.
+ *
+ * After restore each process checks every word: its threads' pages, the parent's
+ * original contents elsewhere (the children did not get the pages the parent's threads
+ * wrote after the fork). The parent checks the sharing: the tree's Pss of the region at
+ * most 1.05 times what it was, and between the parent and each child one PFN for every
+ * page neither's threads rewrote, two for the others.
+ */
+#include <pthread.h>
+
+#include "cow_share.h"
+
+#define REGION	    (8ul << 20)
+#define PAGES	    (REGION / COW_PAGE)
+#define NR_CHILDREN 2
+#define NR_THREADS  2
+#define PARENT	    (-1)
+
+static unsigned char *region;
+static int me = PARENT;
+static int peer; /* the child the parent compares PFNs with */
+static pthread_barrier_t written;
+
+/* The first page (p % 16) thread t of process who rewrites. */
+static size_t first_page(int who, int t)
+{
+	return who == PARENT ? 1 + t : 4 + 2 * who + t;
+}
+
+static bool rewrites(int who, size_t p)
+{
+	for (int t = 0; t < NR_THREADS; t++)
+		if (p % 16 == first_page(who, t))
+			return true;
+	return false;
+}
+
+static uint64_t seed_in(int who, size_t p)
+{
+	return rewrites(who, p) ? (uint64_t)(who + 2) << 32 | p : p;
+}
+
+static uint64_t my_seed(size_t p)
+{
+	return seed_in(me, p);
+}
+
+static uint64_t original_seed(size_t p)
+{
+	return p;
+}
+
+static enum cow_rule peer_rule(size_t p)
+{
+	return rewrites(PARENT, p) || rewrites(peer, p) ? COW_DIFFERENT : COW_SAME;
+}
+
+static void *thread_main(void *arg)
+{
+	for (size_t p = first_page(me, (int)(intptr_t)arg); p < PAGES; p += 16)
+		pattern_fill(region + p * COW_PAGE, COW_PAGE, my_seed(p));
+	pthread_barrier_wait(&written);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* Starts this process's threads and returns once they have written their pages. */
+static void start_threads(void)
+{
+	pthread_t thread;
+	int err;
+
+	err = pthread_barrier_init(&written, NULL, NR_THREADS + 1);
+	for (int t = 0; t < NR_THREADS && !err; t++)
+		err = pthread_create(&thread, NULL, thread_main, (void *)(intptr_t)t);
+	if (err)
+		test_fail("pthread: %s", strerror(err));
+	pthread_barrier_wait(&written);
+}
+
+static void __attribute__((noreturn)) child_main(int c)
+{
+	char who[32];
+
+	me = c;
+	start_threads();
+	test_barrier_done();
+	test_wait_sigterm();
+	snprintf(who, sizeof(who), "child %d", c);
+	cow_expect_pages(region, PAGES, my_seed, who);
+	exit(0);
+}
+
+static pid_t tree[1 + NR_CHILDREN];
+
+static void check_pfns(const char *when)
+{
+	for (peer = 0; peer < NR_CHILDREN; peer++)
+		cow_check_pfns(tree[0], tree[1 + peer], region, PAGES, peer_rule, when);
+}
+
+int main(int argc, char **argv)
+{
+	long before;
+
+	test_init(argc, argv);
+	region = cow_map(REGION);
+	cow_fill_pages(region, PAGES, original_seed);
+	test_barrier_init();
+	tree[0] = getpid();
+	for (int c = 0; c < NR_CHILDREN; c++)
+		tree[1 + c] = cow_fork(child_main, c);
+	start_threads();
+	test_barrier_wait();
+
+	before = cow_tree_pss_kb(tree, 1 + NR_CHILDREN, region, REGION);
+	check_pfns("before dump");
+	cow_sharing_verdict("before dump");
+	test_ready();
+	test_wait_sigterm();
+
+	cow_check_pss(before, cow_tree_pss_kb(tree, 1 + NR_CHILDREN, region, REGION),
+		      "threaded tree");
+	check_pfns("after restore");
+	cow_children_verdict("parent");
+	cow_expect_pages(region, PAGES, my_seed, "parent");
+	cow_sharing_verdict("after restore");
+	test_pass();
+}

@@ -1379,6 +1379,7 @@ TESTS = {
     'cow_exec_child': {},
     'cow_mremap_after_fork': {},
     'cow_threads': {},
+    'cow_hugetlb': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -1380,6 +1380,7 @@ TESTS = {
     'cow_mremap_after_fork': {},
     'cow_threads': {},
     'cow_hugetlb': {},
+    'cow_shared_and_private': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

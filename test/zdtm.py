@@ -1381,6 +1381,7 @@ TESTS = {
     'cow_threads': {},
     'cow_hugetlb': {},
     'cow_shared_and_private': {},
+    'cow_lazy': {'lazy': True},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -1382,6 +1382,7 @@ TESTS = {
     'cow_hugetlb': {},
     'cow_shared_and_private': {},
     'cow_lazy': {'lazy': True},
+    'cow_predump': {'mode': 'pre_dump', 'pre_dumps': 2, 'dump_args': ['--track-mem']},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -1383,6 +1383,7 @@ TESTS = {
     'cow_shared_and_private': {},
     'cow_lazy': {'lazy': True},
     'cow_predump': {'mode': 'pre_dump', 'pre_dumps': 2, 'dump_args': ['--track-mem']},
+    'cow_file_private': {},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -73,16 +73,23 @@ static void rewrite(size_t k, size_t every)
 		pattern_fill(region + p * COW_PAGE, COW_PAGE, seed_of(p));
 }
 
-/* Returns once the next step was asked (SIGUSR1 is blocked outside sigsuspend()). */
-static void wait_step(void)
+/*
+ * Returns true once the next step was asked (SIGUSR1 is blocked outside sigsuspend()),
+ * false once SIGTERM came instead (a run without dumps: zdtm.py --no-criu).
+ */
+static bool wait_step(void)
 {
 	sigset_t during;
 
 	sigprocmask(SIG_SETMASK, NULL, &during);
 	sigdelset(&during, SIGUSR1);
-	while (steps_asked == steps_done)
+	sigdelset(&during, SIGTERM);
+	while (steps_asked == steps_done && !test_sigterm_received)
 		sigsuspend(&during);
+	if (steps_asked == steps_done)
+		return false;
 	steps_done++;
+	return true;
 }
 
 static void report_step(void)
@@ -106,8 +113,7 @@ static void __attribute__((noreturn)) child_main(int unused)
 	close(answers[0]);
 	rewrite(1, 16);
 	test_barrier_done();
-	while (steps_done < 2) {
-		wait_step();
+	while (steps_done < 2 && wait_step()) {
 		rewrite(steps_done == 1 ? 3 : 5, 16);
 		if (write(answers[1], "", 1) != 1)
 			test_fail_errno("child: answer the step");
@@ -146,11 +152,13 @@ static void report_live_sharing(void)
 	cow_nr_broken = 0;
 }
 
-static void parent_step(void)
+/* One step asked by the runner; false once SIGTERM came instead. */
+static bool parent_step(void)
 {
 	char byte;
 
-	wait_step();
+	if (!wait_step())
+		return false;
 	if (steps_done == 1) {
 		rewrite(2, 16);
 	} else {
@@ -164,6 +172,7 @@ static void parent_step(void)
 	if (steps_done == 2)
 		report_live_sharing();
 	report_step();
+	return true;
 }
 
 int main(int argc, char **argv)
@@ -190,8 +199,8 @@ int main(int argc, char **argv)
 	print_first_pfns("before the pre-dumps");
 	pss_before = cow_tree_pss_kb(tree, 2, region, REGION) + STEPS_GROWTH_KB;
 	test_ready();
-	while (steps_done < 2)
-		parent_step();
+	while (steps_done < 2 && parent_step())
+		;
 	test_wait_sigterm();
 
 	cow_check_pss(pss_before, cow_tree_pss_kb(tree, 2, region, REGION), "after pre-dumps");

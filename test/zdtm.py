@@ -1384,6 +1384,9 @@ TESTS = {
     'cow_lazy': {'lazy': True},
     'cow_predump': {'mode': 'pre_dump', 'pre_dumps': 2, 'dump_args': ['--track-mem']},
     'cow_file_private': {},
+    # the dump leaves the running tree's pages shared (dump -R, no restore: the test's
+    # checks after SIGTERM see the tree the dump left)
+    'cow_leave_running': {'bin': 'cow_grandchild', 'mode': 'leave_running'},
     'mem_madvise_vmflags': {},
     'mem_mlock': {},
     'mem_hugetlb_anon': {},

@@ -9,7 +9,9 @@
  * original contents elsewhere (the children did not get the pages the parent's threads
  * wrote after the fork). The parent checks the sharing: the tree's Pss of the region at
  * most 1.05 times what it was, and between the parent and each child one PFN for every
- * page neither's threads rewrote, two for the others.
+ * page neither's threads rewrote, two for the others; between the two children one PFN
+ * also for the pages the parent's threads rewrote (their old page, which the children
+ * share without the parent: 1/8 of the region).
  */
 #include <pthread.h>
 
@@ -60,6 +62,15 @@ static enum cow_rule peer_rule(size_t p)
 	return rewrites(PARENT, p) || rewrites(peer, p) ? COW_DIFFERENT : COW_SAME;
 }
 
+/*
+ * Child 0 against child 1: shared unless one of them rewrote the page; the pages the
+ * parent's threads rewrote after the fork are the children's old page, one page in both.
+ */
+static enum cow_rule sibling_rule(size_t p)
+{
+	return rewrites(0, p) || rewrites(1, p) ? COW_DIFFERENT : COW_SAME;
+}
+
 static void *thread_main(void *arg)
 {
 	for (size_t p = first_page(me, (int)(intptr_t)arg); p < PAGES; p += 16)
@@ -103,6 +114,7 @@ static void check_pfns(const char *when)
 {
 	for (peer = 0; peer < NR_CHILDREN; peer++)
 		cow_check_pfns(tree[0], tree[1 + peer], region, PAGES, peer_rule, when);
+	cow_check_pfns(tree[1], tree[2], region, PAGES, sibling_rule, when);
 }
 
 int main(int argc, char **argv)

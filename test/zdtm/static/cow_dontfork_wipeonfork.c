@@ -75,7 +75,8 @@ static void expect_child_wipe(void)
 		const unsigned char *page = wipe + p * COW_PAGE;
 
 		if (p % 2 == 0) {
-			pattern_expect(page, COW_PAGE, wipe_seed(p) + 1, "child: wiped page it wrote");
+			pattern_expect(page, COW_PAGE, wipe_seed(p) + 1,
+				       "child: wiped page it wrote");
 			continue;
 		}
 		for (size_t i = 0; i < COW_PAGE; i++)

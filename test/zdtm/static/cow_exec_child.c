@@ -145,7 +145,8 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
-	cow_check_pss(before, cow_tree_pss_kb(tree, 3, region, REGION), "region at the same address");
+	cow_check_pss(before, cow_tree_pss_kb(tree, 3, region, REGION),
+		      "region at the same address");
 	check_pfns("after restore");
 	cow_children_verdict("parent");
 	cow_expect_pages(region, PAGES, seed_of, "parent");

@@ -177,8 +177,8 @@ int main(int argc, char **argv)
 	printf("private file mapping (not asserted): tree Pss before dump %ld kB, after restore "
 	       "%ld kB (ratio %.3f); COW'ed pages child 0 shares with the parent: %zu of %zu "
 	       "before dump, %zu after restore\n",
-	       file_before, file_after, (double)file_after / file_before, shared_before,
-	       PAGES / 2, shared_after);
+	       file_before, file_after, (double)file_after / file_before, shared_before, PAGES / 2,
+	       shared_after);
 	fflush(stdout);
 	cow_sharing_verdict("after restore");
 	test_pass();

@@ -48,7 +48,7 @@ static uint64_t my_seed(size_t p)
 
 static enum cow_rule pair_rule(size_t p)
 {
-	static const int sides[3][2] = { [PC] = { P, C }, [CG] = { C, G }, [PG] = { P, G } };
+	static const int sides[3][2] = {[PC] = {P, C}, [CG] = {C, G}, [PG] = {P, G}};
 
 	if (pair == PG && p % 64 == 4)
 		return COW_ANY;
@@ -90,7 +90,7 @@ static pid_t tree[3];
 
 static void check_pfns(const char *when)
 {
-	static const int sides[3][2] = { [PC] = { P, C }, [CG] = { C, G }, [PG] = { P, G } };
+	static const int sides[3][2] = {[PC] = {P, C}, [CG] = {C, G}, [PG] = {P, G}};
 
 	for (pair = PC; pair <= PG; pair++)
 		cow_check_pfns(tree[sides[pair][0]], tree[sides[pair][1]], region, PAGES, pair_rule,

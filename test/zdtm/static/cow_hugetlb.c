@@ -11,11 +11,11 @@
  */
 #include "cow_share.h"
 
-#define HUGE	     (2ul << 20)
-#define NR_HUGE	     4
-#define REGION	     (NR_HUGE * HUGE)
-#define PAGES	     (REGION / COW_PAGE)
-#define HUGE_NEEDED  16 /* the dumped tree's, its COW copies, the restored tree's */
+#define HUGE	    (2ul << 20)
+#define NR_HUGE	    4
+#define REGION	    (NR_HUGE * HUGE)
+#define PAGES	    (REGION / COW_PAGE)
+#define HUGE_NEEDED 16 /* the dumped tree's, its COW copies, the restored tree's */
 
 static unsigned char *region;
 static bool in_child;

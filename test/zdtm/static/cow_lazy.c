@@ -73,11 +73,13 @@ int main(int argc, char **argv)
 	lazy = test_wait_lazy_restore(region + REGION - 1);
 	rewrite_after_restore();
 	test_wait_sigterm();
-	printf("parent rewrote its pages %s\n", lazy ? "while pages were still coming in"
-						   : "after every page was in (SIGTERM came first)");
+	printf("parent rewrote its pages %s\n",
+	       lazy ? "while pages were still coming in"
+		    : "after every page was in (SIGTERM came first)");
 
 	after = cow_tree_pss_kb(tree, 1 + NR_CHILDREN, region, REGION);
-	printf("lazy tree: Pss before dump %ld kB, after restore %ld kB, ratio %.3f (not asserted)\n",
+	printf("lazy tree: Pss before dump %ld kB, after restore %ld kB, ratio %.3f (not "
+	       "asserted)\n",
 	       before, after, (double)after / before);
 	fflush(stdout);
 	cow_children_verdict("parent");

@@ -52,7 +52,7 @@ static uint64_t original_seed(size_t p)
 static enum cow_rule region_rule(size_t p)
 {
 	return seed_in(false, region_now, p) == seed_in(true, region_now, p) ? COW_SAME
-									   : COW_DIFFERENT;
+									     : COW_DIFFERENT;
 }
 
 static void move_and_rewrite(int moved)
@@ -72,8 +72,8 @@ static void move_and_rewrite(int moved)
 
 static void expect_regions(const char *who)
 {
-	static const char *names[] = { "region the child moved", "region the parent moved",
-				       "kept region" };
+	static const char *names[] = {"region the child moved", "region the parent moved",
+				      "kept region"};
 	char what[128];
 
 	for (region_now = 0; region_now < NR_REGIONS; region_now++) {

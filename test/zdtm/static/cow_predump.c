@@ -62,7 +62,8 @@ static enum cow_rule rule(size_t p)
 	size_t k = p % 16;
 
 	/* The pages the child rewrote before the steps, then those each step rewrote. */
-	if (k == 1 || ((k == 2 || k == 3) && steps_done >= 1) || ((k == 4 || k == 5) && steps_done >= 2))
+	if (k == 1 || ((k == 2 || k == 3) && steps_done >= 1) ||
+	    ((k == 4 || k == 5) && steps_done >= 2))
 		return COW_DIFFERENT;
 	return COW_SAME;
 }

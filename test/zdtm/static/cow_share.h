@@ -111,8 +111,8 @@ static inline void cow_children_verdict(const char *who)
 	}
 	cow_nr_children = 0;
 	if (failed)
-		test_fail("%s: %d child(ren) failed, child %d with wait status %#x", who, failed, bad,
-			  bad_status);
+		test_fail("%s: %d child(ren) failed, child %d with wait status %#x", who, failed,
+			  bad, bad_status);
 }
 
 /* ---- memory ---- */
@@ -125,8 +125,8 @@ static inline void cow_children_verdict(const char *who)
  */
 static inline unsigned char *cow_map(size_t len)
 {
-	unsigned char *p = mmap(NULL, len + 2 * COW_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
-				-1, 0);
+	unsigned char *p =
+		mmap(NULL, len + 2 * COW_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		test_fail_errno("mmap");
@@ -163,8 +163,9 @@ static inline void cow_expect_pages(const unsigned char *p, size_t pages,
 static char cow_smaps_buf[4 << 20] __attribute__((unused));
 
 /*
- * The Pss (kB) of process pid's VMAs that lie in [addr, addr + len), summed from
- * /proc/PID/smaps; a VMA that reaches past the range counts whole.
+ * The Pss (kB) of process pid's VMAs that overlap [addr, addr + len), summed from
+ * /proc/PID/smaps; a VMA that reaches past the range counts whole (cow_map() gives each
+ * region a VMA of its own).
  */
 static inline long cow_pss_kb(pid_t pid, const void *addr, size_t len)
 {
@@ -229,7 +230,7 @@ static inline void cow_note_broken(const char *what)
 		snprintf(cow_first_broken, sizeof(cow_first_broken), "%s", what);
 }
 
-/* Fails the test (naming when) if a sharing check since the last call failed. */
+/* Fails the test (naming when) if a sharing check failed. */
 static inline void cow_sharing_verdict(const char *when)
 {
 	if (cow_nr_broken)
@@ -315,8 +316,8 @@ static inline size_t cow_check_pfns_at(pid_t a, const void *addr, pid_t b, const
 	if (broken) {
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "%s: %zu pages with the wrong PFN between %d and %d", when,
-			 broken, a, b);
+		snprintf(msg, sizeof(msg), "%s: %zu pages with the wrong PFN between %d and %d",
+			 when, broken, a, b);
 		cow_note_broken(msg);
 		printf("%s: %zu pages of %zu at %p break their sharing rule between %d and %d; "
 		       "first page %zu (%s expected; PFNs %#" PRIx64 " and %#" PRIx64 ")\n",

@@ -6,8 +6,8 @@
  *
  * After restore the parent measures, then writes shared page 0; each child checks every
  * word of both regions (the parent's new page 0 included: one shared object again; all
- * but pages 1 and 2) and writes shared page 1 + c, which the parent reads once the children are done: the
- * shared region is one object by what each sees of the others' writes (a child maps a
+ * but pages 1 and 2) and writes shared page 1 + c, which the parent reads once the children are
+ * done: the shared region is one object by what each sees of the others' writes (a child maps a
  * shared page only once it touches it, so PFNs would say nothing there). The private
  * region's Pss over the tree at most 1.05 times what it was, and one PFN in the parent and
  * a child for the pages the child did not rewrite.
@@ -118,8 +118,7 @@ int main(int argc, char **argv)
 	test_ready();
 	test_wait_sigterm();
 
-	cow_check_pss(before, cow_tree_pss_kb(tree, 1 + NR_CHILDREN, priv, PRIV),
-		      "private region");
+	cow_check_pss(before, cow_tree_pss_kb(tree, 1 + NR_CHILDREN, priv, PRIV), "private region");
 	check_pfns("after restore");
 	write_shared(0);
 	cow_children_verdict("parent");

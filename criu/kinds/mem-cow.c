@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cr_options.h"
+#include "files.h"
 #include "image.h"
 #include "log.h"
 #include "mem-cow.h"
@@ -60,18 +61,19 @@ static bool vma_has_runs(const struct page_map *pages, const struct vma_image *v
 }
 
 /*
- * Private anonymous memory the restorer would map plainly and fill from the images: not
- * hugetlb (its private pages are reserved for the task that mapped them: a child's copy
+ * Private memory the restorer would map plainly and fill from the images, anonymous or of
+ * a regular file (memfds and devices are opened otherwise): not hugetlb (its private pages are reserved for the task that mapped them: a child's copy
  * has none), not a stack growing down, not SysV, AIO or special memory, not a device a
  * plugin restores; with stored pages, none left on a dump's source, none left to the
  * lazy-pages daemon (a page still to come must not be copied into a child first).
  */
 static bool vma_shareable(const struct task_image *ti, const struct vma_image *vma)
 {
-	if (!vma_image_mapped(vma) || !(vma->status & VMA_ANON_PRIVATE))
+	if (!vma_image_mapped(vma) || !(vma->status & (VMA_ANON_PRIVATE | VMA_FILE_PRIVATE)))
 		return false;
 	if (vma->status & (VMA_AREA_STACK | VMA_AREA_SYSVIPC | VMA_AREA_AIORING | VMA_AREA_SOCKET |
-			   VMA_AREA_SHSTK | VMA_AREA_UPROBES | VMA_EXT_PLUGIN | VMA_UNSUPP))
+			   VMA_AREA_SHSTK | VMA_AREA_UPROBES | VMA_AREA_MEMFD | VMA_EXT_PLUGIN |
+			   VMA_UNSUPP))
 		return false;
 	if (vma->flags & (MAP_HUGETLB | MAP_GROWSDOWN))
 		return false;
@@ -86,10 +88,16 @@ static bool vma_inheritable(const struct task_image *ti, const struct vma_image 
 	return vma_shareable(ti, vma) && !(vma->madv & (VMA_MADV_DONTFORK | VMA_MADV_WIPEONFORK));
 }
 
+/* The same mapping: same range, flags and accounting, the same file at the same offset. */
 static bool same_kind(const struct vma_image *a, const struct vma_image *b)
 {
-	return a->start == b->start && a->end == b->end && a->flags == b->flags &&
-	       (a->status & VMA_AREA_NOT_ACCOUNTABLE) == (b->status & VMA_AREA_NOT_ACCOUNTABLE);
+	uint32_t kind = VMA_ANON_PRIVATE | VMA_FILE_PRIVATE | VMA_AREA_NOT_ACCOUNTABLE;
+
+	if (a->start != b->start || a->end != b->end || a->flags != b->flags ||
+	    (a->status & kind) != (b->status & kind))
+		return false;
+	return !(a->status & VMA_FILE_PRIVATE) ||
+	       (a->shmid == b->shmid && a->pgoff == b->pgoff && a->fdflags == b->fdflags);
 }
 
 /* The parent's VMA of the same range a child's VMA inherits, or NO_VMA. */
@@ -98,7 +106,8 @@ static int find_parent_vma(const struct task_image *parent, const struct vma_ima
 	unsigned int i;
 
 	for (i = 0; i < parent->nr_vmas; i++)
-		if (same_kind(&parent->vmas[i], vma))
+		if (vma_image_mapped(&parent->vmas[i]) && parent->vmas[i].start == vma->start &&
+		    same_kind(&parent->vmas[i], vma))
 			return vma_inheritable(parent, &parent->vmas[i]) ? (int)i : NO_VMA;
 	return NO_VMA;
 }
@@ -112,6 +121,10 @@ static void match_task(struct cow_task *t)
 	for (i = 0; i < ti->nr_vmas; i++) {
 		t->vmas[i].parent_vma = NO_VMA;
 		if (!t->parent || !vma_shareable(ti, &ti->vmas[i]))
+			continue;
+		/* The parent opens the file in its mount namespace: the child's must be the same. */
+		if ((ti->vmas[i].status & VMA_FILE_PRIVATE) &&
+		    ti->item->ids.mnt_ns_id != t->parent->ti->item->ids.mnt_ns_id)
 			continue;
 		pv = find_parent_vma(t->parent->ti, &ti->vmas[i]);
 		t->vmas[i].parent_vma = pv;
@@ -293,7 +306,10 @@ static int write_differing(struct cow_reader *r, const struct page_run *run, uin
 	return 0;
 }
 
-/* Pages the task did not have at dump read as zeroes, as in a fresh mapping. */
+/*
+ * Pages the task did not have at dump read as in a fresh mapping: zeroes, or the file's
+ * own pages for a private file mapping.
+ */
 static int drop_absent(const struct vma_image *vma, char *at, uint64_t from, uint64_t to)
 {
 	if (from >= to)
@@ -336,15 +352,30 @@ static int fill_vma(struct cow_reader *r, const struct vma_image *vma, char *at,
 	return ret;
 }
 
+/* A private file mapping maps its file (the pages it did not COW read from it). */
 static int map_fresh(const struct vma_image *vma, uint64_t at)
 {
-	void *addr = mmap((void *)(uintptr_t)at, vma->end - vma->start, PROT_READ | PROT_WRITE,
-			  (vma->flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, -1, 0);
+	bool file = vma->status & VMA_FILE_PRIVATE;
+	int fd = file ? open_vma_file(vma->shmid, vma->fdflags) : -1;
+	void *addr;
+	int err;
 
+	if (file && fd < 0) {
+		pr_err("vma %#llx-%#llx: cannot open its file %llu: %s\n",
+		       (unsigned long long)vma->start, (unsigned long long)vma->end,
+		       (unsigned long long)vma->shmid, strerror(-fd));
+		return fd;
+	}
+	addr = mmap((void *)(uintptr_t)at, vma->end - vma->start, PROT_READ | PROT_WRITE,
+		    (vma->flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, file ? vma->pgoff : 0);
+	err = errno;
+	if (fd >= 0)
+		close(fd);
 	if (addr == MAP_FAILED) {
+		errno = err;
 		pr_perror("cannot premap vma %#llx-%#llx at %#llx", (unsigned long long)vma->start,
 			  (unsigned long long)vma->end, (unsigned long long)at);
-		return -errno;
+		return -err;
 	}
 	return 0;
 }

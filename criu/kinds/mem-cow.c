@@ -278,9 +278,12 @@ static int read_run(struct cow_reader *r, const struct page_run *run, uint64_t v
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			pr_perror("cannot read the pages at %#llx (level %u, offset %#llx)",
-				  (unsigned long long)vaddr, run->level, (unsigned long long)off);
-			return n ? -errno : -EIO;
+			int err = n ? errno : EIO;
+
+			pr_err("cannot read the pages at %#llx (level %u, offset %#llx): %s\n",
+			       (unsigned long long)vaddr, run->level, (unsigned long long)off,
+			       n ? strerror(err) : "end of the pages image");
+			return -err;
 		}
 		dst += n, off += n, len -= n, vaddr += n;
 	}

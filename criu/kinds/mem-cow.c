@@ -100,16 +100,28 @@ static bool same_kind(const struct vma_image *a, const struct vma_image *b)
 	       (a->shmid == b->shmid && a->pgoff == b->pgoff && a->fdflags == b->fdflags);
 }
 
-/* The parent's VMA of the same range a child's VMA inherits, or NO_VMA. */
+/*
+ * The parent's VMA of the same range a child's VMA inherits, or NO_VMA. The images list
+ * VMAs by address, as /proc/PID/maps does (a list out of order only finds fewer matches).
+ */
 static int find_parent_vma(const struct task_image *parent, const struct vma_image *vma)
 {
-	unsigned int i;
+	unsigned int lo = 0, hi = parent->nr_vmas, mid;
+	const struct vma_image *pv;
 
-	for (i = 0; i < parent->nr_vmas; i++)
-		if (vma_image_mapped(&parent->vmas[i]) && parent->vmas[i].start == vma->start &&
-		    same_kind(&parent->vmas[i], vma))
-			return vma_inheritable(parent, &parent->vmas[i]) ? (int)i : NO_VMA;
-	return NO_VMA;
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (parent->vmas[mid].start < vma->start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == parent->nr_vmas)
+		return NO_VMA;
+	pv = &parent->vmas[lo];
+	if (!vma_image_mapped(pv) || pv->start != vma->start || !same_kind(pv, vma))
+		return NO_VMA;
+	return vma_inheritable(parent, pv) ? (int)lo : NO_VMA;
 }
 
 static void match_task(struct cow_task *t)

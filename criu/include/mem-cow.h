@@ -1,7 +1,8 @@
 /*
  * Copy-on-write sharing across fork, restored (Documentation/design.md §4): private
- * anonymous memory a task shares with its parent since a fork is mapped and filled before
- * the task forks its children, who inherit it and write only the pages that differ.
+ * memory (anonymous, or a private file mapping's COW'ed pages) a task shares with its
+ * parent since a fork is mapped and filled before the task forks its children, who
+ * inherit it and write only the pages that differ.
  *
  * criu, before forking the root: mem_cow_plan() matches the VMAs, mem_cow_arena_len()
  * sizes the arena every premapped VMA waits in, and mem_cow_set_arena() gives its address

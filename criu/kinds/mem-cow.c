@@ -1,10 +1,10 @@
 /*
  * Copy-on-write sharing across fork, restored (mem-cow.h, Documentation/design.md §4).
  *
- * A VMA of a child that has the same range as one of its parent's, both private anonymous
- * memory with stored pages, came (most likely) from the fork: the parent maps and fills it
- * before forking, the child inherits it and writes in only its pages that differ, so the
- * pages both still had equal stay one page. Every VMA premapped this way waits in one arena
+ * A VMA of a child that has the same range as one of its parent's, both private memory
+ * (anonymous, or of the same file) with stored pages, came (most likely) from the fork:
+ * the parent maps and fills it before forking, the child inherits it and writes in only
+ * its pages that differ, so the pages both still had equal stay one page. Every VMA premapped this way waits in one arena
  * criu reserved for the whole tree, out of the way of every dumped VMA of every task: the
  * restorer moves it to its place (mremap) before it maps anything else.
  */
@@ -519,30 +519,38 @@ static int add_run(struct page_map *out, unsigned int *cap, const struct page_ru
 	return 0;
 }
 
-/* The premapped VMA of t that holds addr, or NULL. */
-static const struct vma_image *premapped_vma_at(const struct cow_task *t, uint64_t addr)
+/* The first VMA of ti that ends after addr (the images list VMAs by address). */
+static unsigned int vma_ending_after(const struct task_image *ti, uint64_t addr)
 {
-	unsigned int i;
+	unsigned int lo = 0, hi = ti->nr_vmas, mid;
 
-	for (i = 0; i < t->ti->nr_vmas; i++) {
-		const struct vma_image *vma = &t->ti->vmas[i];
-
-		if (vma->start <= addr && addr < vma->end)
-			return vma_premapped(&t->vmas[i]) ? vma : NULL;
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if (ti->vmas[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return NULL;
+	return lo;
 }
 
-/* Where the next premapped VMA of t after addr starts (below end), or end. */
-static uint64_t next_premapped(const struct cow_task *t, uint64_t addr, uint64_t end)
+/*
+ * Where the piece of [pos, end) starting at pos stops: at the end of the premapped VMA
+ * holding pos (*premapped set), or where the next premapped one starts, or at end.
+ */
+static uint64_t piece_end(const struct cow_task *t, uint64_t pos, uint64_t end, bool *premapped)
 {
+	const struct task_image *ti = t->ti;
 	unsigned int i;
 
-	for (i = 0; i < t->ti->nr_vmas; i++) {
-		const struct vma_image *vma = &t->ti->vmas[i];
-
-		if (vma_premapped(&t->vmas[i]) && vma->start > addr && vma->start < end)
-			end = vma->start;
+	*premapped = false;
+	for (i = vma_ending_after(ti, pos); i < ti->nr_vmas && ti->vmas[i].start < end; i++) {
+		if (!vma_premapped(&t->vmas[i]))
+			continue;
+		if (ti->vmas[i].start > pos)
+			return ti->vmas[i].start;
+		*premapped = true;
+		return ti->vmas[i].end < end ? ti->vmas[i].end : end;
 	}
 	return end;
 }
@@ -553,6 +561,7 @@ int mem_cow_blob_pages(const struct task_image *ti, const struct page_map *pages
 	const struct cow_task *t = arena_start ? cow_task_of(ti) : NULL;
 	unsigned int i, cap = 0;
 	uint64_t pos, end, stop;
+	bool premapped = false;
 	int ret = 0;
 
 	*out = *pages;
@@ -564,14 +573,9 @@ int mem_cow_blob_pages(const struct task_image *ti, const struct page_map *pages
 
 		end = run->vaddr + run->len;
 		for (pos = run->vaddr; pos < end && !ret; pos = stop) {
-			const struct vma_image *vma = t ? premapped_vma_at(t, pos) : NULL;
-
-			if (vma) {
-				stop = vma->end < end ? vma->end : end;
-				continue;
-			}
-			stop = t ? next_premapped(t, pos, end) : end;
-			ret = add_run(out, &cap, run, pos, stop);
+			stop = t ? piece_end(t, pos, end, &premapped) : end;
+			if (!premapped)
+				ret = add_run(out, &cap, run, pos, stop);
 		}
 	}
 	if (ret)

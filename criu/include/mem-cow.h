@@ -29,7 +29,10 @@ int mem_cow_plan(bool (*forked_by_parent)(const struct pstree_item *item));
 /* Bytes of VMAs the tasks premap afresh: the arena's size (0: nothing to premap). */
 uint64_t mem_cow_arena_len(void);
 
-/* Where criu reserved the arena; 0 leaves every VMA to the restorer. */
+/* The arena's alignment: a (transparent) huge page's size on x86_64. */
+#define MEM_COW_HUGE_ALIGN (2ul << 20)
+
+/* Where criu reserved the arena (aligned to MEM_COW_HUGE_ALIGN); 0: nothing premapped. */
 void mem_cow_set_arena(uint64_t start);
 uint64_t mem_cow_arena_start(void);
 

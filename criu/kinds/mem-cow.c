@@ -88,13 +88,18 @@ static bool vma_inheritable(const struct task_image *ti, const struct vma_image 
 	return vma_shareable(ti, vma) && !(vma->madv & (VMA_MADV_DONTFORK | VMA_MADV_WIPEONFORK));
 }
 
-/* The same mapping: same range, flags and accounting, the same file at the same offset. */
+/*
+ * The same mapping: same range, flags and accounting, the same file at the same offset,
+ * the same huge page advice (set before the fork, the child inherits it, and madvise()
+ * cannot take both back).
+ */
 static bool same_kind(const struct vma_image *a, const struct vma_image *b)
 {
 	uint32_t kind = VMA_ANON_PRIVATE | VMA_FILE_PRIVATE | VMA_AREA_NOT_ACCOUNTABLE;
+	uint64_t huge = VMA_MADV_HUGEPAGE | VMA_MADV_NOHUGEPAGE;
 
 	if (a->start != b->start || a->end != b->end || a->flags != b->flags ||
-	    (a->status & kind) != (b->status & kind))
+	    (a->status & kind) != (b->status & kind) || (a->madv & huge) != (b->madv & huge))
 		return false;
 	return !(a->status & VMA_FILE_PRIVATE) ||
 	       (a->shmid == b->shmid && a->pgoff == b->pgoff && a->fdflags == b->fdflags);
@@ -147,7 +152,9 @@ static void match_task(struct cow_task *t)
 
 /*
  * Parents first (pstree order): an inherited VMA waits where its parent's does, a fresh
- * one in the task's own slice of the arena, after those of the tasks before it.
+ * one in the task's own slice of the arena, after those of the tasks before it. One that
+ * can hold a huge page waits at its address modulo MEM_COW_HUGE_ALIGN (the arena starts
+ * aligned): a huge page it is filled with stays one where it moves.
  */
 static void place_vmas(void)
 {
@@ -164,6 +171,8 @@ static void place_vmas(void)
 			if (cv->parent_vma != NO_VMA) {
 				cv->off = t->parent->vmas[cv->parent_vma].off;
 			} else if (cv->child_match) {
+				if (vma->end - vma->start >= MEM_COW_HUGE_ALIGN)
+					arena_len += (vma->start - arena_len) & (MEM_COW_HUGE_ALIGN - 1);
 				cv->off = arena_len;
 				arena_len += vma->end - vma->start;
 			}
@@ -367,6 +376,24 @@ static int fill_vma(struct cow_reader *r, const struct vma_image *vma, char *at,
 	return ret;
 }
 
+/*
+ * Its huge page advice before its pages come in, as the blob gives it before reading
+ * them: with THP in "madvise" mode the pages are huge only if the advice came first.
+ */
+static int advise_huge(const struct vma_image *vma, uint64_t at)
+{
+	int advice = vma->madv & VMA_MADV_HUGEPAGE ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
+
+	if (!(vma->madv & (VMA_MADV_HUGEPAGE | VMA_MADV_NOHUGEPAGE)))
+		return 0;
+	if (madvise((void *)(uintptr_t)at, vma->end - vma->start, advice)) {
+		pr_perror("madvise(%d) of the premapped vma %#llx-%#llx", advice,
+			  (unsigned long long)vma->start, (unsigned long long)vma->end);
+		return -errno;
+	}
+	return 0;
+}
+
 /* A private file mapping maps its file (the pages it did not COW read from it). */
 static int map_fresh(const struct vma_image *vma, uint64_t at)
 {
@@ -392,7 +419,7 @@ static int map_fresh(const struct vma_image *vma, uint64_t at)
 			  (unsigned long long)vma->end, (unsigned long long)at);
 		return -err;
 	}
-	return 0;
+	return advise_huge(vma, at);
 }
 
 static int cmp_range(const void *a, const void *b)

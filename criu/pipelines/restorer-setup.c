@@ -374,7 +374,10 @@ int rst_reserve_cow_arena(void)
 		free(busy.ranges);
 		return ret;
 	}
-	ret = rst_find_hole(busy.ranges, busy.nr, len, RST_REGION_LO, RST_TASK_SIZE, &start);
+	/* Room to align its start: its VMAs wait at their addresses modulo the alignment. */
+	ret = rst_find_hole(busy.ranges, busy.nr, len + MEM_COW_HUGE_ALIGN, RST_REGION_LO,
+			    RST_TASK_SIZE, &start);
+	start = ALIGN_UP(start, MEM_COW_HUGE_ALIGN);
 	free(busy.ranges);
 	if (ret) {
 		pr_warn("no hole of %llu bytes out of every task's way: private memory shared across fork is restored unshared\n",

@@ -54,6 +54,12 @@ struct rst_report {
  * reads none of its pages: the lazy-pages daemon copies them in.
  */
 #define RST_VMA_LAZY (1u << 3)
+/*
+ * Mapped and filled before the fork (mem-cow.h), at rst_vma.premapped in the arena,
+ * sharing pages with the parent or children: the blob moves it to its place (mremap) and
+ * reads none of its pages.
+ */
+#define RST_VMA_PREMAPPED (1u << 4)
 #define RST_VMA_HAS_PAGES (1u << 31) /* stored pages must be read into this VMA */
 
 /* One VMA to recreate (those the blob maps: not the kernel's special mappings). */
@@ -68,6 +74,7 @@ struct rst_vma {
 	uint32_t status; /* RST_VMA_* */
 	int32_t fd; /* the mapped file or shared memory object, -1 for private anonymous memory */
 	uint64_t anon_name; /* NUL-terminated PR_SET_VMA_ANON_NAME name in the region; 0: none */
+	uint64_t premapped; /* RST_VMA_PREMAPPED: where it waits in the arena */
 };
 
 /*
@@ -358,6 +365,13 @@ struct rst_args {
 	int32_t uffd;
 	int32_t lazy_sock;
 	uint32_t pad3;
+
+	/*
+	 * The copy-on-write arena (mem-cow.h): the tree's premapped VMAs wait there, out of
+	 * the way of every dumped VMA. Kept by unmap_old(), unmapped once they are moved out.
+	 */
+	uint64_t cow_arena_start;
+	uint64_t cow_arena_len;
 };
 
 #endif

@@ -33,6 +33,14 @@ struct rst_task_ctx {
 int restorer_jump(struct rst_task_ctx *ctx);
 
 /*
+ * criu, before forking the root, once mem_cow_plan() ran: reserves (PROT_NONE) the arena
+ * where the tasks premap what their children share with them (mem-cow.h), in a hole that
+ * holds no dumped VMA of any task, and tells mem-cow where. With no such hole nothing is
+ * premapped (warned). 0 or -errno (logged).
+ */
+int rst_reserve_cow_arena(void);
+
+/*
  * Lowest page-aligned start of a len-byte gap in [lo, hi) that overlaps none of the
  * nr busy ranges (start, end pairs, any order; the array is sorted in place).
  * 0 and *start set, or -ENOMEM. Exposed for tests.

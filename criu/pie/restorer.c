@@ -90,15 +90,20 @@ struct range {
 	uint64_t start, end;
 };
 
-/* Keeps the region and the current special mappings; everything else goes. */
+/*
+ * Keeps the region, the current special mappings and the copy-on-write arena (its
+ * premapped VMAs: move_premapped()); everything else goes.
+ */
 static long unmap_old(struct rst_args *a)
 {
-	struct range keep[1 + RST_NR_SPECIALS], tmp;
+	struct range keep[2 + RST_NR_SPECIALS], tmp;
 	uint64_t pos = 0;
 	int nr = 0, i, j;
 	long ret;
 
 	keep[nr++] = (struct range){ a->region_start, a->region_start + a->region_len };
+	if (a->cow_arena_len)
+		keep[nr++] = (struct range){ a->cow_arena_start, a->cow_arena_start + a->cow_arena_len };
 	for (i = 0; i < RST_NR_SPECIALS; i++)
 		if (a->specials[i].cur_start)
 			keep[nr++] = (struct range){ a->specials[i].cur_start,
@@ -142,9 +147,10 @@ static long move_special(struct rst_args *a, uint64_t from, uint64_t len, uint64
 
 /*
  * MREMAP_FIXED unmaps whatever sits at the destination, which may be another special
- * mapping not moved yet; parking all of them in scratch space first avoids that.
+ * mapping not moved yet, or, for a premapped VMA, a special one: all of them wait in
+ * scratch space (park_specials()) while the others move, then go to their places.
  */
-static long move_specials(struct rst_args *a)
+static long park_specials(struct rst_args *a)
 {
 	struct rst_special *sp;
 	long ret;
@@ -158,6 +164,15 @@ static long move_specials(struct rst_args *a)
 				return ret;
 		}
 	}
+	return 0;
+}
+
+static long place_specials(struct rst_args *a)
+{
+	struct rst_special *sp;
+	long ret;
+	int i;
+
 	for (i = 0; i < RST_NR_SPECIALS; i++) {
 		sp = &a->specials[i];
 		if (sp->cur_start && sp->cur_start != sp->dumped_start) {
@@ -281,6 +296,52 @@ static long map_vma(struct rst_args *a, const struct rst_vma *vma)
 	return ret ? ret : apply_madvise(a, vma);
 }
 
+/*
+ * A VMA premapped before the fork (it may share pages with the parent and children) to its
+ * place, named and advised as a mapped one; still writable until finish_vmas().
+ */
+static long move_premapped_vma(struct rst_args *a, const struct rst_vma *vma)
+{
+	uint64_t len = vma->end - vma->start;
+	long ret = sys_mremap(vma->premapped, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, vma->start);
+
+	if (ret != (long)vma->start) {
+		pr_err(a, "move premapped vma %lx (%lu bytes) to %lx: %ld", vma->premapped, len,
+		       vma->start, ret);
+		return ret < 0 ? ret : -EINVAL;
+	}
+	pr_debug(a, "moved premapped %lx-%lx from %lx", vma->start, vma->end, vma->premapped);
+	ret = name_vma(a, vma);
+	return ret ? ret : apply_madvise(a, vma);
+}
+
+/*
+ * Before anything else is mapped: no dumped VMA of any task lies in the arena, so no move
+ * lands on a premapped VMA not moved yet. What the arena still holds then (its reservation,
+ * the parent's VMAs this task does not share) goes.
+ */
+static long move_premapped(struct rst_args *a)
+{
+	struct rst_vma *vmas = (struct rst_vma *)a->vmas;
+	uint32_t i;
+	long ret;
+
+	if (!a->cow_arena_len)
+		return 0;
+	for (i = 0; i < a->nr_vmas; i++) {
+		if (!(vmas[i].status & RST_VMA_PREMAPPED))
+			continue;
+		ret = move_premapped_vma(a, &vmas[i]);
+		if (ret)
+			return ret;
+	}
+	ret = sys_munmap(a->cow_arena_start, a->cow_arena_len);
+	if (ret)
+		pr_err(a, "unmap the copy-on-write arena %lx-%lx: %ld", a->cow_arena_start,
+		       a->cow_arena_start + a->cow_arena_len, ret);
+	return ret;
+}
+
 static long map_vmas(struct rst_args *a)
 {
 	struct rst_vma *vmas = (struct rst_vma *)a->vmas;
@@ -288,6 +349,8 @@ static long map_vmas(struct rst_args *a)
 	long ret;
 
 	for (i = 0; i < a->nr_vmas; i++) {
+		if (vmas[i].status & RST_VMA_PREMAPPED)
+			continue;
 		ret = map_vma(a, &vmas[i]);
 		if (ret)
 			return ret;
@@ -1524,7 +1587,9 @@ __attribute__((section(".text.entry"), noreturn, used)) void rst_entry(struct rs
 	pr_debug(a, "in the restorer at %lx, %u vmas, %lu bytes of pages", a->region_start, a->nr_vmas,
 		 a->total_page_bytes);
 	STEP(a, unmap_old(a));
-	STEP(a, move_specials(a));
+	STEP(a, park_specials(a));
+	STEP(a, move_premapped(a));
+	STEP(a, place_specials(a));
 	STEP(a, map_vmas(a));
 	STEP(a, start_lazy_pages(a));
 	STEP(a, read_pages(a));

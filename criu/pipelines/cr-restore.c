@@ -37,6 +37,7 @@
 #include "lsm.h"
 #include "cpuinfo.h"
 #include "loginuid.h"
+#include "mem-cow.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "net-lock.h"
@@ -469,6 +470,9 @@ static int task_stages(struct rst_task *task, int sock)
 	 */
 	if (task == &rst_tasks[0] && ns_restore_in_root())
 		return -1;
+	/* Before any child exists: the children inherit the memory they share with it. */
+	if (mem_cow_premap(item->image))
+		return -1;
 	/*
 	 * Shared descriptions before the children: they inherit them (files.c), and the
 	 * controlling terminal a session leader takes back through one of them (tty.c). Those
@@ -627,7 +631,12 @@ static int prepare_rst_tasks(void)
 	return create_task_sockets();
 }
 
-/* The root, from criu; it forks the rest of the tree itself. */
+/* Whether the task is forked by its parent itself (fork_children()), not by another task. */
+static bool forked_by_parent(const struct pstree_item *item)
+{
+	return !pstree_session_adopter(item) && !rst_in_dead_session(item);
+}
+
 /*
  * The root, born into the namespaces of its own it had (clone flags, and what criu
  * entered around the fork: ns_enter_before_root()); it fills them itself before it forks
@@ -948,6 +957,9 @@ int cr_restore_tasks(void)
 	/* The root inherits criu's loginuid, unset where a task's is to be set. */
 	if (loginuid_restore_prepare())
 		goto out;
+	/* Last before the fork: nothing criu maps from here on lands in the arena. */
+	if (mem_cow_plan(forked_by_parent) || rst_reserve_cow_arena())
+		goto out;
 	if (fork_root_task())
 		goto out;
 	root_pid = restored_root = rst_tasks[0].pid;
@@ -1029,6 +1041,7 @@ out:
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	free_rst_tasks();
 	shmem_fini();
+	mem_cow_fini();
 	/* The tree was forked from criu's copies before this: each task has its own. */
 	free_collected_images(ret < 0);
 	/* After the kill: a plugin's exit may wait for work the tasks were feeding. */

@@ -22,9 +22,11 @@
 #include "image.h"
 #include "log.h"
 #include "loginuid.h"
+#include "mem-cow.h"
 #include "memfd.h"
 #include "namespaces.h"
 #include "plugin.h"
+#include "pstree.h"
 #include "regs-x86.h"
 #include "restorer-setup.h"
 #include "servicefd.h"
@@ -82,6 +84,8 @@ struct rst_plan {
 	int exe_fd;
 	/* restore --lazy-pages: the runs the blob reads and those the daemon serves (uffd.h). */
 	struct page_map eager, lazy;
+	/* The runs outside the VMAs premapped before the fork (mem-cow.h): what the blob reads. */
+	struct page_map unshared;
 	int uffd, lazy_sock; /* -1: nothing lazy */
 	struct region_layout layout;
 };
@@ -146,6 +150,16 @@ static int plan_lazy_pages(struct rst_plan *plan, const struct rst_task_ctx *ctx
 	if (!plan->lazy.nr_runs)
 		return 0;
 	return lazy_pages_connect_task(ctx->pid, &plan->lazy, &plan->uffd, &plan->lazy_sock);
+}
+
+/* The VMAs premapped before the fork (mem-cow.h) are filled already: the blob skips their runs. */
+static int plan_premapped_pages(struct rst_plan *plan, const struct rst_task_ctx *ctx)
+{
+	int ret = mem_cow_blob_pages(ctx->image, plan->pages, &plan->unshared);
+
+	if (!ret)
+		plan->pages = &plan->unshared;
+	return ret;
 }
 
 /* ---- task state libc can still apply ---- */
@@ -218,8 +232,8 @@ static int range_push(struct range_vec *vec, uint64_t start, uint64_t end)
 	return 0;
 }
 
-/* Reads /proc/self/maps: every current mapping into busy, the specials into the plan. */
-static int read_own_maps(struct rst_plan *plan, struct range_vec *busy)
+/* Reads /proc/self/maps: every current mapping into busy, the specials into cur_special (or NULL). */
+static int read_own_maps(struct rst_range *cur_special, struct range_vec *busy)
 {
 	unsigned long long start, end;
 	char *line = NULL, path[64];
@@ -239,8 +253,8 @@ static int read_own_maps(struct rst_plan *plan, struct range_vec *busy)
 		if (start >= RST_TASK_SIZE)
 			continue; /* [vsyscall]: the kernel's, outside the user range */
 		idx = special_index(path);
-		if (idx >= 0)
-			plan->cur_special[idx] = (struct rst_range){ start, end };
+		if (idx >= 0 && cur_special)
+			cur_special[idx] = (struct rst_range){ start, end };
 		ret = range_push(busy, start, end);
 	}
 	free(line);
@@ -326,6 +340,62 @@ int rst_find_hole(struct rst_range *busy, unsigned int nr, uint64_t len, uint64_
 	if (cand + len > hi || cand + len < cand)
 		return -ENOMEM;
 	*start = cand;
+	return 0;
+}
+
+/* ---- the copy-on-write arena ---- */
+
+/* Every dumped VMA of every task of the tree (the specials' dumped places too) into busy. */
+static int push_tree_vmas(struct range_vec *busy)
+{
+	struct pstree_item *item;
+	unsigned int i;
+	int ret = 0;
+
+	for (item = root_item; item && !ret; item = pstree_next(item))
+		for (i = 0; i < item->image->nr_vmas && !ret; i++)
+			ret = range_push(busy, item->image->vmas[i].start, item->image->vmas[i].end);
+	return ret;
+}
+
+int rst_reserve_cow_arena(void)
+{
+	uint64_t len = mem_cow_arena_len(), start = 0;
+	struct range_vec busy = { 0 };
+	void *addr;
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = push_tree_vmas(&busy);
+	if (!ret)
+		ret = read_own_maps(NULL, &busy);
+	if (ret) {
+		free(busy.ranges);
+		return ret;
+	}
+	/* Room to align its start: its VMAs wait at their addresses modulo the alignment. */
+	ret = rst_find_hole(busy.ranges, busy.nr, len + MEM_COW_HUGE_ALIGN, RST_REGION_LO,
+			    RST_TASK_SIZE, &start);
+	start = ALIGN_UP(start, MEM_COW_HUGE_ALIGN);
+	free(busy.ranges);
+	if (ret) {
+		pr_warn("no hole of %llu bytes out of every task's way: private memory shared across fork is restored unshared\n",
+			(unsigned long long)len);
+		return 0;
+	}
+	addr = mmap((void *)(uintptr_t)start, len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+	if (addr != (void *)(uintptr_t)start) {
+		pr_perror("cannot reserve the copy-on-write arena at %#llx (%llu bytes)",
+			  (unsigned long long)start, (unsigned long long)len);
+		if (addr != MAP_FAILED)
+			munmap(addr, len);
+		return -ENOMEM;
+	}
+	pr_debug("copy-on-write arena %#llx-%#llx\n", (unsigned long long)start,
+		 (unsigned long long)(start + len));
+	mem_cow_set_arena(start);
 	return 0;
 }
 
@@ -660,7 +730,7 @@ static int map_region(struct rst_plan *plan, const struct task_image *ti, uint64
 	for (i = 0; i < ti->nr_vmas && !ret; i++)
 		ret = range_push(&busy, ti->vmas[i].start, ti->vmas[i].end);
 	if (!ret)
-		ret = read_own_maps(plan, &busy);
+		ret = read_own_maps(plan->cur_special, &busy);
 	if (!ret)
 		ret = plan_specials(plan, ti);
 	if (!ret) {
@@ -756,6 +826,7 @@ static void fill_vmas(const struct rst_plan *plan, const struct task_image *ti, 
 		if (!vma_image_mapped(vma))
 			continue;
 		*out = (struct rst_vma){
+			.premapped = mem_cow_premapped_at(ti, i),
 			.start = vma->start,
 			.end = vma->end,
 			.pgoff = has_fd ? plan->vma_pgoffs[i] : 0,
@@ -769,6 +840,9 @@ static void fill_vmas(const struct rst_plan *plan, const struct task_image *ti, 
 		};
 		if (vma_is_sysv_shm(vma))
 			fill_sysv_vma(ti, i, out);
+		/* Its runs are not in plan->pages: they were read before the fork. */
+		if (out->premapped)
+			out->status |= RST_VMA_PREMAPPED | RST_VMA_HAS_PAGES;
 		out++;
 		if (vma->anon_name)
 			names = stpcpy(names, vma->anon_name) + 1;
@@ -909,6 +983,7 @@ static struct rst_args *fill_args(struct rst_plan *plan, const struct rst_task_c
 		.nr_file_locks = plan->nr_file_locks, .uffd = plan->uffd, .lazy_sock = plan->lazy_sock,
 		.nr_aio_rings = ti->nr_aio_rings, .aio_rings = region + l->aio_rings,
 		.nr_guards = ti->nr_guards, .guards = region + l->guards,
+		.cow_arena_start = mem_cow_arena_start(), .cow_arena_len = mem_cow_arena_len(),
 	};
 	for (i = 0; i < plan->nr_workers; i++)
 		args->worker_stack_top[i] = region + l->worker_stack_top[i];
@@ -984,6 +1059,8 @@ int restorer_jump(struct rst_task_ctx *ctx)
 	pr_info("preparing the restorer\n");
 	file_locks_of_task(ctx->pid, &plan.file_locks, &plan.nr_file_locks);
 	ret = plan_lazy_pages(&plan, ctx);
+	if (!ret)
+		ret = plan_premapped_pages(&plan, ctx);
 	if (!ret)
 		ret = open_task_pages(&plan);
 	if (!ret)

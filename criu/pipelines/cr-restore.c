@@ -957,7 +957,7 @@ int cr_restore_tasks(void)
 	/* The root inherits criu's loginuid, unset where a task's is to be set. */
 	if (loginuid_restore_prepare())
 		goto out;
-	/* Last before the fork: nothing criu maps from here on lands in the arena. */
+	/* Last before the fork: the arena is a hole among criu's mappings as the root inherits them. */
 	if (mem_cow_plan(forked_by_parent) || rst_reserve_cow_arena())
 		goto out;
 	if (fork_root_task())

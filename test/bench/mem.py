@@ -22,9 +22,11 @@ Every dump is of a freshly started subject and is restored (timed in part 3 only
 tool that wrote it; the subject then checks every word of its memory in every process, and
 a round only counts when that check passes (else the benchmark fails). Both tools run with
 the same log level (-v2, BENCH_LOG_LEVEL), write their images into the same scratch
-directory, and find the same page cache: before each timed step the images of the step
-before are deleted and written back (sync), nothing is dropped (BENCH_DROP_CACHES=1 drops
-the page cache before every timed step instead, for both tools alike).
+directory, and find the same page cache: before each timed step the step's own images of
+the round before are deleted (each writer, the floor too, finds the memory it used last
+freed just before, whichever step ran before it) and everything is written back (sync);
+nothing is dropped (BENCH_DROP_CACHES=1 drops the page cache before every timed step too,
+for both tools alike).
 
 Environment: BENCH_MEM_ROUNDS (default 4), BENCH_MEM_PARTS (default "dump tree cow"),
 BENCH_MEM_DUMP_MIB (default "1024 4096"), BENCH_MEM_TREE (processes and MiB each, default
@@ -111,7 +113,10 @@ def start_subject(scratch, name, program, options, size_mib, nr_tasks, live):
 
 
 def dump_subject(tool, pid, pids, img_dir, live):
-    """Timed; the dump kills the tree, whose pids must be free before the restore."""
+    """Timed; the dump kills the tree, whose pids must be free before the restore. The
+    images of the step's previous round go first (freeing their page cache), as a re-dump
+    does: every writer, the floor included, finds the memory it used last freed just before,
+    whatever ran before it."""
     bench.fresh_dir(img_dir)
     settle_caches()
     seconds = run_criu(tool, "dump", img_dir, "-t", str(pid))
@@ -129,6 +134,13 @@ def restore_subject(tool, pid, pids, img_dir, live):
     if sorted(restored) != sorted(pids):
         raise bench.BenchError(f"{tool[0]} restore: tree {sorted(restored)}, dumped {sorted(pids)}")
     return seconds
+
+
+def remove_images(scratch):
+    """A part's image directories, once its rounds are done: the next part starts clean."""
+    for entry in os.scandir(scratch):
+        if entry.is_dir():
+            shutil.rmtree(entry.path)
 
 
 def stop_subject(pid, pids, log, live):
@@ -197,7 +209,8 @@ def median(rounds, key, field):
 def bench_dump(tools, scratch, live):
     results = []
     for size_mib in DUMP_SIZES_MIB:
-        bench.check_memory_mib(3 * size_mib + 1024, f"the {size_mib} MiB dump")
+        # the holder, and the images of ours, upstream and the floor kept till their next turn
+        bench.check_memory_mib(4 * size_mib + 1024, f"the {size_mib} MiB dump")
         floor_bytes = []  # our pages images' size, what the floor writes
 
         def dump_step(tool, size_mib=size_mib, floor_bytes=floor_bytes):
@@ -209,7 +222,6 @@ def bench_dump(tools, scratch, live):
                 floor_bytes[:] = [sum(os.path.getsize(p) for p in bench.pages_images(img_dir))]
             restore_subject(tool, pid, pids, img_dir, live)
             stop_subject(pid, pids, log, live)
-            shutil.rmtree(img_dir)
             return {"s": seconds}
 
         def floor_step(size_mib=size_mib, floor_bytes=floor_bytes):
@@ -219,12 +231,12 @@ def bench_dump(tools, scratch, live):
             nr_bytes = floor_bytes[0] if floor_bytes else size_mib << 20
             _, out = bench.run_timed([bench.DUMP_FLOOR, os.path.join(floor_dir, "pages.img"),
                                       str(nr_bytes)], "dump floor", floor_dir)
-            shutil.rmtree(floor_dir)
             return {"s": float(out)}
 
         steps = [(tool[0], lambda tool=tool: dump_step(tool)) for tool in tools]
         steps.append(("floor", floor_step))
         results.append((size_mib, run_rounds(f"dump {size_text(size_mib)}", steps)))
+        remove_images(scratch)
     return results
 
 
@@ -248,23 +260,26 @@ def print_dump(results, tools):
 # -------------------------------------------------------------------- 2. tree ----
 
 def bench_tree(tools, scratch, live):
-    bench.check_memory_mib(3 * TREE_TASKS * TREE_MIB + 1024, "the tree dump")
+    # the tree, and the images of each tool's tree and single process
+    bench.check_memory_mib((3 * TREE_TASKS + 2) * TREE_MIB + 1024, "the tree dump")
     cases = [("tree", ["-p", str(TREE_TASKS)], TREE_TASKS), ("one", [], 1)]
 
-    def step(tool, options, nr_tasks):
+    def step(tool, case, options, nr_tasks):
         pid, pids, log = start_subject(scratch, f"holder-{tool[0]}", bench.HOLDER, options,
                                        TREE_MIB, nr_tasks, live)
-        img_dir = os.path.join(scratch, f"{tool[0]}-tree")
+        img_dir = os.path.join(scratch, f"{tool[0]}-{case}")
         seconds = dump_subject(tool, pid, pids, img_dir, live)
         frozen = frozen_ms(img_dir)
         restore_subject(tool, pid, pids, img_dir, live)
         stop_subject(pid, pids, log, live)
-        shutil.rmtree(img_dir)
         return {"s": seconds, "frozen ms": frozen}
 
-    steps = [(f"{tool[0]} {case}", lambda tool=tool, options=options, n=n: step(tool, options, n))
+    steps = [(f"{tool[0]} {case}",
+              lambda tool=tool, case=case, options=options, n=n: step(tool, case, options, n))
              for tool in tools for case, options, n in cases]
-    return run_rounds(f"tree {TREE_TASKS} x {TREE_MIB} MiB", steps)
+    rounds = run_rounds(f"tree {TREE_TASKS} x {TREE_MIB} MiB", steps)
+    remove_images(scratch)
+    return rounds
 
 
 def print_tree(rounds, tools):
@@ -305,18 +320,19 @@ def bench_cow(tools, scratch, live):
         pid, pids, log = start_subject(scratch, f"cowtree-{tool[0]}", COWTREE, options, COW_MIB,
                                        COW_CHILDREN + 1, live)
         pss_dumped = tree_pss_mib(pids)
-        img_dir = os.path.join(scratch, f"{tool[0]}-cow")
+        img_dir = os.path.join(scratch, f"{tool[0]}-cow-{percent}")
         dump_s = dump_subject(tool, pid, pids, img_dir, live)
         restore_s = restore_subject(tool, pid, pids, img_dir, live)
         pss_restored = tree_pss_mib(pids)
         stop_subject(pid, pids, log, live)
-        shutil.rmtree(img_dir)
         return {"dump s": dump_s, "restore s": restore_s, "Pss MiB": pss_dumped,
                 "restored Pss MiB": pss_restored}
 
     steps = [(f"{tool[0]} {label}", lambda tool=tool, percent=percent: step(tool, percent))
              for tool in tools for label, percent in COW_VARIANTS]
-    return run_rounds(f"cow {COW_CHILDREN} children on {COW_MIB} MiB", steps)
+    rounds = run_rounds(f"cow {COW_CHILDREN} children on {COW_MIB} MiB", steps)
+    remove_images(scratch)
+    return rounds
 
 
 def print_cow(rounds, tools):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ours against upstream criu (make bench, after lazy.py), side by side in one run, three
-parts, each in interleaved rounds whose steps run in one order in odd rounds and in the
-reverse order in even ones (ours first, then upstream first):
+parts, each in interleaved rounds: ours first in odd rounds, upstream first in even ones
+(A B B A ...), the floor after both:
 
 1. dump:  criu dump of a fresh holder of 1 GiB and of 4 GiB by ours and by upstream, and
           the write floor (dumpfloor: as many bytes as our pages images hold, written like
@@ -128,8 +128,8 @@ def dump_subject(tool, pid, pids, img_dir, live):
 def restore_subject(tool, pid, pids, img_dir, live):
     """criu restore -d by the tool that dumped; its seconds, once the same pids run again."""
     settle_caches()
+    live.update(pids)  # before: interrupted, the benchmark still kills what came back
     seconds = run_criu(tool, "restore", img_dir, "-d")
-    live.update(pids)
     restored = bench.tree_pids(pid) if os.path.exists(f"/proc/{pid}") else []
     if sorted(restored) != sorted(pids):
         raise bench.BenchError(f"{tool[0]} restore: tree {sorted(restored)}, dumped {sorted(pids)}")
@@ -168,12 +168,16 @@ def tree_pss_mib(pids):
     return total_kib / 1024
 
 
-def run_rounds(label, steps):
-    """steps: [(key, function returning a dict)]; odd rounds run them in this order, even
-    ones in reverse. Returns one {key: dict} per round."""
+def run_rounds(label, blocks, tail=()):
+    """blocks: each tool's steps [(key, function returning a dict)], ours first. Odd rounds
+    run the blocks in this order, even ones in reverse (upstream first), a block's steps
+    always in the same order, and the tail (the floor) after them. So no step follows
+    itself from one round to the next, and each tool's step follows the same steps as the
+    other's over two rounds. Returns one {key: dict} per round."""
     rounds = []
     for round_nr in range(1, ROUNDS + 1):
-        order = steps if round_nr % 2 else steps[::-1]
+        ordered = blocks if round_nr % 2 else blocks[::-1]
+        order = [step for block in ordered for step in block] + list(tail)
         results = {key: step() for key, step in order}
         rounds.append(results)
         shown = ", ".join(f"{key} " + " ".join(f"{field} {value:.3f}"
@@ -195,7 +199,7 @@ def range_text(values):
 
 
 def goal_text(values, limit):
-    """Whether every round's ratio is within limit; how many were otherwise."""
+    """'yes' when every round's ratio is within limit, else 'no (K/N)': within it in K of N."""
     met = sum(v <= limit for v in values)
     return "yes" if met == len(values) else f"no ({met}/{len(values)})"
 
@@ -233,9 +237,9 @@ def bench_dump(tools, scratch, live):
                                       str(nr_bytes)], "dump floor", floor_dir)
             return {"s": float(out)}
 
-        steps = [(tool[0], lambda tool=tool: dump_step(tool)) for tool in tools]
-        steps.append(("floor", floor_step))
-        results.append((size_mib, run_rounds(f"dump {size_text(size_mib)}", steps)))
+        blocks = [[(tool[0], lambda tool=tool: dump_step(tool))] for tool in tools]
+        results.append((size_mib, run_rounds(f"dump {size_text(size_mib)}", blocks,
+                                             [("floor", floor_step)])))
         remove_images(scratch)
     return results
 
@@ -274,10 +278,10 @@ def bench_tree(tools, scratch, live):
         stop_subject(pid, pids, log, live)
         return {"s": seconds, "frozen ms": frozen}
 
-    steps = [(f"{tool[0]} {case}",
-              lambda tool=tool, case=case, options=options, n=n: step(tool, case, options, n))
-             for tool in tools for case, options, n in cases]
-    rounds = run_rounds(f"tree {TREE_TASKS} x {TREE_MIB} MiB", steps)
+    blocks = [[(f"{tool[0]} {case}",
+                lambda tool=tool, case=case, options=options, n=n: step(tool, case, options, n))
+               for case, options, n in cases] for tool in tools]
+    rounds = run_rounds(f"tree {TREE_TASKS} x {TREE_MIB} MiB", blocks)
     remove_images(scratch)
     return rounds
 
@@ -304,7 +308,7 @@ def print_tree(rounds, tools):
     for tool in tools:
         vs_singles = ratios(rounds, lambda r: r[f"{tool[0]} tree"]["s"],
                             lambda r: TREE_TASKS * r[f"{tool[0]} one"]["s"])
-        goal = f", goal < 1 in every round: {goal_text(vs_singles, GOAL_TREE_VS_SINGLES)}" \
+        goal = f", goal <= 1 in every round: {goal_text(vs_singles, GOAL_TREE_VS_SINGLES)}" \
             if tool == OURS else ""
         print(f"{tool[0]}: tree / ({TREE_TASKS} x one) = {range_text(vs_singles)}{goal}")
 
@@ -328,9 +332,9 @@ def bench_cow(tools, scratch, live):
         return {"dump s": dump_s, "restore s": restore_s, "Pss MiB": pss_dumped,
                 "restored Pss MiB": pss_restored}
 
-    steps = [(f"{tool[0]} {label}", lambda tool=tool, percent=percent: step(tool, percent))
-             for tool in tools for label, percent in COW_VARIANTS]
-    rounds = run_rounds(f"cow {COW_CHILDREN} children on {COW_MIB} MiB", steps)
+    blocks = [[(f"{tool[0]} {label}", lambda tool=tool, percent=percent: step(tool, percent))
+               for label, percent in COW_VARIANTS] for tool in tools]
+    rounds = run_rounds(f"cow {COW_CHILDREN} children on {COW_MIB} MiB", blocks)
     remove_images(scratch)
     return rounds
 
@@ -380,9 +384,10 @@ def main():
     ok = False
     try:
         bench.become_subreaper()
-        print(f"ours against upstream: parts {' '.join(PARTS)}, {ROUNDS} rounds each (steps "
-              f"reversed in even rounds), -v{LOG_LEVEL}, images under {scratch}, page cache "
-              f"{'dropped' if DROP_CACHES else 'kept'} before each timed step", flush=True)
+        print(f"ours against upstream: parts {' '.join(PARTS)}, {ROUNDS} rounds each (ours "
+              f"first in odd rounds, upstream first in even ones), -v{LOG_LEVEL}, images "
+              f"under {scratch}, page cache {'dropped' if DROP_CACHES else 'kept'} before "
+              "each timed step", flush=True)
         if "dump" in PARTS:
             results = bench_dump(tools, scratch, live)
             printers.append(lambda: print_dump(results, tools))

@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import bench
 
@@ -388,15 +389,15 @@ def main():
               f"first in odd rounds, upstream first in even ones), -v{LOG_LEVEL}, images "
               f"under {scratch}, page cache {'dropped' if DROP_CACHES else 'kept'} before "
               "each timed step", flush=True)
-        if "dump" in PARTS:
-            results = bench_dump(tools, scratch, live)
-            printers.append(lambda: print_dump(results, tools))
-        if "tree" in PARTS:
-            tree_rounds = bench_tree(tools, scratch, live)
-            printers.append(lambda: print_tree(tree_rounds, tools))
-        if "cow" in PARTS:
-            cow_rounds = bench_cow(tools, scratch, live)
-            printers.append(lambda: print_cow(cow_rounds, tools))
+        for part, run, show in (("dump", bench_dump, print_dump), ("tree", bench_tree, print_tree),
+                                ("cow", bench_cow, print_cow)):
+            if part not in PARTS:
+                continue
+            start = time.monotonic()
+            results = run(tools, scratch, live)
+            printers.append(lambda show=show, results=results: show(results, tools))
+            print(f"{part}: {time.monotonic() - start:.0f} s at load "
+                  f"{os.getloadavg()[0]:.1f} (1-minute load average)", flush=True)
         ok = True
     except (bench.BenchError, subprocess.TimeoutExpired, OSError) as err:
         print(f"mem: FAIL: {err}", file=sys.stderr)

@@ -216,7 +216,7 @@ def bench_dump(tools, scratch, live):
     for size_mib in DUMP_SIZES_MIB:
         # the holder, and the images of ours, upstream and the floor kept till their next turn
         bench.check_memory_mib(4 * size_mib + 1024, f"the {size_mib} MiB dump")
-        floor_bytes = []  # our pages images' size, what the floor writes
+        floor_bytes = [0]  # our pages images' size this round, what the floor writes
 
         def dump_step(tool, size_mib=size_mib, floor_bytes=floor_bytes):
             pid, pids, log = start_subject(scratch, f"holder-{tool[0]}", bench.HOLDER, (),
@@ -224,18 +224,18 @@ def bench_dump(tools, scratch, live):
             img_dir = os.path.join(scratch, f"{tool[0]}-{size_mib}M")
             seconds = dump_subject(tool, pid, pids, img_dir, live)
             if tool == OURS:
-                floor_bytes[:] = [sum(os.path.getsize(p) for p in bench.pages_images(img_dir))]
+                floor_bytes[0] = sum(os.path.getsize(p) for p in bench.pages_images(img_dir))
             restore_subject(tool, pid, pids, img_dir, live)
             stop_subject(pid, pids, log, live)
             return {"s": seconds}
 
-        def floor_step(size_mib=size_mib, floor_bytes=floor_bytes):
+        def floor_step(floor_bytes=floor_bytes):
+            """After ours in every round (the tail of the round)."""
             floor_dir = os.path.join(scratch, "dumpfloor")
             bench.fresh_dir(floor_dir)
             settle_caches()
-            nr_bytes = floor_bytes[0] if floor_bytes else size_mib << 20
             _, out = bench.run_timed([bench.DUMP_FLOOR, os.path.join(floor_dir, "pages.img"),
-                                      str(nr_bytes)], "dump floor", floor_dir)
+                                      str(floor_bytes[0])], "dump floor", floor_dir)
             return {"s": float(out)}
 
         blocks = [[(tool[0], lambda tool=tool: dump_step(tool))] for tool in tools]

@@ -85,8 +85,9 @@ def check_memory(size_mib):
     check_memory_mib(5 * size_mib + 512, f"{size_mib} MiB case")
 
 
-def spawn_holder(size_mib, log_path, options=()):
-    """Start the holder in its own session, fds only on files criu can dump."""
+def spawn_holder(size_mib, log_path, options=(), program=HOLDER):
+    """Start the holder (or another subject program taking its size last) in its own
+    session, fds only on files criu can dump."""
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
@@ -94,7 +95,7 @@ def spawn_holder(size_mib, log_path, options=()):
     ]
     # posix_spawn, not subprocess: Popen may waitpid() a pid it thinks is its own, and the
     # restored holder reuses that pid.
-    return os.posix_spawn(HOLDER, [HOLDER, *options, str(size_mib)], os.environ,
+    return os.posix_spawn(program, [program, *options, str(size_mib)], os.environ,
                           file_actions=actions, setsid=True)
 
 

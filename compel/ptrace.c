@@ -198,6 +198,21 @@ int compel_try_seize(pid_t pid)
 	return seize(pid, true);
 }
 
+int compel_interrupt(pid_t pid)
+{
+	int err;
+
+	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL)) {
+		err = errno;
+		pr_err("cannot interrupt %d: %s\n", pid, strerror(err));
+		return -err;
+	}
+	err = wait_interrupt_stop(pid);
+	if (err == -ESRCH)
+		pr_err("task %d exited while being interrupted\n", pid);
+	return err;
+}
+
 int compel_take_pending_stop(pid_t pid)
 {
 	int err;

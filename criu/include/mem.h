@@ -76,10 +76,13 @@ struct task_mm_misc {
  * offset 0) and, for each shared anonymous object not stored yet in this dump,
  * pagemap-shmem-SHMID.img (vaddr: the offset in the object) with its own pages-ID.img.
  * VMAs it cannot restore (SysV shm, devices no plugin takes) fail the dump, logged.
- * 0 or -errno.
+ * parasite: the task's running parasite (compel_parasite_start()), which vmsplices the
+ * private pages into pipes; NULL: they are read with process_vm_readv. 0 or -errno.
  */
+struct compel_ctl;
 int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx);
+		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx,
+		 struct compel_ctl *parasite);
 
 /*
  * A pre-dump: pagemap-PID.img and its pages of the task's private anonymous memory only

@@ -25,6 +25,7 @@
 #include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "page-splice.h"
 #include "page-xfer.h"
 #include "plugin.h"
 #include "proc_parse.h"
@@ -758,6 +759,13 @@ struct page_writer {
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
 	struct mem_lazy_task *lazy; /* dump --lazy-pages: where PE_LAZY runs are noted */
+	/*
+	 * With the task's parasite: entries and pages go through its pipes (page-splice.h),
+	 * the pages of splice_vma's VMA at least; other pages (a VMA vmsplice cannot take)
+	 * through the ring, once what is queued there is out.
+	 */
+	struct page_splice *splice;
+	bool splice_vma;
 };
 
 static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
@@ -833,14 +841,36 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 	return page_xfer_fill(&pw->xfer, len, fill_from_source, &copy);
 }
 
+/* A pagemap entry without pages, in order with the runs queued before it. */
+static int write_entry(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages,
+		       uint32_t flags)
+{
+	if (pw->splice)
+		return page_splice_entry(pw->splice, vaddr, nr_pages, flags);
+	return page_xfer_entry(&pw->xfer, vaddr, nr_pages, flags);
+}
+
+/* An entry and its pages, read from src_off of the source into the ring. */
+static int copy_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
+			 unsigned long nr_pages)
+{
+	int ret = pw->splice ? page_splice_drain(pw->splice) : 0;
+
+	if (!ret)
+		ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PRESENT);
+	return ret ? ret : copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
+}
+
 /* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
 static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
 			 unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PRESENT);
+	int ret;
 
-	if (!ret)
-		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
+	if (pw->splice && pw->splice_vma)
+		ret = page_splice_entry(pw->splice, vaddr, nr_pages, PE_PRESENT);
+	else
+		ret = copy_page_run(pw, vaddr, src_off, nr_pages);
 	if (!ret && pw->shmem)
 		pw->stats->shpages_written += nr_pages;
 	else if (!ret)
@@ -989,7 +1019,7 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 /* A run of nr_pages at vaddr that the parent images hold. */
 static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PARENT);
+	int ret = write_entry(pw, vaddr, nr_pages, PE_PARENT);
 
 	if (!ret)
 		pw->stats->pages_in_parent += nr_pages;
@@ -999,7 +1029,7 @@ static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long
 /* A run of nr_pages at vaddr left in the frozen tree for the lazy-pages daemon. */
 static int dump_lazy_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_LAZY);
+	int ret = write_entry(pw, vaddr, nr_pages, PE_LAZY);
 
 	if (!ret)
 		ret = mem_lazy_add_run(pw->lazy, vaddr, nr_pages);
@@ -1103,6 +1133,15 @@ static bool dump_vma_is_lazy(const struct dump_vma *dv)
 	return vma_is_lazy(&vma);
 }
 
+/*
+ * Whether vmsplice() can take the VMA's pages: not without PROT_READ (GUP fails); [vdso]
+ * and AIO rings, special mappings whose every page is stored, keep the ring.
+ */
+static bool vma_splices(const VmaEntry *ve)
+{
+	return (ve->prot & PROT_READ) && !(ve->status & (VMA_AREA_VDSO | VMA_AREA_AIORING));
+}
+
 static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 			     const struct dump_vma *dvmas, unsigned int nr)
 {
@@ -1115,6 +1154,7 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 		if (!vma_has_private_pages(ve))
 			continue;
 		scan->lazy_vma = pw->lazy && dump_vma_is_lazy(&dvmas[i]);
+		pw->splice_vma = vma_splices(ve);
 		scan->file_fd = -1;
 		if ((ve->status & VMA_FILE_PRIVATE) && (ve->status & VMA_AREA_NOT_ACCOUNTABLE))
 			scan->file_fd = open_map_files(scan->pid, ve, O_RDONLY);
@@ -1148,7 +1188,7 @@ static int read_parent_pagemap(pid_t pid, struct private_scan *scan)
 }
 
 static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
-			      struct mem_dump_ctx *ctx)
+			      struct mem_dump_ctx *ctx, struct compel_ctl *parasite)
 {
 	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn(),
 				     .ctx = ctx };
@@ -1184,12 +1224,17 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 		       pid);
 		ret = -ENOENT;
 	}
+	if (!ret && parasite)
+		ret = page_splice_open(&pw.splice, parasite, &pw.xfer);
 	if (!ret)
 		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
 	if (page_dedup_fini(&scan.dedup) && !ret)
 		ret = -EIO;
+	if (!ret && pw.splice)
+		ret = page_splice_drain(pw.splice);
 	if (!ret)
 		ret = flush_pages(&pw);
+	page_splice_close(pw.splice);
 	page_map_free(&scan.parent);
 	mem_written_free(&scan.written);
 	free(scan.pmes);
@@ -1318,7 +1363,8 @@ static int dump_shmem_objects(pid_t pid, const struct dump_vma *dvmas, unsigned 
 }
 
 int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx)
+		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx,
+		 struct compel_ctl *parasite)
 {
 	struct dump_vma *dvmas;
 	unsigned int nr = 0;
@@ -1335,7 +1381,7 @@ int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 	if (!ret)
 		ret = write_mm_ext_image(pid, dvmas, nr);
 	if (!ret)
-		ret = dump_private_pages(pid, dvmas, nr, ctx);
+		ret = dump_private_pages(pid, dvmas, nr, ctx, parasite);
 	if (!ret)
 		ret = dump_shmem_objects(pid, dvmas, nr, ctx);
 	free_dump_vmas(dvmas, nr_vmas);
@@ -1358,7 +1404,7 @@ int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas
 		if (mem_track_vma(&vmas[i]))
 			ret = fill_dump_vma(pid, &vmas[i], &dvmas[nr++]);
 	if (!ret)
-		ret = dump_private_pages(pid, dvmas, nr, ctx);
+		ret = dump_private_pages(pid, dvmas, nr, ctx, NULL);
 	free_dump_vmas(dvmas, nr);
 	return ret;
 }

@@ -154,16 +154,41 @@ static int checkpoint_devices(pid_t pid)
 	return ret >= 0 || ret == -ENOTSUP ? 0 : ret;
 }
 
+/*
+ * The task's parasite (§6 of design.md), which gives its pages to the dump through pipes.
+ * One that does not start leaves the task as it was (compel_cure()): the pages are then
+ * read from outside, as without it. NULL then.
+ */
+static struct compel_ctl *start_parasite(struct dump_task *task)
+{
+	struct compel_ctl *ctl;
+	unsigned long ip;
+
+	if (dump_find_syscall_ip(task, &ip) || compel_infect(task->item->pid, ip, &ctl))
+		return NULL;
+	if (!compel_parasite_start(ctl))
+		return ctl;
+	if (compel_cure(ctl))
+		return NULL;
+	pr_warn("task %d: no parasite, its pages are read from outside\n", task->item->pid);
+	return NULL;
+}
+
 static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
 {
+	struct compel_ctl *parasite;
 	struct timespec start;
-	int ret;
+	int ret, cure_ret = 0;
 
 	pr_info("dumping the memory of task %d\n", task->item->pid);
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc, &stats->mem);
+	parasite = start_parasite(task);
+	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc, &stats->mem,
+			   parasite);
+	if (parasite)
+		cure_ret = compel_cure(parasite);
 	stats->memdump_us += usec_since(&start);
-	return ret;
+	return ret ?: cure_ret;
 }
 
 /* The files code names fdinfo-FILES_ID.img by the ids pstree_assign_ids() gave. */
@@ -200,15 +225,18 @@ static int disarm_write_tracker(struct dump_task *task)
 	return ret ? ret : cure_ret;
 }
 
-/* A live process: its state, memory, files, ids and core images. */
+/*
+ * A live process: its state, files, memory, ids and core images. The files before the
+ * memory: the parasite's fds must not be in the task's fd table when it is walked.
+ */
 static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
 {
 	int ret = dump_collect_task_state(task);
 
 	if (!ret)
-		ret = dump_task_memory(task, stats);
-	if (!ret)
 		ret = dump_files(task);
+	if (!ret)
+		ret = dump_task_memory(task, stats);
 	if (!ret)
 		ret = pstree_write_ids(task->item);
 	return ret ? ret : write_task_cores(task);

@@ -10,6 +10,7 @@
  * task gives criu one end (pidfd_getfd), the other stays in the task for the parasite.
  * The parasite then runs on the blob's stack with every signal blocked (compel_infect()).
  */
+#include <cpuid.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +37,7 @@
 #endif
 
 #define AREA_PAGE 4096UL
+#define FP_XSTATE_MAGIC1 0x46505853U
 #define FP_XSTATE_MAGIC2 0x46505845U
 #define UC_FP_XSTATE 0x1
 #define UC_SIGCONTEXT_SS 0x2
@@ -162,9 +164,56 @@ static void lay_out(struct area_layout *l, size_t xstate_len)
 }
 
 /*
+ * The XSAVE area (standard format): the legacy part, its software bytes (which tell
+ * rt_sigreturn the frame's extent and components; ptrace leaves them to us), the header.
+ */
+#define XSAVE_SW_BYTES_OFF 464
+#define XSAVE_HEADER_OFF 512
+#define XSAVE_HEADER_SIZE 64
+
+struct xsave_sw_bytes {
+	uint32_t magic1, extended_size;
+	uint64_t xfeatures;
+	uint32_t xstate_size;
+};
+
+/*
+ * How much of the xstate the frame holds: up to the end of the last component the task
+ * has in use (XSTATE_BV), where CPUID leaf 0xd puts it. ptrace gives the size of every
+ * component the kernel knows, AMX tile data too, which rt_sigreturn refuses (falling back
+ * to the legacy state alone) from a task that never asked for AMX.
+ */
+static uint32_t frame_xstate_size(const char *xstate, size_t len)
+{
+	uint64_t in_use;
+	uint32_t size = XSAVE_HEADER_OFF + XSAVE_HEADER_SIZE;
+
+	memcpy(&in_use, xstate + XSAVE_HEADER_OFF, sizeof(in_use));
+	for (unsigned int i = 2; i < 64; i++) {
+		unsigned int eax, ebx, ecx, edx;
+
+		if (!(in_use & (1ULL << i)))
+			continue;
+		__cpuid_count(0xd, i, eax, ebx, ecx, edx);
+		if (ebx + eax > size)
+			size = ebx + eax;
+	}
+	return size < len ? size : len;
+}
+
+/* XCR0: the components the kernel enabled (what XRSTOR restores from the frame). */
+static uint64_t enabled_xfeatures(void)
+{
+	uint32_t lo, hi;
+
+	asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/*
  * The frame rt_sigreturn takes the task back through if criu dies: its registers as
  * compel_infect() saved them (restart fixed up), its signal mask and its xstate as ptrace
- * gives it (the signal frame's layout, software bytes included). uc_stack is left zero: a
+ * gives it (the signal frame's layout), with the software bytes a signal frame has. uc_stack is left zero: a
  * sigaltstack of size 0 is refused and rt_sigreturn ignores that, keeping the task's own.
  */
 static void build_frame(struct compel_ctl *ctl, struct compel_parasite *p,
@@ -173,7 +222,9 @@ static void build_frame(struct compel_ctl *ctl, struct compel_parasite *p,
 	struct parasite_sigframe *f = (void *)(p->local + l->frame);
 	const struct user_regs_struct *r = &ctl->orig_regs;
 	struct parasite_sigcontext *mc = &f->mc;
+	char *fpstate = p->local + l->fpstate;
 	uint32_t magic2 = FP_XSTATE_MAGIC2;
+	struct xsave_sw_bytes sw;
 
 	memset(f, 0, sizeof(*f));
 	f->uc_flags = UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
@@ -185,8 +236,14 @@ static void build_frame(struct compel_ctl *ctl, struct compel_parasite *p,
 	mc->cs = r->cs, mc->ss = r->ss;
 	mc->fpstate = p->remote + l->fpstate;
 	f->sigmask = ctl->orig_sigmask;
-	memcpy(p->local + l->fpstate, xstate, xstate_len);
-	memcpy(p->local + l->fpstate + xstate_len, &magic2, sizeof(magic2));
+	memcpy(fpstate, xstate, xstate_len);
+	memset(&sw, 0, sizeof(sw));
+	sw.magic1 = FP_XSTATE_MAGIC1;
+	sw.xfeatures = enabled_xfeatures();
+	sw.xstate_size = frame_xstate_size(xstate, xstate_len);
+	sw.extended_size = sw.xstate_size + sizeof(magic2);
+	memcpy(fpstate + XSAVE_SW_BYTES_OFF, &sw, sizeof(sw));
+	memcpy(fpstate + sw.xstate_size, &magic2, sizeof(magic2));
 }
 
 /* Maps the memfd in the task: code read-execute, the rest read-write. */

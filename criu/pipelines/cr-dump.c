@@ -20,6 +20,7 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "daemon.h"
+#include "dump-mem.h"
 #include "dump-task.h"
 #include "file-lock.h"
 #include "files.h"
@@ -154,43 +155,6 @@ static int checkpoint_devices(pid_t pid)
 	return ret >= 0 || ret == -ENOTSUP ? 0 : ret;
 }
 
-/*
- * The task's parasite (§6 of design.md), which gives its pages to the dump through pipes.
- * One that does not start leaves the task as it was (compel_cure()): the pages are then
- * read from outside, as without it. NULL then.
- */
-static struct compel_ctl *start_parasite(struct dump_task *task)
-{
-	struct compel_ctl *ctl;
-	unsigned long ip;
-
-	if (dump_find_syscall_ip(task, &ip) || compel_infect(task->item->pid, ip, &ctl))
-		return NULL;
-	if (!compel_parasite_start(ctl))
-		return ctl;
-	if (compel_cure(ctl))
-		return NULL;
-	pr_warn("task %d: no parasite, its pages are read from outside\n", task->item->pid);
-	return NULL;
-}
-
-static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
-{
-	struct compel_ctl *parasite;
-	struct timespec start;
-	int ret, cure_ret = 0;
-
-	pr_info("dumping the memory of task %d\n", task->item->pid);
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	parasite = start_parasite(task);
-	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc, &stats->mem,
-			   parasite);
-	if (parasite)
-		cure_ret = compel_cure(parasite);
-	stats->memdump_us += usec_since(&start);
-	return ret ?: cure_ret;
-}
-
 /* The files code names fdinfo-FILES_ID.img by the ids pstree_assign_ids() gave. */
 static int dump_files(struct dump_task *task)
 {
@@ -226,20 +190,21 @@ static int disarm_write_tracker(struct dump_task *task)
 }
 
 /*
- * A live process: its state, files, memory, ids and core images. The files before the
- * memory: the parasite's fds must not be in the task's fd table when it is walked.
+ * A live process: its state, files, ids and core images, then its memory, whose pages may
+ * still be dumped while the next task is (dump-mem.h). The files before the memory: the
+ * parasite's fds must not be in the task's fd table when it is walked.
  */
-static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
+static int dump_one_task(struct dump_task *task, struct dump_mem_pool *mem)
 {
 	int ret = dump_collect_task_state(task);
 
 	if (!ret)
 		ret = dump_files(task);
 	if (!ret)
-		ret = dump_task_memory(task, stats);
-	if (!ret)
 		ret = pstree_write_ids(task->item);
-	return ret ? ret : write_task_cores(task);
+	if (!ret)
+		ret = write_task_cores(task);
+	return ret ? ret : dump_mem_task(mem, task);
 }
 
 /*
@@ -265,17 +230,22 @@ static int dump_zombie(struct dump_task *task)
 
 static int dump_tree(struct dump_stats *stats)
 {
+	struct dump_mem_pool *mem = NULL;
 	unsigned int i;
-	int ret = 0;
+	int ret = 0, mem_ret;
 
 	/* Before any task's files: fdinfo images are named by files_id. */
 	ret = pstree_assign_ids();
+	if (!ret)
+		ret = dump_mem_pool_init(&mem, &stats->mem, &stats->memdump_us);
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct dump_task *task = dump_tasks[i];
 
-		ret = task->item->zombie ? dump_zombie(task) : dump_one_task(task, stats);
+		ret = task->item->zombie ? dump_zombie(task) : dump_one_task(task, mem);
 	}
-	return ret;
+	/* Every parasite stopped, even after a failure: the tree is resumed next. */
+	mem_ret = dump_mem_pool_finish(mem);
+	return ret ?: mem_ret;
 }
 
 /* Devices of every process, before any process's state is read. */

@@ -448,13 +448,12 @@ int compel_parasite_recv(struct compel_ctl *ctl, struct parasite_answer *answer)
 	struct pollfd pfd = { .fd = p->sk, .events = POLLIN };
 	ssize_t got;
 
-	while (poll(&pfd, 1, ANSWER_POLL_MS) == 0 || (pfd.revents & POLLIN) == 0) {
-		if (pfd.revents & (POLLHUP | POLLERR))
-			break;
-		if (parasite_stopped(ctl))
+	/* Mostly the answer is there already: poll only when it is not. */
+	while ((got = recv(p->sk, answer, sizeof(*answer), MSG_DONTWAIT)) < 0 &&
+	       (errno == EAGAIN || errno == EINTR)) {
+		if (poll(&pfd, 1, ANSWER_POLL_MS) == 0 && parasite_stopped(ctl))
 			return -EIO;
 	}
-	got = recv(p->sk, answer, sizeof(*answer), 0);
 	if (got != sizeof(*answer)) {
 		pr_err("task %d: no answer from its parasite: %s\n", ctl->pid,
 		       got < 0 ? strerror(errno) : "connection closed");

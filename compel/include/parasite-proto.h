@@ -47,6 +47,13 @@ struct parasite_iov {
 	uint64_t base, len;
 };
 
+#define PARASITE_NR_SIGNALS 64
+
+/* The kernel's struct sigaction as rt_sigaction() reads it on x86_64. */
+struct parasite_sigaction {
+	uint64_t handler, flags, restorer, mask;
+};
+
 /* At the start of the blob's writable part; criu writes it before the blob runs. */
 struct parasite_args {
 	/*
@@ -60,6 +67,8 @@ struct parasite_args {
 	uint64_t scratch, scratch_len;
 	uint64_t frame; /* the parasite_sigframe's address in the task */
 	struct parasite_iov slots[PARASITE_NR_SLOTS][PARASITE_SLOT_IOVS];
+	/* PARASITE_CMD_SIGACTIONS: signal n's at n - 1 (SIGKILL's and SIGSTOP's left alone). */
+	struct parasite_sigaction sigactions[PARASITE_NR_SIGNALS];
 };
 
 enum parasite_cmd_nr {
@@ -67,6 +76,8 @@ enum parasite_cmd_nr {
 	PARASITE_CMD_TAKE_PIPES = 1,
 	/* arg: a slot; nr: its iovecs, vmspliced into the slot's pipe. Answer: bytes. */
 	PARASITE_CMD_VMSPLICE,
+	/* Every signal's disposition into the arguments' sigactions. Answer: 0 or -errno. */
+	PARASITE_CMD_SIGACTIONS,
 	/*
 	 * The parasite closes the pipes and answers, then waits for a next command, where
 	 * criu interrupts it (PTRACE_INTERRUPT: no signal, no trap that would reset a

@@ -22,9 +22,12 @@ int dump_mem_pool_init(struct dump_mem_pool **pool, struct mem_dump_ctx *ctx,
 /*
  * The memory of a seized task whose state is collected: its mm images and shared objects
  * now, its private pages on a thread (waiting first for the oldest task when every thread
- * is busy). 0, or the first failure of this task or of one finished meanwhile.
+ * is busy), through its parasite (dump_start_parasite(), NULL: none), which the pool
+ * stops, whatever happens. 0, or the first failure of this task or of one finished
+ * meanwhile.
  */
-int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task);
+struct compel_ctl;
+int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task, struct compel_ctl *parasite);
 /* Waits for every task, stops the parasites, frees the pool: 0 or the first failure. */
 int dump_mem_pool_finish(struct dump_mem_pool *pool);
 

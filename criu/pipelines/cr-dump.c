@@ -190,21 +190,31 @@ static int disarm_write_tracker(struct dump_task *task)
 }
 
 /*
- * A live process: its state, files, ids and core images, then its memory, whose pages may
- * still be dumped while the next task is (dump-mem.h). The files before the memory: the
- * parasite's fds must not be in the task's fd table when it is walked.
+ * A live process: its state, files, then its parasite for its sigactions, its ids and core
+ * images, then its memory, whose pages may still be dumped while the next task is
+ * (dump-mem.h). The files before the parasite: its fds must not be seen in the fd table.
  */
 static int dump_one_task(struct dump_task *task, struct dump_mem_pool *mem)
 {
+	struct compel_ctl *parasite;
 	int ret = dump_collect_task_state(task);
 
 	if (!ret)
 		ret = dump_files(task);
+	if (ret)
+		return ret;
+	parasite = dump_start_parasite(task);
+	ret = dump_collect_sigactions(task, parasite);
 	if (!ret)
 		ret = pstree_write_ids(task->item);
 	if (!ret)
 		ret = write_task_cores(task);
-	return ret ? ret : dump_mem_task(mem, task);
+	if (ret) {
+		if (parasite)
+			compel_cure(parasite); /* logs its own failure; the dump fails anyway */
+		return ret;
+	}
+	return dump_mem_task(mem, task, parasite);
 }
 
 /*

@@ -75,26 +75,6 @@ int dump_mem_pool_init(struct dump_mem_pool **out, struct mem_dump_ctx *ctx,
 	return 0;
 }
 
-/*
- * The task's parasite (design.md §6), which gives its pages to the dump through pipes.
- * One that does not start leaves the task as it was (compel_cure()): the pages are then
- * read from outside, as without it. NULL then.
- */
-static struct compel_ctl *start_parasite(struct dump_task *task)
-{
-	struct compel_ctl *ctl;
-	unsigned long ip;
-
-	if (dump_find_syscall_ip(task, &ip) || compel_infect(task->item->pid, ip, &ctl))
-		return NULL;
-	if (!compel_parasite_start(ctl))
-		return ctl;
-	if (compel_cure(ctl))
-		return NULL;
-	pr_warn("task %d: no parasite, its pages are read from outside\n", task->item->pid);
-	return NULL;
-}
-
 static void *dump_pages_thread(void *arg)
 {
 	struct mem_job *job = arg;
@@ -126,20 +106,23 @@ static void finish_oldest(struct dump_mem_pool *pool)
 	pool->nr--;
 }
 
-int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task)
+int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task, struct compel_ctl *parasite)
 {
 	struct mem_job *job;
 	int ret;
 
 	if (pool->nr == pool->max_jobs)
 		finish_oldest(pool);
-	if (pool->error)
-		return pool->error;
+	if (pool->error) {
+		int ret = parasite ? compel_cure(parasite) : 0;
+
+		return pool->error ?: ret;
+	}
 	job = &pool->jobs[(pool->first + pool->nr++) % pool->max_jobs];
 	job->task = task;
 	pr_info("dumping the memory of task %d\n", task->item->pid);
 	clock_gettime(CLOCK_MONOTONIC, &job->start);
-	job->parasite = start_parasite(task);
+	job->parasite = parasite;
 	ret = mem_dump_task_begin(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc,
 				  pool->ctx, job->parasite, &job->mem);
 	if (!ret && pool->max_jobs > 1) {

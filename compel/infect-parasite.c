@@ -39,9 +39,6 @@
 #define AREA_PAGE 4096UL
 #define FP_XSTATE_MAGIC1 0x46505853U
 #define FP_XSTATE_MAGIC2 0x46505845U
-#define UC_FP_XSTATE 0x1
-#define UC_SIGCONTEXT_SS 0x2
-#define UC_STRICT_RESTORE_SS 0x4
 /* How often a wait for the parasite's answer looks whether the task still runs it. */
 #define ANSWER_POLL_MS 100
 
@@ -221,13 +218,13 @@ static void build_frame(struct compel_ctl *ctl, struct compel_parasite *p,
 {
 	struct parasite_sigframe *f = (void *)(p->local + l->frame);
 	const struct user_regs_struct *r = &ctl->orig_regs;
-	struct parasite_sigcontext *mc = &f->mc;
+	struct x86_sigcontext *mc = &f->uc.mcontext;
 	char *fpstate = p->local + l->fpstate;
 	uint32_t magic2 = FP_XSTATE_MAGIC2;
 	struct xsave_sw_bytes sw;
 
 	memset(f, 0, sizeof(*f));
-	f->uc_flags = UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+	f->uc.uc_flags = UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
 	mc->r8 = r->r8, mc->r9 = r->r9, mc->r10 = r->r10, mc->r11 = r->r11;
 	mc->r12 = r->r12, mc->r13 = r->r13, mc->r14 = r->r14, mc->r15 = r->r15;
 	mc->di = r->rdi, mc->si = r->rsi, mc->bp = r->rbp, mc->bx = r->rbx;
@@ -235,7 +232,7 @@ static void build_frame(struct compel_ctl *ctl, struct compel_parasite *p,
 	mc->ip = r->rip, mc->flags = r->eflags;
 	mc->cs = r->cs, mc->ss = r->ss;
 	mc->fpstate = p->remote + l->fpstate;
-	f->sigmask = ctl->orig_sigmask;
+	f->uc.sigmask = ctl->orig_sigmask;
 	memcpy(fpstate, xstate, xstate_len);
 	memset(&sw, 0, sizeof(sw));
 	sw.magic1 = FP_XSTATE_MAGIC1;

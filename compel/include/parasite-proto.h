@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "sigframe-x86.h"
+
 /*
  * Offsets in the blob's code: a syscall instruction compel's injected syscalls run while
  * the blob is mapped (the task's own code is put back as soon as it is), and the entry
@@ -21,26 +23,10 @@
 #define PARASITE_NR_SLOTS 2
 #define PARASITE_SLOT_IOVS 1024 /* UIO_MAXIOV: one vmsplice() per batch */
 
-/* The x86_64 signal frame as rt_sigreturn reads it (uapi asm/sigcontext.h, ucontext.h). */
-struct parasite_sigcontext {
-	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
-	uint64_t di, si, bp, bx, dx, ax, cx, sp, ip, flags;
-	uint16_t cs, gs, fs, ss;
-	uint64_t err, trapno, oldmask, cr2;
-	uint64_t fpstate;
-	uint64_t reserved1[8];
-};
-
+/* The frame the parasite rt_sigreturns through if criu dies. */
 struct parasite_sigframe {
 	uint64_t pretcode; /* rt_sigreturn takes the frame at sp - 8: sp points past this */
-	uint64_t uc_flags;
-	uint64_t uc_link;
-	uint64_t ss_sp;
-	int32_t ss_flags;
-	uint32_t ss_pad;
-	uint64_t ss_size;
-	struct parasite_sigcontext mc;
-	uint64_t sigmask;
+	struct x86_ucontext uc;
 };
 
 struct parasite_iov {

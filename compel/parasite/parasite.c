@@ -66,7 +66,7 @@ static int64_t fini(struct parasite_args *args)
 /* criu is gone: the task continues where it was stopped; the blob's area stays mapped. */
 static void __attribute__((noreturn)) put_task_back(struct parasite_args *args)
 {
-	uint64_t sp = args->frame + offsetof(struct parasite_sigframe, uc_flags);
+	uint64_t sp = args->frame + offsetof(struct parasite_sigframe, uc);
 
 	fini(args);
 	close_noted(&args->sk);

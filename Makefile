@@ -77,6 +77,8 @@ CRIU_OBJS := $(CRIU_SRCS:.c=.o)
 .DEFAULT_GOAL := all
 # The restorer blob (criu/pie/) has its own flags and rules.
 include criu/pie/Makefile.inc
+# The parasite blob (compel/parasite/), run inside a dumped task: its own flags and rules.
+include compel/parasite/Makefile.inc
 # The AMDGPU plugin (plugins/amdgpu/): its own objects, linked into a .so (and a test build).
 include plugins/amdgpu/Makefile.inc
 # libsoccr, TCP connection repair (soccr/): a static library for criu, a shared one to install.
@@ -107,7 +109,7 @@ images/%.pb-c.c images/%.pb-c.h: images/%.proto
 $(PB_OBJS): override CFLAGS += -Wno-unused-parameter
 $(CRIU_OBJS): | $(PB_H) $(RESTORER_BLOB_H)
 
-criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ) $(SOCCR_A)
+criu/criu: $(CRIU_OBJS) $(PB_OBJS) $(RESTORER_BLOB_OBJ) $(PARASITE_BLOB_OBJ) $(SOCCR_A)
 	$(CC) $(CFLAGS) $(LDFLAGS) -rdynamic -o $@ $^ $(LDLIBS)
 
 -include $(CRIU_OBJS:.o=.d) $(PB_OBJS:.o=.d)
@@ -208,5 +210,6 @@ clean: crit-clean libcriu-clean
 	$(MAKE) -C test/demo clean
 	$(MAKE) -C test/bench-gpu clean
 	$(PIE_CLEAN)
+	$(PARASITE_CLEAN)
 	$(AMDGPU_CLEAN)
 	$(SOCCR_CLEAN)

@@ -13,25 +13,13 @@
 #include <sys/wait.h>
 
 #include "compel.h"
+#include "infect-priv.h"
 
 #define LOG_PREFIX "compel: "
 #include "log.h"
 
 /* "syscall" on x86_64. */
 static const unsigned char syscall_insn[] = { 0x0f, 0x05 };
-
-struct compel_ctl {
-	pid_t pid;
-	unsigned long syscall_ip;
-	long orig_code; /* the word at syscall_ip before we wrote over it */
-	bool code_written;
-	uint64_t orig_sigmask;
-	bool sigmask_changed;
-	/* Registers as seized, restart fixup applied: see compel_cure(). */
-	struct user_regs_struct orig_regs;
-	bool regs_saved;
-	unsigned long scratch; /* 0: not mapped */
-};
 
 /*
  * A task that was group-stopped (SIGSTOP & co.) when seized reports its group-stop once
@@ -261,7 +249,7 @@ static int unmap_scratch_page(struct compel_ctl *ctl)
 	return 0;
 }
 
-static int restore_code(struct compel_ctl *ctl)
+int compel_restore_code(struct compel_ctl *ctl)
 {
 	if (ptrace(PTRACE_POKEDATA, ctl->pid, (void *)ctl->syscall_ip, (void *)ctl->orig_code)) {
 		int err = errno;
@@ -277,10 +265,14 @@ int compel_cure(struct compel_ctl *ctl)
 {
 	int first_err = 0;
 
+	if (ctl->parasite)
+		keep_first_error(&first_err, compel_parasite_cure(ctl));
 	if (ctl->scratch)
 		keep_first_error(&first_err, unmap_scratch_page(ctl));
+	if (ctl->parasite_area)
+		keep_first_error(&first_err, compel_parasite_unmap(ctl));
 	if (ctl->code_written)
-		keep_first_error(&first_err, restore_code(ctl));
+		keep_first_error(&first_err, compel_restore_code(ctl));
 	if (ctl->sigmask_changed)
 		keep_first_error(&first_err, compel_set_sigmask(ctl->pid, ctl->orig_sigmask));
 	if (ctl->regs_saved)

@@ -198,20 +198,31 @@ int compel_try_seize(pid_t pid)
 	return seize(pid, true);
 }
 
-int compel_take_pending_stop(pid_t pid)
+/* A ptrace request that ends in a stop (what: for messages), and that stop waited for. */
+static int request_stop(pid_t pid, enum __ptrace_request req, const char *what)
 {
 	int err;
 
-	if (ptrace(PTRACE_CONT, pid, NULL, NULL)) {
+	if (ptrace(req, pid, NULL, NULL)) {
 		err = errno;
-		pr_err("cannot let %d take its pending stop: %s\n", pid, strerror(err));
+		pr_err("task %d: cannot %s: %s\n", pid, what, strerror(err));
 		return -err;
 	}
-	/* The signal's delivery stop first (passed on), then the group stop it starts. */
 	err = wait_interrupt_stop(pid);
 	if (err == -ESRCH)
-		pr_err("task %d exited while taking its pending stop\n", pid);
+		pr_err("task %d exited before it stopped (%s)\n", pid, what);
 	return err;
+}
+
+int compel_interrupt(pid_t pid)
+{
+	return request_stop(pid, PTRACE_INTERRUPT, "interrupt");
+}
+
+int compel_take_pending_stop(pid_t pid)
+{
+	/* The signal's delivery stop first (passed on), then the group stop it starts. */
+	return request_stop(pid, PTRACE_CONT, "take its pending stop");
 }
 
 int compel_detach(pid_t pid)

@@ -36,7 +36,9 @@ WINGS = {
     # memfd is shared memory with a name, whose pages the same writer stores
     "memory": {"mem", "mem-lazy", "shmem", "task-image", "dedup", "files-memfd",
                "page-server", "page-server-images", "page-server-lazy", "page-xfer",
-               "uffd-task"},
+               "page-splice", "uffd-task"},
+    # compel's infection: remote syscalls, and the parasite they load, which cure() stops
+    "infection": {"infect", "infect-parasite"},
     # a net namespace's devices, tun/tap ones among them
     "net devices": {"ns-net", "files-tun", "net-rtnl", "net-links", "net-sysctl", "net-tables"},
     # a mount namespace: its tree, how it is built again, propagation, tmpfs contents

@@ -1171,6 +1171,10 @@ def mnt_restore_fails(restore_args, expect):
 #   page_server_killed     the page server is stopped once the dump connected (pre-dump
 #                  action script) and killed while the dump waits for it: as dump_fails
 #   cross_restore_upstream dumped by ours, restored by upstream criu
+#   criu_killed    criu dump is SIGKILLed while the parasite runs in the task (it waits for a
+#                  page server that never answers): every thread runs on untraced, with the
+#                  fds and mappings it had (the parasite's area aside, which stays), and the
+#                  test passes its checks
 # launcher: the test program forks the tree's root into namespaces of its own (as
 #   `unshare -p -f` does; test_launch_root()), publishes the root's pid and exits: the root,
 #   reparented to the runner, is the test's process. pidns: that root is the init of its own
@@ -1356,6 +1360,13 @@ TESTS = {
                                         'mode': 'page_server_lazy_images', 'ps_bad_get': True},
     'page_server_killed': {'bin': 'mem_anon_private', 'mode': 'page_server_killed',
                            'expect': 'page server 127.0.0.1:'},
+    # criu killed while the task's parasite runs: the task puts itself back
+    'criu_killed_mem_anon_private': {'bin': 'mem_anon_private', 'mode': 'criu_killed'},
+    'criu_killed_regs_fpu_avx': {'bin': 'regs_fpu_avx', 'mode': 'criu_killed'},
+    'criu_killed_regs_avx512': {'bin': 'regs_avx512', 'mode': 'criu_killed',
+                                'cpu_flags': ['avx512f', 'avx512bw']},
+    'criu_killed_threads_blocked_calls': {'bin': 'threads_blocked_calls', 'mode': 'criu_killed'},
+    'criu_killed_sig_blocked_mask': {'bin': 'sig_blocked_mask', 'mode': 'criu_killed'},
     # upstream's dump to our server, ours to upstream's server
     'cross_up2us_page_server': {'bin': 'mem_anon_private', 'mode': 'page_server',
                                 'ps_upstream_dump': True, 'setsid': True},
@@ -3164,6 +3175,18 @@ def pid_alive(pid):
     return 'Z' not in state.split()[1]
 
 
+def task_fds(pid):
+    """{fd: what it links to} of a process."""
+    path = '/proc/%d/fd' % pid
+    return {fd: os.readlink(os.path.join(path, fd)) for fd in os.listdir(path)}
+
+
+def task_maps(pid):
+    """The lines of /proc/PID/maps."""
+    with open('/proc/%d/maps' % pid) as maps:
+        return maps.read().splitlines()
+
+
 def proc_status(pid, field):
     with open('/proc/%d/status' % pid) as status:
         for line in status:
@@ -4655,6 +4678,54 @@ class TestRun:
             '--page-server', '--address', '127.0.0.1', '--port', str(port),
             '--action-script', os.path.join(self.out, 'script.sh')])
         self.run_dump_fails()
+
+    def run_criu_killed(self):
+        """criu dump connects to a socket of ours that accepts and never answers: it
+        waits for the page server's answer with the parasite started, where it is killed."""
+        pid = self.pid
+        tids = tree_tids(tree_pids(pid))
+        fds, maps = task_fds(pid), task_maps(pid)
+        with socket.socket() as listener:
+            listener.bind(('127.0.0.1', 0))
+            listener.listen(1)
+            listener.settimeout(CRIU_TIMEOUT)
+            cmd = [CRIU, 'dump', '-t', str(pid), '-D', self.img, '--page-server', '--address',
+                   '127.0.0.1', '--port', str(listener.getsockname()[1]), '-v4', '-o',
+                   'dump.log']
+            with open(os.path.join(self.out, 'criu-dump.err'), 'wb') as err:
+                criu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+            try:
+                conn, _ = listener.accept()
+                self.wait_parasite_running(pid)
+            finally:
+                criu.kill()
+                criu.wait()
+            conn.close()
+        # The parasite puts the task back once it has run again: its fds and compel's
+        # scratch page go then, the parasite's area stays.
+        deadline = time.monotonic() + CRIU_TIMEOUT
+        while True:
+            now_fds = task_fds(pid)
+            left = [m for m in task_maps(pid) if 'criu-parasite' not in m]
+            if now_fds == fds and left == maps:
+                break
+            if time.monotonic() > deadline:
+                raise TestFailure('after criu was killed: the fds are %r, were %r; mappings '
+                                  'changed: %r' % (now_fds, fds, sorted(set(left) ^ set(maps))),
+                                  'dump.log')
+            time.sleep(0.01)
+        self.expect_tasks_untouched(tids, 'after criu was killed')
+        self.finish_and_judge()
+
+    def wait_parasite_running(self, pid):
+        """Until the parasite is mapped in the task and the task sleeps in it (serving
+        its socket), no longer stopped by criu."""
+        deadline = time.monotonic() + CRIU_TIMEOUT
+        while not (any('criu-parasite' in m for m in task_maps(pid)) and
+                   proc_status(pid, 'State').startswith('S')):
+            if time.monotonic() > deadline:
+                raise TestFailure('the parasite did not run in %d' % pid, 'dump.log')
+            time.sleep(0.01)
 
     def run_page_server_refuses(self):
         port = self.start_page_server()

@@ -34,6 +34,8 @@ int compel_try_seize(pid_t pid);
  * 0 or -errno.
  */
 int compel_take_pending_stop(pid_t pid);
+/* A seized task that runs (its parasite): PTRACE_INTERRUPT and wait for the stop. */
+int compel_interrupt(pid_t pid);
 /* PTRACE_DETACH: the task resumes from wherever it is stopped. */
 int compel_detach(pid_t pid);
 /*
@@ -103,9 +105,26 @@ unsigned long compel_scratch_addr(struct compel_ctl *ctl);
 /* Copy len bytes at offset off of the scratch page out of the task. */
 int compel_scratch_read(struct compel_ctl *ctl, size_t off, void *buf, size_t len);
 /*
- * Undo the infection: unmap the scratch page, put back the original code bytes, the
- * sigmask and the registers exactly as compel_infect() found them; frees ctl. The task
- * stays stopped and seized. Every step is tried even if one fails; returns the first error.
+ * The parasite (compel/parasite/, parasite-proto.h) loaded into an infected task and
+ * started: it serves commands until compel_cure() stops it (no compel_syscall() while it
+ * runs). 0 or -errno (logged); compel_cure() undoes
+ * a failed start too. If criu dies while it runs, the parasite puts the task back itself.
+ */
+struct parasite_args;
+struct parasite_cmd;
+struct parasite_answer;
+int compel_parasite_start(struct compel_ctl *ctl);
+/* criu's view of the parasite's arguments (shared memory): the iovec slots. */
+struct parasite_args *compel_parasite_args(struct compel_ctl *ctl);
+/* One command, with nr_fds fds (SCM_RIGHTS). 0 or -errno (logged). */
+int compel_parasite_send(struct compel_ctl *ctl, const struct parasite_cmd *cmd, const int *fds,
+			 unsigned int nr_fds);
+/* The next answer, in order. -EIO (logged) when the parasite is gone or the task stopped. */
+int compel_parasite_recv(struct compel_ctl *ctl, struct parasite_answer *answer);
+/*
+ * Undo the infection: stop the parasite, unmap the scratch page and the parasite's area,
+ * put back the original code bytes, the sigmask and the registers exactly as
+ * compel_infect() found them; frees ctl. The task stays stopped and seized. Every step is tried even if one fails; returns the first error.
  */
 int compel_cure(struct compel_ctl *ctl);
 

@@ -96,6 +96,15 @@ void dump_release_tree(bool dumped);
 int dump_collect_task_state(struct dump_task *task);
 /* An executable address of the task where compel injects its syscalls. */
 int dump_find_syscall_ip(struct dump_task *task, unsigned long *ip);
+/*
+ * The task's parasite (design.md §6), started once its fds are dumped (its own must not be
+ * seen), for what the task itself tells: its sigactions and its pages. One that does not
+ * start leaves the task as it was (compel_cure()): NULL then, and the same state is read
+ * with injected syscalls, the pages from outside.
+ */
+struct compel_ctl *dump_start_parasite(struct dump_task *task);
+/* Every signal's disposition into the task's core, through parasite or, NULL, injected. */
+int dump_collect_sigactions(struct dump_task *task, struct compel_ctl *parasite);
 /* What collection allocated, and the task. */
 void dump_task_free(struct dump_task *task);
 

@@ -28,6 +28,8 @@ struct page_xfer_ops {
 	int (*write)(struct page_xfer *px, const void *buf, size_t len);
 	/* Optional: after open(), whether it succeeded; the writer is stopped. */
 	void (*close)(struct page_xfer *px);
+	/* Where page_xfer_splice() moves pages to. */
+	int (*splice_fd)(struct page_xfer *px);
 };
 
 struct page_xfer {
@@ -81,6 +83,12 @@ int page_xfer_commit(struct page_xfer *px, size_t len);
 typedef ssize_t (*page_xfer_fill_fn)(void *arg, char *buf, size_t len);
 /* len bytes into the ring, as fill() produces them: page_xfer_room() and commit in a loop. */
 int page_xfer_fill(struct page_xfer *px, size_t len, page_xfer_fill_fn fill, void *arg);
+/*
+ * The next len bytes of pages from a pipe (filled by vmsplice in the task: page-splice.h),
+ * moved to the target with splice(), after everything committed before. 0 or -errno
+ * (logged).
+ */
+int page_xfer_splice(struct page_xfer *px, int pipe_fd, size_t len);
 /* Everything committed is written when it returns 0; -errno: the writer's failure. */
 int page_xfer_flush(struct page_xfer *px);
 /* Stops the writer (what is still queued is written), closes the target, frees the buffers. */

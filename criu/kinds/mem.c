@@ -25,6 +25,7 @@
 #include "mem-track.h"
 #include "memfd.h"
 #include "namespaces.h"
+#include "page-splice.h"
 #include "page-xfer.h"
 #include "plugin.h"
 #include "proc_parse.h"
@@ -758,15 +759,24 @@ struct page_writer {
 	struct mem_dump_stats *stats;
 	bool shmem; /* a shared memory object: its pages count as shpages */
 	struct mem_lazy_task *lazy; /* dump --lazy-pages: where PE_LAZY runs are noted */
+	/*
+	 * With the task's parasite: entries and pages go through its pipes (page-splice.h),
+	 * the pages of splice_vma's VMA at least; other pages (a VMA vmsplice cannot take)
+	 * through the ring, once what is queued there is out.
+	 */
+	struct page_splice *splice;
+	bool splice_vma;
 };
 
+/* Into pages-pages_id.img, counted in stats (the dump's, or a task's own: mem_task_dump). */
 static int open_page_writer(struct page_writer *pw, enum cr_img_type map_type, unsigned long map_id,
-			    struct mem_dump_ctx *ctx)
+			    const struct mem_dump_ctx *ctx, uint32_t pages_id,
+			    struct mem_dump_stats *stats)
 {
-	pw->stats = &ctx->stats;
+	pw->stats = stats;
 	/* A pre-dump's pagemap (protect) stays here too: the next dump reads it. */
-	return page_xfer_open(&pw->xfer, ctx->page_server_sk, map_type, map_id,
-			      ctx->next_pages_id++, ctx->protect ? PAGE_XFER_KEEP_PAGEMAP : 0);
+	return page_xfer_open(&pw->xfer, ctx->page_server_sk, map_type, map_id, pages_id,
+			      ctx->protect ? PAGE_XFER_KEEP_PAGEMAP : 0);
 }
 
 static void close_page_writer(struct page_writer *pw)
@@ -833,14 +843,36 @@ static int copy_pages(struct page_writer *pw, uint64_t src_off, size_t len)
 	return page_xfer_fill(&pw->xfer, len, fill_from_source, &copy);
 }
 
+/* A pagemap entry without pages, in order with the runs queued before it. */
+static int write_entry(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages,
+		       uint32_t flags)
+{
+	if (pw->splice)
+		return page_splice_entry(pw->splice, vaddr, nr_pages, flags);
+	return page_xfer_entry(&pw->xfer, vaddr, nr_pages, flags);
+}
+
+/* An entry and its pages, read from src_off of the source into the ring. */
+static int copy_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
+			 unsigned long nr_pages)
+{
+	int ret = pw->splice ? page_splice_drain(pw->splice) : 0;
+
+	if (!ret)
+		ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PRESENT);
+	return ret ? ret : copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
+}
+
 /* A run of nr_pages stored pages at vaddr, read from src_off of the source. */
 static int dump_page_run(struct page_writer *pw, uint64_t vaddr, uint64_t src_off,
 			 unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PRESENT);
+	int ret;
 
-	if (!ret)
-		ret = copy_pages(pw, src_off, nr_pages * PAGE_SIZE);
+	if (pw->splice && pw->splice_vma)
+		ret = page_splice_entry(pw->splice, vaddr, nr_pages, PE_PRESENT);
+	else
+		ret = copy_page_run(pw, vaddr, src_off, nr_pages);
 	if (!ret && pw->shmem)
 		pw->stats->shpages_written += nr_pages;
 	else if (!ret)
@@ -896,7 +928,7 @@ static bool page_worth_storing(uint64_t pme, bool anon_only, uint64_t zero_pfn)
 static bool page_equals_file(struct page_writer *pw, int file_fd, const VmaEntry *ve,
 			     unsigned long addr)
 {
-	static char mem_page[PAGE_SIZE], file_page[PAGE_SIZE];
+	char mem_page[PAGE_SIZE], file_page[PAGE_SIZE]; /* on the stack: tasks run in parallel */
 	ssize_t got;
 
 	if (pread(pw->src_fd, mem_page, PAGE_SIZE, addr) != PAGE_SIZE)
@@ -989,7 +1021,7 @@ static enum page_kind page_kind(struct page_writer *pw, struct private_scan *sca
 /* A run of nr_pages at vaddr that the parent images hold. */
 static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_PARENT);
+	int ret = write_entry(pw, vaddr, nr_pages, PE_PARENT);
 
 	if (!ret)
 		pw->stats->pages_in_parent += nr_pages;
@@ -999,7 +1031,7 @@ static int dump_parent_run(struct page_writer *pw, uint64_t vaddr, unsigned long
 /* A run of nr_pages at vaddr left in the frozen tree for the lazy-pages daemon. */
 static int dump_lazy_run(struct page_writer *pw, uint64_t vaddr, unsigned long nr_pages)
 {
-	int ret = page_xfer_entry(&pw->xfer, vaddr, nr_pages, PE_LAZY);
+	int ret = write_entry(pw, vaddr, nr_pages, PE_LAZY);
 
 	if (!ret)
 		ret = mem_lazy_add_run(pw->lazy, vaddr, nr_pages);
@@ -1103,6 +1135,15 @@ static bool dump_vma_is_lazy(const struct dump_vma *dv)
 	return vma_is_lazy(&vma);
 }
 
+/*
+ * Whether vmsplice() can take the VMA's pages: not without PROT_READ (GUP fails); [vdso]
+ * and AIO rings, special mappings whose every page is stored, keep the ring.
+ */
+static bool vma_splices(const VmaEntry *ve)
+{
+	return (ve->prot & PROT_READ) && !(ve->status & (VMA_AREA_VDSO | VMA_AREA_AIORING));
+}
+
 static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 			     const struct dump_vma *dvmas, unsigned int nr)
 {
@@ -1115,6 +1156,7 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 		if (!vma_has_private_pages(ve))
 			continue;
 		scan->lazy_vma = pw->lazy && dump_vma_is_lazy(&dvmas[i]);
+		pw->splice_vma = vma_splices(ve);
 		scan->file_fd = -1;
 		if ((ve->status & VMA_FILE_PRIVATE) && (ve->status & VMA_AREA_NOT_ACCOUNTABLE))
 			scan->file_fd = open_map_files(scan->pid, ve, O_RDONLY);
@@ -1124,6 +1166,18 @@ static int scan_private_vmas(struct page_writer *pw, struct private_scan *scan,
 	}
 	return ret;
 }
+
+/* One task's memory dump, between mem_dump_task_begin() and mem_dump_task_end(). */
+struct mem_task_dump {
+	pid_t pid;
+	struct dump_vma *dvmas;
+	unsigned int nr, nr_alloc;
+	const struct mem_dump_ctx *ctx; /* only read by mem_dump_task_pages() */
+	struct compel_ctl *parasite;
+	uint32_t pages_id;
+	struct mem_lazy_task *lazy;
+	struct mem_dump_stats stats; /* the private pages', added to the dump's at the end */
+};
 
 /*
  * The parent's runs of this task: none when the parent images have no pagemap of it (a
@@ -1147,12 +1201,14 @@ static int read_parent_pagemap(pid_t pid, struct private_scan *scan)
 	return page_map_read_parent(CR_IMG_PAGEMAP, pidns_img_pid(pid), &scan->parent);
 }
 
-static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned int nr,
-			      struct mem_dump_ctx *ctx)
+/* The private pages of d's task: only d is written to, so tasks may run in parallel. */
+static int dump_private_pages(struct mem_task_dump *d)
 {
+	const struct mem_dump_ctx *ctx = d->ctx;
+	pid_t pid = d->pid;
 	struct private_scan scan = { .pid = pid, .pagemap_fd = -1, .zero_pfn = find_zero_page_pfn(),
 				     .ctx = ctx };
-	struct page_writer pw = { .src_fd = -1 };
+	struct page_writer pw = { .src_fd = -1, .lazy = d->lazy };
 	char path[64], what[32];
 	int ret = 0;
 
@@ -1173,23 +1229,27 @@ static int dump_private_pages(pid_t pid, const struct dump_vma *dvmas, unsigned 
 		pr_err("no memory for pagemap entries\n");
 	} else if (ctx->parent) {
 		ret = read_parent_pagemap(pid, &scan);
-	} else if (ctx->lazy) {
-		ret = mem_lazy_add_task(ctx, pid, &pw.lazy);
 	}
 	if (!ret)
-		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx);
+		ret = open_page_writer(&pw, CR_IMG_PAGEMAP, pidns_img_pid(pid), ctx, d->pages_id,
+				       &d->stats);
 	if (!ret && scan.has_parent && ctx->page_server_sk >= 0 && !pw.xfer.server_has_parent) {
 		pr_err("task %d: the page server's parent images hold no pagemap of it (start it "
 		       "with --prev-images-dir naming the same images)\n",
 		       pid);
 		ret = -ENOENT;
 	}
+	if (!ret && d->parasite)
+		ret = page_splice_open(&pw.splice, d->parasite, &pw.xfer);
 	if (!ret)
-		ret = scan_private_vmas(&pw, &scan, dvmas, nr);
+		ret = scan_private_vmas(&pw, &scan, d->dvmas, d->nr);
 	if (page_dedup_fini(&scan.dedup) && !ret)
 		ret = -EIO;
+	if (!ret && pw.splice)
+		ret = page_splice_drain(pw.splice);
 	if (!ret)
 		ret = flush_pages(&pw);
+	page_splice_close(pw.splice);
 	page_map_free(&scan.parent);
 	mem_written_free(&scan.written);
 	free(scan.pmes);
@@ -1267,7 +1327,8 @@ int dump_shmem_fd(int fd, uint64_t shmid, uint64_t size, const char *what,
 		       (unsigned long long)shmid);
 		return -EEXIST;
 	}
-	ret = open_page_writer(&pw, CR_IMG_SHMEM_PAGEMAP, shmid, ctx);
+	ret = open_page_writer(&pw, CR_IMG_SHMEM_PAGEMAP, shmid, ctx, ctx->next_pages_id++,
+			       &ctx->stats);
 	if (!ret)
 		ret = dump_shmem_data(&pw, size);
 	if (!ret)
@@ -1317,48 +1378,82 @@ static int dump_shmem_objects(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	return ret;
 }
 
-int dump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-		 const struct task_mm_misc *misc, struct mem_dump_ctx *ctx)
+int mem_dump_task_begin(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+			const struct task_mm_misc *misc, struct mem_dump_ctx *ctx,
+			struct compel_ctl *parasite, struct mem_task_dump **out)
 {
-	struct dump_vma *dvmas;
-	unsigned int nr = 0;
+	struct mem_task_dump *d = calloc(1, sizeof(*d));
 	int ret;
 
-	dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*dvmas));
-	if (!dvmas) {
+	*out = d;
+	if (d)
+		d->dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*d->dvmas));
+	if (!d || !d->dvmas) {
 		pr_err("no memory for the VMAs of %d\n", pid);
 		return -ENOMEM;
 	}
-	ret = collect_dump_vmas(pid, vmas, nr_vmas, dvmas, &nr);
+	d->pid = pid;
+	d->nr_alloc = nr_vmas;
+	d->ctx = ctx;
+	d->parasite = parasite;
+	ret = collect_dump_vmas(pid, vmas, nr_vmas, d->dvmas, &d->nr);
 	if (!ret)
-		ret = write_mm_image(pid, misc, dvmas, nr);
+		ret = write_mm_image(pid, misc, d->dvmas, d->nr);
 	if (!ret)
-		ret = write_mm_ext_image(pid, dvmas, nr);
+		ret = write_mm_ext_image(pid, d->dvmas, d->nr);
 	if (!ret)
-		ret = dump_private_pages(pid, dvmas, nr, ctx);
-	if (!ret)
-		ret = dump_shmem_objects(pid, dvmas, nr, ctx);
-	free_dump_vmas(dvmas, nr_vmas);
+		ret = dump_shmem_objects(pid, d->dvmas, d->nr, ctx);
+	if (!ret && ctx->lazy)
+		ret = mem_lazy_add_task(ctx, pid, &d->lazy);
+	d->pages_id = ctx->next_pages_id++;
 	return ret;
+}
+
+int mem_dump_task_pages(struct mem_task_dump *d)
+{
+	return dump_private_pages(d);
+}
+
+static void add_stats(struct mem_dump_stats *to, const struct mem_dump_stats *from)
+{
+	to->pages_scanned += from->pages_scanned;
+	to->pages_written += from->pages_written;
+	to->pages_in_parent += from->pages_in_parent;
+	to->shpages_scanned += from->shpages_scanned;
+	to->shpages_written += from->shpages_written;
+	to->write_us += from->write_us;
+	to->pages_lazy += from->pages_lazy;
+}
+
+void mem_dump_task_end(struct mem_task_dump *d, struct mem_dump_ctx *ctx)
+{
+	if (!d)
+		return;
+	add_stats(&ctx->stats, &d->stats);
+	if (d->dvmas)
+		free_dump_vmas(d->dvmas, d->nr_alloc);
+	free(d);
 }
 
 int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
 		    struct mem_dump_ctx *ctx)
 {
-	struct dump_vma *dvmas;
-	unsigned int i, nr = 0;
+	struct mem_task_dump d = { .pid = pid, .ctx = ctx };
+	unsigned int i;
 	int ret = 0;
 
-	dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*dvmas));
-	if (!dvmas) {
+	d.dvmas = calloc(nr_vmas ? nr_vmas : 1, sizeof(*d.dvmas));
+	if (!d.dvmas) {
 		pr_err("no memory for the VMAs of %d\n", pid);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nr_vmas && !ret; i++)
 		if (mem_track_vma(&vmas[i]))
-			ret = fill_dump_vma(pid, &vmas[i], &dvmas[nr++]);
+			ret = fill_dump_vma(pid, &vmas[i], &d.dvmas[d.nr++]);
+	d.pages_id = ctx->next_pages_id++;
 	if (!ret)
-		ret = dump_private_pages(pid, dvmas, nr, ctx);
-	free_dump_vmas(dvmas, nr);
+		ret = dump_private_pages(&d);
+	add_stats(&ctx->stats, &d.stats);
+	free_dump_vmas(d.dvmas, d.nr);
 	return ret;
 }

@@ -105,6 +105,11 @@ static int images_write(struct page_xfer *px, const void *buf, size_t len)
 	return img_write_raw(px->pages_img, buf, len);
 }
 
+static int images_splice_fd(struct page_xfer *px)
+{
+	return px->pages_img->fd;
+}
+
 static void images_close(struct page_xfer *px)
 {
 	if (px->pages_img)
@@ -118,6 +123,7 @@ static const struct page_xfer_ops images_ops = {
 	.entry = images_entry,
 	.write = images_write,
 	.close = images_close,
+	.splice_fd = images_splice_fd,
 };
 
 /* ------------------------------------------------- the page server target ---- */
@@ -184,12 +190,18 @@ static int server_write(struct page_xfer *px, const void *buf, size_t len)
 	return ret;
 }
 
+static int server_splice_fd(struct page_xfer *px)
+{
+	return px->sk;
+}
+
 static const struct page_xfer_ops server_ops = {
 	.open = server_open,
 	.entry = server_entry,
 	.write = server_write,
 	/* the socket stays the dump's, for its next pagemaps; the kept pagemap is closed */
 	.close = images_close,
+	.splice_fd = server_splice_fd,
 };
 
 /* ----------------------------------------------------------------- the ring ---- */
@@ -300,6 +312,32 @@ int page_xfer_fill(struct page_xfer *px, size_t len, page_xfer_fill_fn fill, voi
 			return ret;
 	}
 	return 0;
+}
+
+/* Pipe to target without passing through criu's memory: the pages go into the page cache. */
+int page_xfer_splice(struct page_xfer *px, int pipe_fd, size_t len)
+{
+	int ret = page_xfer_flush(px), out = px->ops->splice_fd(px);
+	uint64_t start = usec_now();
+
+	while (!ret && len) {
+		ssize_t moved = splice(pipe_fd, NULL, out, NULL, len, SPLICE_F_MOVE | SPLICE_F_MORE);
+
+		if (moved < 0 && errno == EINTR)
+			continue;
+		if (moved <= 0) {
+			ret = moved < 0 ? -errno : -EIO;
+			pr_err("cannot move pages from a pipe to %s: %s\n",
+			       px->ops == &images_ops ? px->pages_img->name : "the page server",
+			       moved < 0 ? strerror(errno) : "the pipe ran dry");
+			break;
+		}
+		len -= moved;
+	}
+	pthread_mutex_lock(&px->lock);
+	px->write_us += usec_now() - start;
+	pthread_mutex_unlock(&px->lock);
+	return ret;
 }
 
 void page_xfer_close(struct page_xfer *px)

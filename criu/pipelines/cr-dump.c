@@ -20,6 +20,7 @@
 #include "cr_options.h"
 #include "crtools.h"
 #include "daemon.h"
+#include "dump-mem.h"
 #include "dump-task.h"
 #include "file-lock.h"
 #include "files.h"
@@ -154,18 +155,6 @@ static int checkpoint_devices(pid_t pid)
 	return ret >= 0 || ret == -ENOTSUP ? 0 : ret;
 }
 
-static int dump_task_memory(struct dump_task *task, struct dump_stats *stats)
-{
-	struct timespec start;
-	int ret;
-
-	pr_info("dumping the memory of task %d\n", task->item->pid);
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = dump_task_mm(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc, &stats->mem);
-	stats->memdump_us += usec_since(&start);
-	return ret;
-}
-
 /* The files code names fdinfo-FILES_ID.img by the ids pstree_assign_ids() gave. */
 static int dump_files(struct dump_task *task)
 {
@@ -200,18 +189,32 @@ static int disarm_write_tracker(struct dump_task *task)
 	return ret ? ret : cure_ret;
 }
 
-/* A live process: its state, memory, files, ids and core images. */
-static int dump_one_task(struct dump_task *task, struct dump_stats *stats)
+/*
+ * A live process: its state, files, then its parasite for its sigactions, its ids and core
+ * images, then its memory, whose pages may still be dumped while the next task is
+ * (dump-mem.h). The files before the parasite: its fds must not be seen in the fd table.
+ */
+static int dump_one_task(struct dump_task *task, struct dump_mem_pool *mem)
 {
+	struct compel_ctl *parasite;
 	int ret = dump_collect_task_state(task);
 
 	if (!ret)
-		ret = dump_task_memory(task, stats);
-	if (!ret)
 		ret = dump_files(task);
+	if (ret)
+		return ret;
+	parasite = dump_start_parasite(task);
+	ret = dump_collect_sigactions(task, parasite);
 	if (!ret)
 		ret = pstree_write_ids(task->item);
-	return ret ? ret : write_task_cores(task);
+	if (!ret)
+		ret = write_task_cores(task);
+	if (ret) {
+		if (parasite)
+			compel_cure(parasite); /* logs its own failure; the dump fails anyway */
+		return ret;
+	}
+	return dump_mem_task(mem, task, parasite);
 }
 
 /*
@@ -237,17 +240,22 @@ static int dump_zombie(struct dump_task *task)
 
 static int dump_tree(struct dump_stats *stats)
 {
+	struct dump_mem_pool *mem = NULL;
 	unsigned int i;
-	int ret = 0;
+	int ret = 0, mem_ret;
 
 	/* Before any task's files: fdinfo images are named by files_id. */
 	ret = pstree_assign_ids();
+	if (!ret)
+		ret = dump_mem_pool_init(&mem, &stats->mem, &stats->memdump_us);
 	for (i = 0; i < nr_dump_tasks && !ret; i++) {
 		struct dump_task *task = dump_tasks[i];
 
-		ret = task->item->zombie ? dump_zombie(task) : dump_one_task(task, stats);
+		ret = task->item->zombie ? dump_zombie(task) : dump_one_task(task, mem);
 	}
-	return ret;
+	/* Every parasite stopped, even after a failure: the tree is resumed next. */
+	mem_ret = dump_mem_pool_finish(mem);
+	return ret ?: mem_ret;
 }
 
 /* Devices of every process, before any process's state is read. */

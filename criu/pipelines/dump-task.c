@@ -27,6 +27,7 @@
 #include "lsm.h"
 #include "namespaces.h"
 #include "proc_parse.h"
+#include "parasite-proto.h"
 #include "pstree.h"
 #include "regs-x86.h"
 #include "seccomp.h"
@@ -417,8 +418,23 @@ static int remote_call_read(struct compel_ctl *ctl, const char *what, void *out,
 	return compel_scratch_read(ctl, 0, out, len);
 }
 
-/* Every signal's disposition, in signal order, as CRIU writes them: no SIGKILL, SIGSTOP. */
-static int collect_sigactions(struct dump_task *task, struct compel_ctl *ctl)
+/* Signal sig's disposition as the nr-th of the task's sigactions (signal order). */
+static void keep_sigaction(struct dump_task *task, unsigned int nr, const struct kernel_sigaction *ksa)
+{
+	SaEntry *sa = &task->sa[nr];
+
+	sa_entry__init(sa);
+	sa->sigaction = ksa->handler;
+	sa->flags = ksa->flags;
+	sa->restorer = ksa->restorer;
+	sa->mask = ksa->mask;
+	sa->has_compat_sigaction = true;
+	sa->compat_sigaction = false;
+	task->sa_ptrs[nr] = sa;
+}
+
+/* Every signal's disposition with injected syscalls, one rt_sigaction() each. */
+static int collect_sigactions_injected(struct dump_task *task, struct compel_ctl *ctl)
 {
 	unsigned long scratch = compel_scratch_addr(ctl);
 	unsigned int sig, nr = 0;
@@ -426,7 +442,6 @@ static int collect_sigactions(struct dump_task *task, struct compel_ctl *ctl)
 
 	for (sig = 1; sig <= NR_SIGNALS; sig++) {
 		struct kernel_sigaction ksa;
-		SaEntry *sa = &task->sa[nr];
 
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
@@ -434,18 +449,58 @@ static int collect_sigactions(struct dump_task *task, struct compel_ctl *ctl)
 				       sig, 0, scratch, sizeof(ksa.mask));
 		if (ret)
 			return ret;
-		sa_entry__init(sa);
-		sa->sigaction = ksa.handler;
-		sa->flags = ksa.flags;
-		sa->restorer = ksa.restorer;
-		sa->mask = ksa.mask;
-		sa->has_compat_sigaction = true;
-		sa->compat_sigaction = false;
-		task->sa_ptrs[nr++] = sa;
+		keep_sigaction(task, nr++, &ksa);
 	}
 	task->tc.n_sigactions = nr;
-	task->tc.sigactions = task->sa_ptrs;
 	return 0;
+}
+
+/* Every signal's disposition, read by the parasite in one go. */
+static int collect_sigactions_parasite(struct dump_task *task, struct compel_ctl *parasite)
+{
+	struct parasite_cmd cmd = { .cmd = PARASITE_CMD_SIGACTIONS };
+	const struct parasite_args *args = compel_parasite_args(parasite);
+	struct parasite_answer answer;
+	unsigned int sig, nr = 0;
+	int ret;
+
+	ret = compel_parasite_send(parasite, &cmd, NULL, 0);
+	if (!ret)
+		ret = compel_parasite_recv(parasite, &answer);
+	if (!ret && answer.ret) {
+		pr_err("task %d: its parasite cannot read the sigactions: %s\n", task->item->pid,
+		       strerror(-answer.ret));
+		ret = (int)answer.ret;
+	}
+	for (sig = 1; sig <= NR_SIGNALS && !ret; sig++) {
+		struct kernel_sigaction ksa;
+
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		memcpy(&ksa, &args->sigactions[sig - 1], sizeof(ksa));
+		keep_sigaction(task, nr++, &ksa);
+	}
+	task->tc.n_sigactions = nr;
+	return ret;
+}
+
+int dump_collect_sigactions(struct dump_task *task, struct compel_ctl *parasite)
+{
+	struct compel_ctl *ctl;
+	unsigned long ip;
+	int ret, cure_ret;
+
+	task->tc.sigactions = task->sa_ptrs;
+	if (parasite)
+		return collect_sigactions_parasite(task, parasite);
+	ret = dump_find_syscall_ip(task, &ip);
+	if (!ret)
+		ret = compel_infect(task->item->pid, ip, &ctl);
+	if (ret)
+		return ret;
+	ret = collect_sigactions_injected(task, ctl);
+	cure_ret = compel_cure(ctl);
+	return ret ?: cure_ret;
 }
 
 static int collect_itimers(struct dump_task *task, struct compel_ctl *ctl)
@@ -644,6 +699,23 @@ int dump_find_syscall_ip(struct dump_task *task, unsigned long *ip)
 	return -ENOENT;
 }
 
+struct compel_ctl *dump_start_parasite(struct dump_task *task)
+{
+	struct compel_ctl *ctl;
+	unsigned long ip;
+
+	if (dump_find_syscall_ip(task, &ip) || compel_infect(task->item->pid, ip, &ctl))
+		return NULL;
+	if (!compel_parasite_start(ctl))
+		return ctl;
+	if (compel_cure(ctl))
+		return NULL;
+	pr_warn("task %d: no parasite, its state is read with injected syscalls and its pages "
+		"from outside\n",
+		task->item->pid);
+	return NULL;
+}
+
 static int collect_injected_state(struct dump_task *task)
 {
 	struct compel_ctl *ctl;
@@ -656,9 +728,7 @@ static int collect_injected_state(struct dump_task *task)
 	ret = compel_infect(task->item->pid, ip, &ctl);
 	if (ret)
 		return ret;
-	ret = collect_sigactions(task, ctl);
-	if (!ret)
-		ret = collect_thread_misc(&task->main_thread, ctl);
+	ret = collect_thread_misc(&task->main_thread, ctl);
 	/* The itimers first: the posix timers go into the timers entry they fill. */
 	if (!ret)
 		ret = collect_itimers(task, ctl);

@@ -95,10 +95,12 @@ void mem_dump_task_end(struct mem_task_dump *d, struct mem_dump_ctx *ctx);
 
 /*
  * A pre-dump: pagemap-PID.img and its pages of the task's private anonymous memory only
- * (mem_track_vma()), which the task goes on writing; no other image. 0 or -errno.
+ * (mem_track_vma()), which the task goes on writing; no other image. parasite: as for
+ * mem_dump_task_begin() (every page is spliced out before it returns, so the task may
+ * run again afterwards). 0 or -errno.
  */
 int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-		    struct mem_dump_ctx *ctx);
+		    struct mem_dump_ctx *ctx, struct compel_ctl *parasite);
 
 /*
  * dump --lazy-pages (mem-lazy.c): a task whose lazy runs follow (*out, owned by ctx), one

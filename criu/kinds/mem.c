@@ -1436,9 +1436,9 @@ void mem_dump_task_end(struct mem_task_dump *d, struct mem_dump_ctx *ctx)
 }
 
 int predump_task_mm(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-		    struct mem_dump_ctx *ctx)
+		    struct mem_dump_ctx *ctx, struct compel_ctl *parasite)
 {
-	struct mem_task_dump d = { .pid = pid, .ctx = ctx };
+	struct mem_task_dump d = { .pid = pid, .ctx = ctx, .parasite = parasite };
 	unsigned int i;
 	int ret = 0;
 

@@ -326,11 +326,17 @@ static int link_parent_images(struct mem_dump_ctx *mem)
 	return 0;
 }
 
-/* A pre-dump of one task: tracker armed, then its private anonymous pages. */
+/*
+ * A pre-dump of one task: tracker armed, then its private anonymous pages, through its
+ * parasite. Not with process_vm_readv(): its read-only pin gives the task its own copy of
+ * every page it still shares copy-on-write (the kernel unshares pinned anonymous pages),
+ * and the tree, which runs on, would keep those copies.
+ */
 static int pre_dump_one_task(struct dump_task *task, struct dump_stats *stats)
 {
 	pid_t pid = task->item->pid;
 	struct compel_ctl *ctl;
+	bool parasite = false;
 	unsigned long ip;
 	int ret, cure_ret;
 
@@ -343,10 +349,15 @@ static int pre_dump_one_task(struct dump_task *task, struct dump_stats *stats)
 	if (ret)
 		return ret;
 	ret = mem_track_arm(ctl, pid, task->vmas, task->nr_vmas);
+	if (!ret) {
+		parasite = !compel_parasite_start(ctl);
+		if (!parasite)
+			pr_warn("task %d: no parasite, its pages are read from outside\n", pid);
+		ret = predump_task_mm(pid, task->vmas, task->nr_vmas, &stats->mem,
+				      parasite ? ctl : NULL);
+	}
 	cure_ret = compel_cure(ctl);
-	if (!ret)
-		ret = cure_ret;
-	return ret ? ret : predump_task_mm(pid, task->vmas, task->nr_vmas, &stats->mem);
+	return ret ? ret : cure_ret;
 }
 
 /* A failed pre-dump leaves no tracking behind: the tree is as it was. */

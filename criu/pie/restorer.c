@@ -21,6 +21,7 @@
 #include "pie-lib.h"
 #include "syscalls.h"
 #include "restorer-args.h"
+#include "sigframe-x86.h"
 #include "vma.h"
 
 #define PAGE_SIZE 4096ul
@@ -38,40 +39,16 @@
 
 #define PR_TIMER_CREATE_RESTORE_IDS 77 /* kernel 6.17+: timer_create() takes the id asked for */
 
-#define UC_FP_XSTATE 0x1
-#define UC_SIGCONTEXT_SS 0x2
-#define UC_STRICT_RESTORE_SS 0x4
-
 #define pr_log(a, level, fmt, ...) rst_log((a)->log_fd, (a)->loglevel, (a)->log_pid, level, fmt, ##__VA_ARGS__)
 #define pr_err(a, fmt, ...) pr_log(a, RST_LOG_ERROR, fmt, ##__VA_ARGS__)
 #define pr_warn(a, fmt, ...) pr_log(a, RST_LOG_WARN, fmt, ##__VA_ARGS__)
 #define pr_info(a, fmt, ...) pr_log(a, RST_LOG_INFO, fmt, ##__VA_ARGS__)
 #define pr_debug(a, fmt, ...) pr_log(a, RST_LOG_DEBUG, fmt, ##__VA_ARGS__)
 
-/* The x86_64 signal frame as rt_sigreturn reads it (arch/x86 uapi sigcontext/ucontext). */
-struct rst_sigcontext {
-	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
-	uint64_t di, si, bp, bx, dx, ax, cx, sp, ip, flags;
-	uint16_t cs, gs, fs, ss;
-	uint64_t err, trapno, oldmask, cr2;
-	uint64_t fpstate;
-	uint64_t reserved1[8];
-};
-
-struct rst_ucontext {
-	uint64_t uc_flags;
-	uint64_t uc_link;
-	uint64_t ss_sp;
-	int32_t ss_flags;
-	uint32_t ss_pad;
-	uint64_t ss_size;
-	struct rst_sigcontext mcontext;
-	uint64_t sigmask;
-};
-
+/* The x86_64 signal frame as rt_sigreturn reads it (sigframe-x86.h). */
 struct rst_sigframe {
 	uint64_t pretcode; /* rt_sigreturn finds the frame at sp - 8 */
-	struct rst_ucontext uc;
+	struct x86_ucontext uc;
 	uint8_t info[RST_SIGINFO_SIZE];
 };
 
@@ -1404,7 +1381,7 @@ static long report_and_stop(struct rst_args *a)
 static void build_sigframe(const struct rst_thread *th, struct rst_sigframe *frame)
 {
 	const struct rst_gpregs *r = &th->regs;
-	struct rst_sigcontext *mc = &frame->uc.mcontext;
+	struct x86_sigcontext *mc = &frame->uc.mcontext;
 
 	memset(frame, 0, sizeof(*frame));
 	frame->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (th->xsave ? UC_FP_XSTATE : 0);

@@ -47,6 +47,8 @@ struct dump_thread {
 };
 
 /* Everything learnt about one task, and the storage its TaskCoreEntry points into. */
+struct mem_task_dump;
+
 struct dump_task {
 	struct pstree_item *item;
 	bool seized;
@@ -59,6 +61,7 @@ struct dump_task {
 	struct proc_vma *vmas;
 	unsigned int nr_vmas;
 	struct task_mm_misc mm_misc;
+	struct mem_task_dump *mem; /* its VMAs, from mem_dump_task_collect() to dump_mem_task() */
 
 	TaskCoreEntry tc;
 	char comm[COMM_LEN];

@@ -72,24 +72,28 @@ struct task_mm_misc {
  * Dump the address space of a seized task whose VMAs are vmas (parse_pid_smaps(), read
  * while the task was stopped), in three steps, so that the private pages (the expensive
  * part) of several tasks may be dumped in parallel:
+ * - mem_dump_task_collect() classifies the VMAs, HANDLE_DEVICE_VMA for device ones (before
+ *   the task's files are dumped, as CRIU runs the hooks); *out is set whatever happens,
+ *   for mem_dump_task_end().
  * - mem_dump_task_begin() writes mm-PID.img, mm-ext-PID.img when some VMA has a name or is
  *   locked and, for each shared anonymous object not stored yet in this dump,
  *   pagemap-shmem-SHMID.img (vaddr: the offset in the object) with its own pages-ID.img;
- *   VMAs it cannot restore (SysV shm, devices no plugin takes) fail the dump, logged. *out
- *   is set whatever happens, for mem_dump_task_end().
+ *   VMAs it cannot restore (SysV shm, devices no plugin takes) fail the dump, logged.
  * - mem_dump_task_pages() writes pagemap-PID.img (pagemap_head, then one entry per run of
  *   stored pages in address order, the data following each other in pages-ID.img from
  *   offset 0); it reads ctx but writes only into *d: it may run on any thread, with
  *   others. parasite: the task's running parasite (compel_parasite_start()), which
  *   vmsplices the private pages into pipes; NULL: they are read with process_vm_readv.
- * - mem_dump_task_end() adds the task's numbers to ctx's and frees d.
+ * - mem_dump_task_end() adds the task's numbers to ctx's (ctx NULL: a dump that failed
+ *   before its pages) and frees d.
  * 0 or -errno.
  */
 struct compel_ctl;
 struct mem_task_dump;
-int mem_dump_task_begin(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-			const struct task_mm_misc *misc, struct mem_dump_ctx *ctx,
-			struct compel_ctl *parasite, struct mem_task_dump **out);
+int mem_dump_task_collect(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+			  struct mem_task_dump **out);
+int mem_dump_task_begin(struct mem_task_dump *d, const struct task_mm_misc *misc,
+			struct mem_dump_ctx *ctx, struct compel_ctl *parasite);
 int mem_dump_task_pages(struct mem_task_dump *d);
 void mem_dump_task_end(struct mem_task_dump *d, struct mem_dump_ctx *ctx);
 

@@ -1378,12 +1378,10 @@ static int dump_shmem_objects(pid_t pid, const struct dump_vma *dvmas, unsigned 
 	return ret;
 }
 
-int mem_dump_task_begin(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
-			const struct task_mm_misc *misc, struct mem_dump_ctx *ctx,
-			struct compel_ctl *parasite, struct mem_task_dump **out)
+int mem_dump_task_collect(pid_t pid, const struct proc_vma *vmas, unsigned int nr_vmas,
+			  struct mem_task_dump **out)
 {
 	struct mem_task_dump *d = calloc(1, sizeof(*d));
-	int ret;
 
 	*out = d;
 	if (d)
@@ -1394,11 +1392,18 @@ int mem_dump_task_begin(pid_t pid, const struct proc_vma *vmas, unsigned int nr_
 	}
 	d->pid = pid;
 	d->nr_alloc = nr_vmas;
+	return collect_dump_vmas(pid, vmas, nr_vmas, d->dvmas, &d->nr);
+}
+
+int mem_dump_task_begin(struct mem_task_dump *d, const struct task_mm_misc *misc,
+			struct mem_dump_ctx *ctx, struct compel_ctl *parasite)
+{
+	pid_t pid = d->pid;
+	int ret;
+
 	d->ctx = ctx;
 	d->parasite = parasite;
-	ret = collect_dump_vmas(pid, vmas, nr_vmas, d->dvmas, &d->nr);
-	if (!ret)
-		ret = write_mm_image(pid, misc, d->dvmas, d->nr);
+	ret = write_mm_image(pid, misc, d->dvmas, d->nr);
 	if (!ret)
 		ret = write_mm_ext_image(pid, d->dvmas, d->nr);
 	if (!ret)
@@ -1429,7 +1434,8 @@ void mem_dump_task_end(struct mem_task_dump *d, struct mem_dump_ctx *ctx)
 {
 	if (!d)
 		return;
-	add_stats(&ctx->stats, &d->stats);
+	if (ctx)
+		add_stats(&ctx->stats, &d->stats);
 	if (d->dvmas)
 		free_dump_vmas(d->dvmas, d->nr_alloc);
 	free(d);

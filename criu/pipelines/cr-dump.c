@@ -190,31 +190,36 @@ static int disarm_write_tracker(struct dump_task *task)
 }
 
 /*
- * A live process: its state, files, then its parasite for its sigactions, its ids and core
- * images, then its memory, whose pages may still be dumped while the next task is
- * (dump-mem.h). The files before the parasite: its fds must not be seen in the fd table.
+ * A live process: its state and VMAs, files, then its parasite for its sigactions, its
+ * ids and core images, then its memory, whose pages may still be dumped while the next
+ * task is (dump-mem.h). The VMAs before the files: CRIU runs HANDLE_DEVICE_VMA before
+ * DUMP_EXT_FILE, and plugins rely on it. The files before the parasite: its fds must not
+ * be seen in the fd table.
  */
 static int dump_one_task(struct dump_task *task, struct dump_mem_pool *mem)
 {
-	struct compel_ctl *parasite;
+	struct compel_ctl *parasite = NULL;
 	int ret = dump_collect_task_state(task);
 
 	if (!ret)
+		ret = mem_dump_task_collect(task->item->pid, task->vmas, task->nr_vmas, &task->mem);
+	if (!ret)
 		ret = dump_files(task);
-	if (ret)
-		return ret;
-	parasite = dump_start_parasite(task);
-	ret = dump_collect_sigactions(task, parasite);
+	if (!ret) {
+		parasite = dump_start_parasite(task);
+		ret = dump_collect_sigactions(task, parasite);
+	}
 	if (!ret)
 		ret = pstree_write_ids(task->item);
 	if (!ret)
 		ret = write_task_cores(task);
-	if (ret) {
-		if (parasite)
-			compel_cure(parasite); /* logs its own failure; the dump fails anyway */
-		return ret;
-	}
-	return dump_mem_task(mem, task, parasite);
+	if (!ret)
+		return dump_mem_task(mem, task, parasite);
+	if (parasite)
+		compel_cure(parasite); /* logs its own failure; the dump fails anyway */
+	mem_dump_task_end(task->mem, NULL);
+	task->mem = NULL;
+	return ret;
 }
 
 /*

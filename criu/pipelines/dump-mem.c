@@ -116,6 +116,8 @@ int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task, struct com
 	if (pool->error) {
 		int ret = parasite ? compel_cure(parasite) : 0;
 
+		mem_dump_task_end(task->mem, NULL);
+		task->mem = NULL;
 		return pool->error ?: ret;
 	}
 	job = &pool->jobs[(pool->first + pool->nr++) % pool->max_jobs];
@@ -123,8 +125,9 @@ int dump_mem_task(struct dump_mem_pool *pool, struct dump_task *task, struct com
 	pr_info("dumping the memory of task %d\n", task->item->pid);
 	clock_gettime(CLOCK_MONOTONIC, &job->start);
 	job->parasite = parasite;
-	ret = mem_dump_task_begin(task->item->pid, task->vmas, task->nr_vmas, &task->mm_misc,
-				  pool->ctx, job->parasite, &job->mem);
+	job->mem = task->mem;
+	task->mem = NULL;
+	ret = mem_dump_task_begin(job->mem, &task->mm_misc, pool->ctx, job->parasite);
 	if (!ret && pool->max_jobs > 1) {
 		int err = pthread_create(&job->thread, NULL, dump_pages_thread, job);
 
